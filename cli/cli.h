@@ -1,0 +1,39 @@
+/* The eerl command: one file per subcommand (cli/cmd_<name>.c), each exporting one entry point
+ * listed in main.c's table, plus small parsing helpers (cli/util.c) shared by all of them.
+ * Subcommands print; the library never does. Errors name the bad value and exit non-zero. */
+#ifndef EERL_CLI_H
+#define EERL_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Exit codes of the eerl command. */
+#define EERL_EXIT_OK 0
+#define EERL_EXIT_FAIL 1  /* the operation failed (device error, unwritable file, ...) */
+#define EERL_EXIT_USAGE 2 /* bad arguments: the message names the value and the valid choices */
+
+int eerl_cmd_devices(int argc, char **argv);
+int eerl_cmd_meter(int argc, char **argv);
+int eerl_cmd_replay(int argc, char **argv);
+int eerl_cmd_sweep(int argc, char **argv);
+
+/* "eerl <cmd>: " prefixed message on stderr, printf-style. */
+void eerl_cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a non-negative integer in [min, max]; on failure prints an error naming `what` and the
+ * bad text and returns -1. */
+int eerl_cli_parse_uint(const char *cmd, const char *what, const char *text, unsigned long min,
+                        unsigned long max, unsigned long *ret);
+/* Parses a finite double in [min, max] the same way. */
+int eerl_cli_parse_double(const char *cmd, const char *what, const char *text, double min,
+                          double max, double *ret);
+/* Parses "0,1,3" or "0-3" (or a mix) into ascending unique indices; at most cap of them. */
+int eerl_cli_parse_index_list(const char *cmd, const char *what, const char *text, unsigned *out,
+                              size_t cap, size_t *ret_n);
+
+/* Opens the device backend the command should use: NVML unless EERL_DEVICES says otherwise.
+ * Prints a clear error and returns NULL on failure. */
+struct eerl_device;
+struct eerl_device *eerl_cli_open_devices(const char *cmd);
+
+#endif

@@ -1,0 +1,10 @@
+/* eerl meter: not written yet (placeholder so the command table links; replaced by its issue). */
+#include "cli.h"
+
+int eerl_cmd_meter(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    eerl_cli_err("meter", "this command is not available in this build yet");
+    return EERL_EXIT_FAIL;
+}

@@ -1,0 +1,144 @@
+/* Argument parsing shared by the subcommands. Every failure prints what was wrong with the value. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eerl/device.h"
+#include "eerl/error.h"
+#include "cli.h"
+
+void eerl_cli_err(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "eerl %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int eerl_cli_parse_uint(const char *cmd, const char *what, const char *text, unsigned long min,
+                        unsigned long max, unsigned long *ret)
+{
+    char *end = NULL;
+    unsigned long v;
+
+    if (!text || !*text || *text == '-' || *text == '+') {
+        eerl_cli_err(cmd, "%s '%s' is not a non-negative integer", what, text ? text : "");
+        return -1;
+    }
+    errno = 0;
+    v = strtoul(text, &end, 10);
+    if (errno || *end) {
+        eerl_cli_err(cmd, "%s '%s' is not a non-negative integer", what, text);
+        return -1;
+    }
+    if (v < min || v > max) {
+        eerl_cli_err(cmd, "%s %lu is out of range (%lu-%lu)", what, v, min, max);
+        return -1;
+    }
+    *ret = v;
+    return 0;
+}
+
+int eerl_cli_parse_double(const char *cmd, const char *what, const char *text, double min,
+                          double max, double *ret)
+{
+    char *end = NULL;
+    double v;
+
+    if (!text || !*text) {
+        eerl_cli_err(cmd, "%s is empty", what);
+        return -1;
+    }
+    errno = 0;
+    v = strtod(text, &end);
+    if (errno || *end || !isfinite(v)) {
+        eerl_cli_err(cmd, "%s '%s' is not a number", what, text);
+        return -1;
+    }
+    if (v < min || v > max) {
+        eerl_cli_err(cmd, "%s %g is out of range (%g to %g)", what, v, min, max);
+        return -1;
+    }
+    *ret = v;
+    return 0;
+}
+
+static int cmp_unsigned(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return (x > y) - (x < y);
+}
+
+int eerl_cli_parse_index_list(const char *cmd, const char *what, const char *text, unsigned *out,
+                              size_t cap, size_t *ret_n)
+{
+    size_t n = 0, i, k;
+    const char *p = text;
+
+    if (!text || !*text) {
+        eerl_cli_err(cmd, "%s is empty; give indices like 0,1 or 0-3", what);
+        return -1;
+    }
+    while (*p) {
+        char *end;
+        unsigned long a, b;
+
+        if (*p < '0' || *p > '9')
+            goto bad;
+        a = strtoul(p, &end, 10);
+        b = a;
+        if (*end == '-') {
+            p = end + 1;
+            if (*p < '0' || *p > '9')
+                goto bad;
+            b = strtoul(p, &end, 10);
+            if (b < a)
+                goto bad;
+        }
+        if (b > 65535)
+            goto bad;
+        for (; a <= b; a++) {
+            if (n >= cap) {
+                eerl_cli_err(cmd, "%s '%s' names more than %zu entries", what, text, cap);
+                return -1;
+            }
+            out[n++] = (unsigned)a;
+        }
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            goto bad;
+    }
+    qsort(out, n, sizeof(*out), cmp_unsigned);
+    for (i = 0, k = 0; i < n; i++)
+        if (k == 0 || out[k - 1] != out[i])
+            out[k++] = out[i];
+    *ret_n = k;
+    return 0;
+bad:
+    eerl_cli_err(cmd, "%s '%s' is malformed; give indices like 0,1 or 0-3", what, text);
+    return -1;
+}
+
+struct eerl_device *eerl_cli_open_devices(const char *cmd)
+{
+    eerl_device *dev = NULL;
+    int r = eerl_device_open_nvml(&dev);
+
+    if (r < 0) {
+        eerl_cli_err(cmd, "%s%s%s", eerl_strerror(r), dev ? ": " : "",
+                     dev ? eerl_device_last_error(dev) : "");
+        if (r == EERL_ENODRIVER)
+            fprintf(stderr, "  (set EERL_NVML_LIBRARY to the path of libnvidia-ml.so.1 if the "
+                            "driver is installed somewhere unusual)\n");
+        return NULL;
+    }
+    return dev;
+}

@@ -1,0 +1,80 @@
+/* The device interface: a set of GPUs behind one backend (NVML, or the simulated cluster).
+ * Every GPU call in eerl goes through these functions; every one returns 0 or an EERL_E* code
+ * and leaves its ret_ outputs untouched on failure. GPUs are addressed by index 0..count-1. */
+#ifndef EERL_DEVICE_H
+#define EERL_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eerl/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eerl_device eerl_device;
+
+#define EERL_DEVICE_NAME_MAX 96
+#define EERL_DEVICE_UUID_MAX 96
+/* More than any GPU reports (the H200 lists 106 SM clocks at its top memory clock). */
+#define EERL_DEVICE_CLOCKS_MAX 512
+
+/* Throttle reasons, bit for bit NVML's nvmlClocksEventReasons. */
+#define EERL_THROTTLE_GPU_IDLE 0x1ull
+#define EERL_THROTTLE_APP_CLOCKS 0x2ull
+#define EERL_THROTTLE_SW_POWER_CAP 0x4ull
+#define EERL_THROTTLE_HW_SLOWDOWN 0x8ull
+#define EERL_THROTTLE_SYNC_BOOST 0x10ull
+#define EERL_THROTTLE_SW_THERMAL 0x20ull
+#define EERL_THROTTLE_HW_THERMAL 0x40ull
+#define EERL_THROTTLE_HW_POWER_BRAKE 0x80ull
+#define EERL_THROTTLE_DISPLAY_CLOCKS 0x100ull
+
+/* Opens the NVIDIA driver through NVML. The library is loaded with dlopen: $EERL_NVML_LIBRARY if
+ * set, else libnvidia-ml.so.1, else libnvidia-ml.so. Returns EERL_ENODRIVER when none loads. */
+EERL_EXPORT int eerl_device_open_nvml(eerl_device **ret_dev);
+
+/* Closes the backend. Does not reset clocks: that is the actuator's job. NULL is a no-op. */
+EERL_EXPORT void eerl_device_free(eerl_device *dev);
+
+/* "nvml", "twin", ... */
+EERL_EXPORT const char *eerl_device_backend(const eerl_device *dev);
+
+/* What the last failing call on this handle was doing, with values ("nvmlDeviceGetHandleByIndex
+ * (gpu 9): Invalid Argument"); "" when nothing has failed. Owned by the handle, valid until the
+ * next call on it. Not thread-safe across calls on one handle. */
+EERL_EXPORT const char *eerl_device_last_error(const eerl_device *dev);
+
+EERL_EXPORT int eerl_device_count(eerl_device *dev, unsigned *ret_count);
+EERL_EXPORT int eerl_device_name(eerl_device *dev, unsigned gpu, char *buf, size_t len);
+EERL_EXPORT int eerl_device_uuid(eerl_device *dev, unsigned gpu, char *buf, size_t len);
+
+/* Supported SM clocks at the highest supported memory clock, highest first. ret_n receives the
+ * number written; EERL_EOVERFLOW if cap is too small. */
+EERL_EXPORT int eerl_device_supported_sm_clocks(eerl_device *dev, unsigned gpu, unsigned *mhz,
+                                                size_t cap, size_t *ret_n);
+
+/* The SM clock the GPU runs at now. */
+EERL_EXPORT int eerl_device_sm_clock(eerl_device *dev, unsigned gpu, unsigned *ret_mhz);
+
+/* Total energy since the driver was loaded, in millijoules (NVML's counter). */
+EERL_EXPORT int eerl_device_energy_mj(eerl_device *dev, unsigned gpu, uint64_t *ret_mj);
+
+/* Power draw in milliwatts (NVML's averaged reading). */
+EERL_EXPORT int eerl_device_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
+
+/* Current throttle reasons (EERL_THROTTLE_* bits); EERL_ENOTSUP where the driver has none. */
+EERL_EXPORT int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask);
+
+/* Locks the SM clock into [min_mhz, max_mhz]. Changes the card: only the actuator calls this. */
+EERL_EXPORT int eerl_device_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz,
+                                           unsigned max_mhz);
+
+/* Undoes any SM clock lock: the default governor takes over again. */
+EERL_EXPORT int eerl_device_reset_sm_clocks(eerl_device *dev, unsigned gpu);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,119 @@
+/* The energy meter: samples the energy counters (and power) of a set of GPUs and answers "how
+ * much energy did these GPUs use between time A and time B", per GPU, per pool and in total.
+ *
+ * Sampling has one entry point, eerl_meter_tick(m, now): it reads every GPU once and stores a
+ * sample at time `now`. A simulation calls it in virtual time; eerl_meter_start() runs a thread
+ * that calls it every interval in real time. Between samples the cumulative energy of each GPU is
+ * interpolated linearly, so a mark that falls between two samples is exact when the power is
+ * constant between them. Anomalies (counter reset or stuck, counter unsupported, GPU lost, a
+ * failed read, an interval outside the sampled range) never fail a query: they are handled as
+ * docs/meter.md describes and reported in the reading's flags.
+ *
+ * Ownership: the meter borrows the device handle (the caller keeps it open until
+ * eerl_meter_free). Thread safety: tick, tick_now and the queries may be called from any thread
+ * at the same time; the device handle must not be used for reads from another thread while the
+ * sampler runs unless the backend is thread-safe (NVML is). */
+#ifndef EERL_METER_H
+#define EERL_METER_H
+
+#include <stddef.h>
+
+#include "eerl/clock.h"
+#include "eerl/device.h"
+#include "eerl/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eerl_meter eerl_meter;
+
+/* Most GPUs one meter samples. */
+#define EERL_METER_GPUS_MAX 64
+/* Sampling interval when 0 is given. */
+#define EERL_METER_DEFAULT_INTERVAL_MS 200u
+
+/* Reading flags, per GPU and OR-ed over the reading. Each says something about how the energy of
+ * the interval was obtained; a reading with no flags came from the energy counter alone. */
+#define EERL_METER_RESET 0x1u /* the counter went backwards (driver reset); rebased, see docs */
+#define EERL_METER_STUCK 0x2u /* the counter stopped moving while the GPU drew power */
+#define EERL_METER_POWER 0x4u /* part of the energy is integrated power (trapezoid) */
+#define EERL_METER_LOST 0x8u  /* the GPU was lost: nothing counted after its last good read */
+#define EERL_METER_PARTIAL                                                                         \
+    0x10u                       /* interval outside the samples: before the first sample not       \
+                                 * counted, after the last extrapolated at the last power */
+#define EERL_METER_MISSED 0x20u /* a read failed; the gap was interpolated across */
+#define EERL_METER_FLAGS_ALL 0x3fu
+
+/* Energy between two marks. Arrays are indexed by position in the query (gpu[i] is the device
+ * index of entry i). */
+typedef struct eerl_meter_reading {
+    double t0, t1;                           /* the interval asked for, seconds */
+    size_t n_gpus;                           /* entries used in the arrays below */
+    unsigned gpu[EERL_METER_GPUS_MAX];       /* device index */
+    double joules[EERL_METER_GPUS_MAX];      /* energy of that GPU over [t0, t1] */
+    double peak_w[EERL_METER_GPUS_MAX];      /* highest power sampled inside [t0, t1]; 0 if none */
+    unsigned gpu_flags[EERL_METER_GPUS_MAX]; /* EERL_METER_* for that GPU */
+    double total_joules;                     /* sum over the GPUs of the query */
+    double peak_total_w;                     /* highest sum of simultaneous power samples */
+    unsigned flags;                          /* OR of gpu_flags */
+    size_t n_samples;                        /* samples taken inside [t0, t1] */
+} eerl_meter_reading;
+
+/* Meters GPUs gpus[0..n_gpus-1] (device indices, distinct, each must exist: EERL_ENODEV names
+ * the bad one in eerl_device_last_error) with a sampling interval of interval_ms (0: 200 ms).
+ * The history kept is one hour of samples at that interval (eerl_meter_set_history changes it). */
+EERL_EXPORT int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus,
+                               unsigned interval_ms, eerl_meter **ret_meter);
+
+/* Stops the sampler thread if it runs, then frees. NULL is a no-op. */
+EERL_EXPORT void eerl_meter_free(eerl_meter *m);
+
+/* Keeps at least `seconds` of samples at the meter's interval (more samples than that are kept
+ * when ticks come faster). Only before the first tick: EERL_ESTATE after. */
+EERL_EXPORT int eerl_meter_set_history(eerl_meter *m, double seconds);
+
+/* The clock eerl_meter_tick_now() and the sampler thread use for timestamps (default
+ * eerl_clock_monotonic). The thread always waits in real time. Only while the thread is stopped. */
+EERL_EXPORT int eerl_meter_set_clock(eerl_meter *m, eerl_clock_fn clock, void *clock_ctx);
+
+/* Reads every GPU once and stores the sample at now_s. Times must not decrease (EERL_EINVAL);
+ * a tick at the same time as the last sample is ignored. Per-GPU read failures do not fail the
+ * tick: they are recorded and show up in the flags of readings. */
+EERL_EXPORT int eerl_meter_tick(eerl_meter *m, double now_s);
+
+/* eerl_meter_tick at the meter's clock, read under the tick lock, so ticks from several threads
+ * (the sampler and a caller marking a phase boundary) are always in order. ret_now_s (may be
+ * NULL) receives the time used. */
+EERL_EXPORT int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s);
+
+/* Starts the sampler thread (EERL_ESTATE if it runs). It ticks at once, then every interval on
+ * a fixed schedule. Signals are blocked in it. */
+EERL_EXPORT int eerl_meter_start(eerl_meter *m);
+
+/* Stops and joins the sampler thread; it wakes at once. EERL_ESTATE if it was not running. */
+EERL_EXPORT int eerl_meter_stop(eerl_meter *m);
+
+/* Energy of every metered GPU (the whole allocation) between t0 and t1 (t0 <= t1). EERL_ENODATA
+ * when there is no sample after t0, or when t0 is older than the history still kept. */
+EERL_EXPORT int eerl_meter_energy(eerl_meter *m, double t0, double t1, eerl_meter_reading *ret);
+
+/* The same over a pool: the device indices gpus[0..n-1], each one the meter samples (else
+ * EERL_ENODEV). */
+EERL_EXPORT int eerl_meter_energy_gpus(eerl_meter *m, double t0, double t1, const unsigned *gpus,
+                                       size_t n, eerl_meter_reading *ret);
+
+/* Time of the latest sample, EERL_ENODATA before the first tick. */
+EERL_EXPORT int eerl_meter_last_time(eerl_meter *m, double *ret_t);
+
+/* Number of samples stored so far (including ones dropped from the history). */
+EERL_EXPORT size_t eerl_meter_sample_count(eerl_meter *m);
+
+/* Writes the names of the flags ("reset,power") into buf (always NUL-terminated; "" for none).
+ * Returns the length it needed, like snprintf. */
+EERL_EXPORT int eerl_meter_flags_str(unsigned flags, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

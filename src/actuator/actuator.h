@@ -1,0 +1,8 @@
+/* Internal header of the actuator module: the public API is include/eerl/actuator.h; the
+ * registry of live actuators and their per-GPU records are private to actuator.c. */
+#ifndef EERL__ACTUATOR_H
+#define EERL__ACTUATOR_H
+
+#include "eerl/actuator.h"
+
+#endif

@@ -1,0 +1,805 @@
+/* The energy meter. Owns its ring of samples, the per-GPU bookkeeping that turns raw counter
+ * readings into a continuous cumulative energy, and the sampler thread. Borrows the device handle;
+ * never changes a GPU (clocks are the actuator's).
+ *
+ * Model: for each GPU the ring holds acc(t_k), the cumulative energy in joules since the first
+ * sample, at every sample time t_k. acc only ever follows the counter's deltas, so a driver reset,
+ * a stuck counter or a missing counter cannot make it jump or go backwards. The energy between two
+ * marks is acc(t1) - acc(t0), with acc interpolated linearly between samples.
+ *
+ * Per GPU, the "anchor" is the last sample whose acc is settled (backed by a good reading). When
+ * a reading cannot settle the sample (the counter has not moved yet, or a read failed), the sample
+ * is pending: it gets a provisional acc (the anchor's plus integrated power, when power is known)
+ * and is rewritten when the next good reading settles the stretch: linearly in time when the
+ * counter gives the stretch's energy, or by integrated power when the counter turns out stuck.
+ * Locks: tick_lock serializes ticks (device reads included); lock guards the ring. Order:
+ * tick_lock, then lock. run_lock + run_cond control the sampler thread. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eerl/error.h"
+#include "meter/meter.h"
+
+/* A counter that has not moved for this long while the GPU draws power is stuck. NVML updates
+ * the counter about every 100 ms, so a shorter flat stretch is normal between close ticks. */
+#define STUCK_AFTER_S 0.5
+#define DEFAULT_HISTORY_S 3600.0
+
+struct sample_gpu {
+    double acc;     /* cumulative joules at this sample */
+    double power_w; /* power read at this sample; < 0 when none */
+    unsigned flags; /* EERL_METER_* for the interval ending at this sample */
+};
+
+struct gpu_state {
+    unsigned idx;
+    int energy_supported; /* -1 not known yet, 0 no (power integration), 1 yes */
+    int lost;
+    int stuck;
+    int have_counter; /* anchor_counter is valid */
+    uint64_t anchor_counter;
+    uint64_t anchor_seq; /* the last settled sample */
+    unsigned pend_flags; /* flags the pending stretch has collected (MISSED) */
+};
+
+struct eerl_meter {
+    eerl_device *dev;
+    size_t n;
+    unsigned interval_ms;
+    struct gpu_state *gs;
+
+    /* Ring: sample seq s lives in slot s % cap; seqs [count - min(count, cap), count) are kept. */
+    size_t cap;
+    uint64_t count;
+    double *t;
+    struct sample_gpu *sg; /* cap * n, slot-major */
+    double *cum;           /* cap + 2 scratch doubles for tick (under tick_lock) */
+
+    eerl_clock_fn clock;
+    void *clock_ctx;
+
+    pthread_mutex_t lock;
+    pthread_mutex_t tick_lock;
+    pthread_mutex_t run_lock;
+    pthread_cond_t run_cond;
+    pthread_t thread;
+    int running;
+    int stop_flag;
+};
+
+static struct sample_gpu *sgat(eerl_meter *m, uint64_t seq, size_t gi)
+{
+    return &m->sg[(size_t)(seq % m->cap) * m->n + gi];
+}
+
+static double tat(const eerl_meter *m, uint64_t seq)
+{
+    return m->t[seq % m->cap];
+}
+
+static uint64_t oldest_seq(const eerl_meter *m)
+{
+    return m->count > m->cap ? m->count - m->cap : 0;
+}
+
+static int alloc_ring(eerl_meter *m, size_t cap)
+{
+    double *t = calloc(cap, sizeof(*t));
+    struct sample_gpu *sg = calloc(cap * m->n, sizeof(*sg));
+    double *cum = calloc(cap + 2, sizeof(*cum));
+
+    if (!t || !sg || !cum) {
+        free(t);
+        free(sg);
+        free(cum);
+        return EERL_ENOMEM;
+    }
+    free(m->t);
+    free(m->sg);
+    free(m->cum);
+    m->t = t;
+    m->sg = sg;
+    m->cum = cum;
+    m->cap = cap;
+    return 0;
+}
+
+static size_t history_cap(double seconds, unsigned interval_ms)
+{
+    double c = ceil(seconds * 1000.0 / interval_ms) + 1.0;
+
+    if (c < 64)
+        c = 64;
+    if (c > 1e8)
+        c = 1e8;
+    return (size_t)c;
+}
+
+int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsigned interval_ms,
+                   eerl_meter **ret_meter)
+{
+    eerl_meter *m = NULL;
+    pthread_condattr_t ca;
+    int r;
+    size_t i, j;
+
+    if (!dev || !gpus || n_gpus == 0 || n_gpus > EERL_METER_GPUS_MAX || !ret_meter)
+        return EERL_EINVAL;
+    if (interval_ms == 0)
+        interval_ms = EERL_METER_DEFAULT_INTERVAL_MS;
+    for (i = 0; i < n_gpus; i++) {
+        char name[EERL_DEVICE_NAME_MAX];
+
+        for (j = 0; j < i; j++)
+            if (gpus[j] == gpus[i])
+                return EERL_EINVAL;
+        /* Checks the index and leaves "GPU index 9 does not exist (...)" in the device's
+         * last error when it does not. */
+        r = eerl_device_name(dev, gpus[i], name, sizeof(name));
+        if (r == EERL_ENODEV)
+            return r;
+    }
+    m = calloc(1, sizeof(*m));
+    if (!m)
+        return EERL_ENOMEM;
+    m->dev = dev;
+    m->n = n_gpus;
+    m->interval_ms = interval_ms;
+    m->clock = eerl_clock_monotonic;
+    m->gs = calloc(n_gpus, sizeof(*m->gs));
+    if (!m->gs) {
+        r = EERL_ENOMEM;
+        goto fail;
+    }
+    for (i = 0; i < n_gpus; i++) {
+        m->gs[i].idx = gpus[i];
+        m->gs[i].energy_supported = -1;
+    }
+    r = alloc_ring(m, history_cap(DEFAULT_HISTORY_S, interval_ms));
+    if (r < 0)
+        goto fail;
+    if (pthread_condattr_init(&ca) != 0) {
+        r = EERL_ESYS;
+        goto fail;
+    }
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (pthread_mutex_init(&m->lock, NULL) != 0 || pthread_mutex_init(&m->tick_lock, NULL) != 0 ||
+        pthread_mutex_init(&m->run_lock, NULL) != 0 || pthread_cond_init(&m->run_cond, &ca) != 0) {
+        pthread_condattr_destroy(&ca);
+        r = EERL_ESYS;
+        goto fail;
+    }
+    pthread_condattr_destroy(&ca);
+    *ret_meter = m;
+    return 0;
+fail:
+    free(m->t);
+    free(m->sg);
+    free(m->cum);
+    free(m->gs);
+    free(m);
+    return r;
+}
+
+void eerl_meter_free(eerl_meter *m)
+{
+    if (!m)
+        return;
+    if (m->running)
+        eerl_meter_stop(m);
+    pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->tick_lock);
+    pthread_mutex_destroy(&m->run_lock);
+    pthread_cond_destroy(&m->run_cond);
+    free(m->t);
+    free(m->sg);
+    free(m->cum);
+    free(m->gs);
+    free(m);
+}
+
+int eerl_meter_set_history(eerl_meter *m, double seconds)
+{
+    int r;
+
+    if (!m || !(seconds > 0) || !isfinite(seconds))
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->tick_lock);
+    pthread_mutex_lock(&m->lock);
+    r = m->count ? EERL_ESTATE : alloc_ring(m, history_cap(seconds, m->interval_ms));
+    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->tick_lock);
+    return r;
+}
+
+int eerl_meter_set_clock(eerl_meter *m, eerl_clock_fn clock, void *clock_ctx)
+{
+    int r = 0;
+
+    if (!m || !clock)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->run_lock);
+    if (m->running) {
+        r = EERL_ESTATE;
+    } else {
+        pthread_mutex_lock(&m->tick_lock);
+        m->clock = clock;
+        m->clock_ctx = clock_ctx;
+        pthread_mutex_unlock(&m->tick_lock);
+    }
+    pthread_mutex_unlock(&m->run_lock);
+    return r;
+}
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+
+/* What one tick read from one GPU. */
+struct read {
+    int energy_r; /* 0, or the error of the energy read (not attempted: EERL_ENOTSUP) */
+    uint64_t mj;
+    int power_r;
+    unsigned mw;
+};
+
+/* Power at sample seq for GPU gi, or -1. */
+static double pw(eerl_meter *m, uint64_t seq, size_t gi)
+{
+    return sgat(m, seq, gi)->power_w;
+}
+
+/* Integrated power (trapezoid) from sample a to sample b for GPU gi, written cumulatively into
+ * cum[0..b-a] (cum[0] = 0). Missing power readings are interpolated linearly between the nearest
+ * known ones and held constant beyond them. Returns 0 if at least one reading was known. */
+static int power_integral(eerl_meter *m, size_t gi, uint64_t a, uint64_t b, double *cum)
+{
+    uint64_t s, first = UINT64_MAX, prev_known = UINT64_MAX;
+    double p_prev = 0;
+
+    for (s = a; s <= b; s++)
+        if (pw(m, s, gi) >= 0) {
+            first = s;
+            break;
+        }
+    if (first == UINT64_MAX) {
+        for (s = a; s <= b; s++)
+            cum[s - a] = 0;
+        return -1;
+    }
+    cum[0] = 0;
+    p_prev = pw(m, a, gi) >= 0 ? pw(m, a, gi) : pw(m, first, gi);
+    for (s = a + 1; s <= b; s++) {
+        double p = pw(m, s, gi);
+
+        if (p < 0) {
+            /* interpolate from the previous known to the next known, else hold */
+            uint64_t nx;
+            double pn = -1;
+
+            for (nx = s + 1; nx <= b; nx++)
+                if (pw(m, nx, gi) >= 0) {
+                    pn = pw(m, nx, gi);
+                    break;
+                }
+            if (pn >= 0 && prev_known != UINT64_MAX) {
+                double tp = tat(m, prev_known), tn = tat(m, nx);
+                double f = tn > tp ? (tat(m, s) - tp) / (tn - tp) : 0;
+                p = pw(m, prev_known, gi) + f * (pn - pw(m, prev_known, gi));
+            } else if (pn >= 0) {
+                p = pn;
+            } else {
+                p = p_prev;
+            }
+        } else {
+            prev_known = s;
+        }
+        cum[s - a] = cum[s - a - 1] + 0.5 * (p_prev + p) * (tat(m, s) - tat(m, s - 1));
+        p_prev = p;
+    }
+    return 0;
+}
+
+/* Settles GPU gi at the newest sample k with acc(k) = acc(anchor) + e_j, rewriting the pending
+ * samples between: by cum (integrated power) when given, else linearly in time. flags go on every
+ * sample of the stretch. */
+static void settle(eerl_meter *m, size_t gi, uint64_t k, double e_j, const double *cum,
+                   unsigned flags)
+{
+    struct gpu_state *g = &m->gs[gi];
+    uint64_t a = g->anchor_seq, s, lo = oldest_seq(m);
+    double acc_a = sgat(m, a, gi)->acc, ta = tat(m, a), tk = tat(m, k);
+
+    for (s = a + 1; s < k; s++) {
+        if (s < lo)
+            continue;
+        if (cum)
+            sgat(m, s, gi)->acc = acc_a + cum[s - a];
+        else
+            sgat(m, s, gi)->acc = acc_a + (tk > ta ? e_j * (tat(m, s) - ta) / (tk - ta) : 0);
+        sgat(m, s, gi)->flags |= flags;
+    }
+    sgat(m, k, gi)->acc = acc_a + e_j;
+    sgat(m, k, gi)->flags |= flags | g->pend_flags;
+    g->anchor_seq = k;
+    g->pend_flags = 0;
+}
+
+/* Leaves sample k pending: a provisional acc of the anchor's plus integrated power. */
+static void pend(eerl_meter *m, size_t gi, uint64_t k, const double *cum, int have_cum,
+                 unsigned flags)
+{
+    struct gpu_state *g = &m->gs[gi];
+    double acc_a = sgat(m, g->anchor_seq, gi)->acc;
+
+    g->pend_flags |= flags;
+    sgat(m, k, gi)->acc = acc_a + (have_cum ? cum[k - g->anchor_seq] : 0);
+    sgat(m, k, gi)->flags |= g->pend_flags;
+}
+
+static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *rd, double *cum)
+{
+    struct gpu_state *g = &m->gs[gi];
+    struct sample_gpu *cur = sgat(m, k, gi);
+    uint64_t a = g->anchor_seq;
+    int have_cum;
+    double e_pow, dt_pend;
+
+    cur->power_w = rd->power_r == 0 ? rd->mw / 1000.0 : -1.0;
+    cur->flags = 0;
+    if (g->lost || rd->energy_r == EERL_EGPULOST || rd->power_r == EERL_EGPULOST) {
+        g->lost = 1;
+        cur->power_w = -1.0;
+        cur->acc = k > 0 ? sgat(m, k - 1, gi)->acc : 0;
+        cur->flags = EERL_METER_LOST;
+        return;
+    }
+    if (k == 0) { /* first sample: the origin */
+        cur->acc = 0;
+        g->anchor_seq = 0;
+        if (rd->energy_r == 0) {
+            g->have_counter = 1;
+            g->anchor_counter = rd->mj;
+        }
+        return;
+    }
+    if (a < oldest_seq(m)) /* the anchor fell out of the ring: count nothing before now */
+        a = g->anchor_seq = k - 1;
+    have_cum = power_integral(m, gi, a, k, cum) == 0;
+    e_pow = cum[k - a];
+    dt_pend = tat(m, k) - tat(m, a);
+
+    if (g->energy_supported == 0) { /* no counter: integrated power is all there is */
+        if (rd->power_r == 0)
+            settle(m, gi, k, e_pow, cum, EERL_METER_POWER);
+        else
+            pend(m, gi, k, cum, have_cum, EERL_METER_MISSED | EERL_METER_POWER);
+        return;
+    }
+    if (rd->energy_r != 0) { /* a failed read: wait for the next good one */
+        pend(m, gi, k, cum, have_cum, EERL_METER_MISSED);
+        return;
+    }
+    if (!g->have_counter) { /* first good counter after failures: bridge with power, rebase */
+        g->have_counter = 1;
+        g->anchor_counter = rd->mj;
+        settle(m, gi, k, have_cum ? e_pow : 0, cum, EERL_METER_POWER | EERL_METER_MISSED);
+        return;
+    }
+    if (rd->mj < g->anchor_counter) {
+        /* Driver reset: the counter restarted somewhere in the stretch, and rd->mj is what it
+         * counted since. The stretch used at least that; integrated power is the better estimate
+         * when it is larger. The counter's new value is the new base. */
+        double e_ctr = rd->mj / 1000.0;
+        unsigned fl = EERL_METER_RESET;
+
+        g->anchor_counter = rd->mj;
+        g->stuck = 0;
+        if (have_cum && e_pow > e_ctr)
+            fl |= EERL_METER_POWER;
+        if (fl & EERL_METER_POWER)
+            settle(m, gi, k, e_pow, cum, fl);
+        else
+            settle(m, gi, k, e_ctr, NULL, fl);
+        return;
+    }
+    if (rd->mj > g->anchor_counter) {
+        double e_ctr = (double)(rd->mj - g->anchor_counter) / 1000.0;
+
+        g->anchor_counter = rd->mj;
+        if (g->stuck) {
+            /* Moving again. The jump may or may not hold the energy of the stuck stretch (which
+             * power already covered), so the stretch up to here is power too; then rebase. */
+            g->stuck = 0;
+            settle(m, gi, k, have_cum ? e_pow : e_ctr, have_cum ? cum : NULL,
+                   EERL_METER_STUCK | EERL_METER_POWER);
+        } else {
+            settle(m, gi, k, e_ctr, NULL, 0);
+        }
+        return;
+    }
+    /* The counter has not moved since the anchor. */
+    if (!have_cum || e_pow <= 0) { /* no power drawn (or unknown): no energy either */
+        settle(m, gi, k, 0, NULL, have_cum ? 0 : EERL_METER_MISSED);
+        return;
+    }
+    if (g->stuck || dt_pend >= STUCK_AFTER_S) {
+        g->stuck = 1;
+        settle(m, gi, k, e_pow, cum, EERL_METER_STUCK | EERL_METER_POWER);
+        return;
+    }
+    pend(m, gi, k, cum, have_cum, 0); /* normal between NVML's ~100 ms updates */
+}
+
+static int tick_locked(eerl_meter *m, double now_s)
+{
+    struct read rd[EERL_METER_GPUS_MAX];
+    uint64_t k;
+    size_t i;
+
+    if (!isfinite(now_s))
+        return EERL_EINVAL;
+    /* m->count and the times only change under tick_lock, which we hold */
+    if (m->count > 0) {
+        double last = tat(m, m->count - 1);
+        if (now_s < last)
+            return EERL_EINVAL;
+        if (now_s == last)
+            return 0;
+    }
+    for (i = 0; i < m->n; i++) {
+        struct gpu_state *g = &m->gs[i];
+
+        memset(&rd[i], 0, sizeof(rd[i]));
+        rd[i].energy_r = EERL_ENOTSUP;
+        rd[i].power_r = EERL_ENOTSUP;
+        if (g->lost)
+            continue;
+        if (g->energy_supported != 0) {
+            rd[i].energy_r = eerl_device_energy_mj(m->dev, g->idx, &rd[i].mj);
+            if (rd[i].energy_r == EERL_ENOTSUP)
+                g->energy_supported = 0;
+            else if (rd[i].energy_r == 0)
+                g->energy_supported = 1;
+        }
+        rd[i].power_r = eerl_device_power_mw(m->dev, g->idx, &rd[i].mw);
+        if (rd[i].energy_r == EERL_EGPULOST)
+            rd[i].power_r = EERL_EGPULOST;
+    }
+
+    pthread_mutex_lock(&m->lock);
+    k = m->count;
+    m->t[k % m->cap] = now_s;
+    m->count++;
+    for (i = 0; i < m->n; i++)
+        update_gpu(m, i, k, &rd[i], m->cum);
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+int eerl_meter_tick(eerl_meter *m, double now_s)
+{
+    int r;
+
+    if (!m)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->tick_lock);
+    r = tick_locked(m, now_s);
+    pthread_mutex_unlock(&m->tick_lock);
+    return r;
+}
+
+int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s)
+{
+    double now;
+    int r;
+
+    if (!m)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->tick_lock);
+    now = m->clock(m->clock_ctx);
+    r = tick_locked(m, now);
+    pthread_mutex_unlock(&m->tick_lock);
+    if (r == 0 && ret_now_s)
+        *ret_now_s = now;
+    return r;
+}
+
+/* ---- sampler thread ---------------------------------------------------------------------- */
+
+static struct timespec to_timespec(double s)
+{
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    if (ts.tv_nsec < 0)
+        ts.tv_nsec = 0;
+    return ts;
+}
+
+static void *sampler_main(void *arg)
+{
+    eerl_meter *m = arg;
+    double period = m->interval_ms / 1000.0;
+    double next = eerl_clock_monotonic(NULL);
+
+    pthread_mutex_lock(&m->run_lock);
+    while (!m->stop_flag) {
+        double now;
+
+        pthread_mutex_unlock(&m->run_lock);
+        /* Errors here are programming errors (time going back, no memory); the next tick tries
+         * again, and per-GPU failures are in the samples' flags. */
+        (void)eerl_meter_tick_now(m, NULL);
+        pthread_mutex_lock(&m->run_lock);
+        next += period;
+        now = eerl_clock_monotonic(NULL);
+        if (next < now) /* late (suspended, overloaded): keep the schedule, skip missed slots */
+            next += ceil((now - next) / period) * period;
+        while (!m->stop_flag) {
+            struct timespec ts = to_timespec(next);
+            int w = pthread_cond_timedwait(&m->run_cond, &m->run_lock, &ts);
+
+            if (w == ETIMEDOUT)
+                break;
+        }
+    }
+    pthread_mutex_unlock(&m->run_lock);
+    return NULL;
+}
+
+int eerl_meter_start(eerl_meter *m)
+{
+    sigset_t all, old;
+    int r = 0;
+
+    if (!m)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->run_lock);
+    if (m->running) {
+        pthread_mutex_unlock(&m->run_lock);
+        return EERL_ESTATE;
+    }
+    m->stop_flag = 0;
+    /* The thread inherits this mask: signals go to the caller's threads, never to the sampler. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&m->thread, NULL, sampler_main, m) != 0)
+        r = EERL_ESYS;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r == 0)
+        m->running = 1;
+    pthread_mutex_unlock(&m->run_lock);
+    return r;
+}
+
+int eerl_meter_stop(eerl_meter *m)
+{
+    if (!m)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->run_lock);
+    if (!m->running) {
+        pthread_mutex_unlock(&m->run_lock);
+        return EERL_ESTATE;
+    }
+    m->stop_flag = 1;
+    pthread_cond_broadcast(&m->run_cond);
+    pthread_mutex_unlock(&m->run_lock);
+    pthread_join(m->thread, NULL);
+    pthread_mutex_lock(&m->run_lock);
+    m->running = 0;
+    pthread_mutex_unlock(&m->run_lock);
+    return 0;
+}
+
+/* ---- queries ----------------------------------------------------------------------------- */
+
+/* The last sample with t <= x (x must be >= the oldest kept sample's time). */
+static uint64_t find_le(const eerl_meter *m, double x)
+{
+    uint64_t lo = oldest_seq(m), hi = m->count - 1;
+
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+
+        if (tat(m, mid) <= x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Cumulative energy of GPU gi at time x, interpolated; *flags gets PARTIAL on extrapolation. */
+static double acc_at(eerl_meter *m, size_t gi, double x, unsigned *flags)
+{
+    uint64_t last = m->count - 1, j;
+    struct sample_gpu *sj, *sn;
+    double tj, tn;
+
+    if (x <= tat(m, oldest_seq(m)))
+        return sgat(m, oldest_seq(m), gi)->acc;
+    if (x >= tat(m, last)) {
+        struct sample_gpu *sl = sgat(m, last, gi);
+        double extra = 0;
+
+        if (x > tat(m, last)) {
+            *flags |= EERL_METER_PARTIAL;
+            if (!(sl->flags & EERL_METER_LOST) && sl->power_w >= 0)
+                extra = sl->power_w * (x - tat(m, last));
+        }
+        return sl->acc + extra;
+    }
+    j = find_le(m, x);
+    sj = sgat(m, j, gi);
+    sn = sgat(m, j + 1, gi);
+    tj = tat(m, j);
+    tn = tat(m, j + 1);
+    return sj->acc + (sn->acc - sj->acc) * (x - tj) / (tn - tj);
+}
+
+static int energy_locked(eerl_meter *m, double t0, double t1, const size_t *pos, size_t n,
+                         eerl_meter_reading *out)
+{
+    uint64_t lo, s;
+    size_t i;
+
+    if (m->count == 0)
+        return EERL_ENODATA;
+    lo = oldest_seq(m);
+    if (lo > 0 && t0 < tat(m, lo))
+        return EERL_ENODATA; /* older than the history kept */
+    if (t1 < tat(m, lo) || (t1 == tat(m, lo) && t0 < t1))
+        return EERL_ENODATA; /* all before the first sample */
+    memset(out, 0, sizeof(*out));
+    out->t0 = t0;
+    out->t1 = t1;
+    out->n_gpus = n;
+    for (i = 0; i < n; i++) {
+        size_t gi = pos[i];
+        unsigned fl = 0;
+        double e0, e1;
+
+        if (t0 < tat(m, lo))
+            fl |= EERL_METER_PARTIAL;
+        e0 = acc_at(m, gi, t0, &fl);
+        e1 = acc_at(m, gi, t1, &fl);
+        out->gpu[i] = m->gs[gi].idx;
+        out->joules[i] = e1 - e0;
+        out->gpu_flags[i] = fl;
+    }
+    /* Flags of every sample interval (t_{s-1}, t_s] that overlaps (t0, t1), and the peaks of the
+     * samples inside [t0, t1]. */
+    for (s = t0 <= tat(m, lo) ? lo : find_le(m, t0); s < m->count; s++) {
+        double ts = tat(m, s), sum = 0;
+        int any = 0;
+        int overlaps = ts > t0 && (s == lo || tat(m, s - 1) < t1);
+
+        if (ts >= t0 && ts <= t1)
+            out->n_samples++;
+        for (i = 0; i < n; i++) {
+            struct sample_gpu *x = sgat(m, s, pos[i]);
+
+            if (overlaps)
+                out->gpu_flags[i] |= x->flags;
+            if (ts >= t0 && ts <= t1 && x->power_w >= 0) {
+                if (x->power_w > out->peak_w[i])
+                    out->peak_w[i] = x->power_w;
+                sum += x->power_w;
+                any = 1;
+            }
+        }
+        if (any && sum > out->peak_total_w)
+            out->peak_total_w = sum;
+        if (ts >= t1)
+            break; /* the first sample at or past t1 closes the last overlapping interval */
+    }
+    /* A GPU lost before the interval: the last sample says so even when no interval overlaps. */
+    for (i = 0; i < n; i++) {
+        if (t1 > tat(m, m->count - 1) && (sgat(m, m->count - 1, pos[i])->flags & EERL_METER_LOST))
+            out->gpu_flags[i] |= EERL_METER_LOST;
+        out->total_joules += out->joules[i];
+        out->flags |= out->gpu_flags[i];
+    }
+    return 0;
+}
+
+int eerl_meter_energy_gpus(eerl_meter *m, double t0, double t1, const unsigned *gpus, size_t n,
+                           eerl_meter_reading *ret)
+{
+    size_t pos[EERL_METER_GPUS_MAX], i, j;
+    eerl_meter_reading *out;
+    int r;
+
+    if (!m || !ret || !gpus || n == 0 || n > m->n || !isfinite(t0) || !isfinite(t1) || t0 > t1)
+        return EERL_EINVAL;
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < m->n && m->gs[j].idx != gpus[i]; j++)
+            ;
+        if (j == m->n)
+            return EERL_ENODEV;
+        pos[i] = j;
+    }
+    out = malloc(sizeof(*out));
+    if (!out)
+        return EERL_ENOMEM;
+    pthread_mutex_lock(&m->lock);
+    r = energy_locked(m, t0, t1, pos, n, out);
+    pthread_mutex_unlock(&m->lock);
+    if (r == 0)
+        *ret = *out;
+    free(out);
+    return r;
+}
+
+int eerl_meter_energy(eerl_meter *m, double t0, double t1, eerl_meter_reading *ret)
+{
+    unsigned gpus[EERL_METER_GPUS_MAX];
+    size_t i;
+
+    if (!m)
+        return EERL_EINVAL;
+    for (i = 0; i < m->n; i++)
+        gpus[i] = m->gs[i].idx;
+    return eerl_meter_energy_gpus(m, t0, t1, gpus, m->n, ret);
+}
+
+int eerl_meter_last_time(eerl_meter *m, double *ret_t)
+{
+    int r = 0;
+
+    if (!m || !ret_t)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->lock);
+    if (m->count == 0)
+        r = EERL_ENODATA;
+    else
+        *ret_t = tat(m, m->count - 1);
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+size_t eerl_meter_sample_count(eerl_meter *m)
+{
+    size_t c;
+
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    c = (size_t)m->count;
+    pthread_mutex_unlock(&m->lock);
+    return c;
+}
+
+int eerl_meter_flags_str(unsigned flags, char *buf, size_t len)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {
+        {EERL_METER_RESET, "reset"}, {EERL_METER_STUCK, "stuck"},     {EERL_METER_POWER, "power"},
+        {EERL_METER_LOST, "lost"},   {EERL_METER_PARTIAL, "partial"}, {EERL_METER_MISSED, "missed"},
+    };
+    size_t i, used = 0;
+
+    if (buf && len)
+        buf[0] = '\0';
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (!(flags & names[i].bit))
+            continue;
+        if (buf && used < len)
+            snprintf(buf + used, len - used, "%s%s", used ? "," : "", names[i].name);
+        used += strlen(names[i].name) + (used ? 1 : 0);
+    }
+    return (int)used;
+}

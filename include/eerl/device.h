@@ -34,6 +34,10 @@ typedef struct eerl_device eerl_device;
 /* Opens the NVIDIA driver through NVML. The library is loaded with dlopen: $EERL_NVML_LIBRARY if
  * set, else libnvidia-ml.so.1, else libnvidia-ml.so. Returns EERL_ENODRIVER when none loads. */
 EERL_EXPORT int eerl_device_open_nvml(eerl_device **ret_dev);
+/* The same, and on failure writes into why (if not NULL) what went wrong for a person to read:
+ * the library path and dlerror(), the missing symbol, or nvmlInit's message. There is no handle
+ * yet to carry that text, hence the buffer. */
+EERL_EXPORT int eerl_device_open_nvml_ex(char *why, size_t why_len, eerl_device **ret_dev);
 
 /* Closes the backend. Does not reset clocks: that is the actuator's job. NULL is a no-op. */
 EERL_EXPORT void eerl_device_free(eerl_device *dev);

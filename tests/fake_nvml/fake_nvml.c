@@ -109,6 +109,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
 static char state_path[4096];
 static struct stat seen; /* of the file as last read or written */
+static char *seen_text;  /* its content then */
+static size_t seen_len;
 static struct state S;
 static struct nvmlDevice_st handles[FAKE_MAX_GPUS];
 /* Text for NVML_ERROR_UNKNOWN after nvmlInit failed on the state file ("" otherwise). */
@@ -407,8 +409,8 @@ static int parse_faults(json_t *arr, struct state *s, char *err, size_t len)
     return 0;
 }
 
-/* Reads and checks the whole file into s (nothing adopted yet). */
-static int parse_file(const char *path, struct state *s, char *err, size_t len)
+/* Reads and checks a whole state text into s (nothing adopted yet). */
+static int parse_text(const char *text, size_t text_len, struct state *s, char *err, size_t len)
 {
     static const char *const known[] = {
         "driver_version", "nvml_version", "virtual_time_ms", "energy_update_ms",
@@ -419,7 +421,7 @@ static int parse_file(const char *path, struct state *s, char *err, size_t len)
     size_t i;
 
     memset(s, 0, sizeof(*s));
-    doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    doc = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &je);
     if (!doc) {
         if (je.line < 1)
             return perr(err, len, "%s", je.text);
@@ -498,6 +500,64 @@ static bool stat_changed(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec != b->st_ctim.tv_sec || a->st_ctim.tv_nsec != b->st_ctim.tv_nsec;
 }
 
+/* File timestamps are coarse (a kernel tick) and a replaced file can reuse the old inode number,
+ * so an unchanged stat proves nothing about a file written in the last moments. It does once the
+ * file's ctime is more than a second old: any later write would carry a newer time. */
+static bool surely_unchanged(const struct stat *st)
+{
+    struct timespec now;
+
+    if (stat_changed(st, &seen))
+        return false;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return now.tv_sec - st->st_ctim.tv_sec >= 2;
+}
+
+/* The whole file, NUL-terminated, malloc'd; NULL with errno set on failure. */
+static char *read_text(const char *path, size_t *ret_len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL, *nb;
+    size_t len = 0, cap = 0, got;
+
+    if (!f)
+        return NULL;
+    for (;;) {
+        if (cap - len < 4096) {
+            cap = cap ? cap * 2 : 16384;
+            nb = realloc(buf, cap + 1);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                errno = ENOMEM;
+                return NULL;
+            }
+            buf = nb;
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        free(buf);
+        fclose(f);
+        errno = EIO;
+        return NULL;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    *ret_len = len;
+    return buf;
+}
+
+static void set_seen(char *text, size_t len)
+{
+    free(seen_text);
+    seen_text = text;
+    seen_len = len;
+}
+
 /* Adopts a freshly parsed state: energy carries over by GPU index, the old power integrated up
  * to the new "now" first. */
 static void adopt(struct state *n, bool first)
@@ -539,20 +599,27 @@ static void adopt(struct state *n, bool first)
 static void refresh(void)
 {
     struct stat st;
+    char *text;
+    size_t len;
 
-    if (stat(state_path, &st) == 0 && stat_changed(&st, &seen)) {
+    if (stat(state_path, &st) == 0 && !surely_unchanged(&st) &&
+        (text = read_text(state_path, &len)) != NULL) {
         struct state n;
         char err[512];
 
-        if (parse_file(state_path, &n, err, sizeof(err)) == 0) {
+        seen = st;
+        if (len == seen_len && seen_text && memcmp(text, seen_text, len) == 0) {
+            free(text);
+        } else if (parse_text(text, len, &n, err, sizeof(err)) == 0) {
             adopt(&n, false);
+            set_seen(text, len);
         } else {
             fprintf(stderr,
                     "stand-in NVML: state file %s ignored (keeping the last good one): %s\n",
                     state_path, err);
             state_free(&n);
+            set_seen(text, len);
         }
-        seen = st;
     }
     if (!S.virtual_time)
         advance_to(monotonic_ms());
@@ -562,7 +629,9 @@ static void refresh(void)
 static int write_back(void)
 {
     json_t *gpus = json_object_get(S.doc, "gpus");
-    char tmp[4200];
+    char tmp[4200], *text = NULL;
+    size_t len;
+    FILE *f;
     unsigned i;
     int r = -1;
 
@@ -578,15 +647,29 @@ static int write_back(void)
             json_object_set_new(o, "reset_counter", json_false());
     }
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", state_path, (long)getpid());
-    if (json_dump_file(S.doc, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0)
+    text = json_dumps(S.doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!text)
         goto out;
-    if (rename(tmp, state_path) != 0) {
+    len = strlen(text);
+    f = fopen(tmp, "wb");
+    if (!f)
+        goto out;
+    if (fwrite(text, 1, len, f) != len) {
+        fclose(f);
         unlink(tmp);
         goto out;
     }
-    if (stat(state_path, &seen) == 0)
+    if (fclose(f) != 0 || rename(tmp, state_path) != 0) {
+        unlink(tmp);
+        goto out;
+    }
+    if (stat(state_path, &seen) == 0) {
+        set_seen(text, len);
+        text = NULL;
         r = 0;
+    }
 out:
+    free(text);
     if (r)
         fprintf(stderr, "stand-in NVML: could not write the locked range back to %s: %s\n",
                 state_path, strerror(errno));
@@ -703,7 +786,8 @@ nvmlReturn_t nvmlInit_v2(void)
     const char *path;
     struct state n;
     struct stat st;
-    char err[512];
+    char err[512], *text = NULL;
+    size_t len = 0;
     nvmlReturn_t r = NVML_SUCCESS;
 
     pthread_mutex_lock(&mu);
@@ -725,16 +809,18 @@ nvmlReturn_t nvmlInit_v2(void)
         r = NVML_ERROR_UNKNOWN;
         goto out;
     }
-    if (stat(path, &st) != 0) {
+    if (stat(path, &st) != 0 || !(text = read_text(path, &len))) {
         snprintf(err, sizeof(err), "%s", strerror(errno));
         goto bad_file;
     }
-    if (parse_file(path, &n, err, sizeof(err)) != 0) {
+    if (parse_text(text, len, &n, err, sizeof(err)) != 0) {
         state_free(&n);
+        free(text);
         goto bad_file;
     }
     strcpy(state_path, path);
     seen = st;
+    set_seen(text, len);
     adopt(&n, true);
     init_error[0] = '\0';
     init_count = 1;
@@ -762,8 +848,10 @@ nvmlReturn_t nvmlShutdown(void)
     pthread_mutex_lock(&mu);
     if (init_count == 0)
         r = NVML_ERROR_UNINITIALIZED;
-    else if (--init_count == 0)
+    else if (--init_count == 0) {
         state_free(&S);
+        set_seen(NULL, 0);
+    }
     pthread_mutex_unlock(&mu);
     return r;
 }

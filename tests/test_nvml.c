@@ -494,6 +494,40 @@ static void test_library_without_nvml_symbols(void **state)
     free(saved);
 }
 
+/* An older driver: only nvmlInit, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex and
+ * nvmlDeviceGetCurrentClocksThrottleReasons. The backend falls back to them. */
+static void test_fallback_to_old_symbol_names(void **state)
+{
+    char *saved = strdup(getenv("EERL_NVML_LIBRARY"));
+    char legacy[1200], *slash;
+    json_t *doc = base_state();
+    eerl_device *dev;
+    unsigned n = 0;
+    uint64_t mask = 0;
+    char buf[EERL_DEVICE_NAME_MAX];
+
+    (void)state;
+    assert_non_null(saved);
+    snprintf(legacy, sizeof(legacy), "%s", saved);
+    slash = strrchr(legacy, '/');
+    assert_non_null(slash);
+    snprintf(slash, sizeof(legacy) - (size_t)(slash - legacy), "/legacy/libnvidia-ml.so.1");
+    setenv("EERL_NVML_LIBRARY", legacy, 1);
+    json_object_set_new(gpu_of(doc, 1), "lost", json_true());
+    write_state(doc);
+    dev = open_dev();
+    assert_int_equal(eerl_device_count(dev, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(eerl_device_throttle_reasons(dev, 0, &mask), 0);
+    assert_int_equal(mask, EERL_THROTTLE_SW_POWER_CAP);
+    assert_int_equal(eerl_device_name(dev, 1, buf, sizeof(buf)), EERL_EGPULOST);
+    assert_non_null(strstr(eerl_device_last_error(dev), "nvmlDeviceGetHandleByIndex (gpu 1)"));
+    eerl_device_free(dev);
+    setenv("EERL_NVML_LIBRARY", saved, 1);
+    free(saved);
+    json_decref(doc);
+}
+
 static void test_malformed_state_file(void **state)
 {
     char why[512] = "";
@@ -543,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_reopen_rereads_state),
         cmocka_unit_test(test_missing_library_is_no_driver),
         cmocka_unit_test(test_library_without_nvml_symbols),
+        cmocka_unit_test(test_fallback_to_old_symbol_names),
         cmocka_unit_test(test_malformed_state_file),
     };
 

@@ -19,7 +19,11 @@
  * Write-back: locking or resetting clocks writes the locked range into the file (temp + rename),
  * so a test or a person can see what was done to the "GPU". The fake does not re-read its own
  * write-back. Like a driver, the library prints nothing, except one line on stderr when the state
- * file cannot be used, naming the file and what is wrong with it. */
+ * file cannot be used, naming the file and what is wrong with it.
+ *
+ * Built twice: libnvidia-ml.so.1 exports the current names and the older ones; with
+ * FAKE_NVML_LEGACY (fake_nvml/legacy/libnvidia-ml.so.1) only the pre-_v2 names, like an old
+ * driver, so eerl's fallbacks are exercised too. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -781,7 +785,7 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device,
                                                       unsigned int maxGpuClockMHz);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device);
 
-nvmlReturn_t nvmlInit_v2(void)
+static nvmlReturn_t init(void)
 {
     const char *path;
     struct state n;
@@ -834,9 +838,16 @@ out:
     return r;
 }
 
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlInit_v2(void)
+{
+    return init();
+}
+#endif
+
 nvmlReturn_t nvmlInit(void)
 {
-    return nvmlInit_v2();
+    return init();
 }
 
 /* Like NVML, init and shutdown are counted; the last shutdown forgets everything, so the next
@@ -951,10 +962,12 @@ static nvmlReturn_t get_count(const char *fn, unsigned int *count)
     return leave(NVML_SUCCESS);
 }
 
+#ifndef FAKE_NVML_LEGACY
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
 {
     return get_count("nvmlDeviceGetCount_v2", deviceCount);
 }
+#endif
 
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
 {
@@ -981,10 +994,12 @@ static nvmlReturn_t get_handle(const char *fn, unsigned int index, nvmlDevice_t 
     return leave(NVML_SUCCESS);
 }
 
+#ifndef FAKE_NVML_LEGACY
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
     return get_handle("nvmlDeviceGetHandleByIndex_v2", index, device);
 }
+#endif
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
 {
@@ -1126,11 +1141,13 @@ static nvmlReturn_t get_reasons(const char *fn, nvmlDevice_t device, unsigned lo
     return leave(NVML_SUCCESS);
 }
 
+#ifndef FAKE_NVML_LEGACY
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
                                                     unsigned long long *reasons)
 {
     return get_reasons("nvmlDeviceGetCurrentClocksEventReasons", device, reasons);
 }
+#endif
 
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
                                                        unsigned long long *reasons)

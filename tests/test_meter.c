@@ -1,0 +1,601 @@
+/* Meter: interval energy through the real NVML backend and the stand-in NVML library, in virtual
+ * time (the test writes the state file's virtual_time_ms, then ticks the meter at that time).
+ * Expected energies come from the power profile the test lays down, integrated here by hand. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "eerl/device.h"
+#include "eerl/error.h"
+#include "eerl/meter.h"
+#include "testutil.h"
+
+/* ---- the stand-in's state, as the test drives it -------------------------------------------- */
+
+struct fgpu {
+    unsigned power_mw;
+    int no_energy, stuck, reset, lost;
+};
+
+static struct fgpu G[8];
+static unsigned NG;
+static double VT_MS = -1; /* < 0: real time (virtual_time_ms null) */
+static char FAULTS[512];
+static char STATE[600];
+
+static void write_state(void)
+{
+    char tmp[700];
+    FILE *f;
+    unsigned i;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", STATE);
+    f = fopen(tmp, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\",\n");
+    if (VT_MS >= 0)
+        fprintf(f, "\"virtual_time_ms\": %.3f,\n", VT_MS);
+    else
+        fprintf(f, "\"virtual_time_ms\": null,\n");
+    fprintf(f, "\"energy_update_ms\": 100, \"lock_permitted\": true,\n\"gpus\": [\n");
+    for (i = 0; i < NG; i++)
+        fprintf(f,
+                "{\"name\": \"NVIDIA H100 80GB HBM3\", "
+                "\"uuid\": \"GPU-00000000-0000-0000-0000-00000000000%u\", "
+                "\"memory_clocks_mhz\": [2619, 1593], "
+                "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
+                "\"sm_clock_mhz\": 1980, \"power_mw\": %u, \"locked_min_mhz\": null, "
+                "\"locked_max_mhz\": null, \"throttle_reasons\": 0, \"energy_supported\": %s, "
+                "\"counter_stuck\": %s, \"reset_counter\": %s, \"lost\": %s}%s\n",
+                i, G[i].power_mw, G[i].no_energy ? "false" : "true", G[i].stuck ? "true" : "false",
+                G[i].reset ? "true" : "false", G[i].lost ? "true" : "false", i + 1 < NG ? "," : "");
+    fprintf(f, "], \"faults\": [%s]}\n", FAULTS);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rename(tmp, STATE), 0);
+}
+
+/* What a test opened; the teardown frees it, so a failing test (cmocka longjmps out of it) does
+ * not leave the stand-in initialized for the next one. */
+static eerl_device *DEV;
+static eerl_meter *MET;
+
+static eerl_device *open_fake(unsigned n, unsigned power_mw)
+{
+    eerl_device *dev = NULL;
+    unsigned i;
+    int r;
+
+    memset(G, 0, sizeof(G));
+    NG = n;
+    for (i = 0; i < n; i++)
+        G[i].power_mw = power_mw;
+    VT_MS = 0;
+    FAULTS[0] = '\0';
+    snprintf(STATE, sizeof(STATE), "%s/state.json", tu_tmpdir());
+    write_state();
+    setenv("EERL_FAKE_NVML_STATE", STATE, 1);
+    r = eerl_device_open_nvml(&dev);
+    if (r < 0)
+        fail_msg("eerl_device_open_nvml: %s: %s", eerl_strerror(r),
+                 dev ? eerl_device_last_error(dev) : "");
+    DEV = dev;
+    return dev;
+}
+
+/* Moves virtual time to t_s with the current G[] and lets the stand-in see it (any NVML call on
+ * the device does), without a meter sample. */
+static void poke(eerl_device *dev, double t_s)
+{
+    unsigned mw;
+
+    VT_MS = t_s * 1000.0;
+    write_state();
+    (void)eerl_device_power_mw(dev, 0, &mw);
+}
+
+/* Moves virtual time to t_s with the current G[] and samples. */
+/* eerl_meter_new, remembered for the teardown. */
+static int new_meter(eerl_device *dev, const unsigned *gpus, size_t n, unsigned ms, eerl_meter **m)
+{
+    int r = eerl_meter_new(dev, gpus, n, ms, m);
+
+    if (r == 0)
+        MET = *m;
+    return r;
+}
+
+static void tick_at(eerl_meter *m, double t_s)
+{
+    VT_MS = t_s * 1000.0;
+    write_state();
+    assert_int_equal(eerl_meter_tick(m, t_s), 0);
+}
+
+/* ---- a piecewise-constant power profile and its exact integral ------------------------------ */
+
+struct seg {
+    double t; /* from this time on */
+    double w;
+};
+
+static double profile_energy(const struct seg *p, size_t n, double a, double b)
+{
+    double e = 0;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        double s = p[i].t, f = i + 1 < n ? p[i + 1].t : 1e300;
+        double lo = s > a ? s : a, hi = f < b ? f : b;
+
+        if (hi > lo)
+            e += p[i].w * (hi - lo);
+    }
+    return e;
+}
+
+static double rel_err(double got, double want)
+{
+    return fabs(got - want) / fabs(want);
+}
+
+/* Runs a profile for GPU 0 (GPU 1 held at 100 W) from 0 to t_end with ticks every 0.2 s; power
+ * changes happen at the profile's times, which need not be sample times. */
+static void run_profile(eerl_device *dev, eerl_meter *m, const struct seg *p, size_t n,
+                        double t_end)
+{
+    size_t next = 1;
+    int k;
+
+    G[0].power_mw = (unsigned)(p[0].w * 1000);
+    G[1].power_mw = 100000;
+    tick_at(m, 0.0);
+    for (k = 1; k * 0.2 <= t_end + 1e-9; k++) {
+        double t = k * 0.2;
+
+        while (next < n && p[next].t < t - 1e-9) { /* a change strictly between samples */
+            poke(dev, p[next].t);
+            G[0].power_mw = (unsigned)(p[next].w * 1000);
+            poke(dev, p[next].t);
+            next++;
+        }
+        if (next < n && fabs(p[next].t - t) < 1e-9) { /* a change at this sample */
+            tick_at(m, t);
+            G[0].power_mw = (unsigned)(p[next].w * 1000);
+            poke(dev, t);
+            next++;
+            continue;
+        }
+        tick_at(m, t);
+    }
+}
+
+static void test_interpolation_exact_for_changes_at_samples(void **state)
+{
+    static const struct seg prof[] = {{0, 300}, {2.0, 450}, {5.4, 120}, {9.0, 700}, {14.2, 300}};
+    eerl_device *dev = open_fake(2, 300000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    /* marks on samples and between them, inside segments and spanning changes */
+    static const double marks[][2] = {{0, 20},      {1.13, 4.57}, {2.0, 5.4},   {0.05, 0.15},
+                                      {5.31, 9.09}, {3.3, 17.77}, {8.99, 9.01}, {0, 0.2}};
+    size_t i;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 2, 200, &m), 0);
+    run_profile(dev, m, prof, sizeof(prof) / sizeof(prof[0]), 20.0);
+    for (i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+        double want = profile_energy(prof, 5, marks[i][0], marks[i][1]);
+        double want1 = 100.0 * (marks[i][1] - marks[i][0]);
+
+        assert_int_equal(eerl_meter_energy(m, marks[i][0], marks[i][1], &rd), 0);
+        assert_int_equal(rd.n_gpus, 2);
+        assert_int_equal(rd.gpu[0], 0);
+        assert_int_equal(rd.flags, 0);
+        /* the counter is in whole mJ: allow 2 mJ */
+        if (fabs(rd.joules[0] - want) > 0.002)
+            fail_msg("GPU 0 over [%g, %g]: %.6f J, want %.6f J", marks[i][0], marks[i][1],
+                     rd.joules[0], want);
+        assert_true(fabs(rd.joules[1] - want1) <= 0.002);
+        assert_true(fabs(rd.total_joules - want - want1) <= 0.004);
+    }
+    /* peak: 700 W sampled inside [9, 14.2] */
+    assert_int_equal(eerl_meter_energy(m, 9.0, 14.0, &rd), 0);
+    assert_true(fabs(rd.peak_w[0] - 700.0) < 1e-9);
+    assert_true(fabs(rd.peak_total_w - 800.0) < 1e-9);
+    assert_int_equal(rd.n_samples, 26);
+}
+
+static void test_interpolation_changes_between_samples_within_0_1_percent(void **state)
+{
+    static const struct seg prof[] = {{0, 310},     {3.33, 520},  {7.77, 95},  {11.05, 680},
+                                      {13.91, 240}, {19.47, 455}, {25.3, 180}, {31.01, 610}};
+    eerl_device *dev = open_fake(2, 300000);
+    unsigned gpus[] = {0, 1}, pool0[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    /* Marks on samples, between samples, and inside the sample interval that holds a change
+     * (3.35, 11.1, 25.25): there linear interpolation is off by up to |dP| x 0.2 s / 4. */
+    static const double marks[][2] = {{0, 40},      {0.1, 39.9},  {1.7, 38.3},  {3.35, 39.9},
+                                      {11.1, 39.9}, {1.7, 25.25}, {5.05, 29.95}};
+    /* the step of power in the sample interval around each mark (0 if none) */
+    static const double step_at[][2] = {{0, 0},   {0, 0},   {0, 0}, {210, 0},
+                                        {585, 0}, {0, 275}, {0, 0}};
+    size_t i;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 2, 0, &m), 0);
+    run_profile(dev, m, prof, sizeof(prof) / sizeof(prof[0]), 40.0);
+    for (i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+        double want = profile_energy(prof, 8, marks[i][0], marks[i][1]);
+
+        assert_int_equal(eerl_meter_energy_gpus(m, marks[i][0], marks[i][1], pool0, 1, &rd), 0);
+        double bound = 0.002 + (step_at[i][0] + step_at[i][1]) * 0.2 / 4;
+
+        assert_int_equal(rd.n_gpus, 1);
+        if (fabs(rd.joules[0] - want) > bound)
+            fail_msg("[%g, %g]: %.3f J, want %.3f J (error %.3f J, bound %.3f J)", marks[i][0],
+                     marks[i][1], rd.joules[0], want, rd.joules[0] - want, bound);
+        /* the figure: under 0.1% on windows of 30 s and more */
+        if (marks[i][1] - marks[i][0] >= 30 && rel_err(rd.joules[0], want) >= 0.001)
+            fail_msg("[%g, %g]: %.3f J, want %.3f J (error %.4f%%)", marks[i][0], marks[i][1],
+                     rd.joules[0], want, 100 * rel_err(rd.joules[0], want));
+        assert_true(fabs(rd.total_joules - rd.joules[0]) < 1e-9);
+    }
+}
+
+/* NVML's counter moves only every ~100 ms; ticks off that grid read a value up to 100 ms old.
+ * The meter does not shift timestamps (docs/meter.md says why); the error of an interval stays
+ * within power x 100 ms. */
+static void test_counter_granularity_error_is_bounded(void **state)
+{
+    eerl_device *dev = open_fake(1, 300000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    for (k = 0; k <= 100; k++)
+        tick_at(m, 0.037 + 0.2 * k + (k % 3) * 0.031);
+    assert_int_equal(eerl_meter_energy(m, 1.0, 15.0, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 300.0 * 14.0) <= 300.0 * 0.1 + 1e-6);
+}
+
+static void test_counter_reset_is_rebased_and_flagged(void **state)
+{
+    eerl_device *dev = open_fake(2, 250000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    char fl[64];
+    int k;
+
+    (void)state;
+    G[1].power_mw = 100000;
+    assert_int_equal(new_meter(dev, gpus, 2, 200, &m), 0);
+    for (k = 0; k <= 30; k++) {
+        if (k == 10) /* reset exactly at a sample */
+            G[0].reset = 1;
+        if (k == 21) { /* and once between two samples */
+            G[0].reset = 1;
+            poke(dev, 4.1);
+        }
+        tick_at(m, 0.2 * k);
+        G[0].reset = 0;
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 6.0, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 1500.0) < 0.01);
+    assert_true(fabs(rd.joules[1] - 600.0) < 0.01);
+    assert_true(rd.gpu_flags[0] & EERL_METER_RESET);
+    assert_int_equal(rd.gpu_flags[1], 0);
+    eerl_meter_flags_str(rd.flags, fl, sizeof(fl));
+    assert_non_null(strstr(fl, "reset"));
+    /* intervals clear of the resets carry no flag and are exact */
+    assert_int_equal(eerl_meter_energy(m, 2.3, 3.9, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(fabs(rd.joules[0] - 400.0) < 0.01);
+}
+
+static void test_stuck_counter_falls_back_to_power(void **state)
+{
+    eerl_device *dev = open_fake(2, 250000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 2, 200, &m), 0);
+    for (k = 0; k <= 40; k++) {
+        G[0].stuck = k >= 10 && k < 25; /* stuck from 2.0 s to 5.0 s */
+        tick_at(m, 0.2 * k);
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 8.0, &rd), 0);
+    if (fabs(rd.joules[0] - 2000.0) > 0.01)
+        fail_msg("stuck GPU: %.3f J, want 2000 J", rd.joules[0]);
+    assert_true((rd.gpu_flags[0] & (EERL_METER_STUCK | EERL_METER_POWER)) ==
+                (EERL_METER_STUCK | EERL_METER_POWER));
+    assert_int_equal(rd.gpu_flags[1], 0);
+    assert_true(fabs(rd.joules[1] - 2000.0) < 0.01);
+    /* inside the stuck stretch, marks between samples: power-integrated, still exact here */
+    assert_int_equal(eerl_meter_energy(m, 2.5, 3.1, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 150.0) < 0.01);
+    assert_true(rd.gpu_flags[0] & EERL_METER_STUCK);
+    /* before and after: the counter alone */
+    assert_int_equal(eerl_meter_energy(m, 0.3, 1.9, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_int_equal(eerl_meter_energy(m, 5.5, 7.9, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(fabs(rd.joules[0] - 600.0) < 0.01);
+}
+
+/* A counter that is flat because the GPU draws nothing is not stuck. */
+static void test_flat_counter_at_zero_power_is_not_stuck(void **state)
+{
+    eerl_device *dev = open_fake(1, 0);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    for (k = 0; k <= 10; k++)
+        tick_at(m, 0.2 * k);
+    assert_int_equal(eerl_meter_energy(m, 0, 2.0, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(fabs(rd.joules[0]) < 1e-9);
+}
+
+static void test_power_fallback_when_energy_not_supported(void **state)
+{
+    eerl_device *dev = open_fake(2, 200000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    G[1].no_energy = 1;
+    assert_int_equal(new_meter(dev, gpus, 2, 200, &m), 0);
+    for (k = 0; k <= 50; k++) {
+        G[1].power_mw = k < 25 ? 200000 : 500000; /* the change is seen at the sample k = 25 */
+        tick_at(m, 0.2 * k);
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 10.0, &rd), 0);
+    assert_int_equal(rd.gpu_flags[0], 0);
+    assert_true(fabs(rd.joules[0] - 2000.0) < 0.01);
+    assert_true(rd.gpu_flags[1] & EERL_METER_POWER);
+    assert_true(rd.flags & EERL_METER_POWER);
+    /* trapezoid: exact on constant stretches, half the step's interval off at the change */
+    assert_true(fabs(rd.joules[1] - (200.0 * 5 + 500.0 * 5)) <= 0.5 * 300.0 * 0.2 + 1e-6);
+    assert_int_equal(eerl_meter_energy(m, 6.1, 9.3, &rd), 0);
+    assert_true(fabs(rd.joules[1] - 500.0 * 3.2) < 1e-6);
+}
+
+static void test_gpu_lost_mid_run_keeps_the_others(void **state)
+{
+    eerl_device *dev = open_fake(3, 300000);
+    unsigned gpus[] = {0, 1, 2}, pool[] = {0, 2};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 3, 200, &m), 0);
+    for (k = 0; k <= 25; k++) {
+        G[1].lost = k >= 15; /* lost at 3.0 s: the last good read is at 2.8 s */
+        tick_at(m, 0.2 * k);
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 5.0, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 1500.0) < 0.01);
+    assert_true(fabs(rd.joules[1] - 300.0 * 2.8) < 0.01);
+    assert_true(fabs(rd.joules[2] - 1500.0) < 0.01);
+    assert_int_equal(rd.gpu_flags[0], 0);
+    assert_true(rd.gpu_flags[1] & EERL_METER_LOST);
+    assert_true(rd.flags & EERL_METER_LOST);
+    /* the pool without the lost GPU is clean */
+    assert_int_equal(eerl_meter_energy_gpus(m, 0, 5.0, pool, 2, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(fabs(rd.total_joules - 3000.0) < 0.02);
+    /* before the loss, the lost GPU is clean too */
+    assert_int_equal(eerl_meter_energy(m, 0.5, 2.5, &rd), 0);
+    assert_int_equal(rd.gpu_flags[1], 0);
+    /* after it, and past the last sample */
+    assert_int_equal(eerl_meter_energy(m, 5.5, 6.0, &rd), 0);
+    assert_true(rd.gpu_flags[1] & EERL_METER_LOST);
+    assert_true(fabs(rd.joules[1]) < 1e-9);
+}
+
+static void test_failed_read_is_interpolated_across(void **state)
+{
+    eerl_device *dev = open_fake(1, 300000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    for (k = 0; k <= 20; k++) {
+        if (k == 8)
+            snprintf(FAULTS, sizeof(FAULTS),
+                     "{\"function\": \"nvmlDeviceGetTotalEnergyConsumption\", \"gpu\": 0, "
+                     "\"error\": 999, \"count\": 2}");
+        tick_at(m, 0.2 * k);
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 4.0, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 1200.0) < 0.01);
+    assert_true(rd.flags & EERL_METER_MISSED);
+    assert_int_equal(eerl_meter_energy(m, 1.5, 1.9, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 120.0) < 0.01);
+    assert_true(rd.flags & EERL_METER_MISSED);
+    assert_int_equal(eerl_meter_energy(m, 2.5, 4.0, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+}
+
+static void test_outside_the_samples(void **state)
+{
+    eerl_device *dev = open_fake(1, 300000);
+    unsigned gpus[] = {0}, other[] = {3};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    double t;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    assert_int_equal(eerl_meter_energy(m, 0, 1, &rd), EERL_ENODATA);
+    assert_int_equal(eerl_meter_last_time(m, &t), EERL_ENODATA);
+    for (k = 5; k <= 10; k++)
+        tick_at(m, 0.2 * k);
+    assert_int_equal(eerl_meter_last_time(m, &t), 0);
+    assert_true(fabs(t - 2.0) < 1e-12);
+    assert_int_equal(eerl_meter_sample_count(m), 6);
+    /* past the last sample: extrapolated at the last power, flagged */
+    assert_int_equal(eerl_meter_energy(m, 1.5, 2.5, &rd), 0);
+    assert_true(rd.flags & EERL_METER_PARTIAL);
+    assert_true(fabs(rd.joules[0] - 300.0) < 0.01);
+    /* before the first sample: not counted, flagged */
+    assert_int_equal(eerl_meter_energy(m, 0.5, 1.5, &rd), 0);
+    assert_true(rd.flags & EERL_METER_PARTIAL);
+    assert_true(fabs(rd.joules[0] - 150.0) < 0.01);
+    assert_int_equal(eerl_meter_energy(m, 0.1, 0.5, &rd), EERL_ENODATA);
+    /* bad arguments */
+    assert_int_equal(eerl_meter_energy(m, 2.0, 1.0, &rd), EERL_EINVAL);
+    assert_int_equal(eerl_meter_energy(m, NAN, 1.0, &rd), EERL_EINVAL);
+    assert_int_equal(eerl_meter_energy_gpus(m, 1.0, 2.0, other, 1, &rd), EERL_ENODEV);
+    /* time never goes back; the same time again is a no-op */
+    assert_int_equal(eerl_meter_tick(m, 1.0), EERL_EINVAL);
+    assert_int_equal(eerl_meter_tick(m, 2.0), 0);
+    assert_int_equal(eerl_meter_sample_count(m), 6);
+    assert_int_equal(eerl_meter_set_history(m, 10), EERL_ESTATE);
+}
+
+static void test_history_limit(void **state)
+{
+    eerl_device *dev = open_fake(1, 300000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    assert_int_equal(eerl_meter_set_history(m, 10.0), 0); /* 51 samples, at least 64 kept */
+    for (k = 0; k < 200; k++)
+        tick_at(m, 0.2 * k);
+    assert_int_equal(eerl_meter_energy(m, 0, 39.8, &rd), EERL_ENODATA);
+    assert_int_equal(eerl_meter_energy(m, 30.0, 39.8, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 300.0 * 9.8) < 0.01);
+}
+
+static void test_bad_gpu_index(void **state)
+{
+    eerl_device *dev = open_fake(2, 300000);
+    unsigned bad[] = {0, 7}, dup[] = {1, 1};
+    eerl_meter *m = NULL;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, bad, 2, 200, &m), EERL_ENODEV);
+    assert_null(m);
+    assert_non_null(strstr(eerl_device_last_error(dev), "7"));
+    assert_int_equal(new_meter(dev, dup, 2, 200, &m), EERL_EINVAL);
+    assert_int_equal(new_meter(dev, bad, 0, 200, &m), EERL_EINVAL);
+    assert_null(m);
+    eerl_meter_free(NULL);
+}
+
+/* Real time: the sampler thread ticks every 50 ms while this thread marks and queries. Labelled
+ * "threads" so the ThreadSanitizer build runs it. */
+static void test_sampler_thread_real_time(void **state)
+{
+    eerl_device *dev;
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    double t0 = 0, t1 = 0, tm = 0;
+    size_t before;
+    int i;
+
+    (void)state;
+    dev = open_fake(2, 300000);
+    VT_MS = -1; /* real time from here on */
+    write_state();
+    assert_int_equal(new_meter(dev, gpus, 2, 50, &m), 0);
+    assert_int_equal(eerl_meter_start(m), 0);
+    assert_int_equal(eerl_meter_start(m), EERL_ESTATE);
+    assert_int_equal(eerl_meter_set_clock(m, eerl_clock_monotonic, NULL), EERL_ESTATE);
+    assert_int_equal(eerl_meter_tick_now(m, &t0), 0);
+    for (i = 0; i < 20; i++) { /* ~400 ms of marks and queries against the running sampler */
+        nanosleep(&nap, NULL);
+        assert_int_equal(eerl_meter_tick_now(m, &tm), 0);
+        assert_int_equal(eerl_meter_energy(m, t0, tm, &rd), 0);
+        assert_true(rd.total_joules >= 0);
+    }
+    assert_int_equal(eerl_meter_tick_now(m, &t1), 0);
+    assert_int_equal(eerl_meter_stop(m), 0);
+    assert_int_equal(eerl_meter_stop(m), EERL_ESTATE);
+    before = eerl_meter_sample_count(m);
+    assert_true(before >= 20 + 2 + 4); /* the marks plus at least a few thread ticks */
+    nanosleep(&nap, NULL);
+    nanosleep(&nap, NULL);
+    nanosleep(&nap, NULL);
+    assert_int_equal(eerl_meter_sample_count(m), before); /* stopped means stopped */
+    assert_int_equal(eerl_meter_energy(m, t0, t1, &rd), 0);
+    /* 300 W each; the counter's 100 ms granularity bounds the error */
+    if (fabs(rd.joules[0] - 300.0 * (t1 - t0)) > 300.0 * 0.1 + 1e-6)
+        fail_msg("%.3f J over %.3f s at 300 W", rd.joules[0], t1 - t0);
+    assert_true(fabs(rd.joules[1] - 300.0 * (t1 - t0)) <= 300.0 * 0.1 + 1e-6);
+    /* restart, then free while running: free stops the thread */
+    assert_int_equal(eerl_meter_start(m), 0);
+    nanosleep(&nap, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    eerl_meter_free(MET);
+    eerl_device_free(DEV);
+    MET = NULL;
+    DEV = NULL;
+    tu_cleanup();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest all[] = {
+        cmocka_unit_test_teardown(test_interpolation_exact_for_changes_at_samples, teardown),
+        cmocka_unit_test_teardown(test_interpolation_changes_between_samples_within_0_1_percent,
+                                  teardown),
+        cmocka_unit_test_teardown(test_counter_granularity_error_is_bounded, teardown),
+        cmocka_unit_test_teardown(test_counter_reset_is_rebased_and_flagged, teardown),
+        cmocka_unit_test_teardown(test_stuck_counter_falls_back_to_power, teardown),
+        cmocka_unit_test_teardown(test_flat_counter_at_zero_power_is_not_stuck, teardown),
+        cmocka_unit_test_teardown(test_power_fallback_when_energy_not_supported, teardown),
+        cmocka_unit_test_teardown(test_gpu_lost_mid_run_keeps_the_others, teardown),
+        cmocka_unit_test_teardown(test_failed_read_is_interpolated_across, teardown),
+        cmocka_unit_test_teardown(test_outside_the_samples, teardown),
+        cmocka_unit_test_teardown(test_history_limit, teardown),
+        cmocka_unit_test_teardown(test_bad_gpu_index, teardown),
+        cmocka_unit_test_teardown(test_sampler_thread_real_time, teardown),
+    };
+    int r;
+
+    if (argc > 1) /* run only the tests matching a pattern: test_meter '*reset*' */
+        cmocka_set_test_filter(argv[1]);
+    r = cmocka_run_group_tests(all, NULL, NULL);
+    return r;
+}

@@ -1,4 +1,5 @@
-/* Argument parsing shared by the subcommands. Every failure prints what was wrong with the value. */
+/* Argument parsing shared by the subcommands. Every failure prints what was wrong with the value.
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -130,11 +131,15 @@ bad:
 struct eerl_device *eerl_cli_open_devices(const char *cmd)
 {
     eerl_device *dev = NULL;
-    int r = eerl_device_open_nvml(&dev);
+    char why[512] = "";
+    int r = eerl_device_open_nvml_ex(why, sizeof(why), &dev);
 
     if (r < 0) {
-        eerl_cli_err(cmd, "%s%s%s", eerl_strerror(r), dev ? ": " : "",
-                     dev ? eerl_device_last_error(dev) : "");
+        /* why already starts with "no NVIDIA driver: ..." for EERL_ENODRIVER. */
+        if (r == EERL_ENODRIVER && why[0])
+            eerl_cli_err(cmd, "%s", why);
+        else
+            eerl_cli_err(cmd, "%s%s%s", eerl_strerror(r), why[0] ? ": " : "", why);
         if (r == EERL_ENODRIVER)
             fprintf(stderr, "  (set EERL_NVML_LIBRARY to the path of libnvidia-ml.so.1 if the "
                             "driver is installed somewhere unusual)\n");

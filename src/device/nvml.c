@@ -570,8 +570,9 @@ int eerl_device_open_nvml_ex(char *why, size_t why_len, eerl_device **ret_dev)
     r = nv->f.init();
     if (r != NVML_SUCCESS) {
         e = map_status(r);
-        say(why, why_len, "%s (%s): %s (NVML status %d)", nv->used[S_INIT], nv->lib, nv_text(nv, r),
-            (int)r);
+        say(why, why_len, "%s%s (%s): %s (NVML status %d)",
+            e == EERL_ENODRIVER ? "no NVIDIA driver: " : "", nv->used[S_INIT], nv->lib,
+            nv_text(nv, r), (int)r);
         goto fail;
     }
     initialized = 1;

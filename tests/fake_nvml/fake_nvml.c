@@ -314,6 +314,7 @@ static int parse_gpu(json_t *o, unsigned i, struct gpu *g, char *err, size_t len
                                         "energy_supported",
                                         "counter_stuck",
                                         "reset_counter",
+                                        "energy_start_mj",
                                         "lost",
                                         NULL};
     char w[64], wm[96];
@@ -361,6 +362,11 @@ static int parse_gpu(json_t *o, unsigned i, struct gpu *g, char *err, size_t len
     if (get_uint(o, "throttle_reasons", false, 0, 9007199254740991.0, w, &d, err, len))
         return -1;
     g->throttle = (unsigned long long)d;
+    /* Optional: where the counter stands when the state is first read (a real driver's counter
+     * has been running since it loaded); later reads ignore it. */
+    if (get_uint(o, "energy_start_mj", false, 0, 9007199254740991.0, w, &d, err, len))
+        return -1;
+    g->energy_mj = g->boundary_mj = d;
     if (get_bool(o, "energy_supported", true, w, &g->energy_supported, err, len) ||
         get_bool(o, "counter_stuck", false, w, &g->counter_stuck, err, len) ||
         get_bool(o, "reset_counter", false, w, &g->reset_counter, err, len) ||

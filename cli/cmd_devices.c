@@ -89,26 +89,56 @@ static unsigned regular_step(const unsigned *v, size_t n)
     return step;
 }
 
+/* Reads one GPU. A lost GPU is reported once and the rest of its readings are skipped. */
 static void read_row(eerl_device *dev, unsigned gpu, struct row *w, int *failed)
 {
+    int *results[] = {&w->r_uuid,  &w->r_name,   &w->r_clocks,  &w->r_sm,
+                      &w->r_power, &w->r_energy, &w->r_throttle};
+    static const char *const what[] = {"UUID",  "name",           "supported SM clocks", "SM clock",
+                                       "power", "energy counter", "throttle reasons"};
+    size_t i, k;
+
     memset(w, 0, sizeof(*w));
     w->index = gpu;
-    w->r_uuid =
-        check(dev, gpu, "UUID", eerl_device_uuid(dev, gpu, w->uuid, sizeof(w->uuid)), failed);
-    w->r_name =
-        check(dev, gpu, "name", eerl_device_name(dev, gpu, w->name, sizeof(w->name)), failed);
-    w->r_clocks = check(
-        dev, gpu, "supported SM clocks",
-        eerl_device_supported_sm_clocks(dev, gpu, w->clocks, EERL_DEVICE_CLOCKS_MAX, &w->n_clocks),
-        failed);
+    for (i = 0; i < sizeof(results) / sizeof(results[0]); i++) {
+        int r;
+
+        switch (i) {
+        case 0:
+            r = eerl_device_uuid(dev, gpu, w->uuid, sizeof(w->uuid));
+            break;
+        case 1:
+            r = eerl_device_name(dev, gpu, w->name, sizeof(w->name));
+            break;
+        case 2:
+            r = eerl_device_supported_sm_clocks(dev, gpu, w->clocks, EERL_DEVICE_CLOCKS_MAX,
+                                                &w->n_clocks);
+            break;
+        case 3:
+            r = eerl_device_sm_clock(dev, gpu, &w->sm_mhz);
+            break;
+        case 4:
+            r = eerl_device_power_mw(dev, gpu, &w->power_mw);
+            break;
+        case 5:
+            r = eerl_device_energy_mj(dev, gpu, &w->energy_mj);
+            break;
+        default:
+            r = eerl_device_throttle_reasons(dev, gpu, &w->throttle);
+            break;
+        }
+        if (r == EERL_EGPULOST) {
+            eerl_cli_err(CMD, "GPU %u: %s (%s)", gpu, eerl_strerror(r),
+                         eerl_device_last_error(dev));
+            *failed = 1;
+            for (k = i; k < sizeof(results) / sizeof(results[0]); k++)
+                *results[k] = r;
+            break;
+        }
+        *results[i] = check(dev, gpu, what[i], r, failed);
+    }
     if (w->r_clocks == 0)
         w->step = regular_step(w->clocks, w->n_clocks);
-    w->r_sm = check(dev, gpu, "SM clock", eerl_device_sm_clock(dev, gpu, &w->sm_mhz), failed);
-    w->r_power = check(dev, gpu, "power", eerl_device_power_mw(dev, gpu, &w->power_mw), failed);
-    w->r_energy =
-        check(dev, gpu, "energy counter", eerl_device_energy_mj(dev, gpu, &w->energy_mj), failed);
-    w->r_throttle = check(dev, gpu, "throttle reasons",
-                          eerl_device_throttle_reasons(dev, gpu, &w->throttle), failed);
 }
 
 static void format_clocks(const struct row *w, char *buf, size_t len)
@@ -185,8 +215,11 @@ static void print_table(const struct row *rows, unsigned n)
         else
             snprintf(energy, sizeof(energy), "%.3f", (double)w->energy_mj / 1000.0);
         printf("%-3u  %-*s  %-*s  %-*s  %6s  %8s  %14s  %s\n", w->index, wu,
-               w->r_uuid ? "n/a" : w->uuid, wn, w->r_name ? "n/a" : w->name, wc, clocks, sm, power,
-               energy, thr);
+               w->r_uuid ? "n/a" : w->uuid, wn,
+               w->r_name == EERL_EGPULOST ? "(GPU lost)"
+               : w->r_name                ? "n/a"
+                                          : w->name,
+               wc, clocks, sm, power, energy, thr);
     }
 }
 
@@ -199,6 +232,7 @@ static json_t *row_json(const struct row *w)
     if (!o)
         return NULL;
     json_object_set_new(o, "index", json_integer(w->index));
+    json_object_set_new(o, "lost", json_boolean(w->r_uuid == EERL_EGPULOST));
     json_object_set_new(o, "uuid", w->r_uuid ? json_null() : json_string(w->uuid));
     json_object_set_new(o, "name", w->r_name ? json_null() : json_string(w->name));
     if (w->r_clocks == 0) {

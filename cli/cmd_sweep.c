@@ -1,10 +1,434 @@
-/* eerl sweep: not written yet (placeholder so the command table links; replaced by its issue). */
+/* eerl sweep: fixed clock pairs against the governor with matched seeds, reported as in the
+ * paper's Appendix A (geometric mean over seeds of per-seed ratios of valid tokens/s and of
+ * whole-allocation energy per valid token). The experiment loop knows only a `backend` that
+ * runs one setting for one seed and returns totals; today that backend is the simulated cluster,
+ * later a real allocation can implement the same function. Results on stdout, progress on
+ * stderr. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eerl/error.h"
+#include "eerl/twin.h"
 #include "cli.h"
+
+#define CMD "sweep"
+#define MAX_PAIRS 256
+
+struct pair {
+    char gen_text[16], train_text[16];
+    unsigned gen, train; /* 0 = governor */
+};
+
+struct totals {
+    double valid_tokens, seconds, joules;
+};
+
+/* One setting, one seed: what a backend must provide. */
+struct backend {
+    void *ctx;
+    int (*run)(void *ctx, unsigned long seed, unsigned run_id, unsigned gen, unsigned train,
+               unsigned u_first, unsigned u_last, struct totals *ret);
+};
+
+struct twin_ctx {
+    eerl_twin_preset *preset;
+    struct eerl_twin_config cfg;
+};
+
+static int twin_run(void *vctx, unsigned long seed, unsigned run_id, unsigned gen, unsigned train,
+                    unsigned u_first, unsigned u_last, struct totals *ret)
+{
+    struct twin_ctx *c = vctx;
+    struct eerl_twin_config cfg = c->cfg;
+    struct eerl_twin_totals t;
+    int e;
+
+    cfg.seed = seed;
+    cfg.run_id = run_id;
+    e = eerl_twin_run(c->preset, &cfg, gen, train, u_first, u_last, &t);
+    if (e < 0)
+        return e;
+    ret->valid_tokens = t.valid_tokens;
+    ret->seconds = t.seconds;
+    ret->joules = t.joules;
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: eerl sweep --model MODEL --gpu GPU --mode MODE --alloc N|GEN/TRAIN --size S|M|L\n"
+        "                  --pairs GEN/TRAIN[,GEN/TRAIN...] [--seeds 4] [--updates 5-25]\n"
+        "                  [--csv|--json] [--divergence 0.025] [--seed0 1] [--params FILE]\n\n"
+        "Runs the governor and each clock pair (MHz, or Gov for a phase left to the governor)\n"
+        "with matched seeds on the simulated cluster and prints per pair\n"
+        "gen_mhz,train_mhz,dq_pct,saving_pct,seeds (Appendix A of the EE-RL paper).\n"
+        "  models: %s\n  GPUs:   %s\n  modes:  %s\n"
+        "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
+        "  --divergence: run-to-run spread of log throughput (0 = runs are pure functions of\n"
+        "                their seed); --params: a parameter file instead of the built-in one\n",
+        eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names());
+}
+
+static int in_list(const char *name, const char *list)
+{
+    size_t n = strlen(name);
+    const char *p = list;
+
+    if (n == 0)
+        return 0;
+    while ((p = strstr(p, name)) != NULL) {
+        int start = p == list || p[-1] == ' ';
+        int end = p[n] == '\0' || p[n] == ',';
+        if (start && end)
+            return 1;
+        p += n;
+    }
+    return 0;
+}
+
+static int parse_clock(const char *text, unsigned *ret)
+{
+    char *end;
+    unsigned long v;
+
+    if (!strcmp(text, "Gov") || !strcmp(text, "gov")) {
+        *ret = EERL_TWIN_GOV;
+        return 0;
+    }
+    if (*text < '0' || *text > '9')
+        return -1;
+    errno = 0;
+    v = strtoul(text, &end, 10);
+    if (errno || *end || v == 0 || v > 10000)
+        return -1;
+    *ret = (unsigned)v;
+    return 0;
+}
+
+static int parse_pairs(const char *text, struct pair *pairs, size_t *ret_n)
+{
+    size_t n = 0;
+    const char *p = text;
+
+    if (!text || !*text) {
+        eerl_cli_err(CMD, "--pairs is empty; give pairs like 1800/1500,Gov/1200");
+        return -1;
+    }
+    while (*p) {
+        const char *comma = strchr(p, ','), *slash;
+        size_t len = comma ? (size_t)(comma - p) : strlen(p), gl, tl;
+        struct pair *q;
+
+        slash = memchr(p, '/', len);
+        if (n >= MAX_PAIRS) {
+            eerl_cli_err(CMD, "--pairs lists more than %d pairs", MAX_PAIRS);
+            return -1;
+        }
+        q = &pairs[n];
+        gl = slash ? (size_t)(slash - p) : 0;
+        tl = slash ? len - gl - 1 : 0;
+        if (!slash || gl == 0 || tl == 0 || gl >= sizeof(q->gen_text) ||
+            tl >= sizeof(q->train_text))
+            goto bad;
+        memcpy(q->gen_text, p, gl);
+        q->gen_text[gl] = '\0';
+        memcpy(q->train_text, slash + 1, tl);
+        q->train_text[tl] = '\0';
+        if (parse_clock(q->gen_text, &q->gen) < 0 || parse_clock(q->train_text, &q->train) < 0)
+            goto bad;
+        n++;
+        p += len;
+        if (*p == ',') {
+            p++;
+            if (!*p)
+                goto bad_end;
+        }
+    }
+    *ret_n = n;
+    return 0;
+bad:
+    eerl_cli_err(CMD,
+                 "--pairs '%s': pair %zu ('%.*s') is malformed; give GEN/TRAIN with each a clock "
+                 "in MHz or Gov, e.g. 1800/1500,Gov/1200",
+                 text, n + 1, (int)(strchr(p, ',') ? (size_t)(strchr(p, ',') - p) : strlen(p)), p);
+    return -1;
+bad_end:
+    eerl_cli_err(CMD, "--pairs '%s' ends with a comma", text);
+    return -1;
+}
+
+static void clock_hint(const eerl_twin_preset *preset, const char *gpu)
+{
+    unsigned c[EERL_DEVICE_CLOCKS_MAX];
+    size_t n = 0;
+
+    if (eerl_twin_preset_clocks(preset, c, EERL_DEVICE_CLOCKS_MAX, &n) == 0 && n > 2)
+        fprintf(stderr, "  %s supports %u, %u, %u, ... down to %u MHz (%u MHz steps), or Gov\n",
+                gpu, c[0], c[1], c[2], c[n - 1], c[1] - c[2]);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+        buf = malloc((size_t)len + 1);
+        if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+            free(buf);
+            buf = NULL;
+        } else if (buf) {
+            buf[len] = '\0';
+        }
+    }
+    fclose(f);
+    return buf;
+}
 
 int eerl_cmd_sweep(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    eerl_cli_err("sweep", "this command is not available in this build yet");
-    return EERL_EXIT_FAIL;
+    const char *model = NULL, *gpu = NULL, *mode_s = NULL, *alloc = NULL, *size = NULL;
+    const char *pairs_s = NULL, *params = NULL;
+    unsigned long seeds = 4, u_first = 5, u_last = 25, seed0 = 1;
+    double divergence = 0.025;
+    int json = 0, rc = EERL_EXIT_USAGE, e, i;
+    struct pair pairs[MAX_PAIRS];
+    size_t n_pairs = 0, k;
+    struct twin_ctx tctx;
+    struct backend be = {&tctx, twin_run};
+    eerl_twin_mode mode;
+    unsigned ng = 0, nt = 0;
+    double *lq = NULL, *le = NULL;
+    char *text = NULL;
+
+    memset(&tctx, 0, sizeof(tctx));
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return EERL_EXIT_OK;
+        } else if (!strcmp(a, "--csv")) {
+            json = 0;
+            takes = 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+            takes = 0;
+        } else if (!v) {
+            eerl_cli_err(CMD, "option '%s' needs a value (or is unknown); see eerl sweep --help",
+                         a);
+            return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--model")) {
+            model = v;
+        } else if (!strcmp(a, "--gpu")) {
+            gpu = v;
+        } else if (!strcmp(a, "--mode")) {
+            mode_s = v;
+        } else if (!strcmp(a, "--alloc")) {
+            alloc = v;
+        } else if (!strcmp(a, "--size")) {
+            size = v;
+        } else if (!strcmp(a, "--pairs")) {
+            pairs_s = v;
+        } else if (!strcmp(a, "--params")) {
+            params = v;
+        } else if (!strcmp(a, "--seeds")) {
+            if (eerl_cli_parse_uint(CMD, "--seeds", v, 0, 1000, &seeds) < 0)
+                return EERL_EXIT_USAGE;
+            if (seeds == 0) {
+                eerl_cli_err(CMD, "--seeds 0: give at least 1 seed");
+                return EERL_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--seed0")) {
+            if (eerl_cli_parse_uint(CMD, "--seed0", v, 0, 1000000000, &seed0) < 0)
+                return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--divergence")) {
+            if (eerl_cli_parse_double(CMD, "--divergence", v, 0, 0.5, &divergence) < 0)
+                return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--updates")) {
+            char *end;
+            errno = 0;
+            u_first = strtoul(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end != '-' || end[1] < '0' || end[1] > '9') {
+                eerl_cli_err(CMD, "--updates '%s' is malformed; give FIRST-LAST, e.g. 5-25", v);
+                return EERL_EXIT_USAGE;
+            }
+            u_last = strtoul(end + 1, &end, 10);
+            if (errno || *end || u_last < u_first || u_last > 100000) {
+                eerl_cli_err(CMD,
+                             "--updates '%s' is malformed; give FIRST-LAST with FIRST <= "
+                             "LAST <= 100000, e.g. 5-25",
+                             v);
+                return EERL_EXIT_USAGE;
+            }
+        } else {
+            eerl_cli_err(CMD, "unknown option '%s'; see eerl sweep --help", a);
+            return EERL_EXIT_USAGE;
+        }
+        i += takes;
+    }
+    if (!model || !gpu || !mode_s || !alloc || !size || !pairs_s) {
+        eerl_cli_err(CMD, "missing %s; see eerl sweep --help",
+                     !model    ? "--model"
+                     : !gpu    ? "--gpu"
+                     : !mode_s ? "--mode"
+                     : !alloc  ? "--alloc"
+                     : !size   ? "--size"
+                               : "--pairs");
+        return EERL_EXIT_USAGE;
+    }
+    if (!in_list(model, eerl_twin_model_names())) {
+        eerl_cli_err(CMD, "unknown model '%s'; valid models: %s", model, eerl_twin_model_names());
+        return EERL_EXIT_USAGE;
+    }
+    if (!in_list(gpu, eerl_twin_gpu_names())) {
+        eerl_cli_err(CMD, "unknown GPU '%s'; valid GPUs: %s", gpu, eerl_twin_gpu_names());
+        return EERL_EXIT_USAGE;
+    }
+    if (eerl_twin_mode_parse(mode_s, &mode) < 0) {
+        eerl_cli_err(CMD, "unknown mode '%s'; valid modes: %s", mode_s, eerl_twin_mode_names());
+        return EERL_EXIT_USAGE;
+    }
+    if (strlen(size) != 1 || !strchr("SML", size[0])) {
+        eerl_cli_err(CMD, "unknown size '%s'; valid sizes: S, M, L", size);
+        return EERL_EXIT_USAGE;
+    }
+    {
+        char *end;
+        unsigned long a, b = 0;
+        int slash;
+
+        errno = 0;
+        a = strtoul(alloc, &end, 10);
+        slash = *end == '/';
+        if (slash)
+            b = strtoul(end + 1, &end, 10);
+        if (*alloc < '0' || *alloc > '9' || errno || *end || a == 0 || a > 100000 ||
+            (slash && (b == 0 || b > 100000))) {
+            eerl_cli_err(CMD,
+                         "--alloc '%s' is malformed; give a GPU count (32) or GEN/TRAIN "
+                         "pool sizes (8/32)",
+                         alloc);
+            return EERL_EXIT_USAGE;
+        }
+        if (mode == EERL_TWIN_COLOCATED && slash) {
+            eerl_cli_err(CMD,
+                         "allocation '%s' does not fit mode colocated: generation and "
+                         "training share the GPUs, give one count (e.g. 32)",
+                         alloc);
+            return EERL_EXIT_USAGE;
+        }
+        if (mode != EERL_TWIN_COLOCATED && !slash) {
+            eerl_cli_err(CMD,
+                         "allocation '%s' does not fit mode %s: give GEN/TRAIN pool sizes "
+                         "(e.g. 8/32)",
+                         alloc, mode_s);
+            return EERL_EXIT_USAGE;
+        }
+        ng = (unsigned)a;
+        nt = (unsigned)b;
+    }
+    if (parse_pairs(pairs_s, pairs, &n_pairs) < 0)
+        return EERL_EXIT_USAGE;
+
+    if (params) {
+        text = read_file(params);
+        if (!text) {
+            eerl_cli_err(CMD, "cannot read parameter file '%s': %s", params, strerror(errno));
+            return EERL_EXIT_FAIL;
+        }
+    }
+    e = eerl_twin_preset_new(model, gpu, text, &tctx.preset);
+    free(text);
+    if (e < 0) {
+        eerl_cli_err(CMD, "%s: no usable preset for %s on %s: %s",
+                     params ? params
+                            : "built-in "
+                              "parameters",
+                     model, gpu, eerl_strerror(e));
+        return params ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
+    }
+    for (k = 0; k < n_pairs; k++) {
+        const struct pair *q = &pairs[k];
+        unsigned bad = !eerl_twin_preset_clock_ok(tctx.preset, q->gen)     ? q->gen
+                       : !eerl_twin_preset_clock_ok(tctx.preset, q->train) ? q->train
+                                                                           : 0;
+        if (bad) {
+            eerl_cli_err(CMD, "pair %s/%s: %u MHz is not a clock %s supports", q->gen_text,
+                         q->train_text, bad, gpu);
+            clock_hint(tctx.preset, gpu);
+            goto out;
+        }
+    }
+    tctx.cfg.mode = mode;
+    tctx.cfg.n_gen = ng;
+    tctx.cfg.n_train = nt;
+    tctx.cfg.size = size[0];
+    tctx.cfg.divergence = divergence;
+
+    /* The experiment loop: per seed one governor run, then each pair; per-seed log ratios. */
+    rc = EERL_EXIT_FAIL;
+    lq = calloc(n_pairs, sizeof(*lq));
+    le = calloc(n_pairs, sizeof(*le));
+    if (!lq || !le) {
+        eerl_cli_err(CMD, "out of memory");
+        goto out;
+    }
+    for (k = 0; k < seeds; k++) {
+        unsigned long seed = seed0 + k;
+        struct totals g, c;
+        size_t j;
+
+        fprintf(stderr, "eerl sweep: seed %lu (%lu/%lu): governor and %zu pair%s\n", seed, k + 1,
+                seeds, n_pairs, n_pairs == 1 ? "" : "s");
+        e = be.run(be.ctx, seed, 0, EERL_TWIN_GOV, EERL_TWIN_GOV, (unsigned)u_first,
+                   (unsigned)u_last, &g);
+        if (e < 0) {
+            eerl_cli_err(CMD, "governor run, seed %lu: %s", seed, eerl_strerror(e));
+            goto out;
+        }
+        for (j = 0; j < n_pairs; j++) {
+            e = be.run(be.ctx, seed, (unsigned)j + 1, pairs[j].gen, pairs[j].train,
+                       (unsigned)u_first, (unsigned)u_last, &c);
+            if (e < 0) {
+                eerl_cli_err(CMD, "pair %s/%s, seed %lu: %s", pairs[j].gen_text,
+                             pairs[j].train_text, seed, eerl_strerror(e));
+                goto out;
+            }
+            lq[j] += log((c.valid_tokens / c.seconds) / (g.valid_tokens / g.seconds));
+            le[j] += log((c.joules / c.valid_tokens) / (g.joules / g.valid_tokens));
+        }
+    }
+    if (json) {
+        printf("{\"model\":\"%s\",\"gpu\":\"%s\",\"mode\":\"%s\",\"alloc\":\"%s\",\"size\":\"%s\","
+               "\"updates\":\"%lu-%lu\",\"divergence\":%g,\"backend\":\"twin\",\"pairs\":[",
+               model, gpu, mode_s, alloc, size, u_first, u_last, divergence);
+        for (k = 0; k < n_pairs; k++)
+            printf("%s{\"gen_mhz\":\"%s\",\"train_mhz\":\"%s\",\"dq_pct\":%.2f,"
+                   "\"saving_pct\":%.2f,\"seeds\":%lu}",
+                   k ? "," : "", pairs[k].gen_text, pairs[k].train_text,
+                   100 * (exp(lq[k] / seeds) - 1), 100 * (1 - exp(le[k] / seeds)), seeds);
+        printf("]}\n");
+    } else {
+        printf("gen_mhz,train_mhz,dq_pct,saving_pct,seeds\n");
+        for (k = 0; k < n_pairs; k++)
+            printf("%s,%s,%.2f,%.2f,%lu\n", pairs[k].gen_text, pairs[k].train_text,
+                   100 * (exp(lq[k] / seeds) - 1), 100 * (1 - exp(le[k] / seeds)), seeds);
+    }
+    rc = EERL_EXIT_OK;
+out:
+    free(lq);
+    free(le);
+    eerl_twin_preset_free(tctx.preset);
+    return rc;
 }

@@ -1,0 +1,142 @@
+/* The simulated RL cluster ("twin"): a GRPO workload generator, per-phase clock physics for one
+ * GPU model, and the four execution modes, all in virtual time. A preset holds the fitted
+ * parameters of one (model, GPU) pair; a twin is one simulated run on an allocation; the twin's
+ * device view (eerl_twin_device) is an eerl_device whose clocks and energy counters follow the
+ * twin's virtual time, so the meter, actuator and controller run on it unchanged.
+ * Clocks are SM MHz; 0 means "leave the phase to the default governor" (EERL_TWIN_GOV). */
+#ifndef EERL_TWIN_H
+#define EERL_TWIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eerl/device.h"
+#include "eerl/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EERL_TWIN_GOV 0u
+
+typedef enum eerl_twin_mode {
+    EERL_TWIN_COLOCATED = 0,     /* generation and training take turns on the same GPUs */
+    EERL_TWIN_DISAGGREGATED = 1, /* two pools, synchronous: each waits while the other works */
+    EERL_TWIN_DRAINED = 2,       /* asynchronous, rendezvous per update, policy age 1 */
+    EERL_TWIN_INFLIGHT = 3       /* asynchronous, generation continues across updates, age 2 */
+} eerl_twin_mode;
+
+/* Phases of one update, in the order the per-update arrays below use. */
+typedef enum eerl_twin_phase {
+    EERL_TWIN_PH_GEN = 0,
+    EERL_TWIN_PH_LOGPROB = 1,
+    EERL_TWIN_PH_TRAIN = 2,
+    EERL_TWIN_PH_REFIT = 3,
+    EERL_TWIN_PH_WAIT = 4,
+    EERL_TWIN_PH_COUNT = 5
+} eerl_twin_phase;
+
+typedef struct eerl_twin_preset eerl_twin_preset;
+typedef struct eerl_twin eerl_twin;
+
+/* Names: "qwen3-30b-a3b", "nemotron-super-49b"; "h100", "gb200", "h200"; "colocated",
+ * "disaggregated", "drained", "inflight"; sizes 'S', 'M', 'L'. Each lookup returns EERL_ENOENT
+ * for an unknown name. eerl_twin_*_names returns a static comma-separated list of valid names. */
+EERL_EXPORT const char *eerl_twin_model_names(void);
+EERL_EXPORT const char *eerl_twin_gpu_names(void);
+EERL_EXPORT const char *eerl_twin_mode_names(void);
+EERL_EXPORT int eerl_twin_mode_parse(const char *name, eerl_twin_mode *ret_mode);
+EERL_EXPORT const char *eerl_twin_mode_name(eerl_twin_mode mode);
+
+/* Loads the preset of (model, gpu) from a parameter file's JSON text, or from the parameters
+ * embedded at build time when json_text is NULL. EERL_ENOENT: unknown model or GPU (or the file
+ * lacks them); EERL_EPARSE: malformed text or a missing/invalid field. */
+EERL_EXPORT int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_text,
+                                     eerl_twin_preset **ret_preset);
+EERL_EXPORT void eerl_twin_preset_free(eerl_twin_preset *preset);
+/* The embedded parameter file's text (static, NUL-terminated). */
+EERL_EXPORT const char *eerl_twin_embedded_params(void);
+
+/* Supported SM clocks of the preset's GPU, highest first (as NVML lists them). */
+EERL_EXPORT int eerl_twin_preset_clocks(const eerl_twin_preset *preset, unsigned *mhz, size_t cap,
+                                        size_t *ret_n);
+/* 1 if mhz is one of the GPU's supported clocks (EERL_TWIN_GOV counts as supported). */
+EERL_EXPORT int eerl_twin_preset_clock_ok(const eerl_twin_preset *preset, unsigned mhz);
+
+/* One simulated run. n_gen/n_train: pool sizes (colocated: n_train = 0 and n_gen = all GPUs).
+ * divergence: run-to-run spread, the standard deviation of log throughput between two runs of
+ * the same seed (the paper saw 0.02-0.03); 0 makes a run a pure function of its seed. */
+struct eerl_twin_config {
+    eerl_twin_mode mode;
+    unsigned n_gen, n_train;
+    char size; /* 'S', 'M' or 'L' */
+    uint64_t seed;
+    uint64_t run_id; /* distinguishes runs that share a seed (their divergence streams) */
+    double divergence;
+};
+
+/* Checks the allocation fits the mode (colocated: n_gen >= 1, n_train == 0; others both >= 1)
+ * and the size is known; copies the preset (the twin does not keep a pointer to it). */
+EERL_EXPORT int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
+                              eerl_twin **ret_twin);
+EERL_EXPORT void eerl_twin_free(eerl_twin *twin);
+
+/* Requests clocks for the generation and training pools (colocated: phases); they take effect
+ * at the next update boundary, as EE-RL changes clocks in the refit pause. EERL_ERANGE for a
+ * clock the GPU does not support. The device view's lock/reset calls land here too. */
+EERL_EXPORT int eerl_twin_set_clocks(eerl_twin *twin, unsigned gen_mhz, unsigned train_mhz);
+
+/* What one update did. Times in seconds of virtual time, energies in joules, summed over GPUs. */
+struct eerl_twin_update {
+    unsigned index;                     /* 0-based update number */
+    double t_start;                     /* virtual time at the start of the update */
+    double duration;                    /* update time */
+    double energy_j;                    /* whole allocation */
+    double gen_tokens;                  /* G: response tokens generated for this update's batch */
+    double valid_tokens;                /* N: valid training tokens consumed (docs/twin.md) */
+    double longest;                     /* L: longest response of the consumed batch, tokens */
+    double phase_s[EERL_TWIN_PH_COUNT]; /* busy time per phase (wait: the waiting pools') */
+    double phase_j[EERL_TWIN_PH_COUNT]; /* energy per phase, all GPUs */
+    double gen_arrival, train_arrival;  /* seconds after t_start each pool finished its work */
+    double crossing_tokens; /* in-flight: tokens of requests started under the previous clocks */
+    unsigned policy_age;    /* 0 sync, 1 drained, 2 in-flight */
+    unsigned gen_mhz, train_mhz;       /* requested (0 = governor) */
+    double gen_eff_mhz, train_eff_mhz; /* clocks the phases actually ran at */
+};
+
+/* Advances virtual time through one update under the current clocks. */
+EERL_EXPORT int eerl_twin_step(eerl_twin *twin, struct eerl_twin_update *ret_update);
+/* Virtual time now (end of the last update), seconds. */
+EERL_EXPORT double eerl_twin_now(const eerl_twin *twin);
+
+/* The device view: n_gen + n_train GPUs (generation pool first). Counters and clocks follow the
+ * "observation time" set by eerl_twin_observe_at (never beyond eerl_twin_now); energy counters
+ * advance in millijoules every 100 ms like NVML's. The device borrows the twin: free the device
+ * before the twin. */
+EERL_EXPORT int eerl_twin_device(eerl_twin *twin, eerl_device **ret_dev);
+EERL_EXPORT int eerl_twin_observe_at(eerl_twin *twin, double t_s);
+
+/* Deterministic expected-value comparison of one clock pair against the governor on
+ * (preset, mode, allocation, size) over updates [u_first, u_last], using the workload's expected
+ * token counts: dq = throughput change in valid tokens/s, saving = reduction in whole-allocation
+ * energy per valid token, both percent. The calibration tool fits through this function. */
+EERL_EXPORT int eerl_twin_expected(const eerl_twin_preset *preset, eerl_twin_mode mode,
+                                   unsigned n_gen, unsigned n_train, char size, unsigned gen_mhz,
+                                   unsigned train_mhz, unsigned u_first, unsigned u_last,
+                                   double *ret_dq_pct, double *ret_saving_pct);
+
+/* Totals of one simulated run over updates [u_first, u_last] (the run starts at update 0 with the
+ * given clocks): valid tokens, seconds and joules. The experiment loop of `eerl sweep` builds the
+ * Appendix A ratios from these, the same way it would from a run on real GPUs. */
+struct eerl_twin_totals {
+    double valid_tokens, seconds, joules;
+    unsigned updates;
+};
+EERL_EXPORT int eerl_twin_run(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
+                              unsigned gen_mhz, unsigned train_mhz, unsigned u_first,
+                              unsigned u_last, struct eerl_twin_totals *ret_totals);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,217 @@
+/* Execution modes. Per-update work at fmax (seconds), C = tokens consumed by training:
+ *   gen   = c_tail * L + c_tok * G / n_gen     (in-flight: c_tail * if_tail * mean length, and
+ *                                              the tokens generated this update, see below)
+ *   lp    = c_lp * C / n_lp                    (n_lp: training pool, or all GPUs colocated)
+ *   train = c_tr * C / n_train + t_tr0
+ *   refit = t_refit, other = t_other (reward, host work: GPUs wait)
+ * each scaled by its phase's time factor at the clock it runs at (physics.c).
+ * colocated:     T = gen + other + lp + train + refit, all GPUs in turn; two clock switches per
+ *                update when the pair differs.
+ * disaggregated: T as colocated; the idle pool waits at governor idle (fmax) in a governor run
+ *                and at the idle clock when a pair is set.
+ * drained:       gen pool makes batch u while the training pool trains on batch u-1;
+ *                T = max(gen, lp + train) + refit + other; waits at the idle clock (pair) or
+ *                governor idle; policy age 1.
+ * in-flight:     generation never drains: a fraction `spill` of batch u is still generating at
+ *                the refit and finishes in update u+1 under u+1's clocks (crossing tokens); the
+ *                refit pause adds KV recompute of those tokens; T = max(gen, other + lp + train)
+ *                + refit + kv; pools wait at their own clocks; policy age 2. */
+#include <string.h>
+
+#include "twin/modes/cluster.h"
+
+struct ctx {
+    const eerl_twin_preset *p;
+    const struct eerl__cluster_in *in;
+    struct eerl__cluster_out *out;
+};
+
+static void seg(struct ctx *c, int pool, unsigned phase, double dt, double w, double mhz,
+                unsigned flags)
+{
+    struct eerl__pool_plan *pl = &c->out->pool[pool];
+    struct eerl__seg *s;
+    double j;
+
+    if (dt <= 0 || pl->n_gpus == 0)
+        return;
+    j = dt * w * pl->n_gpus;
+    c->out->phase_j[phase] += j;
+    c->out->energy_j += j;
+    if (phase == EERL_TWIN_PH_WAIT)
+        c->out->phase_s[phase] += dt;
+    /* Merge with the previous segment when nothing changes (keeps the timeline short). */
+    if (pl->n_segs > 0) {
+        s = &pl->seg[pl->n_segs - 1];
+        if (s->phase == phase && s->w == w && s->mhz == mhz && s->flags == flags) {
+            s->dt += dt;
+            return;
+        }
+    }
+    if (pl->n_segs >= EERL__SEG_MAX) { /* cannot happen with the layouts below; keep energy */
+        pl->seg[pl->n_segs - 1].dt += dt;
+        return;
+    }
+    s = &pl->seg[pl->n_segs++];
+    s->dt = dt;
+    s->w = w;
+    s->mhz = mhz;
+    s->phase = phase;
+    s->flags = flags;
+}
+
+/* An active phase: time factor at the effective clock, power there. */
+struct act {
+    double t, w, f;
+    unsigned flags;
+};
+
+static struct act active(const eerl_twin_preset *p, int ph, unsigned req, double work_s,
+                         double scale)
+{
+    struct act a;
+    int capped = 0;
+
+    a.f = eerl__gpu_eff_clock(&p->gpu, &p->ph[ph], req, &capped);
+    a.t = work_s * eerl__phase_time_factor(&p->gpu, &p->ph[ph], a.f) * scale;
+    a.w = eerl__gpu_active_w(&p->gpu, &p->ph[ph], a.f);
+    a.flags = capped ? EERL__SEG_CAPPED : 0;
+    return a;
+}
+
+void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_in *in,
+                          struct eerl__cluster_out *out)
+{
+    const struct eerl__costs *k = &p->c;
+    const struct eerl__gpu *g = &p->gpu;
+    struct ctx c = {p, in, out};
+    int pair = in->req_gen != 0 || in->req_train != 0;
+    int colo = in->mode == EERL_TWIN_COLOCATED;
+    double sc = in->time_scale > 0 ? in->time_scale : 1.0;
+    unsigned ng = colo ? in->n_gen + in->n_train : in->n_gen;
+    unsigned nt = colo ? ng : in->n_train;
+    double C = in->train_batch.G;
+    double gen_work, gen_tokens, kv_tokens = 0;
+    struct act gen, lp, tr, rf_g, rf_t, kv;
+    double other = k->t_other * sc, sw = g->switch_s;
+    double f_wait_g, f_wait_t, w_wait_g, w_wait_t;
+
+    memset(out, 0, sizeof(*out));
+    out->pool[0].n_gpus = ng;
+    out->pool[1].n_gpus = colo ? 0 : nt;
+
+    if (in->mode == EERL_TWIN_INFLIGHT && !in->first) {
+        gen_tokens = (1 - k->spill) * in->gen_batch.G + in->spill_in;
+        gen_work = k->c_tail * k->if_tail * in->gen_batch.mean_len + k->c_tok * gen_tokens / ng;
+        kv_tokens = k->spill * in->gen_batch.G;
+        out->crossing_tokens = in->spill_in;
+        out->spill_out = kv_tokens;
+    } else {
+        gen_tokens = in->gen_batch.G;
+        gen_work = k->c_tail * in->gen_batch.L + k->c_tok * gen_tokens / ng;
+    }
+    gen = active(p, EERL_TWIN_PH_GEN, in->req_gen, gen_work, sc);
+    lp = active(p, EERL_TWIN_PH_LOGPROB, in->req_train, k->c_lp * C / nt, sc);
+    tr = active(p, EERL_TWIN_PH_TRAIN, in->req_train, k->c_tr * C / nt + k->t_tr0, sc);
+    rf_g = active(p, EERL_TWIN_PH_REFIT, in->req_gen, k->t_refit, sc);
+    rf_t = active(p, EERL_TWIN_PH_REFIT, in->req_train, k->t_refit, sc);
+    kv = active(p, EERL_TWIN_PH_GEN, in->req_gen, k->c_kv * kv_tokens / ng, sc);
+    out->gen_eff_mhz = gen.f;
+    out->train_eff_mhz = tr.f;
+    out->phase_s[EERL_TWIN_PH_GEN] = gen.t + kv.t;
+    out->phase_s[EERL_TWIN_PH_LOGPROB] = lp.t;
+    out->phase_s[EERL_TWIN_PH_TRAIN] = tr.t;
+    out->phase_s[EERL_TWIN_PH_REFIT] = rf_t.t;
+
+    /* Where waiting GPUs sit: the idle clock for separate pools of a pair run (drained and
+     * disaggregated), their own clock otherwise (the governor idles at fmax). */
+    if (pair && (in->mode == EERL_TWIN_DISAGGREGATED || in->mode == EERL_TWIN_DRAINED)) {
+        f_wait_g = f_wait_t = g->idle_clock;
+    } else {
+        f_wait_g = in->req_gen ? in->req_gen - g->droop_mhz : g->fmax;
+        f_wait_t = in->req_train ? in->req_train - g->droop_mhz : g->fmax;
+    }
+    w_wait_g = eerl__gpu_idle_w(g, f_wait_g);
+    w_wait_t = eerl__gpu_idle_w(g, f_wait_t);
+    if (!pair)
+        sw = 0;
+
+    switch (in->mode) {
+    case EERL_TWIN_COLOCATED: {
+        double s2 = in->req_gen != in->req_train ? sw : 0;
+        seg(&c, 0, EERL_TWIN_PH_GEN, gen.t, gen.w, gen.f, gen.flags);
+        seg(&c, 0, EERL_TWIN_PH_WAIT, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_TWIN_PH_WAIT, s2, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_TWIN_PH_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
+        seg(&c, 0, EERL_TWIN_PH_TRAIN, tr.t, tr.w, tr.f, tr.flags);
+        seg(&c, 0, EERL_TWIN_PH_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
+        seg(&c, 0, EERL_TWIN_PH_WAIT, s2, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        out->gen_arrival = gen.t;
+        out->train_arrival = gen.t + other + s2 + lp.t + tr.t;
+        out->duration = out->train_arrival + rf_t.t + s2;
+        out->policy_age = 0;
+        break;
+    }
+    case EERL_TWIN_DISAGGREGATED: {
+        double tg = sw + gen.t, tt = sw + lp.t + tr.t;
+        seg(&c, 0, EERL_TWIN_PH_WAIT, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_TWIN_PH_GEN, gen.t, gen.w, gen.f, gen.flags);
+        seg(&c, 0, EERL_TWIN_PH_WAIT, other + tt, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_TWIN_PH_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
+        seg(&c, 1, EERL_TWIN_PH_WAIT, tg + other + sw, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 1, EERL_TWIN_PH_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
+        seg(&c, 1, EERL_TWIN_PH_TRAIN, tr.t, tr.w, tr.f, tr.flags);
+        seg(&c, 1, EERL_TWIN_PH_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
+        out->gen_arrival = tg;
+        out->train_arrival = tg + other + tt;
+        out->duration = out->train_arrival + rf_t.t;
+        out->policy_age = 0;
+        break;
+    }
+    case EERL_TWIN_DRAINED:
+    case EERL_TWIN_INFLIGHT: {
+        int infl = in->mode == EERL_TWIN_INFLIGHT;
+        double tg = gen.t, tt = lp.t + tr.t, rv, pause;
+
+        if (!infl) {
+            tg += sw;
+            tt += sw;
+        } else {
+            tt += other;
+        }
+        if (in->first) /* nothing generated yet: training waits for the first batch */
+            tt += tg;
+        rv = tg > tt ? tg : tt;
+        /* Generation pool: work, wait for the rendezvous, refit (+ KV recompute in flight). */
+        if (!infl)
+            seg(&c, 0, EERL_TWIN_PH_WAIT, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_TWIN_PH_GEN, gen.t, gen.w, gen.f, gen.flags);
+        seg(&c, 0, EERL_TWIN_PH_WAIT, rv - tg, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_TWIN_PH_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
+        seg(&c, 0, EERL_TWIN_PH_GEN, kv.t, kv.w, kv.f, kv.flags);
+        /* Training pool. */
+        if (in->first)
+            seg(&c, 1, EERL_TWIN_PH_WAIT, tg, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        if (!infl)
+            seg(&c, 1, EERL_TWIN_PH_WAIT, sw, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        else
+            seg(&c, 1, EERL_TWIN_PH_WAIT, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 1, EERL_TWIN_PH_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
+        seg(&c, 1, EERL_TWIN_PH_TRAIN, tr.t, tr.w, tr.f, tr.flags);
+        seg(&c, 1, EERL_TWIN_PH_WAIT, rv - tt, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 1, EERL_TWIN_PH_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
+        seg(&c, 1, EERL_TWIN_PH_WAIT, kv.t, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        pause = (rf_g.t > rf_t.t ? rf_g.t : rf_t.t) + kv.t;
+        if (!infl) { /* host work after the rendezvous: both pools wait */
+            seg(&c, 0, EERL_TWIN_PH_WAIT, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+            seg(&c, 1, EERL_TWIN_PH_WAIT, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+            pause += other;
+        }
+        out->gen_arrival = tg;
+        out->train_arrival = tt;
+        out->duration = rv + pause;
+        out->policy_age = infl ? 2 : 1;
+        break;
+    }
+    }
+}

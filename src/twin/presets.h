@@ -1,0 +1,41 @@
+/* Presets: the fitted parameters of one (model, GPU) pair, read from a parameter file's JSON
+ * text (data/twin/params.json, embedded into the library at build time). Owns the parsing and
+ * the definition of struct eerl_twin_preset; the twin copies a preset, never points into one. */
+#ifndef EERL_TWIN_PRESETS_H
+#define EERL_TWIN_PRESETS_H
+
+#include "eerl/twin.h"
+#include "twin/physics.h"
+#include "twin/workload.h"
+
+#define EERL__EXP_CACHE 64
+
+/* Per-update costs at fmax, in seconds (see docs/twin.md for the formulas). */
+struct eerl__costs {
+    double c_tail;  /* generation: per token of the longest response (decode latency) */
+    double c_tok;   /* generation: per generated token per generation GPU (throughput) */
+    double c_lp;    /* log-prob: per consumed token per GPU that computes it */
+    double c_tr;    /* training: per consumed token per training GPU */
+    double t_tr0;   /* training: fixed per update (optimizer step, gradient reduction) */
+    double t_refit; /* weight refit (clock-insensitive: transfer-bound) */
+    double t_other; /* reward, data and host work; GPUs wait */
+    double if_tail; /* in-flight: tail term uses if_tail * mean length instead of longest */
+    double spill;   /* in-flight: fraction of a batch's tokens still generating at the refit */
+    double c_kv;    /* in-flight: KV recompute per spilled token per generation GPU */
+};
+
+struct eerl_twin_preset {
+    char model[32], gpu_name[16];
+    struct eerl__gpu gpu;
+    struct eerl__wl_params wl;
+    struct eerl__costs c;
+    struct eerl__phase_phys ph[4]; /* gen, logprob, train, refit */
+    /* Expected batches of updates 0..EERL__EXP_CACHE-1 per size, computed once at load. */
+    struct eerl__wl_batch expc[3][EERL__EXP_CACHE];
+};
+
+/* The expected batch of update u (from the cache when it holds u). */
+void eerl__preset_expected_batch(const struct eerl_twin_preset *p, char size, unsigned u,
+                                 struct eerl__wl_batch *ret);
+
+#endif

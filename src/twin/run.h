@@ -1,0 +1,50 @@
+/* One simulated run (struct eerl_twin): virtual time, the workload streams, the in-flight carry,
+ * requested clocks and the per-pool power timeline the device view reads. Shared by run.c (which
+ * owns it) and twin_device.c (which only reads it, through eerl__twin_observe). */
+#ifndef EERL_TWIN_RUN_H
+#define EERL_TWIN_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eerl/twin.h"
+#include "twin/modes/cluster.h"
+#include "twin/presets.h"
+#include "twin/workload.h"
+
+struct eerl__tl_seg {
+    double t0, t1, w, mhz, e0; /* e0: joules per GPU of this pool at t0 */
+    unsigned flags;
+};
+
+struct eerl__timeline {
+    struct eerl__tl_seg *s;
+    size_t n, cap;
+};
+
+struct eerl_twin {
+    eerl_twin_preset p;
+    struct eerl_twin_config cfg;
+    struct eerl__wl wl;
+    double time_scale;
+    double now, obs_t;
+    unsigned next_update;
+    unsigned req_gen, req_train;
+    struct eerl__wl_batch prev;
+    int have_prev;
+    double spill;
+    struct eerl__timeline tl[2]; /* generation pool (colocated: all GPUs), training pool */
+    int device_open;
+};
+
+/* What GPU gpu (pool-major numbering) shows at the observation time. */
+struct eerl__obs {
+    double joules, watts, mhz;
+    unsigned flags;
+};
+void eerl__twin_observe(const eerl_twin *t, unsigned gpu, struct eerl__obs *ret);
+unsigned eerl__twin_gpu_count(const eerl_twin *t);
+/* Which pool a GPU index belongs to. */
+int eerl__twin_pool_of(const eerl_twin *t, unsigned gpu);
+
+#endif

@@ -1,0 +1,50 @@
+/* GRPO workload of the twin: per update P prompts x K responses, all B = P*K consumed by
+ * training. Response lengths are lognormal with a median that drifts over updates, clipped at the
+ * sequence limit; a group whose K rewards are all equal has zero advantage and its tokens are not
+ * valid. Owns the workload and divergence random streams; knows nothing of clocks or GPUs. */
+#ifndef EERL_TWIN_WORKLOAD_H
+#define EERL_TWIN_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "twin/rng.h"
+
+struct eerl__wl_params {
+    unsigned seq_limit;        /* response tokens; longer responses are truncated here */
+    double len_median;         /* median response length at update 0, tokens */
+    double len_sigma;          /* lognormal shape */
+    double drift;              /* growth of log median per update */
+    double p_zero;             /* probability a group has equal rewards (no valid tokens) */
+    unsigned P[3], K[3], B[3]; /* sizes S, M, L */
+};
+
+/* One batch of responses. */
+struct eerl__wl_batch {
+    double G;        /* response tokens generated */
+    double N;        /* valid training tokens: response tokens of groups with nonzero advantage */
+    double L;        /* longest response */
+    double mean_len; /* G / responses */
+    unsigned n_resp, n_trunc;
+};
+
+struct eerl__wl {
+    struct eerl__wl_params p;
+    unsigned P, K, B;
+    double div_sigma;
+    struct eerl__rng rng; /* shared by matched seeds */
+    struct eerl__rng div; /* per run */
+};
+
+/* size: 'S', 'M', 'L'. EERL_EINVAL for another size or an invalid parameter. */
+int eerl__wl_size_index(char size);
+int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size, uint64_t seed,
+                  uint64_t run_id, double divergence);
+/* Draws update u's batch. Consumes a fixed number of workload draws per update whatever the
+ * divergence, so matched seeds see the same stream in every setting. */
+void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret);
+/* The expected batch of update u (no randomness): E[G], E[N], E[L]. */
+int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
+                      struct eerl__wl_batch *ret);
+
+#endif

@@ -1,0 +1,290 @@
+/* Twin execution modes and the twin device: colocated update = sum of its phases; drained: a
+ * slower first-arriving pool that still arrives first leaves the update time unchanged;
+ * disaggregated: the waiting pool idles at the idle clock in a pair run and at governor idle in
+ * the governor run; in-flight: requests cross a clock change at the refit; the device view's
+ * counters move in 100 ms steps and add up to the twin's energy; expected and sampled runs agree.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eerl/device.h"
+#include "eerl/error.h"
+#include "eerl/twin.h"
+#include "twin/physics.h"
+#include "twin/presets.h"
+
+static eerl_twin *mk(const eerl_twin_preset *p, eerl_twin_mode mode, unsigned ng, unsigned nt,
+                     char size, uint64_t seed)
+{
+    struct eerl_twin_config c = {mode, ng, nt, size, seed, 0, 0.0};
+    eerl_twin *t = NULL;
+
+    assert_int_equal(eerl_twin_new(p, &c, &t), 0);
+    return t;
+}
+
+static eerl_twin_preset *preset(const char *model, const char *gpu)
+{
+    eerl_twin_preset *p = NULL;
+    assert_int_equal(eerl_twin_preset_new(model, gpu, NULL, &p), 0);
+    return p;
+}
+
+static void test_colocated_update_is_sum_of_phases(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin *t = mk(p, EERL_TWIN_COLOCATED, 32, 0, 'M', 1);
+    struct eerl_twin_update u;
+    double sum = 0, ej = 0;
+    int i;
+
+    (void)state;
+    assert_int_equal(eerl_twin_set_clocks(t, 1800, 1500), 0);
+    assert_int_equal(eerl_twin_step(t, &u), 0);
+    for (i = 0; i < EERL_TWIN_PH_COUNT; i++) {
+        sum += u.phase_s[i];
+        ej += u.phase_j[i];
+    }
+    assert_true(fabs(sum - u.duration) < 1e-9 * u.duration);
+    assert_true(fabs(ej - u.energy_j) < 1e-9 * u.energy_j);
+    assert_true(u.phase_s[EERL_TWIN_PH_GEN] > 0 && u.phase_s[EERL_TWIN_PH_TRAIN] > 0);
+    assert_int_equal(u.policy_age, 0);
+    assert_true(fabs(eerl_twin_now(t) - u.duration) < 1e-9);
+    eerl_twin_free(t);
+    eerl_twin_preset_free(p);
+}
+
+static void test_drained_slower_first_arrival_keeps_update_time(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    struct eerl_twin_update a[4], b[4];
+    unsigned f, k, chosen = 0;
+    eerl_twin *t;
+
+    (void)state;
+    /* Reference: training pool locked at the top clock. */
+    t = mk(p, EERL_TWIN_DRAINED, 8, 24, 'M', 2);
+    assert_int_equal(eerl_twin_set_clocks(t, 0, 1980), 0);
+    for (k = 0; k < 4; k++)
+        assert_int_equal(eerl_twin_step(t, &a[k]), 0);
+    eerl_twin_free(t);
+    assert_true(a[3].train_arrival < a[3].gen_arrival); /* training arrives first */
+    assert_int_equal(a[3].policy_age, 1);
+    /* Lower the training clock until its arrival moves but stays before generation's. */
+    for (f = 1965; f >= 345 && !chosen; f -= 15) {
+        t = mk(p, EERL_TWIN_DRAINED, 8, 24, 'M', 2);
+        assert_int_equal(eerl_twin_set_clocks(t, 0, f), 0);
+        for (k = 0; k < 4; k++)
+            assert_int_equal(eerl_twin_step(t, &b[k]), 0);
+        eerl_twin_free(t);
+        if (b[3].train_arrival > a[3].train_arrival * 1.05 && b[3].train_arrival < b[3].gen_arrival)
+            chosen = f;
+    }
+    assert_true(chosen > 0);
+    for (k = 1; k < 4; k++) {
+        assert_true(b[k].train_arrival > a[k].train_arrival);
+        assert_true(fabs(b[k].duration - a[k].duration) < 1e-9 * a[k].duration);
+        assert_true(b[k].energy_j < a[k].energy_j); /* less work power, same time */
+    }
+    /* Slowing it past the generation arrival does lengthen the update. */
+    t = mk(p, EERL_TWIN_DRAINED, 8, 24, 'M', 2);
+    assert_int_equal(eerl_twin_set_clocks(t, 0, 345), 0);
+    for (k = 0; k < 4; k++)
+        assert_int_equal(eerl_twin_step(t, &b[k]), 0);
+    eerl_twin_free(t);
+    if (b[3].train_arrival > b[3].gen_arrival)
+        assert_true(b[3].duration > a[3].duration);
+    eerl_twin_preset_free(p);
+}
+
+static void test_disaggregated_waiting_pool_idle_clock(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    const struct eerl__gpu *g = &p->gpu;
+    struct eerl_twin_update gv, pr;
+    eerl_twin *t;
+    double ratio, want;
+
+    (void)state;
+    t = mk(p, EERL_TWIN_DISAGGREGATED, 8, 32, 'S', 3);
+    assert_int_equal(eerl_twin_step(t, &gv), 0);
+    eerl_twin_free(t);
+    t = mk(p, EERL_TWIN_DISAGGREGATED, 8, 32, 'S', 3);
+    assert_int_equal(eerl_twin_set_clocks(t, 1980, 1980), 0);
+    assert_int_equal(eerl_twin_step(t, &pr), 0);
+    eerl_twin_free(t);
+    /* About the governor's time, but waiting at the idle clock instead of governor idle. */
+    assert_true(fabs(pr.duration / gv.duration - 1) < 0.01);
+    ratio = (pr.phase_j[EERL_TWIN_PH_WAIT] / pr.phase_s[EERL_TWIN_PH_WAIT]) /
+            (gv.phase_j[EERL_TWIN_PH_WAIT] / gv.phase_s[EERL_TWIN_PH_WAIT]);
+    want = eerl__gpu_idle_w(g, g->idle_clock) / eerl__gpu_idle_w(g, g->fmax);
+    assert_true(fabs(ratio / want - 1) < 0.05);
+    assert_true(pr.energy_j < gv.energy_j);
+    eerl_twin_preset_free(p);
+}
+
+static void test_inflight_requests_cross_clock_change(void **state)
+{
+    eerl_twin_preset *p = preset("nemotron-super-49b", "h100");
+    struct eerl_twin_update u[4], v[4];
+    eerl_twin *t;
+    int k;
+
+    (void)state;
+    t = mk(p, EERL_TWIN_INFLIGHT, 16, 64, 'M', 4);
+    for (k = 0; k < 4; k++)
+        assert_int_equal(eerl_twin_step(t, &u[k]), 0);
+    eerl_twin_free(t);
+    t = mk(p, EERL_TWIN_INFLIGHT, 16, 64, 'M', 4);
+    for (k = 0; k < 4; k++) {
+        if (k == 2)
+            assert_int_equal(eerl_twin_set_clocks(t, 1200, 0), 0);
+        assert_int_equal(eerl_twin_step(t, &v[k]), 0);
+    }
+    eerl_twin_free(t);
+    assert_int_equal(u[1].policy_age, 2);
+    assert_true(u[0].crossing_tokens == 0);
+    /* Update 2 finishes requests that started under the governor clocks of update 1. */
+    assert_true(v[2].crossing_tokens > 0);
+    assert_true(v[2].crossing_tokens == u[2].crossing_tokens); /* same work, other clock */
+    assert_true(v[2].phase_s[EERL_TWIN_PH_GEN] > u[2].phase_s[EERL_TWIN_PH_GEN]);
+    assert_true(v[1].phase_s[EERL_TWIN_PH_GEN] == u[1].phase_s[EERL_TWIN_PH_GEN]);
+    assert_int_equal(v[2].gen_mhz, 1200);
+    eerl_twin_preset_free(p);
+}
+
+static void test_twin_device_counters(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin *t = mk(p, EERL_TWIN_DISAGGREGATED, 2, 3, 'S', 5);
+    struct eerl_twin_update u;
+    eerl_device *dev = NULL;
+    unsigned n = 0, mhz = 0, clocks[EERL_DEVICE_CLOCKS_MAX];
+    uint64_t ea, eb, mask = 0;
+    double total;
+    size_t nc = 0;
+
+    (void)state;
+    assert_int_equal(eerl_twin_device(t, &dev), 0);
+    assert_string_equal(eerl_device_backend(dev), "twin");
+    assert_int_equal(eerl_device_count(dev, &n), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(eerl_device_supported_sm_clocks(dev, 0, clocks, EERL_DEVICE_CLOCKS_MAX, &nc),
+                     0);
+    assert_int_equal(clocks[0], 1980);
+    assert_int_equal(eerl_twin_step(t, &u), 0);
+    assert_int_equal(eerl_twin_step(t, &u), 0);
+    total = eerl_twin_now(t);
+    /* The counter moves only on 100 ms ticks. */
+    assert_int_equal(eerl_twin_observe_at(t, 10.01), 0);
+    assert_int_equal(eerl_device_energy_mj(dev, 0, &ea), 0);
+    assert_int_equal(eerl_twin_observe_at(t, 10.09), 0);
+    assert_int_equal(eerl_device_energy_mj(dev, 0, &eb), 0);
+    assert_true(ea == eb);
+    assert_int_equal(eerl_twin_observe_at(t, 10.11), 0);
+    assert_int_equal(eerl_device_energy_mj(dev, 0, &eb), 0);
+    assert_true(eb > ea);
+    /* Generation GPUs are busy at the start of an update, at the governor's peak clock. */
+    assert_int_equal(eerl_twin_observe_at(t, 0.5), 0);
+    assert_int_equal(eerl_device_sm_clock(dev, 0, &mhz), 0);
+    assert_int_equal(mhz, 1980);
+    assert_int_equal(eerl_device_throttle_reasons(dev, 4, &mask), 0);
+    assert_true(mask & EERL_THROTTLE_GPU_IDLE); /* the training pool waits */
+    assert_int_equal(eerl_twin_observe_at(t, total + 1), EERL_ERANGE);
+    /* A lock through the device API sets that pool's clock from the next update on. */
+    assert_int_equal(eerl_device_lock_sm_clocks(dev, 3, 1200, 1200), 0);
+    assert_int_equal(eerl_device_lock_sm_clocks(dev, 0, 1234, 1234), EERL_ERANGE);
+    assert_non_null(strstr(eerl_device_last_error(dev), "1234"));
+    assert_int_equal(eerl_twin_step(t, &u), 0);
+    assert_int_equal(u.train_mhz, 1200);
+    assert_int_equal(u.gen_mhz, 0);
+    assert_int_equal(eerl_device_reset_sm_clocks(dev, 3), 0);
+    assert_int_equal(eerl_twin_step(t, &u), 0);
+    assert_int_equal(u.train_mhz, 0);
+    eerl_device_free(dev);
+    eerl_twin_free(t);
+    eerl_twin_preset_free(p);
+}
+
+static void test_device_energy_adds_up(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin *t = mk(p, EERL_TWIN_DRAINED, 2, 3, 'S', 6);
+    struct eerl_twin_update u;
+    eerl_device *dev = NULL;
+    double want = 0, got = 0, tick;
+    uint64_t a, b;
+    unsigned gpu, k;
+
+    (void)state;
+    assert_int_equal(eerl_twin_device(t, &dev), 0);
+    for (k = 0; k < 3; k++) {
+        assert_int_equal(eerl_twin_step(t, &u), 0);
+        want += u.energy_j;
+    }
+    tick = floor(eerl_twin_now(t) * 10) / 10;
+    for (gpu = 0; gpu < 5; gpu++) {
+        assert_int_equal(eerl_twin_observe_at(t, 0), 0);
+        assert_int_equal(eerl_device_energy_mj(dev, gpu, &a), 0);
+        assert_int_equal(eerl_twin_observe_at(t, tick), 0);
+        assert_int_equal(eerl_device_energy_mj(dev, gpu, &b), 0);
+        got += (double)(b - a) / 1000.0;
+    }
+    /* Missing only the last partial tick (< 0.1 s on 5 GPUs of at most 700 W). */
+    assert_true(got <= want + 0.01);
+    assert_true(got >= want - 0.1 * 5 * 700 - 0.01);
+    eerl_device_free(dev);
+    eerl_twin_free(t);
+    eerl_twin_preset_free(p);
+}
+
+static void test_expected_agrees_with_sampled_runs(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    struct eerl_twin_config c = {EERL_TWIN_COLOCATED, 32, 0, 'M', 0, 0, 0.0};
+    struct eerl_twin_totals g, q;
+    double dq, sv, lq = 0, le = 0;
+    unsigned s, n = 6;
+
+    (void)state;
+    assert_int_equal(
+        eerl_twin_expected(p, EERL_TWIN_COLOCATED, 32, 0, 'M', 1500, 1500, 5, 25, &dq, &sv), 0);
+    assert_true(dq < 0 && sv > 0);
+    for (s = 0; s < n; s++) {
+        c.seed = 100 + s;
+        c.run_id = 0;
+        assert_int_equal(eerl_twin_run(p, &c, 0, 0, 5, 25, &g), 0);
+        c.run_id = 1;
+        assert_int_equal(eerl_twin_run(p, &c, 1500, 1500, 5, 25, &q), 0);
+        assert_int_equal(g.updates, 21);
+        lq += log((q.valid_tokens / q.seconds) / (g.valid_tokens / g.seconds));
+        le += log((q.joules / q.valid_tokens) / (g.joules / g.valid_tokens));
+    }
+    assert_true(fabs(100 * (exp(lq / n) - 1) - dq) < 1.0);
+    assert_true(fabs(100 * (1 - exp(le / n)) - sv) < 1.0);
+    /* Allocation that does not fit the mode, unsupported clock. */
+    assert_int_equal(eerl_twin_expected(p, EERL_TWIN_COLOCATED, 8, 32, 'M', 0, 0, 5, 25, &dq, &sv),
+                     EERL_EINVAL);
+    assert_int_equal(eerl_twin_expected(p, EERL_TWIN_DRAINED, 8, 32, 'M', 1234, 0, 5, 25, &dq, &sv),
+                     EERL_ERANGE);
+    eerl_twin_preset_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_colocated_update_is_sum_of_phases),
+        cmocka_unit_test(test_drained_slower_first_arrival_keeps_update_time),
+        cmocka_unit_test(test_disaggregated_waiting_pool_idle_clock),
+        cmocka_unit_test(test_inflight_requests_cross_clock_change),
+        cmocka_unit_test(test_twin_device_counters),
+        cmocka_unit_test(test_device_energy_adds_up),
+        cmocka_unit_test(test_expected_agrees_with_sampled_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,122 @@
+/* Twin physics: supported clocks per GPU, the H200 readings (idle ~125 W at 1980 MHz, decode-like
+ * work ~540 W at 1980 MHz, compute-bound work power-capped near 1455 MHz at 700 W), monotone
+ * power and time vs clock, droop below a locked clock, and parameter-file errors. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eerl/error.h"
+#include "eerl/twin.h"
+#include "twin/physics.h"
+#include "twin/presets.h"
+
+static void test_supported_clocks(void **state)
+{
+    eerl_twin_preset *p = NULL;
+    unsigned c[EERL_DEVICE_CLOCKS_MAX];
+    size_t n = 0, i;
+
+    (void)state;
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h200", NULL, &p), 0);
+    assert_int_equal(eerl_twin_preset_clocks(p, c, EERL_DEVICE_CLOCKS_MAX, &n), 0);
+    /* 1980 down to 345 in 15 MHz steps (the readings' note says 106 values; a uniform 15 MHz
+     * grid over that range has 110: docs/twin.md). */
+    assert_int_equal(n, 110);
+    assert_int_equal(c[0], 1980);
+    assert_int_equal(c[n - 1], 345);
+    for (i = 1; i < n; i++)
+        assert_int_equal(c[i - 1] - c[i], 15);
+    assert_true(eerl_twin_preset_clock_ok(p, 1455));
+    assert_false(eerl_twin_preset_clock_ok(p, 1456));
+    assert_true(eerl_twin_preset_clock_ok(p, EERL_TWIN_GOV));
+    assert_int_equal(eerl_twin_preset_clocks(p, c, 10, &n), EERL_EOVERFLOW);
+    eerl_twin_preset_free(p);
+    p = NULL;
+
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "gb200", NULL, &p), 0);
+    assert_int_equal(eerl_twin_preset_clocks(p, c, EERL_DEVICE_CLOCKS_MAX, &n), 0);
+    assert_int_equal(c[0], 2062);
+    assert_true(eerl_twin_preset_clock_ok(p, 1875) && eerl_twin_preset_clock_ok(p, 885));
+    eerl_twin_preset_free(p);
+}
+
+static void test_h200_matches_readings(void **state)
+{
+    eerl_twin_preset *p = NULL;
+    const struct eerl__gpu *g;
+    int capped = 0;
+    double f;
+
+    (void)state;
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h200", NULL, &p), 0);
+    g = &p->gpu;
+    assert_true(fabs(eerl__gpu_idle_w(g, 1980) - 125) < 8);
+    f = eerl__gpu_eff_clock(g, &p->ph[EERL_TWIN_PH_GEN], EERL_TWIN_GOV, &capped);
+    assert_false(capped);
+    assert_true(f == 1980);
+    assert_true(fabs(eerl__gpu_active_w(g, &p->ph[EERL_TWIN_PH_GEN], f) - 537) < 25);
+    f = eerl__gpu_eff_clock(g, &p->ph[EERL_TWIN_PH_TRAIN], EERL_TWIN_GOV, &capped);
+    assert_true(capped);
+    assert_true(fabs(f - 1455) < 30);
+    assert_true(eerl__gpu_active_w(g, &p->ph[EERL_TWIN_PH_TRAIN], f) <= 700.001);
+    /* Idle at the idle clock draws clearly less than governor idle. */
+    assert_true(eerl__gpu_idle_w(g, 345) < eerl__gpu_idle_w(g, 1980) - 10);
+    eerl_twin_preset_free(p);
+}
+
+static void test_monotone_power_and_time(void **state)
+{
+    eerl_twin_preset *p = NULL;
+    const struct eerl__gpu *g;
+    int ph;
+    unsigned f;
+
+    (void)state;
+    assert_int_equal(eerl_twin_preset_new("nemotron-super-49b", "h100", NULL, &p), 0);
+    g = &p->gpu;
+    for (ph = 0; ph < 3; ph++) {
+        double pw = 1e9, tf = 0;
+        assert_true(fabs(eerl__phase_time_factor(g, &p->ph[ph], g->fmax) - 1) < 1e-12);
+        for (f = 1980; f >= 345; f -= 15) {
+            double w = eerl__gpu_active_w(g, &p->ph[ph], f);
+            double t = eerl__phase_time_factor(g, &p->ph[ph], f);
+            assert_true(w <= pw);
+            assert_true(t >= tf);
+            pw = w;
+            tf = t;
+        }
+        assert_true(tf > 1.0);
+    }
+    /* A locked clock runs slightly below the request; the governor shows the peak. */
+    assert_true(fabs(eerl__gpu_eff_clock(g, &p->ph[EERL_TWIN_PH_GEN], 1500, NULL) -
+                     (1500 - g->droop_mhz)) < 1e-9);
+    eerl_twin_preset_free(p);
+}
+
+static void test_bad_parameter_files(void **state)
+{
+    eerl_twin_preset *p = (eerl_twin_preset *)0x1;
+
+    (void)state;
+    assert_int_equal(eerl_twin_preset_new("llama", "h100", NULL, &p), EERL_ENOENT);
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "a100", NULL, &p), EERL_ENOENT);
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", "{not json", &p), EERL_EPARSE);
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", "{}", &p), EERL_ENOENT);
+    assert_true(p == (eerl_twin_preset *)0x1); /* untouched on failure */
+    assert_non_null(strstr(eerl_twin_embedded_params(), "\"presets\""));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_supported_clocks),
+        cmocka_unit_test(test_h200_matches_readings),
+        cmocka_unit_test(test_monotone_power_and_time),
+        cmocka_unit_test(test_bad_parameter_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

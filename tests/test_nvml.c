@@ -2,6 +2,7 @@
  * $EERL_NVML_LIBRARY names: each test writes a state file, opens the backend, and checks what
  * eerl_device_* report against what the state says, including the error paths a real driver
  * produces (no permission, lost GPU, injected NVML errors, missing library, bad state). */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include <jansson.h>
@@ -209,6 +211,94 @@ static void test_energy_follows_power_in_virtual_time(void **state)
     /* Time passes only when the file says so: reading again changes nothing. */
     assert_int_equal(eerl_device_energy_mj(dev, 1, &e), 0);
     assert_int_equal(e, 40000);
+    eerl_device_free(dev);
+    json_decref(doc);
+}
+
+/* Without virtual_time_ms the stand-in runs on CLOCK_MONOTONIC. Only a lower bound is checked:
+ * after sleeping 250 ms at 100 W the counter has passed at least one more 100 ms update. */
+static void test_energy_in_real_time(void **state)
+{
+    json_t *doc = base_state();
+    eerl_device *dev;
+    uint64_t e0 = 0, e1 = 0;
+    struct timespec ts = {0, 250 * 1000 * 1000};
+
+    (void)state;
+    json_object_set_new(doc, "virtual_time_ms", json_null());
+    write_state(doc);
+    dev = open_dev();
+    assert_int_equal(eerl_device_energy_mj(dev, 1, &e0), 0);
+    nanosleep(&ts, NULL);
+    assert_int_equal(eerl_device_energy_mj(dev, 1, &e1), 0);
+    assert_true(e1 >= e0 + 15000); /* >= 150 ms at 100 W */
+    assert_true(e1 - e0 < 100000000);
+    eerl_device_free(dev);
+    json_decref(doc);
+}
+
+struct reader {
+    eerl_device *dev;
+    unsigned gpu;
+    int errors;
+    uint64_t last;
+};
+
+static void *reader_main(void *arg)
+{
+    struct reader *rd = arg;
+    int i;
+
+    for (i = 0; i < 2000; i++) {
+        uint64_t e = 0;
+        unsigned v = 0;
+
+        if (eerl_device_energy_mj(rd->dev, rd->gpu, &e) < 0 ||
+            eerl_device_power_mw(rd->dev, rd->gpu, &v) < 0 ||
+            eerl_device_sm_clock(rd->dev, rd->gpu, &v) < 0)
+            rd->errors++;
+        if (e < rd->last)
+            rd->errors++;
+        rd->last = e;
+    }
+    return NULL;
+}
+
+/* The meter samples from its own thread while the actuator locks clocks and time moves: every
+ * call must succeed and the counter never goes backwards. (Also run under ThreadSanitizer.) */
+static void test_concurrent_callers(void **state)
+{
+    json_t *doc = base_state();
+    eerl_device *dev, *dev2;
+    struct reader rd[2];
+    pthread_t th[2];
+    int i;
+
+    (void)state;
+    write_state(doc);
+    dev = open_dev();
+    dev2 = open_dev(); /* readers use dev2, the writer dev: last-error text is per handle */
+    memset(rd, 0, sizeof(rd));
+    rd[0].dev = dev2;
+    rd[0].gpu = 0;
+    rd[1].dev = dev2;
+    rd[1].gpu = 1;
+    /* The readers share dev2; that is safe only while their calls succeed (nothing is written
+     * into its last-error text), which is what the test expects. */
+    for (i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+    for (i = 0; i < 50; i++) {
+        set_time(doc, 1000 + 100.0 * (i + 1));
+        write_state(doc);
+        assert_int_equal(eerl_device_lock_sm_clocks(dev, 0, 1200, 1200 + 15 * (unsigned)(i % 4)),
+                         0);
+        assert_int_equal(eerl_device_reset_sm_clocks(dev, 0), 0);
+    }
+    for (i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    assert_int_equal(rd[0].errors, 0);
+    assert_int_equal(rd[1].errors, 0);
+    eerl_device_free(dev2);
     eerl_device_free(dev);
     json_decref(doc);
 }
@@ -567,6 +657,8 @@ int main(void)
         cmocka_unit_test(test_count_name_uuid),
         cmocka_unit_test(test_supported_clocks_sorted_at_top_memory_clock),
         cmocka_unit_test(test_energy_follows_power_in_virtual_time),
+        cmocka_unit_test(test_energy_in_real_time),
+        cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_counter_reset_and_stuck),
         cmocka_unit_test(test_energy_not_supported),
         cmocka_unit_test(test_lock_writes_back_and_reset_clears),

@@ -285,7 +285,7 @@ static int print_json(const struct row *rows, unsigned n)
             return -1;
         }
     }
-    text = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    text = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(arr);
     if (!text)
         return -1;

@@ -1,10 +1,498 @@
-/* eerl meter: not written yet (placeholder so the command table links; replaced by its issue). */
+/* eerl meter: runs a command, samples the GPUs' energy counters while it runs, and reports the
+ * energy, duration, mean and peak power per GPU and in total; exits with the command's status
+ * (128 + signal when a signal killed it). With --clock it also locks the GPUs' SM clock for the
+ * run through the actuator, and restores them on every way out it can see.
+ *
+ * Signals: SIGINT and SIGTERM are caught by a handler that only does async-signal-safe things: it
+ * records the signal and forwards it to the child with kill(). The main loop, woken from
+ * waitpid() by EINTR, then restores the clocks (eerl_actuator_restore_all, which takes mutexes
+ * and calls NVML and so must not run in the handler) and keeps waiting for the child to exit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "eerl/actuator.h"
+#include "eerl/device.h"
+#include "eerl/error.h"
+#include "eerl/meter.h"
 #include "cli.h"
+
+#define CMD "meter"
+
+static volatile sig_atomic_t got_signal;
+static volatile pid_t child_pid;
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+
+    got_signal = sig;
+    if (child_pid > 0)
+        kill(child_pid, sig);
+    errno = saved;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: eerl meter [--interval-ms N] [--gpus LIST] [--json] [--output FILE]\n"
+            "                  [--clock MHZ [--observe-only]] -- CMD [ARGS...]\n\n"
+            "Runs CMD, samples the energy counters of the GPUs while it runs, and reports per\n"
+            "GPU and in total: energy (J), duration (s), mean and peak power (W). Exits with\n"
+            "CMD's exit status (128 + the signal number if a signal killed it). SIGINT and\n"
+            "SIGTERM are forwarded to CMD.\n\n"
+            "options:\n"
+            "  --interval-ms N  sampling interval in milliseconds (10-60000, default 200)\n"
+            "  --gpus LIST      GPUs to meter, e.g. 0,1 or 0-3 (default: all)\n"
+            "  --json           print the report as one JSON object\n"
+            "  --output FILE    write the report to FILE instead of standard output\n"
+            "  --clock MHZ      lock the metered GPUs' SM clock at MHZ (snapped down to a\n"
+            "                   supported clock) while CMD runs; reset afterwards, also on\n"
+            "                   SIGINT/SIGTERM. Needs root or CAP_SYS_ADMIN\n"
+            "  --observe-only   with --clock: only report what would be locked\n"
+            "  --help           show this help\n\n"
+            "Flags in the report say how an energy figure was obtained: reset (the counter\n"
+            "went backwards), stuck (it stopped moving), power (integrated power used),\n"
+            "lost (the GPU was lost), missed (a read failed), partial. docs/meter.md explains.\n\n"
+            "environment:\n"
+            "  EERL_NVML_LIBRARY  path of libnvidia-ml.so.1 (or the stand-in library)\n");
+}
+
+struct opts {
+    unsigned long interval_ms;
+    unsigned gpus[EERL_METER_GPUS_MAX];
+    size_t n_gpus;
+    int have_gpus;
+    int json;
+    const char *output;
+    unsigned long clock_mhz; /* 0: leave the clocks alone */
+    int observe_only;
+    char **argv; /* the command */
+};
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+    int i;
+
+    memset(o, 0, sizeof(*o));
+    o->interval_ms = EERL_METER_DEFAULT_INTERVAL_MS;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-')
+            break;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--observe-only")) {
+            o->observe_only = 1;
+        } else if (!strcmp(a, "--interval-ms") || !strcmp(a, "--gpus") || !strcmp(a, "--output") ||
+                   !strcmp(a, "--clock")) {
+            if (i + 1 >= argc) {
+                eerl_cli_err(CMD, "%s needs a value", a);
+                return -1;
+            }
+            i++;
+            if (!strcmp(a, "--interval-ms")) {
+                if (eerl_cli_parse_uint(CMD, "--interval-ms", argv[i], 10, 60000, &o->interval_ms) <
+                    0)
+                    return -1;
+            } else if (!strcmp(a, "--gpus")) {
+                if (eerl_cli_parse_index_list(CMD, "--gpus", argv[i], o->gpus, EERL_METER_GPUS_MAX,
+                                              &o->n_gpus) < 0)
+                    return -1;
+                o->have_gpus = 1;
+            } else if (!strcmp(a, "--output")) {
+                o->output = argv[i];
+            } else if (eerl_cli_parse_uint(CMD, "--clock", argv[i], 1, 100000, &o->clock_mhz) < 0) {
+                return -1;
+            }
+        } else {
+            eerl_cli_err(CMD,
+                         "unknown option '%s'; valid: --interval-ms --gpus --json --output "
+                         "--clock --observe-only --help (put the command after --)",
+                         a);
+            return -1;
+        }
+    }
+    if (i >= argc) {
+        eerl_cli_err(CMD, "no command given: usage: eerl meter [options] -- CMD [ARGS...]");
+        return -1;
+    }
+    if (o->observe_only && !o->clock_mhz) {
+        eerl_cli_err(CMD, "--observe-only only makes sense with --clock MHZ");
+        return -1;
+    }
+    o->argv = argv + i;
+    return 0;
+}
+
+/* Forks and execs the command. An exec failure comes back through a close-on-exec pipe so the
+ * parent can name it. Returns the child's pid, or -1 (message printed, *ret_exit set). */
+static pid_t spawn(char **argv, int *ret_exit)
+{
+    sigset_t block, old;
+    int fds[2], err = 0;
+    ssize_t n;
+    pid_t pid;
+
+    if (pipe(fds) < 0 || fcntl(fds[0], F_SETFD, FD_CLOEXEC) < 0 ||
+        fcntl(fds[1], F_SETFD, FD_CLOEXEC) < 0) {
+        eerl_cli_err(CMD, "pipe: %s", strerror(errno));
+        *ret_exit = EERL_EXIT_FAIL;
+        return -1;
+    }
+    /* Signals stay blocked until child_pid is set, so none is lost between fork and here. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        close(fds[0]);
+        execvp(argv[0], argv);
+        err = errno;
+        if (write(fds[1], &err, sizeof(err)) < 0) {
+            /* nothing more to say: the parent sees exit status 127 */
+        }
+        _exit(127); /* _exit: no atexit handlers, so the parent's clocks are not reset */
+    }
+    if (pid > 0)
+        child_pid = pid;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    close(fds[1]);
+    if (pid < 0) {
+        eerl_cli_err(CMD, "fork: %s", strerror(errno));
+        close(fds[0]);
+        *ret_exit = EERL_EXIT_FAIL;
+        return -1;
+    }
+    do
+        n = read(fds[0], &err, sizeof(err));
+    while (n < 0 && errno == EINTR);
+    close(fds[0]);
+    if (n == (ssize_t)sizeof(err)) {
+        int st;
+
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        child_pid = 0;
+        eerl_cli_err(CMD, "cannot run '%s': %s", argv[0], strerror(err));
+        *ret_exit = err == ENOENT ? 127 : 126;
+        return -1;
+    }
+    return pid;
+}
+
+static void cmd_text(char **argv, char *buf, size_t len)
+{
+    size_t used = 0;
+    int i;
+
+    buf[0] = '\0';
+    for (i = 0; argv[i] && used + 1 < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
+    if (used >= len && len > 4)
+        strcpy(buf + len - 4, "...");
+}
+
+static json_t *flags_json(unsigned flags)
+{
+    char buf[128], *p, *save = NULL;
+    json_t *arr = json_array();
+
+    eerl_meter_flags_str(flags, buf, sizeof(buf));
+    for (p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        json_array_append_new(arr, json_string(p));
+    return arr;
+}
+
+struct report {
+    char **argv;
+    int status; /* waitpid status */
+    double duration_s;
+    unsigned interval_ms;
+    size_t n_samples;
+    const eerl_meter_reading *rd;
+    char (*uuids)[EERL_DEVICE_UUID_MAX];
+    unsigned clock_req, clock_snapped;
+    int observe_only;
+};
+
+static int print_json(FILE *out, const struct report *r)
+{
+    json_t *o = json_object(), *cmd = json_array(), *gpus = json_array(), *tot = json_object();
+    size_t i;
+    int rc;
+
+    for (i = 0; r->argv[i]; i++)
+        json_array_append_new(cmd, json_string(r->argv[i]));
+    json_object_set_new(o, "command", cmd);
+    if (WIFEXITED(r->status)) {
+        json_object_set_new(o, "exit_status", json_integer(WEXITSTATUS(r->status)));
+        json_object_set_new(o, "signal", json_null());
+    } else {
+        json_object_set_new(o, "exit_status", json_integer(128 + WTERMSIG(r->status)));
+        json_object_set_new(o, "signal", json_integer(WTERMSIG(r->status)));
+    }
+    json_object_set_new(o, "duration_s", json_real(r->duration_s));
+    json_object_set_new(o, "interval_ms", json_integer(r->interval_ms));
+    json_object_set_new(o, "samples", json_integer((json_int_t)r->n_samples));
+    if (r->clock_req) {
+        json_t *c = json_object();
+
+        json_object_set_new(c, "requested_mhz", json_integer(r->clock_req));
+        json_object_set_new(c, "locked_mhz", json_integer(r->clock_snapped));
+        json_object_set_new(c, "observe_only", json_boolean(r->observe_only));
+        json_object_set_new(o, "clock", c);
+    } else {
+        json_object_set_new(o, "clock", json_null());
+    }
+    for (i = 0; i < r->rd->n_gpus; i++) {
+        json_t *g = json_object();
+
+        json_object_set_new(g, "index", json_integer(r->rd->gpu[i]));
+        json_object_set_new(g, "uuid", json_string(r->uuids[i]));
+        json_object_set_new(g, "energy_j", json_real(r->rd->joules[i]));
+        json_object_set_new(g, "mean_w",
+                            json_real(r->duration_s > 0 ? r->rd->joules[i] / r->duration_s : 0));
+        json_object_set_new(g, "peak_w", json_real(r->rd->peak_w[i]));
+        json_object_set_new(g, "flags", flags_json(r->rd->gpu_flags[i]));
+        json_array_append_new(gpus, g);
+    }
+    json_object_set_new(o, "gpus", gpus);
+    json_object_set_new(tot, "energy_j", json_real(r->rd->total_joules));
+    json_object_set_new(tot, "mean_w",
+                        json_real(r->duration_s > 0 ? r->rd->total_joules / r->duration_s : 0));
+    json_object_set_new(tot, "peak_w", json_real(r->rd->peak_total_w));
+    json_object_set_new(tot, "flags", flags_json(r->rd->flags));
+    json_object_set_new(o, "total", tot);
+    rc = json_dumpf(o, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    fputc('\n', out);
+    json_decref(o);
+    return rc;
+}
+
+static void print_text(FILE *out, const struct report *r)
+{
+    char cmd[200], fl[128];
+    size_t i;
+
+    cmd_text(r->argv, cmd, sizeof(cmd));
+    if (WIFEXITED(r->status))
+        fprintf(out, "'%s' exited with status %d after %.3f s", cmd, WEXITSTATUS(r->status),
+                r->duration_s);
+    else
+        fprintf(out, "'%s' was killed by signal %d after %.3f s", cmd, WTERMSIG(r->status),
+                r->duration_s);
+    fprintf(out, " (%zu samples, every %u ms)\n", r->n_samples, r->interval_ms);
+    if (r->clock_req)
+        fprintf(out, "SM clock %s %u MHz (requested %u MHz)%s\n",
+                r->observe_only ? "would have been locked at" : "locked at", r->clock_snapped,
+                r->clock_req, r->observe_only ? ", observe-only: nothing was changed" : "");
+    fprintf(out, "%-6s %12s %10s %10s  %s\n", "gpu", "energy_J", "mean_W", "peak_W", "flags");
+    for (i = 0; i < r->rd->n_gpus; i++) {
+        eerl_meter_flags_str(r->rd->gpu_flags[i], fl, sizeof(fl));
+        fprintf(out, "%-6u %12.1f %10.1f %10.1f  %s\n", r->rd->gpu[i], r->rd->joules[i],
+                r->duration_s > 0 ? r->rd->joules[i] / r->duration_s : 0, r->rd->peak_w[i],
+                fl[0] ? fl : "-");
+    }
+    eerl_meter_flags_str(r->rd->flags, fl, sizeof(fl));
+    fprintf(out, "%-6s %12.1f %10.1f %10.1f  %s\n", "total", r->rd->total_joules,
+            r->duration_s > 0 ? r->rd->total_joules / r->duration_s : 0, r->rd->peak_total_w,
+            fl[0] ? fl : "-");
+}
 
 int eerl_cmd_meter(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    eerl_cli_err("meter", "this command is not available in this build yet");
-    return EERL_EXIT_FAIL;
+    struct opts o;
+    eerl_device *dev = NULL;
+    eerl_meter *m = NULL;
+    eerl_actuator *act = NULL;
+    eerl_meter_reading *rd = NULL;
+    char(*uuids)[EERL_DEVICE_UUID_MAX] = NULL;
+    struct sigaction sa, old_int, old_term;
+    int exit_code = EERL_EXIT_FAIL, status = 0, r, handlers = 0;
+    unsigned count = 0, snapped = 0;
+    double t0 = 0, t1 = 0;
+    size_t i;
+    pid_t pid;
+
+    r = parse(argc, argv, &o);
+    if (r != 0)
+        return r > 0 ? EERL_EXIT_OK : EERL_EXIT_USAGE;
+    dev = eerl_cli_open_devices(CMD);
+    if (!dev)
+        return EERL_EXIT_FAIL;
+    r = eerl_device_count(dev, &count);
+    if (r < 0) {
+        eerl_cli_err(CMD, "counting GPUs: %s: %s", eerl_strerror(r), eerl_device_last_error(dev));
+        goto out;
+    }
+    if (count == 0) {
+        eerl_cli_err(CMD, "NVML sees no GPU on this machine");
+        goto out;
+    }
+    if (!o.have_gpus) {
+        o.n_gpus = count < EERL_METER_GPUS_MAX ? count : EERL_METER_GPUS_MAX;
+        for (i = 0; i < o.n_gpus; i++)
+            o.gpus[i] = (unsigned)i;
+    }
+    for (i = 0; i < o.n_gpus; i++)
+        if (o.gpus[i] >= count) {
+            eerl_cli_err(CMD,
+                         "--gpus: GPU index %u does not exist (this machine has %u GPU%s: 0-%u)",
+                         o.gpus[i], count, count == 1 ? "" : "s", count - 1);
+            exit_code = EERL_EXIT_USAGE;
+            goto out;
+        }
+    uuids = calloc(o.n_gpus, sizeof(*uuids));
+    rd = calloc(1, sizeof(*rd));
+    if (!uuids || !rd) {
+        eerl_cli_err(CMD, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < o.n_gpus; i++)
+        if (eerl_device_uuid(dev, o.gpus[i], uuids[i], sizeof(uuids[i])) < 0)
+            snprintf(uuids[i], sizeof(uuids[i]), "unknown");
+    r = eerl_meter_new(dev, o.gpus, o.n_gpus, (unsigned)o.interval_ms, &m);
+    if (r < 0) {
+        eerl_cli_err(CMD, "%s: %s", eerl_strerror(r), eerl_device_last_error(dev));
+        goto out;
+    }
+
+    /* Handlers before any clock is changed, so a signal from here on restores. */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: waitpid must return EINTR so the main loop can restore */
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    handlers = 1;
+
+    if (o.clock_mhz) {
+        r = eerl_actuator_new(dev, o.observe_only, &act);
+        if (r < 0) {
+            eerl_cli_err(CMD, "%s", eerl_strerror(r));
+            goto out;
+        }
+        for (i = 0; i < o.n_gpus && r == 0; i++) {
+            r = eerl_actuator_snap(act, o.gpus[i], (unsigned)o.clock_mhz, &snapped);
+            if (r == 0)
+                r = eerl_actuator_set(act, o.gpus[i], (unsigned)o.clock_mhz);
+        }
+        if (r < 0) {
+            eerl_cli_err(CMD, "--clock: %s", eerl_actuator_last_error(act));
+            exit_code = r == EERL_ERANGE ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
+            goto out;
+        }
+    }
+    if (got_signal) { /* interrupted during setup: do not start the command */
+        exit_code = 128 + got_signal;
+        goto out;
+    }
+
+    r = eerl_meter_tick_now(m, &t0);
+    if (r == 0)
+        r = eerl_meter_start(m);
+    if (r < 0) {
+        eerl_cli_err(CMD, "starting the sampler: %s", eerl_strerror(r));
+        goto out;
+    }
+    pid = spawn(o.argv, &exit_code);
+    if (pid < 0)
+        goto out;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, 0);
+
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            eerl_cli_err(CMD, "waitpid: %s", strerror(errno));
+            goto out;
+        }
+        if (got_signal && act) {
+            /* we are going down: give the clocks back now, not when the child gets round to
+             * exiting */
+            r = eerl_actuator_restore_all();
+            if (r < 0)
+                eerl_cli_err(CMD, "restoring clocks: %s", eerl_actuator_last_error(act));
+        }
+    }
+    child_pid = 0;
+    eerl_meter_tick_now(m, &t1);
+    eerl_meter_stop(m);
+    if (act) {
+        r = eerl_actuator_restore(act);
+        if (r < 0)
+            eerl_cli_err(CMD, "restoring clocks: %s", eerl_actuator_last_error(act));
+    }
+    exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+    r = eerl_meter_energy(m, t0, t1, rd);
+    if (r < 0) {
+        eerl_cli_err(CMD, "reading the energy: %s", eerl_strerror(r));
+        if (exit_code == 0)
+            exit_code = EERL_EXIT_FAIL;
+        goto out;
+    }
+    {
+        struct report rep = {o.argv,        status,
+                             t1 - t0,       (unsigned)o.interval_ms,
+                             rd->n_samples, rd,
+                             uuids,         (unsigned)o.clock_mhz,
+                             snapped,       o.observe_only};
+        FILE *out = stdout;
+
+        if (o.output) {
+            out = fopen(o.output, "w");
+            if (!out) {
+                eerl_cli_err(CMD, "cannot write the report to '%s': %s", o.output, strerror(errno));
+                if (exit_code == 0)
+                    exit_code = EERL_EXIT_FAIL;
+                goto out;
+            }
+        }
+        if (o.json)
+            print_json(out, &rep);
+        else
+            print_text(out, &rep);
+        if (out != stdout && fclose(out) != 0) {
+            eerl_cli_err(CMD, "writing '%s': %s", o.output, strerror(errno));
+            if (exit_code == 0)
+                exit_code = EERL_EXIT_FAIL;
+        } else if (out == stdout) {
+            fflush(stdout);
+        }
+    }
+out:
+    eerl_meter_free(m);
+    eerl_actuator_free(act); /* restores, if not done yet */
+    if (handlers) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+    eerl_device_free(dev);
+    free(uuids);
+    free(rd);
+    return exit_code;
 }

@@ -1,0 +1,304 @@
+/* The controller (EE-RL sections 4-6, Algorithm 1, Table 3, Appendix B): observations of RL
+ * updates in, GPU clock settings and explainable event records out.
+ *
+ * Pure and deterministic: no I/O, threads, wall clock or NVML. The same configuration, clock list
+ * and observation stream always give the same settings and events, so a run can be replayed from
+ * its trace (src/trace, `eerl replay`). Memory is allocated once by eerl_ctl_new(); observing an
+ * update allocates nothing.
+ *
+ * Typical use by a runtime:
+ *
+ *     eerl_ctl_config cfg;
+ *     eerl_ctl_config_default(EERL_MODE_COLOCATED, &cfg);
+ *     eerl_ctl_new(EERL_MODE_COLOCATED, &cfg, clocks, n_clocks, 1980, &ctl);
+ *     eerl_ctl_setting(ctl, &s);                       // governor until calibration ends
+ *     for each update: run it under s, fill an eerl_obs (obs.setting = what was applied),
+ *         r = eerl_ctl_observe(ctl, &obs, &s);          // EERL_EINVAL: obs refused, s unchanged
+ *         n = eerl_ctl_events(ctl, evs, cap);           // why: one or more records per update
+ *
+ * docs/controller.md draws each state machine and names where each paper section lives. */
+#ifndef EERL_CORE_H
+#define EERL_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eerl/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- clocks and settings ------------------------------------------------------------------ */
+
+/* A clock value of 0 leaves that phase group (or the idle pool) to the default governor. */
+#define EERL_CLOCK_GOVERNOR 0u
+
+/* Phase groups that get their own SM clock. Log-prob runs at the training clock and refit under
+ * both. Only the first two are used by the paper's strategies; the array leaves room for more. */
+enum { EERL_GROUP_GEN = 0, EERL_GROUP_TRAIN = 1, EERL_GROUPS_MAX = 4 };
+
+typedef struct eerl_setting {
+    unsigned mhz[EERL_GROUPS_MAX]; /* SM clock per group, MHz, or EERL_CLOCK_GOVERNOR */
+    unsigned idle_mhz;             /* clock of a pool while it waits; EERL_CLOCK_GOVERNOR = none */
+} eerl_setting;
+
+/* 1 when both settings are the same (every field). */
+EERL_EXPORT int eerl_setting_equal(const eerl_setting *a, const eerl_setting *b);
+/* 1 when every group and the idle clock are left to the governor. */
+EERL_EXPORT int eerl_setting_is_governor(const eerl_setting *s);
+
+/* ---- execution modes and strategies -------------------------------------------------------- */
+
+typedef enum eerl_mode {
+    EERL_MODE_COLOCATED = 0,     /* synchronous, generation and training take turns on one pool */
+    EERL_MODE_DISAGGREGATED = 1, /* synchronous, separate pools, one waits for the other */
+    EERL_MODE_DRAINED = 2,       /* asynchronous, responses finish before each weight update */
+    EERL_MODE_INFLIGHT = 3,      /* asynchronous, generation continues across weight updates */
+    EERL_MODE_COUNT
+} eerl_mode;
+
+typedef enum eerl_strategy {
+    EERL_STRATEGY_PAPER =
+        0, /* faithful EE-RL: the state machine of the mode (docs/controller.md) */
+    EERL_STRATEGY_COUNT
+} eerl_strategy;
+
+/* "colocated", "disaggregated", "drained", "inflight" (and back; EERL_EINVAL for other text). */
+EERL_EXPORT const char *eerl_mode_name(eerl_mode mode);
+EERL_EXPORT int eerl_mode_from_name(const char *name, eerl_mode *ret_mode);
+EERL_EXPORT const char *eerl_strategy_name(eerl_strategy strategy);
+EERL_EXPORT int eerl_strategy_from_name(const char *name, eerl_strategy *ret_strategy);
+/* 1 for the modes whose generation and training pools overlap in time (drained, in-flight). */
+EERL_EXPORT int eerl_mode_overlapped(eerl_mode mode);
+
+/* ---- observations -------------------------------------------------------------------------- */
+
+typedef enum eerl_phase {
+    EERL_PHASE_GEN = 0,     /* generation (generation clock) */
+    EERL_PHASE_LOGPROB = 1, /* log-probability computation (training clock) */
+    EERL_PHASE_TRAIN = 2,   /* policy training (training clock) */
+    EERL_PHASE_REFIT = 3,   /* weight transfer to the generation engine (both clocks) */
+    EERL_PHASE_OTHER = 4,   /* reward, gaps, anything else */
+    EERL_PHASE_COUNT
+} eerl_phase;
+
+enum { EERL_POOL_GEN = 0, EERL_POOL_TRAIN = 1, EERL_POOLS_MAX = 2 };
+
+/* Observation flags. */
+#define EERL_OBS_ARRIVALS 0x1u /* arrival_s[] is recorded (drained rendezvous) */
+#define EERL_OBS_CARRYOVER                                                                         \
+    0x2u /* in-flight: carries requests started under the previous setting                         \
+          */
+#define EERL_OBS_POOL_ENERGY 0x4u /* pool_energy_j[] is recorded */
+
+/* One RL update as the runtime measured it. Times in seconds, energies in joules over the whole
+ * allocation (every GPU, busy or waiting), token counts as counts.
+ *
+ * Synchronous modes: phases run in sequence, so the phase times add up to time_s. If
+ * phase_time_s[OTHER] is 0 the remainder is taken as "other"; otherwise the sum must match
+ * time_s within cfg.time_tolerance. Phase energies are the allocation's energy during each phase.
+ * Asynchronous modes: phase time is the busy time of the pool that runs it within the update,
+ * phase energy that pool's energy; each must not exceed the update's. */
+typedef struct eerl_obs {
+    uint64_t update;       /* update number, as the framework counts */
+    double gen_tokens;     /* G: tokens generated */
+    double valid_tokens;   /* N: valid training tokens (> 0) */
+    double longest_tokens; /* L: tokens in the longest response */
+    int policy_age;        /* -1 when unknown */
+    double time_s;         /* whole update */
+    double energy_j;       /* whole update, whole allocation */
+    double phase_time_s[EERL_PHASE_COUNT];
+    double phase_energy_j[EERL_PHASE_COUNT];
+    double arrival_s[EERL_POOLS_MAX];     /* drained: each pool's arrival at the rendezvous, seconds
+                                             after the update began (with EERL_OBS_ARRIVALS) */
+    double pool_energy_j[EERL_POOLS_MAX]; /* with EERL_OBS_POOL_ENERGY */
+    unsigned flags;                       /* EERL_OBS_* */
+    eerl_setting setting;                 /* the setting that was in force during the update */
+} eerl_obs;
+
+/* Checks one observation for the mode: every number finite and non-negative, time and energy
+ * positive, valid tokens positive, phase times adding up (sync) or within the update (async),
+ * arrivals within the update, and the phase data each mode needs. Returns 0 or EERL_EINVAL and,
+ * if why is not NULL, writes a reason naming the field and its value. tolerance: the relative
+ * slack for times that must add up (cfg.time_tolerance). */
+EERL_EXPORT int eerl_obs_check(eerl_mode mode, const eerl_obs *obs, double tolerance, char *why,
+                               size_t why_len);
+
+/* ---- configuration (Table 3) --------------------------------------------------------------- */
+
+#define EERL_BLOCK_CHOICES_MAX 4
+
+typedef struct eerl_ctl_config {
+    eerl_strategy strategy;
+    double allowed_loss;            /* 0.02: throughput may fall to 98% of the governor's */
+    double min_saving;              /* 0: energy per valid token must fall by more than this */
+    unsigned calibration_updates;   /* 15 (sync, drained), 45 (in-flight) */
+    unsigned trial_updates;         /* 3: sync and drained trial length */
+    unsigned governor_between;      /* 1: governor updates run between trials (references) */
+    unsigned confirm_updates;       /* 6: fresh updates to confirm (sync, drained) */
+    unsigned confirm_trials_max;    /* 2: in-flight confirmation blocks (1, a 2nd if marginal) */
+    unsigned max_trials;            /* 16: trials per search round before it ends */
+    unsigned grid_mhz;              /* 90: sync search grid */
+    unsigned first_grid_mhz;        /* 50: async first pool grid */
+    unsigned second_grid_mhz;       /* 100: async second pool grid */
+    unsigned start_drop_gen_mhz;    /* sync start: generation this far below peak (180) */
+    unsigned start_drop_train_mhz;  /* sync start: training this far below peak (360) */
+    unsigned start_drop_first_mhz;  /* async: first pool starts this far below peak (300) */
+    unsigned start_drop_second_mhz; /* async: second pool starts this far below peak (200) */
+    unsigned feedback_step_mhz;     /* 45 sync, 50 drained, 0 in-flight */
+    unsigned feedback_big_step_mhz; /* 90 sync (50 drained): step above big_loss */
+    double big_loss;                /* 0.04 */
+    double monitor_margin;          /* 0.01: lower a clock when loss < allowed_loss - margin */
+    unsigned monitor_every;         /* 10 */
+    unsigned monitor_window;        /* 20 usable updates */
+    unsigned idle_mhz;              /* 345 disaggregated and drained, 0 colocated and in-flight */
+    unsigned ref_window;            /* 32: most recent governor observations the predictor fits */
+    unsigned refresh_updates;       /* 5: governor updates when the reference must be refreshed */
+    double coverage_margin; /* 0.10: work within [min/(1+m), max*(1+m)] of the fit is covered */
+    unsigned coverage_fail_limit; /* 3 uncovered updates among the last 10 trigger a refresh */
+    unsigned block_choices[EERL_BLOCK_CHOICES_MAX]; /* in-flight block lengths: 3, 6, 12, 0 */
+    double se_target;                        /* 0.02: in-flight standard-error target for a block */
+    unsigned inflight_lock_candidate_blocks; /* 2 candidate blocks per governor block after lock */
+    double time_tolerance;                   /* 0.05: phase times vs update time */
+} eerl_ctl_config;
+
+/* Table 3's defaults for the mode (strategy EERL_STRATEGY_PAPER). */
+EERL_EXPORT int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg);
+/* Checks a configuration; EERL_EINVAL with a reason naming the bad field and value. */
+EERL_EXPORT int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len);
+
+/* ---- states and events --------------------------------------------------------------------- */
+
+typedef enum eerl_ctl_state {
+    EERL_STATE_CALIBRATING = 0, /* governor clocks, observing only */
+    EERL_STATE_SEARCHING = 1,   /* trials of candidates between governor observations */
+    EERL_STATE_CONFIRMING = 2,  /* the best passing setting on fresh updates */
+    EERL_STATE_LOCKED = 3,      /* a confirmed setting in force, monitored */
+    EERL_STATE_MONITORING = 4,  /* locked, but measuring the governor (refresh or check block) */
+    EERL_STATE_COUNT
+} eerl_ctl_state;
+
+typedef enum eerl_event_kind {
+    EERL_EV_REJECT = 0, /* observation refused (EERL_EINVAL): reason says why */
+    EERL_EV_HOLD,       /* update taken in, setting unchanged */
+    EERL_EV_SKIP,       /* update taken in but left out of decisions (carry-over, mismatch) */
+    EERL_EV_CALIBRATED, /* predictor fitted on the calibration updates */
+    EERL_EV_BLOCK,      /* in-flight block length chosen from calibration noise */
+    EERL_EV_PROPOSE,    /* a candidate trial begins */
+    EERL_EV_TRIAL,      /* a trial's verdict */
+    EERL_EV_CONFIRM,    /* a confirmation's verdict */
+    EERL_EV_ROUND,      /* async: a search round ended with this setting for its pool */
+    EERL_EV_LOCK,       /* a setting is locked */
+    EERL_EV_MONITOR,    /* a monitoring window's or check block's verdict */
+    EERL_EV_ADJUST,     /* the monitor changed the locked setting */
+    EERL_EV_REFRESH,    /* new governor measurements begin */
+    EERL_EV_KIND_COUNT
+} eerl_event_kind;
+
+typedef enum eerl_verdict {
+    EERL_VERDICT_NONE = 0,
+    EERL_VERDICT_PASS = 1,
+    EERL_VERDICT_FAIL = 2,
+} eerl_verdict;
+
+#define EERL_REASON_MAX 160
+
+/* One decision. Ratios are candidate / governor (NaN when they do not apply):
+ * time_ratio and energy_ratio are the estimates the decision used (on the common governor
+ * reference workload, or the bracketing governor blocks in-flight); meas_time_ratio and
+ * meas_energy_ratio are the measured totals over the predicted governor totals at the observed
+ * work. Throughput ratio = 1 / time_ratio; pass needs it >= 1 - allowed_loss and
+ * energy_ratio < 1 - min_saving. */
+typedef struct eerl_event {
+    uint64_t update; /* the update whose observation produced it */
+    eerl_event_kind kind;
+    eerl_ctl_state state;   /* the controller's state after the decision */
+    eerl_setting candidate; /* the setting the event is about */
+    eerl_setting next;      /* the setting requested for the next update */
+    eerl_verdict verdict;
+    unsigned n_updates; /* updates the verdict rests on */
+    double time_ratio;
+    double energy_ratio;
+    double meas_time_ratio;
+    double meas_energy_ratio;
+    char reason[EERL_REASON_MAX];
+} eerl_event;
+
+EERL_EXPORT const char *eerl_state_name(eerl_ctl_state state);
+EERL_EXPORT const char *eerl_event_kind_name(eerl_event_kind kind);
+EERL_EXPORT const char *eerl_verdict_name(eerl_verdict verdict);
+EERL_EXPORT int eerl_state_from_name(const char *name, eerl_ctl_state *ret);
+EERL_EXPORT int eerl_event_kind_from_name(const char *name, eerl_event_kind *ret);
+EERL_EXPORT int eerl_verdict_from_name(const char *name, eerl_verdict *ret);
+
+/* ---- the controller ------------------------------------------------------------------------ */
+
+typedef struct eerl_ctl eerl_ctl;
+
+/* Builds a controller. cfg NULL takes eerl_ctl_config_default(mode). clocks: the GPU's supported
+ * SM clocks in MHz, any order, duplicates ignored (every clock the controller emits is one of
+ * them). governor_peak_mhz: the clock the governor runs at (1980 on H100/H200); search clocks at
+ * or above it mean "governor". EERL_EINVAL for a bad mode, config (see eerl_ctl_config_check),
+ * an empty clock list or a peak of 0; EERL_ENOMEM. */
+EERL_EXPORT int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clocks,
+                             size_t n_clocks, unsigned governor_peak_mhz, eerl_ctl **ret_ctl);
+/* NULL is a no-op. */
+EERL_EXPORT void eerl_ctl_free(eerl_ctl *ctl);
+
+/* Takes one update's observation and decides the setting for the next update. On EERL_EINVAL
+ * (bad observation) ret_next is untouched, a REJECT event says why, and the controller carries on
+ * with the next observation as if this one had not happened. */
+EERL_EXPORT int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next);
+
+/* The setting requested for the next update (governor before the first observation). */
+EERL_EXPORT int eerl_ctl_setting(const eerl_ctl *ctl, eerl_setting *ret_setting);
+
+/* Moves up to cap pending events, oldest first, into buf; returns how many. Events not yet taken
+ * are kept (up to 256; older ones are dropped and counted in eerl_ctl_get_status). */
+EERL_EXPORT size_t eerl_ctl_events(eerl_ctl *ctl, eerl_event *buf, size_t cap);
+
+typedef struct eerl_ctl_status {
+    eerl_mode mode;
+    eerl_strategy strategy;
+    eerl_ctl_state state;
+    eerl_setting setting;        /* requested for the next update */
+    int locked;                  /* a confirmed setting exists */
+    eerl_setting locked_setting; /* valid when locked */
+    uint64_t observed;           /* observations accepted */
+    uint64_t rejected;           /* observations refused */
+    uint64_t trials;             /* trials judged */
+    uint64_t refreshes;          /* governor refreshes started */
+    uint64_t events_dropped;     /* events lost because nobody took them */
+    unsigned block_updates;      /* in-flight block length (0 before it is chosen) */
+    unsigned references;         /* governor observations in the predictor's fit */
+} eerl_ctl_status;
+
+EERL_EXPORT int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_status);
+
+/* The construction arguments, for writing a trace header that rebuilds an identical controller.
+ * clocks receives the deduplicated clock list, highest first (EERL_EOVERFLOW if cap is short). */
+EERL_EXPORT int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks,
+                                  size_t cap, size_t *ret_n_clocks, unsigned *ret_peak_mhz);
+
+/* ---- the governor predictor (Eq. 2, Appendix B) -------------------------------------------- */
+
+typedef struct eerl_forward_result {
+    unsigned blocks;              /* forward-test blocks evaluated */
+    double tput_err_model_pct;    /* median |error| of block throughput, token-work model */
+    double tput_err_constant_pct; /* the same for a constant reference (past mean rate) */
+    double energy_err_model_pct;  /* median |error| of block energy per valid token */
+    double energy_err_constant_pct;
+} eerl_forward_result;
+
+/* Appendix B's forward test over governor observations: fit the last k, predict the next m,
+ * advance by m. obs must be valid for the mode (refused with EERL_EINVAL otherwise); n >= k + m.
+ * scratch-free: allocates its own working memory. */
+EERL_EXPORT int eerl_predictor_forward_test(eerl_mode mode, const eerl_obs *obs, size_t n,
+                                            unsigned k, unsigned m,
+                                            eerl_forward_result *ret_result);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,281 @@
+/* Owns the controller's configuration (Table 3 defaults per mode, validation) and the names of its
+ * enums (modes, strategies, states, events, verdicts) used by traces and the CLI. Pure data: no
+ * state, no I/O. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "eerl/core.h"
+#include "eerl/error.h"
+
+static const char *const mode_names[EERL_MODE_COUNT] = {"colocated", "disaggregated", "drained",
+                                                        "inflight"};
+static const char *const strategy_names[EERL_STRATEGY_COUNT] = {"paper"};
+static const char *const state_names[EERL_STATE_COUNT] = {"calibrating", "searching", "confirming",
+                                                          "locked", "monitoring"};
+static const char *const kind_names[EERL_EV_KIND_COUNT] = {
+    "reject",  "hold",  "skip", "calibrated", "block",  "propose", "trial",
+    "confirm", "round", "lock", "monitor",    "adjust", "refresh"};
+static const char *const verdict_names[] = {"none", "pass", "fail"};
+
+static int name_lookup(const char *const *names, int n, const char *name, int *ret)
+{
+    int i;
+
+    if (!name)
+        return EERL_EINVAL;
+    for (i = 0; i < n; i++)
+        if (!strcmp(names[i], name)) {
+            *ret = i;
+            return 0;
+        }
+    return EERL_EINVAL;
+}
+
+const char *eerl_mode_name(eerl_mode mode)
+{
+    return (unsigned)mode < EERL_MODE_COUNT ? mode_names[mode] : "unknown";
+}
+
+int eerl_mode_from_name(const char *name, eerl_mode *ret_mode)
+{
+    int v, r;
+
+    if (!ret_mode)
+        return EERL_EINVAL;
+    r = name_lookup(mode_names, EERL_MODE_COUNT, name, &v);
+    if (r < 0)
+        return r;
+    *ret_mode = (eerl_mode)v;
+    return 0;
+}
+
+const char *eerl_strategy_name(eerl_strategy strategy)
+{
+    return (unsigned)strategy < EERL_STRATEGY_COUNT ? strategy_names[strategy] : "unknown";
+}
+
+int eerl_strategy_from_name(const char *name, eerl_strategy *ret_strategy)
+{
+    int v, r;
+
+    if (!ret_strategy)
+        return EERL_EINVAL;
+    r = name_lookup(strategy_names, EERL_STRATEGY_COUNT, name, &v);
+    if (r < 0)
+        return r;
+    *ret_strategy = (eerl_strategy)v;
+    return 0;
+}
+
+int eerl_mode_overlapped(eerl_mode mode)
+{
+    return mode == EERL_MODE_DRAINED || mode == EERL_MODE_INFLIGHT;
+}
+
+const char *eerl_state_name(eerl_ctl_state state)
+{
+    return (unsigned)state < EERL_STATE_COUNT ? state_names[state] : "unknown";
+}
+
+const char *eerl_event_kind_name(eerl_event_kind kind)
+{
+    return (unsigned)kind < EERL_EV_KIND_COUNT ? kind_names[kind] : "unknown";
+}
+
+const char *eerl_verdict_name(eerl_verdict verdict)
+{
+    return (unsigned)verdict <= EERL_VERDICT_FAIL ? verdict_names[verdict] : "unknown";
+}
+
+int eerl_state_from_name(const char *name, eerl_ctl_state *ret)
+{
+    int v, r;
+
+    if (!ret)
+        return EERL_EINVAL;
+    r = name_lookup(state_names, EERL_STATE_COUNT, name, &v);
+    if (r < 0)
+        return r;
+    *ret = (eerl_ctl_state)v;
+    return 0;
+}
+
+int eerl_event_kind_from_name(const char *name, eerl_event_kind *ret)
+{
+    int v, r;
+
+    if (!ret)
+        return EERL_EINVAL;
+    r = name_lookup(kind_names, EERL_EV_KIND_COUNT, name, &v);
+    if (r < 0)
+        return r;
+    *ret = (eerl_event_kind)v;
+    return 0;
+}
+
+int eerl_verdict_from_name(const char *name, eerl_verdict *ret)
+{
+    int v, r;
+
+    if (!ret)
+        return EERL_EINVAL;
+    r = name_lookup(verdict_names, 3, name, &v);
+    if (r < 0)
+        return r;
+    *ret = (eerl_verdict)v;
+    return 0;
+}
+
+int eerl_setting_equal(const eerl_setting *a, const eerl_setting *b)
+{
+    int i;
+
+    for (i = 0; i < EERL_GROUPS_MAX; i++)
+        if (a->mhz[i] != b->mhz[i])
+            return 0;
+    return a->idle_mhz == b->idle_mhz;
+}
+
+int eerl_setting_is_governor(const eerl_setting *s)
+{
+    int i;
+
+    for (i = 0; i < EERL_GROUPS_MAX; i++)
+        if (s->mhz[i] != EERL_CLOCK_GOVERNOR)
+            return 0;
+    return s->idle_mhz == EERL_CLOCK_GOVERNOR;
+}
+
+int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)
+{
+    eerl_ctl_config c;
+
+    if ((unsigned)mode >= EERL_MODE_COUNT || !ret_cfg)
+        return EERL_EINVAL;
+    memset(&c, 0, sizeof(c));
+    c.strategy = EERL_STRATEGY_PAPER;
+    c.allowed_loss = 0.02;
+    c.min_saving = 0.0;
+    c.calibration_updates = mode == EERL_MODE_INFLIGHT ? 45 : 15;
+    c.trial_updates = 3;
+    c.governor_between = 1;
+    c.confirm_updates = 6;
+    c.confirm_trials_max = 2;
+    c.max_trials = 16;
+    c.grid_mhz = 90;
+    c.first_grid_mhz = 50;
+    c.second_grid_mhz = 100;
+    c.start_drop_gen_mhz = 180;
+    c.start_drop_train_mhz = 360;
+    c.start_drop_first_mhz = 300;
+    c.start_drop_second_mhz = 200;
+    switch (mode) {
+    case EERL_MODE_COLOCATED:
+    case EERL_MODE_DISAGGREGATED:
+        c.feedback_step_mhz = 45;
+        c.feedback_big_step_mhz = 90;
+        break;
+    case EERL_MODE_DRAINED:
+        c.feedback_step_mhz = 50;
+        c.feedback_big_step_mhz = 50;
+        break;
+    default:
+        c.feedback_step_mhz = 0;
+        c.feedback_big_step_mhz = 0;
+        break;
+    }
+    c.big_loss = 0.04;
+    c.monitor_margin = 0.01;
+    c.monitor_every = 10;
+    c.monitor_window = 20;
+    c.idle_mhz = (mode == EERL_MODE_DISAGGREGATED || mode == EERL_MODE_DRAINED) ? 345 : 0;
+    c.ref_window = mode == EERL_MODE_INFLIGHT ? 64 : 32;
+    c.refresh_updates = 5;
+    c.coverage_margin = 0.10;
+    c.coverage_fail_limit = 3;
+    c.block_choices[0] = 3;
+    c.block_choices[1] = 6;
+    c.block_choices[2] = 12;
+    c.block_choices[3] = 0;
+    c.se_target = 0.02;
+    c.inflight_lock_candidate_blocks = 2;
+    c.time_tolerance = 0.05;
+    *ret_cfg = c;
+    return 0;
+}
+
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        if (why && why_len)                                                                        \
+            snprintf(why, why_len, __VA_ARGS__);                                                   \
+        return EERL_EINVAL;                                                                        \
+    } while (0)
+
+int eerl_ctl_config_check(const eerl_ctl_config *c, char *why, size_t why_len)
+{
+    int i;
+
+    if (!c)
+        BAD("no configuration");
+    if ((unsigned)c->strategy >= EERL_STRATEGY_COUNT)
+        BAD("strategy %d is unknown (valid: paper)", (int)c->strategy);
+    if (!(c->allowed_loss >= 0 && c->allowed_loss < 1))
+        BAD("allowed_loss %g must be in [0, 1)", c->allowed_loss);
+    if (!(c->min_saving >= 0 && c->min_saving < 1))
+        BAD("min_saving %g must be in [0, 1)", c->min_saving);
+    if (c->calibration_updates < 3 || c->calibration_updates > 10000)
+        BAD("calibration_updates %u must be in 3-10000", c->calibration_updates);
+    if (c->trial_updates < 1 || c->trial_updates > 1000)
+        BAD("trial_updates %u must be in 1-1000", c->trial_updates);
+    if (c->governor_between > 1000)
+        BAD("governor_between %u must be at most 1000", c->governor_between);
+    if (c->confirm_updates < 1 || c->confirm_updates > 1000)
+        BAD("confirm_updates %u must be in 1-1000", c->confirm_updates);
+    if (c->confirm_trials_max < 1 || c->confirm_trials_max > 10)
+        BAD("confirm_trials_max %u must be in 1-10", c->confirm_trials_max);
+    if (c->max_trials < 1 || c->max_trials > 64)
+        BAD("max_trials %u must be in 1-64", c->max_trials);
+    if (c->grid_mhz < 1 || c->first_grid_mhz < 1 || c->second_grid_mhz < 1)
+        BAD("search grids must be at least 1 MHz (grid %u, first %u, second %u)", c->grid_mhz,
+            c->first_grid_mhz, c->second_grid_mhz);
+    if (!(c->big_loss >= c->allowed_loss && c->big_loss < 1))
+        BAD("big_loss %g must be in [allowed_loss %g, 1)", c->big_loss, c->allowed_loss);
+    if (!(c->monitor_margin >= 0 && c->monitor_margin <= c->allowed_loss))
+        BAD("monitor_margin %g must be in [0, allowed_loss %g]", c->monitor_margin,
+            c->allowed_loss);
+    if (c->monitor_every < 1 || c->monitor_window < 2 || c->monitor_window > 1000)
+        BAD("monitor_every %u must be >= 1 and monitor_window %u in 2-1000", c->monitor_every,
+            c->monitor_window);
+    if (c->ref_window < 3 || c->ref_window > 1024)
+        BAD("ref_window %u must be in 3-1024", c->ref_window);
+    if (c->refresh_updates < 1 || c->refresh_updates > 1000)
+        BAD("refresh_updates %u must be in 1-1000", c->refresh_updates);
+    if (!(c->coverage_margin >= 0 && c->coverage_margin <= 10))
+        BAD("coverage_margin %g must be in [0, 10]", c->coverage_margin);
+    if (c->coverage_fail_limit < 1 || c->coverage_fail_limit > 10)
+        BAD("coverage_fail_limit %u must be in 1-10 (counted over the last 10 updates)",
+            c->coverage_fail_limit);
+    if (c->block_choices[0] < 1)
+        BAD("block_choices[0] is 0: give at least one in-flight block length");
+    for (i = 1; i < EERL_BLOCK_CHOICES_MAX; i++)
+        if (c->block_choices[i] && c->block_choices[i] <= c->block_choices[i - 1])
+            BAD("block_choices must ascend (%u after %u)", c->block_choices[i],
+                c->block_choices[i - 1]);
+        else if (!c->block_choices[i])
+            break;
+    for (i = 0; i < EERL_BLOCK_CHOICES_MAX; i++)
+        if (c->block_choices[i] > 1000)
+            BAD("block_choices[%d] %u must be at most 1000", i, c->block_choices[i]);
+    if (!(c->se_target > 0 && c->se_target < 1))
+        BAD("se_target %g must be in (0, 1)", c->se_target);
+    if (c->inflight_lock_candidate_blocks < 1 || c->inflight_lock_candidate_blocks > 100)
+        BAD("inflight_lock_candidate_blocks %u must be in 1-100",
+            c->inflight_lock_candidate_blocks);
+    if (!(c->time_tolerance >= 0 && c->time_tolerance <= 1))
+        BAD("time_tolerance %g must be in [0, 1]", c->time_tolerance);
+    if (c->idle_mhz > 100000 || c->feedback_step_mhz > 100000 || c->feedback_big_step_mhz > 100000)
+        BAD("clock settings above 100000 MHz (idle %u, feedback %u/%u)", c->idle_mhz,
+            c->feedback_step_mhz, c->feedback_big_step_mhz);
+    return 0;
+}

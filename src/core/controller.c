@@ -1,0 +1,380 @@
+/* Owns eerl_ctl: construction (validated config, sorted supported clocks, one allocation of
+ * every buffer), observation intake (validation, usability, dispatch to the mode's strategy),
+ * the governor reference ring and its predictor refit, the event ring, and the clock helpers
+ * that guarantee every emitted clock is a supported one. Decides nothing itself: the strategy
+ * does. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eerl/error.h"
+#include "core/controller.h"
+
+static int cmp_desc(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return (x < y) - (x > y);
+}
+
+static const struct eerl__strategy_ops *pick_strategy(eerl_strategy s, eerl_mode mode)
+{
+    if (s != EERL_STRATEGY_PAPER)
+        return NULL;
+    switch (mode) {
+    case EERL_MODE_COLOCATED:
+    case EERL_MODE_DISAGGREGATED:
+        return &eerl__strategy_sync;
+    case EERL_MODE_DRAINED:
+        return &eerl__strategy_drained;
+    case EERL_MODE_INFLIGHT:
+        return &eerl__strategy_inflight;
+    default:
+        return NULL;
+    }
+}
+
+int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clocks,
+                 size_t n_clocks, unsigned governor_peak_mhz, eerl_ctl **ret_ctl)
+{
+    eerl_ctl *ctl = NULL;
+    eerl_ctl_config def;
+    size_t i, k;
+    int err = EERL_EINVAL;
+
+    if ((unsigned)mode >= EERL_MODE_COUNT || !clocks || n_clocks == 0 || n_clocks > 4096 ||
+        governor_peak_mhz == 0 || !ret_ctl)
+        return EERL_EINVAL;
+    if (!cfg) {
+        eerl_ctl_config_default(mode, &def);
+        cfg = &def;
+    }
+    if (eerl_ctl_config_check(cfg, NULL, 0) < 0)
+        return EERL_EINVAL;
+    for (i = 0; i < n_clocks; i++)
+        if (clocks[i] == 0)
+            return EERL_EINVAL;
+    ctl = calloc(1, sizeof(*ctl));
+    if (!ctl)
+        return EERL_ENOMEM;
+    ctl->mode = mode;
+    ctl->cfg = *cfg;
+    ctl->peak = governor_peak_mhz;
+    ctl->layout = eerl__layout_of(mode);
+    ctl->ops = pick_strategy(cfg->strategy, mode);
+    if (!ctl->ops)
+        goto fail;
+    err = EERL_ENOMEM;
+    ctl->clocks = malloc(n_clocks * sizeof(*ctl->clocks));
+    ctl->refs = calloc(cfg->ref_window, sizeof(*ctl->refs));
+    ctl->ref_ptrs = calloc(cfg->ref_window, sizeof(*ctl->ref_ptrs));
+    ctl->st = calloc(1, ctl->ops->st_size);
+    if (!ctl->clocks || !ctl->refs || !ctl->ref_ptrs || !ctl->st)
+        goto fail;
+    memcpy(ctl->clocks, clocks, n_clocks * sizeof(*clocks));
+    qsort(ctl->clocks, n_clocks, sizeof(*ctl->clocks), cmp_desc);
+    for (i = 0, k = 0; i < n_clocks; i++)
+        if (k == 0 || ctl->clocks[k - 1] != ctl->clocks[i])
+            ctl->clocks[k++] = ctl->clocks[i];
+    ctl->n_clocks = k;
+    err = eerl__pred_work_init(&ctl->work, cfg->ref_window);
+    if (err < 0)
+        goto fail;
+    err = ctl->ops->init ? ctl->ops->init(ctl, ctl->st) : 0;
+    if (err < 0) {
+        /* init cleaned up after itself; fini must not run on a half-built state. */
+        ctl->ops = NULL;
+        goto fail;
+    }
+    *ret_ctl = ctl;
+    return 0;
+fail:
+    eerl_ctl_free(ctl);
+    return err;
+}
+
+void eerl_ctl_free(eerl_ctl *ctl)
+{
+    if (!ctl)
+        return;
+    if (ctl->ops && ctl->ops->fini && ctl->st)
+        ctl->ops->fini(ctl, ctl->st);
+    eerl__pred_work_free(&ctl->work);
+    free(ctl->st);
+    free(ctl->ref_ptrs);
+    free(ctl->refs);
+    free(ctl->clocks);
+    free(ctl);
+}
+
+static eerl_event *ev_at(eerl_ctl *ctl, size_t i)
+{
+    return &ctl->events[(ctl->ev_head + i) % EERL__EVENTS_CAP];
+}
+
+eerl_event *eerl__ctl_emit(eerl_ctl *ctl, eerl_event_kind kind, const eerl_setting *cand,
+                           const char *fmt, ...)
+{
+    eerl_event *ev;
+    va_list ap;
+
+    if (ctl->ev_n == EERL__EVENTS_CAP) {
+        ctl->ev_head = (ctl->ev_head + 1) % EERL__EVENTS_CAP;
+        ctl->ev_n--;
+        ctl->ev_dropped++;
+        if (ctl->ev_mark > 0)
+            ctl->ev_mark--;
+    }
+    ev = ev_at(ctl, ctl->ev_n++);
+    memset(ev, 0, sizeof(*ev));
+    ev->update = ctl->cur_update;
+    ev->kind = kind;
+    if (cand)
+        ev->candidate = *cand;
+    ev->time_ratio = NAN;
+    ev->energy_ratio = NAN;
+    ev->meas_time_ratio = NAN;
+    ev->meas_energy_ratio = NAN;
+    va_start(ap, fmt);
+    vsnprintf(ev->reason, sizeof(ev->reason), fmt, ap);
+    va_end(ap);
+    return ev;
+}
+
+/* Stamps the events of this observation with the state and request that followed it. */
+static void ev_finish(eerl_ctl *ctl)
+{
+    eerl_ctl_state st = ctl->ops->state(ctl->st);
+    size_t i;
+
+    for (i = ctl->ev_mark; i < ctl->ev_n; i++) {
+        ev_at(ctl, i)->state = st;
+        ev_at(ctl, i)->next = ctl->next;
+    }
+    ctl->ev_mark = ctl->ev_n;
+}
+
+void eerl__ctl_ref_add(eerl_ctl *ctl, const eerl_obs *obs)
+{
+    size_t cap = ctl->cfg.ref_window, i;
+
+    if (ctl->ref_n < cap) {
+        ctl->refs[(ctl->ref_head + ctl->ref_n) % cap] = *obs;
+        ctl->ref_n++;
+    } else {
+        ctl->refs[ctl->ref_head] = *obs;
+        ctl->ref_head = (ctl->ref_head + 1) % cap;
+    }
+    for (i = 0; i < ctl->ref_n; i++)
+        ctl->ref_ptrs[i] = eerl__ctl_ref(ctl, i);
+    /* Observations were validated, so the fit only fails on impossible input; the previous
+     * model stays in force if it does. */
+    (void)eerl__pred_fit(&ctl->pred, ctl->layout, ctl->ref_ptrs, ctl->ref_n, &ctl->work);
+}
+
+const eerl_obs *eerl__ctl_ref(const eerl_ctl *ctl, size_t i)
+{
+    return &ctl->refs[(ctl->ref_head + i) % ctl->cfg.ref_window];
+}
+
+unsigned eerl__ctl_eff(const eerl_ctl *ctl, unsigned mhz)
+{
+    return mhz == EERL_CLOCK_GOVERNOR || mhz >= ctl->peak ? ctl->peak : mhz;
+}
+
+unsigned eerl__ctl_snap(const eerl_ctl *ctl, unsigned mhz)
+{
+    unsigned best = ctl->clocks[0];
+    size_t i;
+
+    if (mhz == EERL_CLOCK_GOVERNOR || mhz >= ctl->peak)
+        return EERL_CLOCK_GOVERNOR;
+    for (i = 0; i < ctl->n_clocks; i++) {
+        unsigned c = ctl->clocks[i];
+        unsigned d = c > mhz ? c - mhz : mhz - c, bd = best > mhz ? best - mhz : mhz - best;
+        if (d < bd)
+            best = c;
+    }
+    /* The peak itself, if supported, means "governor" too. */
+    return best >= ctl->peak ? EERL_CLOCK_GOVERNOR : best;
+}
+
+int eerl__ctl_step(const eerl_ctl *ctl, unsigned mhz, int delta, unsigned *ret)
+{
+    long cur = (long)eerl__ctl_eff(ctl, mhz), step = delta < 0 ? -(long)delta : delta, k, target;
+    unsigned s;
+    size_t i;
+
+    if (delta == 0) {
+        *ret = eerl__ctl_snap(ctl, (unsigned)cur);
+        return 0;
+    }
+    /* Grid positions are anchored at the peak (peak - k * step), so repeated steps keep the
+     * nominal spacing on average even where the supported clocks do not fall on the grid. */
+    k = ((long)ctl->peak - cur + step / 2) / step;
+    target = (long)ctl->peak - (delta < 0 ? k + 1 : k - 1) * step;
+    if (target >= (long)ctl->peak) {
+        *ret = EERL_CLOCK_GOVERNOR;
+        return 0;
+    }
+    if (target <= 0)
+        target = 1;
+    s = eerl__ctl_snap(ctl, (unsigned)target);
+    if (delta < 0 && eerl__ctl_eff(ctl, s) >= (unsigned)cur) {
+        /* Snapping undid the step: take the next supported clock below. */
+        s = 0;
+        for (i = 0; i < ctl->n_clocks; i++)
+            if (ctl->clocks[i] < (unsigned)cur) {
+                s = ctl->clocks[i];
+                break;
+            }
+        if (!s)
+            return EERL_ERANGE;
+    } else if (delta > 0 && s != EERL_CLOCK_GOVERNOR && s <= (unsigned)cur) {
+        s = EERL_CLOCK_GOVERNOR;
+        for (i = ctl->n_clocks; i-- > 0;)
+            if (ctl->clocks[i] > (unsigned)cur) {
+                s = ctl->clocks[i] >= ctl->peak ? EERL_CLOCK_GOVERNOR : ctl->clocks[i];
+                break;
+            }
+    }
+    /* Below the lowest supported clock there is nothing to step to. */
+    if (delta < 0 && target < (long)ctl->clocks[ctl->n_clocks - 1] &&
+        (long)ctl->clocks[ctl->n_clocks - 1] - target > step / 2)
+        return EERL_ERANGE;
+    *ret = s;
+    return 0;
+}
+
+eerl_setting eerl__ctl_setting(const eerl_ctl *ctl, unsigned gen, unsigned train)
+{
+    eerl_setting s;
+
+    memset(&s, 0, sizeof(s));
+    s.mhz[EERL_GROUP_GEN] = gen;
+    s.mhz[EERL_GROUP_TRAIN] = train;
+    if ((gen != EERL_CLOCK_GOVERNOR || train != EERL_CLOCK_GOVERNOR) && ctl->cfg.idle_mhz)
+        s.idle_mhz = eerl__ctl_snap(ctl, ctl->cfg.idle_mhz);
+    return s;
+}
+
+const char *eerl__setting_str(const eerl_setting *s, char *buf, size_t len)
+{
+    char g[16], t[16];
+
+    if (s->mhz[0])
+        snprintf(g, sizeof(g), "%u", s->mhz[0]);
+    else
+        snprintf(g, sizeof(g), "gov");
+    if (s->mhz[1])
+        snprintf(t, sizeof(t), "%u", s->mhz[1]);
+    else
+        snprintf(t, sizeof(t), "gov");
+    if (s->idle_mhz)
+        snprintf(buf, len, "%s/%s idle %u", g, t, s->idle_mhz);
+    else
+        snprintf(buf, len, "%s/%s", g, t);
+    return buf;
+}
+
+int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next)
+{
+    char why[EERL_REASON_MAX], a[48], b[48];
+    eerl_setting next;
+    int usable = 1;
+
+    if (!ctl || !obs || !ret_next)
+        return EERL_EINVAL;
+    ctl->cur_update = obs->update;
+    if (eerl_obs_check(ctl->mode, obs, ctl->cfg.time_tolerance, why, sizeof(why)) < 0) {
+        ctl->rejected++;
+        eerl__ctl_emit(ctl, EERL_EV_REJECT, &obs->setting, "%s", why);
+        ev_finish(ctl);
+        return EERL_EINVAL;
+    }
+    ctl->observed++;
+    if (!eerl_setting_equal(&obs->setting, &ctl->next)) {
+        eerl__ctl_emit(ctl, EERL_EV_SKIP, &obs->setting,
+                       "setting in force %s differs from the requested %s",
+                       eerl__setting_str(&obs->setting, a, sizeof(a)),
+                       eerl__setting_str(&ctl->next, b, sizeof(b)));
+        usable = 0;
+    } else if (obs->flags & EERL_OBS_CARRYOVER) {
+        eerl__ctl_emit(ctl, EERL_EV_SKIP, &obs->setting,
+                       "carries requests started under the previous setting");
+        usable = 0;
+    }
+    next = ctl->next;
+    ctl->ops->observe(ctl, ctl->st, obs, usable, &next);
+    ctl->next = next;
+    ev_finish(ctl);
+    *ret_next = next;
+    return 0;
+}
+
+int eerl_ctl_setting(const eerl_ctl *ctl, eerl_setting *ret_setting)
+{
+    if (!ctl || !ret_setting)
+        return EERL_EINVAL;
+    *ret_setting = ctl->next;
+    return 0;
+}
+
+size_t eerl_ctl_events(eerl_ctl *ctl, eerl_event *buf, size_t cap)
+{
+    size_t n = 0;
+
+    if (!ctl || !buf)
+        return 0;
+    while (n < cap && ctl->ev_n > 0) {
+        buf[n++] = ctl->events[ctl->ev_head];
+        ctl->ev_head = (ctl->ev_head + 1) % EERL__EVENTS_CAP;
+        ctl->ev_n--;
+        if (ctl->ev_mark > 0)
+            ctl->ev_mark--;
+    }
+    return n;
+}
+
+int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_status)
+{
+    eerl_ctl_status s;
+
+    if (!ctl || !ret_status)
+        return EERL_EINVAL;
+    memset(&s, 0, sizeof(s));
+    s.mode = ctl->mode;
+    s.strategy = ctl->cfg.strategy;
+    s.state = ctl->ops->state(ctl->st);
+    s.setting = ctl->next;
+    s.locked = ctl->locked;
+    s.locked_setting = ctl->locked_setting;
+    s.observed = ctl->observed;
+    s.rejected = ctl->rejected;
+    s.trials = ctl->trials;
+    s.refreshes = ctl->refreshes;
+    s.events_dropped = ctl->ev_dropped;
+    s.block_updates = ctl->block_updates;
+    s.references = (unsigned)ctl->ref_n;
+    *ret_status = s;
+    return 0;
+}
+
+int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks, size_t cap,
+                      size_t *ret_n_clocks, unsigned *ret_peak_mhz)
+{
+    if (!ctl)
+        return EERL_EINVAL;
+    if (clocks && cap < ctl->n_clocks)
+        return EERL_EOVERFLOW;
+    if (ret_cfg)
+        *ret_cfg = ctl->cfg;
+    if (clocks)
+        memcpy(clocks, ctl->clocks, ctl->n_clocks * sizeof(*clocks));
+    if (ret_n_clocks)
+        *ret_n_clocks = ctl->n_clocks;
+    if (ret_peak_mhz)
+        *ret_peak_mhz = ctl->peak;
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* Internal view of the controller for its strategies: the struct behind eerl_ctl, the governor
+ * reference set and predictor it keeps, the event ring, and clock helpers that only ever return
+ * supported clocks. controller.c owns all of it; strategies read it and call these helpers. */
+#ifndef EERL_CORE_CONTROLLER_H
+#define EERL_CORE_CONTROLLER_H
+
+#include <stdint.h>
+
+#include "eerl/core.h"
+#include "core/predictor.h"
+#include "core/strategy.h"
+
+#define EERL__EVENTS_CAP 256
+
+struct eerl_ctl {
+    eerl_mode mode;
+    eerl_ctl_config cfg;
+    unsigned *clocks; /* supported clocks, highest first, unique */
+    size_t n_clocks;
+    unsigned peak;
+    int layout;
+
+    const struct eerl__strategy_ops *ops;
+    void *st;
+
+    eerl_setting next; /* requested for the next update */
+
+    /* Governor references: a ring of the most recent cfg.ref_window governor observations. */
+    eerl_obs *refs;
+    const eerl_obs **ref_ptrs;
+    size_t ref_n, ref_head;
+    struct eerl__pred pred;
+    struct eerl__pred_work work;
+
+    eerl_event events[EERL__EVENTS_CAP];
+    size_t ev_head, ev_n, ev_mark;
+    uint64_t ev_dropped;
+
+    uint64_t cur_update;
+    uint64_t observed, rejected, trials, refreshes;
+    unsigned block_updates;
+    int locked;
+    eerl_setting locked_setting;
+};
+
+/* Appends an event for the current update, reason printf-style; ratios start as NaN, state and
+ * next are filled in when the observation's decision is complete. Returns the event to fill. */
+eerl_event *eerl__ctl_emit(struct eerl_ctl *ctl, eerl_event_kind kind, const eerl_setting *cand,
+                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Adds a governor observation to the references and refits the predictor. */
+void eerl__ctl_ref_add(struct eerl_ctl *ctl, const eerl_obs *obs);
+/* The i-th reference, oldest first, i < ctl->ref_n. */
+const eerl_obs *eerl__ctl_ref(const struct eerl_ctl *ctl, size_t i);
+
+/* The supported clock nearest mhz (ties go up); EERL_CLOCK_GOVERNOR at or above the peak. */
+unsigned eerl__ctl_snap(const struct eerl_ctl *ctl, unsigned mhz);
+/* mhz moved by delta MHz and snapped, at least one supported clock in delta's direction.
+ * EERL_CLOCK_GOVERNOR counts as the peak and anything at or above the peak is the governor.
+ * Returns 0, or EERL_ERANGE when a step down would go below the lowest clock. */
+int eerl__ctl_step(const struct eerl_ctl *ctl, unsigned mhz, int delta, unsigned *ret);
+/* Clock value for ordering: the governor counts as the peak. */
+unsigned eerl__ctl_eff(const struct eerl_ctl *ctl, unsigned mhz);
+/* A setting with these group clocks and the configured idle clock (none if all governor). */
+eerl_setting eerl__ctl_setting(const struct eerl_ctl *ctl, unsigned gen, unsigned train);
+/* "1800/1620" or "gov/1185" (+ " idle 345"), into buf. */
+const char *eerl__setting_str(const eerl_setting *s, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,75 @@
+/* The governor predictor (Eq. 2, Appendix B): what the default governor would have taken, in
+ * time and energy, for an update's token work. Per phase: log y = b0 + sum_k bk zk, zk the
+ * standardized log(1 + x) of a token count (generation: G and L; training: N; in-flight whole
+ * update: N and L); the rest of the update is the median remainder. Sequential modes add the
+ * phases, overlapped ones take the longer pool. Owns the fitted coefficients; the observations it
+ * fits on belong to the caller. No allocation except in eerl__pred_work_init. */
+#ifndef EERL_CORE_PREDICTOR_H
+#define EERL_CORE_PREDICTOR_H
+
+#include <stddef.h>
+
+#include "eerl/core.h"
+
+enum { EERL__F_G = 0, EERL__F_N = 1, EERL__F_L = 2, EERL__F_COUNT = 3 };
+
+/* How an update's time is made of its parts. */
+enum eerl__layout {
+    EERL__LAYOUT_SEQ = 0,     /* colocated, disaggregated: gen + train + rest */
+    EERL__LAYOUT_OVERLAP = 1, /* drained: max(gen pool, train pool) + rest */
+    EERL__LAYOUT_WHOLE = 2,   /* in-flight: the whole update from N and L */
+};
+
+struct eerl__model {
+    unsigned want; /* features asked for (1u << EERL__F_*) */
+    unsigned used; /* features kept: varying and not collinear */
+    double mean[EERL__F_COUNT], sd[EERL__F_COUNT], beta[EERL__F_COUNT];
+    double b0;
+    int fitted;
+};
+
+struct eerl__pred {
+    int layout;
+    struct eerl__model t_gen, t_train, e_gen, e_train, t_whole, e_whole;
+    double rest_t, rest_e;                       /* median remainders */
+    double lo[EERL__F_COUNT], hi[EERL__F_COUNT]; /* token-count range of the fit */
+    unsigned n;                                  /* observations fitted */
+    int ready;
+};
+
+/* An update split into parts, measured or predicted. */
+struct eerl__parts {
+    double t_gen, t_train, t_rest, t;
+    double e_gen, e_train, e_rest, e;
+};
+
+/* Working memory for fits of up to cap observations. */
+struct eerl__pred_work {
+    double *X, *y; /* the least-squares system */
+    double *feat;  /* cap x EERL__F_COUNT raw token counts */
+    double *tgt;   /* cap targets, then scratch for medians */
+    size_t cap;
+};
+
+int eerl__layout_of(eerl_mode mode);
+int eerl__pred_work_init(struct eerl__pred_work *w, size_t cap);
+void eerl__pred_work_free(struct eerl__pred_work *w);
+
+/* Fits on n observations (n <= w->cap, n >= 1). Returns 0, or EERL_EINVAL (n == 0, n too large,
+ * a target that is not > 0) leaving p as it was. */
+int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
+                   struct eerl__pred_work *w);
+/* The governor prediction for o's work. p must be ready. */
+void eerl__pred_predict(const struct eerl__pred *p, const eerl_obs *o, struct eerl__parts *out);
+/* o's measured parts for the layout. */
+void eerl__obs_parts(int layout, const eerl_obs *o, struct eerl__parts *out);
+/* 1 when o's token counts lie within the fit's range widened by margin (relative). */
+int eerl__pred_covered(const struct eerl__pred *p, const eerl_obs *o, double margin);
+
+/* One model alone, for tests: fits log(y) on the wanted features of rows x (n x F_COUNT raw
+ * token counts, row-major). */
+int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const double *y,
+                    size_t n, struct eerl__pred_work *w);
+double eerl__model_predict(const struct eerl__model *m, const double *x);
+
+#endif

@@ -1,0 +1,34 @@
+/* The strategy interface: one state machine per execution mode behind a small vtable, so other
+ * strategies (governor, oracle, global clock, linear search, ...) can be added without touching
+ * the controller. A strategy owns its state (allocated by the controller, st_size bytes, zeroed,
+ * plus whatever its init allocates and its fini frees); it reads the controller's predictor and
+ * references and emits events through controller.h's helpers. */
+#ifndef EERL_CORE_STRATEGY_H
+#define EERL_CORE_STRATEGY_H
+
+#include <stddef.h>
+
+#include "eerl/core.h"
+
+struct eerl_ctl;
+
+struct eerl__strategy_ops {
+    const char *name;
+    size_t st_size;
+    /* Called once after the controller is built. May allocate (construction time). */
+    int (*init)(struct eerl_ctl *ctl, void *st);
+    void (*fini)(struct eerl_ctl *ctl, void *st);
+    /* One accepted observation. usable: 0 when the update must be left out of decisions
+     * (carry-over, setting mismatch; a SKIP event has been emitted). Writes the setting for the
+     * next update to *next (which holds the current request on entry). Emits its events. */
+    void (*observe)(struct eerl_ctl *ctl, void *st, const eerl_obs *obs, int usable,
+                    eerl_setting *next);
+    eerl_ctl_state (*state)(const void *st);
+};
+
+/* The paper's strategies (strategy_sync.c, strategy_drained.c, strategy_inflight.c). */
+extern const struct eerl__strategy_ops eerl__strategy_sync;
+extern const struct eerl__strategy_ops eerl__strategy_drained;
+extern const struct eerl__strategy_ops eerl__strategy_inflight;
+
+#endif

@@ -31,9 +31,10 @@ struct synth {
     double n_gen, n_train; /* GPUs per pool (colocated: n_gen used for both) */
     double p_static, p_dyn_gen, p_dyn_train, p_idle, p_idle_clock, p_rest;
     unsigned update;
-    double ar;         /* AR(1) noise state */
-    eerl_setting prev; /* setting of the previous update (in-flight carry-over) */
-    int pinned_l;      /* every update's longest response at the limit */
+    double ar;           /* AR(1) noise state */
+    eerl_setting prev;   /* setting of the previous update (in-flight carry-over) */
+    int pinned_l;        /* every update's longest response at the limit */
+    int inflight_phases; /* in-flight: report pool busy times too */
 };
 
 static inline uint64_t synth_next(struct synth *s)
@@ -220,8 +221,8 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
     o.longest_tokens = L;
     o.policy_age = s->mode == EERL_MODE_DRAINED ? 1 : (s->mode == EERL_MODE_INFLIGHT ? 2 : 0);
     o.setting = *st;
-    if (s->mode == EERL_MODE_INFLIGHT) {
-        /* In-flight runtimes report whole updates only. */
+    if (s->mode == EERL_MODE_INFLIGHT && !s->inflight_phases) {
+        /* In-flight runtimes may report whole updates only. */
         memset(o.phase_time_s, 0, sizeof(o.phase_time_s));
         memset(o.phase_energy_j, 0, sizeof(o.phase_energy_j));
         o.flags &= ~(unsigned)(EERL_OBS_ARRIVALS | EERL_OBS_POOL_ENERGY);
@@ -300,8 +301,8 @@ struct synth_run_stats {
     uint64_t first_lock_update;
     int locked;
     eerl_setting first_lock, last;
-    unsigned after_lock;          /* updates after the first lock */
-    double after_q, after_e;      /* sums of true throughput / energy ratios after the lock */
+    unsigned after_lock;     /* updates after the first lock */
+    double after_q, after_e; /* sums of true throughput / energy ratios after the lock */
 };
 
 static inline void synth_print_event(const eerl_event *ev)

@@ -1,0 +1,192 @@
+/* The after-lock monitor: a window is judged every monitor_every updates once it holds
+ * monitor_window usable ones; a shortfall raises the clock of the group that added most time by
+ * 45 MHz (90 above 4% loss); margin lowers the other group; a clock that fell short is never
+ * lowered to again; no saving asks for a refresh; repeated out-of-range work asks for new
+ * governor measurements. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eerl/core.h"
+#include "eerl/error.h"
+#include "core/controller.h"
+#include "core/monitor.h"
+#include "synth_stream.h"
+
+static eerl_ctl *calibrated(struct synth *s)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    eerl_ctl *ctl;
+    eerl_setting st;
+    eerl_event ev[64];
+    int i;
+
+    synth_init(s, EERL_MODE_COLOCATED, 42);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &ctl), 0);
+    eerl_ctl_setting(ctl, &st);
+    for (i = 0; i < 15; i++) {
+        eerl_obs o = synth_step(s, &st);
+        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
+    }
+    while (eerl_ctl_events(ctl, ev, 64))
+        ;
+    assert_true(ctl->pred.ready);
+    return ctl;
+}
+
+static struct eerl__ratios loss(double l, double energy, double add_gen, double add_train)
+{
+    struct eerl__ratios r;
+
+    memset(&r, 0, sizeof(r));
+    r.time = 1.0 / (1.0 - l);
+    r.energy = energy;
+    r.add_gen = add_gen;
+    r.add_train = add_train;
+    r.window_time = 1000;
+    return r;
+}
+
+static void test_shortfall_raises_the_slow_group(void **state)
+{
+    struct synth s;
+    eerl_ctl *ctl = calibrated(&s);
+    struct eerl__monitor m;
+    eerl_setting cur = eerl__ctl_setting(ctl, 1440, 1170), nv;
+    struct eerl__ratios r;
+    char why[160];
+
+    (void)state;
+    assert_int_equal(eerl__monitor_init(&m, 20), 0);
+    eerl__monitor_clear(&m);
+    r = loss(0.03, 0.7, 10, 2);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], 1485);
+    assert_int_equal(nv.mhz[1], 1170);
+    assert_non_null(strstr(why, "raise generation by 45"));
+    /* Above 4% loss the step is 90 MHz; training added most this time. */
+    r = loss(0.05, 0.7, 1, 9);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], 1440);
+    assert_int_equal(nv.mhz[1], 1260);
+    /* Only generation may move (drained-style): it rises even though training added more. */
+    r = loss(0.03, 0.7, 1, 9);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 1u, &r, 50, 50, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], 1485);
+    assert_int_equal(nv.mhz[1], 1170);
+    eerl__monitor_fini(&m);
+    eerl_ctl_free(ctl);
+}
+
+static void test_margin_lowers_but_never_back_to_a_short_clock(void **state)
+{
+    struct synth s;
+    eerl_ctl *ctl = calibrated(&s);
+    struct eerl__monitor m;
+    eerl_setting cur = eerl__ctl_setting(ctl, 1395, 1170), nv;
+    struct eerl__ratios r;
+    char why[160];
+
+    (void)state;
+    assert_int_equal(eerl__monitor_init(&m, 20), 0);
+    eerl__monitor_clear(&m);
+    /* 1395 falls short: raised to 1440 and remembered. */
+    r = loss(0.025, 0.6, 10, 1);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], 1440);
+    cur = nv;
+    /* Plenty of margin: generation adds more time, so training is lowered first. */
+    r = loss(0.002, 0.6, 5, 1);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_LOWER);
+    assert_int_equal(nv.mhz[0], 1440);
+    assert_int_equal(nv.mhz[1], 1125);
+    /* Training cannot move: generation would go back to 1395, which fell short: hold. */
+    r = loss(0.002, 0.6, 1, 5);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 1u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_HOLD);
+    /* Between the margin and the allowance: hold. */
+    r = loss(0.015, 0.6, 1, 5);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_HOLD);
+    /* No saving against the reference: refresh it. */
+    r = loss(0.005, 1.01, 1, 5);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_REFRESH_ENERGY);
+    /* A new lock forgets the floors. */
+    eerl__monitor_clear(&m);
+    r = loss(0.002, 0.6, 1, 5);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 1u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_LOWER);
+    assert_int_equal(nv.mhz[0], 1395);
+    eerl__monitor_fini(&m);
+    eerl_ctl_free(ctl);
+}
+
+static void test_window_cadence_and_coverage(void **state)
+{
+    struct synth s;
+    eerl_ctl *ctl = calibrated(&s);
+    struct eerl__monitor m;
+    struct eerl__acc sum;
+    eerl_setting st = eerl__ctl_setting(ctl, 1440, 1170);
+    int i, checks = 0, first = -1, act;
+
+    (void)state;
+    assert_int_equal(eerl__monitor_init(&m, 20), 0);
+    eerl__monitor_clear(&m);
+    for (i = 1; i <= 45; i++) {
+        eerl_obs o = synth_step(&s, &st);
+        act = eerl__monitor_add(&m, ctl, &o, &sum);
+        assert_int_not_equal(act, EERL__MON_REFRESH);
+        if (act == EERL__MON_CHECK) {
+            checks++;
+            if (first < 0)
+                first = i;
+            assert_int_equal(sum.n, 20);
+        }
+    }
+    /* Window full at 20, then every 10. */
+    assert_int_equal(first, 20);
+    assert_int_equal(checks, 3);
+    /* A fresh window after a change: nothing due for 19 more updates. */
+    eerl__monitor_reset(&m);
+    for (i = 1; i < 20; i++) {
+        eerl_obs o = synth_step(&s, &st);
+        assert_int_equal(eerl__monitor_add(&m, ctl, &o, &sum), EERL__MON_NONE);
+    }
+    /* One long-tail update out of range is tolerated; three within ten are not. */
+    eerl__monitor_reset(&m);
+    for (i = 0; i < 3; i++) {
+        eerl_obs o = synth_step(&s, &st), big = o;
+        big.gen_tokens *= 4;
+        big.valid_tokens *= 4;
+        act = eerl__monitor_add(&m, ctl, &big, &sum);
+        if (i < 2)
+            assert_int_equal(act, EERL__MON_NONE);
+        else
+            assert_int_equal(act, EERL__MON_REFRESH);
+        act = eerl__monitor_add(&m, ctl, &o, &sum);
+        assert_int_equal(act, EERL__MON_NONE);
+    }
+    eerl__monitor_fini(&m);
+    eerl_ctl_free(ctl);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shortfall_raises_the_slow_group),
+        cmocka_unit_test(test_margin_lowers_but_never_back_to_a_short_clock),
+        cmocka_unit_test(test_window_cadence_and_coverage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

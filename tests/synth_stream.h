@@ -207,9 +207,18 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
         eerl_obs a, b;
         synth_physics(s, &s->prev, G, N, L, ng, nt, &a);
         synth_physics(s, st, G, N, L, ng, nt, &b);
+        int i;
         o = b;
         o.time_s = 0.5 * (a.time_s + b.time_s);
         o.energy_j = 0.5 * (a.energy_j + b.energy_j);
+        for (i = 0; i < EERL_PHASE_COUNT; i++) {
+            o.phase_time_s[i] = 0.5 * (a.phase_time_s[i] + b.phase_time_s[i]);
+            o.phase_energy_j[i] = 0.5 * (a.phase_energy_j[i] + b.phase_energy_j[i]);
+        }
+        for (i = 0; i < EERL_POOLS_MAX; i++) {
+            o.arrival_s[i] = 0.5 * (a.arrival_s[i] + b.arrival_s[i]);
+            o.pool_energy_j[i] = 0.5 * (a.pool_energy_j[i] + b.pool_energy_j[i]);
+        }
         o.flags |= EERL_OBS_CARRYOVER;
     } else {
         synth_physics(s, st, G, N, L, ng, nt, &o);

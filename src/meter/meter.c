@@ -255,12 +255,13 @@ static double pw(eerl_meter *m, uint64_t seq, size_t gi)
 }
 
 /* Integrated power (trapezoid) from sample a to sample b for GPU gi, written cumulatively into
- * cum[0..b-a] (cum[0] = 0). Missing power readings are interpolated linearly between the nearest
- * known ones and held constant beyond them. Returns 0 if at least one reading was known. */
+ * cum[0..b-a] (cum[0] = 0). A missing power reading holds the previous known one (the first known
+ * one before any is known): linear in the span, so a long gap cannot make a tick expensive.
+ * Returns 0 if at least one reading was known. */
 static int power_integral(eerl_meter *m, size_t gi, uint64_t a, uint64_t b, double *cum)
 {
-    uint64_t s, first = UINT64_MAX, prev_known = UINT64_MAX;
-    double p_prev = 0;
+    uint64_t s, first = UINT64_MAX;
+    double p_prev;
 
     for (s = a; s <= b; s++)
         if (pw(m, s, gi) >= 0) {
@@ -273,32 +274,12 @@ static int power_integral(eerl_meter *m, size_t gi, uint64_t a, uint64_t b, doub
         return -1;
     }
     cum[0] = 0;
-    p_prev = pw(m, a, gi) >= 0 ? pw(m, a, gi) : pw(m, first, gi);
+    p_prev = pw(m, first, gi);
     for (s = a + 1; s <= b; s++) {
         double p = pw(m, s, gi);
 
-        if (p < 0) {
-            /* interpolate from the previous known to the next known, else hold */
-            uint64_t nx;
-            double pn = -1;
-
-            for (nx = s + 1; nx <= b; nx++)
-                if (pw(m, nx, gi) >= 0) {
-                    pn = pw(m, nx, gi);
-                    break;
-                }
-            if (pn >= 0 && prev_known != UINT64_MAX) {
-                double tp = tat(m, prev_known), tn = tat(m, nx);
-                double f = tn > tp ? (tat(m, s) - tp) / (tn - tp) : 0;
-                p = pw(m, prev_known, gi) + f * (pn - pw(m, prev_known, gi));
-            } else if (pn >= 0) {
-                p = pn;
-            } else {
-                p = p_prev;
-            }
-        } else {
-            prev_known = s;
-        }
+        if (p < 0)
+            p = p_prev;
         cum[s - a] = cum[s - a - 1] + 0.5 * (p_prev + p) * (tat(m, s) - tat(m, s - 1));
         p_prev = p;
     }
@@ -368,8 +349,12 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
         }
         return;
     }
-    if (a < oldest_seq(m)) /* the anchor fell out of the ring: count nothing before now */
+    if (a < oldest_seq(m)) {
+        /* Unsettled for the whole history: start again from the previous sample, and let the
+         * next good counter reading rebase rather than credit the whole gap to one interval. */
         a = g->anchor_seq = k - 1;
+        g->have_counter = 0;
+    }
     have_cum = power_integral(m, gi, a, k, cum) == 0;
     e_pow = cum[k - a];
     dt_pend = tat(m, k) - tat(m, a);

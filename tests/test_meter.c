@@ -383,6 +383,59 @@ static void test_power_fallback_when_energy_not_supported(void **state)
     assert_true(fabs(rd.joules[1] - 500.0 * 3.2) < 1e-6);
 }
 
+/* Without a counter and with a power read failing, the gap is bridged and flagged. */
+static void test_power_fallback_with_a_failed_power_read(void **state)
+{
+    eerl_device *dev = open_fake(1, 200000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    G[0].no_energy = 1;
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    for (k = 0; k <= 20; k++) {
+        if (k == 5)
+            snprintf(FAULTS, sizeof(FAULTS),
+                     "{\"function\": \"nvmlDeviceGetPowerUsage\", \"gpu\": 0, \"error\": 999, "
+                     "\"count\": 3}");
+        tick_at(m, 0.2 * k);
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 4.0, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 800.0) < 1e-6);
+    assert_int_equal(rd.flags, EERL_METER_POWER | EERL_METER_MISSED);
+    assert_int_equal(eerl_meter_energy(m, 2.1, 3.9, &rd), 0);
+    assert_int_equal(rd.flags, EERL_METER_POWER);
+}
+
+/* Power changing while the counter is stuck: trapezoid, off by half a step's interval. */
+static void test_stuck_counter_with_changing_power(void **state)
+{
+    eerl_device *dev = open_fake(1, 200000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    for (k = 0; k <= 30; k++) {
+        G[0].stuck = k >= 5 && k < 25; /* stuck from 1.0 s to 5.0 s */
+        tick_at(m, 0.2 * k);
+        if (k == 12) { /* 200 W -> 600 W at 2.4 s */
+            G[0].power_mw = 600000;
+            poke(dev, 0.2 * k);
+        }
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 6.0, &rd), 0);
+    /* 2.4 s at 200 W and 3.6 s at 600 W */
+    if (fabs(rd.joules[0] - (200.0 * 2.4 + 600.0 * 3.6)) > 0.5 * 400.0 * 0.2 + 0.01)
+        fail_msg("%.3f J, want %.3f J within %.1f J", rd.joules[0], 200.0 * 2.4 + 600.0 * 3.6,
+                 0.5 * 400.0 * 0.2);
+    assert_int_equal(rd.flags, EERL_METER_STUCK | EERL_METER_POWER);
+}
+
 static void test_gpu_lost_mid_run_keeps_the_others(void **state)
 {
     eerl_device *dev = open_fake(3, 300000);
@@ -585,6 +638,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_stuck_counter_falls_back_to_power, teardown),
         cmocka_unit_test_teardown(test_flat_counter_at_zero_power_is_not_stuck, teardown),
         cmocka_unit_test_teardown(test_power_fallback_when_energy_not_supported, teardown),
+        cmocka_unit_test_teardown(test_power_fallback_with_a_failed_power_read, teardown),
+        cmocka_unit_test_teardown(test_stuck_counter_with_changing_power, teardown),
         cmocka_unit_test_teardown(test_gpu_lost_mid_run_keeps_the_others, teardown),
         cmocka_unit_test_teardown(test_failed_read_is_interpolated_across, teardown),
         cmocka_unit_test_teardown(test_outside_the_samples, teardown),

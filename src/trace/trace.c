@@ -1,0 +1,627 @@
+/* Owns the JSON encoding of traces (see trace.h and docs/trace-format.md). Doubles are written
+ * with 17 significant digits so every value reads back bit for bit, which is what lets
+ * `eerl replay` demand identical decisions. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "eerl/error.h"
+#include "eerl/version.h"
+#include "trace/trace.h"
+
+#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
+
+/* Every scalar configuration field: X(name, D for double / U for unsigned). */
+#define CFG_FIELDS(X)                                                                              \
+    X(allowed_loss, D)                                                                             \
+    X(min_saving, D)                                                                               \
+    X(calibration_updates, U)                                                                      \
+    X(trial_updates, U)                                                                            \
+    X(governor_between, U)                                                                         \
+    X(confirm_updates, U)                                                                          \
+    X(confirm_trials_max, U)                                                                       \
+    X(max_trials, U)                                                                               \
+    X(grid_mhz, U)                                                                                 \
+    X(first_grid_mhz, U)                                                                           \
+    X(second_grid_mhz, U)                                                                          \
+    X(start_drop_gen_mhz, U)                                                                       \
+    X(start_drop_train_mhz, U)                                                                     \
+    X(start_drop_first_mhz, U)                                                                     \
+    X(start_drop_second_mhz, U)                                                                    \
+    X(feedback_step_mhz, U)                                                                        \
+    X(feedback_big_step_mhz, U)                                                                    \
+    X(big_loss, D)                                                                                 \
+    X(monitor_margin, D)                                                                           \
+    X(monitor_every, U)                                                                            \
+    X(monitor_window, U)                                                                           \
+    X(idle_mhz, U)                                                                                 \
+    X(ref_window, U)                                                                               \
+    X(refresh_updates, U)                                                                          \
+    X(coverage_margin, D)                                                                          \
+    X(coverage_fail_limit, U)                                                                      \
+    X(se_target, D)                                                                                \
+    X(inflight_lock_candidate_blocks, U)                                                           \
+    X(time_tolerance, D)
+
+static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob", "training",
+                                                         "refit", "other"};
+static const char *const pool_keys[EERL_POOLS_MAX] = {"generation", "training"};
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static json_t *num(double v)
+{
+    if (isnan(v))
+        return json_string("nan");
+    if (isinf(v))
+        return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+static json_t *setting_json(const eerl_setting *s)
+{
+    json_t *o = json_object();
+    int g;
+
+    json_object_set_new(o, "gen_mhz",
+                        s->mhz[0] ? json_integer(s->mhz[0]) : json_string("governor"));
+    json_object_set_new(o, "train_mhz",
+                        s->mhz[1] ? json_integer(s->mhz[1]) : json_string("governor"));
+    json_object_set_new(o, "idle_mhz",
+                        s->idle_mhz ? json_integer(s->idle_mhz) : json_string("governor"));
+    for (g = 2; g < EERL_GROUPS_MAX; g++)
+        if (s->mhz[g]) {
+            json_t *a = json_array();
+            int k;
+            for (k = 2; k < EERL_GROUPS_MAX; k++)
+                json_array_append_new(a, json_integer(s->mhz[k]));
+            json_object_set_new(o, "extra_mhz", a);
+            break;
+        }
+    return o;
+}
+
+static json_t *event_json(const eerl_event *ev)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "kind", json_string(eerl_event_kind_name(ev->kind)));
+    json_object_set_new(o, "state", json_string(eerl_state_name(ev->state)));
+    json_object_set_new(o, "candidate", setting_json(&ev->candidate));
+    json_object_set_new(o, "next", setting_json(&ev->next));
+    json_object_set_new(o, "verdict", json_string(eerl_verdict_name(ev->verdict)));
+    json_object_set_new(o, "n_updates", json_integer(ev->n_updates));
+    json_object_set_new(o, "time_ratio", num(ev->time_ratio));
+    json_object_set_new(o, "energy_ratio", num(ev->energy_ratio));
+    json_object_set_new(o, "meas_time_ratio", num(ev->meas_time_ratio));
+    json_object_set_new(o, "meas_energy_ratio", num(ev->meas_energy_ratio));
+    json_object_set_new(o, "reason", json_string(ev->reason));
+    return o;
+}
+
+static int dump(json_t *o, char **ret_line)
+{
+    char *s;
+
+    if (!o)
+        return EERL_ENOMEM;
+    s = json_dumps(o, DUMP_FLAGS);
+    json_decref(o);
+    if (!s)
+        return EERL_ENOMEM;
+    *ret_line = s;
+    return 0;
+}
+
+int eerl__trace_event_json(const eerl_event *ev, char **ret_text)
+{
+    json_t *o;
+
+    if (!ev || !ret_text)
+        return EERL_EINVAL;
+    o = event_json(ev);
+    json_object_set_new(o, "update", json_integer((json_int_t)ev->update));
+    return dump(o, ret_text);
+}
+
+int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **ret_line)
+{
+    eerl_ctl_config c;
+    unsigned clocks[EERL__TRACE_CLOCKS_MAX], peak;
+    size_t n, i;
+    json_t *o, *cfg, *a;
+    int err, k;
+
+    if (!ctl || !ret_line)
+        return EERL_EINVAL;
+    err = eerl_ctl_describe(ctl, &c, clocks, EERL__TRACE_CLOCKS_MAX, &n, &peak);
+    if (err < 0)
+        return err;
+    {
+        eerl_ctl_status st;
+        eerl_ctl_get_status(ctl, &st);
+        o = json_object();
+        json_object_set_new(o, "type", json_string("header"));
+        json_object_set_new(o, "format", json_string(EERL__TRACE_FORMAT));
+        json_object_set_new(o, "version", json_integer(EERL__TRACE_VERSION));
+        json_object_set_new(o, "producer",
+                            json_string(producer ? producer : "eerl " EERL_VERSION_STRING));
+        json_object_set_new(o, "mode", json_string(eerl_mode_name(st.mode)));
+        json_object_set_new(o, "strategy", json_string(eerl_strategy_name(c.strategy)));
+    }
+    json_object_set_new(o, "governor_peak_mhz", json_integer(peak));
+    a = json_array();
+    for (i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(clocks[i]));
+    json_object_set_new(o, "clocks_mhz", a);
+    cfg = json_object();
+#define W_D(name) json_object_set_new(cfg, #name, json_real(c.name))
+#define W_U(name) json_object_set_new(cfg, #name, json_integer(c.name))
+#define W(name, t) W_##t(name);
+    CFG_FIELDS(W)
+#undef W
+#undef W_D
+#undef W_U
+    a = json_array();
+    for (k = 0; k < EERL_BLOCK_CHOICES_MAX && c.block_choices[k]; k++)
+        json_array_append_new(a, json_integer(c.block_choices[k]));
+    json_object_set_new(cfg, "block_choices", a);
+    json_object_set_new(o, "config", cfg);
+    return dump(o, ret_line);
+}
+
+int eerl__trace_update_line(const eerl_obs *ob, const eerl_setting *requested, const eerl_event *ev,
+                            size_t n_ev, char **ret_line)
+{
+    json_t *o, *w, *ph, *set, *a;
+    size_t i;
+
+    if (!ob || !ret_line || (n_ev && !ev))
+        return EERL_EINVAL;
+    o = json_object();
+    json_object_set_new(o, "type", json_string("update"));
+    json_object_set_new(o, "update", json_integer((json_int_t)ob->update));
+    w = json_object();
+    json_object_set_new(w, "G", num(ob->gen_tokens));
+    json_object_set_new(w, "N", num(ob->valid_tokens));
+    json_object_set_new(w, "L", num(ob->longest_tokens));
+    if (ob->policy_age >= 0)
+        json_object_set_new(w, "policy_age", json_integer(ob->policy_age));
+    json_object_set_new(o, "work", w);
+    json_object_set_new(o, "time_s", num(ob->time_s));
+    json_object_set_new(o, "energy_j", num(ob->energy_j));
+    ph = json_object();
+    for (i = 0; i < EERL_PHASE_COUNT; i++) {
+        json_t *p;
+        if (ob->phase_time_s[i] == 0 && ob->phase_energy_j[i] == 0)
+            continue;
+        p = json_object();
+        json_object_set_new(p, "time_s", num(ob->phase_time_s[i]));
+        json_object_set_new(p, "energy_j", num(ob->phase_energy_j[i]));
+        json_object_set_new(ph, phase_keys[i], p);
+    }
+    json_object_set_new(o, "phases", ph);
+    if (ob->flags & (EERL_OBS_ARRIVALS | EERL_OBS_POOL_ENERGY)) {
+        json_t *pools = json_object();
+        for (i = 0; i < EERL_POOLS_MAX; i++) {
+            json_t *p = json_object();
+            if (ob->flags & EERL_OBS_ARRIVALS)
+                json_object_set_new(p, "arrival_s", num(ob->arrival_s[i]));
+            if (ob->flags & EERL_OBS_POOL_ENERGY)
+                json_object_set_new(p, "energy_j", num(ob->pool_energy_j[i]));
+            json_object_set_new(pools, pool_keys[i], p);
+        }
+        json_object_set_new(o, "pools", pools);
+    }
+    if (ob->flags & EERL_OBS_CARRYOVER)
+        json_object_set_new(o, "carryover", json_true());
+    if (ob->flags & ~(unsigned)(EERL_OBS_ARRIVALS | EERL_OBS_POOL_ENERGY | EERL_OBS_CARRYOVER))
+        json_object_set_new(o, "flags", json_integer(ob->flags));
+    set = json_object();
+    if (requested)
+        json_object_set_new(set, "requested", setting_json(requested));
+    json_object_set_new(set, "observed", setting_json(&ob->setting));
+    json_object_set_new(o, "setting", set);
+    a = json_array();
+    for (i = 0; i < n_ev; i++)
+        json_array_append_new(a, event_json(&ev[i]));
+    json_object_set_new(o, "events", a);
+    return dump(o, ret_line);
+}
+
+static int write_line(FILE *f, char *line)
+{
+    int bad = fputs(line, f) < 0 || fputc('\n', f) == EOF;
+    free(line);
+    return bad ? EERL_EIO : 0;
+}
+
+int eerl__trace_write_header(FILE *f, const eerl_ctl *ctl, const char *producer)
+{
+    char *line;
+    int err = eerl__trace_header_line(ctl, producer, &line);
+    return err < 0 ? err : write_line(f, line);
+}
+
+int eerl__trace_write_update(FILE *f, const eerl_obs *obs, const eerl_setting *requested,
+                             const eerl_event *ev, size_t n_ev)
+{
+    char *line;
+    int err = eerl__trace_update_line(obs, requested, ev, n_ev, &line);
+    return err < 0 ? err : write_line(f, line);
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        if (why && len)                                                                            \
+            snprintf(why, len, __VA_ARGS__);                                                       \
+        err = EERL_EPARSE;                                                                         \
+        goto fail;                                                                                 \
+    } while (0)
+
+static json_t *load(const char *line, char *why, size_t len)
+{
+    json_error_t e;
+    json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, &e);
+
+    if (!o) {
+        if (why && len)
+            snprintf(why, len, "not JSON: %s (column %d)", e.text, e.column);
+        return NULL;
+    }
+    if (!json_is_object(o)) {
+        if (why && len)
+            snprintf(why, len, "not a JSON object");
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int eerl__trace_line_type(const char *line, char *type, size_t len)
+{
+    json_t *o = load(line, NULL, 0), *t;
+
+    if (!o)
+        return EERL_EPARSE;
+    t = json_object_get(o, "type");
+    snprintf(type, len, "%s", json_is_string(t) ? json_string_value(t) : "");
+    json_decref(o);
+    return 0;
+}
+
+/* A number, or "nan"/"inf"/"-inf". 0 on success. */
+static int get_num(json_t *v, double *ret)
+{
+    const char *s;
+
+    if (json_is_number(v)) {
+        *ret = json_number_value(v);
+        return 0;
+    }
+    if (!json_is_string(v))
+        return -1;
+    s = json_string_value(v);
+    if (!strcmp(s, "nan"))
+        *ret = NAN;
+    else if (!strcmp(s, "inf"))
+        *ret = INFINITY;
+    else if (!strcmp(s, "-inf"))
+        *ret = -INFINITY;
+    else
+        return -1;
+    return 0;
+}
+
+/* Optional number member: absent leaves *ret; present must be a number. */
+static int opt_num(json_t *o, const char *key, double *ret)
+{
+    json_t *v = json_object_get(o, key);
+    return v ? get_num(v, ret) : 0;
+}
+
+static int get_clock(json_t *v, unsigned *ret)
+{
+    if (json_is_string(v) && !strcmp(json_string_value(v), "governor")) {
+        *ret = EERL_CLOCK_GOVERNOR;
+        return 0;
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= 1000000) {
+        *ret = (unsigned)json_integer_value(v);
+        return 0;
+    }
+    return -1;
+}
+
+static int get_setting(json_t *o, eerl_setting *s)
+{
+    json_t *x;
+    size_t i;
+
+    memset(s, 0, sizeof(*s));
+    if (!json_is_object(o))
+        return -1;
+    if (get_clock(json_object_get(o, "gen_mhz"), &s->mhz[0]) < 0 ||
+        get_clock(json_object_get(o, "train_mhz"), &s->mhz[1]) < 0)
+        return -1;
+    x = json_object_get(o, "idle_mhz");
+    if (x && get_clock(x, &s->idle_mhz) < 0)
+        return -1;
+    x = json_object_get(o, "extra_mhz");
+    if (x) {
+        if (!json_is_array(x) || json_array_size(x) > EERL_GROUPS_MAX - 2)
+            return -1;
+        for (i = 0; i < json_array_size(x); i++)
+            if (get_clock(json_array_get(x, i), &s->mhz[2 + i]) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
+                             size_t len)
+{
+    struct eerl__trace_header h;
+    json_t *o = load(line, why, len), *v, *cfg;
+    const char *key;
+    size_t i;
+    int err = EERL_EPARSE;
+
+    if (!o)
+        return EERL_EPARSE;
+    memset(&h, 0, sizeof(h));
+    v = json_object_get(o, "type");
+    if (!json_is_string(v) || strcmp(json_string_value(v), "header"))
+        FAIL("the first line must be the header (\"type\": \"header\")");
+    v = json_object_get(o, "format");
+    if (!json_is_string(v) || strcmp(json_string_value(v), EERL__TRACE_FORMAT))
+        FAIL("\"format\" must be \"%s\"", EERL__TRACE_FORMAT);
+    v = json_object_get(o, "version");
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        FAIL("\"version\" must be a positive integer");
+    h.version = (unsigned)json_integer_value(v);
+    if (h.version > EERL__TRACE_VERSION) {
+        if (why && len)
+            snprintf(why, len, "trace format version %u is newer than this eerl reads (%d)",
+                     h.version, EERL__TRACE_VERSION);
+        err = EERL_EVERSION;
+        goto fail;
+    }
+    v = json_object_get(o, "mode");
+    if (!json_is_string(v) || eerl_mode_from_name(json_string_value(v), &h.mode) < 0)
+        FAIL("\"mode\" %s%s%s is not one of colocated, disaggregated, drained, inflight",
+             json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : "(missing)",
+             json_is_string(v) ? "'" : "");
+    eerl_ctl_config_default(h.mode, &h.cfg);
+    v = json_object_get(o, "strategy");
+    if (v &&
+        (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h.cfg.strategy) < 0))
+        FAIL("\"strategy\" '%s' is unknown (valid: paper)",
+             json_is_string(v) ? json_string_value(v) : "?");
+    v = json_object_get(o, "governor_peak_mhz");
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 100000)
+        FAIL("\"governor_peak_mhz\" must be a positive integer");
+    h.peak = (unsigned)json_integer_value(v);
+    v = json_object_get(o, "clocks_mhz");
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > EERL__TRACE_CLOCKS_MAX)
+        FAIL("\"clocks_mhz\" must be a non-empty array of at most %d clocks",
+             EERL__TRACE_CLOCKS_MAX);
+    for (i = 0; i < json_array_size(v); i++) {
+        json_t *c = json_array_get(v, i);
+        if (!json_is_integer(c) || json_integer_value(c) <= 0 || json_integer_value(c) > 100000)
+            FAIL("\"clocks_mhz\"[%zu] is not a clock in MHz", i);
+        h.clocks[i] = (unsigned)json_integer_value(c);
+    }
+    h.n_clocks = json_array_size(v);
+    v = json_object_get(o, "producer");
+    if (json_is_string(v))
+        snprintf(h.producer, sizeof(h.producer), "%s", json_string_value(v));
+    cfg = json_object_get(o, "config");
+    if (cfg && !json_is_object(cfg))
+        FAIL("\"config\" must be an object");
+    json_object_foreach(cfg, key, v)
+    {
+        double d;
+        int known = 0;
+#define R_D(name)                                                                                  \
+    if (!strcmp(key, #name)) {                                                                     \
+        known = 1;                                                                                 \
+        if (get_num(v, &d) < 0)                                                                    \
+            FAIL("config \"%s\" must be a number", key);                                           \
+        h.cfg.name = d;                                                                            \
+    }
+#define R_U(name)                                                                                  \
+    if (!strcmp(key, #name)) {                                                                     \
+        known = 1;                                                                                 \
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 10000000)  \
+            FAIL("config \"%s\" must be a non-negative integer", key);                             \
+        h.cfg.name = (unsigned)json_integer_value(v);                                              \
+    }
+#define R(name, t) R_##t(name)
+        CFG_FIELDS(R)
+#undef R
+#undef R_D
+#undef R_U
+        if (!strcmp(key, "block_choices")) {
+            known = 1;
+            if (!json_is_array(v) || json_array_size(v) == 0 ||
+                json_array_size(v) > EERL_BLOCK_CHOICES_MAX)
+                FAIL("config \"block_choices\" must be an array of 1-%d lengths",
+                     EERL_BLOCK_CHOICES_MAX);
+            memset(h.cfg.block_choices, 0, sizeof(h.cfg.block_choices));
+            for (i = 0; i < json_array_size(v); i++) {
+                json_t *c = json_array_get(v, i);
+                if (!json_is_integer(c) || json_integer_value(c) <= 0 ||
+                    json_integer_value(c) > 1000)
+                    FAIL("config \"block_choices\"[%zu] must be a length in updates", i);
+                h.cfg.block_choices[i] = (unsigned)json_integer_value(c);
+            }
+        }
+        if (!known)
+            FAIL("config \"%s\" is unknown to this eerl (written by a newer version?)", key);
+    }
+    {
+        char cwhy[160];
+        if (eerl_ctl_config_check(&h.cfg, cwhy, sizeof(cwhy)) < 0)
+            FAIL("config: %s", cwhy);
+    }
+    *ret = h;
+    err = 0;
+fail:
+    json_decref(o);
+    return err;
+}
+
+static int parse_event(json_t *o, eerl_event *ev)
+{
+    json_t *v;
+    double d;
+
+    memset(ev, 0, sizeof(*ev));
+    if (!json_is_object(o))
+        return -1;
+    v = json_object_get(o, "kind");
+    if (!json_is_string(v) || eerl_event_kind_from_name(json_string_value(v), &ev->kind) < 0)
+        return -1;
+    v = json_object_get(o, "state");
+    if (!json_is_string(v) || eerl_state_from_name(json_string_value(v), &ev->state) < 0)
+        return -1;
+    if (get_setting(json_object_get(o, "candidate"), &ev->candidate) < 0 ||
+        get_setting(json_object_get(o, "next"), &ev->next) < 0)
+        return -1;
+    v = json_object_get(o, "verdict");
+    if (!json_is_string(v) || eerl_verdict_from_name(json_string_value(v), &ev->verdict) < 0)
+        return -1;
+    v = json_object_get(o, "n_updates");
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return -1;
+    ev->n_updates = (unsigned)json_integer_value(v);
+    ev->time_ratio = ev->energy_ratio = ev->meas_time_ratio = ev->meas_energy_ratio = NAN;
+    if (get_num(json_object_get(o, "time_ratio"), &d) < 0)
+        return -1;
+    ev->time_ratio = d;
+    if (get_num(json_object_get(o, "energy_ratio"), &d) < 0)
+        return -1;
+    ev->energy_ratio = d;
+    if (get_num(json_object_get(o, "meas_time_ratio"), &d) < 0)
+        return -1;
+    ev->meas_time_ratio = d;
+    if (get_num(json_object_get(o, "meas_energy_ratio"), &d) < 0)
+        return -1;
+    ev->meas_energy_ratio = d;
+    v = json_object_get(o, "reason");
+    if (!json_is_string(v))
+        return -1;
+    snprintf(ev->reason, sizeof(ev->reason), "%s", json_string_value(v));
+    return 0;
+}
+
+int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
+                             size_t cap, char *why, size_t len)
+{
+    struct eerl__trace_update u;
+    json_t *o = load(line, why, len), *v, *w, *ph, *set;
+    size_t i;
+    int err = EERL_EPARSE;
+
+    if (!o)
+        return EERL_EPARSE;
+    memset(&u, 0, sizeof(u));
+    u.obs.policy_age = -1;
+    v = json_object_get(o, "type");
+    if (!json_is_string(v) || strcmp(json_string_value(v), "update"))
+        FAIL("not an update line");
+    v = json_object_get(o, "update");
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        FAIL("\"update\" must be a non-negative integer");
+    u.obs.update = (uint64_t)json_integer_value(v);
+    w = json_object_get(o, "work");
+    if (!json_is_object(w) || get_num(json_object_get(w, "G"), &u.obs.gen_tokens) < 0 ||
+        get_num(json_object_get(w, "N"), &u.obs.valid_tokens) < 0 ||
+        get_num(json_object_get(w, "L"), &u.obs.longest_tokens) < 0)
+        FAIL("\"work\" needs numbers G, N and L");
+    v = json_object_get(w, "policy_age");
+    if (v) {
+        if (!json_is_integer(v))
+            FAIL("\"work.policy_age\" must be an integer");
+        u.obs.policy_age = (int)json_integer_value(v);
+    }
+    if (get_num(json_object_get(o, "time_s"), &u.obs.time_s) < 0 ||
+        get_num(json_object_get(o, "energy_j"), &u.obs.energy_j) < 0)
+        FAIL("\"time_s\" and \"energy_j\" must be numbers");
+    ph = json_object_get(o, "phases");
+    if (ph && !json_is_object(ph))
+        FAIL("\"phases\" must be an object");
+    for (i = 0; ph && i < EERL_PHASE_COUNT; i++) {
+        json_t *p = json_object_get(ph, phase_keys[i]);
+        if (!p)
+            continue;
+        if (!json_is_object(p) || opt_num(p, "time_s", &u.obs.phase_time_s[i]) < 0 ||
+            opt_num(p, "energy_j", &u.obs.phase_energy_j[i]) < 0)
+            FAIL("\"phases.%s\" needs numbers time_s and energy_j", phase_keys[i]);
+    }
+    v = json_object_get(o, "pools");
+    if (v) {
+        if (!json_is_object(v))
+            FAIL("\"pools\" must be an object");
+        for (i = 0; i < EERL_POOLS_MAX; i++) {
+            json_t *p = json_object_get(v, pool_keys[i]);
+            if (!p)
+                continue;
+            if (!json_is_object(p))
+                FAIL("\"pools.%s\" must be an object", pool_keys[i]);
+            if (json_object_get(p, "arrival_s")) {
+                if (get_num(json_object_get(p, "arrival_s"), &u.obs.arrival_s[i]) < 0)
+                    FAIL("\"pools.%s.arrival_s\" must be a number", pool_keys[i]);
+                u.obs.flags |= EERL_OBS_ARRIVALS;
+            }
+            if (json_object_get(p, "energy_j")) {
+                if (get_num(json_object_get(p, "energy_j"), &u.obs.pool_energy_j[i]) < 0)
+                    FAIL("\"pools.%s.energy_j\" must be a number", pool_keys[i]);
+                u.obs.flags |= EERL_OBS_POOL_ENERGY;
+            }
+        }
+    }
+    v = json_object_get(o, "carryover");
+    if (v && !json_is_boolean(v))
+        FAIL("\"carryover\" must be true or false");
+    if (json_is_true(v))
+        u.obs.flags |= EERL_OBS_CARRYOVER;
+    v = json_object_get(o, "flags");
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            FAIL("\"flags\" must be a non-negative integer");
+        u.obs.flags |= (unsigned)json_integer_value(v);
+    }
+    set = json_object_get(o, "setting");
+    if (!json_is_object(set) || get_setting(json_object_get(set, "observed"), &u.obs.setting) < 0)
+        FAIL("\"setting.observed\" must be a setting (gen_mhz, train_mhz, idle_mhz)");
+    v = json_object_get(set, "requested");
+    if (v) {
+        if (get_setting(v, &u.requested) < 0)
+            FAIL("\"setting.requested\" must be a setting");
+        u.has_requested = 1;
+    }
+    v = json_object_get(o, "events");
+    if (v) {
+        if (!json_is_array(v))
+            FAIL("\"events\" must be an array");
+        u.has_events = 1;
+        u.n_events = json_array_size(v);
+        for (i = 0; i < u.n_events && i < cap; i++) {
+            if (parse_event(json_array_get(v, i), &ev[i]) < 0)
+                FAIL("\"events\"[%zu] is malformed", i);
+            ev[i].update = u.obs.update;
+        }
+    }
+    *ret = u;
+    err = 0;
+fail:
+    json_decref(o);
+    return err;
+}

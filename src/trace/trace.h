@@ -1,0 +1,63 @@
+/* The trace line format (docs/trace-format.md): JSON lines, one header line that rebuilds the
+ * controller (format version, mode, strategy, full configuration, supported clocks, governor
+ * peak) and one line per update (work, whole-update and per-phase/per-pool times and energies,
+ * the setting requested and the one observed, and the controller's events). Non-finite numbers
+ * are written as the strings "nan", "inf", "-inf" so that refused observations replay too.
+ * Readers ignore unknown keys and unknown line types (later issues add fields), except inside
+ * "config", where an unknown key could change decisions and is refused. Owns no state; the
+ * caller owns every buffer and FILE. This is I/O, so it lives outside core/. */
+#ifndef EERL_TRACE_TRACE_H
+#define EERL_TRACE_TRACE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "eerl/core.h"
+
+#define EERL__TRACE_FORMAT "eerl-trace"
+#define EERL__TRACE_VERSION 1
+#define EERL__TRACE_CLOCKS_MAX 1024
+
+struct eerl__trace_header {
+    unsigned version;
+    eerl_mode mode;
+    eerl_ctl_config cfg;
+    unsigned clocks[EERL__TRACE_CLOCKS_MAX];
+    size_t n_clocks;
+    unsigned peak;
+    char producer[64];
+};
+
+struct eerl__trace_update {
+    eerl_obs obs; /* obs.setting is the setting observed in force */
+    int has_requested;
+    eerl_setting requested; /* what the controller had asked for this update */
+    int has_events;
+    size_t n_events; /* events recorded (may exceed the caller's cap) */
+};
+
+/* Line type: "header", "update", or another (ignored by readers); EERL_EPARSE if not JSON. */
+int eerl__trace_line_type(const char *line, char *type, size_t len);
+
+/* The header line for a controller (no newline), malloc'd into *ret_line. */
+int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **ret_line);
+/* One update line: obs (as observed), the request it ran under, the events its observation
+ * produced. requested may be NULL. malloc'd into *ret_line. */
+int eerl__trace_update_line(const eerl_obs *obs, const eerl_setting *requested,
+                            const eerl_event *ev, size_t n_ev, char **ret_line);
+/* Convenience: the same lines written to f with a newline. */
+int eerl__trace_write_header(FILE *f, const eerl_ctl *ctl, const char *producer);
+int eerl__trace_write_update(FILE *f, const eerl_obs *obs, const eerl_setting *requested,
+                             const eerl_event *ev, size_t n_ev);
+
+/* Parses a header line. EERL_EPARSE (malformed, with why), EERL_EVERSION (newer major). */
+int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
+                             size_t len);
+/* Parses an update line; up to cap recorded events go to ev (ev may be NULL with cap 0). */
+int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
+                             size_t cap, char *why, size_t len);
+
+/* One event as a JSON object text (for `eerl replay --json`), malloc'd. */
+int eerl__trace_event_json(const eerl_event *ev, char **ret_text);
+
+#endif

@@ -376,7 +376,8 @@ int eerl_cmd_sweep(int argc, char **argv)
     tctx.cfg.size = size[0];
     tctx.cfg.divergence = divergence;
 
-    /* The experiment loop: per seed one governor run, then each pair; per-seed log ratios. */
+    /* The experiment loop: per seed one governor run, then each pair; per-seed log ratios. A
+     * run's id (its divergence stream) follows from its clocks, not its place in the list. */
     rc = EERL_EXIT_FAIL;
     lq = calloc(n_pairs, sizeof(*lq));
     le = calloc(n_pairs, sizeof(*le));
@@ -398,8 +399,8 @@ int eerl_cmd_sweep(int argc, char **argv)
             goto out;
         }
         for (j = 0; j < n_pairs; j++) {
-            e = be.run(be.ctx, seed, (unsigned)j + 1, pairs[j].gen, pairs[j].train,
-                       (unsigned)u_first, (unsigned)u_last, &c);
+            e = be.run(be.ctx, seed, 1 + pairs[j].gen * 10007u + pairs[j].train, pairs[j].gen,
+                       pairs[j].train, (unsigned)u_first, (unsigned)u_last, &c);
             if (e < 0) {
                 eerl_cli_err(CMD, "pair %s/%s, seed %lu: %s", pairs[j].gen_text,
                              pairs[j].train_text, seed, eerl_strerror(e));

@@ -189,9 +189,12 @@ static void test_twin_device_counters(void **state)
     assert_int_equal(eerl_twin_observe_at(t, 10.11), 0);
     assert_int_equal(eerl_device_energy_mj(dev, 0, &eb), 0);
     assert_true(eb > ea);
-    /* Generation GPUs are busy at the start of an update, at the governor's peak clock. */
+    /* Generation GPUs are busy at the start of an update, at the governor's sustained clock
+     * under load; waiting GPUs of a governor run show the peak clock. */
     assert_int_equal(eerl_twin_observe_at(t, 0.5), 0);
     assert_int_equal(eerl_device_sm_clock(dev, 0, &mhz), 0);
+    assert_int_equal(mhz, (unsigned)(p->gpu.gov_mhz + 0.5));
+    assert_int_equal(eerl_device_sm_clock(dev, 4, &mhz), 0);
     assert_int_equal(mhz, 1980);
     assert_int_equal(eerl_device_throttle_reasons(dev, 4, &mask), 0);
     assert_true(mask & EERL_THROTTLE_GPU_IDLE); /* the training pool waits */

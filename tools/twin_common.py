@@ -86,6 +86,36 @@ class Twin:
         return out
 
 
+class Config(ctypes.Structure):
+    _fields_ = [("mode", ctypes.c_int), ("n_gen", ctypes.c_uint), ("n_train", ctypes.c_uint),
+                ("size", ctypes.c_char), ("seed", ctypes.c_uint64), ("run_id", ctypes.c_uint64),
+                ("divergence", ctypes.c_double)]
+
+
+class Totals(ctypes.Structure):
+    _fields_ = [("valid_tokens", ctypes.c_double), ("seconds", ctypes.c_double),
+                ("joules", ctypes.c_double), ("updates", ctypes.c_uint)]
+
+
+def gov_update_time(twin, params, model, gpu, imode, ng, nt, size, u0=5, u1=25):
+    """Mean governor update time (s) of a configuration, seed 1, no divergence."""
+    L = twin.L
+    L.eerl_twin_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(Config), ctypes.c_uint,
+                                ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+                                ctypes.POINTER(Totals)]
+    p = ctypes.c_void_p()
+    if L.eerl_twin_preset_new(model.encode(), gpu.encode(), json.dumps(params).encode(),
+                              ctypes.byref(p)) < 0:
+        raise ValueError("preset %s/%s" % (model, gpu))
+    try:
+        c, t = Config(imode, ng, nt, size.encode(), 1, 0, 0.0), Totals()
+        if L.eerl_twin_run(p, ctypes.byref(c), 0, 0, u0, u1, ctypes.byref(t)) < 0:
+            raise ValueError("run %s/%s" % (model, gpu))
+        return t.seconds / t.updates
+    finally:
+        L.eerl_twin_preset_free(p)
+
+
 def metrics(pairs):
     """pairs: [(paper_dq, twin_dq, paper_sv, twin_sv)] -> dict of RMSE/MAE."""
     n = len(pairs)

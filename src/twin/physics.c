@@ -37,11 +37,11 @@ double eerl__gpu_active_w(const struct eerl__gpu *g, const struct eerl__phase_ph
 double eerl__gpu_eff_clock(const struct eerl__gpu *g, const struct eerl__phase_phys *ph,
                            unsigned req_mhz, int *ret_capped)
 {
-    double f = req_mhz == 0 ? g->fmax : req_mhz - g->droop_mhz, lo, hi;
+    double f = req_mhz == 0 ? g->gov_mhz : req_mhz - g->droop_mhz, lo, hi;
     int i;
 
-    if (f > g->fmax)
-        f = g->fmax;
+    if (f > g->gov_mhz)
+        f = g->gov_mhz;
     if (ret_capped)
         *ret_capped = 0;
     if (eerl__gpu_active_w(g, ph, f) <= g->cap_w)

@@ -15,14 +15,16 @@ struct eerl__gpu {
     unsigned fmax; /* governor peak clock, MHz */
     unsigned n_clocks;
     unsigned clocks[EERL__TWIN_MAX_CLOCKS]; /* supported, highest first */
-    double cap_w;                           /* power limit */
-    double p_static_w;                      /* leakage + fixed draw of an idle GPU */
-    double p_idle_dyn_w;                    /* clock-dependent idle draw at fmax */
-    double v_floor;                         /* relative voltage at and below f_knee */
-    double f_knee;                          /* MHz below which voltage stays at v_floor */
-    double droop_mhz;                       /* observed clock below a locked request */
-    double switch_s;                        /* clock-switch latency */
-    double idle_clock;                      /* MHz the controller parks waiting pools at */
+    double gov_mhz;      /* sustained clock under load (power/thermal management); locks above it
+                          * are held down to it too */
+    double cap_w;        /* power limit */
+    double p_static_w;   /* leakage + fixed draw of an idle GPU */
+    double p_idle_dyn_w; /* clock-dependent idle draw at fmax */
+    double v_floor;      /* relative voltage at and below f_knee */
+    double f_knee;       /* MHz below which voltage stays at v_floor */
+    double droop_mhz;    /* observed clock below a locked request */
+    double switch_s;     /* clock-switch latency */
+    double idle_clock;   /* MHz the controller parks waiting pools at */
 };
 
 /* Physics of one phase on one (model, GPU). */
@@ -38,8 +40,9 @@ double eerl__gpu_dyn(const struct eerl__gpu *g, double f);
 double eerl__gpu_idle_w(const struct eerl__gpu *g, double f);
 /* Power of a GPU running phase ph at clock f (no cap applied). */
 double eerl__gpu_active_w(const struct eerl__gpu *g, const struct eerl__phase_phys *ph, double f);
-/* Clock a phase actually runs at for a request (0 = governor: fmax): the request less droop,
- * then lowered until power fits the cap. *ret_capped is set when the cap binds. */
+/* Clock a phase actually runs at for a request (0 = governor): the governor runs at gov_mhz, a
+ * lock at the request less droop (at most gov_mhz), then lowered until power fits the cap.
+ * *ret_capped is set when the cap binds. */
 double eerl__gpu_eff_clock(const struct eerl__gpu *g, const struct eerl__phase_phys *ph,
                            unsigned req_mhz, int *ret_capped);
 /* Phase time at clock f relative to its time at fmax. */

@@ -75,6 +75,7 @@ static int parse_gpu(json_t *o, struct eerl__gpu *g)
     NUM(o, "clock_step", 1, 500, step);
     if (eerl__gpu_set_clocks(g, (unsigned)top, (unsigned)hi, (unsigned)lo, (unsigned)step) < 0)
         goto fail;
+    NUM(o, "gov_mhz", 300, 4000, g->gov_mhz);
     NUM(o, "cap_w", 50, 5000, g->cap_w);
     NUM(o, "p_static_w", 0, 2000, g->p_static_w);
     NUM(o, "p_idle_dyn_w", 0, 2000, g->p_idle_dyn_w);
@@ -83,7 +84,7 @@ static int parse_gpu(json_t *o, struct eerl__gpu *g)
     NUM(o, "droop_mhz", 0, 100, g->droop_mhz);
     NUM(o, "switch_s", 0, 10, g->switch_s);
     NUM(o, "idle_clock", 100, 4000, g->idle_clock);
-    if (g->f_knee >= g->fmax)
+    if (g->f_knee >= g->fmax || g->gov_mhz > g->fmax)
         goto fail;
     return 0;
 fail:

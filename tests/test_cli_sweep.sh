@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# `eerl sweep` on the simulated cluster: the CSV echoes each pair as given (Gov stays Gov) with
+# dq/saving/seeds, the JSON carries the same figures, matched seeds make a run reproducible,
+# lowering clocks in colocated mode costs throughput and saves energy, and every bad input
+# (unknown model/GPU/mode/size, an allocation that does not fit the mode, an unsupported clock,
+# a malformed pair list, zero seeds) names the value and exits with status 2.
+set -uo pipefail
+
+: "${EERL_BIN:?EERL_BIN must name the eerl binary}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    fails=$((fails + 1))
+}
+
+expect_rc() {
+    [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"
+}
+
+expect_in() {
+    grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
+}
+
+base=(sweep --model qwen3-30b-a3b --gpu h100 --mode colocated --alloc 32 --size M)
+
+# A good sweep.
+"$EERL_BIN" "${base[@]}" --pairs 1800/1500,Gov/1200,1200/1200 --seeds 2 >"$tmp/out" 2>"$tmp/err"
+expect_rc 0 $? "good sweep"
+expect_in "$tmp/out" "gen_mhz,train_mhz,dq_pct,saving_pct,seeds" "CSV header"
+expect_in "$tmp/out" "Gov,1200," "Gov echoed as given"
+expect_in "$tmp/err" "seed" "progress on stderr"
+[ "$(wc -l <"$tmp/out")" -eq 4 ] || fail "one line per pair plus the header"
+# 1200/1200 is slower than the governor and saves energy.
+awk -F, '$1=="1200" { if (!($3 < -2 && $4 > 5)) exit 1 }' "$tmp/out" ||
+    fail "1200/1200 should cost throughput and save energy: $(cat "$tmp/out")"
+
+# Reproducible: same seeds, same numbers; JSON has the same figures.
+"$EERL_BIN" "${base[@]}" --pairs 1800/1500,Gov/1200,1200/1200 --seeds 2 >"$tmp/out2" 2>/dev/null
+cmp -s "$tmp/out" "$tmp/out2" || fail "same seeds gave different results"
+"$EERL_BIN" "${base[@]}" --pairs Gov/1200 --seeds 2 --json >"$tmp/json" 2>/dev/null
+expect_rc 0 $? "json sweep"
+want=$(awk -F, '$1=="Gov" {print $3}' "$tmp/out")
+expect_in "$tmp/json" "\"gen_mhz\":\"Gov\",\"train_mhz\":\"1200\",\"dq_pct\":$want," "JSON figures"
+
+# Disaggregated and asynchronous modes run with pool allocations.
+for m in disaggregated drained inflight; do
+    "$EERL_BIN" sweep --model nemotron-super-49b --gpu h100 --mode $m --alloc 16/64 --size S \
+        --pairs 1830/810 --seeds 1 --updates 3-8 >"$tmp/m" 2>/dev/null
+    expect_rc 0 $? "mode $m"
+    expect_in "$tmp/m" "1830,810," "mode $m output"
+done
+
+# Bad input: message naming the value, exit status 2.
+bad() { # WHAT TEXT args...
+    local what=$1 text=$2
+    shift 2
+    "$EERL_BIN" "$@" >"$tmp/bo" 2>"$tmp/be"
+    expect_rc 2 $? "$what"
+    expect_in "$tmp/be" "$text" "$what message"
+}
+p=(--pairs 1800/1500)
+bad "unknown model" "unknown model 'llama'; valid models: qwen3-30b-a3b, nemotron-super-49b" \
+    sweep --model llama --gpu h100 --mode colocated --alloc 32 --size M "${p[@]}"
+bad "unknown gpu" "unknown GPU 'a100'; valid GPUs: h100, gb200, h200" \
+    sweep --model qwen3-30b-a3b --gpu a100 --mode colocated --alloc 32 --size M "${p[@]}"
+bad "unknown mode" "unknown mode 'async'; valid modes: colocated, disaggregated" \
+    sweep --model qwen3-30b-a3b --gpu h100 --mode async --alloc 32 --size M "${p[@]}"
+bad "unknown size" "unknown size 'XL'; valid sizes: S, M, L" \
+    sweep --model qwen3-30b-a3b --gpu h100 --mode colocated --alloc 32 --size XL "${p[@]}"
+bad "pools in colocated" "allocation '8/32' does not fit mode colocated" \
+    sweep --model qwen3-30b-a3b --gpu h100 --mode colocated --alloc 8/32 --size M "${p[@]}"
+bad "one count in drained" "allocation '32' does not fit mode drained" \
+    sweep --model qwen3-30b-a3b --gpu h100 --mode drained --alloc 32 --size M "${p[@]}"
+bad "malformed alloc" "--alloc '8/x' is malformed" \
+    sweep --model qwen3-30b-a3b --gpu h100 --mode drained --alloc 8/x --size M "${p[@]}"
+bad "unsupported clock" "1234 MHz is not a clock h100 supports" \
+    "${base[@]}" --pairs 1800/1500,1234/1200
+bad "malformed pairs" "pair 2 ('1800-1500') is malformed" \
+    "${base[@]}" --pairs Gov/Gov,1800-1500
+bad "trailing comma" "ends with a comma" "${base[@]}" --pairs 1800/1500,
+bad "zero seeds" "--seeds 0" "${base[@]}" "${p[@]}" --seeds 0
+bad "bad updates" "--updates '25-5' is malformed" "${base[@]}" "${p[@]}" --updates 25-5
+bad "missing pairs" "missing --pairs" "${base[@]}"
+bad "unknown option" "unknown option '--frobnicate'" "${base[@]}" "${p[@]}" --frobnicate x
+bad "bad params file" "no usable preset" "${base[@]}" "${p[@]}" --params /dev/null
+
+[ "$fails" -eq 0 ] && echo "test_cli_sweep: all passed"
+exit $((fails > 0))

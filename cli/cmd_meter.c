@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,6 +227,16 @@ static json_t *flags_json(unsigned flags)
     return arr;
 }
 
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
 struct report {
     char **argv;
     int status; /* waitpid status */
@@ -236,6 +247,8 @@ struct report {
     char (*uuids)[EERL_DEVICE_UUID_MAX];
     unsigned clock_req, clock_snapped;
     int observe_only;
+    double t0, t1; /* the window, CLOCK_MONOTONIC seconds (comparable with other readers) */
+    double cpu_s;  /* eerl's own CPU time (sampler included, the command excluded) */
 };
 
 static int print_json(FILE *out, const struct report *r)
@@ -257,6 +270,8 @@ static int print_json(FILE *out, const struct report *r)
     json_object_set_new(o, "duration_s", json_real(r->duration_s));
     json_object_set_new(o, "interval_ms", json_integer(r->interval_ms));
     json_object_set_new(o, "samples", json_integer((json_int_t)r->n_samples));
+    json_object_set_new(o, "window_monotonic_s", json_pack("[f,f]", r->t0, r->t1));
+    json_object_set_new(o, "meter_cpu_s", json_real(r->cpu_s));
     if (r->clock_req) {
         json_t *c = json_object();
 
@@ -334,6 +349,7 @@ int eerl_cmd_meter(int argc, char **argv)
     int exit_code = EERL_EXIT_FAIL, status = 0, r, handlers = 0;
     unsigned count = 0, snapped = 0;
     double t0 = 0, t1 = 0;
+    FILE *report_file = NULL;
     size_t i;
     pid_t pid;
 
@@ -406,6 +422,14 @@ int eerl_cmd_meter(int argc, char **argv)
             goto out;
         }
     }
+    if (o.output) { /* open it now: an unwritable path must not cost a whole run */
+        report_file = fopen(o.output, "w");
+        if (!report_file) {
+            eerl_cli_err(CMD, "cannot write the report to '%s': %s", o.output, strerror(errno));
+            exit_code = EERL_EXIT_USAGE;
+            goto out;
+        }
+    }
     if (got_signal) { /* interrupted during setup: do not start the command */
         exit_code = 128 + got_signal;
         goto out;
@@ -456,26 +480,26 @@ int eerl_cmd_meter(int argc, char **argv)
         goto out;
     }
     {
-        struct report rep = {o.argv,        status,
-                             t1 - t0,       (unsigned)o.interval_ms,
-                             rd->n_samples, rd,
-                             uuids,         (unsigned)o.clock_mhz,
-                             snapped,       o.observe_only};
-        FILE *out = stdout;
+        struct report rep = {o.argv,
+                             status,
+                             t1 - t0,
+                             (unsigned)o.interval_ms,
+                             rd->n_samples,
+                             rd,
+                             uuids,
+                             (unsigned)o.clock_mhz,
+                             snapped,
+                             o.observe_only,
+                             t0,
+                             t1,
+                             cpu_seconds()};
+        FILE *out = report_file ? report_file : stdout;
 
-        if (o.output) {
-            out = fopen(o.output, "w");
-            if (!out) {
-                eerl_cli_err(CMD, "cannot write the report to '%s': %s", o.output, strerror(errno));
-                if (exit_code == 0)
-                    exit_code = EERL_EXIT_FAIL;
-                goto out;
-            }
-        }
         if (o.json)
             print_json(out, &rep);
         else
             print_text(out, &rep);
+        report_file = NULL;
         if (out != stdout && fclose(out) != 0) {
             eerl_cli_err(CMD, "writing '%s': %s", o.output, strerror(errno));
             if (exit_code == 0)
@@ -485,6 +509,8 @@ int eerl_cmd_meter(int argc, char **argv)
         }
     }
 out:
+    if (report_file)
+        fclose(report_file);
     eerl_meter_free(m);
     eerl_actuator_free(act); /* restores, if not done yet */
     if (handlers) {

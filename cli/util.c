@@ -140,7 +140,7 @@ struct eerl_device *eerl_cli_open_devices(const char *cmd)
             eerl_cli_err(cmd, "%s", why);
         else
             eerl_cli_err(cmd, "%s%s%s", eerl_strerror(r), why[0] ? ": " : "", why);
-        if (r == EERL_ENODRIVER)
+        if (r == EERL_ENODRIVER && strstr(why, "not found"))
             fprintf(stderr, "  (set EERL_NVML_LIBRARY to the path of libnvidia-ml.so.1 if the "
                             "driver is installed somewhere unusual)\n");
         return NULL;

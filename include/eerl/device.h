@@ -17,7 +17,7 @@ typedef struct eerl_device eerl_device;
 
 #define EERL_DEVICE_NAME_MAX 96
 #define EERL_DEVICE_UUID_MAX 96
-/* More than any GPU reports (the H200 lists 106 SM clocks at its top memory clock). */
+/* More than any GPU reports (the H200 lists 110 SM clocks at its top memory clock). */
 #define EERL_DEVICE_CLOCKS_MAX 512
 
 /* Throttle reasons, bit for bit NVML's nvmlClocksEventReasons. */

@@ -33,12 +33,21 @@ def main():
     def read():
         return [pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in hs]
 
+    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+
+    def state():
+        # SM clock (MHz), power (mW) and throttle reasons of the first GPU: read-only queries.
+        h = hs[0]
+        return [pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                pynvml.nvmlDeviceGetPowerUsage(h), reasons(h)]
+
     series = []
     stop = threading.Event()
 
     def poll():
         while not stop.is_set():
-            series.append((time.monotonic(), read()))
+            series.append((time.monotonic(), read(), state()))
             time.sleep(a.poll_ms / 1000.0)
 
     th = threading.Thread(target=poll, daemon=True)
@@ -52,7 +61,10 @@ def main():
     res = {
         "gpus": gpus, "t0": t0, "t1": t1, "energy_mj_start": e0, "energy_mj_end": e1,
         "energy_j": [(y - x) / 1000.0 for x, y in zip(e0, e1)],
-        "series": [[t] + e for t, e in series], "rc": rc,
+        "series": [[t] + e for t, e, _ in series],
+        "state": [[t] + st for t, _, st in series], "state_columns": ["t", "sm_mhz", "power_mw",
+                                                                      "throttle_reasons"],
+        "rc": rc,
     }
     with open(a.out, "w") as f:
         json.dump(res, f)

@@ -13,6 +13,9 @@ import time
 import torch
 
 
+OUT = sys.stdout
+
+
 def phase(name, seconds, step):
     torch.cuda.synchronize()
     t0 = time.monotonic()
@@ -24,14 +27,18 @@ def phase(name, seconds, step):
             torch.cuda.synchronize()
     torch.cuda.synchronize()
     t1 = time.monotonic()
-    print(json.dumps({"phase": name, "t0": t0, "t1": t1, "steps": n}), flush=True)
+    print(json.dumps({"phase": name, "t0": t0, "t1": t1, "steps": n}), file=OUT, flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=15.0, help="seconds per busy phase")
     ap.add_argument("--idle", type=float, default=3.0, help="seconds of idle before and after")
+    ap.add_argument("--phases", help="append the phase lines to this file instead of stdout")
     args = ap.parse_args()
+    global OUT
+    if args.phases:
+        OUT = open(args.phases, "a")
     if not torch.cuda.is_available():
         sys.exit("workload.py: no CUDA device")
     dev = torch.device("cuda")

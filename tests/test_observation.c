@@ -98,6 +98,9 @@ static void test_non_finite_and_negative_values(void **state)
     expect_bad(EERL_MODE_COLOCATED, &o, "L = inf");
     o = good_sync(), o.longest_tokens = 800000;
     expect_bad(EERL_MODE_COLOCATED, &o, "exceeds the generated tokens");
+    /* In-flight trains on responses generated partly in earlier updates: allowed there. */
+    o.phase_time_s[EERL_PHASE_GEN] = 50;
+    assert_int_equal(eerl_obs_check(EERL_MODE_INFLIGHT, &o, 0.05, NULL, 0), 0);
     o = good_sync(), o.time_s = 0;
     expect_bad(EERL_MODE_COLOCATED, &o, "update time 0");
     o = good_sync(), o.time_s = -INFINITY;

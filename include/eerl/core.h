@@ -16,6 +16,9 @@
  *         r = eerl_ctl_observe(ctl, &obs, &s);          // EERL_EINVAL: obs refused, s unchanged
  *         n = eerl_ctl_events(ctl, evs, cap);           // why: one or more records per update
  *
+ * A handle is not thread-safe: use it from one thread at a time. Exact replay of a trace needs the
+ * same eerl version (the decisions are compared bit for bit).
+ *
  * docs/controller.md draws each state machine and names where each paper section lives. */
 #ifndef EERL_CORE_H
 #define EERL_CORE_H

@@ -118,12 +118,14 @@ static void test_disaggregated_waiting_pool_idle_clock(void **state)
     assert_int_equal(eerl_twin_set_clocks(t, 1980, 1980), 0);
     assert_int_equal(eerl_twin_step(t, &pr), 0);
     eerl_twin_free(t);
-    /* About the governor's time, but waiting at the idle clock instead of governor idle. */
-    assert_true(fabs(pr.duration / gv.duration - 1) < 0.01);
+    /* The governor's time plus two wake-ups from the idle clock (the H100's 1980 lock runs at
+     * the governor's sustained clock), but waiting at the idle clock instead of governor idle. */
+    assert_true(g->gov_mhz <= 1980 - g->droop_mhz);
+    assert_true(fabs(pr.duration - (gv.duration + 2 * g->switch_s)) < 1e-9 * gv.duration);
     ratio = (pr.phase_j[EERL_TWIN_PH_WAIT] / pr.phase_s[EERL_TWIN_PH_WAIT]) /
             (gv.phase_j[EERL_TWIN_PH_WAIT] / gv.phase_s[EERL_TWIN_PH_WAIT]);
     want = eerl__gpu_idle_w(g, g->idle_clock) / eerl__gpu_idle_w(g, g->fmax);
-    assert_true(fabs(ratio / want - 1) < 0.05);
+    assert_true(fabs(ratio / want - 1) < 0.02); /* wake-ups shift the GPU weighting a little */
     assert_true(pr.energy_j < gv.energy_j);
     eerl_twin_preset_free(p);
 }

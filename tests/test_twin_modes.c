@@ -14,6 +14,7 @@
 
 #include "eerl/device.h"
 #include "eerl/error.h"
+#include "eerl/meter.h"
 #include "eerl/twin.h"
 #include "twin/physics.h"
 #include "twin/presets.h"
@@ -248,6 +249,48 @@ static void test_device_energy_adds_up(void **state)
     eerl_twin_preset_free(p);
 }
 
+/* The real meter, unchanged, on the twin device in virtual time: per-update energies it reports
+ * match the twin's own accounting up to the counters' 100 ms steps. */
+static void test_meter_on_twin_device(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin *t = mk(p, EERL_TWIN_DISAGGREGATED, 2, 3, 'S', 8);
+    const unsigned gpus[5] = {0, 1, 2, 3, 4}, train_pool[3] = {2, 3, 4};
+    struct eerl_twin_update u;
+    eerl_meter_reading rd;
+    eerl_device *dev = NULL;
+    eerl_meter *m = NULL;
+    double next = 0, train_j;
+    unsigned k;
+
+    (void)state;
+    assert_int_equal(eerl_twin_device(t, &dev), 0);
+    assert_int_equal(eerl_meter_new(dev, gpus, 5, 200, &m), 0);
+    assert_int_equal(eerl_twin_set_clocks(t, 1500, 1200), 0);
+    for (k = 0; k < 3; k++) {
+        assert_int_equal(eerl_twin_step(t, &u), 0);
+        for (; next <= eerl_twin_now(t); next += 0.2) {
+            assert_int_equal(eerl_twin_observe_at(t, next), 0);
+            assert_int_equal(eerl_meter_tick(m, next), 0);
+        }
+        if (k == 0)
+            continue;
+        assert_int_equal(eerl_meter_energy(m, u.t_start, u.t_start + u.duration - 0.5, &rd), 0);
+        /* Less the last 0.5 s (not sampled yet), plus 100 ms steps at both ends. */
+        assert_true(fabs(rd.total_joules - u.energy_j) < 0.5 * 5 * 700 + 2 * 0.3 * 5 * 700);
+        assert_true(rd.total_joules > 0.9 * u.energy_j);
+        assert_int_equal(
+            eerl_meter_energy_gpus(m, u.t_start, u.t_start + u.duration - 0.5, train_pool, 3, &rd),
+            0);
+        train_j = u.phase_j[EERL_TWIN_PH_LOGPROB] + u.phase_j[EERL_TWIN_PH_TRAIN];
+        assert_true(rd.total_joules > train_j); /* training pool: its work plus its waits */
+    }
+    eerl_meter_free(m);
+    eerl_device_free(dev);
+    eerl_twin_free(t);
+    eerl_twin_preset_free(p);
+}
+
 static void test_expected_agrees_with_sampled_runs(void **state)
 {
     eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
@@ -289,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_inflight_requests_cross_clock_change),
         cmocka_unit_test(test_twin_device_counters),
         cmocka_unit_test(test_device_energy_adds_up),
+        cmocka_unit_test(test_meter_on_twin_device),
         cmocka_unit_test(test_expected_agrees_with_sampled_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

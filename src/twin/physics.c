@@ -2,7 +2,8 @@
  *   W * (b + (1 - b) * h(f) / h(fmax)),  h(f) = (1 + (r fmax / f)^k)^(1/k),  k = 3,
  * a smooth roofline max(memory time, compute time): memory-bound work (r << 1) barely slows
  * until compute time overtakes it at low clocks, compute-bound work (r >= 1) slows ~ 1/f.
- * Power: static + (idle_dyn + pw) * V(f)^2 f / fmax, V linear in f above f_knee. */
+ * Power: static + pm + (idle_dyn + pw) * V(f)^2 f / fmax, V linear in f above f_knee; pm is
+ * the part of an active phase's draw that does not follow the SM clock (HBM and I/O traffic). */
 #include <math.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ double eerl__gpu_idle_w(const struct eerl__gpu *g, double f)
 
 double eerl__gpu_active_w(const struct eerl__gpu *g, const struct eerl__phase_phys *ph, double f)
 {
-    return g->p_static_w + (g->p_idle_dyn_w + ph->pw) * eerl__gpu_dyn(g, f);
+    return g->p_static_w + ph->pm + (g->p_idle_dyn_w + ph->pw) * eerl__gpu_dyn(g, f);
 }
 
 double eerl__gpu_eff_clock(const struct eerl__gpu *g, const struct eerl__phase_phys *ph,

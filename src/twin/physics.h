@@ -32,6 +32,7 @@ struct eerl__phase_phys {
     double b;  /* clock-insensitive fraction of the phase time at fmax (communication, host) */
     double r;  /* compute-to-memory time ratio at fmax of the rest (roofline) */
     double pw; /* dynamic power of the phase at fmax and nominal voltage, W */
+    double pm; /* clock-independent active power (memory and I/O traffic), W */
 };
 
 /* Relative dynamic power V(f)^2 f / (V(fmax)^2 fmax). */

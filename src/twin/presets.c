@@ -139,6 +139,9 @@ static int parse_phase(json_t *o, struct eerl__phase_phys *ph, int with_roof)
         ph->r = 0;
     }
     NUM(o, "pw", 0, 5000, ph->pw);
+    ph->pm = 0; /* optional: files before it was introduced have none */
+    if (json_object_get(o, "pm"))
+        NUM(o, "pm", 0, 5000, ph->pm);
     return 0;
 fail:
     return EERL_EPARSE;

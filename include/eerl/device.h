@@ -68,6 +68,11 @@ EERL_EXPORT int eerl_device_energy_mj(eerl_device *dev, unsigned gpu, uint64_t *
 /* Power draw in milliwatts (NVML's averaged reading). */
 EERL_EXPORT int eerl_device_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
 
+/* Instantaneous power draw in milliwatts (NVML's NVML_FI_DEV_POWER_INSTANT field: on Ampere and
+ * newer eerl_device_power_mw is a 1 s average). EERL_ENOTSUP where the backend or driver has none:
+ * use eerl_device_power_mw then. */
+EERL_EXPORT int eerl_device_power_instant_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
+
 /* Current throttle reasons (EERL_THROTTLE_* bits); EERL_ENOTSUP where the driver has none. */
 EERL_EXPORT int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask);
 

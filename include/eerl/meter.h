@@ -1,12 +1,20 @@
-/* The energy meter: samples the energy counters (and power) of a set of GPUs and answers "how
+/* The energy meter: samples the power and energy counters of a set of GPUs and answers "how
  * much energy did these GPUs use between time A and time B", per GPU, per pool and in total.
  *
- * Sampling has one entry point, eerl_meter_tick(m, now): it reads every GPU once and stores a
- * sample at time `now`. A simulation calls it in virtual time; eerl_meter_start() runs a thread
- * that calls it every interval in real time. Between samples the cumulative energy of each GPU is
- * interpolated linearly, so a mark that falls between two samples is exact when the power is
- * constant between them. Anomalies (counter reset or stuck, counter unsupported, GPU lost, a
- * failed read, an interval outside the sampled range) never fail a query: they are handled as
+ * Two rates. Every tick reads power (cheap: microseconds per GPU); the energy counter (4 ms of CPU
+ * per GPU and read on an H200) is read only every "energy interval" and at every mark. Between two
+ * counter readings the counter's energy is shared out in proportion to the integrated power
+ * samples, so energy between two marks is the counter's, and a time between counter readings gets
+ * its share by the power's shape. docs/meter.md has the figures and the trade-off.
+ *
+ * Sampling entry points: eerl_meter_tick(m, now) reads power and, when the energy interval is
+ * due, the counters, and stores a sample at time `now`; eerl_meter_tick_energy(m, now) always
+ * reads the counters (a mark in virtual time); eerl_meter_mark(m, &now) does that at the meter's
+ * clock (a phase boundary in real time). A simulation ticks in virtual time; eerl_meter_start()
+ * runs a thread that ticks every interval in real time. Between samples the cumulative energy of
+ * each GPU is interpolated linearly, so a mark that falls between two samples is exact when the
+ * power is constant between them. Anomalies (counter reset or stuck, counter unsupported, GPU lost,
+ * a failed read, an interval outside the sampled range) never fail a query: they are handled as
  * docs/meter.md describes and reported in the reading's flags.
  *
  * Ownership: the meter borrows the device handle (the caller keeps it open until
@@ -32,6 +40,14 @@ typedef struct eerl_meter eerl_meter;
 #define EERL_METER_GPUS_MAX 64
 /* Sampling interval when 0 is given. */
 #define EERL_METER_DEFAULT_INTERVAL_MS 200u
+/* eerl_meter_set_energy_interval(m, EERL_METER_ENERGY_AUTO), the default: the counters are read
+ * every EERL_METER_ENERGY_MIN_S at least, and less often when reading them costs more CPU than
+ * EERL_METER_ENERGY_CPU_BUDGET of one core (measured on the meter's own reads), up to
+ * EERL_METER_ENERGY_MAX_S. On the H200 (4 ms a read) that is ~8 s per GPU metered. */
+#define EERL_METER_ENERGY_AUTO (-1.0)
+#define EERL_METER_ENERGY_MIN_S 2.0
+#define EERL_METER_ENERGY_MAX_S 120.0
+#define EERL_METER_ENERGY_CPU_BUDGET 0.0005
 
 /* Reading flags, per GPU and OR-ed over the reading. Each says something about how the energy of
  * the interval was obtained; a reading with no flags came from the energy counter alone. */
@@ -77,14 +93,34 @@ EERL_EXPORT int eerl_meter_set_history(eerl_meter *m, double seconds);
  * eerl_clock_monotonic). The thread always waits in real time. Only while the thread is stopped. */
 EERL_EXPORT int eerl_meter_set_clock(eerl_meter *m, eerl_clock_fn clock, void *clock_ctx);
 
-/* Reads every GPU once and stores the sample at now_s. Times must not decrease (EERL_EINVAL);
- * a tick at the same time as the last sample is ignored. Per-GPU read failures do not fail the
- * tick: they are recorded and show up in the flags of readings. */
+/* How often ticks read the energy counters: every `seconds` (the first tick at or after the last
+ * counter reading + seconds - half a sampling interval), 0 for every tick, or
+ * EERL_METER_ENERGY_AUTO (the default; see above). Marks always read them, and restart the
+ * count. Anything else (negative, NaN, infinite): EERL_EINVAL. Any time. */
+EERL_EXPORT int eerl_meter_set_energy_interval(eerl_meter *m, double seconds);
+
+/* The energy interval in force now, in seconds (in auto mode: what the measured read cost gives
+ * so far; EERL_METER_ENERGY_MIN_S before the first counter reading). */
+EERL_EXPORT int eerl_meter_energy_interval(eerl_meter *m, double *ret_seconds);
+
+/* Reads every GPU's power, and the energy counters when the energy interval is due, and stores
+ * the sample at now_s. Times must not decrease (EERL_EINVAL); a tick at the same time as the last
+ * sample is ignored. Per-GPU read failures do not fail the tick: they are recorded and show up in
+ * the flags of readings. */
 EERL_EXPORT int eerl_meter_tick(eerl_meter *m, double now_s);
 
-/* eerl_meter_tick at the meter's clock, read under the tick lock, so ticks from several threads
- * (the sampler and a caller marking a phase boundary) are always in order. ret_now_s (may be
- * NULL) receives the time used. */
+/* A mark in virtual time: like eerl_meter_tick, but the energy counters are always read, so the
+ * energy up to now_s is the counter's. At the time of the last sample (which read only power),
+ * it reads the counters for that sample. */
+EERL_EXPORT int eerl_meter_tick_energy(eerl_meter *m, double now_s);
+
+/* A mark in real time, for phase boundaries: eerl_meter_tick_energy at the meter's clock, read
+ * under the tick lock, so ticks from several threads (the sampler and a caller marking a phase
+ * boundary) are always in order. ret_now_s (may be NULL) receives the time used: pass it to the
+ * queries. Costs one counter read per GPU (4 ms each on an H200). */
+EERL_EXPORT int eerl_meter_mark(eerl_meter *m, double *ret_now_s);
+
+/* The same as eerl_meter_mark (its older name; it always reads the counters). */
 EERL_EXPORT int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s);
 
 /* Starts the sampler thread (EERL_ESTATE if it runs). It ticks at once, then every interval on

@@ -141,6 +141,15 @@ int eerl_device_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
     EERL__GPU_CALL(dev, gpu, dev->ops->power_mw(dev, gpu, ret_mw));
 }
 
+int eerl_device_power_instant_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+{
+    if (!ret_mw)
+        return EERL_EINVAL;
+    if (dev && !dev->ops->power_instant_mw)
+        return EERL_ENOTSUP;
+    EERL__GPU_CALL(dev, gpu, dev->ops->power_instant_mw(dev, gpu, ret_mw));
+}
+
 int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask)
 {
     if (!ret_mask)

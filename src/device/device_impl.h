@@ -26,6 +26,9 @@ struct eerl__device_ops {
     int (*lock_sm_clocks)(eerl_device *dev, unsigned gpu, unsigned min_mhz, unsigned max_mhz);
     int (*reset_sm_clocks)(eerl_device *dev, unsigned gpu);
     void (*free)(void *impl);
+    /* Instantaneous power (not averaged), mW; may be NULL (eerl_device_power_instant_mw then
+     * says EERL_ENOTSUP). Last, so backends that initialise by name leave it NULL. */
+    int (*power_instant_mw)(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
 };
 
 /* Wraps a backend. On success the device owns impl; on failure the caller still does. */

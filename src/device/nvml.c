@@ -58,6 +58,26 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 
 #define NVML_CLOCK_SM 1 /* nvmlClockType_t */
 
+/* nvmlDeviceGetFieldValues: nvmlFieldValue_t as nvml.h documents it (40 bytes). */
+#define NVML_FI_DEV_POWER_INSTANT 186 /* current power in mW, not averaged */
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId; /* for power fields, nvmlPowerScopeType_t: 0 = the GPU */
+    long long timestamp;
+    long long latencyUsec;
+    int valueType; /* nvmlValueType_t */
+    nvmlReturn_t nvmlReturn;
+    union {
+        double dVal;               /* NVML_VALUE_TYPE_DOUBLE 0 */
+        unsigned int uiVal;        /* UNSIGNED_INT 1 */
+        unsigned long ulVal;       /* UNSIGNED_LONG 2 */
+        unsigned long long ullVal; /* UNSIGNED_LONG_LONG 3 */
+        signed long long sllVal;   /* SIGNED_LONG_LONG 4 */
+        int siVal;                 /* SIGNED_INT 5 */
+        unsigned short usVal;      /* UNSIGNED_SHORT 6 */
+    } value;
+} nvmlFieldValue_t;
+
 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE and NVML_DEVICE_UUID_V2_BUFFER_SIZE are 96. */
 #define NVML_STRING_BUFFER 96
 #define NVML_MAX_MEM_CLOCKS 64
@@ -78,6 +98,7 @@ struct nvml_fns {
     nvmlReturn_t (*get_reasons)(nvmlDevice_t, unsigned long long *);
     nvmlReturn_t (*lock)(nvmlDevice_t, unsigned int, unsigned int);
     nvmlReturn_t (*reset)(nvmlDevice_t);
+    nvmlReturn_t (*get_field_values)(nvmlDevice_t, int, nvmlFieldValue_t *);
 };
 
 /* One row per function pointer: the names to try in order, and whether open needs it. */
@@ -107,6 +128,7 @@ static const struct sym syms[] = {
      0},
     {FN(lock), {"nvmlDeviceSetGpuLockedClocks", NULL}, 0},
     {FN(reset), {"nvmlDeviceResetGpuLockedClocks", NULL}, 0},
+    {FN(get_field_values), {"nvmlDeviceGetFieldValues", NULL}, 0},
 };
 #undef FN
 
@@ -135,7 +157,8 @@ enum {
     S_GR_CLOCKS,
     S_REASONS,
     S_LOCK,
-    S_RESET
+    S_RESET,
+    S_FIELD_VALUES
 };
 
 /* NVML status -> eerl code. Anything not listed is EERL_ENVML, with NVML's text in the detail. */
@@ -384,6 +407,63 @@ static int op_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
     return 0;
 }
 
+/* One field through nvmlDeviceGetFieldValues: the call costs microseconds where
+ * nvmlDeviceGetPowerUsage's 1 s average would blur the meter's power samples (docs/meter.md). */
+static int op_power_instant_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+{
+    struct nvml *nv = eerl__device_impl(dev);
+    nvmlFieldValue_t fv;
+    nvmlDevice_t h;
+    nvmlReturn_t r;
+    double v;
+    int e;
+
+    if (!nv->f.get_field_values)
+        return missing(dev, S_FIELD_VALUES, gpu);
+    e = handle(dev, gpu, &h);
+    if (e < 0)
+        return e;
+    memset(&fv, 0, sizeof(fv));
+    fv.fieldId = NVML_FI_DEV_POWER_INSTANT;
+    r = nv->f.get_field_values(h, 1, &fv);
+    if (r == NVML_SUCCESS)
+        r = fv.nvmlReturn;
+    if (r != NVML_SUCCESS)
+        return nv_fail(dev, S_FIELD_VALUES, gpu, ", NVML_FI_DEV_POWER_INSTANT", r);
+    switch (fv.valueType) {
+    case 0:
+        v = fv.value.dVal;
+        break;
+    case 1:
+        v = fv.value.uiVal;
+        break;
+    case 2:
+        v = (double)fv.value.ulVal;
+        break;
+    case 3:
+        v = (double)fv.value.ullVal;
+        break;
+    case 4:
+        v = (double)fv.value.sllVal;
+        break;
+    case 5:
+        v = fv.value.siVal;
+        break;
+    case 6:
+        v = fv.value.usVal;
+        break;
+    default:
+        v = -1;
+    }
+    if (!(v >= 0 && v <= 4e9))
+        return eerl__device_fail(dev, EERL_ENVML,
+                                 "%s (gpu %u, NVML_FI_DEV_POWER_INSTANT): value type %d, value "
+                                 "out of range",
+                                 nv->used[S_FIELD_VALUES], gpu, fv.valueType);
+    *ret_mw = (unsigned)v;
+    return 0;
+}
+
 static int op_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask)
 {
     struct nvml *nv = eerl__device_impl(dev);
@@ -474,6 +554,7 @@ static const struct eerl__device_ops nvml_ops = {
     .lock_sm_clocks = op_lock_sm_clocks,
     .reset_sm_clocks = op_reset_sm_clocks,
     .free = op_free,
+    .power_instant_mw = op_power_instant_mw,
 };
 
 static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

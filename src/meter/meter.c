@@ -7,11 +7,16 @@
  * a stuck counter or a missing counter cannot make it jump or go backwards. The energy between two
  * marks is acc(t1) - acc(t0), with acc interpolated linearly between samples.
  *
+ * Two rates: every tick reads power (instantaneous where the backend has it), the counters are
+ * read only on "energy ticks" (every energy interval, and at marks), because on real drivers a
+ * counter read costs a thousand times a power read.
+ *
  * Per GPU, the "anchor" is the last sample whose acc is settled (backed by a good reading). When
- * a reading cannot settle the sample (the counter has not moved yet, or a read failed), the sample
- * is pending: it gets a provisional acc (the anchor's plus integrated power, when power is known)
- * and is rewritten when the next good reading settles the stretch: linearly in time when the
- * counter gives the stretch's energy, or by integrated power when the counter turns out stuck.
+ * a tick cannot settle the sample (a power-only tick, the counter has not moved yet, or a read
+ * failed), the sample is pending: it gets a provisional acc (the anchor's plus integrated power,
+ * when power is known) and is rewritten when the next good reading settles the stretch: the
+ * counter's energy shared out in proportion to integrated power (linearly in time when there is
+ * no power or it integrates to 0), or integrated power itself when the counter turns out stuck.
  * Locks: tick_lock serializes ticks (device reads included); lock guards the ring. Order:
  * tick_lock, then lock. run_lock + run_cond control the sampler thread. */
 #include <errno.h>
@@ -41,6 +46,8 @@ struct sample_gpu {
 struct gpu_state {
     unsigned idx;
     int energy_supported; /* -1 not known yet, 0 no (power integration), 1 yes */
+    int power_instant;    /* -1 not known yet, 0 no (averaged power), 1 yes */
+    int want_energy;      /* the last counter read failed: read again at the next tick */
     int lost;
     int stuck;
     int have_counter; /* anchor_counter is valid */
@@ -64,6 +71,13 @@ struct eerl_meter {
 
     eerl_clock_fn clock;
     void *clock_ctx;
+
+    /* Energy ticks; under tick_lock. */
+    double energy_interval; /* seconds; 0 every tick; EERL_METER_ENERGY_AUTO */
+    double read_cost_s;     /* auto: CPU seconds of one energy tick's counter reads (average) */
+    double last_energy_t;   /* time of the last energy tick */
+    int have_energy_t;
+    int last_was_energy; /* the newest sample is an energy tick */
 
     pthread_mutex_t lock;
     pthread_mutex_t tick_lock;
@@ -153,6 +167,7 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     m->n = n_gpus;
     m->interval_ms = interval_ms;
     m->clock = eerl_clock_monotonic;
+    m->energy_interval = EERL_METER_ENERGY_AUTO;
     m->gs = calloc(n_gpus, sizeof(*m->gs));
     if (!m->gs) {
         r = EERL_ENOMEM;
@@ -161,6 +176,7 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     for (i = 0; i < n_gpus; i++) {
         m->gs[i].idx = gpus[i];
         m->gs[i].energy_supported = -1;
+        m->gs[i].power_instant = -1;
     }
     r = alloc_ring(m, history_cap(DEFAULT_HISTORY_S, interval_ms));
     if (r < 0)
@@ -238,11 +254,47 @@ int eerl_meter_set_clock(eerl_meter *m, eerl_clock_fn clock, void *clock_ctx)
     return r;
 }
 
+int eerl_meter_set_energy_interval(eerl_meter *m, double seconds)
+{
+    if (!m || !isfinite(seconds) || (seconds < 0 && seconds != EERL_METER_ENERGY_AUTO))
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->tick_lock);
+    m->energy_interval = seconds;
+    pthread_mutex_unlock(&m->tick_lock);
+    return 0;
+}
+
+/* Under tick_lock. */
+static double energy_interval_locked(const eerl_meter *m)
+{
+    double e;
+
+    if (m->energy_interval != EERL_METER_ENERGY_AUTO)
+        return m->energy_interval;
+    e = m->read_cost_s / EERL_METER_ENERGY_CPU_BUDGET;
+    if (!(e >= EERL_METER_ENERGY_MIN_S))
+        e = EERL_METER_ENERGY_MIN_S;
+    if (e > EERL_METER_ENERGY_MAX_S)
+        e = EERL_METER_ENERGY_MAX_S;
+    return e;
+}
+
+int eerl_meter_energy_interval(eerl_meter *m, double *ret_seconds)
+{
+    if (!m || !ret_seconds)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->tick_lock);
+    *ret_seconds = energy_interval_locked(m);
+    pthread_mutex_unlock(&m->tick_lock);
+    return 0;
+}
+
 /* ---- sampling ---------------------------------------------------------------------------- */
 
 /* What one tick read from one GPU. */
 struct read {
-    int energy_r; /* 0, or the error of the energy read (not attempted: EERL_ENOTSUP) */
+    int energy_read; /* the counter was read this tick (else energy_r is EERL_ENOTSUP) */
+    int energy_r;    /* 0, or the error of the energy read (not attempted: EERL_ENOTSUP) */
     uint64_t mj;
     int power_r;
     unsigned mw;
@@ -287,20 +339,22 @@ static int power_integral(eerl_meter *m, size_t gi, uint64_t a, uint64_t b, doub
 }
 
 /* Settles GPU gi at the newest sample k with acc(k) = acc(anchor) + e_j, rewriting the pending
- * samples between: by cum (integrated power) when given, else linearly in time. flags go on every
- * sample of the stretch. */
+ * samples between: e_j shared out in proportion to cum (integrated power) when given and
+ * positive, else linearly in time. When e_j is the integrated power itself, that is cum. flags go
+ * on every sample of the stretch. */
 static void settle(eerl_meter *m, size_t gi, uint64_t k, double e_j, const double *cum,
                    unsigned flags)
 {
     struct gpu_state *g = &m->gs[gi];
     uint64_t a = g->anchor_seq, s, lo = oldest_seq(m);
     double acc_a = sgat(m, a, gi)->acc, ta = tat(m, a), tk = tat(m, k);
+    double total = cum ? cum[k - a] : 0;
 
     for (s = a + 1; s < k; s++) {
         if (s < lo)
             continue;
-        if (cum)
-            sgat(m, s, gi)->acc = acc_a + cum[s - a];
+        if (total > 0)
+            sgat(m, s, gi)->acc = acc_a + e_j * (cum[s - a] / total);
         else
             sgat(m, s, gi)->acc = acc_a + (tk > ta ? e_j * (tat(m, s) - ta) / (tk - ta) : 0);
         sgat(m, s, gi)->flags |= flags;
@@ -323,7 +377,10 @@ static void pend(eerl_meter *m, size_t gi, uint64_t k, const double *cum, int ha
     sgat(m, k, gi)->flags |= g->pend_flags;
 }
 
-static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *rd, double *cum)
+/* Brings GPU gi's bookkeeping up to sample k with what the tick read. redo: sample k is already
+ * stored (a power-only tick, still pending) and rd adds its counter reading; its power stays. */
+static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *rd, double *cum,
+                       int redo)
 {
     struct gpu_state *g = &m->gs[gi];
     struct sample_gpu *cur = sgat(m, k, gi);
@@ -331,9 +388,20 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
     int have_cum;
     double e_pow, dt_pend;
 
-    cur->power_w = rd->power_r == 0 ? rd->mw / 1000.0 : -1.0;
-    cur->flags = 0;
+    if (!redo) {
+        cur->power_w = rd->power_r == 0 ? rd->mw / 1000.0 : -1.0;
+        cur->flags = 0;
+    }
     if (g->lost || rd->energy_r == EERL_EGPULOST || rd->power_r == EERL_EGPULOST) {
+        if (!g->lost && k > 0) {
+            /* Samples since the last counter reading keep their integrated power: say so. */
+            uint64_t s, lo = oldest_seq(m);
+
+            for (s = a + 1; s < k; s++)
+                if (s >= lo)
+                    sgat(m, s, gi)->flags |= EERL_METER_POWER;
+            g->anchor_seq = k - 1;
+        }
         g->lost = 1;
         cur->power_w = -1.0;
         cur->acc = k > 0 ? sgat(m, k - 1, gi)->acc : 0;
@@ -366,6 +434,10 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
             pend(m, gi, k, cum, have_cum, EERL_METER_MISSED | EERL_METER_POWER);
         return;
     }
+    if (!rd->energy_read) { /* a power-only tick: the next counter reading settles it */
+        pend(m, gi, k, cum, have_cum, g->stuck ? EERL_METER_STUCK | EERL_METER_POWER : 0);
+        return;
+    }
     if (rd->energy_r != 0) { /* a failed read: wait for the next good one */
         pend(m, gi, k, cum, have_cum, EERL_METER_MISSED);
         return;
@@ -387,10 +459,7 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
         g->stuck = 0;
         if (have_cum && e_pow > e_ctr)
             fl |= EERL_METER_POWER;
-        if (fl & EERL_METER_POWER)
-            settle(m, gi, k, e_pow, cum, fl);
-        else
-            settle(m, gi, k, e_ctr, NULL, fl);
+        settle(m, gi, k, (fl & EERL_METER_POWER) ? e_pow : e_ctr, have_cum ? cum : NULL, fl);
         return;
     }
     if (rd->mj > g->anchor_counter) {
@@ -404,7 +473,7 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
             settle(m, gi, k, have_cum ? e_pow : e_ctr, have_cum ? cum : NULL,
                    EERL_METER_STUCK | EERL_METER_POWER);
         } else {
-            settle(m, gi, k, e_ctr, NULL, 0);
+            settle(m, gi, k, e_ctr, have_cum ? cum : NULL, 0);
         }
         return;
     }
@@ -421,11 +490,92 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
     pend(m, gi, k, cum, have_cum, 0); /* normal between NVML's ~100 ms updates */
 }
 
-static int tick_locked(eerl_meter *m, double now_s)
+static double thread_cpu(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Reads GPU i's counter into rd (not for lost GPUs or ones known to have no counter). */
+static void read_energy(eerl_meter *m, size_t i, struct read *rd)
+{
+    struct gpu_state *g = &m->gs[i];
+
+    rd->energy_read = 1;
+    rd->energy_r = eerl_device_energy_mj(m->dev, g->idx, &rd->mj);
+    if (rd->energy_r == EERL_ENOTSUP)
+        g->energy_supported = 0;
+    else if (rd->energy_r == 0)
+        g->energy_supported = 1;
+    /* A failed read is tried again at the next tick rather than an energy interval later. */
+    g->want_energy = rd->energy_r != 0 && rd->energy_r != EERL_ENOTSUP;
+}
+
+/* Power, instantaneous where the backend has it, else averaged. */
+static int read_power(eerl_meter *m, struct gpu_state *g, unsigned *mw)
+{
+    int r;
+
+    if (g->power_instant != 0) {
+        r = eerl_device_power_instant_mw(m->dev, g->idx, mw);
+        if (r != EERL_ENOTSUP) {
+            if (r == 0)
+                g->power_instant = 1;
+            return r;
+        }
+        g->power_instant = 0;
+    }
+    return eerl_device_power_mw(m->dev, g->idx, mw);
+}
+
+/* Folds one energy tick's CPU cost into the auto interval's estimate. */
+static void note_read_cost(eerl_meter *m, double cpu_s)
+{
+    if (!(cpu_s >= 0))
+        return;
+    m->read_cost_s = m->read_cost_s > 0 ? 0.75 * m->read_cost_s + 0.25 * cpu_s : cpu_s;
+}
+
+/* A forced energy tick at the time of the newest sample, which read only power: read the
+ * counters and settle that sample with them. */
+static void upgrade_last_locked(eerl_meter *m)
 {
     struct read rd[EERL_METER_GPUS_MAX];
+    int todo[EERL_METER_GPUS_MAX];
+    uint64_t k = m->count - 1;
+    double c0 = thread_cpu();
+    size_t i;
+
+    for (i = 0; i < m->n; i++) {
+        struct gpu_state *g = &m->gs[i];
+
+        memset(&rd[i], 0, sizeof(rd[i]));
+        todo[i] = !g->lost && g->energy_supported != 0 && g->anchor_seq != k;
+        if (!todo[i])
+            continue;
+        read_energy(m, i, &rd[i]);
+        rd[i].power_r = rd[i].energy_r == EERL_EGPULOST ? EERL_EGPULOST : 0;
+        rd[i].mw = 0; /* unused: redo keeps the sample's power */
+    }
+    note_read_cost(m, thread_cpu() - c0);
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->n; i++)
+        if (todo[i])
+            update_gpu(m, i, k, &rd[i], m->cum, 1);
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* force: read the counters whatever the energy interval says. */
+static int tick_locked(eerl_meter *m, double now_s, int force)
+{
+    struct read rd[EERL_METER_GPUS_MAX];
+    double read_cpu = 0;
     uint64_t k;
     size_t i;
+    int energy;
 
     if (!isfinite(now_s))
         return EERL_EINVAL;
@@ -434,9 +584,18 @@ static int tick_locked(eerl_meter *m, double now_s)
         double last = tat(m, m->count - 1);
         if (now_s < last)
             return EERL_EINVAL;
-        if (now_s == last)
+        if (now_s == last) {
+            if (force && !m->last_was_energy) {
+                upgrade_last_locked(m);
+                m->last_was_energy = 1;
+                m->last_energy_t = now_s;
+                m->have_energy_t = 1;
+            }
             return 0;
+        }
     }
+    energy = force || !m->have_energy_t ||
+             now_s - m->last_energy_t >= energy_interval_locked(m) - 0.5 * m->interval_ms / 1000.0;
     for (i = 0; i < m->n; i++) {
         struct gpu_state *g = &m->gs[i];
 
@@ -445,24 +604,29 @@ static int tick_locked(eerl_meter *m, double now_s)
         rd[i].power_r = EERL_ENOTSUP;
         if (g->lost)
             continue;
-        if (g->energy_supported != 0) {
-            rd[i].energy_r = eerl_device_energy_mj(m->dev, g->idx, &rd[i].mj);
-            if (rd[i].energy_r == EERL_ENOTSUP)
-                g->energy_supported = 0;
-            else if (rd[i].energy_r == 0)
-                g->energy_supported = 1;
+        if (g->energy_supported != 0 && (energy || g->want_energy)) {
+            double c0 = thread_cpu();
+
+            read_energy(m, i, &rd[i]);
+            read_cpu += thread_cpu() - c0;
         }
-        rd[i].power_r = eerl_device_power_mw(m->dev, g->idx, &rd[i].mw);
+        rd[i].power_r = read_power(m, g, &rd[i].mw);
         if (rd[i].energy_r == EERL_EGPULOST)
             rd[i].power_r = EERL_EGPULOST;
     }
+    if (energy) {
+        note_read_cost(m, read_cpu);
+        m->last_energy_t = now_s;
+        m->have_energy_t = 1;
+    }
+    m->last_was_energy = energy;
 
     pthread_mutex_lock(&m->lock);
     k = m->count;
     m->t[k % m->cap] = now_s;
     m->count++;
     for (i = 0; i < m->n; i++)
-        update_gpu(m, i, k, &rd[i], m->cum);
+        update_gpu(m, i, k, &rd[i], m->cum, 0);
     pthread_mutex_unlock(&m->lock);
     return 0;
 }
@@ -474,12 +638,25 @@ int eerl_meter_tick(eerl_meter *m, double now_s)
     if (!m)
         return EERL_EINVAL;
     pthread_mutex_lock(&m->tick_lock);
-    r = tick_locked(m, now_s);
+    r = tick_locked(m, now_s, 0);
     pthread_mutex_unlock(&m->tick_lock);
     return r;
 }
 
-int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s)
+int eerl_meter_tick_energy(eerl_meter *m, double now_s)
+{
+    int r;
+
+    if (!m)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->tick_lock);
+    r = tick_locked(m, now_s, 1);
+    pthread_mutex_unlock(&m->tick_lock);
+    return r;
+}
+
+/* A tick at the meter's clock, read under the tick lock. */
+static int tick_clock(eerl_meter *m, int force, double *ret_now_s)
 {
     double now;
     int r;
@@ -488,11 +665,21 @@ int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s)
         return EERL_EINVAL;
     pthread_mutex_lock(&m->tick_lock);
     now = m->clock(m->clock_ctx);
-    r = tick_locked(m, now);
+    r = tick_locked(m, now, force);
     pthread_mutex_unlock(&m->tick_lock);
     if (r == 0 && ret_now_s)
         *ret_now_s = now;
     return r;
+}
+
+int eerl_meter_mark(eerl_meter *m, double *ret_now_s)
+{
+    return tick_clock(m, 1, ret_now_s);
+}
+
+int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s)
+{
+    return tick_clock(m, 1, ret_now_s);
 }
 
 /* ---- sampler thread ---------------------------------------------------------------------- */
@@ -525,7 +712,7 @@ static void *sampler_main(void *arg)
         pthread_mutex_unlock(&m->run_lock);
         /* Errors here are programming errors (time going back, no memory); the next tick tries
          * again, and per-GPU failures are in the samples' flags. */
-        (void)eerl_meter_tick_now(m, NULL);
+        (void)tick_clock(m, 0, NULL);
         pthread_mutex_lock(&m->run_lock);
         next += period;
         now = eerl_clock_monotonic(NULL);

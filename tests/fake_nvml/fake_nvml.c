@@ -66,6 +66,27 @@ typedef int nvmlClockType_t;
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
+/* nvmlDeviceGetFieldValues (nvml.h's nvmlFieldValue_t) and the two fields the stand-in knows. */
+#define NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION 83
+#define NVML_FI_DEV_POWER_INSTANT 186
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+#define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    int valueType;
+    nvmlReturn_t nvmlReturn;
+    union {
+        double dVal;
+        unsigned int uiVal;
+        unsigned long ulVal;
+        unsigned long long ullVal;
+        signed long long sllVal;
+    } value;
+} nvmlFieldValue_t;
+
 struct nvmlDevice_st {
     unsigned index;
 };
@@ -119,6 +140,13 @@ static struct state S;
 static struct nvmlDevice_st handles[FAKE_MAX_GPUS];
 /* Text for NVML_ERROR_UNKNOWN after nvmlInit failed on the state file ("" otherwise). */
 static char init_error[1024];
+/* Calls per device function since the first nvmlInit (tests read them with
+ * fake_nvml_call_count, to check how often eerl reads what). */
+#define FAKE_MAX_COUNTED 32
+static struct {
+    char fn[64];
+    unsigned long n;
+} calls[FAKE_MAX_COUNTED];
 
 static void state_free(struct state *s)
 {
@@ -710,6 +738,20 @@ static int take_fault(const char *fn, int gpu)
     return 0;
 }
 
+static void count_call(const char *fn)
+{
+    size_t i;
+
+    for (i = 0; i < FAKE_MAX_COUNTED && calls[i].fn[0]; i++)
+        if (!strcmp(calls[i].fn, fn))
+            break;
+    if (i == FAKE_MAX_COUNTED)
+        return;
+    if (!calls[i].fn[0])
+        snprintf(calls[i].fn, sizeof(calls[i].fn), "%s", fn);
+    calls[i].n++;
+}
+
 /* Common entry of every device call: locks, refreshes, checks the handle and the GPU's flags.
  * On NVML_SUCCESS *ret_g is the GPU and mu is held; otherwise mu is released. */
 static nvmlReturn_t enter(const char *fn, nvmlDevice_t dev, struct gpu **ret_g)
@@ -717,6 +759,7 @@ static nvmlReturn_t enter(const char *fn, nvmlDevice_t dev, struct gpu **ret_g)
     int r;
 
     pthread_mutex_lock(&mu);
+    count_call(fn);
     if (init_count == 0) {
         r = NVML_ERROR_UNINITIALIZED;
         goto fail;
@@ -790,6 +833,11 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device,
                                                       unsigned int minGpuClockMHz,
                                                       unsigned int maxGpuClockMHz);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device);
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                                  nvmlFieldValue_t *values);
+/* Not NVML: how many times a device function was called (faults and errors included) since the
+ * process first called nvmlInit. For tests, through dlsym. */
+FAKE_EXPORT unsigned long fake_nvml_call_count(const char *function);
 
 static nvmlReturn_t init(void)
 {
@@ -1205,4 +1253,55 @@ nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
         return leave(NVML_ERROR_UNKNOWN);
     }
     return leave(NVML_SUCCESS);
+}
+
+#ifndef FAKE_NVML_LEGACY
+/* Fields 186 (instantaneous power: the state's power_mw) and 83 (the energy counter, as
+ * nvmlDeviceGetTotalEnergyConsumption reports it); any other field is NOT_SUPPORTED in its entry.
+ * Not in the legacy build: an old driver without it makes eerl fall back to
+ * nvmlDeviceGetPowerUsage. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      nvmlFieldValue_t *values)
+{
+    struct gpu *g;
+    nvmlReturn_t r = enter("nvmlDeviceGetFieldValues", device, &g);
+    struct timespec now;
+    int i;
+
+    if (r)
+        return r;
+    if (valuesCount < 0 || (valuesCount > 0 && !values))
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (i = 0; i < valuesCount; i++) {
+        nvmlFieldValue_t *v = &values[i];
+
+        v->timestamp = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+        v->latencyUsec = 0;
+        v->nvmlReturn = NVML_SUCCESS;
+        if (v->fieldId == NVML_FI_DEV_POWER_INSTANT && v->scopeId == 0) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            v->value.uiVal = g->power_mw;
+        } else if (v->fieldId == NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION && g->energy_supported) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+            v->value.ullVal = (unsigned long long)floor(g->boundary_mj);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return leave(NVML_SUCCESS);
+}
+#endif
+
+unsigned long fake_nvml_call_count(const char *function)
+{
+    unsigned long n = 0;
+    size_t i;
+
+    pthread_mutex_lock(&mu);
+    for (i = 0; function && i < FAKE_MAX_COUNTED && calls[i].fn[0]; i++)
+        if (!strcmp(calls[i].fn, function))
+            n = calls[i].n;
+    pthread_mutex_unlock(&mu);
+    return n;
 }

@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""A real, small GRPO loop in plain PyTorch, instrumented with eerl.
+
+What it does, per RL update (the structure of verl / NeMo-RL GRPO, at toy scale):
+
+  generation  the rollout copy of the policy samples GROUP responses for each of PROMPTS prompts,
+              autoregressively with a key/value cache, until EOS or the response limit
+  (reward)    a verifiable synthetic task scores every response by exact match (partial credit
+              for matching positions, so a random policy has a gradient)
+  logprob     the policy ("old") and a frozen reference model score the sampled tokens
+  training    group-relative advantages (reward minus the group mean, over the group std), a
+              clipped policy-gradient loss with a k3 KL penalty, token-mean over valid tokens,
+              AdamW over mini-batches
+  refit       the trained weights are copied into the rollout model (the weight update that a
+              real framework sends to its inference engine); the policy version increases
+
+The task: a prompt is [BOS, TASK, x1..xn, SEP] over a small alphabet; the answer is x copied
+(COPY), reversed (REV), written twice (DOUBLE), or the decimal digits of n (COUNT), then EOS.
+Prompt and answer lengths vary with n, so generation time varies from update to update, and with
+the response limit some responses are cut off (truncated responses are left out of the loss by
+default, as overlong filtering does: that is why valid tokens N differ from generated tokens G).
+
+Token counts reported to eerl for each update:
+  G  generated tokens (every sampled token, EOS included, truncated responses included)
+  N  valid training tokens: sum of the response mask of the sequences the loss consumes
+  L  tokens in the longest response
+
+Configurations: --config tiny (CPU, seconds; the tests use it) and --config gpu (hundreds of
+sequences per update, sequences from tens to about 2000 tokens, a response limit some responses
+hit). Every knob can be overridden. Uses only stable PyTorch APIs (1.13 and 2.x).
+
+    /usr/bin/python3 examples/grpo_tiny.py --config tiny --updates 3 --eerl off
+    /usr/bin/python3 examples/grpo_tiny.py --config tiny --updates 5 --eerl observe --trace run.jsonl
+    python examples/grpo_tiny.py --config gpu --device cuda --updates 50 --eerl on --trace run.jsonl
+"""
+
+import argparse
+import contextlib
+import copy
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PAD, BOS, EOS, SEP = 0, 1, 2, 3
+TASKS = {"copy": 4, "reverse": 5, "double": 6, "count": 7}
+SYM0 = 8  # first alphabet symbol; symbols SYM0 .. SYM0+alphabet-1 (the first ten are digits)
+
+CONFIGS = {
+    # CPU, a few seconds for a few updates: what the tests run.
+    "tiny": dict(d_model=32, layers=2, heads=2, alphabet=10, prompts=4, group=4,
+                 min_n=2, max_n=10, max_response=16, minibatch=8, lr=3e-3, eos_bias=1.5,
+                 tasks="copy,reverse,count,double"),
+    # A GPU: 64 prompts x 8 = 512 sequences per update, prompts of 7-963 tokens, responses up to
+    # 1024 tokens (DOUBLE answers above 511 symbols cannot fit, and a policy that is slow to say
+    # EOS runs into the limit), so sequences run from tens to ~2000 tokens.
+    "gpu": dict(d_model=512, layers=8, heads=8, alphabet=16, prompts=64, group=8,
+                min_n=4, max_n=960, max_response=1024, minibatch=32, lr=1e-4, eos_bias=-4.0,
+                tasks="copy,reverse,count,double"),
+}
+
+
+# ---- the task -------------------------------------------------------------------------------
+
+def make_prompts(n_prompts, cfg, gen):
+    """Returns a list of (prompt_tokens, answer_tokens) lists of ints."""
+    tasks = [TASKS[t] for t in cfg["tasks"].split(",")]
+    out = []
+    for _ in range(n_prompts):
+        task = tasks[int(torch.randint(len(tasks), (1,), generator=gen))]
+        n = int(torch.randint(cfg["min_n"], cfg["max_n"] + 1, (1,), generator=gen))
+        x = (torch.randint(cfg["alphabet"], (n,), generator=gen) + SYM0).tolist()
+        if task == TASKS["copy"]:
+            ans = list(x)
+        elif task == TASKS["reverse"]:
+            ans = x[::-1]
+        elif task == TASKS["double"]:
+            ans = x + x
+        else:
+            ans = [SYM0 + int(c) for c in str(n)]
+        out.append(([BOS, task] + x + [SEP], ans + [EOS]))
+    return out
+
+
+def reward(response, answer):
+    """1 for an exact match (EOS included); otherwise half the fraction of matching positions,
+    over the longer of the two, so length errors cost too."""
+    if response == answer:
+        return 1.0
+    m = sum(1 for a, b in zip(response, answer) if a == b)
+    return 0.5 * m / max(len(response), len(answer))
+
+
+# ---- the model --------------------------------------------------------------------------------
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x, bias, cache=None, at=0):
+        """x [B,T,d]; bias additive [B,1,T,S] over the S keys; cache (k, v) [B,H,Smax,hd] is
+        written at [at, at+T) and keys [0, at+T) are attended."""
+        B, T, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q = q.view(B, T, h, d // h).transpose(1, 2)
+        k = k.view(B, T, h, d // h).transpose(1, 2)
+        v = v.view(B, T, h, d // h).transpose(1, 2)
+        if cache is not None:
+            ck, cv = cache
+            ck[:, :, at:at + T] = k
+            cv[:, :, at:at + T] = v
+            k, v = ck[:, :, :at + T], cv[:, :, :at + T]
+        if SDPA is not None:  # PyTorch 2.x: fused kernels, no [B,H,T,S] matrix kept for backward
+            y = SDPA(q, k, v, attn_mask=bias.to(q.dtype))
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h)) + bias
+            y = F.softmax(att.float(), dim=-1).to(v.dtype) @ v
+        y = y.transpose(1, 2).reshape(B, T, d)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab, d, layers, heads, max_len, eos_bias):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_len, d)
+        self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+        self.max_len = max_len
+        with torch.no_grad():
+            # A random policy says EOS with probability ~1/vocab per token; eos_bias sets how
+            # long its responses start out (negative: longer).
+            self.head.bias[EOS] += eos_bias
+            self.head.bias[PAD] = -1e4  # never sample PAD
+
+    def forward(self, tokens, positions, bias, caches=None, at=0):
+        x = self.tok(tokens) + self.pos(positions)
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, bias, None if caches is None else caches[i], at)
+        return self.head(self.ln(x))
+
+
+NEG = -1e9
+SDPA = getattr(F, "scaled_dot_product_attention", None)
+
+
+def full_bias(valid):
+    """Causal + key-padding additive bias [B,1,T,T] from a [B,T] bool mask of real tokens."""
+    T = valid.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=valid.device).tril()
+    ok = causal[None, None] & valid[:, None, None, :]
+    # A padded query row sees nothing; let it see itself so softmax stays finite.
+    ok = ok | torch.eye(T, dtype=torch.bool, device=valid.device)[None, None]
+    return torch.zeros(ok.shape, device=valid.device).masked_fill(~ok, NEG)
+
+
+@torch.no_grad()
+def sample(model, prompts, max_response, device, amp):
+    """Samples one response per prompt with a key/value cache. prompts: list of token lists.
+    Returns (responses as token lists, truncated flags)."""
+    B = len(prompts)
+    P = max(len(p) for p in prompts)
+    S = P + max_response
+    tokens = torch.full((B, P), PAD, dtype=torch.long)
+    valid = torch.zeros(B, S, dtype=torch.bool)
+    for i, p in enumerate(prompts):  # left padding: every prompt ends at column P-1
+        tokens[i, P - len(p):] = torch.tensor(p)
+        valid[i, P - len(p):] = True
+    valid[:, P:] = True
+    tokens, valid = tokens.to(device), valid.to(device)
+    lens = torch.tensor([len(p) for p in prompts], device=device)
+    pos = (torch.arange(P, device=device)[None] - (P - lens)[:, None]).clamp(min=0)
+    d = model.tok.embedding_dim
+    h = model.blocks[0].heads
+    dtype = torch.bfloat16 if amp else torch.float32
+    caches = [(torch.zeros(B, h, S, d // h, device=device, dtype=dtype),
+               torch.zeros(B, h, S, d // h, device=device, dtype=dtype)) for _ in model.blocks]
+    out = torch.full((B, max_response), PAD, dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    length = torch.full((B,), max_response, dtype=torch.long, device=device)
+    with autocast(device, amp):
+        logits = model(tokens, pos, full_bias(valid[:, :P]), caches, 0)[:, -1]
+        for t in range(max_response):
+            nxt = torch.multinomial(F.softmax(logits.float(), dim=-1), 1)[:, 0]
+            nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
+            out[:, t] = nxt
+            ended = (~done) & (nxt == EOS)
+            length = torch.where(ended, torch.full_like(length, t + 1), length)
+            done = done | ended
+            if t + 1 == max_response or bool(done.all()):
+                break
+            bias = torch.zeros(B, 1, 1, P + t + 1, device=device)
+            bias = bias.masked_fill(~valid[:, None, None, :P + t + 1], NEG)
+            logits = model(nxt[:, None], (lens + t)[:, None], bias, caches, P + t)[:, -1]
+    out, length, done = out.cpu(), length.cpu(), done.cpu()
+    return [out[i, :length[i]].tolist() for i in range(B)], (~done).tolist()
+
+
+def autocast(device, amp):
+    if not amp:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def pack(prompts, responses, idx, device):
+    """Right-padded [prompt + response] rows for the sequences idx, with the response mask over
+    the positions of response tokens (the loss's targets)."""
+    seqs = [prompts[i] + responses[i] for i in idx]
+    T = max(len(s) for s in seqs)
+    tokens = torch.full((len(idx), T), PAD, dtype=torch.long)
+    rmask = torch.zeros(len(idx), T, dtype=torch.bool)
+    for r, (i, s) in enumerate(zip(idx, seqs)):
+        tokens[r, :len(s)] = torch.tensor(s)
+        rmask[r, len(prompts[i]):len(s)] = True
+    tokens, rmask = tokens.to(device), rmask.to(device)
+    valid = tokens != PAD
+    pos = torch.arange(T, device=device)[None].expand(len(idx), T)
+    return tokens, pos, valid, rmask
+
+
+def token_logprobs(model, tokens, pos, valid, amp):
+    """log p(token_j | tokens_<j) for j >= 1, aligned to positions 1..T-1 ([B, T-1])."""
+    with autocast(tokens.device, amp):
+        logits = model(tokens, pos, full_bias(valid))
+    lp = F.log_softmax(logits[:, :-1].float(), dim=-1)
+    return lp.gather(-1, tokens[:, 1:, None])[..., 0]
+
+
+def batches(order, size):
+    for i in range(0, len(order), size):
+        yield order[i:i + size]
+
+
+# ---- eerl, optional ---------------------------------------------------------------------------
+
+def open_session(args):
+    if args.eerl == "off":
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.join(os.path.dirname(here), "python")
+    if os.path.isdir(os.path.join(pkg, "eerl")) and pkg not in sys.path:
+        sys.path.insert(0, pkg)  # run from a checkout without installing the package
+    import eerl
+    gpus = [int(g) for g in args.eerl_gpus.split(",")] if args.eerl_gpus else [0]
+    if args.eerl_mode == "colocated":
+        pools = {"generation": gpus, "training": gpus}
+    else:
+        half = max(1, len(gpus) // 2)
+        pools = {"generation": gpus[:half], "training": gpus[half:] or gpus[:half]}
+    return eerl.Session(mode=args.eerl_mode, pools=pools, allowed_loss=args.allowed_loss,
+                        observe_only=(args.eerl == "observe"), trace=args.trace)
+
+
+# ---- the loop ---------------------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    ap.add_argument("--updates", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--eerl", choices=["off", "observe", "on"], default="off",
+                    help="off: no eerl; observe: measure and trace, never change clocks; "
+                         "on: eerl picks the clocks")
+    ap.add_argument("--eerl-mode", choices=["colocated", "disaggregated"], default="colocated")
+    ap.add_argument("--eerl-gpus", default="", help="GPU indices eerl manages, e.g. 0,1 "
+                    "(default: 0)")
+    ap.add_argument("--allowed-loss", type=float, default=0.02)
+    ap.add_argument("--trace", default=None, help="eerl trace file (JSON lines)")
+    ap.add_argument("--log", default=None, help="write one JSON line of figures per update here")
+    ap.add_argument("--amp", choices=["auto", "on", "off"], default="auto",
+                    help="bfloat16 autocast (auto: on for CUDA)")
+    ap.add_argument("--no-mask-truncated", action="store_true",
+                    help="train on truncated responses too (default: leave them out of the loss)")
+    for k, v in CONFIGS["tiny"].items():
+        ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=None)
+    args = ap.parse_args(argv)
+    cfg = dict(CONFIGS[args.config])
+    for k in cfg:
+        if getattr(args, k) is not None:
+            cfg[k] = getattr(args, k)
+    if args.updates < 1:
+        ap.error("--updates must be at least 1, not %d" % args.updates)
+    if cfg["min_n"] < 1 or cfg["max_n"] < cfg["min_n"]:
+        ap.error("need 1 <= --min-n <= --max-n, got %d and %d" % (cfg["min_n"], cfg["max_n"]))
+    if cfg["alphabet"] < 10:
+        ap.error("--alphabet must be at least 10 (COUNT answers use ten digits), not %d"
+                 % cfg["alphabet"])
+    if cfg["group"] < 2:
+        ap.error("--group must be at least 2 (advantages are relative to the group), not %d"
+                 % cfg["group"])
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as e:
+        ap.error("--device %r: %s" % (args.device, e))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device %s: CUDA is not available to this PyTorch" % args.device)
+    amp = args.amp == "on" or (args.amp == "auto" and device.type == "cuda")
+
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    vocab = SYM0 + cfg["alphabet"]
+    max_len = 3 + cfg["max_n"] + cfg["max_response"] + 1
+    policy = TinyLM(vocab, cfg["d_model"], cfg["layers"], cfg["heads"], max_len,
+                    cfg["eos_bias"]).to(device)
+    rollout = copy.deepcopy(policy).eval()  # the "inference engine"'s copy of the weights
+    ref = copy.deepcopy(policy).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(policy.parameters(), lr=cfg["lr"], weight_decay=0.0)
+    clip, kl_coef = 0.2, 0.01
+    version = 0
+    nparams = sum(p.numel() for p in policy.parameters())
+    print("grpo_tiny: config %s, %d parameters, device %s, %d x %d sequences per update, "
+          "eerl %s" % (args.config, nparams, device, cfg["prompts"], cfg["group"], args.eerl),
+          flush=True)
+
+    sess = open_session(args)
+    phase = sess.phase if sess is not None else (lambda name: contextlib.nullcontext())
+    logf = open(args.log, "w") if args.log else None
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    try:
+        for update in range(args.updates):
+            t0 = time.perf_counter()
+            items = make_prompts(cfg["prompts"], cfg, gen)
+            prompts = [p for p, _ in items for _ in range(cfg["group"])]
+            answers = [a for _, a in items for _ in range(cfg["group"])]
+
+            with phase("generation"):
+                responses, truncated = sample(rollout, prompts, cfg["max_response"], device, amp)
+                sync()
+            t_gen = time.perf_counter()
+
+            rewards = torch.tensor([reward(r, a) for r, a in zip(responses, answers)])
+            grouped = rewards.view(cfg["prompts"], cfg["group"])
+            adv = (grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-6)
+            adv = adv.view(-1)
+            use = [i for i in range(len(prompts))
+                   if args.no_mask_truncated or not truncated[i]]
+            G = sum(len(r) for r in responses)
+            L = max(len(r) for r in responses)
+            N = sum(len(responses[i]) for i in use)  # the response mask summed below agrees
+            # Longest first, so mini-batches hold sequences of similar length.
+            order = sorted(use, key=lambda i: -(len(prompts[i]) + len(responses[i])))
+
+            with phase("logprob"):
+                old, refl = {}, {}
+                with torch.no_grad():
+                    for idx in batches(order, cfg["minibatch"]):
+                        tokens, pos, valid, rmask = pack(prompts, responses, idx, device)
+                        old[tuple(idx)] = token_logprobs(policy, tokens, pos, valid, amp)
+                        refl[tuple(idx)] = token_logprobs(ref, tokens, pos, valid, amp)
+                sync()
+            t_lp = time.perf_counter()
+
+            with phase("training"):
+                n_mask, loss_sum, kl_sum = 0, 0.0, 0.0
+                policy.train()
+                for idx in batches(order, cfg["minibatch"]):
+                    tokens, pos, valid, rmask = pack(prompts, responses, idx, device)
+                    m = rmask[:, 1:].float()
+                    n_mask += int(m.sum())
+                    lp = token_logprobs(policy, tokens, pos, valid, amp)
+                    ratio = torch.exp(lp - old[tuple(idx)])
+                    a = adv[idx].to(device)[:, None]
+                    pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a)
+                    d = refl[tuple(idx)] - lp
+                    kl = torch.exp(d) - d - 1  # k3 estimator, >= 0
+                    loss = ((pg + kl_coef * kl) * m).sum() / m.sum().clamp(min=1)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+                    opt.step()
+                    loss_sum += float(loss) * len(idx)
+                    kl_sum += float((kl * m).sum())
+                sync()
+            assert n_mask == N, (n_mask, N)
+            t_train = time.perf_counter()
+
+            with phase("refit"):
+                rollout.load_state_dict(policy.state_dict())
+                version += 1
+                sync()
+            t_end = time.perf_counter()
+
+            if sess is not None and N > 0:
+                sess.update_end(generated_tokens=G, valid_tokens=N, longest_response=L,
+                                policy_version=version)
+            elif sess is not None:
+                print("update %d: every response was truncated (N = 0), not reported to eerl"
+                      % update, flush=True)
+            rec = {
+                "update": update, "G": G, "N": N, "L": L, "version": version,
+                "reward": round(float(rewards.mean()), 4),
+                "exact": round(float((rewards == 1.0).float().mean()), 4),
+                "truncated": sum(truncated),
+                "loss": round(loss_sum / max(1, len(use)), 5),
+                "kl": round(kl_sum / max(1, N), 6),
+                "t_gen": round(t_gen - t0, 4), "t_logprob": round(t_lp - t_gen, 4),
+                "t_train": round(t_train - t_lp, 4), "t_refit": round(t_end - t_train, 4),
+                "t_update": round(t_end - t0, 4),
+            }
+            if sess is not None:
+                rec.update({k: v for k, v in sess.metrics().items()
+                            if isinstance(v, (int, float, str))})
+            print(json.dumps(rec), flush=True)
+            if logf:
+                logf.write(json.dumps(rec) + "\n")
+                logf.flush()
+    finally:
+        if logf:
+            logf.close()
+        if sess is not None:
+            sess.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Finding and loading libeerl, checking its version, turning its error codes into exceptions.
+
+This module owns the one ctypes.CDLL of the process and the prototypes of the C functions the
+package calls. It does not own any eerl handle (session.py and agent.py do).
+
+Where the library comes from, first match wins:
+  1. $EERL_LIBRARY: that file and only that file (a failure to load it is an error, not a
+     fall-through, so a typo does not silently pick up another libeerl);
+  2. a libeerl.so* next to this package (copied there by whoever packages it);
+  3. the system's library path (libeerl.so.<major>, then libeerl.so, then ctypes.util).
+A library whose eerl_version() has another major version than this package is refused.
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+
+__version__ = "0.1.0"
+VERSION_MAJOR = 0
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+class EerlError(Exception):
+    """An eerl C function failed. code: the negative EERL_E* code; name: "EERL_EINVAL" ...;
+    message: eerl_strerror(code); detail: what the handle said about the failing call, if any."""
+
+    def __init__(self, code, what="", detail=""):
+        self.code = int(code)
+        lib = _lib
+        if lib is not None:
+            self.name = lib.eerl_err_name(self.code).decode()
+            self.message = lib.eerl_strerror(self.code).decode()
+        else:
+            self.name, self.message = "EERL_UNKNOWN", "error %d" % self.code
+        self.what = what
+        self.detail = detail or ""
+        text = self.message
+        if self.detail:
+            text += ": " + self.detail
+        if what:
+            text = "%s: %s" % (what, text)
+        super().__init__("%s (%s)" % (text, self.name))
+
+
+class LibraryNotFound(EerlError, OSError):
+    """libeerl could not be found or loaded."""
+
+    def __init__(self, text):
+        Exception.__init__(self, text)
+        self.code, self.name, self.message, self.what, self.detail = 0, "", text, "", ""
+
+
+class VersionMismatch(EerlError):
+    """The libeerl found has another major version than this package."""
+
+    def __init__(self, text):
+        Exception.__init__(self, text)
+        self.code, self.name, self.message, self.what, self.detail = -21, "EERL_EVERSION", text, "", ""
+
+
+def _candidates():
+    env = os.environ.get("EERL_LIBRARY")
+    if env:
+        return [env], True
+    here = os.path.dirname(os.path.abspath(__file__))
+    local = sorted(glob.glob(os.path.join(here, "libeerl.so*")), key=len)
+    system = ["libeerl.so.%d" % VERSION_MAJOR, "libeerl.so"]
+    found = ctypes.util.find_library("eerl")
+    if found:
+        system.append(found)
+    return local + system, False
+
+
+def _declare(lib):
+    """Prototypes of the always-present functions (error and version). Modules that wrap other
+    parts declare theirs through declare()."""
+    lib.eerl_version.restype = ctypes.c_uint
+    lib.eerl_version.argtypes = []
+    lib.eerl_version_string.restype = ctypes.c_char_p
+    lib.eerl_version_string.argtypes = []
+    lib.eerl_strerror.restype = ctypes.c_char_p
+    lib.eerl_strerror.argtypes = [ctypes.c_int]
+    lib.eerl_err_name.restype = ctypes.c_char_p
+    lib.eerl_err_name.argtypes = [ctypes.c_int]
+
+
+def load():
+    """The loaded libeerl (a ctypes.CDLL), loading and checking it on first use."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        names, from_env = _candidates()
+        errors = []
+        lib = None
+        for name in names:
+            try:
+                lib = ctypes.CDLL(name)
+                path = name
+                break
+            except OSError as e:
+                errors.append("%s: %s" % (name, e))
+        if lib is None:
+            if from_env:
+                raise LibraryNotFound("cannot load EERL_LIBRARY=%s: %s" % (names[0], errors[0]))
+            raise LibraryNotFound(
+                "libeerl not found (tried %s). Build eerl (cmake --build build) and set "
+                "EERL_LIBRARY=/path/to/libeerl.so, install it (cmake --install), or copy "
+                "libeerl.so next to the eerl package" % "; ".join(errors))
+        try:
+            _declare(lib)
+        except AttributeError as e:
+            raise LibraryNotFound("%s is not libeerl: %s" % (path, e))
+        hexv = lib.eerl_version()
+        major = hexv >> 16
+        if major != VERSION_MAJOR:
+            raise VersionMismatch(
+                "%s is libeerl %s (major %d), but this eerl Python package %s needs major %d: "
+                "install the matching package or point EERL_LIBRARY at a libeerl %d.x"
+                % (path, lib.eerl_version_string().decode(), major, __version__, VERSION_MAJOR,
+                   VERSION_MAJOR))
+        _lib, _lib_path = lib, path
+        return lib
+
+
+def library_path():
+    """Where the loaded libeerl came from (what was passed to dlopen)."""
+    load()
+    return _lib_path
+
+
+def library_version():
+    """"MAJOR.MINOR.PATCH" of the loaded libeerl."""
+    return load().eerl_version_string().decode()
+
+
+def has(name):
+    """Whether the loaded libeerl exports the function name."""
+    return hasattr(load(), name)
+
+
+def declare(name, restype, argtypes):
+    """Sets and returns the prototype of one C function (EerlError naming it when missing, so a
+    library built without a part says which part)."""
+    lib = load()
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        raise LibraryNotFound("%s (libeerl %s) lacks %s(): build a libeerl with that part"
+                              % (_lib_path, lib.eerl_version_string().decode(), name))
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+def check(rc, what="", detail_fn=None):
+    """Raises EerlError for a negative return code; returns rc otherwise."""
+    if rc < 0:
+        detail = ""
+        if detail_fn is not None:
+            try:
+                d = detail_fn()
+                detail = d.decode(errors="replace") if isinstance(d, bytes) else (d or "")
+            except Exception:  # the detail is a courtesy; the code is what matters
+                detail = ""
+        raise EerlError(rc, what, detail)
+    return rc
+
+
+def strerror(code):
+    return load().eerl_strerror(int(code)).decode()
+
+
+def err_name(code):
+    return load().eerl_err_name(int(code)).decode()

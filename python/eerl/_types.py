@@ -1,0 +1,177 @@
+"""ctypes mirrors of the C structures the binding passes (include/eerl/core.h, runtime.h, agent.h).
+
+Owns nothing but layouts and the enum name tables. tests/test_layout.py compiles a small C
+program against the headers and compares every size and offset with these, so a header change
+that is not mirrored here fails the tests instead of corrupting memory.
+"""
+
+import ctypes as C
+
+GROUPS_MAX = 4
+PHASE_COUNT = 5
+POOLS_MAX = 2
+RT_POOL_GPUS_MAX = 64
+REASON_MAX = 160
+DEVICE_NAME_MAX = 96
+DEVICE_UUID_MAX = 96
+
+MODES = {"colocated": 0, "disaggregated": 1, "drained": 2, "inflight": 3}
+STRATEGIES = {"paper": 0}
+# The C phase names (src/core/observation.c) and the spellings frameworks use for them.
+PHASES = {"generation": 0, "logprob": 1, "training": 2, "refit": 3, "other": 4}
+PHASE_ALIASES = {"gen": "generation", "log-prob": "logprob", "log_prob": "logprob",
+                 "train": "training", "weight_update": "refit", "update_weights": "refit"}
+POOL_GEN, POOL_TRAIN = 0, 1
+STATES = ["calibrating", "searching", "confirming", "locked", "monitoring"]
+CLOCK_GOVERNOR = 0
+
+# eerl_agent_phase
+AGENT_PHASE_GEN, AGENT_PHASE_TRAIN, AGENT_PHASE_IDLE = 0, 1, 2
+
+
+class Setting(C.Structure):
+    _fields_ = [("mhz", C.c_uint * GROUPS_MAX), ("idle_mhz", C.c_uint)]
+
+    def to_dict(self):
+        return {"gen_mhz": self.mhz[0], "train_mhz": self.mhz[1], "idle_mhz": self.idle_mhz}
+
+
+class Obs(C.Structure):
+    _fields_ = [
+        ("update", C.c_uint64),
+        ("gen_tokens", C.c_double),
+        ("valid_tokens", C.c_double),
+        ("longest_tokens", C.c_double),
+        ("policy_age", C.c_int),
+        ("time_s", C.c_double),
+        ("energy_j", C.c_double),
+        ("phase_time_s", C.c_double * PHASE_COUNT),
+        ("phase_energy_j", C.c_double * PHASE_COUNT),
+        ("arrival_s", C.c_double * POOLS_MAX),
+        ("pool_energy_j", C.c_double * POOLS_MAX),
+        ("flags", C.c_uint),
+        ("setting", Setting),
+    ]
+
+
+class CtlStatus(C.Structure):
+    _fields_ = [
+        ("mode", C.c_int),
+        ("strategy", C.c_int),
+        ("state", C.c_int),
+        ("setting", Setting),
+        ("locked", C.c_int),
+        ("locked_setting", Setting),
+        ("observed", C.c_uint64),
+        ("rejected", C.c_uint64),
+        ("trials", C.c_uint64),
+        ("refreshes", C.c_uint64),
+        ("events_dropped", C.c_uint64),
+        ("block_updates", C.c_uint),
+        ("references", C.c_uint),
+    ]
+
+
+class Event(C.Structure):
+    _fields_ = [
+        ("update", C.c_uint64),
+        ("kind", C.c_int),
+        ("state", C.c_int),
+        ("candidate", Setting),
+        ("next", Setting),
+        ("verdict", C.c_int),
+        ("n_updates", C.c_uint),
+        ("time_ratio", C.c_double),
+        ("energy_ratio", C.c_double),
+        ("meas_time_ratio", C.c_double),
+        ("meas_energy_ratio", C.c_double),
+        ("reason", C.c_char * REASON_MAX),
+    ]
+
+
+LOCK_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_uint), C.c_size_t, C.c_uint)
+RESTORE_FN = C.CFUNCTYPE(C.c_int, C.c_void_p)
+LAST_ERROR_FN = C.CFUNCTYPE(C.c_char_p, C.c_void_p)
+
+
+class RtClockOwner(C.Structure):
+    _fields_ = [("ctx", C.c_void_p), ("lock", LOCK_FN), ("restore", RESTORE_FN),
+                ("last_error", LAST_ERROR_FN)]
+
+
+class RtConfig(C.Structure):
+    _fields_ = [
+        ("mode", C.c_int),
+        ("gen_gpus", C.c_uint * RT_POOL_GPUS_MAX),
+        ("n_gen", C.c_size_t),
+        ("train_gpus", C.c_uint * RT_POOL_GPUS_MAX),
+        ("n_train", C.c_size_t),
+        ("allowed_loss", C.c_double),
+        ("strategy", C.c_int),
+        ("observe_only", C.c_int),
+        ("trace_path", C.c_char_p),
+        ("trace_run_json", C.c_char_p),
+        ("producer", C.c_char_p),
+        ("ctl_cfg", C.c_void_p),
+        ("governor_peak_mhz", C.c_uint),
+        ("clock", C.c_void_p),
+        ("clock_ctx", C.c_void_p),
+        ("meter_interval_ms", C.c_uint),
+        ("sample_thread", C.c_int),
+        ("owner", C.POINTER(RtClockOwner)),
+    ]
+
+
+class RtWork(C.Structure):
+    _fields_ = [
+        ("update", C.c_uint64),
+        ("gen_tokens", C.c_double),
+        ("valid_tokens", C.c_double),
+        ("longest_tokens", C.c_double),
+        ("policy_version", C.c_int64),
+    ]
+
+
+class RtUpdateInfo(C.Structure):
+    _fields_ = [
+        ("obs", Obs),
+        ("accepted", C.c_int),
+        ("requested", Setting),
+        ("next", Setting),
+        ("state", C.c_int),
+        ("n_events", C.c_size_t),
+        ("meter_flags", C.c_uint),
+    ]
+
+
+class AgentInfo(C.Structure):
+    _fields_ = [("gpus", C.c_uint), ("heartbeat_ms", C.c_uint), ("uid", C.c_uint),
+                ("may_lease", C.c_int), ("server", C.c_char * 64)]
+
+
+class AgentReading(C.Structure):
+    _fields_ = [("gpu", C.c_uint), ("err", C.c_int), ("energy_mj", C.c_uint64),
+                ("power_mw", C.c_uint), ("sm_mhz", C.c_uint)]
+
+
+# name -> (struct, [fields]) for the layout test; C type names as the headers spell them.
+LAYOUTS = {
+    "eerl_setting": Setting,
+    "eerl_obs": Obs,
+    "eerl_ctl_status": CtlStatus,
+    "eerl_event": Event,
+    "eerl_rt_clock_owner": RtClockOwner,
+    "eerl_rt_config": RtConfig,
+    "eerl_rt_work": RtWork,
+    "eerl_rt_update_info": RtUpdateInfo,
+    "struct eerl_agent_info": AgentInfo,
+    "struct eerl_agent_reading": AgentReading,
+}
+
+
+def phase_id(name):
+    key = PHASE_ALIASES.get(name, name)
+    if key not in PHASES:
+        raise ValueError("unknown phase %r: use one of %s (or %s)"
+                         % (name, ", ".join(PHASES), ", ".join(sorted(PHASE_ALIASES))))
+    return key, PHASES[key]

@@ -1,0 +1,492 @@
+"""eerl.Session: one runtime session (eerl_rt, include/eerl/runtime.h) per RL job.
+
+Owns: the eerl_rt handle, the eerl_device it borrows (NVML, or the eerld client device) and, when
+going through eerld, the eerl_agent connection. Closing a session (close(), garbage collection,
+interpreter exit, or SIGTERM) closes the runtime, which restores every clock it changed, then
+frees the device and the connection (eerld also resets what that connection held).
+
+Signals: the first session installs a SIGTERM handler (main thread only, and only when SIGTERM's
+handler is the default or a Python callable). It closes every live session, then hands the signal
+on: to the previous Python handler if there was one, otherwise it restores the default action and
+sends SIGTERM to the process again, so the exit status is still "killed by SIGTERM". Python runs
+the handler between bytecodes of the main thread, not in signal context, so calling into libeerl
+there is safe.
+"""
+
+import atexit
+import ctypes as C
+import json
+import os
+import signal
+import threading
+import weakref
+
+from . import _lib
+from . import _types as T
+from ._lib import EerlError
+
+_live = weakref.WeakSet()
+_live_lock = threading.Lock()
+_sig_installed = False
+_sig_previous = None
+_fns = None
+
+
+def _c():
+    """Prototypes of the runtime, device and controller functions, declared once."""
+    global _fns
+    if _fns is not None:
+        return _fns
+    d = _lib.declare
+    P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
+    f = {
+        "device_open_nvml_ex": d("eerl_device_open_nvml_ex", I, [C.c_char_p, S, C.POINTER(P)]),
+        "device_free": d("eerl_device_free", None, [P]),
+        "device_count": d("eerl_device_count", I, [P, C.POINTER(U)]),
+        "device_last_error": d("eerl_device_last_error", C.c_char_p, [P]),
+        "rt_config_default": d("eerl_rt_config_default", I, [I, C.POINTER(T.RtConfig)]),
+        "rt_new": d("eerl_rt_new", I, [P, C.POINTER(T.RtConfig), C.c_char_p, S, C.POINTER(P)]),
+        "rt_free": d("eerl_rt_free", None, [P]),
+        "rt_close": d("eerl_rt_close", I, [P]),
+        "rt_phase_begin": d("eerl_rt_phase_begin", I, [P, U, I]),
+        "rt_phase_end": d("eerl_rt_phase_end", I, [P, U, I]),
+        "rt_update_end": d("eerl_rt_update_end", I,
+                           [P, C.POINTER(T.RtWork), C.POINTER(T.RtUpdateInfo)]),
+        "rt_applied_setting": d("eerl_rt_applied_setting", I, [P, C.POINTER(T.Setting)]),
+        "rt_phase_clock": d("eerl_rt_phase_clock", I, [P, U, I, C.POINTER(U)]),
+        "rt_status": d("eerl_rt_status", I, [P, C.POINTER(T.CtlStatus)]),
+        "rt_last_error": d("eerl_rt_last_error", C.c_char_p, [P]),
+        "state_name": d("eerl_state_name", C.c_char_p, [I]),
+    }
+    _fns = f
+    return f
+
+
+def _agent_fns():
+    d = _lib.declare
+    P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
+    return {
+        "wanted": d("eerl_agent_wanted", I, []),
+        "socket_path": d("eerl_agent_socket_path", C.c_char_p, []),
+        "connect": d("eerl_agent_connect", I, [C.c_char_p, C.c_char_p, C.c_char_p, S,
+                                               C.POINTER(P)]),
+        "free": d("eerl_agent_free", None, [P]),
+        "last_error": d("eerl_agent_last_error", C.c_char_p, [P]),
+        "lease": d("eerl_agent_lease", I, [P, C.POINTER(U), S]),
+        "start_heartbeat": d("eerl_agent_start_heartbeat", I, [P, U]),
+        "device": d("eerl_agent_device", I, [P, C.POINTER(P)]),
+    }
+
+
+def _gpu_list(pools, key):
+    v = pools.get(key, [])
+    try:
+        out = [int(g) for g in v]
+    except (TypeError, ValueError):
+        raise ValueError("pools[%r] must be a list of GPU indices, not %r" % (key, v))
+    for g in out:
+        if g < 0:
+            raise ValueError("pools[%r]: GPU index %d is negative" % (key, g))
+    if len(out) > T.RT_POOL_GPUS_MAX:
+        raise ValueError("pools[%r]: %d GPUs, at most %d" % (key, len(out), T.RT_POOL_GPUS_MAX))
+    return out
+
+
+class Session:
+    """One RL job's eerl session. See docs/python.md.
+
+    mode: "colocated", "disaggregated", "drained" or "inflight".
+    pools: {"generation": [gpu, ...], "training": [gpu, ...]} (device indices on this node;
+        colocated: the same list twice, or only one of them).
+    allowed_loss: throughput may fall to (1 - allowed_loss) of the governor's.
+    observe_only: measure, decide and trace, but never change a clock (needs no privilege).
+    trace: path of the JSON-lines trace (docs/trace-format.md), or None.
+    run_info: a dict merged into the trace's "run" line (model, framework, ...).
+    eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
+        True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path.
+    install_sigterm: install the SIGTERM handler described in the module's docstring.
+    """
+
+    def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
+                 trace=None, strategy="paper", run_info=None, governor_peak_mhz=0,
+                 meter_interval_ms=0, eerld=None, install_sigterm=True):
+        self._rt = None
+        self._dev = None
+        self._agent = None
+        self._closed = True
+        self._open_phases = []
+        self._update = 0
+        self._last = None
+        if mode not in T.MODES:
+            raise ValueError("mode %r: use one of %s" % (mode, ", ".join(T.MODES)))
+        if strategy not in T.STRATEGIES:
+            raise ValueError("strategy %r: use one of %s" % (strategy, ", ".join(T.STRATEGIES)))
+        if pools is None:
+            pools = {"generation": [0], "training": [0]}
+        if not isinstance(pools, dict):
+            raise ValueError("pools must be a dict like {'generation': [0, 1], 'training': [0, 1]}"
+                             ", not %r" % (pools,))
+        bad = set(pools) - {"generation", "training"}
+        if bad:
+            raise ValueError("pools has unknown key(s) %s: use 'generation' and 'training'"
+                             % ", ".join(sorted(map(repr, bad))))
+        gen, train = _gpu_list(pools, "generation"), _gpu_list(pools, "training")
+        if mode == "colocated":
+            gen = gen or train
+            train = train or gen
+            if sorted(gen) != sorted(train):
+                raise ValueError("colocated: generation and training share one pool, but got "
+                                 "generation %s and training %s" % (gen, train))
+        if not gen or not train:
+            raise ValueError("%s: both pools need GPUs, got generation %s and training %s"
+                             % (mode, gen, train))
+        self.mode = mode
+        self.pools = {"generation": gen, "training": train}
+        self.observe_only = bool(observe_only)
+        self.trace = os.fspath(trace) if trace is not None else None
+        f = _c()
+
+        cfg = T.RtConfig()
+        _lib.check(f["rt_config_default"](T.MODES[mode], C.byref(cfg)), "eerl_rt_config_default")
+        for i, g in enumerate(gen):
+            cfg.gen_gpus[i] = g
+        cfg.n_gen = len(gen)
+        for i, g in enumerate(train):
+            cfg.train_gpus[i] = g
+        cfg.n_train = len(train)
+        cfg.allowed_loss = float(allowed_loss)
+        cfg.strategy = T.STRATEGIES[strategy]
+        cfg.observe_only = 1 if self.observe_only else 0
+        # Kept on self: the C side may hold the pointers for the session's life.
+        self._trace_b = self.trace.encode() if self.trace is not None else None
+        self._run_b = json.dumps(run_info).encode() if run_info is not None else None
+        if run_info is not None and not isinstance(run_info, dict):
+            raise ValueError("run_info must be a dict, not %r" % (run_info,))
+        cfg.trace_path = self._trace_b
+        cfg.trace_run_json = self._run_b
+        cfg.producer = ("eerl %s python" % _lib.__version__).encode()
+        self._producer_b = cfg.producer
+        cfg.governor_peak_mhz = int(governor_peak_mhz)
+        cfg.meter_interval_ms = int(meter_interval_ms)
+        cfg.sample_thread = 1
+
+        self._open_device(eerld, sorted(set(gen) | set(train)))
+        why = C.create_string_buffer(512)
+        rt = C.c_void_p()
+        try:
+            rc = f["rt_new"](self._dev, C.byref(cfg), why, len(why), C.byref(rt))
+            _lib.check(rc, "opening the eerl session", lambda: why.value)
+        except BaseException:
+            self._free_device()
+            raise
+        self._rt = rt
+        self._closed = False
+        with _live_lock:
+            _live.add(self)
+        if install_sigterm:
+            _install_sigterm()
+
+    # ---- device ------------------------------------------------------------------------------
+
+    def _open_device(self, eerld, gpus):
+        f = _c()
+        use = eerld
+        if use is None:
+            use = _lib.has("eerl_agent_wanted") and bool(_agent_fns()["wanted"]())
+        if use:
+            a = _agent_fns()
+            path = use.encode() if isinstance(use, str) else None
+            why = C.create_string_buffer(512)
+            agent = C.c_void_p()
+            _lib.check(a["connect"](path, b"eerl-python", why, len(why), C.byref(agent)),
+                       "connecting to eerld at %s" % (use if isinstance(use, str)
+                                                       else a["socket_path"]().decode()),
+                       lambda: why.value)
+            self._agent = agent
+            try:
+                if not self.observe_only:
+                    arr = (C.c_uint * len(gpus))(*gpus)
+                    _lib.check(a["lease"](agent, arr, len(gpus)),
+                               "leasing GPUs %s from eerld" % gpus,
+                               lambda: a["last_error"](agent))
+                _lib.check(a["start_heartbeat"](agent, 0), "starting the eerld heartbeat",
+                           lambda: a["last_error"](agent))
+                dev = C.c_void_p()
+                _lib.check(a["device"](agent, C.byref(dev)), "eerld device",
+                           lambda: a["last_error"](agent))
+                self._dev = dev
+            except BaseException:
+                a["free"](agent)
+                self._agent = None
+                raise
+            return
+        why = C.create_string_buffer(512)
+        dev = C.c_void_p()
+        _lib.check(f["device_open_nvml_ex"](why, len(why), C.byref(dev)), "opening NVML",
+                   lambda: why.value)
+        self._dev = dev
+
+    def _free_device(self):
+        if self._dev is not None:
+            _c()["device_free"](self._dev)
+            self._dev = None
+        if self._agent is not None:
+            _agent_fns()["free"](self._agent)
+            self._agent = None
+
+    # ---- phases and updates ------------------------------------------------------------------
+
+    def _require_open(self):
+        if self._closed:
+            raise EerlError(-15, "the session is closed")
+
+    def _err(self):
+        return _c()["rt_last_error"](self._rt)
+
+    def _pools_for(self, key, pool):
+        if pool is None:
+            if self.mode == "colocated":
+                return [T.POOL_GEN]
+            if key == "generation":
+                return [T.POOL_GEN]
+            if key in ("logprob", "training"):
+                return [T.POOL_TRAIN]
+            return [T.POOL_GEN, T.POOL_TRAIN]  # refit and other involve both pools
+        table = {"generation": [T.POOL_GEN], "training": [T.POOL_TRAIN],
+                 "both": [T.POOL_GEN, T.POOL_TRAIN]}
+        if pool not in table:
+            raise ValueError("pool %r: use 'generation', 'training' or 'both'" % (pool,))
+        if self.mode == "colocated":
+            return [T.POOL_GEN]
+        return table[pool]
+
+    def phase_begin(self, name, pool=None):
+        """Marks the start of a phase ("generation", "logprob", "training", "refit", "other";
+        also "gen", "log-prob", "log_prob", "train", "update_weights"). Applies the clock eerl
+        has chosen for it. pool: which pool runs it (default from the phase and the mode)."""
+        self._require_open()
+        key, ph = T.phase_id(name)
+        pools = self._pools_for(key, pool)
+        f = _c()
+        done = []
+        try:
+            for p in pools:
+                _lib.check(f["rt_phase_begin"](self._rt, p, ph),
+                           "beginning phase %s on the %s pool" % (key, _pool_name(p)), self._err)
+                done.append(p)
+        except BaseException:
+            for p in done:
+                f["rt_phase_end"](self._rt, p, ph)
+            raise
+        self._open_phases.append((key, ph, pools))
+        return key
+
+    def phase_end(self, name, pool=None):
+        self._require_open()
+        key, ph = T.phase_id(name)
+        pools = self._pools_for(key, pool)
+        f = _c()
+        first = None
+        for p in pools:
+            rc = f["rt_phase_end"](self._rt, p, ph)
+            if rc < 0 and first is None:
+                first = (rc, p, self._err())
+        for i, (k, _, ps) in enumerate(self._open_phases):
+            if k == key and ps == pools:
+                del self._open_phases[i]
+                break
+        if first is not None:
+            rc, p, detail = first
+            _lib.check(rc, "ending phase %s on the %s pool" % (key, _pool_name(p)),
+                       lambda: detail)
+
+    def phase(self, name, pool=None):
+        """Context manager: with s.phase("generation"): ... (the phase ends even on an error)."""
+        return _Phase(self, name, pool)
+
+    def update_end(self, generated_tokens, valid_tokens, longest_response, policy_version=None,
+                   update=None):
+        """Ends one RL update with its work: G generated tokens, N valid training tokens, L tokens
+        of the longest response, the policy version that generated the consumed batch (None:
+        unknown). update: the framework's update number (default: counts from 0). Returns a dict
+        of what eerl measured and decided (also what metrics() reports)."""
+        self._require_open()
+        for name, v in (("generated_tokens", generated_tokens), ("valid_tokens", valid_tokens),
+                        ("longest_response", longest_response)):
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    raise ValueError("%s must be a number, not %r" % (name, v))
+        w = T.RtWork()
+        w.update = self._update if update is None else int(update)
+        w.gen_tokens = float(generated_tokens)
+        w.valid_tokens = float(valid_tokens)
+        w.longest_tokens = float(longest_response)
+        w.policy_version = -1 if policy_version is None else int(policy_version)
+        info = T.RtUpdateInfo()
+        _lib.check(_c()["rt_update_end"](self._rt, C.byref(w), C.byref(info)),
+                   "ending update %d" % w.update, self._err)
+        self._update = w.update + 1
+        self._last = info
+        return self.metrics()
+
+    def applied_setting(self):
+        """{"gen_mhz", "train_mhz", "idle_mhz"} applied from the next phase boundary (0: governor)."""
+        self._require_open()
+        s = T.Setting()
+        _lib.check(_c()["rt_applied_setting"](self._rt, C.byref(s)), "applied setting", self._err)
+        return s.to_dict()
+
+    def status(self):
+        self._require_open()
+        st = T.CtlStatus()
+        _lib.check(_c()["rt_status"](self._rt, C.byref(st)), "session status", self._err)
+        return {
+            "state": _c()["state_name"](st.state).decode(),
+            "locked": bool(st.locked),
+            "locked_setting": st.locked_setting.to_dict() if st.locked else None,
+            "requested": st.setting.to_dict(),
+            "observed": st.observed, "rejected": st.rejected, "trials": st.trials,
+            "refreshes": st.refreshes, "references": st.references,
+        }
+
+    def metrics(self):
+        """Figures for the framework's logger, with "eerl/" keys: energy per valid token and the
+        update's energy, time and throughput (after the first update_end), the clocks applied
+        from now on (0 = governor), the controller's state and counts."""
+        st = self.status()
+        s = self.applied_setting()
+        m = {
+            "eerl/state": st["state"],
+            "eerl/locked": int(st["locked"]),
+            "eerl/gen_mhz": s["gen_mhz"],
+            "eerl/train_mhz": s["train_mhz"],
+            "eerl/idle_mhz": s["idle_mhz"],
+            "eerl/observed": st["observed"],
+            "eerl/rejected": st["rejected"],
+            "eerl/trials": st["trials"],
+        }
+        info = self._last
+        if info is not None:
+            o = info.obs
+            m.update({
+                "eerl/update": int(o.update),
+                "eerl/update_energy_j": o.energy_j,
+                "eerl/update_time_s": o.time_s,
+                "eerl/energy_per_valid_token_j": (o.energy_j / o.valid_tokens
+                                                  if o.valid_tokens > 0 else float("nan")),
+                "eerl/valid_tokens_per_s": (o.valid_tokens / o.time_s
+                                            if o.time_s > 0 else float("nan")),
+                "eerl/accepted": int(info.accepted),
+                "eerl/meter_flags": int(info.meter_flags),
+            })
+        return m
+
+    # ---- lifetime ----------------------------------------------------------------------------
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def close(self):
+        """Restores every clock the session changed, stops its meter, closes the trace, releases
+        the device (and eerld's lease). Idempotent. Raises EerlError if a restore failed (the
+        session is closed all the same)."""
+        if self._closed:
+            return
+        self._closed = True
+        with _live_lock:
+            _live.discard(self)
+        f = _c()
+        rc = f["rt_close"](self._rt)
+        detail = f["rt_last_error"](self._rt) if rc < 0 else b""
+        f["rt_free"](self._rt)
+        self._rt = None
+        self._free_device()
+        _lib.check(rc, "closing the eerl session", lambda: detail)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass  # nothing to report to at collection time; the clocks were still reset
+
+    def __repr__(self):
+        return "<eerl.Session %s %s%s>" % (self.mode, self.pools,
+                                          " closed" if self._closed else "")
+
+
+def _pool_name(p):
+    return "generation" if p == T.POOL_GEN else "training"
+
+
+class _Phase:
+    __slots__ = ("s", "name", "pool")
+
+    def __init__(self, s, name, pool):
+        self.s, self.name, self.pool = s, name, pool
+
+    def __enter__(self):
+        self.s.phase_begin(self.name, self.pool)
+        return self.s
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            self.s.phase_end(self.name, self.pool)
+        else:
+            try:  # the body's error is the one to see
+                self.s.phase_end(self.name, self.pool)
+            except EerlError:
+                pass
+        return False
+
+
+def live_sessions():
+    """The sessions open in this process (for tests and for the shutdown paths)."""
+    with _live_lock:
+        return list(_live)
+
+
+def close_all():
+    """Closes every live session; returns the first error raised (or None)."""
+    first = None
+    for s in live_sessions():
+        try:
+            s.close()
+        except Exception as e:  # keep closing the others
+            first = first or e
+    return first
+
+
+def _on_sigterm(signum, frame):
+    close_all()
+    prev = _sig_previous
+    if callable(prev):
+        prev(signum, frame)
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_sigterm():
+    global _sig_installed, _sig_previous
+    if _sig_installed or threading.current_thread() is not threading.main_thread():
+        return
+    prev = signal.getsignal(signal.SIGTERM)
+    if prev is signal.SIG_IGN or prev is None:
+        return  # the program ignores SIGTERM (or set it outside Python): leave it alone
+    _sig_previous = prev if callable(prev) else None
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    _sig_installed = True
+
+
+atexit.register(close_all)

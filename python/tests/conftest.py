@@ -1,0 +1,92 @@
+"""Shared fixtures: which libeerl the tests load, and a stand-in NVML node per test.
+
+libeerl: $EERL_LIBRARY (tools/run test sets it to build/libeerl.so), else <repo>/build/libeerl.so.
+The stand-in NVML library (docs/device.md): $EERL_NVML_LIBRARY if set, else fake_nvml/ beside the
+libeerl used. Every test gets its own state file (tmp_path), so tests never see each other's GPUs.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYROOT = os.path.dirname(HERE)
+REPO = os.path.dirname(PYROOT)
+sys.path.insert(0, PYROOT)
+sys.path.insert(0, os.path.join(HERE, "stubs"))
+
+if not os.environ.get("EERL_LIBRARY"):
+    os.environ["EERL_LIBRARY"] = os.path.join(REPO, "build", "libeerl.so")
+LIB = os.path.abspath(os.environ["EERL_LIBRARY"])
+BUILD = os.path.dirname(LIB)
+FAKE_NVML = os.environ.get("EERL_NVML_LIBRARY") or os.path.join(BUILD, "fake_nvml",
+                                                                 "libnvidia-ml.so.1")
+os.environ["EERL_NVML_LIBRARY"] = FAKE_NVML
+EERL_BIN = os.environ.get("EERL_BIN") or os.path.join(BUILD, "eerl")
+# The tests never talk to a real eerld unless they start one.
+os.environ.pop("EERL_SOCKET", None)
+
+
+def gpu(i, power_mw=300000):
+    return {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-00000000-0000-0000-0000-%012d" % i,
+        "memory_clocks_mhz": [2619, 1593],
+        "sm_clocks_mhz": {"max": 1980, "min": 345, "step": 15},
+        "sm_clock_mhz": 1980,
+        "power_mw": power_mw,
+        "locked_min_mhz": None,
+        "locked_max_mhz": None,
+        "throttle_reasons": 0,
+        "energy_supported": True,
+        "counter_stuck": False,
+        "reset_counter": False,
+        "lost": False,
+    }
+
+
+def write_state(path, n_gpus=2, lock_permitted=True, **extra):
+    state = {"driver_version": "580.159.04", "nvml_version": "13.580.159.04",
+             "virtual_time_ms": None, "energy_update_ms": 1, "lock_permitted": lock_permitted,
+             "gpus": [gpu(i) for i in range(n_gpus)], "faults": []}
+    state.update(extra)
+    tmp = str(path) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(state, f)
+    os.replace(tmp, str(path))
+    return str(path)
+
+
+def read_locks(path):
+    with open(path) as f:
+        st = json.load(f)
+    return [(g.get("locked_min_mhz"), g.get("locked_max_mhz")) for g in st["gpus"]]
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """A 2-GPU stand-in node: returns the state file's path."""
+    path = write_state(tmp_path / "nvml.json")
+    monkeypatch.setenv("EERL_FAKE_NVML_STATE", path)
+    return path
+
+
+def child_env(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PYROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def have_runtime():
+    try:
+        from eerl import _lib
+        return _lib.has("eerl_rt_new")
+    except Exception:
+        return False
+
+
+needs_runtime = pytest.mark.skipif(not have_runtime(),
+                                   reason="this libeerl has no runtime session (eerl_rt_new)")

@@ -1,0 +1,139 @@
+"""The binding: finding the library, refusing another major version, C errors as exceptions,
+struct layouts matching the headers."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import LIB, REPO, child_env
+
+import eerl
+from eerl import _lib, _types
+
+
+def run_py(code, **env):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=child_env(**env),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_loads_the_library_named_by_eerl_library():
+    assert os.path.samefile(eerl.library_path(), LIB)
+    assert eerl.library_version() == eerl.__version__
+
+
+def test_missing_eerl_library_is_an_error_naming_the_path(tmp_path):
+    bad = str(tmp_path / "nope" / "libeerl.so")
+    r = run_py("import eerl; eerl.library_version()", EERL_LIBRARY=bad)
+    assert r.returncode != 0
+    assert "LibraryNotFound" in r.stderr and bad in r.stderr, r.stderr
+
+
+def test_not_found_anywhere_says_what_to_do(tmp_path):
+    # No EERL_LIBRARY, nothing beside the package (a copy of it elsewhere), no system libeerl.
+    pkg = tmp_path / "pkg"
+    shutil.copytree(os.path.join(REPO, "python", "eerl"), str(pkg / "eerl"),
+                    ignore=shutil.ignore_patterns("libeerl.so*", "__pycache__"))
+    env = child_env()
+    env.pop("EERL_LIBRARY")
+    env["PYTHONPATH"] = str(pkg)
+    env["LD_LIBRARY_PATH"] = ""
+    r = subprocess.run([sys.executable, "-c", "import eerl; eerl.library_version()"], env=env,
+                       capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    if r.returncode == 0:
+        pytest.skip("a libeerl is installed on the system path")
+    assert "libeerl not found" in r.stderr and "EERL_LIBRARY" in r.stderr, r.stderr
+
+
+def test_library_beside_the_package_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    shutil.copytree(os.path.join(REPO, "python", "eerl"), str(pkg / "eerl"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(LIB, str(pkg / "eerl" / "libeerl.so"))
+    env = child_env()
+    env.pop("EERL_LIBRARY")
+    env["PYTHONPATH"] = str(pkg)
+    r = subprocess.run([sys.executable, "-c", "import eerl; print(eerl.library_path())"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(pkg / "eerl" / "libeerl.so")
+
+
+def _compile(tmp_path, name, src):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    c = tmp_path / (name + ".c")
+    c.write_text(src)
+    out = tmp_path / name
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(out), str(c)] if name.endswith(".so")
+                   else [cc, "-I", os.path.join(REPO, "include"), "-o", str(out), str(c)],
+                   check=True, capture_output=True, text=True)
+    return str(out)
+
+
+def test_another_major_version_is_refused(tmp_path):
+    so = _compile(tmp_path, "libeerl.so", textwrap.dedent("""
+        unsigned eerl_version(void) { return (7u << 16) | (2u << 8) | 1u; }
+        const char *eerl_version_string(void) { return "7.2.1"; }
+        const char *eerl_strerror(int e) { (void)e; return "x"; }
+        const char *eerl_err_name(int e) { (void)e; return "x"; }
+    """))
+    r = run_py("import eerl; eerl.library_version()", EERL_LIBRARY=so)
+    assert r.returncode != 0
+    assert "VersionMismatch" in r.stderr, r.stderr
+    assert "7.2.1" in r.stderr and "needs major 0" in r.stderr, r.stderr
+
+
+def test_a_library_that_is_not_libeerl_is_refused(tmp_path):
+    so = _compile(tmp_path, "libother.so", "int something(void) { return 1; }\n")
+    r = run_py("import eerl; eerl.library_version()", EERL_LIBRARY=so)
+    assert r.returncode != 0 and "is not libeerl" in r.stderr, r.stderr
+
+
+def test_errors_carry_eerl_strerror_and_name():
+    e = eerl.EerlError(-1, "doing x", "value 7 is bad")
+    assert e.code == -1 and e.name == "EERL_EINVAL" and e.message == "invalid argument"
+    assert str(e) == "doing x: invalid argument: value 7 is bad (EERL_EINVAL)"
+    perm = eerl.EerlError(-5)
+    assert "CAP_SYS_ADMIN" in str(perm) and perm.name == "EERL_ENOPERM"
+    with pytest.raises(eerl.EerlError) as ei:
+        _lib.check(-17, "opening y", lambda: b"no such thing")
+    assert ei.value.name == "EERL_ENOENT" and "no such thing" in str(ei.value)
+    assert _lib.check(3) == 3
+
+
+def test_struct_layouts_match_the_headers(tmp_path):
+    """Every ctypes mirror has the size and field offsets the C compiler gives the header."""
+    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"eerl/core.h\""]
+    for h in ("runtime.h", "agent.h"):
+        if os.path.exists(os.path.join(REPO, "include", "eerl", h)):
+            lines.append("#include \"eerl/%s\"" % h)
+    lines.append("int main(void) {")
+    expect = {}
+    for cname, st in _types.LAYOUTS.items():
+        hdr = {"eerl_rt": "runtime.h", "struct eerl_agent": "agent.h"}
+        needs = next((v for k, v in hdr.items() if cname.startswith(k)), None)
+        if needs and not os.path.exists(os.path.join(REPO, "include", "eerl", needs)):
+            continue
+        lines.append('printf("%s %%zu\\n", sizeof(%s));' % (cname.replace(" ", "_"), cname))
+        expect[cname.replace(" ", "_")] = __import__("ctypes").sizeof(st)
+        for fname, _ in st._fields_:
+            key = "%s.%s" % (cname.replace(" ", "_"), fname)
+            lines.append('printf("%s %%zu\\n", offsetof(%s, %s));' % (key, cname, fname))
+            expect[key] = getattr(st, fname).offset
+    lines.append("return 0; }")
+    exe = _compile(tmp_path, "layout", "\n".join(lines) + "\n")
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    got = dict((k, int(v)) for k, v in (l.split() for l in out.splitlines()))
+    assert got == expect
+
+
+def test_phase_names_match_the_c_names():
+    assert list(_types.PHASES) == ["generation", "logprob", "training", "refit", "other"]
+    assert _types.phase_id("log-prob") == ("logprob", 1)
+    with pytest.raises(ValueError, match="unknown phase 'rollout'"):
+        _types.phase_id("rollout")

@@ -1,6 +1,7 @@
 /* Meter: interval energy through the real NVML backend and the stand-in NVML library, in virtual
  * time (the test writes the state file's virtual_time_ms, then ticks the meter at that time).
  * Expected energies come from the power profile the test lays down, integrated here by hand. */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -601,7 +602,7 @@ static void test_sampler_thread_real_time(void **state)
         assert_int_equal(eerl_meter_energy(m, t0, tm, &rd), 0);
         assert_true(rd.total_joules >= 0);
     }
-    assert_int_equal(eerl_meter_tick_now(m, &t1), 0);
+    assert_int_equal(eerl_meter_mark(m, &t1), 0);
     assert_int_equal(eerl_meter_stop(m), 0);
     assert_int_equal(eerl_meter_stop(m), EERL_ESTATE);
     before = eerl_meter_sample_count(m);
@@ -618,6 +619,345 @@ static void test_sampler_thread_real_time(void **state)
     /* restart, then free while running: free stops the thread */
     assert_int_equal(eerl_meter_start(m), 0);
     nanosleep(&nap, NULL);
+}
+
+/* ---- two rates: power every tick, the counters every energy interval and at marks ---------- */
+
+/* How many times the stand-in saw `fn` called (it counts every device call; see fake_nvml.c). */
+static unsigned long calls(const char *fn)
+{
+    const char *lib = getenv("EERL_NVML_LIBRARY");
+    unsigned long (*count)(const char *);
+    void *h, *sym;
+    unsigned long n;
+
+    assert_non_null(lib);
+    h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD); /* the copy the backend loaded */
+    assert_non_null(h);
+    sym = dlsym(h, "fake_nvml_call_count");
+    assert_non_null(sym);
+    memcpy(&count, &sym, sizeof(sym));
+    n = count(fn);
+    dlclose(h);
+    return n;
+}
+
+#define ENERGY_FN "nvmlDeviceGetTotalEnergyConsumption"
+
+/* Events of a virtual-time run, in time order; at equal times a tick comes first, then a mark,
+ * then a power change (so a change "at" a sample is seen from the next sample on). */
+struct ev {
+    double t;
+    int kind; /* 0 tick, 1 mark, 2 change of GPU 0's power to w */
+    double w;
+};
+
+static int ev_cmp(const void *a, const void *b)
+{
+    const struct ev *x = a, *y = b;
+
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->kind - y->kind;
+}
+
+/* Times are whole milliseconds, so the stand-in's 100 ms counter grid is hit exactly. */
+static void run_events(eerl_device *dev, eerl_meter *m, struct ev *ev, size_t n)
+{
+    size_t i;
+
+    qsort(ev, n, sizeof(*ev), ev_cmp);
+    for (i = 0; i < n; i++) {
+        double t = ev[i].t;
+
+        if (ev[i].kind == 0) {
+            tick_at(m, t);
+        } else if (ev[i].kind == 1) {
+            VT_MS = t * 1000.0;
+            write_state();
+            assert_int_equal(eerl_meter_tick_energy(m, t), 0);
+        } else {
+            poke(dev, t);
+            G[0].power_mw = (unsigned)(ev[i].w * 1000);
+            poke(dev, t);
+        }
+    }
+}
+
+/* Ticks every 0.2 s over [0, t_end], the profile's changes, and marks. Returns the count. */
+static size_t build_events(struct ev *ev, size_t cap, const struct seg *p, size_t np, double t_end,
+                           const double *marks, size_t nm)
+{
+    size_t n = 0, i;
+    int k;
+
+    for (k = 0; k * 200 <= (int)(t_end * 1000 + 0.5); k++) {
+        assert_true(n < cap);
+        ev[n++] = (struct ev){k * 200 / 1000.0, 0, 0};
+    }
+    for (i = 0; i < nm; i++) {
+        assert_true(n < cap);
+        ev[n++] = (struct ev){marks[i], 1, 0};
+    }
+    for (i = 1; i < np; i++) {
+        assert_true(n < cap);
+        ev[n++] = (struct ev){p[i].t, 2, p[i].w};
+    }
+    return n;
+}
+
+/* Counter reads every 2 s, power every 0.2 s: between marks (counter reads on NVML's 100 ms
+ * grid, some between samples, one at a sample that read only power) the energy is the counter's,
+ * within its 1 mJ unit, whatever the power did in between; long windows between arbitrary times
+ * stay within 0.1%. */
+static void test_sparse_energy_reads_exact_at_marks(void **state)
+{
+    static const struct seg prof[] = {{0, 310},     {3.33, 520},  {7.77, 95},
+                                      {11.05, 680}, {13.91, 240}, {19.47, 455}};
+    static const double marks[] = {1.5, 4.1, 6.6, 9.3, 12.7, 16.4, 21.1};
+    static const double spans[][2] = {{0.3, 23.9}, {1.7, 14.5}, {5.05, 22.95}};
+    struct ev ev[256];
+    eerl_device *dev = open_fake(2, 300000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    unsigned long e0;
+    size_t i, n;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 2, 200, &m), 0);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 2.0), 0);
+    G[0].power_mw = 310000;
+    G[1].power_mw = 100000;
+    n = build_events(ev, 256, prof, 6, 24.0, marks, 7);
+    e0 = calls(ENERGY_FN);
+    run_events(dev, m, ev, n);
+    /* 121 ticks and 7 marks, but the counters were read far less often than power */
+    if (calls(ENERGY_FN) - e0 > 2 * 20)
+        fail_msg("%lu counter reads for 2 GPUs over 24 s", calls(ENERGY_FN) - e0);
+    for (i = 0; i + 1 < 7; i++) {
+        double want = profile_energy(prof, 6, marks[i], marks[i + 1]);
+
+        assert_int_equal(eerl_meter_energy(m, marks[i], marks[i + 1], &rd), 0);
+        if (fabs(rd.joules[0] - want) > 0.003)
+            fail_msg("marks [%g, %g]: %.4f J, want %.4f J", marks[i], marks[i + 1], rd.joules[0],
+                     want);
+        assert_true(rel_err(rd.joules[0], want) < 0.001);
+        assert_true(fabs(rd.joules[1] - 100.0 * (marks[i + 1] - marks[i])) <= 0.003);
+        assert_int_equal(rd.flags, 0);
+    }
+    for (i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+        double want = profile_energy(prof, 6, spans[i][0], spans[i][1]);
+
+        assert_int_equal(eerl_meter_energy(m, spans[i][0], spans[i][1], &rd), 0);
+        if (rel_err(rd.joules[0], want) >= 0.001)
+            fail_msg("[%g, %g]: %.3f J, want %.3f J (%.4f%%)", spans[i][0], spans[i][1],
+                     rd.joules[0], want, 100 * rel_err(rd.joules[0], want));
+    }
+}
+
+/* A power step between two counter readings 2 s apart: the share of the counter's energy a time
+ * between them gets follows the power samples, not the clock. */
+static void test_power_shaped_interpolation_beats_linear(void **state)
+{
+    static const struct seg at_sample[] = {{0, 100}, {1.0, 600}};
+    static const struct seg between[] = {{0, 100}, {0.9, 600}};
+    const struct seg *profs[] = {at_sample, between};
+    int p;
+
+    (void)state;
+    for (p = 0; p < 2; p++) {
+        const struct seg *prof = profs[p];
+        struct ev ev[64];
+        eerl_device *dev = open_fake(1, 100000);
+        unsigned gpus[] = {0};
+        eerl_meter *m = NULL;
+        eerl_meter_reading rd;
+        double want = profile_energy(prof, 2, 0, 1.0), whole, lin;
+        size_t n;
+
+        assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+        assert_int_equal(eerl_meter_set_energy_interval(m, 2.0), 0);
+        n = build_events(ev, 64, prof, 2, 4.0, NULL, 0);
+        run_events(dev, m, ev, n);
+        /* the counter was read at 0, 2 and 4 s: the stretch [0, 2] is the counter's */
+        assert_int_equal(eerl_meter_energy(m, 0, 2.0, &rd), 0);
+        whole = rd.joules[0];
+        assert_true(fabs(whole - profile_energy(prof, 2, 0, 2.0)) <= 0.002);
+        lin = whole * 1.0 / 2.0; /* what linear interpolation in time would say at 1.0 s */
+        assert_int_equal(eerl_meter_energy(m, 0, 1.0, &rd), 0);
+        if (fabs(rd.joules[0] - want) > 0.05 * fabs(lin - want))
+            fail_msg("profile %d: [0, 1]: %.3f J, want %.3f J (linear: %.3f J)", p, rd.joules[0],
+                     want, lin);
+        /* within the trapezoid's error at the one step: |dP| x 0.2 s / 2, rescaled */
+        assert_true(fabs(rd.joules[0] - want) <= 500 * 0.2 / 2);
+        eerl_meter_free(m);
+        eerl_device_free(dev);
+        MET = NULL;
+        DEV = NULL;
+    }
+}
+
+/* Count the reads: power at every tick (through nvmlDeviceGetFieldValues, never the 1 s average),
+ * the counters every energy interval, at marks, and again at the next tick after a failed read. */
+static void test_rate_separation(void **state)
+{
+    eerl_device *dev = open_fake(2, 250000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    unsigned long e0, f0, p0;
+    unsigned mw = 0;
+    double iv = 0;
+    size_t before;
+    int k;
+
+    (void)state;
+    assert_int_equal(eerl_meter_new(dev, gpus, 2, 200, &m), 0);
+    MET = m;
+    /* the default is auto: at least EERL_METER_ENERGY_MIN_S */
+    assert_int_equal(eerl_meter_energy_interval(m, &iv), 0);
+    assert_true(iv >= EERL_METER_ENERGY_MIN_S && iv <= EERL_METER_ENERGY_MAX_S);
+    assert_int_equal(eerl_meter_set_energy_interval(m, -2.0), EERL_EINVAL);
+    assert_int_equal(eerl_meter_set_energy_interval(m, NAN), EERL_EINVAL);
+    assert_int_equal(eerl_meter_set_energy_interval(m, INFINITY), EERL_EINVAL);
+    assert_int_equal(eerl_meter_set_energy_interval(NULL, 2.0), EERL_EINVAL);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 2.0), 0);
+    assert_int_equal(eerl_meter_energy_interval(m, &iv), 0);
+    assert_true(iv == 2.0);
+    assert_int_equal(eerl_device_power_instant_mw(dev, 1, &mw), 0);
+    assert_int_equal(mw, 250000);
+
+    e0 = calls(ENERGY_FN);
+    f0 = calls("nvmlDeviceGetFieldValues");
+    p0 = calls("nvmlDeviceGetPowerUsage");
+    for (k = 0; k <= 50; k++) /* 0 .. 10 s: counters at 0, 2, 4, 6, 8, 10 */
+        tick_at(m, 0.2 * k);
+    assert_int_equal(calls(ENERGY_FN) - e0, 2 * 6);
+    assert_int_equal(calls("nvmlDeviceGetFieldValues") - f0, 2 * 51);
+    assert_int_equal(calls("nvmlDeviceGetPowerUsage") - p0, 0);
+
+    /* a mark reads them whatever the schedule, and restarts it: 10.3 + 2 is the next */
+    e0 = calls(ENERGY_FN);
+    VT_MS = 10300;
+    write_state();
+    assert_int_equal(eerl_meter_tick_energy(m, 10.3), 0);
+    assert_int_equal(calls(ENERGY_FN) - e0, 2);
+    for (k = 52; k <= 61; k++) /* 10.4 .. 12.2 */
+        tick_at(m, 0.2 * k);
+    assert_int_equal(calls(ENERGY_FN) - e0, 2 + 2); /* at 12.2 (due at 12.3 - 0.1) */
+
+    /* a mark at the time of a power-only sample reads the counters for that sample */
+    tick_at(m, 12.4);
+    before = eerl_meter_sample_count(m);
+    e0 = calls(ENERGY_FN);
+    assert_int_equal(eerl_meter_tick_energy(m, 12.4), 0);
+    assert_int_equal(calls(ENERGY_FN) - e0, 2);
+    assert_int_equal(eerl_meter_sample_count(m), before);
+    assert_int_equal(eerl_meter_tick_energy(m, 12.4), 0); /* already read: nothing */
+    assert_int_equal(calls(ENERGY_FN) - e0, 2);
+    assert_int_equal(eerl_meter_energy(m, 10.3, 12.4, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 250.0 * 2.1) <= 0.002);
+    assert_int_equal(rd.flags, 0);
+
+    /* a failed counter read is tried again at the next tick, not 2 s later */
+    snprintf(FAULTS, sizeof(FAULTS),
+             "{\"function\": \"" ENERGY_FN "\", \"gpu\": 1, \"error\": 999, \"count\": 1}");
+    tick_at(m, 14.4); /* due: GPU 1's read fails */
+    e0 = calls(ENERGY_FN);
+    tick_at(m, 14.6); /* GPU 1 only */
+    assert_int_equal(calls(ENERGY_FN) - e0, 1);
+    tick_at(m, 14.8);
+    assert_int_equal(calls(ENERGY_FN) - e0, 1);
+    assert_int_equal(eerl_meter_energy(m, 12.4, 14.6, &rd), 0);
+    assert_true(fabs(rd.joules[1] - 250.0 * 2.2) <= 0.002);
+    assert_true(rd.gpu_flags[1] & EERL_METER_MISSED);
+    assert_int_equal(rd.gpu_flags[0], 0);
+
+    /* energy interval 0: every tick reads them */
+    assert_int_equal(eerl_meter_set_energy_interval(m, 0), 0);
+    e0 = calls(ENERGY_FN);
+    for (k = 75; k <= 79; k++)
+        tick_at(m, 0.2 * k);
+    assert_int_equal(calls(ENERGY_FN) - e0, 2 * 5);
+}
+
+/* Every anomaly handled as before when the counters are read only every 2 s. Constant power
+ * here, so every total is exact. */
+static void test_anomalies_with_sparse_energy_reads(void **state)
+{
+    eerl_device *dev = open_fake(4, 250000);
+    unsigned gpus[] = {0, 1, 2, 3};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    G[3].no_energy = 1;
+    assert_int_equal(new_meter(dev, gpus, 4, 200, &m), 0);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 2.0), 0);
+    for (k = 0; k <= 50; k++) {
+        G[0].stuck = k >= 10 && k < 25; /* GPU 0: counter stuck from 2.0 s to 5.0 s */
+        G[1].reset = k == 21;           /* GPU 1: reset between 4.0 and 4.2 (power-only ticks) */
+        if (k == 21)
+            poke(dev, 4.1);
+        G[2].lost = k >= 38; /* GPU 2: lost at 7.6 s, last counter read at 6.0 */
+        tick_at(m, 0.2 * k);
+        G[1].reset = 0;
+    }
+    assert_int_equal(eerl_meter_energy(m, 0, 10.0, &rd), 0);
+    if (fabs(rd.joules[0] - 2500.0) > 0.01)
+        fail_msg("stuck: %.3f J, want 2500 J", rd.joules[0]);
+    assert_true((rd.gpu_flags[0] & (EERL_METER_STUCK | EERL_METER_POWER)) ==
+                (EERL_METER_STUCK | EERL_METER_POWER));
+    if (fabs(rd.joules[1] - 2500.0) > 0.01)
+        fail_msg("reset: %.3f J, want 2500 J", rd.joules[1]);
+    assert_true(rd.gpu_flags[1] & EERL_METER_RESET);
+    assert_true(fabs(rd.joules[2] - 250.0 * 7.4) < 0.01); /* up to the last good read, 7.4 s */
+    assert_true(rd.gpu_flags[2] & EERL_METER_LOST);
+    assert_true(rd.gpu_flags[2] & EERL_METER_POWER); /* 6.0 .. 7.4 is integrated power */
+    assert_true(fabs(rd.joules[3] - 2500.0) < 0.01);
+    assert_int_equal(rd.gpu_flags[3], EERL_METER_POWER);
+    /* clear of the anomalies: counter-exact and unflagged */
+    assert_int_equal(eerl_meter_energy(m, 0.3, 1.9, &rd), 0);
+    assert_int_equal(rd.gpu_flags[0] | rd.gpu_flags[1] | rd.gpu_flags[2], 0);
+    assert_int_equal(eerl_meter_energy(m, 6.5, 9.9, &rd), 0);
+    assert_int_equal(rd.gpu_flags[0] | rd.gpu_flags[1], 0);
+    assert_true(fabs(rd.joules[0] - 250.0 * 3.4) < 0.01);
+}
+
+/* An older driver without nvmlDeviceGetFieldValues: the meter samples nvmlDeviceGetPowerUsage. */
+static void test_averaged_power_when_no_instant_power(void **state)
+{
+    char *saved = strdup(getenv("EERL_NVML_LIBRARY"));
+    char legacy[1200], *slash;
+    eerl_device *dev;
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    unsigned mw;
+    unsigned long p0;
+    int k;
+
+    (void)state;
+    assert_non_null(saved);
+    snprintf(legacy, sizeof(legacy), "%s", saved);
+    slash = strrchr(legacy, '/');
+    assert_non_null(slash);
+    snprintf(slash, sizeof(legacy) - (size_t)(slash - legacy), "/legacy/libnvidia-ml.so.1");
+    setenv("EERL_NVML_LIBRARY", legacy, 1);
+    dev = open_fake(1, 200000);
+    assert_int_equal(eerl_device_power_instant_mw(dev, 0, &mw), EERL_ENOTSUP);
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 2.0), 0);
+    p0 = calls("nvmlDeviceGetPowerUsage");
+    for (k = 0; k <= 20; k++)
+        tick_at(m, 0.2 * k);
+    assert_int_equal(calls("nvmlDeviceGetPowerUsage") - p0, 21);
+    assert_int_equal(eerl_meter_energy(m, 0.5, 3.5, &rd), 0);
+    assert_true(fabs(rd.joules[0] - 600.0) < 0.01);
+    setenv("EERL_NVML_LIBRARY", saved, 1);
+    free(saved);
 }
 
 static int teardown(void **state)
@@ -650,6 +990,11 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_history_limit, teardown),
         cmocka_unit_test_teardown(test_bad_gpu_index, teardown),
         cmocka_unit_test_teardown(test_sampler_thread_real_time, teardown),
+        cmocka_unit_test_teardown(test_sparse_energy_reads_exact_at_marks, teardown),
+        cmocka_unit_test_teardown(test_power_shaped_interpolation_beats_linear, teardown),
+        cmocka_unit_test_teardown(test_rate_separation, teardown),
+        cmocka_unit_test_teardown(test_anomalies_with_sparse_energy_reads, teardown),
+        cmocka_unit_test_teardown(test_averaged_power_when_no_instant_power, teardown),
     };
     int r;
 

@@ -1,0 +1,28 @@
+/* eerld's journal: the GPUs whose clocks eerld may have changed and not yet reset, kept in
+ * STATE_DIR/journal.json so a restarted eerld (after SIGKILL, a crash, a reboot of the service)
+ * resets them before it serves anyone. Written atomically (temp file, fsync, rename, fsync of
+ * the directory) BEFORE the first change to a GPU, and again after its reset. Owns only the
+ * file format; the daemon decides when to write. */
+#ifndef EERLD_JOURNAL_H
+#define EERLD_JOURNAL_H
+
+#include <stddef.h>
+
+#include "eerl/device.h"
+
+struct eerld_journal_entry {
+    unsigned gpu;
+    char uuid[EERL_DEVICE_UUID_MAX];
+    unsigned uid, pid;
+};
+
+/* -1 on failure with why (path and errno). */
+int eerld_journal_write(const char *dir, const struct eerld_journal_entry *e, size_t n, char *why,
+                        size_t why_len);
+
+/* A missing journal is 0 entries. A malformed one is -1 with why; the caller then resets every
+ * GPU, which is what a journal could at most ask for. *ret is malloc'd (free it). */
+int eerld_journal_read(const char *dir, struct eerld_journal_entry **ret, size_t *ret_n, char *why,
+                       size_t why_len);
+
+#endif

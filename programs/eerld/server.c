@@ -1,0 +1,1464 @@
+/* eerld's server (see server.h). The rules it keeps:
+ * - A GPU has at most one holder (a connection). Every way a connection ends (release, close,
+ *   death of the process: the kernel closes its socket, a malformed message, missed heartbeats)
+ *   resets the clocks of every GPU it held before anything else happens on this loop.
+ * - Before a GPU's clock is first changed under a lease, the journal names it (fsync'd); it
+ *   leaves the journal only after its reset succeeded. A reset that fails keeps the GPU in the
+ *   journal and is retried every second.
+ * - A malformed message (bad JSON, unknown op or key, wrong type, out-of-range value, over
+ *   EERL_AGENT_MSG_MAX bytes, no hello first) gets an error reply and its connection is closed.
+ *   A well-formed request that is refused (busy, policy, range) gets an error and the
+ *   connection stays.
+ * - Identity is SO_PEERCRED at accept time; nothing a client says about itself is trusted. */
+#define _GNU_SOURCE /* accept4, struct ucred */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "eerl/actuator.h"
+#include "eerl/agent.h"
+#include "eerl/device.h"
+#include "eerl/error.h"
+#include "eerl/twin.h"
+#include "eerl/version.h"
+#include "agent/protocol.h"
+#include "twin/idle_device.h"
+
+#include "journal.h"
+#include "metrics.h"
+#include "policy.h"
+#include "server.h"
+
+#define POOLS_MAX 16
+#define OUT_MAX (4u << 20) /* a client that lets this much pile up unread is dropped */
+#define RETRY_MS 1000
+
+struct pool {
+    char name[EERL_AGENT_POOL_NAME_MAX + 1];
+    unsigned gpus[EERL_AGENT_GPUS_MAX];
+    size_t n;
+    unsigned mhz[3];
+};
+
+struct conn {
+    int fd;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    char client[EERL__AGENT_CLIENT_MAX + 1];
+    int hello;
+    char *in;
+    size_t in_len;
+    char *out;
+    size_t out_len, out_cap;
+    int want_out; /* EPOLLOUT registered */
+    double last_seen;
+    int closing;
+    struct pool pools[POOLS_MAX];
+    size_t n_pools;
+    unsigned n_leased;
+    struct conn *prev, *next;
+};
+
+struct gpu {
+    char uuid[EERL_DEVICE_UUID_MAX];
+    char name[EERL_DEVICE_NAME_MAX];
+    unsigned clocks[EERL_DEVICE_CLOCKS_MAX];
+    size_t n_clocks;
+    eerl_actuator *act; /* one per GPU, so a GPU can be reset alone */
+    struct conn *holder;
+    unsigned holder_uid, holder_pid; /* of the holder, or the last one while dirty */
+    int journaled;                   /* named in the journal */
+    int dirty;                       /* a reset failed: retry */
+};
+
+struct server {
+    const struct eerld_config *cfg;
+    eerl_device *dev;
+    unsigned n;
+    struct gpu *g;
+    struct eerld_policy policy;
+    int have_policy_file;
+    int lfd, epfd, sfd;
+    struct conn *conns;
+    unsigned n_conns;
+    double next_metrics, next_retry;
+    int stop;
+    char why[512];
+};
+
+static int log_syslog;
+
+void eerld_log_to_syslog(int on)
+{
+    log_syslog = on;
+    if (on)
+        openlog("eerld", LOG_PID, LOG_DAEMON);
+}
+
+void eerld_log(int prio, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (log_syslog) {
+        vsyslog(prio, fmt, ap);
+    } else {
+        fprintf(stderr, "eerld: %s",
+                prio <= LOG_ERR       ? "error: "
+                : prio == LOG_WARNING ? "warning: "
+                                      : "");
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- journal ---- */
+
+static int journal_sync(struct server *s)
+{
+    struct eerld_journal_entry *e = calloc(s->n + 1, sizeof(*e));
+    size_t k = 0;
+    unsigned i;
+    int r;
+
+    if (!e) {
+        snprintf(s->why, sizeof(s->why), "out of memory");
+        return -1;
+    }
+    for (i = 0; i < s->n; i++) {
+        if (!s->g[i].journaled)
+            continue;
+        e[k].gpu = i;
+        snprintf(e[k].uuid, sizeof(e[k].uuid), "%s", s->g[i].uuid);
+        e[k].uid = s->g[i].holder_uid;
+        e[k].pid = s->g[i].holder_pid;
+        k++;
+    }
+    r = eerld_journal_write(s->cfg->state_dir, e, k, s->why, sizeof(s->why));
+    free(e);
+    if (r < 0)
+        eerld_log(LOG_ERR, "%s", s->why);
+    return r;
+}
+
+/* Resets gpu's clocks. Returns 1 if its journal entry can go (caller syncs the journal). */
+static int reset_gpu(struct server *s, unsigned i, const char *why)
+{
+    struct gpu *g = &s->g[i];
+    int e = eerl_actuator_restore(g->act);
+
+    if (e == 0 && g->dirty)
+        e = eerl_device_reset_sm_clocks(s->dev, i);
+    if (e < 0) {
+        eerld_log(LOG_ERR, "GPU %u (%s): reset after %s failed: %s (%s); retrying every %d ms", i,
+                  g->uuid, why, eerl_strerror(e), eerl_device_last_error(s->dev), RETRY_MS);
+        g->dirty = 1;
+        return 0;
+    }
+    g->dirty = 0;
+    return g->journaled;
+}
+
+/* Ends c's lease on GPU i and resets it. Returns 1 if the journal must be rewritten. */
+static int drop_lease(struct server *s, unsigned i, const char *why)
+{
+    struct gpu *g = &s->g[i];
+    int gone;
+
+    if (g->holder) {
+        g->holder->n_leased--;
+        g->holder = NULL;
+    }
+    gone = reset_gpu(s, i, why);
+    if (gone)
+        g->journaled = 0;
+    return gone;
+}
+
+static void retry_dirty(struct server *s)
+{
+    unsigned i;
+    int changed = 0;
+
+    for (i = 0; i < s->n; i++) {
+        struct gpu *g = &s->g[i];
+
+        if (!g->dirty || g->holder)
+            continue;
+        if (eerl_device_reset_sm_clocks(s->dev, i) == 0) {
+            eerld_log(LOG_INFO, "GPU %u (%s): reset succeeded on retry", i, g->uuid);
+            g->dirty = 0;
+            if (g->journaled) {
+                g->journaled = 0;
+                changed = 1;
+            }
+        }
+    }
+    if (changed)
+        journal_sync(s);
+}
+
+/* ---- connections ---- */
+
+static void conn_free(struct server *s, struct conn *c, const char *why)
+{
+    unsigned i;
+    int changed = 0, had = c->n_leased > 0;
+
+    for (i = 0; i < s->n && c->n_leased; i++)
+        if (s->g[i].holder == c)
+            changed |= drop_lease(s, i, why);
+    if (changed)
+        journal_sync(s);
+    if (had)
+        eerld_log(LOG_INFO, "uid %u pid %u: %s; its GPUs are reset", (unsigned)c->uid,
+                  (unsigned)c->pid, why);
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->n_conns--;
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+static void flush_out(struct server *s, struct conn *c)
+{
+    size_t done = 0;
+
+    while (done < c->out_len) {
+        ssize_t w = send(c->fd, c->out + done, c->out_len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                c->closing = 1;
+            break;
+        }
+        done += (size_t)w;
+    }
+    memmove(c->out, c->out + done, c->out_len - done);
+    c->out_len -= done;
+    if ((c->out_len > 0) != c->want_out && !c->closing) {
+        struct epoll_event ev = {.events = EPOLLIN | (c->out_len ? EPOLLOUT : 0u), .data.ptr = c};
+
+        c->want_out = c->out_len > 0;
+        epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    }
+}
+
+static void queue_json(struct conn *c, json_t *o)
+{
+    size_t need = json_dumpb(o, NULL, 0, JSON_COMPACT);
+
+    if (need == 0)
+        return;
+    if (c->out_len + need + 1 > OUT_MAX) {
+        c->closing = 1;
+        return;
+    }
+    if (c->out_len + need + 1 > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        char *p;
+
+        while (cap < c->out_len + need + 1)
+            cap *= 2;
+        p = realloc(c->out, cap);
+        if (!p) {
+            c->closing = 1;
+            return;
+        }
+        c->out = p;
+        c->out_cap = cap;
+    }
+    json_dumpb(o, c->out + c->out_len, need, JSON_COMPACT);
+    c->out_len += need;
+    c->out[c->out_len++] = '\n';
+}
+
+static json_t *reply_new(const struct eerl__agent_req *r)
+{
+    json_t *o = json_object();
+
+    if (r && r->has_id)
+        json_object_set_new(o, "id", json_integer((json_int_t)r->id));
+    json_object_set_new(o, "ok", json_true());
+    return o;
+}
+
+static void reply_err_id(struct conn *c, int has_id, uint64_t id, int err, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void reply_err_id(struct conn *c, int has_id, uint64_t id, int err, const char *fmt, ...)
+{
+    char msg[1024];
+    json_t *o = json_object();
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (has_id)
+        json_object_set_new(o, "id", json_integer((json_int_t)id));
+    json_object_set_new(o, "ok", json_false());
+    json_object_set_new(o, "error", json_string(eerl_err_name(err)));
+    json_object_set_new(o, "message", json_string(msg));
+    queue_json(c, o);
+    json_decref(o);
+}
+
+/* A refusal keeps the connection; the message is built by the caller. */
+static void reply_refuse(struct conn *c, const struct eerl__agent_req *r, int err, const char *msg)
+{
+    reply_err_id(c, r->has_id, r->id, err, "%s", msg);
+}
+
+static int is_root(const struct conn *c)
+{
+    return c->uid == 0;
+}
+
+static void holder_text(const struct gpu *g, unsigned i, char *buf, size_t len)
+{
+    snprintf(buf, len, "GPU %u is leased by uid %u pid %u%s%s%s", i, g->holder_uid, g->holder_pid,
+             g->holder && g->holder->client[0] ? " ('" : "",
+             g->holder && g->holder->client[0] ? g->holder->client : "",
+             g->holder && g->holder->client[0] ? "')" : "");
+}
+
+/* Checks every GPU of r exists (and, if own, is held by c). 0, or a refusal already sent. */
+static int check_gpus(struct server *s, struct conn *c, const struct eerl__agent_req *r,
+                      const unsigned *gpus, size_t n, int own)
+{
+    char msg[512];
+    size_t k;
+
+    for (k = 0; k < n; k++) {
+        unsigned i = gpus[k];
+
+        if (i >= s->n) {
+            snprintf(msg, sizeof(msg), "GPU %u does not exist (%u GPUs: 0-%u)", i, s->n, s->n - 1);
+            reply_refuse(c, r, EERL_ENODEV, msg);
+            return -1;
+        }
+        if (own && s->g[i].holder != c) {
+            if (s->g[i].holder) {
+                holder_text(&s->g[i], i, msg, sizeof(msg));
+                reply_refuse(c, r, EERL_EBUSY, msg);
+            } else {
+                snprintf(msg, sizeof(msg),
+                         "GPU %u is not leased by this connection; lease it first", i);
+                reply_refuse(c, r, EERL_ESTATE, msg);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Checks mhz (a requested upper or lower bound, not 0) against gpu's policy and clock table. */
+static int check_clock(struct server *s, struct conn *c, unsigned i, unsigned mhz, char *msg,
+                       size_t len)
+{
+    unsigned floor_mhz, ceiling_mhz, snapped;
+    int e;
+
+    if (!is_root(c)) {
+        eerld_policy_bounds(&s->policy, i, &floor_mhz, &ceiling_mhz);
+        if (floor_mhz && mhz < floor_mhz) {
+            snprintf(msg, len, "requested %u MHz is below GPU %u's floor of %u MHz (policy %s)",
+                     mhz, i, floor_mhz, s->cfg->policy_path);
+            return EERL_ERANGE;
+        }
+        if (ceiling_mhz && mhz > ceiling_mhz) {
+            snprintf(msg, len, "requested %u MHz is above GPU %u's ceiling of %u MHz (policy %s)",
+                     mhz, i, ceiling_mhz, s->cfg->policy_path);
+            return EERL_ERANGE;
+        }
+    }
+    e = eerl_actuator_snap(s->g[i].act, i, mhz, &snapped);
+    if (e < 0) {
+        snprintf(msg, len, "%s", eerl_actuator_last_error(s->g[i].act));
+        return e;
+    }
+    return 0;
+}
+
+/* Journals every GPU of the list not journaled yet (one write). */
+static int journal_add(struct server *s, struct conn *c, const unsigned *gpus, size_t n)
+{
+    size_t k;
+    int need = 0;
+
+    for (k = 0; k < n; k++) {
+        struct gpu *g = &s->g[gpus[k]];
+
+        if (!g->journaled) {
+            g->journaled = 2; /* 2: added by this call, undone if the write fails */
+            need = 1;
+        }
+        g->holder_uid = (unsigned)c->uid;
+        g->holder_pid = (unsigned)c->pid;
+    }
+    if (!need)
+        return 0;
+    if (journal_sync(s) < 0) {
+        for (k = 0; k < n; k++)
+            if (s->g[gpus[k]].journaled == 2)
+                s->g[gpus[k]].journaled = 0;
+        return -1;
+    }
+    for (k = 0; k < n; k++)
+        s->g[gpus[k]].journaled = 1;
+    return 0;
+}
+
+/* Applies [lo, hi] (0, 0: governor) to each GPU; every GPU is tried; failures are listed in
+ * the reply. The GPUs are already checked. */
+static void apply_clocks(struct server *s, struct conn *c, const struct eerl__agent_req *r,
+                         const unsigned *gpus, size_t n, unsigned lo, unsigned hi)
+{
+    char msg[1024] = "";
+    json_t *failed = NULL;
+    size_t k, off = 0;
+    int first = 0;
+
+    if (hi && journal_add(s, c, gpus, n) < 0) {
+        reply_refuse(c, r, EERL_EIO, "cannot write the journal; no clock was changed");
+        return;
+    }
+    for (k = 0; k < n; k++) {
+        unsigned i = gpus[k];
+        int e;
+
+        if (hi == 0) {
+            e = eerl_actuator_restore(s->g[i].act);
+        } else {
+            e = eerl_actuator_set_range(s->g[i].act, i, lo, hi);
+        }
+        if (e < 0) {
+            const char *d = eerl_actuator_last_error(s->g[i].act);
+
+            if (!d[0])
+                d = eerl_device_last_error(s->dev);
+            if (!first)
+                first = e;
+            if (!failed)
+                failed = json_array();
+            json_array_append_new(failed, json_integer(i));
+            if (off < sizeof(msg))
+                off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%sGPU %u: %s (%s)",
+                                        off ? "; " : "", i, eerl_strerror(e), d);
+            eerld_log(LOG_WARNING, "GPU %u: setting %u-%u MHz for uid %u pid %u failed: %s (%s)", i,
+                      lo, hi, (unsigned)c->uid, (unsigned)c->pid, eerl_strerror(e), d);
+        }
+    }
+    if (first) {
+        json_t *o = json_object();
+
+        if (r->has_id)
+            json_object_set_new(o, "id", json_integer((json_int_t)r->id));
+        json_object_set_new(o, "ok", json_false());
+        json_object_set_new(o, "error", json_string(eerl_err_name(first)));
+        json_object_set_new(o, "message", json_string(msg));
+        json_object_set_new(o, "failed", failed);
+        queue_json(c, o);
+        json_decref(o);
+        return;
+    }
+    json_t *o = reply_new(r);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static void all_gpus(struct server *s, struct eerl__agent_req *r)
+{
+    unsigned i;
+
+    if (r->has_gpus)
+        return;
+    r->n_gpus = s->n < EERL_AGENT_GPUS_MAX ? s->n : EERL_AGENT_GPUS_MAX;
+    for (i = 0; i < r->n_gpus; i++)
+        r->gpus[i] = i;
+}
+
+/* ---- handlers ---- */
+
+static void h_hello(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    json_t *o = reply_new(r);
+    char ver[64];
+
+    snprintf(ver, sizeof(ver), "eerld %s", eerl_version_string());
+    json_object_set_new(o, "v", json_integer(EERL_AGENT_PROTOCOL_VERSION));
+    json_object_set_new(o, "server", json_string(ver));
+    json_object_set_new(o, "gpus", json_integer(s->n));
+    json_object_set_new(o, "heartbeat_ms", json_integer(s->cfg->heartbeat_ms));
+    json_object_set_new(o, "uid", json_integer((json_int_t)c->uid));
+    json_object_set_new(o, "pid", json_integer((json_int_t)c->pid));
+    json_object_set_new(o, "may_lease",
+                        json_boolean(eerld_policy_may_lease(&s->policy, c->uid, c->gid)));
+    queue_json(c, o);
+    json_decref(o);
+    c->hello = 1;
+    snprintf(c->client, sizeof(c->client), "%s", r->client);
+}
+
+static void h_devices(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    json_t *o = reply_new(r), *arr = json_array();
+    unsigned i;
+    size_t k;
+
+    for (i = 0; i < s->n; i++) {
+        json_t *cl = json_array();
+        unsigned f, ce;
+
+        for (k = 0; k < s->g[i].n_clocks; k++)
+            json_array_append_new(cl, json_integer(s->g[i].clocks[k]));
+        eerld_policy_bounds(&s->policy, i, &f, &ce);
+        json_array_append_new(arr,
+                              json_pack("{s:i,s:s,s:s,s:o,s:i,s:i}", "gpu", (json_int_t)i, "uuid",
+                                        s->g[i].uuid, "name", s->g[i].name, "clocks", cl,
+                                        "floor_mhz", (json_int_t)f, "ceiling_mhz", (json_int_t)ce));
+    }
+    json_object_set_new(o, "gpus", arr);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static json_t *reading(struct server *s, unsigned i)
+{
+    uint64_t mj;
+    unsigned mw, mhz;
+    int e;
+
+    if ((e = eerl_device_energy_mj(s->dev, i, &mj)) < 0 ||
+        (e = eerl_device_power_mw(s->dev, i, &mw)) < 0 ||
+        (e = eerl_device_sm_clock(s->dev, i, &mhz)) < 0)
+        return json_pack("{s:i,s:s,s:s}", "gpu", (json_int_t)i, "error", eerl_err_name(e),
+                         "message", eerl_device_last_error(s->dev));
+    return json_pack("{s:i,s:I,s:i,s:i}", "gpu", (json_int_t)i, "energy_mj", (json_int_t)mj,
+                     "power_mw", (json_int_t)mw, "sm_mhz", (json_int_t)mhz);
+}
+
+static void h_read(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    json_t *o, *arr;
+    size_t k;
+
+    all_gpus(s, r);
+    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
+        return;
+    o = reply_new(r);
+    arr = json_array();
+    for (k = 0; k < r->n_gpus; k++)
+        json_array_append_new(arr, reading(s, r->gpus[k]));
+    json_object_set_new(o, "readings", arr);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static void h_status(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    json_t *o, *arr;
+    size_t k;
+
+    all_gpus(s, r);
+    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
+        return;
+    o = reply_new(r);
+    arr = json_array();
+    for (k = 0; k < r->n_gpus; k++) {
+        unsigned i = r->gpus[k], f, ce;
+        struct gpu *g = &s->g[i];
+        json_t *x = reading(s, i);
+        eerl_actuator_gpu_state st;
+
+        json_object_set_new(x, "uuid", json_string(g->uuid));
+        json_object_set_new(x, "name", json_string(g->name));
+        eerld_policy_bounds(&s->policy, i, &f, &ce);
+        json_object_set_new(x, "floor_mhz", json_integer(f));
+        json_object_set_new(x, "ceiling_mhz", json_integer(ce));
+        if (g->n_clocks) {
+            json_object_set_new(x, "min_mhz", json_integer(g->clocks[g->n_clocks - 1]));
+            json_object_set_new(x, "max_mhz", json_integer(g->clocks[0]));
+        }
+        memset(&st, 0, sizeof(st));
+        eerl_actuator_gpu(g->act, i, &st);
+        if (st.locked_max_mhz)
+            json_object_set_new(
+                x, "locked",
+                json_pack("[i,i]", (json_int_t)st.locked_min_mhz, (json_int_t)st.locked_max_mhz));
+        else
+            json_object_set_new(x, "locked", json_null());
+        if (g->holder)
+            json_object_set_new(x, "holder",
+                                json_pack("{s:i,s:i,s:s}", "uid", (json_int_t)g->holder_uid, "pid",
+                                          (json_int_t)g->holder_pid, "client", g->holder->client));
+        else
+            json_object_set_new(x, "holder", json_null());
+        if (g->dirty)
+            json_object_set_new(x, "reset_pending", json_true());
+        json_array_append_new(arr, x);
+    }
+    json_object_set_new(o, "gpus", arr);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static void h_lease(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    char msg[512];
+    size_t k;
+    json_t *o;
+
+    if (!eerld_policy_may_lease(&s->policy, c->uid, c->gid)) {
+        snprintf(msg, sizeof(msg),
+                 "uid %u may not lease GPUs: not root and not in [access] users or groups of the "
+                 "policy %s%s",
+                 (unsigned)c->uid, s->cfg->policy_path,
+                 s->have_policy_file ? "" : " (no policy file: only root may lease)");
+        reply_refuse(c, r, EERL_ENOPERM, msg);
+        return;
+    }
+    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
+        return;
+    for (k = 0; k < r->n_gpus; k++) {
+        struct gpu *g = &s->g[r->gpus[k]];
+
+        if (g->holder && g->holder != c) {
+            holder_text(g, r->gpus[k], msg, sizeof(msg));
+            reply_refuse(c, r, EERL_EBUSY, msg);
+            return;
+        }
+    }
+    for (k = 0; k < r->n_gpus; k++) {
+        struct gpu *g = &s->g[r->gpus[k]];
+
+        if (g->holder == c)
+            continue;
+        g->holder = c;
+        g->holder_uid = (unsigned)c->uid;
+        g->holder_pid = (unsigned)c->pid;
+        c->n_leased++;
+    }
+    o = reply_new(r);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static void h_set(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    char msg[512];
+    size_t k;
+    int e;
+
+    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 1) < 0)
+        return;
+    if (r->max_mhz) {
+        for (k = 0; k < r->n_gpus; k++) {
+            if ((e = check_clock(s, c, r->gpus[k], r->min_mhz, msg, sizeof(msg))) < 0 ||
+                (e = check_clock(s, c, r->gpus[k], r->max_mhz, msg, sizeof(msg))) < 0) {
+                reply_refuse(c, r, e, msg);
+                return;
+            }
+        }
+    }
+    apply_clocks(s, c, r, r->gpus, r->n_gpus, r->min_mhz, r->max_mhz);
+}
+
+static void h_pool(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    char msg[512];
+    struct pool *p = NULL;
+    size_t k;
+    int ph, e;
+    json_t *o;
+
+    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 1) < 0)
+        return;
+    for (ph = 0; ph < 3; ph++)
+        for (k = 0; r->pool_mhz[ph] && k < r->n_gpus; k++)
+            if ((e = check_clock(s, c, r->gpus[k], r->pool_mhz[ph], msg, sizeof(msg))) < 0) {
+                char full[600];
+
+                snprintf(full, sizeof(full), "pool '%s', %s clock: %s", r->pool,
+                         eerl__agent_phase_name((eerl_agent_phase)ph), msg);
+                reply_refuse(c, r, e, full);
+                return;
+            }
+    for (k = 0; k < c->n_pools; k++)
+        if (!strcmp(c->pools[k].name, r->pool))
+            p = &c->pools[k];
+    if (!p) {
+        if (c->n_pools == POOLS_MAX) {
+            snprintf(msg, sizeof(msg), "a connection may define at most %d pools", POOLS_MAX);
+            reply_refuse(c, r, EERL_EOVERFLOW, msg);
+            return;
+        }
+        p = &c->pools[c->n_pools++];
+    }
+    snprintf(p->name, sizeof(p->name), "%s", r->pool);
+    memcpy(p->gpus, r->gpus, r->n_gpus * sizeof(unsigned));
+    p->n = r->n_gpus;
+    memcpy(p->mhz, r->pool_mhz, sizeof(p->mhz));
+    o = reply_new(r);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static void h_phase(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    char msg[128];
+    size_t k;
+    unsigned mhz;
+
+    for (k = 0; k < c->n_pools; k++)
+        if (!strcmp(c->pools[k].name, r->pool))
+            break;
+    if (k == c->n_pools) {
+        snprintf(msg, sizeof(msg), "no pool named '%s' on this connection; define it first",
+                 r->pool);
+        reply_refuse(c, r, EERL_ENOENT, msg);
+        return;
+    }
+    if (check_gpus(s, c, r, c->pools[k].gpus, c->pools[k].n, 1) < 0)
+        return;
+    mhz = c->pools[k].mhz[r->phase];
+    apply_clocks(s, c, r, c->pools[k].gpus, c->pools[k].n, mhz, mhz);
+}
+
+static void h_release(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    size_t k;
+    int changed = 0;
+    json_t *o;
+
+    if (r->has_gpus) {
+        if (check_gpus(s, c, r, r->gpus, r->n_gpus, 1) < 0)
+            return;
+        for (k = 0; k < r->n_gpus; k++)
+            changed |= drop_lease(s, r->gpus[k], "release");
+    } else {
+        unsigned i;
+        for (i = 0; i < s->n; i++)
+            if (s->g[i].holder == c)
+                changed |= drop_lease(s, i, "release");
+    }
+    if (changed)
+        journal_sync(s);
+    o = reply_new(r);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static void h_reset(struct server *s, struct conn *c, struct eerl__agent_req *r)
+{
+    char msg[512];
+    unsigned list[1024];
+    size_t n = 0, k;
+    int changed = 0, first = 0;
+    json_t *o, *done;
+
+    if (r->has_gpus) {
+        if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
+            return;
+        for (k = 0; k < r->n_gpus; k++)
+            list[n++] = r->gpus[k];
+    } else {
+        unsigned i;
+        for (i = 0; i < s->n && n < 1024; i++)
+            if (is_root(c) || (s->g[i].holder && s->g[i].holder_uid == (unsigned)c->uid))
+                list[n++] = i;
+    }
+    if (!is_root(c))
+        for (k = 0; k < n; k++) {
+            struct gpu *g = &s->g[list[k]];
+
+            if (!g->holder || g->holder_uid != (unsigned)c->uid) {
+                if (g->holder)
+                    holder_text(g, list[k], msg, sizeof(msg));
+                else
+                    snprintf(msg, sizeof(msg), "GPU %u is not leased", list[k]);
+                snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
+                         "; only root or the holder may reset it");
+                reply_refuse(c, r, EERL_ENOPERM, msg);
+                return;
+            }
+        }
+    done = json_array();
+    msg[0] = '\0';
+    for (k = 0; k < n; k++) {
+        unsigned i = list[k];
+        struct gpu *g = &s->g[i];
+        int e;
+
+        if (g->holder && g->holder != c)
+            eerld_log(LOG_INFO, "GPU %u: uid %u pid %u reset it, ending the lease of uid %u pid %u",
+                      i, (unsigned)c->uid, (unsigned)c->pid, g->holder_uid, g->holder_pid);
+        changed |= drop_lease(s, i, "reset");
+        /* Root's reset also clears a lock eerld did not make (a job that locked in-process). */
+        e = g->dirty ? EERL_EIO : is_root(c) ? eerl_device_reset_sm_clocks(s->dev, i) : 0;
+        if (e < 0) {
+            if (!first)
+                first = e;
+            snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%sGPU %u: %s (%s)",
+                     msg[0] ? "; " : "", i, eerl_strerror(e), eerl_device_last_error(s->dev));
+        } else {
+            json_array_append_new(done, json_integer(i));
+        }
+    }
+    if (changed)
+        journal_sync(s);
+    if (first) {
+        json_decref(done);
+        reply_refuse(c, r, first, msg);
+        return;
+    }
+    o = reply_new(r);
+    json_object_set_new(o, "reset", done);
+    queue_json(c, o);
+    json_decref(o);
+}
+
+static void handle_line(struct server *s, struct conn *c, const char *line, size_t len)
+{
+    struct eerl__agent_req r;
+    char why[256];
+    uint64_t id = 0;
+    int has_id = 0;
+    json_t *o;
+
+    if (eerl__agent_parse_request(line, len, &r, &id, &has_id, why, sizeof(why)) < 0) {
+        reply_err_id(c, has_id, id, EERL_EPARSE, "malformed request: %s; closing the connection",
+                     why);
+        eerld_log(LOG_WARNING, "uid %u pid %u: malformed request (%s); connection closed",
+                  (unsigned)c->uid, (unsigned)c->pid, why);
+        c->closing = 1;
+        return;
+    }
+    if (!c->hello && r.op != EERL__OP_HELLO) {
+        reply_err_id(c, has_id, id, EERL_EPARSE,
+                     "the first request must be hello; closing the connection");
+        c->closing = 1;
+        return;
+    }
+    switch (r.op) {
+    case EERL__OP_HELLO:
+        if (r.version != EERL_AGENT_PROTOCOL_VERSION) {
+            reply_err_id(c, has_id, id, EERL_EVERSION,
+                         "protocol version %u is not supported; this eerld speaks version %d",
+                         r.version, EERL_AGENT_PROTOCOL_VERSION);
+            c->closing = 1;
+            return;
+        }
+        h_hello(s, c, &r);
+        break;
+    case EERL__OP_DEVICES:
+        h_devices(s, c, &r);
+        break;
+    case EERL__OP_STATUS:
+        h_status(s, c, &r);
+        break;
+    case EERL__OP_READ:
+        h_read(s, c, &r);
+        break;
+    case EERL__OP_LEASE:
+        h_lease(s, c, &r);
+        break;
+    case EERL__OP_SET:
+        h_set(s, c, &r);
+        break;
+    case EERL__OP_POOL:
+        h_pool(s, c, &r);
+        break;
+    case EERL__OP_PHASE:
+        h_phase(s, c, &r);
+        break;
+    case EERL__OP_RELEASE:
+        h_release(s, c, &r);
+        break;
+    case EERL__OP_RESET:
+        h_reset(s, c, &r);
+        break;
+    case EERL__OP_HEARTBEAT:
+    default:
+        o = reply_new(&r);
+        queue_json(c, o);
+        json_decref(o);
+        break;
+    }
+}
+
+/* Reads what is there and handles every complete line. */
+static void conn_readable(struct server *s, struct conn *c)
+{
+    for (;;) {
+        ssize_t n = recv(c->fd, c->in + c->in_len, EERL_AGENT_MSG_MAX - c->in_len, MSG_DONTWAIT);
+        size_t start = 0;
+        char *nl;
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            c->closing = 2; /* peer gone: nothing to flush */
+            return;
+        }
+        c->last_seen = now_s();
+        c->in_len += (size_t)n;
+        while (!c->closing && (nl = memchr(c->in + start, '\n', c->in_len - start))) {
+            handle_line(s, c, c->in + start, (size_t)(nl - (c->in + start)));
+            start = (size_t)(nl - c->in) + 1;
+        }
+        memmove(c->in, c->in + start, c->in_len - start);
+        c->in_len -= start;
+        if (c->closing)
+            return;
+        if (c->in_len == EERL_AGENT_MSG_MAX) {
+            reply_err_id(c, 0, 0, EERL_EPARSE,
+                         "malformed request: no newline within %d bytes (the message limit); "
+                         "closing the connection",
+                         EERL_AGENT_MSG_MAX);
+            eerld_log(LOG_WARNING, "uid %u pid %u: message over %d bytes; connection closed",
+                      (unsigned)c->uid, (unsigned)c->pid, EERL_AGENT_MSG_MAX);
+            c->closing = 1;
+            return;
+        }
+        if (c->out_len > 64 * 1024)
+            flush_out(s, c); /* a pipelining client: keep the reply queue short */
+    }
+}
+
+static void accept_all(struct server *s)
+{
+    for (;;) {
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        struct conn *c, *x;
+        unsigned same = 0;
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct epoll_event ev;
+
+        if (fd < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                eerld_log(LOG_WARNING, "accept: %s", strerror(errno));
+            return;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+            eerld_log(LOG_WARNING, "SO_PEERCRED: %s; connection refused", strerror(errno));
+            close(fd);
+            continue;
+        }
+        for (x = s->conns; x; x = x->next)
+            same += x->uid == cred.uid;
+        if (cred.uid != 0 && (s->n_conns >= s->policy.max_connections ||
+                              same >= s->policy.max_connections_per_user)) {
+            char line[512];
+            int n = snprintf(line, sizeof(line),
+                             "{\"ok\":false,\"error\":\"EERL_EBUSY\",\"message\":\"too many "
+                             "connections: %u in total (limit %u), %u from uid %u (limit %u)\"}\n",
+                             s->n_conns, s->policy.max_connections, same, (unsigned)cred.uid,
+                             s->policy.max_connections_per_user);
+            (void)!send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            eerld_log(LOG_WARNING, "uid %u pid %u: connection refused: limit reached",
+                      (unsigned)cred.uid, (unsigned)cred.pid);
+            close(fd);
+            continue;
+        }
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->in = malloc(EERL_AGENT_MSG_MAX))) {
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->uid = cred.uid;
+        c->gid = cred.gid;
+        c->pid = cred.pid;
+        c->last_seen = now_s();
+        ev.events = EPOLLIN;
+        ev.data.ptr = c;
+        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            free(c->in);
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->next = s->conns;
+        if (s->conns)
+            s->conns->prev = c;
+        s->conns = c;
+        s->n_conns++;
+    }
+}
+
+/* ---- setup ---- */
+
+static int open_devices(struct server *s)
+{
+    const char *d = s->cfg->devices;
+    char why[512] = "";
+    int e;
+
+    if (!strcmp(d, "nvml")) {
+        e = eerl_device_open_nvml_ex(why, sizeof(why), &s->dev);
+        if (e < 0) {
+            eerld_log(LOG_ERR, "cannot open NVML: %s%s%s", eerl_strerror(e), why[0] ? ": " : "",
+                      why);
+            return -1;
+        }
+    } else if (!strncmp(d, "twin:", 5)) {
+        char model[16];
+        const char *x = strrchr(d, 'x');
+        unsigned long n;
+        char *end;
+
+        if (!x || x <= d + 5 || (size_t)(x - d - 5) >= sizeof(model) || x[1] < '0' || x[1] > '9')
+            goto bad_twin;
+        n = strtoul(x + 1, &end, 10);
+        if (*end || n == 0 || n > 1024)
+            goto bad_twin;
+        memcpy(model, d + 5, (size_t)(x - d - 5));
+        model[x - d - 5] = '\0';
+        e = eerl__twin_idle_device(model, (unsigned)n, &s->dev);
+        if (e < 0) {
+            eerld_log(LOG_ERR, "--devices %s: unknown twin GPU '%s' (valid: %s)", d, model,
+                      eerl_twin_gpu_names());
+            return -1;
+        }
+    } else {
+        goto bad_twin;
+    }
+    return 0;
+bad_twin:
+    eerld_log(LOG_ERR, "--devices '%s' is not valid: give nvml or twin:GPUxN (e.g. twin:h100x8)",
+              d);
+    return -1;
+}
+
+static int load_gpus(struct server *s)
+{
+    unsigned i;
+    int e;
+
+    if ((e = eerl_device_count(s->dev, &s->n)) < 0) {
+        eerld_log(LOG_ERR, "cannot count GPUs: %s (%s)", eerl_strerror(e),
+                  eerl_device_last_error(s->dev));
+        return -1;
+    }
+    if (s->n == 0) {
+        eerld_log(LOG_ERR, "no GPUs found");
+        return -1;
+    }
+    s->g = calloc(s->n, sizeof(*s->g));
+    if (!s->g)
+        return -1;
+    for (i = 0; i < s->n; i++) {
+        struct gpu *g = &s->g[i];
+
+        if (eerl_device_uuid(s->dev, i, g->uuid, sizeof(g->uuid)) < 0)
+            snprintf(g->uuid, sizeof(g->uuid), "unknown-%u", i);
+        if (eerl_device_name(s->dev, i, g->name, sizeof(g->name)) < 0)
+            snprintf(g->name, sizeof(g->name), "unknown");
+        if ((e = eerl_device_supported_sm_clocks(s->dev, i, g->clocks, EERL_DEVICE_CLOCKS_MAX,
+                                                 &g->n_clocks)) < 0)
+            eerld_log(LOG_WARNING, "GPU %u: cannot read supported clocks: %s (%s)", i,
+                      eerl_strerror(e), eerl_device_last_error(s->dev));
+        if ((e = eerl_actuator_new(s->dev, 0, &g->act)) < 0) {
+            eerld_log(LOG_ERR, "GPU %u: %s", i, eerl_strerror(e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Resets every GPU the journal names, before the socket exists. */
+static int recover(struct server *s)
+{
+    struct eerld_journal_entry *e = NULL;
+    size_t n = 0, k;
+    unsigned i;
+    int all = 0, changed = 0;
+
+    if (eerld_journal_read(s->cfg->state_dir, &e, &n, s->why, sizeof(s->why)) < 0) {
+        eerld_log(LOG_WARNING, "%s; resetting every GPU", s->why);
+        all = 1;
+    }
+    for (i = 0; i < s->n; i++) {
+        int named = all;
+
+        for (k = 0; k < n && !named; k++)
+            named = !strcmp(e[k].uuid, s->g[i].uuid);
+        if (!named)
+            continue;
+        s->g[i].journaled = 1;
+        s->g[i].dirty = 1;
+        for (k = 0; k < n; k++)
+            if (!strcmp(e[k].uuid, s->g[i].uuid)) {
+                s->g[i].holder_uid = e[k].uid;
+                s->g[i].holder_pid = e[k].pid;
+            }
+        if (eerl_device_reset_sm_clocks(s->dev, i) == 0) {
+            eerld_log(LOG_INFO, "journal: reset GPU %u (%s), left changed for uid %u pid %u", i,
+                      s->g[i].uuid, s->g[i].holder_uid, s->g[i].holder_pid);
+            s->g[i].journaled = 0;
+            s->g[i].dirty = 0;
+            changed = 1;
+        } else {
+            eerld_log(LOG_ERR, "journal: reset of GPU %u (%s) failed: %s; retrying", i,
+                      s->g[i].uuid, eerl_device_last_error(s->dev));
+        }
+    }
+    for (k = 0; k < n; k++) {
+        for (i = 0; i < s->n; i++)
+            if (!strcmp(e[k].uuid, s->g[i].uuid))
+                break;
+        if (i == s->n)
+            eerld_log(LOG_WARNING, "journal names GPU %s (index %u), which is not present",
+                      e[k].uuid, e[k].gpu);
+    }
+    free(e);
+    if (changed || all || n)
+        return journal_sync(s);
+    return journal_sync(s); /* also proves the state dir is writable before serving */
+}
+
+static int make_dirs(struct server *s)
+{
+    char dir[4096];
+    char *slash;
+
+    if (mkdir(s->cfg->state_dir, 0700) < 0 && errno != EEXIST) {
+        eerld_log(LOG_ERR, "cannot create state dir %s: %s", s->cfg->state_dir, strerror(errno));
+        return -1;
+    }
+    snprintf(dir, sizeof(dir), "%s", s->cfg->socket_path);
+    slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+            eerld_log(LOG_ERR, "cannot create socket dir %s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int listen_socket(struct server *s)
+{
+    struct sockaddr_un sa;
+    const char *path = s->cfg->socket_path;
+    struct stat st;
+    struct group *gr = NULL;
+    mode_t old;
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        eerld_log(LOG_ERR, "--socket '%s' is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+        return -1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (lstat(path, &st) == 0) {
+        int probe;
+
+        if (!S_ISSOCK(st.st_mode)) {
+            eerld_log(LOG_ERR, "%s exists and is not a socket; refusing to replace it", path);
+            return -1;
+        }
+        probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            close(probe);
+            eerld_log(LOG_ERR, "another eerld is serving %s", path);
+            return -1;
+        }
+        if (probe >= 0)
+            close(probe);
+        unlink(path); /* stale, from a daemon that was killed */
+    }
+    if (s->cfg->socket_group) {
+        gr = getgrnam(s->cfg->socket_group);
+        if (!gr && s->cfg->group_explicit) {
+            eerld_log(LOG_ERR, "--socket-group '%s': no such group", s->cfg->socket_group);
+            return -1;
+        }
+        if (!gr)
+            eerld_log(LOG_WARNING,
+                      "group '%s' does not exist: the socket stays root's only (create it with "
+                      "'groupadd --system %s' and add the users who may talk to eerld)",
+                      s->cfg->socket_group, s->cfg->socket_group);
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        eerld_log(LOG_ERR, "socket: %s", strerror(errno));
+        return -1;
+    }
+    old = umask(0177); /* never world-accessible, not even for an instant */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        umask(old);
+        eerld_log(LOG_ERR, "cannot bind %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    umask(old);
+    if ((gr && chown(path, (uid_t)-1, gr->gr_gid) < 0) || chmod(path, s->cfg->socket_mode) < 0) {
+        eerld_log(LOG_ERR, "cannot set owner/mode of %s: %s", path, strerror(errno));
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    if (listen(fd, 128) < 0) {
+        eerld_log(LOG_ERR, "listen: %s", strerror(errno));
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    s->lfd = fd;
+    return 0;
+}
+
+static int load_policy(struct server *s)
+{
+    char why[512];
+
+    if (access(s->cfg->policy_path, F_OK) < 0 && !s->cfg->policy_explicit) {
+        eerld_log(LOG_WARNING, "no policy file %s: only root may lease GPUs", s->cfg->policy_path);
+        eerld_policy_default(&s->policy);
+        s->have_policy_file = 0;
+        return 0;
+    }
+    if (eerld_policy_load(s->cfg->policy_path, &s->policy, why, sizeof(why)) < 0) {
+        eerld_log(LOG_ERR, "%s", why);
+        return -1;
+    }
+    s->have_policy_file = 1;
+    return 0;
+}
+
+static void write_metrics(struct server *s)
+{
+    struct eerld_metrics_gpu *m = calloc(s->n, sizeof(*m));
+    char why[512];
+    unsigned i;
+
+    if (!m)
+        return;
+    for (i = 0; i < s->n; i++) {
+        eerl_actuator_gpu_state st;
+
+        memset(&st, 0, sizeof(st));
+        eerl_actuator_gpu(s->g[i].act, i, &st);
+        m[i].uuid = s->g[i].uuid;
+        m[i].locked_max_mhz = st.locked_max_mhz;
+        m[i].leased = s->g[i].holder != NULL;
+        m[i].uid = s->g[i].holder_uid;
+        m[i].pid = s->g[i].holder_pid;
+    }
+    if (eerld_metrics_write(s->cfg->metrics_path, s->dev, m, s->n, why, sizeof(why)) < 0)
+        eerld_log(LOG_WARNING, "%s", why);
+    free(m);
+}
+
+static void on_signal(struct server *s)
+{
+    struct signalfd_siginfo si;
+
+    while (read(s->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGHUP) {
+            struct eerld_policy old = s->policy;
+
+            if (load_policy(s) < 0) {
+                s->policy = old;
+                eerld_log(LOG_ERR, "SIGHUP: keeping the previous policy");
+            } else {
+                eerld_log(LOG_INFO, "SIGHUP: policy reloaded from %s", s->cfg->policy_path);
+            }
+        } else {
+            eerld_log(LOG_INFO, "signal %u: resetting every GPU and exiting", si.ssi_signo);
+            s->stop = 1;
+        }
+    }
+}
+
+static void sweep(struct server *s)
+{
+    double t = now_s(), limit = (double)s->cfg->heartbeat_ms / 1000.0;
+    struct conn *c, *next;
+
+    for (c = s->conns; c; c = next) {
+        next = c->next;
+        if (!c->closing && t - c->last_seen > limit) {
+            char why[96];
+
+            snprintf(why, sizeof(why), "no message for %.1f s (heartbeat timeout %u ms)",
+                     t - c->last_seen, s->cfg->heartbeat_ms);
+            conn_free(s, c, why);
+        }
+    }
+    if (t >= s->next_retry) {
+        retry_dirty(s);
+        s->next_retry = t + RETRY_MS / 1000.0;
+    }
+    if (s->cfg->metrics_path && t >= s->next_metrics) {
+        write_metrics(s);
+        s->next_metrics = t + (double)s->cfg->metrics_interval_ms / 1000.0;
+    }
+}
+
+static int shutdown_all(struct server *s)
+{
+    unsigned i;
+    int bad = 0;
+
+    while (s->conns)
+        conn_free(s, s->conns, "eerld is stopping");
+    for (i = 0; i < s->n; i++) {
+        /* Everything eerld changed, and anything it was still retrying. */
+        if (s->g[i].journaled || s->g[i].dirty) {
+            if (eerl_device_reset_sm_clocks(s->dev, i) == 0) {
+                s->g[i].journaled = 0;
+                s->g[i].dirty = 0;
+            } else {
+                eerld_log(LOG_ERR,
+                          "GPU %u (%s): reset at exit failed: %s; it stays in the "
+                          "journal for the next start",
+                          i, s->g[i].uuid, eerl_device_last_error(s->dev));
+                bad = 1;
+            }
+        }
+    }
+    journal_sync(s);
+    return bad;
+}
+
+int eerld_run(const struct eerld_config *cfg, int ready_fd)
+{
+    struct server *s = calloc(1, sizeof(*s));
+    struct epoll_event ev, evs[64];
+    sigset_t mask;
+    int rc = 1, n, k;
+    unsigned i;
+    static int listen_tag, signal_tag;
+
+    if (!s)
+        return 1;
+    s->cfg = cfg;
+    s->lfd = s->epfd = s->sfd = -1;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (load_policy(s) < 0 || make_dirs(s) < 0 || open_devices(s) < 0 || load_gpus(s) < 0)
+        goto out;
+    if (recover(s) < 0) {
+        eerld_log(LOG_ERR, "the state dir %s must be writable (the journal lives there)",
+                  cfg->state_dir);
+        goto out;
+    }
+    s->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->sfd < 0 || s->epfd < 0 || listen_socket(s) < 0)
+        goto out_reset;
+    ev.events = EPOLLIN;
+    ev.data.ptr = &listen_tag;
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
+    ev.data.ptr = &signal_tag;
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->sfd, &ev);
+    eerld_log(LOG_INFO, "serving %u GPUs (%s) on %s; heartbeat timeout %u ms; policy %s%s", s->n,
+              eerl_device_backend(s->dev), cfg->socket_path, cfg->heartbeat_ms, cfg->policy_path,
+              s->have_policy_file ? "" : " (absent)");
+    if (ready_fd >= 0) {
+        (void)!write(ready_fd, "1", 1);
+        close(ready_fd);
+    }
+    if (cfg->metrics_path)
+        write_metrics(s);
+    s->next_metrics = now_s() + (double)cfg->metrics_interval_ms / 1000.0;
+    s->next_retry = now_s() + RETRY_MS / 1000.0;
+    while (!s->stop) {
+        n = epoll_wait(s->epfd, evs, 64, 50);
+        if (n < 0 && errno != EINTR) {
+            eerld_log(LOG_ERR, "epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (k = 0; k < n; k++) {
+            struct conn *c;
+
+            if (evs[k].data.ptr == &listen_tag) {
+                accept_all(s);
+                continue;
+            }
+            if (evs[k].data.ptr == &signal_tag) {
+                on_signal(s);
+                continue;
+            }
+            c = evs[k].data.ptr;
+            if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                conn_readable(s, c);
+            if (c->out_len && c->closing != 2)
+                flush_out(s, c);
+            if (c->closing) {
+                conn_free(s, c,
+                          c->closing == 2 ? "connection closed" : "connection closed by eerld");
+            }
+        }
+        sweep(s);
+    }
+    rc = 0;
+out_reset:
+    if (shutdown_all(s))
+        rc = 1;
+out:
+    if (s->lfd >= 0) {
+        close(s->lfd);
+        unlink(cfg->socket_path);
+    }
+    if (s->epfd >= 0)
+        close(s->epfd);
+    if (s->sfd >= 0)
+        close(s->sfd);
+    for (i = 0; s->g && i < s->n; i++)
+        eerl_actuator_free(s->g[i].act);
+    free(s->g);
+    eerl_device_free(s->dev);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,67 @@
+/* The eerld wire protocol (docs/eerld-protocol.md): one JSON object per line, at most
+ * EERL_AGENT_MSG_MAX bytes with its newline. This module owns the request grammar: it parses
+ * and validates a request line into a fixed-size struct (no allocation survives the call) and
+ * encodes one. It knows nothing of sockets, GPUs or policy; the daemon and the client library
+ * both use it, and a fuzz target drives the parser directly. */
+#ifndef EERL_AGENT_PROTOCOL_H
+#define EERL_AGENT_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eerl/agent.h"
+
+/* Highest GPU index a request may name (the daemon then checks it against its own count). */
+#define EERL__AGENT_GPU_INDEX_MAX 1023
+/* Highest clock a request may carry, MHz. */
+#define EERL__AGENT_MHZ_MAX 100000
+#define EERL__AGENT_CLIENT_MAX 64
+
+enum eerl__agent_op {
+    EERL__OP_HELLO = 0,
+    EERL__OP_DEVICES,
+    EERL__OP_STATUS,
+    EERL__OP_READ,
+    EERL__OP_LEASE,
+    EERL__OP_SET,
+    EERL__OP_POOL,
+    EERL__OP_PHASE,
+    EERL__OP_RELEASE,
+    EERL__OP_HEARTBEAT,
+    EERL__OP_RESET,
+    EERL__OP_COUNT
+};
+
+struct eerl__agent_req {
+    enum eerl__agent_op op;
+    int has_id;
+    uint64_t id;
+    unsigned version;                        /* hello */
+    char client[EERL__AGENT_CLIENT_MAX + 1]; /* hello, optional */
+    int has_gpus;                            /* status, read, release, reset: optional */
+    size_t n_gpus;                           /* 1..EERL_AGENT_GPUS_MAX when has_gpus */
+    unsigned gpus[EERL_AGENT_GPUS_MAX];      /* distinct */
+    unsigned min_mhz, max_mhz;               /* set: both 0 = governor */
+    char pool[EERL_AGENT_POOL_NAME_MAX + 1]; /* pool, phase */
+    unsigned pool_mhz[3];                    /* pool: gen, train, idle (0 = governor) */
+    eerl_agent_phase phase;                  /* phase */
+};
+
+/* Parses one request (len bytes, newline excluded, need not be NUL-terminated). EERL_EPARSE
+ * with why saying what is wrong (the key, the value, the limit) for anything but a valid
+ * request; *ret is then untouched. The id, when one was readable, goes to *ret_id even on
+ * failure (so the error reply can carry it); ret_id may be NULL. */
+int eerl__agent_parse_request(const char *buf, size_t len, struct eerl__agent_req *ret,
+                              uint64_t *ret_id, int *ret_has_id, char *why, size_t why_len);
+
+/* Encodes req as one line with its newline into buf. EERL_EOVERFLOW if cap is too small,
+ * EERL_EINVAL for a request the parser would refuse. */
+int eerl__agent_encode_request(const struct eerl__agent_req *req, char *buf, size_t cap,
+                               size_t *ret_len);
+
+const char *eerl__agent_op_name(enum eerl__agent_op op);
+const char *eerl__agent_phase_name(eerl_agent_phase phase);
+/* "EERL_EBUSY" -> EERL_EBUSY; EERL_EIO for a name it does not know. */
+int eerl__agent_err_from_name(const char *name);
+
+#endif

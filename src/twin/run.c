@@ -67,6 +67,10 @@ int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config 
      * differ in log throughput by about `divergence`. */
     eerl__rng_seed(&r, cfg->seed ^ 0x5bd1e995ull, 1000 + cfg->run_id);
     t->time_scale = exp(cfg->divergence / sqrt(2.0) * eerl__rng_normal(&r));
+    /* Run-to-run slowdowns are mostly stalls (stragglers, communication) at lower power: energy
+     * varies much less than time between runs (the paper's Appendix B errors), so power follows
+     * the slowdown down: energy ~ time_scale^0.2. */
+    t->power_scale = pow(t->time_scale, -0.8);
     *ret_twin = t;
     return 0;
 }
@@ -154,6 +158,7 @@ int eerl_twin_step(eerl_twin *twin, struct eerl_twin_update *ret_update)
     in.req_gen = twin->req_gen;
     in.req_train = twin->req_train;
     in.time_scale = twin->time_scale;
+    in.power_scale = twin->power_scale;
     eerl__cluster_update(&twin->p, &in, &out);
     for (i = 0; i < 2; i++) {
         e = tl_append(&twin->tl[i], &out.pool[i], twin->now);

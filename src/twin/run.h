@@ -26,7 +26,7 @@ struct eerl_twin {
     eerl_twin_preset p;
     struct eerl_twin_config cfg;
     struct eerl__wl wl;
-    double time_scale;
+    double time_scale, power_scale;
     double now, obs_t;
     unsigned next_update;
     unsigned req_gen, req_train;

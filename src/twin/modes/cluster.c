@@ -35,6 +35,8 @@ static void seg(struct ctx *c, int pool, unsigned phase, double dt, double w, do
 
     if (dt <= 0 || pl->n_gpus == 0)
         return;
+    if (c->in->power_scale > 0)
+        w *= c->in->power_scale;
     j = dt * w * pl->n_gpus;
     c->out->phase_j[phase] += j;
     c->out->energy_j += j;

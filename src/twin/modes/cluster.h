@@ -37,6 +37,7 @@ struct eerl__cluster_in {
     unsigned req_gen, req_train; /* requested clocks, 0 = governor */
     int first;                   /* first update: asynchronous modes have nothing to overlap yet */
     double time_scale;           /* run-to-run node speed factor (1 = nominal) */
+    double power_scale;          /* its power side: stalls draw less (0 means 1) */
 };
 
 struct eerl__cluster_out {

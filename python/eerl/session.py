@@ -159,9 +159,9 @@ class Session:
         cfg.observe_only = 1 if self.observe_only else 0
         # Kept on self: the C side may hold the pointers for the session's life.
         self._trace_b = self.trace.encode() if self.trace is not None else None
-        self._run_b = json.dumps(run_info).encode() if run_info is not None else None
         if run_info is not None and not isinstance(run_info, dict):
             raise ValueError("run_info must be a dict, not %r" % (run_info,))
+        self._run_b = json.dumps(run_info).encode() if run_info is not None else None
         cfg.trace_path = self._trace_b
         cfg.trace_run_json = self._run_b
         cfg.producer = ("eerl %s python" % _lib.__version__).encode()

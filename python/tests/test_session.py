@@ -1,0 +1,218 @@
+"""eerl.Session over the runtime on the stand-in NVML node: measuring, deciding, errors, and every
+way a session ends restoring the clocks (close, garbage collection, SIGTERM)."""
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import child_env, read_locks, write_state
+
+import eerl
+
+POOLS = {"generation": [0, 1], "training": [0, 1]}
+
+
+def one_update(s, u, gen_s=0.012, train_s=0.008):
+    with s.phase("generation"):
+        time.sleep(gen_s)
+    with s.phase("logprob"):
+        time.sleep(0.002)
+    with s.phase("training"):
+        time.sleep(train_s)
+    with s.phase("refit"):
+        time.sleep(0.001)
+    return s.update_end(generated_tokens=1000 + 7 * u, valid_tokens=900 + 5 * u,
+                        longest_response=100 + u, policy_version=u)
+
+
+def run_until_locked(s, state, limit=40):
+    """Runs updates until the stand-in shows a locked clock on every GPU (calibration is 15
+    governor updates, then the search's first candidate is applied at the next phase)."""
+    for u in range(limit):
+        one_update(s, u)
+        with s.phase("generation"):  # the next setting is applied at a phase begin
+            locks = read_locks(state)
+        if all(lo is not None for lo, _ in locks):
+            s.phase_begin("training")  # leave the session mid-update, as a crash would
+            return u
+    pytest.fail("no clock was locked after %d updates: %s" % (limit, read_locks(state)))
+
+
+def test_measures_decides_and_traces(node, tmp_path):
+    trace = str(tmp_path / "run.jsonl")
+    with eerl.Session(mode="colocated", pools=POOLS, trace=trace) as s:
+        m = one_update(s, 0)
+        assert m["eerl/state"] == "calibrating"
+        assert m["eerl/gen_mhz"] == 0 and m["eerl/train_mhz"] == 0  # governor while calibrating
+        assert m["eerl/accepted"] == 1
+        # two GPUs at 300 W for ~25 ms: energy is real and of the right size
+        assert 0.2 * 2 * 300 * 0.02 < m["eerl/update_energy_j"] < 5 * 2 * 300 * 0.03
+        assert m["eerl/energy_per_valid_token_j"] == pytest.approx(m["eerl/update_energy_j"] / 900)
+        one_update(s, 1)
+        assert s.status()["observed"] == 2
+    lines = [json.loads(l) for l in open(trace)]
+    assert lines[0]["type"] == "header" and lines[0]["mode"] == "colocated"
+    run = [l for l in lines if l.get("type") == "run"]
+    assert run and run[0]["pools"] == POOLS
+    assert sum(1 for l in lines if l.get("type") == "update") == 2
+
+
+def test_run_info_reaches_the_trace(node, tmp_path):
+    trace = str(tmp_path / "run.jsonl")
+    eerl.Session(pools=POOLS, trace=trace, run_info={"model": "unit-test", "seed": 3}).close()
+    run = [json.loads(l) for l in open(trace) if '"run"' in l][0]
+    assert run["model"] == "unit-test" and run["seed"] == 3
+    with pytest.raises(ValueError, match="run_info must be a dict"):
+        eerl.Session(pools=POOLS, run_info=["not", "a", "dict"])
+
+
+def test_bad_arguments_are_refused_with_the_value(node, tmp_path):
+    with pytest.raises(ValueError, match="mode 'sync'"):
+        eerl.Session(mode="sync", pools=POOLS)
+    with pytest.raises(ValueError, match="unknown key"):
+        eerl.Session(pools={"gen": [0]})
+    with pytest.raises(ValueError, match="colocated"):
+        eerl.Session(mode="colocated", pools={"generation": [0], "training": [1]})
+    with pytest.raises(ValueError, match="negative"):
+        eerl.Session(pools={"generation": [-1], "training": [-1]})
+    with pytest.raises(eerl.EerlError) as e:
+        eerl.Session(pools=POOLS, allowed_loss=0.7)
+    assert e.value.name == "EERL_EINVAL" and "0.7" in str(e.value)
+    missing = str(tmp_path / "no" / "such" / "dir" / "run.jsonl")
+    with pytest.raises(eerl.EerlError) as e:
+        eerl.Session(pools=POOLS, trace=missing)
+    assert missing in str(e.value)
+    assert not os.path.exists(missing)
+    with pytest.raises(eerl.EerlError) as e:
+        eerl.Session(pools={"generation": [0, 5], "training": [0, 5]})
+    assert "5" in str(e.value)
+    assert eerl.live_sessions() == []
+
+
+def test_no_driver_is_a_clear_error(node, monkeypatch, tmp_path):
+    monkeypatch.setenv("EERL_NVML_LIBRARY", str(tmp_path / "libnvidia-ml.so.1"))
+    with pytest.raises(eerl.EerlError) as e:
+        eerl.Session(pools=POOLS)
+    assert e.value.name == "EERL_ENODRIVER" and "libnvidia-ml.so.1" in str(e.value)
+
+
+def test_misuse_of_phases_and_closed_sessions(node):
+    s = eerl.Session(pools=POOLS)
+    with pytest.raises(ValueError, match="unknown phase 'rollout'"):
+        s.phase_begin("rollout")
+    with pytest.raises(eerl.EerlError) as e:
+        s.phase_end("training")
+    assert e.value.name == "EERL_ESTATE"
+    s.phase_begin("generation")
+    with pytest.raises(eerl.EerlError) as e:
+        s.update_end(generated_tokens=10, valid_tokens=10, longest_response=5)
+    assert e.value.name == "EERL_ESTATE"
+    s.phase_end("generation")
+    with pytest.raises(ValueError, match="valid_tokens"):
+        s.update_end(generated_tokens=10, valid_tokens="many", longest_response=5)
+    # the body's exception wins over eerl's, and the phase is ended
+    with pytest.raises(KeyError):
+        with s.phase("training"):
+            raise KeyError("framework error")
+    s.phase_begin("training")
+    s.phase_end("training")
+    s.close()
+    s.close()  # idempotent
+    assert s.closed
+    with pytest.raises(eerl.EerlError) as e:
+        s.phase_begin("generation")
+    assert e.value.name == "EERL_ESTATE"
+
+
+def test_close_restores_clocks(node):
+    s = eerl.Session(pools=POOLS)
+    run_until_locked(s, node)
+    s.close()
+    assert read_locks(node) == [(None, None), (None, None)]
+
+
+def test_garbage_collection_restores_clocks_and_leaks_nothing(node):
+    def fds():
+        return len(os.listdir("/proc/self/fd"))
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    s = eerl.Session(pools=POOLS)  # warm up: the library and NVML are loaded once
+    s.close()
+    base_fds, base_threads = fds(), threads()
+    s = eerl.Session(pools=POOLS)
+    run_until_locked(s, node)
+    assert eerl.live_sessions() == [s]
+    del s
+    gc.collect()
+    assert read_locks(node) == [(None, None), (None, None)]
+    assert eerl.live_sessions() == []
+    for _ in range(10):  # dropped without close
+        eerl.Session(pools=POOLS)
+    gc.collect()
+    assert eerl.live_sessions() == []
+    assert fds() == base_fds
+    assert threads() == base_threads
+
+
+def test_observe_only_never_locks(node):
+    s = eerl.Session(pools=POOLS, observe_only=True)
+    for u in range(20):
+        one_update(s, u)
+        assert read_locks(node) == [(None, None), (None, None)]
+    assert s.applied_setting() == {"gen_mhz": 0, "train_mhz": 0, "idle_mhz": 0}
+    s.close()
+
+
+def test_sigterm_restores_clocks_then_dies_by_sigterm(node, tmp_path):
+    trace = str(tmp_path / "run.jsonl")
+    script = textwrap.dedent("""
+        import sys, time
+        sys.path.insert(0, %r)
+        import eerl
+        from test_session import run_until_locked, POOLS
+        s = eerl.Session(pools=POOLS, trace=%r)
+        run_until_locked(s, %r)
+        print("LOCKED", flush=True)
+        time.sleep(60)
+    """ % (os.path.dirname(os.path.abspath(__file__)), trace, node))
+    p = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip() == "LOCKED", p.stderr.read()
+        assert all(lo is not None for lo, _ in read_locks(node))
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == -signal.SIGTERM, p.stderr.read()
+    assert read_locks(node) == [(None, None), (None, None)]
+    lines = open(trace).read().splitlines()
+    assert lines and all(json.loads(l) for l in lines)  # every line complete
+
+
+def test_sigterm_chains_to_the_programs_own_handler(node):
+    script = textwrap.dedent("""
+        import os, signal, sys
+        sys.path.insert(0, %r)
+        seen = []
+        signal.signal(signal.SIGTERM, lambda n, f: seen.append(n))
+        import eerl
+        s = eerl.Session(pools={"generation": [0], "training": [0]})
+        os.kill(os.getpid(), signal.SIGTERM)
+        print("closed" if s.closed else "open", seen)
+    """ % os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["closed", "[%d]" % signal.SIGTERM]

@@ -90,3 +90,54 @@ def have_runtime():
 
 needs_runtime = pytest.mark.skipif(not have_runtime(),
                                    reason="this libeerl has no runtime session (eerl_rt_new)")
+
+
+class RecordingSession:
+    """Stands in for eerl.Session in the integration tests: records the calls and enforces the
+    runtime's rules (a phase begun twice, ended without a begin, or open at update end is
+    EERL_ESTATE), so a hook that breaks them fails here as it would against libeerl."""
+
+    def __init__(self, mode="colocated"):
+        self.mode = mode
+        self.calls = []
+        self.open = []
+        self.updates = []
+
+    def phase_begin(self, name, pool=None):
+        from eerl import EerlError
+        if name in self.open:
+            raise EerlError(-15, "beginning phase %s" % name, "already in it")
+        self.open.append(name)
+        self.calls.append(("begin", name))
+
+    def phase_end(self, name, pool=None):
+        from eerl import EerlError
+        if name not in self.open:
+            raise EerlError(-15, "ending phase %s" % name, "not in it")
+        self.open.remove(name)
+        self.calls.append(("end", name))
+
+    def update_end(self, generated_tokens, valid_tokens, longest_response, policy_version=None,
+                   update=None):
+        from eerl import EerlError
+        if self.open:
+            raise EerlError(-15, "ending update", "phase %s still open" % self.open)
+        u = (float(generated_tokens), float(valid_tokens), float(longest_response),
+             policy_version)
+        self.updates.append(u)
+        self.calls.append(("update",) + u)
+        return self.metrics()
+
+    def metrics(self):
+        return {"eerl/state": "calibrating", "eerl/gen_mhz": 0, "eerl/train_mhz": 0,
+                "eerl/observed": len(self.updates)}
+
+    def phases(self):
+        """The phases begun, in order, between update ends ('|')."""
+        out = []
+        for c in self.calls:
+            if c[0] == "begin":
+                out.append(c[1])
+            elif c[0] == "update":
+                out.append("|")
+        return out

@@ -27,6 +27,7 @@ class PhaseDriver:
         self._active = None  # phase name now begun by us (outermost mapped), or None
         self._base = None  # base phase wanted when nothing else runs
         self._base_on = False
+        self._base_nest = 0  # open timers covered by the running base phase
 
     # ---- error policy -------------------------------------------------------------------------
 
@@ -55,7 +56,10 @@ class PhaseDriver:
     def enter(self, label, phase):
         """A framework timer named label starts; phase is its eerl phase or None (not ours)."""
         owner = False
-        if phase is not None and self._active is None:
+        if phase is not None and self._base_on and phase == self._base and self._active is None:
+            owner = "base"  # already running as the base phase: it covers what nests inside
+            self._base_nest += 1
+        elif phase is not None and self._active is None and self._base_nest == 0:
             if self._base_on:
                 self._end(self._base)
                 self._base_on = False
@@ -72,7 +76,9 @@ class PhaseDriver:
                 break
         else:
             return  # a stop we never saw start (the hook was installed mid-timer)
-        if owner:
+        if owner == "base":
+            self._base_nest = max(0, self._base_nest - 1)
+        elif owner:
             self._end(phase)
             self._active = None
             self._resume_base()
@@ -103,6 +109,7 @@ class PhaseDriver:
             self._end(self._base)
             self._base_on = False
         self._base = None
+        self._base_nest = 0
         self._stack = [(l, p, False) for (l, p, _) in self._stack]
 
 

@@ -17,6 +17,9 @@ static const struct cmd cmds[] = {
     {"replay", "feed a recorded trace to the controller and print its decisions", eerl_cmd_replay},
     {"sweep", "run fixed clock pairs against the governor on the simulated cluster",
      eerl_cmd_sweep},
+    {"sim", "governor and controller runs on the simulated cluster: savings, oracle, capture",
+     eerl_cmd_sim},
+    {"analyze", "matched-seed comparison of governor and controller traces", eerl_cmd_analyze},
 };
 
 static void usage(FILE *out)

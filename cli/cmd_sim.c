@@ -1,0 +1,549 @@
+/* eerl sim: eerl's main job. For each seed, a governor run and a controller run on the simulated
+ * cluster with matched seeds, both driven through the runtime session on the twin device (real
+ * meter, actuator and controller in virtual time); then the paper's Table 4/5 view (whole run,
+ * before and after the lock), the oracle (best static setting meeting the allowance on the same
+ * seeds and updates) and the capture ratio. Results on stdout, progress on stderr. The figures
+ * come from src/runtime/analysis.c, which `eerl analyze` runs on the traces as well. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "eerl/error.h"
+#include "eerl/twin.h"
+#include "cli.h"
+#include "runtime/analysis.h"
+#include "sim/sim.h"
+
+#define CMD "sim"
+#define SEEDS_MAX 64
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: eerl sim [--model qwen3-30b-a3b] [--gpu h100] [--mode disaggregated]\n"
+            "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
+            "                [--strategy paper] [--allowed-loss 0.02] [--trace DIR] [--json]\n"
+            "                [--divergence 0.025]\n\n"
+            "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
+            "cluster with matched seeds, both through the runtime session (meter, actuator and\n"
+            "controller in virtual time), and prints the energy-per-valid-token saving and the\n"
+            "throughput change over the whole run, before and after the lock (updates from 2 on,\n"
+            "matched-seed geometric means), the oracle (best static setting meeting the\n"
+            "allowance on the same seeds and updates) and the capture ratio (controller saving /\n"
+            "oracle saving). With no options: Qwen3-30B-A3B, disaggregated 8/32 H100, medium\n"
+            "workload (64/8/512), 93 updates, 4 seeds.\n"
+            "  models: %s\n  GPUs:   %s\n  modes:  %s\n"
+            "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
+            "  --allowed-loss: fraction (0.02) or percent (2%%), above 0 and below 50%%\n"
+            "  --trace DIR: writes DIR/seed<N>-governor.jsonl and DIR/seed<N>-controller.jsonl\n"
+            "               (eerl replay / eerl analyze / eerl report read them)\n"
+            "  --divergence: run-to-run spread of log throughput between runs of one seed\n",
+            eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names());
+}
+
+static int in_list(const char *name, const char *list)
+{
+    size_t n = strlen(name);
+    const char *p = list;
+
+    if (n == 0)
+        return 0;
+    while ((p = strstr(p, name)) != NULL) {
+        int start = p == list || p[-1] == ' ';
+        int end = p[n] == '\0' || p[n] == ',';
+        if (start && end)
+            return 1;
+        p += n;
+    }
+    return 0;
+}
+
+static int parse_loss(const char *v, double *ret)
+{
+    char *end;
+    double x;
+
+    errno = 0;
+    x = strtod(v, &end);
+    if (end == v || errno || !isfinite(x) || (*end && strcmp(end, "%"))) {
+        eerl_cli_err(CMD,
+                     "--allowed-loss '%s' is not a number; give a fraction (0.02) or a "
+                     "percent (2%%)",
+                     v);
+        return -1;
+    }
+    if (*end == '%')
+        x /= 100;
+    if (!(x > 0 && x < 0.5)) {
+        eerl_cli_err(CMD,
+                     "--allowed-loss %s is out of range: the allowed throughput loss must be "
+                     "above 0 and below 50%% (e.g. 0.02 for 2%%)",
+                     v);
+        return -1;
+    }
+    *ret = x;
+    return 0;
+}
+
+static const char *size_desc(const char *model, char size)
+{
+    int qwen = !strncmp(model, "qwen", 4);
+    switch (size) {
+    case 'S':
+        return qwen ? "32/4/128" : "16/4/64";
+    case 'M':
+        return qwen ? "64/8/512" : "16/8/128";
+    default:
+        return qwen ? "128/16/2048" : "32/8/256";
+    }
+}
+
+static void fmt_pct(char *buf, size_t len, double v, int sign)
+{
+    if (!isfinite(v))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, sign ? "%+.2f%%" : "%.2f%%", v);
+}
+
+static void print_row(const char *name, const struct eerl__an_window *w, const char *setting)
+{
+    char s[32], q[32], u[32];
+
+    fmt_pct(s, sizeof(s), w->saving_pct, 0);
+    fmt_pct(q, sizeof(q), w->dq_pct, 1);
+    if (w->seeds == 0)
+        snprintf(u, sizeof(u), "-");
+    else if (w->updates == floor(w->updates))
+        snprintf(u, sizeof(u), "%.0f", w->updates);
+    else
+        snprintf(u, sizeof(u), "%.1f", w->updates);
+    printf("  %-22s %8s  %-16s %10s  %10s\n", name, u, setting, s, q);
+}
+
+static json_t *seed_json(const struct eerl__an_seed *sd, const struct eerl__sim_oracle *o, size_t k)
+{
+    json_t *j = json_object(), *oj = json_object();
+
+    json_object_set_new(j, "seed", json_integer((json_int_t)sd->seed));
+    json_object_set_new(j, "saving_pct", eerl__an_num(sd->whole.saving_pct));
+    json_object_set_new(j, "dq_pct", eerl__an_num(sd->whole.dq_pct));
+    json_object_set_new(j, "updates", json_integer((json_int_t)sd->whole.updates));
+    json_object_set_new(j, "before_lock", eerl__an_window_json(&sd->before, NULL, 0));
+    json_object_set_new(j, "after_lock",
+                        eerl__an_window_json(&sd->after, sd->locked ? &sd->lock_setting : NULL, 0));
+    if (!sd->locked)
+        json_object_set_new(json_object_get(j, "after_lock"), "setting", json_null());
+    json_object_set_new(oj, "setting", eerl__an_setting_json(&o->setting));
+    json_object_set_new(oj, "saving_pct", eerl__an_num(o->seed_saving_pct[k]));
+    json_object_set_new(oj, "dq_pct", eerl__an_num(o->seed_dq_pct[k]));
+    json_object_set_new(j, "oracle", oj);
+    json_object_set_new(j, "capture_ratio",
+                        eerl__an_num(o->seed_saving_pct[k] > 0
+                                         ? sd->whole.saving_pct / o->seed_saving_pct[k]
+                                         : NAN));
+    return j;
+}
+
+/* Removes what this run wrote under the trace directory (and the directory if it made it). */
+static void remove_traces(const char *dir, const uint64_t *seeds, size_t n, int made_dir)
+{
+    char p[4096];
+    size_t i;
+
+    if (!dir)
+        return;
+    for (i = 0; i < n; i++) {
+        snprintf(p, sizeof(p), "%s/seed%llu-governor.jsonl", dir, (unsigned long long)seeds[i]);
+        remove(p);
+        snprintf(p, sizeof(p), "%s/seed%llu-controller.jsonl", dir, (unsigned long long)seeds[i]);
+        remove(p);
+    }
+    if (made_dir)
+        rmdir(dir);
+}
+
+int eerl_cmd_sim(int argc, char **argv)
+{
+    const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated";
+    const char *alloc = "8/32", *size = "M", *trace = NULL, *strategy_s = "paper";
+    unsigned long updates = 93, n_seeds = 4, seed0 = 1;
+    double loss = 0.02, divergence = 0.025;
+    int json = 0, rc = EERL_EXIT_USAGE, e, i, made_dir = 0, alloc_given = 0;
+    eerl_twin_mode mode;
+    eerl_strategy strategy;
+    eerl_twin_preset *preset = NULL;
+    unsigned ng = 0, nt = 0, calib;
+    uint64_t seeds[SEEDS_MAX];
+    struct eerl__sim_run *gov = NULL, *ctl = NULL;
+    const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
+    struct eerl__an_result *res = NULL;
+    struct eerl__sim_oracle *orc = NULL;
+    size_t k, done = 0;
+    char why[1024], buf[64];
+    struct timespec t0, t1;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return EERL_EXIT_OK;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+            takes = 0;
+        } else if (!v) {
+            eerl_cli_err(CMD, "option '%s' needs a value (or is unknown); see eerl sim --help", a);
+            return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--model")) {
+            model = v;
+        } else if (!strcmp(a, "--gpu")) {
+            gpu = v;
+        } else if (!strcmp(a, "--mode")) {
+            mode_s = v;
+        } else if (!strcmp(a, "--alloc")) {
+            alloc = v;
+            alloc_given = 1;
+        } else if (!strcmp(a, "--size")) {
+            size = v;
+        } else if (!strcmp(a, "--trace")) {
+            trace = v;
+        } else if (!strcmp(a, "--strategy")) {
+            strategy_s = v;
+        } else if (!strcmp(a, "--allowed-loss")) {
+            if (parse_loss(v, &loss) < 0)
+                return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--updates")) {
+            if (eerl_cli_parse_uint(CMD, "--updates", v, 1, 100000, &updates) < 0)
+                return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--seeds")) {
+            if (eerl_cli_parse_uint(CMD, "--seeds", v, 1, SEEDS_MAX, &n_seeds) < 0)
+                return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--divergence")) {
+            if (eerl_cli_parse_double(CMD, "--divergence", v, 0, 0.5, &divergence) < 0)
+                return EERL_EXIT_USAGE;
+        } else {
+            eerl_cli_err(CMD, "unknown option '%s'; see eerl sim --help", a);
+            return EERL_EXIT_USAGE;
+        }
+        i += takes;
+    }
+    if (!in_list(model, eerl_twin_model_names())) {
+        eerl_cli_err(CMD, "unknown model '%s'; valid models: %s", model, eerl_twin_model_names());
+        return EERL_EXIT_USAGE;
+    }
+    if (!in_list(gpu, eerl_twin_gpu_names())) {
+        eerl_cli_err(CMD, "unknown GPU '%s'; valid GPUs: %s", gpu, eerl_twin_gpu_names());
+        return EERL_EXIT_USAGE;
+    }
+    if (eerl_twin_mode_parse(mode_s, &mode) < 0) {
+        eerl_cli_err(CMD, "unknown mode '%s'; valid modes: %s", mode_s, eerl_twin_mode_names());
+        return EERL_EXIT_USAGE;
+    }
+    if (eerl_strategy_from_name(strategy_s, &strategy) < 0) {
+        eerl_cli_err(CMD, "unknown strategy '%s'; valid strategies: paper", strategy_s);
+        return EERL_EXIT_USAGE;
+    }
+    if (strlen(size) != 1 || !strchr("SML", size[0])) {
+        eerl_cli_err(CMD, "unknown size '%s'; valid sizes: S, M, L", size);
+        return EERL_EXIT_USAGE;
+    }
+    if (mode == EERL_TWIN_COLOCATED && !alloc_given)
+        alloc = "32";
+    {
+        char *end;
+        unsigned long a, b = 0;
+        int slash;
+
+        errno = 0;
+        a = strtoul(alloc, &end, 10);
+        slash = *end == '/';
+        if (slash)
+            b = strtoul(end + 1, &end, 10);
+        if (*alloc < '0' || *alloc > '9' || errno || *end || a == 0 || a > 64 ||
+            (slash && (b == 0 || b > 64))) {
+            eerl_cli_err(CMD,
+                         "--alloc '%s' is malformed; give a GPU count (32) or GEN/TRAIN pool "
+                         "sizes (8/32), at most 64 GPUs per pool",
+                         alloc);
+            return EERL_EXIT_USAGE;
+        }
+        if ((mode == EERL_TWIN_COLOCATED) == slash) {
+            eerl_cli_err(CMD,
+                         mode == EERL_TWIN_COLOCATED
+                             ? "allocation '%s' does not fit mode %s: generation and training "
+                               "share the GPUs, give one count (e.g. 32)"
+                             : "allocation '%s' does not fit mode %s: give GEN/TRAIN pool sizes "
+                               "(e.g. 8/32)",
+                         alloc, mode_s);
+            return EERL_EXIT_USAGE;
+        }
+        ng = (unsigned)a;
+        nt = (unsigned)b;
+    }
+    calib = eerl__sim_calibration_updates(mode);
+    if (updates <= calib) {
+        eerl_cli_err(CMD,
+                     "--updates %lu is not more than the controller's calibration (%u updates in "
+                     "%s mode): the controller would never leave the governor; give more than %u",
+                     updates, calib, mode_s, calib);
+        return EERL_EXIT_USAGE;
+    }
+    for (k = 0; k < n_seeds; k++)
+        seeds[k] = seed0 + k;
+    e = eerl_twin_preset_new(model, gpu, NULL, &preset);
+    if (e < 0) {
+        eerl_cli_err(CMD, "no preset for %s on %s in the built-in parameters: %s", model, gpu,
+                     eerl_strerror(e));
+        return EERL_EXIT_USAGE;
+    }
+    rc = EERL_EXIT_FAIL;
+    if (trace) {
+        struct stat st;
+        char probe[4096];
+        FILE *f;
+
+        if (stat(trace, &st) != 0) {
+            if (mkdir(trace, 0777) != 0) {
+                eerl_cli_err(CMD, "cannot create trace directory '%s': %s", trace, strerror(errno));
+                goto out;
+            }
+            made_dir = 1;
+        } else if (!S_ISDIR(st.st_mode)) {
+            eerl_cli_err(CMD, "--trace '%s' is not a directory; give a directory for the traces",
+                         trace);
+            goto out;
+        }
+        snprintf(probe, sizeof(probe), "%s/seed%llu-governor.jsonl", trace,
+                 (unsigned long long)seeds[0]);
+        f = fopen(probe, "w");
+        if (!f) {
+            eerl_cli_err(CMD, "cannot write traces in '%s': %s", trace, strerror(errno));
+            if (made_dir)
+                rmdir(trace);
+            goto out;
+        }
+        fclose(f);
+        remove(probe);
+    }
+    gov = calloc(n_seeds, sizeof(*gov));
+    ctl = calloc(n_seeds, sizeof(*ctl));
+    res = calloc(1, sizeof(*res));
+    orc = calloc(1, sizeof(*orc));
+    if (!gov || !ctl || !res || !orc) {
+        eerl_cli_err(CMD, "out of memory");
+        goto out;
+    }
+    fprintf(stderr,
+            "eerl sim: %s on %s, %s %s, size %s (%s), %lu updates, %lu seed%s, "
+            "allowed loss %g%%\n",
+            model, gpu, mode_s, alloc, size, size_desc(model, size[0]), updates, n_seeds,
+            n_seeds == 1 ? "" : "s", loss * 100);
+    for (k = 0; k < n_seeds; k++) {
+        struct eerl__sim_config c;
+        char path[2][4096], meta[512];
+        int role;
+
+        memset(&c, 0, sizeof(c));
+        c.preset = preset;
+        c.mode = mode;
+        c.n_gen = ng;
+        c.n_train = nt;
+        c.size = size[0];
+        c.updates = (unsigned)updates;
+        c.seed = seeds[k];
+        c.divergence = divergence;
+        c.allowed_loss = loss;
+        c.strategy = strategy;
+        for (role = 0; role < 2; role++) {
+            c.controller = role;
+            snprintf(path[role], sizeof(path[role]), "%s/seed%llu-%s.jsonl", trace ? trace : ".",
+                     (unsigned long long)seeds[k], role ? "controller" : "governor");
+            snprintf(meta, sizeof(meta),
+                     "{\"role\":\"%s\",\"seed\":%llu,\"model\":\"%s\",\"gpu\":\"%s\","
+                     "\"alloc\":\"%s\",\"size\":\"%s\",\"updates\":%lu,\"divergence\":%.17g,"
+                     "\"backend\":\"twin\"}",
+                     role ? "controller" : "governor", (unsigned long long)seeds[k], model, gpu,
+                     alloc, size, updates, divergence);
+            c.trace_path = trace ? path[role] : NULL;
+            c.trace_run_json = meta;
+            e = eerl__sim_run(&c, role ? &ctl[k] : &gov[k], why, sizeof(why));
+            if (e < 0) {
+                eerl_cli_err(CMD, "seed %llu, %s run: %s", (unsigned long long)seeds[k],
+                             role ? "controller" : "governor", why);
+                remove_traces(trace, seeds, n_seeds, made_dir);
+                goto out;
+            }
+            if (role == 0)
+                done = k + 1;
+        }
+        gs[k] = &gov[k].series;
+        cs[k] = &ctl[k].series;
+        if (ctl[k].series.locked)
+            fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): locked %s idle %s at update %llu\n",
+                    (unsigned long long)seeds[k], k + 1, n_seeds,
+                    eerl__an_setting_str(&ctl[k].series.lock_setting, buf, sizeof(buf)),
+                    ctl[k].series.lock_setting.idle_mhz ? "on" : "gov",
+                    (unsigned long long)ctl[k].series.lock_update);
+        else
+            fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): no lock in %lu updates\n",
+                    (unsigned long long)seeds[k], k + 1, n_seeds, updates);
+        if (!ctl[k].restored || !gov[k].restored) {
+            eerl_cli_err(CMD, "seed %llu: clocks were not restored when the session closed",
+                         (unsigned long long)seeds[k]);
+            goto out;
+        }
+    }
+    (void)done;
+    e = eerl__an_compare(gs, cs, n_seeds, res);
+    if (e == 0)
+        e = eerl__an_normalize(gs, n_seeds, cs, n_seeds, res);
+    if (e < 0) {
+        eerl_cli_err(CMD, "analysis: %s", eerl_strerror(e));
+        goto out;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr,
+            "eerl sim: runs took %.1f s; oracle search (static settings, same seeds and "
+            "updates)\n",
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    e = eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds, loss,
+                         orc);
+    if (e < 0) {
+        eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
+        goto out;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    {
+        double capture = orc->saving_pct > 0 ? res->whole.saving_pct / orc->saving_pct : NAN;
+        double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+
+        if (json) {
+            json_t *j = json_object(), *a, *o;
+            char *text;
+
+            json_object_set_new(j, "model", json_string(model));
+            json_object_set_new(j, "gpu", json_string(gpu));
+            json_object_set_new(j, "mode", json_string(mode_s));
+            json_object_set_new(j, "alloc", json_string(alloc));
+            json_object_set_new(j, "size", json_string(size));
+            json_object_set_new(j, "updates", json_integer((json_int_t)updates));
+            json_object_set_new(j, "allowed_loss", json_real(loss));
+            json_object_set_new(j, "strategy", json_string(strategy_s));
+            json_object_set_new(j, "saving_pct", eerl__an_num(res->whole.saving_pct));
+            json_object_set_new(j, "dq_pct", eerl__an_num(res->whole.dq_pct));
+            json_object_set_new(j, "before_lock", eerl__an_window_json(&res->before, NULL, 0));
+            json_object_set_new(j, "after_lock",
+                                eerl__an_window_json(&res->after,
+                                                     res->lock_same ? &res->lock_setting : NULL,
+                                                     res->any_locked && !res->lock_same));
+            if (!res->any_locked)
+                json_object_set_new(json_object_get(j, "after_lock"), "setting", json_null());
+            o = json_object();
+            json_object_set_new(o, "setting", eerl__an_setting_json(&orc->setting));
+            json_object_set_new(o, "saving_pct", eerl__an_num(orc->saving_pct));
+            json_object_set_new(o, "dq_pct", eerl__an_num(orc->dq_pct));
+            json_object_set_new(j, "oracle", o);
+            json_object_set_new(j, "capture_ratio", eerl__an_num(capture));
+            a = json_array();
+            for (k = 0; k < n_seeds; k++)
+                json_array_append_new(a, seed_json(&res->seed[k], orc, k));
+            json_object_set_new(j, "seeds", a);
+            json_object_set_new(j, "wall_s", json_real(wall));
+            text = json_dumps(j, JSON_REAL_PRECISION(10));
+            printf("%s\n", text ? text : "{}");
+            free(text);
+            json_decref(j);
+        } else {
+            char set[64], o1[64], o2[96], range[32];
+
+            printf("eerl sim: %s on %s, %s %s, workload %s (P/K/B %s), %lu updates, %lu seed%s\n",
+                   model, gpu, mode_s, alloc, size, size_desc(model, size[0]), updates, n_seeds,
+                   n_seeds == 1 ? "" : "s");
+            printf("controller vs matched governor runs (geometric mean over seeds, updates "
+                   "%d-%lu, allowed loss %g%%)\n\n",
+                   EERL__AN_FIRST_UPDATE, updates, loss * 100);
+            printf("  %-22s %8s  %-16s %10s  %10s\n", "interval", "updates", "gen/train MHz",
+                   "saving", "throughput");
+            print_row("whole run", &res->whole, "varies");
+            print_row("before lock", &res->before, "varies");
+            if (res->lock_same)
+                eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
+            else
+                snprintf(set, sizeof(set), res->any_locked ? "varies" : "(no lock)");
+            print_row("after lock", &res->after, set);
+            {
+                struct eerl__an_window ow = {(double)updates - 1, orc->saving_pct, orc->dq_pct,
+                                             (unsigned)n_seeds};
+                eerl__an_setting_str(&orc->setting, o1, sizeof(o1));
+                if (orc->setting.idle_mhz)
+                    snprintf(o2, sizeof(o2), "%s idle %u", o1, orc->setting.idle_mhz);
+                else
+                    snprintf(o2, sizeof(o2), "%s", o1);
+                print_row("oracle (best static)", &ow, o2);
+            }
+            if (isfinite(capture))
+                printf("\n  capture ratio (controller saving / oracle saving): %.2f\n", capture);
+            else
+                printf("\n  capture ratio: - (the oracle saves nothing)\n");
+            if (res->normalized)
+                printf("  workload-normalized (Appendix E, %u pooled governor runs): whole run "
+                       "%.2f%% saving, %+.2f%% throughput; governors' own spread %.2f%% time, "
+                       "%.2f%% energy\n",
+                       res->norm_governors, res->norm_whole.saving_pct, res->norm_whole.dq_pct,
+                       res->gov_time_spread_pct, res->gov_energy_spread_pct);
+            printf("\n  %-6s %-12s %-8s %10s %10s %10s %10s %8s\n", "seed", "locked", "at",
+                   "saving", "throughput", "after", "after dq", "capture");
+            for (k = 0; k < n_seeds; k++) {
+                const struct eerl__an_seed *sd = &res->seed[k];
+                char s1[32], s2[32], s3[32], s4[32];
+                fmt_pct(s1, sizeof(s1), sd->whole.saving_pct, 0);
+                fmt_pct(s2, sizeof(s2), sd->whole.dq_pct, 1);
+                fmt_pct(s3, sizeof(s3), sd->after.saving_pct, 0);
+                fmt_pct(s4, sizeof(s4), sd->after.dq_pct, 1);
+                if (sd->locked) {
+                    eerl__an_setting_str(&sd->lock_setting, set, sizeof(set));
+                    snprintf(range, sizeof(range), "%llu",
+                             (unsigned long long)ctl[k].series.lock_update);
+                } else {
+                    snprintf(set, sizeof(set), "-");
+                    snprintf(range, sizeof(range), "-");
+                }
+                printf("  %-6llu %-12s %-8s %10s %10s %10s %10s %8.2f\n",
+                       (unsigned long long)sd->seed, set, range, s1, s2, s3, s4,
+                       orc->seed_saving_pct[k] > 0 ? sd->whole.saving_pct / orc->seed_saving_pct[k]
+                                                   : NAN);
+            }
+            if (trace)
+                printf("\n  traces: %s/seed<N>-{governor,controller}.jsonl (eerl analyze, eerl "
+                       "report, eerl replay)\n",
+                       trace);
+        }
+        fprintf(stderr, "eerl sim: done in %.1f s (%u oracle settings evaluated)\n", wall,
+                orc->evaluated);
+    }
+    rc = EERL_EXIT_OK;
+out:
+    if (gov)
+        for (k = 0; k < n_seeds; k++)
+            eerl__sim_run_free(&gov[k]);
+    if (ctl)
+        for (k = 0; k < n_seeds; k++)
+            eerl__sim_run_free(&ctl[k]);
+    free(gov);
+    free(ctl);
+    free(res);
+    free(orc);
+    eerl_twin_preset_free(preset);
+    return rc;
+}

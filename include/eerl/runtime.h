@@ -1,0 +1,152 @@
+/* The runtime session: what an RL framework (or the simulated cluster) talks to. One session per
+ * job. It is told when each pool begins and ends a phase and when an update ends with its work
+ * (G, N, L, policy version); it asks the meter for each interval's energy, builds the update's
+ * observation, asks the controller for the next setting and applies that setting at the next
+ * phase boundary through its clock owner: generation at the generation clock, log-prob and
+ * training at the training clock, refit of each pool at that pool's own clock, a waiting pool of
+ * separate pools at the idle clock. It writes the trace (docs/trace-format.md): a header, a "run"
+ * line, then one line per update, flushed every update, so a crash loses at most the update in
+ * progress. Closing it restores every clock the owner changed.
+ *
+ * Time comes from the injected clock (eerl_clock_fn), so the same session runs on NVML in real
+ * time or on the twin device in virtual time. The session owns its meter, controller and trace
+ * file; it borrows the device (keep it open until eerl_rt_free). Not thread-safe: one thread
+ * calls a session (the framework's driver loop); the meter's own sampler thread is the only other
+ * thread, and only when sample_thread is set. docs/runtime.md walks through it. */
+#ifndef EERL_RUNTIME_H
+#define EERL_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eerl/clock.h"
+#include "eerl/core.h"
+#include "eerl/device.h"
+#include "eerl/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eerl_rt eerl_rt;
+
+/* Most GPUs in one pool. */
+#define EERL_RT_POOL_GPUS_MAX 64
+
+/* The one owner of the node's clocks the session goes through. Now: the in-process actuator
+ * (eerl_rt_config.owner NULL). Later: a client of the eerld daemon, which owns the clocks of a
+ * node and leases them. A lock of mhz == EERL_CLOCK_GOVERNOR means "hand back to the governor".
+ * Every function returns 0 or an EERL_E* code. The session never frees ctx. */
+typedef struct eerl_rt_clock_owner {
+    void *ctx;
+    /* Locks GPUs gpus[0..n-1] at mhz (or resets them when mhz is EERL_CLOCK_GOVERNOR). */
+    int (*lock)(void *ctx, const unsigned *gpus, size_t n, unsigned mhz);
+    /* Resets every GPU this owner changed for the session. */
+    int (*restore)(void *ctx);
+    /* Detail of the last failure ("" if none); may be NULL. */
+    const char *(*last_error)(void *ctx);
+} eerl_rt_clock_owner;
+
+typedef struct eerl_rt_config {
+    eerl_mode mode;
+    /* Pools as device GPU indices. Colocated: one set (train_gpus may repeat it or be empty). */
+    unsigned gen_gpus[EERL_RT_POOL_GPUS_MAX];
+    size_t n_gen;
+    unsigned train_gpus[EERL_RT_POOL_GPUS_MAX];
+    size_t n_train;
+    double allowed_loss; /* (0, 0.5): throughput may fall to 1 - allowed_loss of the governor's */
+    eerl_strategy strategy;
+    int observe_only;           /* measure and decide, never change a clock */
+    const char *trace_path;     /* NULL: no trace. Created (truncated) by eerl_rt_new. */
+    const char *trace_run_json; /* NULL or a JSON object text merged into the trace's "run" line */
+    const char *producer;       /* trace header's producer; NULL: "eerl <version> runtime" */
+    /* Controller configuration; NULL: Table 3's defaults for the mode with allowed_loss and
+     * strategy above. When given, its allowed_loss and strategy are used as they are. */
+    const eerl_ctl_config *ctl_cfg;
+    unsigned governor_peak_mhz; /* 0: the highest supported clock of the first GPU */
+    eerl_clock_fn clock;        /* NULL: eerl_clock_monotonic */
+    void *clock_ctx;
+    unsigned meter_interval_ms; /* 0: the meter's default (200 ms) */
+    int sample_thread; /* 1: the meter samples in real time on its own thread; 0: the caller calls
+                          eerl_rt_sample (virtual time). Phase boundaries always take a sample. */
+    const eerl_rt_clock_owner *owner; /* NULL: the in-process actuator on the device */
+} eerl_rt_config;
+
+/* Defaults for the mode: allowed loss 0.02, paper strategy, no trace, real time, no GPUs. */
+EERL_EXPORT int eerl_rt_config_default(eerl_mode mode, eerl_rt_config *ret_cfg);
+
+/* Opens a session: checks the configuration (EERL_EINVAL), builds the meter over both pools,
+ * the controller over the first GPU's supported clocks and the clock owner, creates the trace.
+ * On failure nothing is left behind (no trace file) and, if why is not NULL, why names the bad
+ * value or the failing step ("allowed loss 0.7 must be in (0, 0.5)", "cannot create trace
+ * 'x/y.jsonl': No such file or directory"). */
+EERL_EXPORT int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
+                            eerl_rt **ret_rt);
+
+/* Restores every clock (eerl_rt_close), then frees. NULL is a no-op. */
+EERL_EXPORT void eerl_rt_free(eerl_rt *rt);
+
+/* Restores every clock the owner changed, stops the meter thread and closes the trace. Returns
+ * the first error. Further phase or update calls fail with EERL_ESTATE. Idempotent. */
+EERL_EXPORT int eerl_rt_close(eerl_rt *rt);
+
+/* A pool (EERL_POOL_GEN / EERL_POOL_TRAIN; colocated: either) begins or ends a phase at the
+ * clock's now. Begin applies the setting in force for that pool and phase; end puts a pool of
+ * separate pools at the idle clock until its next phase (when the setting has one). A begin of a
+ * phase the pool is already in, or an end of one it is not in, is EERL_ESTATE. */
+EERL_EXPORT int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase);
+EERL_EXPORT int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase);
+
+/* Takes a meter sample at the clock's now (virtual-time sampling; a no-op cost otherwise). */
+EERL_EXPORT int eerl_rt_sample(eerl_rt *rt);
+
+/* The work of one update, as the framework counts it. */
+typedef struct eerl_rt_work {
+    uint64_t update;        /* the framework's update number */
+    double gen_tokens;      /* G */
+    double valid_tokens;    /* N */
+    double longest_tokens;  /* L */
+    int64_t policy_version; /* version of the policy that generated the consumed batch; -1 unknown.
+                               The age in the observation is update - policy_version. */
+} eerl_rt_work;
+
+/* What the session did at an update's end. */
+typedef struct eerl_rt_update_info {
+    eerl_obs obs;           /* the observation given to the controller */
+    int accepted;           /* 0 when the controller refused it (a reject event says why) */
+    eerl_setting requested; /* what the controller had requested for this update */
+    eerl_setting next;      /* requested for the next update (applied at the next boundary) */
+    eerl_ctl_state state;
+    size_t n_events;      /* controller events of this update (all are in the trace) */
+    unsigned meter_flags; /* EERL_METER_* of the update's energy reading */
+} eerl_rt_update_info;
+
+/* Ends the update at the clock's now: closes open phases' accounting (a phase still open is
+ * EERL_ESTATE), measures, observes, writes the trace line and flushes it. A refused observation
+ * is not an error of this call (info->accepted = 0). EERL_EIO: the trace could not be written
+ * (the session carries on without it; eerl_rt_last_error says why). ret_info may be NULL. */
+EERL_EXPORT int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work,
+                                   eerl_rt_update_info *ret_info);
+
+/* The setting the session applies from the next phase boundary on (observe-only: the governor's,
+ * which is what really runs). */
+EERL_EXPORT int eerl_rt_applied_setting(const eerl_rt *rt, eerl_setting *ret_setting);
+
+/* The clock (MHz, or EERL_CLOCK_GOVERNOR) a pool runs a phase at under the applied setting. */
+EERL_EXPORT int eerl_rt_phase_clock(const eerl_rt *rt, unsigned pool, eerl_phase phase,
+                                    unsigned *ret_mhz);
+
+/* The controller's events of the last update (the same ones the trace holds), oldest first;
+ * valid until the next eerl_rt_update_end. Returns how many. */
+EERL_EXPORT size_t eerl_rt_events(const eerl_rt *rt, const eerl_event **ret_events);
+
+/* The controller's status (state, lock, counts). */
+EERL_EXPORT int eerl_rt_status(const eerl_rt *rt, eerl_ctl_status *ret_status);
+
+/* Detail of the last failing call ("" if none). Valid until the next call. */
+EERL_EXPORT const char *eerl_rt_last_error(const eerl_rt *rt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

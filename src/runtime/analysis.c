@@ -1,0 +1,591 @@
+/* Run analysis: see analysis.h. Ratios of sums over matched updates per seed, geometric means
+ * across seeds (Appendix A); the pooled-governor least-squares model of Appendix E. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eerl/error.h"
+#include "runtime/analysis.h"
+#include "trace/trace.h"
+
+void eerl__an_series_init(struct eerl__an_series *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->mode = EERL_MODE_COLOCATED;
+}
+
+void eerl__an_series_free(struct eerl__an_series *s)
+{
+    if (!s)
+        return;
+    free(s->update);
+    free(s->G);
+    free(s->N);
+    free(s->L);
+    free(s->T);
+    free(s->E);
+    free(s->setting);
+    free(s->state);
+    free(s->marks);
+    eerl__an_series_init(s);
+}
+
+#define GROW(p, cap)                                                                               \
+    do {                                                                                           \
+        void *q_ = realloc((p), (cap) * sizeof(*(p)));                                             \
+        if (!q_)                                                                                   \
+            return EERL_ENOMEM;                                                                    \
+        (p) = q_;                                                                                  \
+    } while (0)
+
+int eerl__an_series_add(struct eerl__an_series *s, uint64_t update, double G, double N, double L,
+                        double T, double E, const eerl_setting *setting, int state, unsigned marks)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 128;
+        GROW(s->update, cap);
+        GROW(s->G, cap);
+        GROW(s->N, cap);
+        GROW(s->L, cap);
+        GROW(s->T, cap);
+        GROW(s->E, cap);
+        GROW(s->setting, cap);
+        GROW(s->state, cap);
+        GROW(s->marks, cap);
+        s->cap = cap;
+    }
+    s->update[s->n] = update;
+    s->G[s->n] = G;
+    s->N[s->n] = N;
+    s->L[s->n] = L;
+    s->T[s->n] = T;
+    s->E[s->n] = E;
+    s->setting[s->n] = *setting;
+    s->state[s->n] = state;
+    s->marks[s->n] = marks;
+    s->n++;
+    return 0;
+}
+
+/* ---- traces ------------------------------------------------------------------------------- */
+
+static char *read_line(FILE *f, size_t *cap, char **buf)
+{
+    size_t n = 0;
+    int c;
+
+    while ((c = fgetc(f)) != EOF) {
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? 2 * *cap : 4096;
+            char *b = realloc(*buf, nc);
+            if (!b)
+                return NULL;
+            *buf = b;
+            *cap = nc;
+        }
+        if (c == '\n')
+            break;
+        (*buf)[n++] = (char)c;
+    }
+    if (n == 0 && c == EOF)
+        return NULL;
+    (*buf)[n] = '\0';
+    return *buf;
+}
+
+int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = NULL, type[32], w2[256];
+    size_t cap = 0, lineno = 0;
+    eerl_event *ev = NULL;
+    struct eerl__an_series s;
+    int e = 0, have_header = 0;
+
+    if (!f) {
+        snprintf(why, len, "cannot open trace '%s': %s", path, strerror(errno));
+        return EERL_ESYS;
+    }
+    eerl__an_series_init(&s);
+    snprintf(s.role, sizeof(s.role), "controller");
+    ev = calloc(256, sizeof(*ev));
+    if (!ev) {
+        fclose(f);
+        return EERL_ENOMEM;
+    }
+    while (read_line(f, &cap, &buf)) {
+        lineno++;
+        if (!buf[0])
+            continue;
+        if (eerl__trace_line_type(buf, type, sizeof(type)) < 0) {
+            snprintf(why, len, "%s:%zu: not a JSON line", path, lineno);
+            e = EERL_EPARSE;
+            goto out;
+        }
+        if (!strcmp(type, "header")) {
+            struct eerl__trace_header *h = malloc(sizeof(*h));
+            if (!h) {
+                e = EERL_ENOMEM;
+                goto out;
+            }
+            e = eerl__trace_parse_header(buf, h, w2, sizeof(w2));
+            s.mode = h->mode;
+            free(h);
+            if (e < 0) {
+                snprintf(why, len, "%s:%zu: %s", path, lineno, w2);
+                goto out;
+            }
+            have_header = 1;
+        } else if (!strcmp(type, "run")) {
+            json_t *o = json_loads(buf, 0, NULL), *v;
+            if ((v = json_object_get(o, "role")) && json_is_string(v))
+                snprintf(s.role, sizeof(s.role), "%s", json_string_value(v));
+            else if ((v = json_object_get(o, "observe_only")) && json_is_true(v))
+                snprintf(s.role, sizeof(s.role), "governor");
+            if ((v = json_object_get(o, "seed")) && json_is_integer(v)) {
+                s.has_seed = 1;
+                s.seed = (uint64_t)json_integer_value(v);
+            }
+            json_decref(o);
+        } else if (!strcmp(type, "update")) {
+            struct eerl__trace_update u;
+            unsigned marks = 0;
+            int state = -1;
+            size_t i, n;
+
+            if (!have_header) {
+                snprintf(why, len, "%s:%zu: update line before the header", path, lineno);
+                e = EERL_EPARSE;
+                goto out;
+            }
+            e = eerl__trace_parse_update(buf, &u, ev, 256, w2, sizeof(w2));
+            if (e < 0) {
+                snprintf(why, len, "%s:%zu: %s", path, lineno, w2);
+                goto out;
+            }
+            n = u.n_events < 256 ? u.n_events : 256;
+            for (i = 0; i < n; i++) {
+                marks |= 1u << ev[i].kind;
+                state = (int)ev[i].state;
+                if (ev[i].kind == EERL_EV_LOCK && !s.locked) {
+                    s.locked = 1;
+                    s.lock_update = u.obs.update;
+                    s.lock_setting = ev[i].candidate;
+                }
+            }
+            e = eerl__an_series_add(&s, u.obs.update, u.obs.gen_tokens, u.obs.valid_tokens,
+                                    u.obs.longest_tokens, u.obs.time_s, u.obs.energy_j,
+                                    &u.obs.setting, state, marks);
+            if (e < 0)
+                goto out;
+        }
+    }
+    if (!have_header) {
+        snprintf(why, len, "%s: no trace header (is this an eerl trace?)", path);
+        e = EERL_EPARSE;
+    }
+out:
+    fclose(f);
+    free(buf);
+    free(ev);
+    if (e < 0) {
+        eerl__an_series_free(&s);
+        return e;
+    }
+    *ret = s;
+    return 0;
+}
+
+/* ---- matched-seed comparison ----------------------------------------------------------------- */
+
+struct sums {
+    double N, T, E;
+    unsigned n;
+};
+
+/* Sums over updates in [lo, hi] present in both runs. */
+static void window_sums(const struct eerl__an_series *g, const struct eerl__an_series *c,
+                        uint64_t lo, uint64_t hi, struct sums *sg, struct sums *sc)
+{
+    size_t i = 0, j = 0;
+
+    memset(sg, 0, sizeof(*sg));
+    memset(sc, 0, sizeof(*sc));
+    while (i < g->n && j < c->n) {
+        if (g->update[i] < c->update[j]) {
+            i++;
+        } else if (g->update[i] > c->update[j]) {
+            j++;
+        } else {
+            uint64_t u = g->update[i];
+            if (u >= lo && u <= hi) {
+                sg->N += g->N[i];
+                sg->T += g->T[i];
+                sg->E += g->E[i];
+                sg->n++;
+                sc->N += c->N[j];
+                sc->T += c->T[j];
+                sc->E += c->E[j];
+                sc->n++;
+            }
+            i++;
+            j++;
+        }
+    }
+}
+
+struct acc {
+    double lq, le, upd;
+    unsigned k;
+};
+
+static void seed_window(const struct eerl__an_series *g, const struct eerl__an_series *c,
+                        uint64_t lo, uint64_t hi, struct eerl__an_window *w, struct acc *a)
+{
+    struct sums sg, sc;
+
+    window_sums(g, c, lo, hi, &sg, &sc);
+    w->updates = sc.n;
+    w->seeds = 0;
+    w->saving_pct = w->dq_pct = NAN;
+    if (sc.n == 0 || !(sg.N > 0 && sc.N > 0 && sg.T > 0 && sc.T > 0 && sg.E > 0 && sc.E > 0))
+        return;
+    {
+        double q = (sc.N / sc.T) / (sg.N / sg.T), en = (sc.E / sc.N) / (sg.E / sg.N);
+        w->dq_pct = 100.0 * (q - 1);
+        w->saving_pct = 100.0 * (1 - en);
+        w->seeds = 1;
+        a->lq += log(q);
+        a->le += log(en);
+        a->upd += sc.n;
+        a->k++;
+    }
+}
+
+static void finish(const struct acc *a, struct eerl__an_window *w)
+{
+    w->seeds = a->k;
+    if (a->k == 0) {
+        w->updates = 0;
+        w->saving_pct = w->dq_pct = NAN;
+        return;
+    }
+    w->updates = a->upd / a->k;
+    w->dq_pct = 100.0 * (exp(a->lq / a->k) - 1);
+    w->saving_pct = 100.0 * (1 - exp(a->le / a->k));
+}
+
+int eerl__an_compare(const struct eerl__an_series *const *gov,
+                     const struct eerl__an_series *const *ctl, size_t n,
+                     struct eerl__an_result *ret)
+{
+    struct acc aw = {0, 0, 0, 0}, ab = {0, 0, 0, 0}, aa = {0, 0, 0, 0};
+    size_t i;
+
+    if (!gov || !ctl || !ret || n == 0 || n > EERL__AN_SEEDS_MAX)
+        return EERL_EINVAL;
+    memset(ret, 0, sizeof(*ret));
+    ret->n_seeds = n;
+    ret->lock_same = 1;
+    for (i = 0; i < n; i++) {
+        const struct eerl__an_series *g = gov[i], *c = ctl[i];
+        struct eerl__an_seed *sd = &ret->seed[i];
+        uint64_t last = UINT64_MAX;
+
+        sd->seed = c->has_seed ? c->seed : (g->has_seed ? g->seed : i + 1);
+        sd->locked = c->locked;
+        sd->lock_setting = c->lock_setting;
+        seed_window(g, c, EERL__AN_FIRST_UPDATE, last, &sd->whole, &aw);
+        if (c->locked) {
+            seed_window(g, c, EERL__AN_FIRST_UPDATE, c->lock_update, &sd->before, &ab);
+            seed_window(g, c, c->lock_update + 1, last, &sd->after, &aa);
+            if (!ret->any_locked)
+                ret->lock_setting = c->lock_setting;
+            else if (!eerl_setting_equal(&ret->lock_setting, &c->lock_setting))
+                ret->lock_same = 0;
+            ret->any_locked = 1;
+        } else {
+            seed_window(g, c, EERL__AN_FIRST_UPDATE, last, &sd->before, &ab);
+            sd->after.updates = 0;
+            sd->after.seeds = 0;
+            sd->after.saving_pct = sd->after.dq_pct = NAN;
+            ret->lock_same = 0;
+        }
+    }
+    finish(&aw, &ret->whole);
+    finish(&ab, &ret->before);
+    finish(&aa, &ret->after);
+    if (!ret->any_locked)
+        ret->lock_same = 0;
+    return 0;
+}
+
+/* ---- Appendix E: the pooled governor model --------------------------------------------------- */
+
+#define NF 4
+
+/* Features of update i: sync and drained [1, G, N, L]; in-flight [1, N, L, N of the previous
+ * update] (in-flight work spills into the next update). */
+static int features(const struct eerl__an_series *s, size_t i, double *x)
+{
+    x[0] = 1;
+    if (s->mode == EERL_MODE_INFLIGHT) {
+        if (i == 0)
+            return -1;
+        x[1] = s->N[i];
+        x[2] = s->L[i];
+        x[3] = s->N[i - 1];
+    } else {
+        x[1] = s->G[i];
+        x[2] = s->N[i];
+        x[3] = s->L[i];
+    }
+    return 0;
+}
+
+/* Ordinary least squares by normal equations on standardized features; a feature that does not
+ * vary (Qwen's L sits at the 4096 limit) is dropped. */
+static void fit(const struct eerl__an_series *const *gov, size_t n_gov, int energy, double *beta,
+                double *mu, double *sd)
+{
+    double A[NF][NF + 1], x[NF];
+    double cnt = 0;
+    size_t r, i, k, c;
+    int used[NF];
+
+    memset(A, 0, sizeof(A));
+    for (k = 0; k < NF; k++)
+        mu[k] = sd[k] = 0;
+    for (r = 0; r < n_gov; r++)
+        for (i = 0; i < gov[r]->n; i++) {
+            if (gov[r]->update[i] < EERL__AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
+                continue;
+            for (k = 1; k < NF; k++) {
+                mu[k] += x[k];
+                sd[k] += x[k] * x[k];
+            }
+            cnt++;
+        }
+    for (k = 1; k < NF; k++) {
+        mu[k] = cnt > 0 ? mu[k] / cnt : 0;
+        sd[k] = cnt > 0 ? sqrt(fmax(sd[k] / cnt - mu[k] * mu[k], 0)) : 0;
+        used[k] = sd[k] > 1e-9 * (fabs(mu[k]) + 1);
+    }
+    used[0] = 1;
+    for (r = 0; r < n_gov; r++)
+        for (i = 0; i < gov[r]->n; i++) {
+            double y;
+            if (gov[r]->update[i] < EERL__AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
+                continue;
+            for (k = 1; k < NF; k++)
+                x[k] = used[k] ? (x[k] - mu[k]) / sd[k] : 0;
+            y = energy ? gov[r]->E[i] : gov[r]->T[i];
+            for (k = 0; k < NF; k++) {
+                for (c = 0; c < NF; c++)
+                    A[k][c] += x[k] * x[c];
+                A[k][NF] += x[k] * y;
+            }
+        }
+    for (k = 0; k < NF; k++)
+        if (!used[k]) {
+            memset(A[k], 0, sizeof(A[k]));
+            A[k][k] = 1;
+        }
+    /* Gaussian elimination with partial pivoting. */
+    for (k = 0; k < NF; k++) {
+        size_t p = k;
+        for (r = k + 1; r < NF; r++)
+            if (fabs(A[r][k]) > fabs(A[p][k]))
+                p = r;
+        if (p != k)
+            for (c = 0; c <= NF; c++) {
+                double t = A[k][c];
+                A[k][c] = A[p][c];
+                A[p][c] = t;
+            }
+        if (fabs(A[k][k]) < 1e-12) {
+            A[k][k] = 1;
+            A[k][NF] = 0;
+            for (c = 0; c < NF; c++)
+                if (c != k)
+                    A[k][c] = 0;
+        }
+        for (r = 0; r < NF; r++) {
+            double f;
+            if (r == k)
+                continue;
+            f = A[r][k] / A[k][k];
+            for (c = k; c <= NF; c++)
+                A[r][c] -= f * A[k][c];
+        }
+    }
+    for (k = 0; k < NF; k++)
+        beta[k] = used[k] ? A[k][NF] / A[k][k] : 0;
+    for (k = 1; k < NF; k++)
+        if (!used[k])
+            sd[k] = 0;
+}
+
+static double predict(const struct eerl__an_series *s, size_t i, const double *beta,
+                      const double *mu, const double *sd)
+{
+    double x[NF], y = beta[0];
+    size_t k;
+
+    if (features(s, i, x) < 0)
+        return NAN;
+    for (k = 1; k < NF; k++)
+        if (sd[k] > 0)
+            y += beta[k] * (x[k] - mu[k]) / sd[k];
+    return y;
+}
+
+/* Measured over predicted totals of s over updates [lo, hi]. */
+static int ratios(const struct eerl__an_series *s, uint64_t lo, uint64_t hi, const double *bt,
+                  const double *be, const double *mu_t, const double *sd_t, const double *mu_e,
+                  const double *sd_e, double *rt, double *re)
+{
+    double mt = 0, pt = 0, me = 0, pe = 0;
+    size_t i;
+    unsigned n = 0;
+
+    for (i = 0; i < s->n; i++) {
+        double a, b;
+        if (s->update[i] < lo || s->update[i] > hi)
+            continue;
+        a = predict(s, i, bt, mu_t, sd_t);
+        b = predict(s, i, be, mu_e, sd_e);
+        if (!isfinite(a) || !isfinite(b))
+            continue;
+        mt += s->T[i];
+        pt += a;
+        me += s->E[i];
+        pe += b;
+        n++;
+    }
+    if (n == 0 || !(pt > 0) || !(pe > 0))
+        return -1;
+    *rt = mt / pt;
+    *re = me / pe;
+    return 0;
+}
+
+int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
+                       const struct eerl__an_series *const *ctl, size_t n_ctl,
+                       struct eerl__an_result *res)
+{
+    double bt[NF], be[NF], mut[NF], sdt[NF], mue[NF], sde[NF];
+    struct acc aw = {0, 0, 0, 0}, aa = {0, 0, 0, 0};
+    double tmin = INFINITY, tmax = -INFINITY, emin = INFINITY, emax = -INFINITY;
+    size_t i, r;
+
+    if (!res || n_gov == 0 || n_ctl == 0)
+        return EERL_EINVAL;
+    fit(gov, n_gov, 0, bt, mut, sdt);
+    fit(gov, n_gov, 1, be, mue, sde);
+    for (r = 0; r < n_gov; r++) {
+        double a, b;
+        if (ratios(gov[r], EERL__AN_FIRST_UPDATE, UINT64_MAX, bt, be, mut, sdt, mue, sde, &a, &b) ==
+            0) {
+            tmin = fmin(tmin, a);
+            tmax = fmax(tmax, a);
+            emin = fmin(emin, b);
+            emax = fmax(emax, b);
+        }
+    }
+    for (i = 0; i < n_ctl; i++) {
+        const struct eerl__an_series *c = ctl[i];
+        int pass;
+        for (pass = 0; pass < 2; pass++) {
+            uint64_t lo = pass ? c->lock_update + 1 : EERL__AN_FIRST_UPDATE;
+            double ct, ce, gt = 0, ge = 0, a, b;
+            unsigned ng = 0, cnt = 0;
+            size_t k;
+            struct acc *acc = pass ? &aa : &aw;
+
+            if (pass && !c->locked)
+                continue;
+            if (ratios(c, lo, UINT64_MAX, bt, be, mut, sdt, mue, sde, &ct, &ce) < 0)
+                continue;
+            for (r = 0; r < n_gov; r++)
+                if (ratios(gov[r], lo, UINT64_MAX, bt, be, mut, sdt, mue, sde, &a, &b) == 0) {
+                    gt += a;
+                    ge += b;
+                    ng++;
+                }
+            if (ng == 0)
+                continue;
+            gt /= ng;
+            ge /= ng;
+            for (k = 0; k < c->n; k++)
+                cnt += c->update[k] >= lo;
+            acc->lq += log(gt / ct);
+            acc->le += log(ce / ge);
+            acc->upd += cnt;
+            acc->k++;
+        }
+    }
+    finish(&aw, &res->norm_whole);
+    finish(&aa, &res->norm_after);
+    res->normalized = aw.k > 0;
+    res->norm_governors = (unsigned)n_gov;
+    res->gov_time_spread_pct = isfinite(tmax) ? 100.0 * (tmax - tmin) : NAN;
+    res->gov_energy_spread_pct = isfinite(emax) ? 100.0 * (emax - emin) : NAN;
+    return 0;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+json_t *eerl__an_num(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *clock_json(unsigned mhz)
+{
+    return mhz == EERL_CLOCK_GOVERNOR ? json_string("governor") : json_integer(mhz);
+}
+
+json_t *eerl__an_setting_json(const eerl_setting *s)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "gen_mhz", clock_json(s->mhz[EERL_GROUP_GEN]));
+    json_object_set_new(o, "train_mhz", clock_json(s->mhz[EERL_GROUP_TRAIN]));
+    json_object_set_new(o, "idle_mhz", clock_json(s->idle_mhz));
+    return o;
+}
+
+json_t *eerl__an_window_json(const struct eerl__an_window *w, const eerl_setting *setting,
+                             int setting_varies)
+{
+    json_t *o = json_object();
+    double u = w->updates;
+
+    json_object_set_new(o, "updates", u == floor(u) ? json_integer((json_int_t)u) : json_real(u));
+    json_object_set_new(o, "saving_pct", eerl__an_num(w->saving_pct));
+    json_object_set_new(o, "dq_pct", eerl__an_num(w->dq_pct));
+    if (setting_varies)
+        json_object_set_new(o, "setting", json_string("varies"));
+    else if (setting)
+        json_object_set_new(o, "setting", eerl__an_setting_json(setting));
+    return o;
+}
+
+const char *eerl__an_setting_str(const eerl_setting *s, char *buf, size_t len)
+{
+    char g[16], t[16];
+
+    if (s->mhz[0])
+        snprintf(g, sizeof(g), "%u", s->mhz[0]);
+    else
+        snprintf(g, sizeof(g), "Gov");
+    if (s->mhz[1])
+        snprintf(t, sizeof(t), "%u", s->mhz[1]);
+    else
+        snprintf(t, sizeof(t), "Gov");
+    snprintf(buf, len, "%s/%s", g, t);
+    return buf;
+}

@@ -1,0 +1,846 @@
+/* The runtime session (include/eerl/runtime.h): phase marks in, observations to the controller,
+ * settings out through the clock owner, one trace line per update. Owns the meter, the
+ * controller, the trace FILE and (when the configuration names no owner) the in-process clock
+ * owner; borrows the device. Must not decide anything itself: every clock choice is the
+ * controller's, every energy figure the meter's. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "eerl/error.h"
+#include "eerl/meter.h"
+#include "eerl/runtime.h"
+#include "eerl/version.h"
+#include "runtime/owner.h"
+#include "trace/trace.h"
+
+#define IV_MAX 16  /* intervals of one phase of one pool within an update (then merged) */
+#define EV_CAP 256 /* the controller keeps at most 256 pending events */
+#define ALL_MAX (2 * EERL_RT_POOL_GPUS_MAX)
+
+struct iv {
+    double t0, t1;
+};
+
+struct eerl_rt {
+    eerl_rt_config cfg;
+    eerl_device *dev;
+    eerl_meter *meter;
+    eerl_ctl *ctl;
+    struct eerl__rt_owner *own; /* ours, when cfg.owner was NULL */
+    eerl_rt_clock_owner owner;
+    FILE *trace;
+    int closed, colocated, thread, started;
+    unsigned all[ALL_MAX];
+    size_t n_all;
+    unsigned pool_gpus[2][EERL_RT_POOL_GPUS_MAX];
+    size_t n_pool[2];
+    eerl_setting applied;
+    eerl_setting prev_setting;
+    int have_prev;
+    double t_update0;
+    int update_open;
+    int in_phase[2][EERL_PHASE_COUNT];
+    struct iv iv[2][EERL_PHASE_COUNT][IV_MAX];
+    size_t n_iv[2][EERL_PHASE_COUNT];
+    double refit_start[2]; /* first refit begin of the pool in this update, or -1 */
+    unsigned cur_mhz[2];   /* what the owner has each pool at */
+    int cur_known[2];
+    eerl_event *ev;
+    size_t n_ev;
+    char err[512];
+};
+
+static int fail(eerl_rt *rt, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(eerl_rt *rt, int e, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(rt->err, sizeof(rt->err), fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+int eerl_rt_config_default(eerl_mode mode, eerl_rt_config *ret_cfg)
+{
+    if (!ret_cfg || (unsigned)mode >= EERL_MODE_COUNT)
+        return EERL_EINVAL;
+    memset(ret_cfg, 0, sizeof(*ret_cfg));
+    ret_cfg->mode = mode;
+    ret_cfg->allowed_loss = 0.02;
+    ret_cfg->strategy = EERL_STRATEGY_PAPER;
+    return 0;
+}
+
+static double now(const eerl_rt *rt)
+{
+    return rt->cfg.clock(rt->cfg.clock_ctx);
+}
+
+static int check_pool(const unsigned *g, size_t n, const char *name, unsigned count, char *why,
+                      size_t len)
+{
+    size_t i, j;
+
+    if (n > EERL_RT_POOL_GPUS_MAX) {
+        snprintf(why, len, "%s pool has %zu GPUs, more than %d", name, n, EERL_RT_POOL_GPUS_MAX);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (g[i] >= count) {
+            snprintf(why, len, "%s pool names GPU %u but the device has %u GPUs (0-%u)", name, g[i],
+                     count, count ? count - 1 : 0);
+            return -1;
+        }
+        for (j = 0; j < i; j++)
+            if (g[j] == g[i]) {
+                snprintf(why, len, "%s pool names GPU %u twice", name, g[i]);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+static int same_set(const unsigned *a, size_t na, const unsigned *b, size_t nb)
+{
+    size_t i, j;
+
+    if (na != nb)
+        return 0;
+    for (i = 0; i < na; i++) {
+        for (j = 0; j < nb && b[j] != a[i]; j++)
+            ;
+        if (j == nb)
+            return 0;
+    }
+    return 1;
+}
+
+/* The trace's "run" line: how the session was set up, plus the caller's metadata. */
+static int write_run_line(eerl_rt *rt, const char *run_json, char *why, size_t len)
+{
+    json_t *o = json_object(), *pools = json_object(), *a;
+    size_t p, i;
+    int e = 0;
+
+    json_object_set_new(o, "type", json_string("run"));
+    json_object_set_new(o, "mode", json_string(eerl_mode_name(rt->cfg.mode)));
+    json_object_set_new(o, "observe_only", json_boolean(rt->cfg.observe_only));
+    json_object_set_new(o, "allowed_loss", json_real(rt->cfg.allowed_loss));
+    json_object_set_new(o, "device", json_string(eerl_device_backend(rt->dev)));
+    for (p = 0; p < 2; p++) {
+        a = json_array();
+        for (i = 0; i < rt->n_pool[p]; i++)
+            json_array_append_new(a, json_integer(rt->pool_gpus[p][i]));
+        json_object_set_new(pools, p ? "training" : "generation", a);
+    }
+    json_object_set_new(o, "pools", pools);
+    if (run_json) {
+        json_error_t je;
+        json_t *extra = json_loads(run_json, 0, &je);
+        if (!json_is_object(extra)) {
+            snprintf(why, len, "trace run metadata is not a JSON object: %s",
+                     extra ? "not an object" : je.text);
+            json_decref(extra);
+            json_decref(o);
+            return EERL_EINVAL;
+        }
+        json_object_update(o, extra);
+        json_decref(extra);
+    }
+    if (json_dumpf(o, rt->trace, JSON_COMPACT | JSON_REAL_PRECISION(17)) < 0 ||
+        fputc('\n', rt->trace) == EOF)
+        e = EERL_EIO;
+    json_decref(o);
+    return e;
+}
+
+int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
+                eerl_rt **ret_rt)
+{
+    char dummy[8];
+    eerl_rt *rt = NULL;
+    eerl_ctl_config cc;
+    unsigned count = 0, clocks[EERL_DEVICE_CLOCKS_MAX], peak;
+    size_t n_clocks = 0, p, i, j;
+    int e;
+
+    if (!why) {
+        why = dummy;
+        why_len = sizeof(dummy);
+    }
+    if (why_len)
+        why[0] = '\0';
+    if (!dev || !cfg || !ret_rt) {
+        snprintf(why, why_len, "no device, configuration or result pointer");
+        return EERL_EINVAL;
+    }
+    if ((unsigned)cfg->mode >= EERL_MODE_COUNT) {
+        snprintf(why, why_len, "mode %d is unknown", (int)cfg->mode);
+        return EERL_EINVAL;
+    }
+    if (!cfg->ctl_cfg && !(cfg->allowed_loss > 0 && cfg->allowed_loss < 0.5)) {
+        snprintf(why, why_len, "allowed loss %g must be in (0, 0.5) (0.02 allows 2%%)",
+                 cfg->allowed_loss);
+        return EERL_EINVAL;
+    }
+    if (!cfg->ctl_cfg && (unsigned)cfg->strategy >= EERL_STRATEGY_COUNT) {
+        snprintf(why, why_len, "strategy %d is unknown", (int)cfg->strategy);
+        return EERL_EINVAL;
+    }
+    e = eerl_device_count(dev, &count);
+    if (e < 0) {
+        snprintf(why, why_len, "counting GPUs: %s", eerl_strerror(e));
+        return e;
+    }
+    if (check_pool(cfg->gen_gpus, cfg->n_gen, "generation", count, why, why_len) < 0 ||
+        check_pool(cfg->train_gpus, cfg->n_train, "training", count, why, why_len) < 0)
+        return EERL_EINVAL;
+    if (cfg->n_gen == 0) {
+        snprintf(why, why_len, "the generation pool is empty");
+        return EERL_EINVAL;
+    }
+    if (cfg->mode == EERL_MODE_COLOCATED) {
+        if (cfg->n_train && !same_set(cfg->gen_gpus, cfg->n_gen, cfg->train_gpus, cfg->n_train)) {
+            snprintf(why, why_len,
+                     "colocated mode runs generation and training on one set of GPUs; the "
+                     "training pool differs from the generation pool");
+            return EERL_EINVAL;
+        }
+    } else {
+        if (cfg->n_train == 0) {
+            snprintf(why, why_len, "%s mode needs a training pool", eerl_mode_name(cfg->mode));
+            return EERL_EINVAL;
+        }
+        for (i = 0; i < cfg->n_gen; i++)
+            for (j = 0; j < cfg->n_train; j++)
+                if (cfg->gen_gpus[i] == cfg->train_gpus[j]) {
+                    snprintf(why, why_len,
+                             "%s mode needs separate pools; GPU %u is in both (use colocated "
+                             "for shared GPUs)",
+                             eerl_mode_name(cfg->mode), cfg->gen_gpus[i]);
+                    return EERL_EINVAL;
+                }
+    }
+
+    rt = calloc(1, sizeof(*rt));
+    if (!rt || !(rt->ev = calloc(EV_CAP, sizeof(*rt->ev)))) {
+        free(rt);
+        snprintf(why, why_len, "out of memory");
+        return EERL_ENOMEM;
+    }
+    rt->cfg = *cfg;
+    rt->cfg.trace_path = NULL;
+    rt->cfg.trace_run_json = NULL;
+    rt->cfg.producer = NULL;
+    rt->cfg.ctl_cfg = NULL;
+    if (!rt->cfg.clock)
+        rt->cfg.clock = eerl_clock_monotonic;
+    rt->dev = dev;
+    rt->colocated = cfg->mode == EERL_MODE_COLOCATED;
+    memcpy(rt->pool_gpus[0], cfg->gen_gpus, cfg->n_gen * sizeof(unsigned));
+    rt->n_pool[0] = cfg->n_gen;
+    if (rt->colocated) {
+        memcpy(rt->pool_gpus[1], cfg->gen_gpus, cfg->n_gen * sizeof(unsigned));
+        rt->n_pool[1] = cfg->n_gen;
+    } else {
+        memcpy(rt->pool_gpus[1], cfg->train_gpus, cfg->n_train * sizeof(unsigned));
+        rt->n_pool[1] = cfg->n_train;
+    }
+    for (p = 0; p < (rt->colocated ? 1u : 2u); p++)
+        for (i = 0; i < rt->n_pool[p]; i++)
+            rt->all[rt->n_all++] = rt->pool_gpus[p][i];
+
+    /* Controller: Table 3 for the mode, over the first GPU's clocks. */
+    if (cfg->ctl_cfg) {
+        cc = *cfg->ctl_cfg;
+    } else {
+        eerl_ctl_config_default(cfg->mode, &cc);
+        cc.allowed_loss = cfg->allowed_loss;
+        cc.strategy = cfg->strategy;
+    }
+    rt->cfg.allowed_loss = cc.allowed_loss;
+    rt->cfg.strategy = cc.strategy;
+    if (eerl_ctl_config_check(&cc, why, why_len) < 0) {
+        e = EERL_EINVAL;
+        goto fail;
+    }
+    e = eerl_device_supported_sm_clocks(dev, rt->all[0], clocks, EERL_DEVICE_CLOCKS_MAX, &n_clocks);
+    if (e < 0 || n_clocks == 0) {
+        snprintf(why, why_len, "reading GPU %u's supported clocks: %s", rt->all[0],
+                 e < 0 ? eerl_device_last_error(dev) : "the list is empty");
+        e = e < 0 ? e : EERL_ENOTSUP;
+        goto fail;
+    }
+    peak = cfg->governor_peak_mhz;
+    if (!peak)
+        for (i = 0; i < n_clocks; i++)
+            if (clocks[i] > peak)
+                peak = clocks[i];
+    e = eerl_ctl_new(cfg->mode, &cc, clocks, n_clocks, peak, &rt->ctl);
+    if (e < 0) {
+        snprintf(why, why_len, "building the controller: %s", eerl_strerror(e));
+        goto fail;
+    }
+    eerl_ctl_setting(rt->ctl, &rt->applied);
+    if (cfg->observe_only)
+        memset(&rt->applied, 0, sizeof(rt->applied));
+
+    e = eerl_meter_new(dev, rt->all, rt->n_all, cfg->meter_interval_ms, &rt->meter);
+    if (e < 0) {
+        snprintf(why, why_len, "building the meter: %s (%s)", eerl_strerror(e),
+                 eerl_device_last_error(dev));
+        goto fail;
+    }
+    if (cfg->clock) {
+        e = eerl_meter_set_clock(rt->meter, cfg->clock, cfg->clock_ctx);
+        if (e < 0) {
+            snprintf(why, why_len, "meter clock: %s", eerl_strerror(e));
+            goto fail;
+        }
+    }
+    if (cfg->owner) {
+        rt->owner = *cfg->owner;
+    } else {
+        e = eerl__rt_owner_new(dev, cfg->observe_only, &rt->own);
+        if (e < 0) {
+            snprintf(why, why_len, "building the clock actuator: %s", eerl_strerror(e));
+            goto fail;
+        }
+        rt->owner = *eerl__rt_owner_iface(rt->own);
+    }
+    if (!rt->owner.lock || !rt->owner.restore) {
+        snprintf(why, why_len, "the clock owner lacks lock or restore");
+        e = EERL_EINVAL;
+        goto fail;
+    }
+    rt->t_update0 = 0;
+    rt->refit_start[0] = rt->refit_start[1] = -1;
+
+    /* The trace last, so a failure above leaves no file behind. */
+    if (cfg->trace_path) {
+        char producer[64];
+        rt->trace = fopen(cfg->trace_path, "w");
+        if (!rt->trace) {
+            snprintf(why, why_len, "cannot create trace '%s': %s", cfg->trace_path,
+                     strerror(errno));
+            e = EERL_ESYS;
+            goto fail;
+        }
+        snprintf(producer, sizeof(producer), "eerl %s runtime", eerl_version_string());
+        e = eerl__trace_write_header(rt->trace, rt->ctl, cfg->producer ? cfg->producer : producer);
+        if (e == 0)
+            e = write_run_line(rt, cfg->trace_run_json, why, why_len);
+        if (e == 0 && fflush(rt->trace) != 0)
+            e = EERL_EIO;
+        if (e < 0) {
+            if (!why[0])
+                snprintf(why, why_len, "cannot write trace '%s': %s", cfg->trace_path,
+                         strerror(errno));
+            fclose(rt->trace);
+            rt->trace = NULL;
+            remove(cfg->trace_path);
+            goto fail;
+        }
+    }
+    if (cfg->sample_thread) {
+        e = eerl_meter_start(rt->meter);
+        if (e < 0) {
+            snprintf(why, why_len, "starting the meter thread: %s", eerl_strerror(e));
+            if (rt->trace) {
+                fclose(rt->trace);
+                rt->trace = NULL;
+                remove(cfg->trace_path);
+            }
+            goto fail;
+        }
+        rt->thread = 1;
+    }
+    *ret_rt = rt;
+    return 0;
+fail:
+    eerl_meter_free(rt->meter);
+    eerl_ctl_free(rt->ctl);
+    eerl__rt_owner_free(rt->own);
+    free(rt->ev);
+    free(rt);
+    return e;
+}
+
+int eerl_rt_close(eerl_rt *rt)
+{
+    int e = 0, r;
+
+    if (!rt)
+        return EERL_EINVAL;
+    if (rt->closed)
+        return 0;
+    rt->closed = 1;
+    r = rt->owner.restore(rt->owner.ctx);
+    if (r < 0) {
+        e = r;
+        fail(rt, r, "restoring clocks: %s",
+             rt->owner.last_error ? rt->owner.last_error(rt->owner.ctx) : eerl_strerror(r));
+    }
+    rt->cur_known[0] = rt->cur_known[1] = 0;
+    if (rt->thread) {
+        eerl_meter_stop(rt->meter);
+        rt->thread = 0;
+    }
+    if (rt->trace) {
+        if (fclose(rt->trace) != 0 && e == 0)
+            e = fail(rt, EERL_EIO, "closing the trace: %s", strerror(errno));
+        rt->trace = NULL;
+    }
+    return e;
+}
+
+void eerl_rt_free(eerl_rt *rt)
+{
+    if (!rt)
+        return;
+    eerl_rt_close(rt);
+    eerl__rt_owner_free(rt->own);
+    eerl_meter_free(rt->meter);
+    eerl_ctl_free(rt->ctl);
+    free(rt->ev);
+    free(rt);
+}
+
+const char *eerl_rt_last_error(const eerl_rt *rt)
+{
+    return rt ? rt->err : "";
+}
+
+static int phase_clock(const eerl_rt *rt, const eerl_setting *s, unsigned pool, eerl_phase phase,
+                       unsigned *ret)
+{
+    switch (phase) {
+    case EERL_PHASE_GEN:
+        *ret = s->mhz[EERL_GROUP_GEN];
+        return 0;
+    case EERL_PHASE_LOGPROB:
+    case EERL_PHASE_TRAIN:
+        *ret = s->mhz[EERL_GROUP_TRAIN];
+        return 0;
+    case EERL_PHASE_REFIT: /* each pool under its own clock; one pool: it follows training */
+        *ret = (rt->colocated || pool == EERL_POOL_TRAIN) ? s->mhz[EERL_GROUP_TRAIN]
+                                                          : s->mhz[EERL_GROUP_GEN];
+        return 0;
+    default:
+        return EERL_EINVAL;
+    }
+}
+
+int eerl_rt_phase_clock(const eerl_rt *rt, unsigned pool, eerl_phase phase, unsigned *ret_mhz)
+{
+    unsigned v;
+
+    if (!rt || !ret_mhz || pool >= EERL_POOLS_MAX)
+        return EERL_EINVAL;
+    if (phase_clock(rt, &rt->applied, pool, phase, &v) < 0)
+        return EERL_EINVAL;
+    *ret_mhz = v;
+    return 0;
+}
+
+int eerl_rt_applied_setting(const eerl_rt *rt, eerl_setting *ret_setting)
+{
+    if (!rt || !ret_setting)
+        return EERL_EINVAL;
+    *ret_setting = rt->applied;
+    return 0;
+}
+
+size_t eerl_rt_events(const eerl_rt *rt, const eerl_event **ret_events)
+{
+    if (!rt || !ret_events)
+        return 0;
+    *ret_events = rt->ev;
+    return rt->n_ev;
+}
+
+int eerl_rt_status(const eerl_rt *rt, eerl_ctl_status *ret_status)
+{
+    if (!rt || !ret_status)
+        return EERL_EINVAL;
+    return eerl_ctl_get_status(rt->ctl, ret_status);
+}
+
+/* Puts pool p at mhz through the owner, unless it is there already. */
+static int pool_lock(eerl_rt *rt, unsigned p, unsigned mhz)
+{
+    int e;
+
+    if (rt->cfg.observe_only)
+        return 0;
+    if (rt->cur_known[p] && rt->cur_mhz[p] == mhz)
+        return 0;
+    e = rt->owner.lock(rt->owner.ctx, rt->pool_gpus[p], rt->n_pool[p], mhz);
+    if (e < 0)
+        return fail(rt, e, "locking the %s pool at %u MHz: %s", p ? "training" : "generation", mhz,
+                    rt->owner.last_error ? rt->owner.last_error(rt->owner.ctx) : "");
+    rt->cur_mhz[p] = mhz;
+    rt->cur_known[p] = 1;
+    if (rt->colocated) {
+        rt->cur_mhz[1 - p] = mhz;
+        rt->cur_known[1 - p] = 1;
+    }
+    return 0;
+}
+
+/* A phase boundary: the meter reads the energy counters at the clock's now (under its tick lock,
+ * so it stays in order with the sampler thread), and that time is the boundary's. */
+static int mark(eerl_rt *rt, double *ret_t)
+{
+    double t = 0;
+    int e = eerl_meter_mark(rt->meter, &t);
+
+    if (e < 0)
+        return fail(rt, e, "meter mark at %.6f s: %s (the clock must never go back)", now(rt),
+                    eerl_strerror(e));
+    *ret_t = t;
+    return 0;
+}
+
+int eerl_rt_sample(eerl_rt *rt)
+{
+    double t;
+    int e;
+
+    if (!rt)
+        return EERL_EINVAL;
+    if (rt->closed)
+        return fail(rt, EERL_ESTATE, "the session is closed");
+    t = now(rt);
+    e = eerl_meter_tick(rt->meter, t);
+    if (e < 0)
+        return fail(rt, e, "meter sample at %.6f s: %s", t, eerl_strerror(e));
+    return 0;
+}
+
+static const char *phase_name(eerl_phase ph)
+{
+    static const char *const n[EERL_PHASE_COUNT] = {"generation", "logprob", "training", "refit",
+                                                    "other"};
+    return (unsigned)ph < EERL_PHASE_COUNT ? n[ph] : "unknown";
+}
+
+static int check_call(eerl_rt *rt, unsigned *pool, eerl_phase phase)
+{
+    if (rt->closed)
+        return fail(rt, EERL_ESTATE, "the session is closed");
+    if (*pool >= EERL_POOLS_MAX)
+        return fail(rt, EERL_EINVAL, "pool %u is unknown (0 generation, 1 training)", *pool);
+    if ((unsigned)phase >= EERL_PHASE_COUNT)
+        return fail(rt, EERL_EINVAL, "phase %d is unknown", (int)phase);
+    if (rt->colocated)
+        *pool = 0;
+    return 0;
+}
+
+int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
+{
+    unsigned mhz;
+    double t;
+    int e;
+
+    if (!rt)
+        return EERL_EINVAL;
+    e = check_call(rt, &pool, phase);
+    if (e < 0)
+        return e;
+    if (rt->in_phase[pool][phase])
+        return fail(rt, EERL_ESTATE, "%s pool is already in phase %s",
+                    pool ? "training" : "generation", phase_name(phase));
+    /* The setting decided at the last update's end takes effect here, before the work. */
+    if (phase_clock(rt, &rt->applied, pool, phase, &mhz) == 0) {
+        e = pool_lock(rt, pool, mhz);
+        if (e < 0)
+            return e;
+    }
+    e = mark(rt, &t);
+    if (e < 0)
+        return e;
+    if (!rt->started) {
+        rt->started = 1;
+        rt->t_update0 = t;
+    }
+    rt->update_open = 1;
+    if (phase == EERL_PHASE_REFIT && rt->refit_start[pool] < 0)
+        rt->refit_start[pool] = t;
+    rt->in_phase[pool][phase] = 1;
+    {
+        size_t n = rt->n_iv[pool][phase];
+        if (n < IV_MAX) {
+            rt->iv[pool][phase][n].t0 = t;
+            rt->iv[pool][phase][n].t1 = t;
+            rt->n_iv[pool][phase] = n + 1;
+        } else { /* merge into the last one: the busy time is then an upper bound */
+            rt->iv[pool][phase][IV_MAX - 1].t1 = t;
+        }
+    }
+    return 0;
+}
+
+int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
+{
+    double t;
+    int e, k, busy = 0;
+
+    if (!rt)
+        return EERL_EINVAL;
+    e = check_call(rt, &pool, phase);
+    if (e < 0)
+        return e;
+    if (!rt->in_phase[pool][phase])
+        return fail(rt, EERL_ESTATE, "%s pool is not in phase %s", pool ? "training" : "generation",
+                    phase_name(phase));
+    e = mark(rt, &t);
+    if (e < 0)
+        return e;
+    rt->in_phase[pool][phase] = 0;
+    rt->iv[pool][phase][rt->n_iv[pool][phase] - 1].t1 = t;
+    for (k = 0; k < EERL_PHASE_COUNT; k++)
+        busy |= rt->in_phase[pool][k];
+    /* A pool of separate pools that now waits goes to the idle clock, if the setting has one. */
+    if (!rt->colocated && !busy && rt->applied.idle_mhz != EERL_CLOCK_GOVERNOR)
+        return pool_lock(rt, pool, rt->applied.idle_mhz);
+    return 0;
+}
+
+/* Energy over a pool's (or the allocation's, gpus NULL) intervals. */
+static int energy_over(eerl_rt *rt, const struct iv *iv, size_t n, const unsigned *gpus,
+                       size_t n_gpus, double *ret_j, unsigned *flags)
+{
+    eerl_meter_reading r;
+    double j = 0;
+    size_t i;
+    int e;
+
+    for (i = 0; i < n; i++) {
+        if (iv[i].t1 <= iv[i].t0)
+            continue;
+        e = gpus ? eerl_meter_energy_gpus(rt->meter, iv[i].t0, iv[i].t1, gpus, n_gpus, &r)
+                 : eerl_meter_energy(rt->meter, iv[i].t0, iv[i].t1, &r);
+        if (e < 0)
+            return fail(rt, e, "meter energy over [%.3f, %.3f] s: %s", iv[i].t0, iv[i].t1,
+                        eerl_strerror(e));
+        j += r.total_joules;
+        *flags |= r.flags;
+    }
+    *ret_j = j;
+    return 0;
+}
+
+static double busy_time(const struct iv *iv, size_t n)
+{
+    double s = 0;
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        s += iv[i].t1 - iv[i].t0;
+    return s;
+}
+
+static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs *o, unsigned *flags,
+                     double busy[2])
+{
+    eerl_meter_reading r;
+    int overlapped = eerl_mode_overlapped(rt->cfg.mode), e;
+    unsigned np = rt->colocated ? 1 : 2, p, ph;
+
+    memset(o, 0, sizeof(*o));
+    o->update = w->update;
+    o->gen_tokens = w->gen_tokens;
+    o->valid_tokens = w->valid_tokens;
+    o->longest_tokens = w->longest_tokens;
+    o->policy_age = w->policy_version >= 0 && (uint64_t)w->policy_version <= w->update
+                        ? (int)(w->update - (uint64_t)w->policy_version)
+                        : -1;
+    o->time_s = t_end - rt->t_update0;
+    e = eerl_meter_energy(rt->meter, rt->t_update0, t_end, &r);
+    if (e < 0)
+        return fail(rt, e, "meter energy of update %llu: %s", (unsigned long long)w->update,
+                    eerl_strerror(e));
+    o->energy_j = r.total_joules;
+    *flags |= r.flags;
+    for (ph = 0; ph < EERL_PHASE_COUNT; ph++) {
+        double best = 0, j;
+        unsigned bp = 0;
+
+        for (p = 0; p < np; p++) {
+            double b = busy_time(rt->iv[p][ph], rt->n_iv[p][ph]);
+            if (b > best) {
+                best = b;
+                bp = p;
+            }
+        }
+        o->phase_time_s[ph] = best;
+        if (best <= 0)
+            continue;
+        if (!overlapped) {
+            /* Stages run in turn: the whole allocation's energy while the stage runs. */
+            e = energy_over(rt, rt->iv[bp][ph], rt->n_iv[bp][ph], NULL, 0, &j, flags);
+            if (e < 0)
+                return e;
+            o->phase_energy_j[ph] = j;
+        } else {
+            /* Pools overlap: each pool's own energy while it runs the phase. */
+            double sum = 0;
+            for (p = 0; p < np; p++) {
+                e = energy_over(rt, rt->iv[p][ph], rt->n_iv[p][ph], rt->pool_gpus[p], rt->n_pool[p],
+                                &j, flags);
+                if (e < 0)
+                    return e;
+                sum += j;
+            }
+            o->phase_energy_j[ph] = sum;
+        }
+    }
+    for (p = 0; p < 2; p++) {
+        busy[p] = 0;
+        for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
+            busy[p] += busy_time(rt->iv[p][ph], rt->n_iv[p][ph]);
+    }
+    if (!rt->colocated) {
+        for (p = 0; p < 2; p++) {
+            e = eerl_meter_energy_gpus(rt->meter, rt->t_update0, t_end, rt->pool_gpus[p],
+                                       rt->n_pool[p], &r);
+            if (e < 0)
+                return fail(rt, e, "meter energy of the %s pool: %s", p ? "training" : "generation",
+                            eerl_strerror(e));
+            o->pool_energy_j[p] = r.total_joules;
+            *flags |= r.flags;
+        }
+        o->flags |= EERL_OBS_POOL_ENERGY;
+    }
+    if (overlapped) {
+        /* Arrival at the rendezvous: the end of the pool's last work before its first refit. */
+        for (p = 0; p < 2; p++) {
+            double arr = 0;
+            unsigned phs[3] = {EERL_PHASE_GEN, EERL_PHASE_LOGPROB, EERL_PHASE_TRAIN};
+            unsigned k;
+            size_t i;
+            for (k = 0; k < 3; k++)
+                for (i = 0; i < rt->n_iv[p][phs[k]]; i++) {
+                    const struct iv *v = &rt->iv[p][phs[k]][i];
+                    if (rt->refit_start[p] >= 0 && v->t0 >= rt->refit_start[p])
+                        continue;
+                    if (v->t1 - rt->t_update0 > arr)
+                        arr = v->t1 - rt->t_update0;
+                }
+            o->arrival_s[p] = arr;
+        }
+        o->flags |= EERL_OBS_ARRIVALS;
+    }
+    o->setting = rt->applied;
+    if (rt->cfg.mode == EERL_MODE_INFLIGHT && rt->have_prev &&
+        !eerl_setting_equal(&rt->prev_setting, &rt->applied))
+        o->flags |= EERL_OBS_CARRYOVER;
+    return 0;
+}
+
+/* The update line, with the runtime's own record (interval, per-pool busy time, meter flags)
+ * added under "runtime"; trace readers ignore keys they do not know. */
+static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req, size_t n_ev,
+                        double t_end, const double busy[2], unsigned mflags)
+{
+    char *line = NULL, fl[128];
+    json_t *j, *x, *pb;
+    int e;
+
+    e = eerl__trace_update_line(o, req, rt->ev, n_ev, &line);
+    if (e < 0)
+        return e;
+    j = json_loads(line, 0, NULL);
+    free(line);
+    if (!j)
+        return EERL_EPARSE;
+    x = json_object();
+    json_object_set_new(x, "t_start", json_real(rt->t_update0));
+    json_object_set_new(x, "t_end", json_real(t_end));
+    pb = json_object();
+    json_object_set_new(pb, "generation", json_real(busy[0]));
+    if (!rt->colocated)
+        json_object_set_new(pb, "training", json_real(busy[1]));
+    json_object_set_new(x, "pool_busy_s", pb);
+    eerl_meter_flags_str(mflags, fl, sizeof(fl));
+    json_object_set_new(x, "meter_flags", json_string(fl));
+    json_object_set_new(j, "runtime", x);
+    e = 0;
+    if (json_dumpf(j, rt->trace, JSON_COMPACT | JSON_REAL_PRECISION(17)) < 0 ||
+        fputc('\n', rt->trace) == EOF || fflush(rt->trace) != 0)
+        e = EERL_EIO;
+    json_decref(j);
+    return e;
+}
+
+int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_info *ret_info)
+{
+    eerl_rt_update_info info;
+    eerl_ctl_status st;
+    double t_end, busy[2];
+    unsigned p, ph, mflags = 0;
+    size_t n_ev;
+    int e, r, terr = 0;
+
+    if (!rt || !work)
+        return EERL_EINVAL;
+    if (rt->closed)
+        return fail(rt, EERL_ESTATE, "the session is closed");
+    for (p = 0; p < 2; p++)
+        for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
+            if (rt->in_phase[p][ph])
+                return fail(rt, EERL_ESTATE, "update %llu ends while the %s pool is in phase %s",
+                            (unsigned long long)work->update, p ? "training" : "generation",
+                            phase_name((eerl_phase)ph));
+    e = mark(rt, &t_end);
+    if (e < 0)
+        return e;
+    if (!rt->started)
+        return fail(rt, EERL_ESTATE, "update %llu ends before any phase began",
+                    (unsigned long long)work->update);
+    memset(&info, 0, sizeof(info));
+    e = build_obs(rt, work, t_end, &info.obs, &mflags, busy);
+    if (e < 0)
+        return e;
+    eerl_ctl_setting(rt->ctl, &info.requested);
+    r = eerl_ctl_observe(rt->ctl, &info.obs, &info.next);
+    info.accepted = r == 0;
+    if (r < 0)
+        eerl_ctl_setting(rt->ctl, &info.next);
+    n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
+    rt->n_ev = n_ev;
+    info.n_events = n_ev;
+    info.meter_flags = mflags;
+    eerl_ctl_get_status(rt->ctl, &st);
+    info.state = st.state;
+    if (rt->trace) {
+        terr = trace_update(rt, &info.obs, &info.requested, n_ev, t_end, busy, mflags);
+        if (terr < 0) {
+            fail(rt, EERL_EIO, "writing the trace: %s; the session carries on without it",
+                 strerror(errno));
+            fclose(rt->trace);
+            rt->trace = NULL;
+        }
+    }
+    /* Next update: its setting applies from the next phase boundary on. */
+    rt->prev_setting = info.obs.setting;
+    rt->have_prev = 1;
+    if (!rt->cfg.observe_only)
+        rt->applied = info.next;
+    rt->t_update0 = t_end;
+    rt->update_open = 0;
+    memset(rt->n_iv, 0, sizeof(rt->n_iv));
+    rt->refit_start[0] = rt->refit_start[1] = -1;
+    if (ret_info)
+        *ret_info = info;
+    return terr < 0 ? EERL_EIO : 0;
+}

@@ -1,0 +1,65 @@
+/* The simulated-cluster driver (sim.c): plays the RL framework for the runtime session on the
+ * twin. Per update it sets the twin's clocks to what the session will apply, advances the twin
+ * one update, then replays that update's phase boundaries to the session in virtual time
+ * (sampling the meter in between), checks that the clocks the session locked through its owner
+ * are the ones the twin ran, and ends the update with the twin's work. Also the oracle: the best
+ * static setting on a fine grid, on the same seeds and updates. Owns the twin, its device, the
+ * session and the clock owner of one run; prints nothing. */
+#ifndef EERL_SIM_SIM_H
+#define EERL_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eerl/runtime.h"
+#include "eerl/twin.h"
+#include "runtime/analysis.h"
+
+struct eerl__sim_config {
+    const eerl_twin_preset *preset;
+    eerl_twin_mode mode;
+    unsigned n_gen, n_train; /* colocated: n_train 0 */
+    char size;
+    unsigned updates;
+    uint64_t seed;
+    double divergence;
+    int controller; /* 0: governor run (observe-only session); 1: controller run */
+    double allowed_loss;
+    eerl_strategy strategy;
+    const char *trace_path;     /* NULL: none */
+    const char *trace_run_json; /* merged into the trace's run line */
+    double sample_s;            /* virtual meter sampling period; 0: 1 s */
+};
+
+struct eerl__sim_run {
+    struct eerl__an_series series; /* what the session observed (meter energies) */
+    double true_energy_j, true_time_s, meter_energy_j; /* twin's own totals vs the meter's */
+    unsigned long lock_calls; /* clock locks the session made through its owner */
+    int restored;             /* after close: every GPU back to the governor */
+    eerl_ctl_status status;
+};
+
+/* One run. EERL_E* with why on failure (a bad configuration names the value). */
+int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, char *why,
+                  size_t len);
+void eerl__sim_run_free(struct eerl__sim_run *r);
+
+/* Calibration length of the controller for the mode (updates). */
+unsigned eerl__sim_calibration_updates(eerl_twin_mode mode);
+eerl_mode eerl__sim_ctl_mode(eerl_twin_mode mode);
+
+/* Oracle: the best static generation/training setting (idle: the twin's idle clock in the modes
+ * that have one) over updates [EERL__AN_FIRST_UPDATE, updates] of the given seeds, whose
+ * matched-seed throughput change is >= -allowed_loss, on a 45 MHz grid then 15 MHz around the
+ * best. Runs are noise-free (divergence 0): the oracle is the setting's true effect. */
+struct eerl__sim_oracle {
+    eerl_setting setting;
+    double saving_pct, dq_pct; /* geometric means over the seeds */
+    double seed_saving_pct[EERL__AN_SEEDS_MAX], seed_dq_pct[EERL__AN_SEEDS_MAX];
+    unsigned evaluated; /* settings evaluated */
+};
+int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_twin_mode mode, unsigned n_gen,
+                     unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
+                     size_t n_seeds, double allowed_loss, struct eerl__sim_oracle *ret);
+
+#endif

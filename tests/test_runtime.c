@@ -1,0 +1,398 @@
+/* Runtime session: configuration errors name the bad value and leave no trace file; phase calls
+ * in the wrong order are refused; on the twin device, the session locks the clocks the controller
+ * asked for at the phase boundaries (generation at the generation clock, training at the training
+ * clock, a waiting pool at the idle clock), measures energies that match the twin's own, writes
+ * one flushed trace line per update, never touches a clock in observe-only mode, and restores
+ * every clock on close, also in the middle of a trial. The driver here is a hand-written
+ * colocated/disaggregated loop, independent of src/sim. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "eerl/error.h"
+#include "eerl/runtime.h"
+#include "eerl/twin.h"
+#include "testutil.h"
+#include "runtime/owner.h"
+#include "twin/run.h"
+
+struct vclock {
+    double t;
+};
+
+static double vnow(void *ctx)
+{
+    return ((struct vclock *)ctx)->t;
+}
+
+/* A clock owner that records every lock (per GPU) before handing it to the in-process owner. */
+struct watch {
+    struct eerl__rt_owner *inner;
+    unsigned mhz[128];
+    unsigned long calls;
+};
+
+static int watch_lock(void *ctx, const unsigned *gpus, size_t n, unsigned mhz)
+{
+    struct watch *w = ctx;
+    const eerl_rt_clock_owner *in = eerl__rt_owner_iface(w->inner);
+    size_t i;
+    int e = in->lock(in->ctx, gpus, n, mhz);
+
+    if (e < 0)
+        return e;
+    for (i = 0; i < n; i++)
+        w->mhz[gpus[i]] = mhz;
+    w->calls++;
+    return 0;
+}
+
+static int watch_restore(void *ctx)
+{
+    struct watch *w = ctx;
+    const eerl_rt_clock_owner *in = eerl__rt_owner_iface(w->inner);
+
+    memset(w->mhz, 0, sizeof(w->mhz));
+    return in->restore(in->ctx);
+}
+
+struct rig {
+    struct watch w;
+    eerl_rt_clock_owner owner;
+    eerl_twin_preset *preset;
+    eerl_twin *twin;
+    eerl_device *dev;
+    eerl_rt *rt;
+    struct vclock vc;
+    eerl_twin_mode mode;
+    unsigned n_gen, n_train;
+};
+
+static void rig_open(struct rig *r, eerl_twin_mode mode, unsigned ng, unsigned nt,
+                     const char *trace, int observe_only)
+{
+    struct eerl_twin_config tc;
+    eerl_rt_config rc;
+    char why[512];
+    unsigned i;
+    int e;
+
+    memset(r, 0, sizeof(*r));
+    r->mode = mode;
+    r->n_gen = ng;
+    r->n_train = nt;
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &r->preset), 0);
+    memset(&tc, 0, sizeof(tc));
+    tc.mode = mode;
+    tc.n_gen = ng;
+    tc.n_train = nt;
+    tc.size = 'M';
+    tc.seed = 7;
+    assert_int_equal(eerl_twin_new(r->preset, &tc, &r->twin), 0);
+    assert_int_equal(eerl_twin_device(r->twin, &r->dev), 0);
+    eerl_rt_config_default(
+        mode == EERL_TWIN_COLOCATED ? EERL_MODE_COLOCATED : EERL_MODE_DISAGGREGATED, &rc);
+    for (i = 0; i < ng; i++)
+        rc.gen_gpus[i] = i;
+    rc.n_gen = ng;
+    for (i = 0; i < nt; i++)
+        rc.train_gpus[i] = ng + i;
+    rc.n_train = nt;
+    rc.clock = vnow;
+    rc.clock_ctx = &r->vc;
+    rc.trace_path = trace;
+    rc.observe_only = observe_only;
+    assert_int_equal(eerl__rt_owner_new(r->dev, observe_only, &r->w.inner), 0);
+    r->owner.ctx = &r->w;
+    r->owner.lock = watch_lock;
+    r->owner.restore = watch_restore;
+    r->owner.last_error = NULL;
+    rc.owner = &r->owner;
+    e = eerl_rt_new(r->dev, &rc, why, sizeof(why), &r->rt);
+    if (e < 0)
+        fail_msg("eerl_rt_new: %s (%s)", eerl_strerror(e), why);
+}
+
+static void rig_close(struct rig *r)
+{
+    eerl_rt_free(r->rt);
+    eerl__rt_owner_free(r->w.inner);
+    eerl_device_free(r->dev);
+    eerl_twin_free(r->twin);
+    eerl_twin_preset_free(r->preset);
+}
+
+/* Moves virtual time forward to t (a clock never goes back: phase ends computed from the twin's
+ * figures can fall a rounding error before the previous mark). */
+static void at(struct rig *r, double t)
+{
+    if (t > r->vc.t)
+        r->vc.t = t;
+    t = r->vc.t;
+    assert_int_equal(eerl_twin_observe_at(r->twin, t), 0);
+}
+
+/* One update: twin under what the session will apply, then the phase marks (sequential modes).
+ * Returns the twin's update; *locked_gen / *locked_train: the clock the owner holds the
+ * generation / training pool's first GPU at right after its generation / log-prob begins. */
+static void one_update(struct rig *r, unsigned idx, struct eerl_twin_update *ret,
+                       eerl_rt_update_info *info, unsigned *locked_gen, unsigned *locked_train)
+{
+    struct eerl_twin_update u;
+    unsigned g, t, tp = r->mode == EERL_TWIN_COLOCATED ? 0 : 1;
+    double t0, ga, ta, gen, lp, tr, rf;
+    eerl_rt_work w;
+    int e;
+
+    assert_int_equal(eerl_rt_phase_clock(r->rt, EERL_POOL_GEN, EERL_PHASE_GEN, &g), 0);
+    assert_int_equal(eerl_rt_phase_clock(r->rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN, &t), 0);
+    assert_int_equal(eerl_twin_set_clocks(r->twin, g, t), 0);
+    assert_int_equal(eerl_twin_step(r->twin, &u), 0);
+    t0 = u.t_start;
+    ga = u.gen_arrival;
+    ta = u.train_arrival;
+    gen = u.phase_s[EERL_TWIN_PH_GEN];
+    lp = u.phase_s[EERL_TWIN_PH_LOGPROB];
+    tr = u.phase_s[EERL_TWIN_PH_TRAIN];
+    rf = u.phase_s[EERL_TWIN_PH_REFIT];
+    at(r, t0 + ga - gen);
+    assert_int_equal(eerl_rt_phase_begin(r->rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+    *locked_gen = r->w.mhz[0];
+    at(r, t0 + ga);
+    assert_int_equal(eerl_rt_phase_end(r->rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+    at(r, t0 + ta - tr - lp);
+    assert_int_equal(eerl_rt_phase_begin(r->rt, tp, EERL_PHASE_LOGPROB), 0);
+    *locked_train = r->w.mhz[tp ? r->n_gen : 0];
+    at(r, t0 + ta - tr);
+    assert_int_equal(eerl_rt_phase_end(r->rt, tp, EERL_PHASE_LOGPROB), 0);
+    assert_int_equal(eerl_rt_phase_begin(r->rt, tp, EERL_PHASE_TRAIN), 0);
+    at(r, t0 + ta);
+    assert_int_equal(eerl_rt_phase_end(r->rt, tp, EERL_PHASE_TRAIN), 0);
+    assert_int_equal(eerl_rt_phase_begin(r->rt, tp, EERL_PHASE_REFIT), 0);
+    if (tp)
+        assert_int_equal(eerl_rt_phase_begin(r->rt, 0, EERL_PHASE_REFIT), 0);
+    at(r, fmin(t0 + ta + rf, eerl_twin_now(r->twin)));
+    assert_int_equal(eerl_rt_phase_end(r->rt, tp, EERL_PHASE_REFIT), 0);
+    if (tp)
+        assert_int_equal(eerl_rt_phase_end(r->rt, 0, EERL_PHASE_REFIT), 0);
+    at(r, eerl_twin_now(r->twin));
+    memset(&w, 0, sizeof(w));
+    w.update = idx;
+    w.gen_tokens = u.gen_tokens;
+    w.valid_tokens = u.valid_tokens;
+    w.longest_tokens = u.longest;
+    w.policy_version = idx;
+    e = eerl_rt_update_end(r->rt, &w, info);
+    if (e < 0)
+        fail_msg("update_end %u: %s", idx, eerl_rt_last_error(r->rt));
+    *ret = u;
+}
+
+static void test_config_errors(void **state)
+{
+    struct rig r;
+    eerl_rt_config rc;
+    eerl_rt *rt = (eerl_rt *)0x1;
+    char why[512], path[600];
+    struct stat st;
+
+    (void)state;
+    rig_open(&r, EERL_TWIN_DISAGGREGATED, 2, 2, NULL, 0);
+    eerl_rt_config_default(EERL_MODE_DISAGGREGATED, &rc);
+    rc.gen_gpus[0] = 0;
+    rc.n_gen = 1;
+    rc.train_gpus[0] = 2;
+    rc.n_train = 1;
+
+    rc.allowed_loss = 0;
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "allowed loss 0 "));
+    rc.allowed_loss = 0.5;
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "0.5"));
+    rc.allowed_loss = NAN;
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    rc.allowed_loss = 0.02;
+    rc.strategy = (eerl_strategy)7;
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "strategy 7"));
+    rc.strategy = EERL_STRATEGY_PAPER;
+    rc.train_gpus[0] = 9;
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "GPU 9"));
+    rc.train_gpus[0] = 0; /* in both pools */
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "GPU 0 is in both"));
+    rc.train_gpus[0] = 2;
+    rc.n_train = 0;
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    rc.n_train = 1;
+    /* An unwritable trace path: named, and nothing created. */
+    snprintf(path, sizeof(path), "%s/no-such-dir/run.jsonl", tu_tmpdir());
+    rc.trace_path = path;
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_ESYS);
+    assert_non_null(strstr(why, path));
+    assert_int_not_equal(stat(path, &st), 0);
+    /* Bad run metadata: refused, and the trace it had begun is removed. */
+    snprintf(path, sizeof(path), "%s/meta.jsonl", tu_tmpdir());
+    rc.trace_run_json = "[1,2]";
+    assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_int_not_equal(stat(path, &st), 0);
+    assert_ptr_equal(rt, (eerl_rt *)0x1); /* untouched on failure */
+    rig_close(&r);
+}
+
+static void test_phase_order(void **state)
+{
+    struct rig r;
+    eerl_rt_work w;
+
+    (void)state;
+    rig_open(&r, EERL_TWIN_COLOCATED, 2, 0, NULL, 0);
+    memset(&w, 0, sizeof(w));
+    w.valid_tokens = 1;
+    assert_int_equal(eerl_rt_update_end(r.rt, &w, NULL), EERL_ESTATE); /* nothing began */
+    assert_int_equal(eerl_rt_phase_end(r.rt, 0, EERL_PHASE_GEN), EERL_ESTATE);
+    assert_non_null(strstr(eerl_rt_last_error(r.rt), "not in phase generation"));
+    assert_int_equal(eerl_rt_phase_begin(r.rt, 0, EERL_PHASE_GEN), 0);
+    assert_int_equal(eerl_rt_phase_begin(r.rt, 0, EERL_PHASE_GEN), EERL_ESTATE);
+    assert_int_equal(eerl_rt_phase_begin(r.rt, 5, EERL_PHASE_GEN), EERL_EINVAL);
+    assert_int_equal(eerl_rt_update_end(r.rt, &w, NULL), EERL_ESTATE); /* phase still open */
+    assert_non_null(strstr(eerl_rt_last_error(r.rt), "in phase generation"));
+    assert_int_equal(eerl_rt_close(r.rt), 0);
+    assert_int_equal(eerl_rt_phase_end(r.rt, 0, EERL_PHASE_GEN), EERL_ESTATE);
+    assert_int_equal(eerl_rt_close(r.rt), 0); /* idempotent */
+    rig_close(&r);
+}
+
+static size_t count_lines(const char *path, const char *type)
+{
+    char *text = tu_read_file(path), *p;
+    char key[64];
+    size_t n = 0;
+
+    assert_non_null(text);
+    snprintf(key, sizeof(key), "\"type\":\"%s\"", type);
+    for (p = text; (p = strstr(p, key)) != NULL; p++)
+        n++;
+    free(text);
+    return n;
+}
+
+/* Colocated: the session locks the generation clock for generation and the training clock for
+ * log-prob/training once the controller searches; energies match the twin; trace per update;
+ * close in the middle of a trial restores the device. */
+static void test_colocated_locks_measures_restores(void **state)
+{
+    struct rig r;
+    char path[600];
+    unsigned u, searched = 0, lg, lt;
+    eerl_rt_update_info info;
+    struct eerl_twin_update up;
+    eerl_setting s;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/colo.jsonl", tu_tmpdir());
+    rig_open(&r, EERL_TWIN_COLOCATED, 4, 0, path, 0);
+    for (u = 1; u <= 24; u++) {
+        eerl_rt_applied_setting(r.rt, &s);
+        one_update(&r, u, &up, &info, &lg, &lt);
+        /* What the actuator wrote to the device at each phase begin is the applied setting. */
+        assert_int_equal(lg, s.mhz[EERL_GROUP_GEN]);
+        assert_int_equal(lt, s.mhz[EERL_GROUP_TRAIN]);
+        assert_true(eerl_setting_equal(&info.obs.setting, &s));
+        searched += !eerl_setting_is_governor(&s);
+        /* The meter's energy and the exact virtual time, against the twin's own figures. */
+        assert_true(fabs(info.obs.energy_j / up.energy_j - 1) < 0.01);
+        assert_true(fabs(info.obs.time_s - up.duration) < 1e-6 * up.duration);
+        assert_true(info.accepted);
+        /* One flushed line per update, readable while the session is open. */
+        assert_int_equal(count_lines(path, "update"), u);
+    }
+    assert_true(searched > 0); /* past calibration (15): trials ran */
+    /* Apply the next setting (a trial) and close while it is locked. */
+    eerl_rt_applied_setting(r.rt, &s);
+    assert_false(eerl_setting_is_governor(&s));
+    at(&r, eerl_twin_now(r.twin));
+    assert_int_equal(eerl_rt_phase_begin(r.rt, 0, EERL_PHASE_GEN), 0);
+    assert_int_equal(r.w.mhz[0], s.mhz[EERL_GROUP_GEN]);
+    assert_int_equal(eerl_rt_close(r.rt), 0);
+    assert_int_equal(r.twin->req_gen, 0u);
+    assert_int_equal(r.twin->req_train, 0u);
+    {
+        eerl_actuator_gpu_state ast;
+        unsigned g;
+        for (g = 0; g < 4; g++) {
+            assert_int_equal(eerl_actuator_gpu(eerl__rt_owner_actuator(r.w.inner), g, &ast), 0);
+            assert_int_equal(ast.locked_max_mhz, 0u);
+            assert_true(ast.resets > 0);
+        }
+    }
+    assert_int_equal(count_lines(path, "header"), 1);
+    assert_int_equal(count_lines(path, "run"), 1);
+    rig_close(&r);
+}
+
+/* Disaggregated: a waiting pool goes to the idle clock; observe-only never writes a clock. */
+static void test_disaggregated_idle_and_observe_only(void **state)
+{
+    struct rig r;
+    unsigned u, lg, lt, idle_seen = 0;
+    eerl_rt_update_info info;
+    struct eerl_twin_update up;
+    eerl_ctl_status st;
+    eerl_setting s;
+
+    (void)state;
+    rig_open(&r, EERL_TWIN_DISAGGREGATED, 2, 4, NULL, 0);
+    for (u = 1; u <= 20; u++) {
+        eerl_rt_applied_setting(r.rt, &s);
+        one_update(&r, u, &up, &info, &lg, &lt);
+        /* After the generation pool ended its phase and before training began, the training
+         * pool waited: at the end of the update the generation pool (which ended refit) sits at
+         * the idle clock when the setting has one. */
+        if (s.idle_mhz) {
+            assert_int_equal(r.w.mhz[0], s.idle_mhz);
+            assert_int_equal(r.w.mhz[2], s.idle_mhz);
+            idle_seen++;
+        }
+        assert_true(info.obs.flags & EERL_OBS_POOL_ENERGY);
+        assert_true(fabs(info.obs.pool_energy_j[0] + info.obs.pool_energy_j[1] -
+                         info.obs.energy_j) < 1e-6 * info.obs.energy_j);
+    }
+    assert_true(idle_seen > 0);
+    rig_close(&r);
+
+    rig_open(&r, EERL_TWIN_DISAGGREGATED, 2, 4, NULL, 1);
+    for (u = 1; u <= 20; u++) {
+        one_update(&r, u, &up, &info, &lg, &lt);
+        assert_int_equal(lg, 0u);
+        assert_int_equal(lt, 0u);
+        assert_true(eerl_setting_is_governor(&info.obs.setting));
+    }
+    assert_int_equal(eerl_rt_status(r.rt, &st), 0);
+    assert_int_not_equal(st.state, EERL_STATE_CALIBRATING); /* it decided, nothing was applied */
+    assert_int_equal(r.w.calls, 0ul);
+    rig_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_phase_order),
+        cmocka_unit_test(test_colocated_locks_measures_restores),
+        cmocka_unit_test(test_disaggregated_idle_and_observe_only),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_cleanup();
+    return r;
+}

@@ -175,3 +175,45 @@ def phase_id(name):
         raise ValueError("unknown phase %r: use one of %s (or %s)"
                          % (name, ", ".join(PHASES), ", ".join(sorted(PHASE_ALIASES))))
     return key, PHASES[key]
+
+
+class CtlConfig(C.Structure):
+    _fields_ = [
+        ("strategy", C.c_int),
+        ("allowed_loss", C.c_double),
+        ("min_saving", C.c_double),
+        ("calibration_updates", C.c_uint),
+        ("trial_updates", C.c_uint),
+        ("governor_between", C.c_uint),
+        ("confirm_updates", C.c_uint),
+        ("confirm_trials_max", C.c_uint),
+        ("max_trials", C.c_uint),
+        ("grid_mhz", C.c_uint),
+        ("first_grid_mhz", C.c_uint),
+        ("second_grid_mhz", C.c_uint),
+        ("start_drop_gen_mhz", C.c_uint),
+        ("start_drop_train_mhz", C.c_uint),
+        ("start_drop_first_mhz", C.c_uint),
+        ("start_drop_second_mhz", C.c_uint),
+        ("feedback_step_mhz", C.c_uint),
+        ("feedback_big_step_mhz", C.c_uint),
+        ("big_loss", C.c_double),
+        ("monitor_margin", C.c_double),
+        ("monitor_every", C.c_uint),
+        ("monitor_window", C.c_uint),
+        ("idle_mhz", C.c_uint),
+        ("ref_window", C.c_uint),
+        ("refresh_updates", C.c_uint),
+        ("coverage_margin", C.c_double),
+        ("coverage_fail_limit", C.c_uint),
+        ("block_choices", C.c_uint * 4),
+        ("se_target", C.c_double),
+        ("inflight_lock_candidate_blocks", C.c_uint),
+        ("time_tolerance", C.c_double),
+    ]
+
+
+LAYOUTS["eerl_ctl_config"] = CtlConfig
+OBS_POOL_ENERGY = 0x4
+EVENT_KINDS = ["reject", "hold", "skip", "calibrated", "block", "propose", "trial", "confirm",
+               "round", "lock", "monitor", "adjust", "refresh"]

@@ -189,3 +189,32 @@ def test_node_errors_name_the_node(daemons):
         multinode.MultiNodeSession(ad, mode="inflight",
                                    pools={"generation": {0: [0]}, "training": {0: [1]}})
     ad.close()
+
+
+def test_ray_adapter_places_one_actor_per_gpu_node_and_relays(daemons, tmp_path):
+    import ray
+    ray.set_nodes([
+        {"NodeID": "aa01", "Alive": True, "Resources": {"GPU": 2.0, "CPU": 8.0}},
+        {"NodeID": "head", "Alive": True, "Resources": {"CPU": 4.0}},  # no GPU: no actor
+        {"NodeID": "bb02", "Alive": True, "Resources": {"GPU": 2.0}},
+        {"NodeID": "dead", "Alive": False, "Resources": {"GPU": 2.0}},
+    ])
+    ad = multinode.RayAdapter(sockets={"aa01": daemons[0], "bb02": daemons[1]})
+    assert ray.placements == [("aa01", False), ("bb02", False)]
+    trace = str(tmp_path / "ray.jsonl")
+    s = multinode.MultiNodeSession(ad, mode="disaggregated", pools={
+        "generation": [(0, 0), (0, 1)], "training": [(1, 0), (1, 1)]}, trace=trace)
+    for u in range(3):
+        for phase in ("generation", "training"):
+            with s.phase(phase):
+                time.sleep(0.005)
+        m = s.update_end(generated_tokens=100, valid_tokens=90, longest_response=20)
+        assert m["eerl/nodes"] == 2 and m["eerl/update_energy_j"] > 0
+    s.close()
+    ad.close()
+    assert len(ray.killed) == 2
+    rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True, timeout=60)
+    assert rp.returncode == 0 and "0 mismatches" in rp.stdout, rp.stderr
+    ray.set_nodes([{"NodeID": "head", "Alive": True, "Resources": {"CPU": 4.0}}])
+    with pytest.raises(RuntimeError, match="no alive Ray node with a GPU"):
+        multinode.RayAdapter()

@@ -48,6 +48,19 @@ static void usage(FILE *out)
             eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names());
 }
 
+static int known(const char *opt)
+{
+    static const char *const opts[] = {"--model", "--gpu",        "--mode",        "--alloc",
+                                       "--size",  "--trace",      "--strategy",    "--updates",
+                                       "--seeds", "--divergence", "--allowed-loss"};
+    size_t i;
+
+    for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+        if (!strcmp(opt, opts[i]))
+            return 1;
+    return 0;
+}
+
 static int in_list(const char *name, const char *list)
 {
     size_t n = strlen(name);
@@ -202,8 +215,11 @@ int eerl_cmd_sim(int argc, char **argv)
         } else if (!strcmp(a, "--json")) {
             json = 1;
             takes = 0;
+        } else if (!known(a)) {
+            eerl_cli_err(CMD, "unknown option '%s'; see eerl sim --help", a);
+            return EERL_EXIT_USAGE;
         } else if (!v) {
-            eerl_cli_err(CMD, "option '%s' needs a value (or is unknown); see eerl sim --help", a);
+            eerl_cli_err(CMD, "option '%s' needs a value; see eerl sim --help", a);
             return EERL_EXIT_USAGE;
         } else if (!strcmp(a, "--model")) {
             model = v;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# `eerl analyze` over traces: pairs controller and governor runs by seed, prints the matched-seed
+# table and the Appendix E workload-normalized rows (JSON keys as documented), gives the same
+# whole-run figures for one pair as `eerl sim` does for that seed, and names every bad input:
+# no traces, a missing file, a file that is not a trace, governor runs only, a controller run
+# whose seed has no governor run, runs of different modes, an unknown option.
+set -uo pipefail
+
+: "${EERL_BIN:?EERL_BIN must name the eerl binary}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    fails=$((fails + 1))
+}
+
+expect_rc() {
+    [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"
+}
+
+expect_in() {
+    grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
+}
+
+"$EERL_BIN" sim --seeds 2 --updates 40 --trace "$tmp/d" --json >"$tmp/sim.json" 2>/dev/null
+expect_rc 0 $? "eerl sim (disaggregated)"
+"$EERL_BIN" sim --mode colocated --seeds 1 --updates 30 --trace "$tmp/c" >/dev/null 2>&1
+expect_rc 0 $? "eerl sim (colocated)"
+
+# Table and JSON.
+"$EERL_BIN" analyze "$tmp"/d/*.jsonl >"$tmp/out" 2>"$tmp/err"
+expect_rc 0 $? "analyze table"
+for s in "disaggregated mode, 2 seed pairs" "whole run" "before lock" "after lock" \
+    "whole run, normalized" "2 pooled governor runs"; do
+    expect_in "$tmp/out" "$s" "analyze table"
+done
+"$EERL_BIN" analyze --json "$tmp"/d/*.jsonl >"$tmp/an.json"
+expect_rc 0 $? "analyze --json"
+jq -e '(.normalized | has("whole") and has("after_lock") and has("governors") and
+        has("governor_time_spread_pct") and has("governor_energy_spread_pct")) and
+       (.seeds | length == 2) and .mode == "disaggregated"' "$tmp/an.json" >/dev/null ||
+    fail "analyze JSON: $(cat "$tmp/an.json")"
+# One pair: the seed's own figures from eerl sim.
+"$EERL_BIN" analyze --json "$tmp/d/seed2-controller.jsonl" "$tmp/d/seed2-governor.jsonl" \
+    >"$tmp/one.json"
+expect_rc 0 $? "analyze one pair"
+a=$(jq -c '.seeds[] | select(.seed == 2) | [.saving_pct, .dq_pct]' "$tmp/sim.json")
+b=$(jq -c '[.saving_pct, .dq_pct]' "$tmp/one.json")
+[ "$a" = "$b" ] || fail "one pair: sim says $a for seed 2, analyze $b"
+
+# Bad input.
+"$EERL_BIN" analyze >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "no traces"
+expect_in "$tmp/err" "no traces given" "no traces"
+"$EERL_BIN" analyze "$tmp/nope.jsonl" >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "missing file"
+expect_in "$tmp/err" "cannot open trace '$tmp/nope.jsonl'" "missing file"
+echo "hello" >"$tmp/junk.jsonl"
+"$EERL_BIN" analyze "$tmp/junk.jsonl" >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "not a trace"
+expect_in "$tmp/err" "$tmp/junk.jsonl:1: not a JSON line" "not a trace"
+"$EERL_BIN" analyze "$tmp"/d/seed*-governor.jsonl >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "governor runs only"
+expect_in "$tmp/err" "need governor and controller traces; got 2 governor and 0 controller" \
+    "governor only"
+"$EERL_BIN" analyze "$tmp/d/seed1-governor.jsonl" "$tmp/d/seed2-controller.jsonl" \
+    >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "unmatched seed"
+expect_in "$tmp/err" "controller trace of seed 2 has no governor trace" "unmatched seed"
+"$EERL_BIN" analyze "$tmp/d/seed1-governor.jsonl" "$tmp/c/seed1-controller.jsonl" \
+    >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "mixed modes"
+expect_in "$tmp/err" "is a colocated run but" "mixed modes"
+"$EERL_BIN" analyze --csv "$tmp"/d/*.jsonl >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "unknown option"
+expect_in "$tmp/err" "unknown option '--csv'" "unknown option"
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
+echo "ok"

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# `eerl sim` end to end on the simulated cluster, all four execution modes, 4 matched seeds each
+# (the paper's Table 4 allocations, shortened runs to keep the test fast): the controller run
+# saves energy, its whole-run throughput change is >= -2%, every trace replays to the same
+# decisions (`eerl replay`), `eerl analyze` on the traces prints the same figures as `eerl sim`,
+# and the runtime restored every clock when each session closed (eerl sim checks the twin's
+# device and the actuator and fails otherwise). Bad input: an unknown strategy, an allowed loss
+# <= 0 or >= 50%, fewer updates than the calibration, an unwritable trace directory — each named,
+# non-zero exit, nothing left behind.
+set -uo pipefail
+
+: "${EERL_BIN:?EERL_BIN must name the eerl binary}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    fails=$((fails + 1))
+}
+
+expect_rc() {
+    [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"
+}
+
+expect_in() {
+    grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
+}
+
+# mode, allocation, size, updates
+configs=(
+    "colocated 32 M 45"
+    "disaggregated 8/32 M 45"
+    "drained 8/24 S 70"
+    "inflight 16/32 S 100"
+)
+for c in "${configs[@]}"; do
+    set -- $c
+    mode=$1 alloc=$2 size=$3 updates=$4
+    dir="$tmp/$mode"
+    "$EERL_BIN" sim --mode "$mode" --alloc "$alloc" --size "$size" --updates "$updates" \
+        --seeds 4 --trace "$dir" --json >"$tmp/$mode.json" 2>"$tmp/$mode.err"
+    rc=$?
+    expect_rc 0 $rc "eerl sim --mode $mode"
+    [ $rc -eq 0 ] || { sed 's/^/    /' "$tmp/$mode.err" >&2; continue; }
+    expect_in "$tmp/$mode.err" "seed 4 (4/4)" "$mode: progress on stderr"
+    # The keys the issue lists, at the top and per seed.
+    jq -e 'has("saving_pct") and has("dq_pct") and (.before_lock|has("updates") and
+           has("saving_pct") and has("dq_pct")) and (.after_lock|has("updates") and
+           has("saving_pct") and has("dq_pct") and has("setting")) and
+           (.oracle|has("setting") and has("saving_pct") and has("dq_pct")) and
+           has("capture_ratio") and (.seeds|length == 4) and
+           all(.seeds[]; has("saving_pct") and has("dq_pct") and has("before_lock") and
+               has("after_lock") and has("oracle") and has("capture_ratio"))' \
+        "$tmp/$mode.json" >/dev/null || fail "$mode: JSON keys: $(cat "$tmp/$mode.json")"
+    jq -e '.saving_pct > 0' "$tmp/$mode.json" >/dev/null ||
+        fail "$mode: the controller run should save energy: $(jq -c '{saving_pct,dq_pct}' "$tmp/$mode.json")"
+    jq -e '.dq_pct >= -2' "$tmp/$mode.json" >/dev/null ||
+        fail "$mode: whole-run throughput change below -2%: $(jq -c '{saving_pct,dq_pct}' "$tmp/$mode.json")"
+    jq -e '.oracle.dq_pct >= -2 and .oracle.saving_pct >= 0' "$tmp/$mode.json" >/dev/null ||
+        fail "$mode: the oracle must meet the allowance: $(jq -c .oracle "$tmp/$mode.json")"
+    # Every trace replays to the same decisions.
+    n=0
+    for t in "$dir"/seed*-*.jsonl; do
+        n=$((n + 1))
+        "$EERL_BIN" replay "$t" >"$tmp/replay.out" 2>&1 ||
+            { fail "$mode: eerl replay $t"; sed 's/^/    /' "$tmp/replay.out" | tail -5 >&2; }
+        expect_in "$tmp/replay.out" " 0 mismatches" "$mode: replay $(basename "$t")"
+    done
+    [ $n -eq 8 ] || fail "$mode: expected 8 traces (governor and controller for 4 seeds), got $n"
+    # eerl analyze reproduces the figures from the traces.
+    "$EERL_BIN" analyze --json "$dir"/*.jsonl >"$tmp/$mode.an.json" 2>"$tmp/an.err"
+    expect_rc 0 $? "$mode: eerl analyze"
+    for key in .saving_pct .dq_pct .before_lock .after_lock '.seeds[] | {seed, saving_pct, dq_pct, before_lock, after_lock: (.after_lock | del(.setting))}'; do
+        a=$(jq -c "$key" "$tmp/$mode.json" | sort)
+        b=$(jq -c "$key" "$tmp/$mode.an.json" | sort)
+        [ "$a" = "$b" ] || fail "$mode: analyze differs from sim on $key: sim $a, analyze $b"
+    done
+    "$EERL_BIN" analyze "$dir"/*.jsonl >"$tmp/an.txt" 2>&1
+    expect_in "$tmp/an.txt" "after lock" "$mode: analyze table"
+    expect_in "$tmp/an.txt" "normalized" "$mode: analyze Appendix E rows"
+done
+
+# The default table (the main job's), shortened.
+"$EERL_BIN" sim --seeds 2 --updates 40 >"$tmp/table" 2>"$tmp/err"
+expect_rc 0 $? "eerl sim table"
+for s in "whole run" "before lock" "after lock" "oracle (best static)" "capture ratio" \
+    "disaggregated 8/32" "64/8/512"; do
+    expect_in "$tmp/table" "$s" "table"
+done
+
+# Bad input: each named, exit 2, no trace directory left behind.
+bad() { # expected-text args...
+    local want=$1
+    shift
+    "$EERL_BIN" sim --trace "$tmp/bad" "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+    expect_rc 2 $? "sim $*"
+    expect_in "$tmp/bad.err" "$want" "sim $*"
+    [ ! -e "$tmp/bad" ] || { fail "sim $*: left $tmp/bad behind"; rm -rf "$tmp/bad"; }
+    [ ! -s "$tmp/bad.out" ] || fail "sim $*: printed on stdout"
+}
+bad "unknown strategy 'greedy'" --strategy greedy
+bad "--allowed-loss 0 is out of range" --allowed-loss 0
+bad "--allowed-loss -0.01 is out of range" --allowed-loss -0.01
+bad "--allowed-loss 0.5 is out of range" --allowed-loss 0.5
+bad "--allowed-loss 50% is out of range" --allowed-loss 50%
+bad "--allowed-loss 'two' is not a number" --allowed-loss two
+bad "--updates 15 is not more than the controller's calibration (15 updates" --updates 15
+bad "--updates 40 is not more than the controller's calibration (45 updates in inflight" \
+    --mode inflight --alloc 16/32 --updates 40
+bad "unknown mode 'async'" --mode async
+bad "allocation '8/32' does not fit mode colocated" --mode colocated --alloc 8/32
+bad "unknown option '--bogus'" --bogus
+# An unwritable trace path: exit 1, named, nothing written.
+touch "$tmp/afile"
+"$EERL_BIN" sim --seeds 1 --updates 20 --trace "$tmp/afile/traces" >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "unwritable trace directory"
+expect_in "$tmp/err" "cannot create trace directory '$tmp/afile/traces'" "unwritable trace"
+[ ! -s "$tmp/out" ] || fail "unwritable trace: printed results"
+"$EERL_BIN" sim --seeds 1 --updates 20 --trace "$tmp/afile" >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "trace path is a file"
+expect_in "$tmp/err" "is not a directory" "trace path is a file"
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
+echo "ok"

@@ -47,6 +47,7 @@ struct gpu_state {
     unsigned idx;
     int energy_supported; /* -1 not known yet, 0 no (power integration), 1 yes */
     int power_instant;    /* -1 not known yet, 0 no (averaged power), 1 yes */
+    double held_w;        /* the last power read, W; < 0 before any */
     int want_energy;      /* the last counter read failed: read again at the next tick */
     int lost;
     int stuck;
@@ -177,6 +178,7 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
         m->gs[i].idx = gpus[i];
         m->gs[i].energy_supported = -1;
         m->gs[i].power_instant = -1;
+        m->gs[i].held_w = -1;
     }
     r = alloc_ring(m, history_cap(DEFAULT_HISTORY_S, interval_ms));
     if (r < 0)
@@ -365,15 +367,14 @@ static void settle(eerl_meter *m, size_t gi, uint64_t k, double e_j, const doubl
     g->pend_flags = 0;
 }
 
-/* Leaves sample k pending: a provisional acc of the anchor's plus integrated power. */
-static void pend(eerl_meter *m, size_t gi, uint64_t k, const double *cum, int have_cum,
-                 unsigned flags)
+/* Leaves sample k pending with a provisional acc (the previous sample's plus one step of
+ * integrated power); the stretch's pending flags go on it. */
+static void pend(eerl_meter *m, size_t gi, uint64_t k, double prov, unsigned flags)
 {
     struct gpu_state *g = &m->gs[gi];
-    double acc_a = sgat(m, g->anchor_seq, gi)->acc;
 
     g->pend_flags |= flags;
-    sgat(m, k, gi)->acc = acc_a + (have_cum ? cum[k - g->anchor_seq] : 0);
+    sgat(m, k, gi)->acc = prov;
     sgat(m, k, gi)->flags |= g->pend_flags;
 }
 
@@ -386,11 +387,13 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
     struct sample_gpu *cur = sgat(m, k, gi);
     uint64_t a = g->anchor_seq;
     int have_cum;
-    double e_pow, dt_pend;
+    double e_pow, dt_pend, prov, held = g->held_w;
 
     if (!redo) {
         cur->power_w = rd->power_r == 0 ? rd->mw / 1000.0 : -1.0;
         cur->flags = 0;
+        if (cur->power_w >= 0)
+            g->held_w = cur->power_w;
     }
     if (g->lost || rd->energy_r == EERL_EGPULOST || rd->power_r == EERL_EGPULOST) {
         if (!g->lost && k > 0) {
@@ -423,25 +426,42 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
         a = g->anchor_seq = k - 1;
         g->have_counter = 0;
     }
-    have_cum = power_integral(m, gi, a, k, cum) == 0;
-    e_pow = cum[k - a];
+    /* The provisional acc of a pending sample: one trapezoid step on from the previous sample
+     * (the last known power held across failed reads). O(1) per tick, where integrating again
+     * from the anchor would grow with the stretch; settling integrates the stretch once. */
+    {
+        double p = cur->power_w >= 0 ? cur->power_w : held, dt = tat(m, k) - tat(m, k - 1);
+        double step = held >= 0 && p >= 0 ? 0.5 * (held + p) * dt : p >= 0 ? p * dt : 0;
+
+        /* a redo's power-only pass already took the step */
+        prov = redo ? cur->acc : sgat(m, k - 1, gi)->acc + step;
+    }
     dt_pend = tat(m, k) - tat(m, a);
 
     if (g->energy_supported == 0) { /* no counter: integrated power is all there is */
-        if (rd->power_r == 0)
-            settle(m, gi, k, e_pow, cum, EERL_METER_POWER);
-        else
-            pend(m, gi, k, cum, have_cum, EERL_METER_MISSED | EERL_METER_POWER);
+        if (rd->power_r == 0) {
+            power_integral(m, gi, a, k, cum);
+            settle(m, gi, k, cum[k - a], cum, EERL_METER_POWER);
+        } else {
+            pend(m, gi, k, prov, EERL_METER_MISSED | EERL_METER_POWER);
+        }
         return;
     }
     if (!rd->energy_read) { /* a power-only tick: the next counter reading settles it */
-        pend(m, gi, k, cum, have_cum, g->stuck ? EERL_METER_STUCK | EERL_METER_POWER : 0);
+        pend(m, gi, k, prov, g->stuck ? EERL_METER_STUCK | EERL_METER_POWER : 0);
         return;
     }
     if (rd->energy_r != 0) { /* a failed read: wait for the next good one */
-        pend(m, gi, k, cum, have_cum, EERL_METER_MISSED);
+        pend(m, gi, k, prov, EERL_METER_MISSED);
         return;
     }
+    if (g->have_counter && rd->mj == g->anchor_counter && !g->stuck && dt_pend < STUCK_AFTER_S &&
+        prov > sgat(m, a, gi)->acc) {
+        pend(m, gi, k, prov, 0); /* not moved yet: normal between NVML's ~100 ms updates */
+        return;
+    }
+    have_cum = power_integral(m, gi, a, k, cum) == 0;
+    e_pow = cum[k - a];
     if (!g->have_counter) { /* first good counter after failures: bridge with power, rebase */
         g->have_counter = 1;
         g->anchor_counter = rd->mj;
@@ -487,7 +507,7 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
         settle(m, gi, k, e_pow, cum, EERL_METER_STUCK | EERL_METER_POWER);
         return;
     }
-    pend(m, gi, k, cum, have_cum, 0); /* normal between NVML's ~100 ms updates */
+    pend(m, gi, k, prov, 0); /* normal between NVML's ~100 ms updates */
 }
 
 static double thread_cpu(void)

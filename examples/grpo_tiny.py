@@ -261,8 +261,11 @@ def open_session(args):
     else:
         half = max(1, len(gpus) // 2)
         pools = {"generation": gpus[:half], "training": gpus[half:] or gpus[:half]}
+    # The trace's run line: eerl analyze pairs governor (observe-only) and controller runs by seed.
+    info = {"workload": "grpo_tiny/" + args.config, "seed": args.seed,
+            "role": "governor" if args.eerl == "observe" else "controller"}
     return eerl.Session(mode=args.eerl_mode, pools=pools, allowed_loss=args.allowed_loss,
-                        observe_only=(args.eerl == "observe"), trace=args.trace)
+                        observe_only=(args.eerl == "observe"), trace=args.trace, run_info=info)
 
 
 # ---- the loop ---------------------------------------------------------------------------------

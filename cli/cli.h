@@ -18,6 +18,7 @@ int eerl_cmd_replay(int argc, char **argv);
 int eerl_cmd_sweep(int argc, char **argv);
 int eerl_cmd_sim(int argc, char **argv);
 int eerl_cmd_analyze(int argc, char **argv);
+int eerl_cmd_report(int argc, char **argv);
 
 /* "eerl <cmd>: " prefixed message on stderr, printf-style. */
 void eerl_cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -20,6 +20,8 @@ static const struct cmd cmds[] = {
     {"sim", "governor and controller runs on the simulated cluster: savings, oracle, capture",
      eerl_cmd_sim},
     {"analyze", "matched-seed comparison of governor and controller traces", eerl_cmd_analyze},
+    {"report", "plot traces: clocks per update, changes vs governor, energy per token",
+     eerl_cmd_report},
 };
 
 static void usage(FILE *out)

@@ -132,6 +132,7 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
             }
             e = eerl__trace_parse_header(buf, h, w2, sizeof(w2));
             s.mode = h->mode;
+            s.peak_mhz = h->peak;
             free(h);
             if (e < 0) {
                 snprintf(why, len, "%s:%zu: %s", path, lineno, w2);

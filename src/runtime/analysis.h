@@ -21,6 +21,7 @@ struct eerl__an_series {
     int has_seed;
     uint64_t seed;
     eerl_mode mode;
+    unsigned peak_mhz; /* the governor peak the controller was built with (0 unknown) */
     size_t n, cap;
     uint64_t *update;
     double *G, *N, *L, *T, *E;

@@ -261,7 +261,7 @@ static void flush_out(struct server *s, struct conn *c)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno != EAGAIN && errno != EWOULDBLOCK && !c->closing)
                 c->closing = 1;
             break;
         }
@@ -934,7 +934,7 @@ static void conn_readable(struct server *s, struct conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
         if (n <= 0) {
-            c->closing = 2; /* peer gone: nothing to flush */
+            c->closing = 2; /* peer closed (or half-closed) its side */
             return;
         }
         c->last_seen = now_s();
@@ -1433,8 +1433,8 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
             c = evs[k].data.ptr;
             if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                 conn_readable(s, c);
-            if (c->out_len && c->closing != 2)
-                flush_out(s, c);
+            if (c->out_len)
+                flush_out(s, c); /* even after EOF: a client may half-close and read */
             if (c->closing) {
                 conn_free(s, c,
                           c->closing == 2 ? "connection closed" : "connection closed by eerld");

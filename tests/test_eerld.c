@@ -1,0 +1,876 @@
+/* eerld end to end: the daemon binary (next to EERL_BIN) on simulated GPUs (--devices twin:...)
+ * and on the stand-in NVML library (whose state file shows what was locked), driven through the
+ * client library and raw sockets. What a user relies on: whatever happens to a client (kill,
+ * hang, garbage), its GPUs go back to the default and nobody else is disturbed; a killed eerld
+ * resets what it left before serving again; policy refusals say why. Tests that need another
+ * user run a child as `nobody` and are skipped when not run as root.
+ * EERL_TEST_EERLD_MESSAGES sets the per-client message count of the 64-client test (10000). */
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "eerl/agent.h"
+#include "eerl/error.h"
+#include "testutil.h"
+
+static char eerld_bin[1024];
+static char sock[100], statedir[512], logpath[512];
+static int test_no;
+static pid_t live_daemon; /* killed by the next start or the teardown if a test failed */
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A fresh socket path and state dir for one test. */
+static void fresh_paths(void)
+{
+    test_no++;
+    snprintf(sock, sizeof(sock), "%s/s%d.sock", tu_tmpdir(), test_no);
+    snprintf(statedir, sizeof(statedir), "%s/state%d", tu_tmpdir(), test_no);
+    snprintf(logpath, sizeof(logpath), "%s/eerld%d.log", tu_tmpdir(), test_no);
+}
+
+static int can_connect(void)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0), ok;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Starts eerld --foreground on sock/statedir with extra arguments (NULL-terminated); returns
+ * once it accepts connections. */
+static pid_t start_eerld(const char *const *extra)
+{
+    const char *argv[32];
+    int n = 0, i;
+    pid_t pid;
+    double t0;
+
+    if (live_daemon > 0) {
+        kill(live_daemon, SIGKILL);
+        waitpid(live_daemon, NULL, 0);
+    }
+    argv[n++] = eerld_bin;
+    argv[n++] = "--foreground";
+    argv[n++] = "--socket";
+    argv[n++] = sock;
+    argv[n++] = "--state-dir";
+    argv[n++] = statedir;
+    for (i = 0; extra && extra[i] && n < 30; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen(logpath, "a", stderr);
+        (void)f;
+        execv(eerld_bin, (char *const *)argv);
+        perror("execv eerld");
+        _exit(127);
+    }
+    t0 = now_s();
+    while (!can_connect()) {
+        int st;
+
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            char *log = tu_read_file(logpath);
+            fail_msg("eerld exited before serving: %s", log ? log : "(no log)");
+        }
+        if (now_s() - t0 > 10) {
+            kill(pid, SIGKILL);
+            fail_msg("eerld did not start serving within 10 s");
+        }
+        sleep_ms(5);
+    }
+    live_daemon = pid;
+    return pid;
+}
+
+static int stop_eerld(pid_t pid, int sig)
+{
+    int st = 0;
+
+    kill(pid, sig);
+    waitpid(pid, &st, 0);
+    if (pid == live_daemon)
+        live_daemon = 0;
+    return st;
+}
+
+static eerl_agent *connect_ok(const char *name)
+{
+    eerl_agent *a = NULL;
+    char why[512] = "";
+    int e = eerl_agent_connect(sock, name, why, sizeof(why), &a);
+
+    if (e < 0)
+        fail_msg("connect: %s: %s", eerl_strerror(e), why);
+    return a;
+}
+
+/* A GPU's status through a fresh connection. */
+static struct eerl_agent_gpu_status gpu_status(unsigned gpu)
+{
+    struct eerl_agent_gpu_status st[16];
+    size_t n = 0;
+    eerl_agent *a = connect_ok("probe");
+
+    assert_int_equal(eerl_agent_status(a, st, 16, &n), 0);
+    assert_true(gpu < n);
+    eerl_agent_free(a);
+    return st[gpu];
+}
+
+/* ---- the stand-in NVML state file ---- */
+
+static char nvml_state[512];
+
+static void write_nvml_state(unsigned n_gpus)
+{
+    char text[8192];
+    size_t off = 0;
+    unsigned i;
+
+    off += (size_t)snprintf(text + off, sizeof(text) - off,
+                            "{\"energy_update_ms\": 100, \"lock_permitted\": true, \"gpus\": [");
+    for (i = 0; i < n_gpus; i++)
+        off += (size_t)snprintf(
+            text + off, sizeof(text) - off,
+            "%s{\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": "
+            "\"GPU-00000000-0000-0000-0000-00000000000%u\", \"memory_clocks_mhz\": [2619], "
+            "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
+            "\"power_mw\": 100000}",
+            i ? ", " : "", i);
+    snprintf(text + off, sizeof(text) - off, "]}\n");
+    snprintf(nvml_state, sizeof(nvml_state), "%s", tu_write_file("nvml.json", text));
+    setenv("EERL_FAKE_NVML_STATE", nvml_state, 1);
+}
+
+/* locked_max_mhz of gpu in the state file; -1 when null (not locked). */
+static int file_locked(unsigned gpu)
+{
+    json_error_t err;
+    json_t *o = json_load_file(nvml_state, 0, &err), *x;
+    int v;
+
+    if (!o)
+        fail_msg("state file: %s", err.text);
+    x = json_object_get(json_array_get(json_object_get(o, "gpus"), gpu), "locked_max_mhz");
+    v = json_is_integer(x) ? (int)json_integer_value(x) : -1;
+    json_decref(o);
+    return v;
+}
+
+static void set_lost(unsigned gpu, int lost)
+{
+    char tmp[600];
+    json_error_t err;
+    json_t *o = json_load_file(nvml_state, 0, &err);
+
+    assert_non_null(o);
+    json_object_set_new(json_array_get(json_object_get(o, "gpus"), gpu), "lost",
+                        json_boolean(lost));
+    snprintf(tmp, sizeof(tmp), "%s.tmp", nvml_state);
+    assert_int_equal(json_dump_file(o, tmp, 0), 0);
+    assert_int_equal(rename(tmp, nvml_state), 0);
+    json_decref(o);
+}
+
+/* ---- tests ---- */
+
+/* A client that leases GPU 1 and locks it, then waits (hangs) until killed. */
+static pid_t locking_child(unsigned gpu, unsigned mhz, int heartbeat)
+{
+    int p[2];
+    pid_t pid;
+    char b;
+
+    assert_int_equal(pipe(p), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        eerl_agent *a = NULL;
+        char why[256];
+
+        close(p[0]);
+        if (eerl_agent_connect(sock, "child", why, sizeof(why), &a) < 0 ||
+            eerl_agent_lease(a, &gpu, 1) < 0 || eerl_agent_set_clocks(a, &gpu, 1, mhz, mhz) < 0)
+            _exit(1);
+        if (heartbeat)
+            eerl_agent_start_heartbeat(a, 50);
+        (void)!write(p[1], "r", 1);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    if (read(p[0], &b, 1) != 1)
+        fail_msg("the child could not lease and lock GPU %u", gpu);
+    close(p[0]);
+    return pid;
+}
+
+static void test_client_killed(void **state)
+{
+    static const char *const args[] = {"--devices", "twin:h100x4", NULL};
+    pid_t d, c;
+    double t0, dt;
+    int st;
+
+    (void)state;
+    fresh_paths();
+    d = start_eerld(args);
+    c = locking_child(1, 1200, 1);
+    assert_int_equal(gpu_status(1).locked_max_mhz, 1200);
+    assert_int_equal(gpu_status(1).sm_mhz, 1200);
+    sleep_ms(300); /* the heartbeat thread keeps it alive meanwhile */
+    assert_int_equal(gpu_status(1).locked_max_mhz, 1200);
+    kill(c, SIGKILL);
+    waitpid(c, &st, 0); /* its socket is closed now */
+    t0 = now_s();
+    while (gpu_status(1).locked_max_mhz != 0 && now_s() - t0 < 5)
+        sleep_ms(2);
+    dt = now_s() - t0;
+    print_message("client SIGKILL -> GPU reset after %.1f ms\n", dt * 1000);
+    assert_true(dt < 1.0);
+    assert_int_equal(gpu_status(1).leased, 0);
+    assert_int_equal(gpu_status(1).sm_mhz, 1980);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+static void test_client_hung(void **state)
+{
+    static const char *const args[] = {"--devices", "twin:h100x4", "--heartbeat-timeout", "400",
+                                       NULL};
+    pid_t d, c;
+    double t0, dt;
+    int st;
+
+    (void)state;
+    fresh_paths();
+    d = start_eerld(args);
+    t0 = now_s();
+    c = locking_child(2, 1005, 0); /* no heartbeats: silent after its set */
+    assert_int_equal(gpu_status(2).locked_max_mhz, 1005);
+    while (gpu_status(2).locked_max_mhz != 0 && now_s() - t0 < 5)
+        sleep_ms(5);
+    dt = now_s() - t0;
+    print_message("hung client (timeout 400 ms) -> GPU reset %.0f ms after it connected\n",
+                  dt * 1000);
+    assert_true(dt >= 0.35);
+    assert_true(dt < 1.4);
+    kill(c, SIGKILL);
+    waitpid(c, &st, 0);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+static void test_restart_after_kill(void **state)
+{
+    static const char *const args[] = {"--devices", "nvml", NULL};
+    char path[600];
+    char *journal;
+    eerl_agent *a;
+    unsigned g = 0;
+    pid_t d;
+
+    (void)state;
+    fresh_paths();
+    write_nvml_state(2);
+    d = start_eerld(args);
+    a = connect_ok("job");
+    assert_int_equal(eerl_agent_lease(a, &g, 1), 0);
+    assert_int_equal(eerl_agent_set_clocks(a, &g, 1, 1410, 1410), 0);
+    assert_int_equal(file_locked(0), 1410);
+    snprintf(path, sizeof(path), "%s/journal.json", statedir);
+    journal = tu_read_file(path);
+    assert_non_null(journal);
+    assert_non_null(strstr(journal, "GPU-00000000-0000-0000-0000-000000000000"));
+    free(journal);
+    stop_eerld(d, SIGKILL);
+    eerl_agent_free(a);
+    assert_int_equal(file_locked(0), 1410); /* nobody reset it: the daemon is gone */
+    d = start_eerld(args);
+    /* Serving now, and before anyone asked: the GPU is back to the governor. */
+    assert_int_equal(file_locked(0), -1);
+    journal = tu_read_file(path);
+    assert_null(strstr(journal, "GPU-00000000-0000-0000-0000-000000000000"));
+    free(journal);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+static void test_sigterm_resets(void **state)
+{
+    static const char *const args[] = {"--devices", "nvml", NULL};
+    unsigned gpus[2] = {0, 1};
+    eerl_agent *a;
+    pid_t d;
+    int st;
+
+    (void)state;
+    fresh_paths();
+    write_nvml_state(2);
+    d = start_eerld(args);
+    a = connect_ok("job");
+    assert_int_equal(eerl_agent_lease(a, gpus, 2), 0);
+    assert_int_equal(eerl_agent_set_clocks(a, gpus, 2, 900, 1500), 0);
+    assert_int_equal(file_locked(0), 1500);
+    assert_int_equal(file_locked(1), 1500);
+    st = stop_eerld(d, SIGTERM);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(file_locked(0), -1);
+    assert_int_equal(file_locked(1), -1);
+    assert_int_equal(eerl_agent_heartbeat(a), EERL_EIO); /* the connection is gone */
+    eerl_agent_free(a);
+}
+
+static void test_nvml_error_mid_lease(void **state)
+{
+    static const char *const args[] = {"--devices", "nvml", NULL};
+    unsigned gpus[2] = {0, 1}, g2 = 2;
+    struct eerl_agent_gpu_status st;
+    eerl_agent *a, *b;
+    double t0;
+    pid_t d;
+
+    (void)state;
+    fresh_paths();
+    write_nvml_state(3);
+    d = start_eerld(args);
+    a = connect_ok("job-a");
+    b = connect_ok("job-b");
+    assert_int_equal(eerl_agent_lease(a, gpus, 2), 0);
+    assert_int_equal(eerl_agent_define_pool(a, "gen", gpus, 2, 1980, 1200, 345), 0);
+    assert_int_equal(eerl_agent_set_phase(a, "gen", EERL_AGENT_PHASE_TRAIN), 0);
+    assert_int_equal(eerl_agent_lease(b, &g2, 1), 0);
+    assert_int_equal(eerl_agent_set_clocks(b, &g2, 1, 1410, 1410), 0);
+
+    set_lost(1, 1);
+    assert_int_equal(eerl_agent_set_phase(a, "gen", EERL_AGENT_PHASE_IDLE), EERL_EGPULOST);
+    assert_non_null(strstr(eerl_agent_last_error(a), "GPU 1"));
+    assert_null(strstr(eerl_agent_last_error(a), "GPU 0"));
+    assert_int_equal(file_locked(0), 345); /* GPU 0 switched all the same */
+    st = gpu_status(1);
+    assert_int_equal(st.err, EERL_EGPULOST);
+    assert_int_equal(gpu_status(0).err, 0);
+    /* The other client's GPU is untouched and it can go on. */
+    assert_int_equal(file_locked(2), 1410);
+    assert_int_equal(eerl_agent_set_clocks(b, &g2, 1, 1200, 1200), 0);
+    assert_int_equal(file_locked(2), 1200);
+    /* Release: GPU 0 resets; GPU 1 cannot and stays pending until it is back. */
+    assert_int_equal(eerl_agent_release(a, NULL, 0), 0);
+    assert_int_equal(file_locked(0), -1);
+    set_lost(1, 0);
+    t0 = now_s();
+    while (file_locked(1) != -1 && now_s() - t0 < 5)
+        sleep_ms(20);
+    assert_int_equal(file_locked(1), -1);
+    print_message("lost GPU reset %.0f ms after it came back\n", (now_s() - t0) * 1000);
+    assert_int_equal(file_locked(2), 1200);
+    eerl_agent_free(a);
+    eerl_agent_free(b);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+static void test_second_writer_busy(void **state)
+{
+    static const char *const args[] = {"--devices", "twin:h200x4", NULL};
+    unsigned ga[2] = {0, 1}, gb[2] = {1, 2}, g0 = 0, g2 = 2;
+    char want[128];
+    eerl_agent *a, *b;
+    pid_t d;
+
+    (void)state;
+    fresh_paths();
+    d = start_eerld(args);
+    a = connect_ok("trainer-a");
+    b = connect_ok("trainer-b");
+    assert_int_equal(eerl_agent_lease(a, ga, 2), 0);
+    assert_int_equal(eerl_agent_set_clocks(a, &g0, 1, 1500, 1500), 0);
+    assert_int_equal(eerl_agent_lease(b, gb, 2), EERL_EBUSY);
+    snprintf(want, sizeof(want), "GPU 1 is leased by uid %u pid %d ('trainer-a')",
+             (unsigned)getuid(), (int)getpid());
+    if (!strstr(eerl_agent_last_error(b), want))
+        fail_msg("busy message '%s' lacks '%s'", eerl_agent_last_error(b), want);
+    assert_int_equal(gpu_status(2).leased, 0); /* all or nothing */
+    assert_int_equal(eerl_agent_set_clocks(b, &g0, 1, 1200, 1200), EERL_EBUSY);
+    assert_int_equal(gpu_status(0).locked_max_mhz, 1500);
+    assert_int_equal(eerl_agent_lease(b, &g2, 1), 0);
+    assert_int_equal(eerl_agent_set_clocks(b, &g2, 1, 1200, 1200), 0);
+    /* Not leased at all: a clear state error. */
+    g2 = 3;
+    assert_int_equal(eerl_agent_set_clocks(b, &g2, 1, 1200, 1200), EERL_ESTATE);
+    assert_non_null(strstr(eerl_agent_last_error(b), "lease it first"));
+    g2 = 9;
+    assert_int_equal(eerl_agent_lease(b, &g2, 1), EERL_ENODEV);
+    assert_non_null(strstr(eerl_agent_last_error(b), "GPU 9 does not exist (4 GPUs: 0-3)"));
+    /* Root's reset ends a's lease on GPU 0 and resets it. */
+    assert_int_equal(eerl_agent_reset(b, &g0, 1), 0);
+    assert_int_equal(gpu_status(0).locked_max_mhz, 0);
+    assert_int_equal(gpu_status(0).leased, 0);
+    assert_int_equal(eerl_agent_set_clocks(a, &g0, 1, 1500, 1500), EERL_ESTATE);
+    assert_int_equal(gpu_status(1).leased, 1); /* a still holds GPU 1 */
+    eerl_agent_free(a);
+    eerl_agent_free(b);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+/* Runs fn in a child as nobody; the child's exit status is the test's verdict. */
+static void as_nobody(void (*fn)(void))
+{
+    pid_t pid = fork();
+    int st = 0;
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0) {
+            perror("setuid nobody");
+            _exit(3);
+        }
+        fn();
+        _exit(0);
+    }
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("the check run as nobody failed (status %d)", st);
+}
+
+#define CHILD_CHECK(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "nobody: check failed: %s (last error: %s)\n", #cond,                  \
+                    a ? eerl_agent_last_error(a) : "");                                            \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void nobody_refused(void)
+{
+    eerl_agent *a = NULL;
+    char why[256];
+    unsigned g = 0;
+    struct eerl_agent_info info;
+    struct eerl_agent_reading r[4];
+    size_t n = 0;
+
+    CHILD_CHECK(eerl_agent_connect(sock, "nobody", why, sizeof(why), &a) == 0);
+    CHILD_CHECK(eerl_agent_info(a, &info) == 0 && info.uid == 65534 && !info.may_lease);
+    CHILD_CHECK(eerl_agent_lease(a, &g, 1) == EERL_ENOPERM);
+    CHILD_CHECK(strstr(eerl_agent_last_error(a), "uid 65534 may not lease GPUs") != NULL);
+    /* Read-only queries stay open to whoever may reach the socket. */
+    CHILD_CHECK(eerl_agent_read(a, NULL, 0, r, 4, &n) == 0 && n == 4 && r[0].err == 0);
+    CHILD_CHECK(eerl_agent_reset(a, &g, 1) == EERL_ENOPERM);
+    eerl_agent_free(a);
+}
+
+static void nobody_floor(void)
+{
+    eerl_agent *a = NULL;
+    char why[256];
+    unsigned g = 3;
+
+    CHILD_CHECK(eerl_agent_connect(sock, "nobody", why, sizeof(why), &a) == 0);
+    CHILD_CHECK(eerl_agent_lease(a, &g, 1) == 0);
+    CHILD_CHECK(eerl_agent_set_clocks(a, &g, 1, 600, 600) == EERL_ERANGE);
+    CHILD_CHECK(strstr(eerl_agent_last_error(a), "requested 600 MHz is below GPU 3's floor of "
+                                                 "1200 MHz") != NULL);
+    CHILD_CHECK(eerl_agent_set_clocks(a, &g, 1, 1900, 1900) == EERL_ERANGE);
+    CHILD_CHECK(strstr(eerl_agent_last_error(a), "ceiling of 1800 MHz") != NULL);
+    CHILD_CHECK(eerl_agent_define_pool(a, "p", &g, 1, 1500, 1100, 0) == EERL_ERANGE);
+    CHILD_CHECK(strstr(eerl_agent_last_error(a), "train clock") != NULL);
+    CHILD_CHECK(eerl_agent_set_clocks(a, &g, 1, 1500, 1500) == 0);
+    /* The holder may reset its own GPU. */
+    CHILD_CHECK(eerl_agent_reset(a, &g, 1) == 0);
+    eerl_agent_free(a);
+}
+
+static void nobody_limit(void)
+{
+    eerl_agent *a = NULL, *b = NULL, *c = NULL;
+    char why[256];
+
+    CHILD_CHECK(eerl_agent_connect(sock, "n1", why, sizeof(why), &a) == 0);
+    CHILD_CHECK(eerl_agent_connect(sock, "n2", why, sizeof(why), &b) == 0);
+    CHILD_CHECK(eerl_agent_connect(sock, "n3", why, sizeof(why), &c) == EERL_EBUSY);
+    CHILD_CHECK(strstr(why, "2 from uid 65534 (limit 2)") != NULL);
+    eerl_agent_free(a);
+    eerl_agent_free(b);
+}
+
+static void test_policy(void **state)
+{
+    const char *policy;
+    char pol[600], gname[64];
+    struct group *gr = getgrgid(65534);
+    const char *args[12];
+    double t0;
+    pid_t d;
+
+    (void)state;
+    if (getuid() != 0)
+        skip();
+    assert_non_null(gr);
+    snprintf(gname, sizeof(gname), "%s", gr->gr_name);
+    fresh_paths();
+    chmod(tu_tmpdir(), 0755); /* nobody must reach the socket */
+    policy = tu_write_file("policy1.conf", "[access]\nusers = daemon\n[limits]\n"
+                                           "connections_per_user = 2\n");
+    snprintf(pol, sizeof(pol), "%s", policy);
+    args[0] = "--devices";
+    args[1] = "twin:h100x4";
+    args[2] = "--policy";
+    args[3] = pol;
+    args[4] = "--socket-group";
+    args[5] = gname;
+    args[6] = NULL;
+    d = start_eerld(args);
+    as_nobody(nobody_refused);
+    as_nobody(nobody_limit);
+    /* A new policy on SIGHUP: nobody may lease now, within bounds. */
+    tu_write_file("policy1.conf", "[access]\nusers = daemon, nobody\n[clocks]\nfloor_mhz = 900\n"
+                                  "[gpu 3]\nfloor_mhz = 1200\nceiling_mhz = 1800\n");
+    kill(d, SIGHUP);
+    t0 = now_s();
+    while (gpu_status(3).floor_mhz != 1200 && now_s() - t0 < 5)
+        sleep_ms(10);
+    assert_int_equal(gpu_status(3).floor_mhz, 1200);
+    assert_int_equal(gpu_status(0).floor_mhz, 900);
+    as_nobody(nobody_floor);
+    assert_int_equal(gpu_status(3).locked_max_mhz, 0);
+    /* A broken policy on SIGHUP keeps the previous one. */
+    tu_write_file("policy1.conf", "[access]\nuser = nobody\n");
+    kill(d, SIGHUP);
+    sleep_ms(200);
+    assert_int_equal(gpu_status(3).floor_mhz, 1200);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+static void test_bad_policy_refused(void **state)
+{
+    const char *args[6];
+    char pol[600], *log;
+    pid_t pid;
+    int st;
+
+    (void)state;
+    fresh_paths();
+    snprintf(pol, sizeof(pol), "%s",
+             tu_write_file("bad.conf", "[clocks]\nfloor_mhz = 900\nceling_mhz = 1800\n"));
+    args[0] = eerld_bin;
+    args[1] = "--foreground";
+    args[2] = "--policy";
+    args[3] = pol;
+    args[4] = NULL;
+    pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen(logpath, "w", stderr);
+        (void)f;
+        execv(eerld_bin, (char *const *)args);
+        _exit(127);
+    }
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    log = tu_read_file(logpath);
+    assert_non_null(log);
+    if (!strstr(log, "line 3: [clocks] celing_mhz = '1800': unknown key"))
+        fail_msg("log lacks the bad line: %s", log);
+    free(log);
+}
+
+/* ---- raw protocol abuse ---- */
+
+static int raw_connect(void)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static void raw_send(int fd, const char *buf, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, buf, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* the daemon may close early on an oversized message */
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads until EOF (the daemon closed) or 3 s; returns 1 if EOF came. */
+static int raw_read_to_eof(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    double t0 = now_s();
+
+    buf[0] = '\0';
+    while (now_s() - t0 < 3) {
+        struct pollfd p = {fd, POLLIN, 0};
+        ssize_t r;
+
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        r = recv(fd, buf + n, cap - 1 - n, 0);
+        if (r <= 0)
+            return r == 0 || errno == ECONNRESET;
+        n += (size_t)r;
+        buf[n] = '\0';
+    }
+    return 0;
+}
+
+static void expect_closed_with(const char *msg, size_t len, const char *want)
+{
+    char buf[4096];
+    int fd = raw_connect();
+
+    raw_send(fd, "{\"op\":\"hello\",\"v\":1}\n", 21);
+    raw_send(fd, msg, len);
+    if (!raw_read_to_eof(fd, buf, sizeof(buf)))
+        fail_msg("after '%.60s' the connection stayed open", msg);
+    if (!strstr(buf, "\"error\":\"EERL_EPARSE\"") || !strstr(buf, want))
+        fail_msg("after '%.60s' the reply '%s' lacks '%s'", msg, buf, want);
+    close(fd);
+}
+
+static void test_malformed_messages(void **state)
+{
+    static const char *const args[] = {"--devices", "twin:h100x2", NULL};
+    unsigned g = 0;
+    char buf[4096], *big;
+    eerl_agent *guard;
+    int fd;
+    pid_t d;
+
+    (void)state;
+    fresh_paths();
+    d = start_eerld(args);
+    guard = connect_ok("guard");
+    assert_int_equal(eerl_agent_lease(guard, &g, 1), 0);
+    assert_int_equal(eerl_agent_set_clocks(guard, &g, 1, 1200, 1200), 0);
+
+    expect_closed_with("{\"op\":\n", 7, "not JSON");
+    expect_closed_with("{\"op\":\"lease\",\"gpus\":[0],\"id\":5,\"x\":1}\n", 39,
+                       "unknown key \\\"x\\\"");
+    expect_closed_with("{\"op\":\"set\",\"gpus\":[1],\"mhz\":\"fast\"}\n", 37,
+                       "must be an integer");
+    expect_closed_with("\x01\x02\xff\xfe\n", 5, "not JSON");
+    expect_closed_with("null\n", 5, "not JSON");
+    expect_closed_with("[1]\n", 4, "must be a JSON object");
+    /* Over the limit with no newline: refused once the limit is reached. */
+    big = malloc(EERL_AGENT_MSG_MAX + 100);
+    assert_non_null(big);
+    memset(big, 'a', EERL_AGENT_MSG_MAX + 100);
+    expect_closed_with(big, EERL_AGENT_MSG_MAX + 100, "no newline within 65536 bytes");
+    /* Exactly at the limit: a valid request padded with spaces is served. */
+    fd = raw_connect();
+    raw_send(fd, "{\"op\":\"hello\",\"v\":1}\n", 21);
+    memset(big, ' ', EERL_AGENT_MSG_MAX);
+    memcpy(big, "{\"op\":\"heartbeat\",\"id\":77}", 26);
+    big[EERL_AGENT_MSG_MAX - 1] = '\n';
+    raw_send(fd, big, EERL_AGENT_MSG_MAX);
+    shutdown(fd, SHUT_WR);
+    raw_read_to_eof(fd, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "{\"id\":77,\"ok\":true}"));
+    close(fd);
+    free(big);
+    /* No hello first. */
+    fd = raw_connect();
+    raw_send(fd, "{\"op\":\"read\"}\n", 14);
+    assert_true(raw_read_to_eof(fd, buf, sizeof(buf)));
+    assert_non_null(strstr(buf, "the first request must be hello"));
+    close(fd);
+    /* Another protocol version. */
+    fd = raw_connect();
+    raw_send(fd, "{\"op\":\"hello\",\"v\":2}\n", 21);
+    assert_true(raw_read_to_eof(fd, buf, sizeof(buf)));
+    assert_non_null(strstr(buf, "EERL_EVERSION"));
+    close(fd);
+    /* Truncated: half a request, then the client goes away. A lease it held is reset. */
+    fd = raw_connect();
+    raw_send(fd,
+             "{\"op\":\"hello\",\"v\":1}\n{\"op\":\"lease\",\"gpus\":[1]}\n{\"op\":\"set\",\"gpu",
+             62);
+    sleep_ms(50);
+    assert_int_equal(gpu_status(1).leased, 1);
+    close(fd);
+    sleep_ms(50);
+    assert_int_equal(gpu_status(1).leased, 0);
+    /* A pipelined client: replies in order, one per request. */
+    fd = raw_connect();
+    raw_send(fd,
+             "{\"op\":\"hello\",\"v\":1,\"id\":1}\n{\"op\":\"heartbeat\",\"id\":2}\n"
+             "{\"op\":\"read\",\"gpus\":[1],\"id\":3}\n",
+             91);
+    shutdown(fd, SHUT_WR);
+    raw_read_to_eof(fd, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "{\"id\":2,\"ok\":true}\n{\"id\":3,\"ok\":true,\"readings\""));
+    close(fd);
+
+    /* Through all of that the guard's lease and clock stood. */
+    assert_int_equal(eerl_agent_heartbeat(guard), 0);
+    assert_int_equal(gpu_status(0).locked_max_mhz, 1200);
+    assert_int_equal(gpu_status(0).leased, 1);
+    eerl_agent_free(guard);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+/* ---- 64 clients ---- */
+
+struct worker {
+    pthread_t t;
+    unsigned index, messages, ok, failed;
+    char err[256];
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    eerl_agent *a = NULL;
+    unsigned i, g = w->index % 8;
+    struct eerl_agent_reading r;
+
+    if (eerl_agent_connect(sock, "load", w->err, sizeof(w->err), &a) < 0) {
+        w->failed = w->messages;
+        return NULL;
+    }
+    for (i = 0; i < w->messages; i++) {
+        int e = i % 2 ? eerl_agent_heartbeat(a) : eerl_agent_read(a, &g, 1, &r, 1, NULL);
+
+        if (e == 0 && (i % 2 || (r.gpu == g && r.err == 0 && r.energy_mj > 0)))
+            w->ok++;
+        else {
+            w->failed++;
+            snprintf(w->err, sizeof(w->err), "%s: %s", eerl_strerror(e), eerl_agent_last_error(a));
+        }
+    }
+    eerl_agent_free(a);
+    return NULL;
+}
+
+static void test_64_clients(void **state)
+{
+    static const char *const args[] = {"--devices", "twin:h100x8", NULL};
+    struct worker w[64];
+    const char *env = getenv("EERL_TEST_EERLD_MESSAGES");
+    unsigned per = env ? (unsigned)strtoul(env, NULL, 10) : 10000, i, ok = 0, failed = 0;
+    double t0, dt;
+    pid_t d;
+
+    (void)state;
+    if (per == 0)
+        per = 10000;
+    fresh_paths();
+    d = start_eerld(args);
+    memset(w, 0, sizeof(w));
+    t0 = now_s();
+    for (i = 0; i < 64; i++) {
+        w[i].index = i;
+        w[i].messages = per;
+        assert_int_equal(pthread_create(&w[i].t, NULL, worker_main, &w[i]), 0);
+    }
+    for (i = 0; i < 64; i++) {
+        pthread_join(w[i].t, NULL);
+        ok += w[i].ok;
+        failed += w[i].failed;
+        if (w[i].failed)
+            print_message("client %u: %u failed: %s\n", i, w[i].failed, w[i].err);
+    }
+    dt = now_s() - t0;
+    print_message("64 clients x %u messages: %u answered correctly, %u failed, %.2f s (%.0f/s)\n",
+                  per, ok, failed, dt, ok / dt);
+    assert_int_equal(failed, 0);
+    assert_int_equal(ok, 64 * per);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
+static int setup(void **state)
+{
+    const char *bin = getenv("EERL_BIN");
+    const char *slash;
+
+    (void)state;
+    if (!bin) {
+        fprintf(stderr, "EERL_BIN must name the eerl binary (eerld sits beside it)\n");
+        return -1;
+    }
+    slash = strrchr(bin, '/');
+    snprintf(eerld_bin, sizeof(eerld_bin), "%.*s/eerld", slash ? (int)(slash - bin) : 1,
+             slash ? bin : ".");
+    if (access(eerld_bin, X_OK) < 0) {
+        fprintf(stderr, "%s: %s\n", eerld_bin, strerror(errno));
+        return -1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (live_daemon > 0) {
+        kill(live_daemon, SIGKILL);
+        waitpid(live_daemon, NULL, 0);
+    }
+    tu_cleanup();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_client_killed),
+        cmocka_unit_test(test_client_hung),
+        cmocka_unit_test(test_restart_after_kill),
+        cmocka_unit_test(test_sigterm_resets),
+        cmocka_unit_test(test_nvml_error_mid_lease),
+        cmocka_unit_test(test_second_writer_busy),
+        cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_bad_policy_refused),
+        cmocka_unit_test(test_malformed_messages),
+        cmocka_unit_test(test_64_clients),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

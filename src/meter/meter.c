@@ -580,7 +580,10 @@ static void upgrade_last_locked(eerl_meter *m)
         rd[i].power_r = rd[i].energy_r == EERL_EGPULOST ? EERL_EGPULOST : 0;
         rd[i].mw = 0; /* unused: redo keeps the sample's power */
     }
-    note_read_cost(m, thread_cpu() - c0);
+    for (i = 0; i < m->n && !todo[i]; i++)
+        ;
+    if (i < m->n)
+        note_read_cost(m, thread_cpu() - c0);
     pthread_mutex_lock(&m->lock);
     for (i = 0; i < m->n; i++)
         if (todo[i])

@@ -60,7 +60,7 @@ CONFIGS = {
     # 1024 tokens (DOUBLE answers above 511 symbols cannot fit, and a policy that is slow to say
     # EOS runs into the limit), so sequences run from tens to ~2000 tokens.
     "gpu": dict(d_model=512, layers=8, heads=8, alphabet=16, prompts=64, group=8,
-                min_n=4, max_n=960, max_response=1024, minibatch=32, lr=1e-4, eos_bias=-4.0,
+                min_n=4, max_n=960, max_response=1024, minibatch=32, lr=1e-4, eos_bias=-3.0,
                 tasks="copy,reverse,count,double"),
 }
 
@@ -388,7 +388,7 @@ def main(argv=None):
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
                     opt.step()
-                    loss_sum += float(loss) * len(idx)
+                    loss_sum += float(loss.detach()) * len(idx)
                     kl_sum += float((kl * m).sum())
                 sync()
             assert n_mask == N, (n_mask, N)

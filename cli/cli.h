@@ -13,6 +13,9 @@
 #define EERL_EXIT_USAGE 2 /* bad arguments: the message names the value and the valid choices */
 
 int eerl_cmd_devices(int argc, char **argv);
+int eerl_cmd_lock(int argc, char **argv);
+int eerl_cmd_reset(int argc, char **argv);
+int eerl_cmd_status(int argc, char **argv);
 int eerl_cmd_meter(int argc, char **argv);
 int eerl_cmd_replay(int argc, char **argv);
 int eerl_cmd_sweep(int argc, char **argv);
@@ -38,5 +41,13 @@ int eerl_cli_parse_index_list(const char *cmd, const char *what, const char *tex
  * Prints a clear error and returns NULL on failure. */
 struct eerl_device;
 struct eerl_device *eerl_cli_open_devices(const char *cmd);
+
+/* eerld (cli/cmd_status.c): connects to the daemon at path (NULL: $EERL_SOCKET, else the
+ * default socket); prints a clear error and returns NULL on failure. */
+struct eerl_agent;
+struct eerl_agent *eerl_cli_connect_agent(const char *cmd, const char *path);
+/* The device view through eerld; *ret_agent must be freed after the device. */
+struct eerl_device *eerl_cli_open_agent_devices(const char *cmd, const char *path,
+                                                struct eerl_agent **ret_agent);
 
 #endif

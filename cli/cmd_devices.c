@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "eerl/agent.h"
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "cli.h"
@@ -56,6 +57,7 @@ static void usage(FILE *out)
                  "loaded, and current throttle reasons. Changes nothing on the GPUs.\n\n"
                  "options:\n"
                  "  --json    print a JSON array, one object per GPU\n"
+                 "  --socket PATH  read the GPUs through eerld (also when $EERL_SOCKET is set)\n"
                  "  --help    show this help\n\n"
                  "environment:\n"
                  "  EERL_NVML_LIBRARY  the NVML library to load (default libnvidia-ml.so.1)\n");
@@ -297,6 +299,8 @@ static int print_json(const struct row *rows, unsigned n)
 int eerl_cmd_devices(int argc, char **argv)
 {
     eerl_device *dev;
+    struct eerl_agent *agent = NULL;
+    const char *sock = NULL;
     struct row *rows = NULL;
     unsigned n = 0, i;
     int json = 0, failed = 0, r, a, ret = EERL_EXIT_FAIL;
@@ -304,16 +308,20 @@ int eerl_cmd_devices(int argc, char **argv)
     for (a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[a], "--socket") && a + 1 < argc) {
+            sock = argv[++a];
         } else if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             usage(stdout);
             return EERL_EXIT_OK;
         } else {
-            eerl_cli_err(CMD, "unknown %s '%s'; valid options: --json, --help",
+            eerl_cli_err(CMD, "unknown %s '%s'; valid options: --json, --socket PATH, --help",
                          argv[a][0] == '-' ? "option" : "argument", argv[a]);
             return EERL_EXIT_USAGE;
         }
     }
-    dev = eerl_cli_open_devices(CMD);
+    /* Through eerld when asked to (--socket or $EERL_SOCKET), else NVML in-process. */
+    dev = sock || getenv("EERL_SOCKET") ? eerl_cli_open_agent_devices(CMD, sock, &agent)
+                                        : eerl_cli_open_devices(CMD);
     if (!dev)
         return EERL_EXIT_FAIL;
     r = eerl_device_count(dev, &n);
@@ -343,5 +351,6 @@ int eerl_cmd_devices(int argc, char **argv)
 out:
     free(rows);
     eerl_device_free(dev);
+    eerl_agent_free(agent);
     return ret;
 }

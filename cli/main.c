@@ -13,8 +13,11 @@ struct cmd {
 
 static const struct cmd cmds[] = {
     {"devices", "list GPUs: index, UUID, name, clock range, clock, power, energy", eerl_cmd_devices},
+    {"lock", "lease GPUs from eerld, lock their clock, run a command, release", eerl_cmd_lock},
     {"meter", "run a command and report the GPU energy it used", eerl_cmd_meter},
+    {"reset", "return GPUs to the default clock governor through eerld", eerl_cmd_reset},
     {"replay", "feed a recorded trace to the controller and print its decisions", eerl_cmd_replay},
+    {"status", "GPUs eerld serves: clocks, power, locks, lease holders", eerl_cmd_status},
     {"sweep", "run fixed clock pairs against the governor on the simulated cluster",
      eerl_cmd_sweep},
     {"sim", "governor and controller runs on the simulated cluster: savings, oracle, capture",

@@ -1,0 +1,140 @@
+/* eerl lock: leases GPUs from eerld, locks their SM clock, then runs a command (or holds until
+ * interrupted), and releases. The lease lives as long as this process: a heartbeat thread keeps
+ * it, and if eerl itself is killed the daemon resets the GPUs when the socket closes. The exit
+ * status is the command's (128 + signal if it was killed). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "eerl/agent.h"
+#include "eerl/error.h"
+#include "cli.h"
+
+#define CMD "lock"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: eerl lock --gpu LIST --mhz F [--socket PATH] [-- CMD [ARGS...]]\n\n"
+            "Leases the GPUs from eerld and locks their SM clock at F MHz (snapped down to a\n"
+            "supported clock), runs CMD and releases them when it ends; without CMD, holds\n"
+            "the lock until interrupted (Ctrl-C, SIGTERM). Exits with CMD's status.\n\n"
+            "options:\n"
+            "  --gpu LIST      GPU indices like 0,1 or 0-3\n"
+            "  --mhz F         the SM clock to lock at\n"
+            "  --socket PATH   eerld's socket (default: $EERL_SOCKET, else %s)\n"
+            "  --help          show this help\n",
+            EERL_AGENT_DEFAULT_SOCKET);
+}
+
+int eerl_cmd_lock(int argc, char **argv)
+{
+    unsigned gpus[EERL_AGENT_GPUS_MAX];
+    size_t n = 0, i;
+    unsigned long mhz = 0;
+    const char *sock = NULL;
+    char **cmdv = NULL;
+    eerl_agent *a;
+    struct eerl_agent_gpu_status st[EERL_AGENT_GPUS_MAX];
+    size_t n_st = 0;
+    int e, k, have_mhz = 0, ret = EERL_EXIT_FAIL;
+    sigset_t mask, old;
+
+    for (k = 1; k < argc; k++) {
+        if (!strcmp(argv[k], "--")) {
+            cmdv = argv + k + 1;
+            if (!cmdv[0]) {
+                eerl_cli_err(CMD, "nothing after '--'; give a command or leave '--' out");
+                return EERL_EXIT_USAGE;
+            }
+            break;
+        } else if (!strcmp(argv[k], "--gpu") && k + 1 < argc) {
+            if (eerl_cli_parse_index_list(CMD, "--gpu", argv[++k], gpus, EERL_AGENT_GPUS_MAX, &n) <
+                0)
+                return EERL_EXIT_USAGE;
+        } else if (!strcmp(argv[k], "--mhz") && k + 1 < argc) {
+            if (eerl_cli_parse_uint(CMD, "--mhz", argv[++k], 1, 100000, &mhz) < 0)
+                return EERL_EXIT_USAGE;
+            have_mhz = 1;
+        } else if (!strcmp(argv[k], "--socket") && k + 1 < argc) {
+            sock = argv[++k];
+        } else if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+            usage(stdout);
+            return EERL_EXIT_OK;
+        } else {
+            eerl_cli_err(CMD,
+                         "unknown %s '%s'; valid options: --gpu LIST, --mhz F, --socket PATH, "
+                         "--help, then -- CMD",
+                         argv[k][0] == '-' ? "option" : "argument", argv[k]);
+            return EERL_EXIT_USAGE;
+        }
+    }
+    if (!n || !have_mhz) {
+        eerl_cli_err(CMD, "%s is required (see eerl lock --help)", !n ? "--gpu" : "--mhz");
+        return EERL_EXIT_USAGE;
+    }
+    a = eerl_cli_connect_agent(CMD, sock);
+    if (!a)
+        return EERL_EXIT_FAIL;
+    if ((e = eerl_agent_lease(a, gpus, n)) < 0 ||
+        (e = eerl_agent_set_clocks(a, gpus, n, (unsigned)mhz, (unsigned)mhz)) < 0) {
+        eerl_cli_err(CMD, "%s", eerl_agent_last_error(a));
+        goto out;
+    }
+    if ((e = eerl_agent_start_heartbeat(a, 0)) < 0) {
+        eerl_cli_err(CMD, "cannot start the heartbeat thread: %s", eerl_strerror(e));
+        goto out;
+    }
+    if (eerl_agent_status(a, st, EERL_AGENT_GPUS_MAX, &n_st) == 0)
+        for (i = 0; i < n; i++)
+            if (gpus[i] < n_st)
+                fprintf(stderr, "eerl lock: GPU %u locked at %u MHz\n", gpus[i],
+                        st[gpus[i]].locked_max_mhz);
+    /* Ctrl-C and SIGTERM: a command gets them itself (same process group) and we wait for it;
+     * without a command they end the hold. Either way we release afterwards. */
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+    if (cmdv) {
+        int status = 0;
+        pid_t pid = fork();
+
+        if (pid < 0) {
+            eerl_cli_err(CMD, "fork: %s", strerror(errno));
+            goto out;
+        }
+        if (pid == 0) {
+            sigprocmask(SIG_SETMASK, &old, NULL);
+            execvp(cmdv[0], cmdv);
+            fprintf(stderr, "eerl lock: cannot run '%s': %s\n", cmdv[0], strerror(errno));
+            _exit(127);
+        }
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    } else {
+        int sig = 0;
+
+        fprintf(stderr, "eerl lock: holding; interrupt (Ctrl-C) or SIGTERM to release\n");
+        sigwait(&mask, &sig);
+        ret = EERL_EXIT_OK;
+    }
+    if ((e = eerl_agent_release(a, NULL, 0)) < 0) {
+        eerl_cli_err(CMD, "release failed: %s (the daemon resets the GPUs when we disconnect)",
+                     eerl_agent_last_error(a));
+        if (ret == EERL_EXIT_OK)
+            ret = EERL_EXIT_FAIL;
+    } else {
+        fprintf(stderr, "eerl lock: released; GPUs back to the default governor\n");
+    }
+out:
+    eerl_agent_free(a);
+    return ret;
+}

@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <time.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "eerl/error.h"
 #include "eerl/runtime.h"
@@ -384,6 +386,117 @@ static void test_disaggregated_idle_and_observe_only(void **state)
     rig_close(&r);
 }
 
+/* ---- real time on the stand-in NVML library ---------------------------------------------- */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* The locked range the stand-in's state file shows for gpu: -1 when null. */
+static long file_lock_max(const char *state, unsigned gpu)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(state, 0, &je), *b;
+    long v;
+
+    if (!doc)
+        fail_msg("state file %s: %s", state, je.text);
+    b = json_object_get(json_array_get(json_object_get(doc, "gpus"), gpu), "locked_max_mhz");
+    v = json_is_integer(b) ? (long)json_integer_value(b) : -1;
+    json_decref(doc);
+    return v;
+}
+
+/* The session on the real NVML backend (the stand-in library), in real time with the meter's
+ * sampler thread: after calibration the controller's first trial is locked on the GPUs (the
+ * stand-in's state file shows it), a waiting pool sits at the idle clock, and closing the session
+ * resets every GPU. */
+static void test_nvml_standin_real_time(void **state)
+{
+    char gpus[3][400], text[2000], why[512];
+    const char *path;
+    eerl_device *dev = NULL;
+    eerl_rt *rt = NULL;
+    eerl_rt_config rc;
+    eerl_rt_update_info info;
+    eerl_setting s;
+    unsigned u, g, locked_seen = 0, idle_seen = 0;
+    int e;
+
+    (void)state;
+    for (g = 0; g < 3; g++)
+        snprintf(gpus[g], sizeof(gpus[g]),
+                 "{\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"GPU-r%u\", "
+                 "\"memory_clocks_mhz\": [2619], "
+                 "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
+                 "\"sm_clock_mhz\": 1980, \"power_mw\": %u, \"locked_min_mhz\": null, "
+                 "\"locked_max_mhz\": null}",
+                 g, 200000 + 50000 * g);
+    snprintf(text, sizeof(text),
+             "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\", "
+             "\"virtual_time_ms\": null, \"energy_update_ms\": 1, \"lock_permitted\": true, "
+             "\"gpus\": [%s, %s, %s]}\n",
+             gpus[0], gpus[1], gpus[2]);
+    path = tu_write_file("standin.json", text);
+    {
+        static char keep[600];
+        snprintf(keep, sizeof(keep), "%s", path);
+        path = keep;
+    }
+    setenv("EERL_FAKE_NVML_STATE", path, 1);
+    e = eerl_device_open_nvml(&dev);
+    if (e < 0)
+        fail_msg("stand-in NVML: %s", eerl_strerror(e));
+    eerl_rt_config_default(EERL_MODE_DISAGGREGATED, &rc);
+    rc.gen_gpus[0] = 0;
+    rc.n_gen = 1;
+    rc.train_gpus[0] = 1;
+    rc.train_gpus[1] = 2;
+    rc.n_train = 2;
+    rc.sample_thread = 1;
+    rc.meter_interval_ms = 5;
+    e = eerl_rt_new(dev, &rc, why, sizeof(why), &rt);
+    if (e < 0)
+        fail_msg("eerl_rt_new on the stand-in: %s", why);
+    for (u = 1; u <= 18; u++) {
+        eerl_rt_work w = {u, 1000.0 + u, 900.0 + u, 100.0, (int64_t)u};
+        eerl_rt_applied_setting(rt, &s);
+        assert_int_equal(eerl_rt_phase_begin(rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+        if (s.mhz[EERL_GROUP_GEN]) {
+            assert_int_equal(file_lock_max(path, 0), (long)s.mhz[EERL_GROUP_GEN]);
+            locked_seen++;
+        }
+        sleep_ms(12);
+        assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+        if (s.idle_mhz) {
+            assert_int_equal(file_lock_max(path, 0), (long)s.idle_mhz);
+            idle_seen++;
+        }
+        assert_int_equal(eerl_rt_phase_begin(rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+        sleep_ms(12);
+        assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+        assert_int_equal(eerl_rt_update_end(rt, &w, &info), 0);
+        if (!info.accepted)
+            fail_msg("update %u refused: energy %g J, time %g s", u, info.obs.energy_j,
+                     info.obs.time_s);
+        assert_true(info.obs.time_s > 0.02 && info.obs.time_s < 1.0);
+        /* The three GPUs draw 750 W together; the counters move in 1 ms steps. */
+        if (fabs(info.obs.energy_j / (750 * info.obs.time_s) - 1) > 0.2)
+            fail_msg("update %u: %g J in %g s, not about 750 W", u, info.obs.energy_j,
+                     info.obs.time_s);
+    }
+    assert_true(locked_seen > 0);
+    assert_true(idle_seen > 0);
+    assert_int_equal(eerl_rt_close(rt), 0);
+    for (g = 0; g < 3; g++)
+        assert_int_equal(file_lock_max(path, g), -1);
+    eerl_rt_free(rt);
+    eerl_device_free(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_phase_order),
         cmocka_unit_test(test_colocated_locks_measures_restores),
         cmocka_unit_test(test_disaggregated_idle_and_observe_only),
+        cmocka_unit_test(test_nvml_standin_real_time),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tu_cleanup();

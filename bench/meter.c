@@ -6,9 +6,11 @@
  * query. Prints figures; never fails on them.
  *
  * usage: EERL_NVML_LIBRARY=<build>/fake_nvml/libnvidia-ml.so.1 bench_meter [--seconds 60]
- *            [--interval-ms 200] [--gpus 8]
+ *            [--interval-ms 200] [--gpus 8] [--counter-cost-us 0]
  * The stand-in library is built with the tests (tests/fake_nvml); the benchmark writes its own
- * state file (real time, every GPU at a constant power) into a temporary directory. On a machine
+ * state file (real time, every GPU at a constant power) into a temporary directory;
+ * --counter-cost-us makes each of its counter reads burn that much CPU, as a real driver's do (an
+ * H200's: 4000 us, docs/meter.md). On a machine
  * with a driver, leave EERL_NVML_LIBRARY unset and pass --real to sample the real GPUs instead
  * (read-only: the meter never changes a GPU); --gpus then defaults to every GPU visible. */
 #include <errno.h>
@@ -33,15 +35,18 @@ static double cpu_seconds(void)
            ru.ru_stime.tv_usec * 1e-6;
 }
 
-static int write_state(const char *path, unsigned n)
+static int write_state(const char *path, unsigned n, unsigned counter_cost_us)
 {
     FILE *f = fopen(path, "w");
     unsigned i;
 
     if (!f)
         return -1;
-    fprintf(f, "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\", "
-               "\"virtual_time_ms\": null, \"energy_update_ms\": 100, \"gpus\": [\n");
+    fprintf(f,
+            "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\", "
+            "\"virtual_time_ms\": null, \"energy_update_ms\": 100, "
+            "\"energy_read_cpu_us\": %u, \"gpus\": [\n",
+            counter_cost_us);
     for (i = 0; i < n; i++)
         fprintf(f,
                 "{\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"GPU-bench-%u\", "
@@ -56,11 +61,14 @@ static int write_state(const char *path, unsigned n)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: EERL_NVML_LIBRARY=<build>/fake_nvml/libnvidia-ml.so.1 bench_meter\n"
-                 "           [--seconds 60] [--interval-ms 200] [--gpus 8] [--real]\n"
+                 "           [--seconds 60] [--interval-ms 200] [--gpus 8] [--counter-cost-us 0]\n"
+                 "           [--real]\n"
                  "Measures the CPU cost of the meter's sampling thread (default energy interval, "
                  "then\nthe counters at every tick), of one tick, one mark and one interval "
                  "query.\n"
                  "--seconds: length of each of the two sampling runs.\n"
+                 "--counter-cost-us: CPU the stand-in burns per energy counter read (an H200: "
+                 "4000).\n"
                  "--real: sample the machine's own GPUs (real driver, read-only) instead of the "
                  "stand-in;\n        --gpus then defaults to all of them.\n");
 }
@@ -168,7 +176,8 @@ static void tick_cost(eerl_device *dev, const unsigned *gpus, unsigned n, unsign
 
 int main(int argc, char **argv)
 {
-    double seconds = 60, interval = 200, ngpu = 0, w0, w1, t_first = 0, t_last, sink = 0, t_x;
+    double seconds = 60, interval = 200, ngpu = 0, counter_cost = 0, w0, w1, t_first = 0, t_last,
+           sink = 0, t_x;
     char dir[256], path[300];
     unsigned gpus[EERL_METER_GPUS_MAX], count = 0, i, mw = 0;
     eerl_device *dev = NULL;
@@ -191,6 +200,9 @@ int main(int argc, char **argv)
             if (parse_num("--gpus", argv[++k], 1, EERL_METER_GPUS_MAX, &ngpu) < 0)
                 return 2;
             ngpu = (double)(unsigned)ngpu;
+        } else if (!strcmp(argv[k], "--counter-cost-us") && k + 1 < argc) {
+            if (parse_num("--counter-cost-us", argv[++k], 0, 1e6, &counter_cost) < 0)
+                return 2;
         } else if (!strcmp(argv[k], "--real")) {
             real = 1;
         } else {
@@ -198,6 +210,10 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (real && counter_cost > 0) {
+        fprintf(stderr, "bench_meter: --counter-cost-us is for the stand-in, not with --real\n");
+        return 2;
     }
     if (!real) {
         const char *lib = getenv("EERL_NVML_LIBRARY");
@@ -216,7 +232,7 @@ int main(int argc, char **argv)
             return 1;
         }
         snprintf(path, sizeof(path), "%s/state.json", dir);
-        if (write_state(path, (unsigned)ngpu) != 0) {
+        if (write_state(path, (unsigned)ngpu, (unsigned)counter_cost) != 0) {
             perror("bench_meter: writing the state file");
             return 1;
         }
@@ -243,8 +259,9 @@ int main(int argc, char **argv)
     for (i = 0; i < (unsigned)ngpu; i++)
         gpus[i] = i;
     pr = eerl_device_power_instant_mw(dev, 0, &mw);
-    printf("bench_meter: %s backend, %u GPUs, every %g ms, %g s per run; power: %s\n",
-           eerl_device_backend(dev), (unsigned)ngpu, interval, seconds,
+    printf("bench_meter: %s backend%s, %u GPUs, every %g ms, %g s per run; power: %s\n",
+           eerl_device_backend(dev), real ? " (real driver)" : " (stand-in)", (unsigned)ngpu,
+           interval, seconds,
            pr == 0 ? "instantaneous (eerl_device_power_instant_mw)"
                    : "averaged (eerl_device_power_mw; no instantaneous reading)");
     fflush(stdout);

@@ -30,6 +30,7 @@ static struct fgpu G[8];
 static unsigned NG;
 static double VT_MS = -1; /* < 0: real time (virtual_time_ms null) */
 static char FAULTS[512];
+static unsigned READ_COST_US; /* CPU each counter read burns in the stand-in */
 static char STATE[600];
 
 static void write_state(void)
@@ -46,7 +47,9 @@ static void write_state(void)
         fprintf(f, "\"virtual_time_ms\": %.3f,\n", VT_MS);
     else
         fprintf(f, "\"virtual_time_ms\": null,\n");
-    fprintf(f, "\"energy_update_ms\": 100, \"lock_permitted\": true,\n\"gpus\": [\n");
+    fprintf(f, "\"energy_update_ms\": 100, \"lock_permitted\": true, \"energy_read_cpu_us\": %u,\n",
+            READ_COST_US);
+    fprintf(f, "\"gpus\": [\n");
     for (i = 0; i < NG; i++)
         fprintf(f,
                 "{\"name\": \"NVIDIA H100 80GB HBM3\", "
@@ -80,6 +83,7 @@ static eerl_device *open_fake(unsigned n, unsigned power_mw)
         G[i].power_mw = power_mw;
     VT_MS = 0;
     FAULTS[0] = '\0';
+    READ_COST_US = 0;
     snprintf(STATE, sizeof(STATE), "%s/state.json", tu_tmpdir());
     write_state();
     setenv("EERL_FAKE_NVML_STATE", STATE, 1);
@@ -882,6 +886,49 @@ static void test_rate_separation(void **state)
     assert_int_equal(calls(ENERGY_FN) - e0, 2 * 5);
 }
 
+/* Auto energy interval: counter reads that burn 2 ms of CPU each (half an H200's), 2 GPUs: the
+ * meter spaces its scheduled reads so they stay within 0.05% of a core, about 8 s apart. */
+static void test_auto_energy_interval_follows_read_cost(void **state)
+{
+    eerl_device *dev = open_fake(2, 250000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    unsigned long e0;
+    double iv = 0;
+    int k;
+
+    (void)state;
+    READ_COST_US = 2000;
+    write_state();
+    assert_int_equal(eerl_meter_new(dev, gpus, 2, 200, &m), 0);
+    MET = m;
+    e0 = calls(ENERGY_FN);
+    for (k = 0; k <= 200; k++) /* 40 s */
+        tick_at(m, 0.2 * k);
+    assert_int_equal(eerl_meter_energy_interval(m, &iv), 0);
+    if (iv < 8.0 || iv > 20.0) /* 4 ms a tick / 0.0005; above it only by the meter's own work */
+        fail_msg("auto energy interval %.3f s for 4 ms of counter reads a tick", iv);
+    /* at 0, ~8, ~16, ~24, ~32, ~40 s: about 6 per GPU, where a 2 s interval would read 21 */
+    if (calls(ENERGY_FN) - e0 > 2 * 6 || calls(ENERGY_FN) - e0 < 2 * 2)
+        fail_msg("%lu counter reads over 40 s, energy interval %.3f s", calls(ENERGY_FN) - e0, iv);
+    VT_MS = 40100;
+    write_state();
+    assert_int_equal(eerl_meter_tick_energy(m, 40.1), 0); /* a mark still reads them */
+    assert_int_equal(eerl_meter_energy(m, 0, 40.1, &rd), 0);
+    if (fabs(rd.joules[0] - 250.0 * 40.1) > 0.002)
+        fail_msg("%.4f J over 40.1 s, interval %.3f s", rd.joules[0], iv);
+    /* and when reads are cheap again, auto comes back down to its 2 s floor */
+    READ_COST_US = 0;
+    for (k = 201; k <= 600; k++)
+        tick_at(m, 0.2 * k);
+    assert_int_equal(eerl_meter_energy_interval(m, &iv), 0);
+    assert_true(iv < 4.0);
+    assert_int_equal(eerl_meter_energy(m, 0, 120.0, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(fabs(rd.joules[1] - 250.0 * 120.0) <= 0.002);
+}
+
 /* Every anomaly handled as before when the counters are read only every 2 s. Constant power
  * here, so every total is exact. */
 static void test_anomalies_with_sparse_energy_reads(void **state)
@@ -993,6 +1040,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_sparse_energy_reads_exact_at_marks, teardown),
         cmocka_unit_test_teardown(test_power_shaped_interpolation_beats_linear, teardown),
         cmocka_unit_test_teardown(test_rate_separation, teardown),
+        cmocka_unit_test_teardown(test_auto_energy_interval_follows_read_cost, teardown),
         cmocka_unit_test_teardown(test_anomalies_with_sparse_energy_reads, teardown),
         cmocka_unit_test_teardown(test_averaged_power_when_no_instant_power, teardown),
     };

@@ -120,6 +120,7 @@ struct state {
     double t_ms; /* the time energy is integrated up to */
     double update_ms;
     bool lock_permitted;
+    double energy_read_cpu_us;
     char driver_version[FAKE_STR_MAX];
     char nvml_version[FAKE_STR_MAX];
     struct gpu *gpus;
@@ -450,9 +451,9 @@ static int parse_faults(json_t *arr, struct state *s, char *err, size_t len)
 /* Reads and checks a whole state text into s (nothing adopted yet). */
 static int parse_text(const char *text, size_t text_len, struct state *s, char *err, size_t len)
 {
-    static const char *const known[] = {
-        "driver_version", "nvml_version", "virtual_time_ms", "energy_update_ms",
-        "lock_permitted", "gpus",         "faults",          NULL};
+    static const char *const known[] = {"driver_version",   "nvml_version",       "virtual_time_ms",
+                                        "energy_update_ms", "lock_permitted",     "gpus",
+                                        "faults",           "energy_read_cpu_us", NULL};
     json_error_t je;
     json_t *doc, *v, *gpus;
     double d;
@@ -486,6 +487,11 @@ static int parse_text(const char *text, size_t text_len, struct state *s, char *
     if (d < 1)
         return perr(err, len, "\"energy_update_ms\" must be at least 1");
     s->update_ms = d;
+    /* Optional: CPU time each energy counter read burns, to stand in for a driver where it is
+     * dear (4000 us on an H200 with driver 580.159.04; docs/meter.md). */
+    if (get_uint(doc, "energy_read_cpu_us", false, 0, 1e6, "top level", &d, err, len))
+        return -1;
+    s->energy_read_cpu_us = d;
     if (get_bool(doc, "lock_permitted", true, "top level", &s->lock_permitted, err, len))
         return -1;
     gpus = json_object_get(doc, "gpus");
@@ -750,6 +756,22 @@ static void count_call(const char *fn)
     if (!calls[i].fn[0])
         snprintf(calls[i].fn, sizeof(calls[i].fn), "%s", fn);
     calls[i].n++;
+}
+
+/* Burns the CPU time an energy counter read costs on the stand-in's pretend driver. */
+static void burn_energy_read(void)
+{
+    struct timespec ts;
+    double t0, t;
+
+    if (S.energy_read_cpu_us <= 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return;
+    t0 = (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    do {
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+            return;
+        t = (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    } while (t - t0 < S.energy_read_cpu_us);
 }
 
 /* Common entry of every device call: locks, refreshes, checks the handle and the GPU's flags.
@@ -1165,6 +1187,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned l
         return leave(NVML_ERROR_NOT_SUPPORTED);
     if (!energy)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
+    burn_energy_read();
     *energy = (unsigned long long)floor(g->boundary_mj);
     return leave(NVML_SUCCESS);
 }
@@ -1283,6 +1306,7 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
             v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
             v->value.uiVal = g->power_mw;
         } else if (v->fieldId == NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION && g->energy_supported) {
+            burn_energy_read();
             v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
             v->value.ullVal = (unsigned long long)floor(g->boundary_mj);
         } else {

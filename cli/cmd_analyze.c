@@ -158,7 +158,6 @@ int eerl_cmd_analyze(int argc, char **argv)
         json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
         json_object_set_new(jo, "saving_pct", eerl__an_num(res->whole.saving_pct));
         json_object_set_new(jo, "dq_pct", eerl__an_num(res->whole.dq_pct));
-        json_object_set_new(jo, "updates", eerl__an_num(res->whole.updates));
         json_object_set_new(jo, "before_lock", eerl__an_window_json(&res->before, NULL, 0));
         json_object_set_new(jo, "after_lock",
                             eerl__an_window_json(&res->after,
@@ -180,7 +179,6 @@ int eerl_cmd_analyze(int argc, char **argv)
             json_object_set_new(o, "seed", json_integer((json_int_t)sd->seed));
             json_object_set_new(o, "saving_pct", eerl__an_num(sd->whole.saving_pct));
             json_object_set_new(o, "dq_pct", eerl__an_num(sd->whole.dq_pct));
-            json_object_set_new(o, "updates", json_integer((json_int_t)sd->whole.updates));
             json_object_set_new(o, "before_lock", eerl__an_window_json(&sd->before, NULL, 0));
             json_object_set_new(
                 o, "after_lock",

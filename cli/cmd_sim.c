@@ -148,7 +148,6 @@ static json_t *seed_json(const struct eerl__an_seed *sd, const struct eerl__sim_
     json_object_set_new(j, "seed", json_integer((json_int_t)sd->seed));
     json_object_set_new(j, "saving_pct", eerl__an_num(sd->whole.saving_pct));
     json_object_set_new(j, "dq_pct", eerl__an_num(sd->whole.dq_pct));
-    json_object_set_new(j, "updates", json_integer((json_int_t)sd->whole.updates));
     json_object_set_new(j, "before_lock", eerl__an_window_json(&sd->before, NULL, 0));
     json_object_set_new(j, "after_lock",
                         eerl__an_window_json(&sd->after, sd->locked ? &sd->lock_setting : NULL, 0));
@@ -199,7 +198,7 @@ int eerl_cmd_sim(int argc, char **argv)
     const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
     struct eerl__an_result *res = NULL;
     struct eerl__sim_oracle *orc = NULL;
-    size_t k, done = 0;
+    size_t k;
     char why[1024], buf[64];
     struct timespec t0, t1;
 
@@ -400,8 +399,6 @@ int eerl_cmd_sim(int argc, char **argv)
                 remove_traces(trace, seeds, n_seeds, made_dir);
                 goto out;
             }
-            if (role == 0)
-                done = k + 1;
         }
         gs[k] = &gov[k].series;
         cs[k] = &ctl[k].series;
@@ -420,7 +417,6 @@ int eerl_cmd_sim(int argc, char **argv)
             goto out;
         }
     }
-    (void)done;
     e = eerl__an_compare(gs, cs, n_seeds, res);
     if (e == 0)
         e = eerl__an_normalize(gs, n_seeds, cs, n_seeds, res);

@@ -517,7 +517,11 @@ static void nobody_floor(void)
     CHILD_CHECK(eerl_agent_lease(a, &g, 1) == 0);
     CHILD_CHECK(eerl_agent_set_clocks(a, &g, 1, 600, 600) == EERL_ERANGE);
     CHILD_CHECK(strstr(eerl_agent_last_error(a), "requested 600 MHz is below GPU 3's floor of "
-                                                 "1200 MHz") != NULL);
+                                                 "1201 MHz") != NULL);
+    /* 1205 is above the floor but snaps down to the supported 1200, which is not. */
+    CHILD_CHECK(eerl_agent_set_clocks(a, &g, 1, 1205, 1205) == EERL_ERANGE);
+    CHILD_CHECK(strstr(eerl_agent_last_error(a), "snaps down to GPU 3's supported 1200 MHz") !=
+                NULL);
     CHILD_CHECK(eerl_agent_set_clocks(a, &g, 1, 1900, 1900) == EERL_ERANGE);
     CHILD_CHECK(strstr(eerl_agent_last_error(a), "ceiling of 1800 MHz") != NULL);
     CHILD_CHECK(eerl_agent_define_pool(a, "p", &g, 1, 1500, 1100, 0) == EERL_ERANGE);
@@ -572,12 +576,12 @@ static void test_policy(void **state)
     as_nobody(nobody_limit);
     /* A new policy on SIGHUP: nobody may lease now, within bounds. */
     tu_write_file("policy1.conf", "[access]\nusers = daemon, nobody\n[clocks]\nfloor_mhz = 900\n"
-                                  "[gpu 3]\nfloor_mhz = 1200\nceiling_mhz = 1800\n");
+                                  "[gpu 3]\nfloor_mhz = 1201\nceiling_mhz = 1800\n");
     kill(d, SIGHUP);
     t0 = now_s();
-    while (gpu_status(3).floor_mhz != 1200 && now_s() - t0 < 5)
+    while (gpu_status(3).floor_mhz != 1201 && now_s() - t0 < 5)
         sleep_ms(10);
-    assert_int_equal(gpu_status(3).floor_mhz, 1200);
+    assert_int_equal(gpu_status(3).floor_mhz, 1201);
     assert_int_equal(gpu_status(0).floor_mhz, 900);
     as_nobody(nobody_floor);
     assert_int_equal(gpu_status(3).locked_max_mhz, 0);
@@ -585,7 +589,7 @@ static void test_policy(void **state)
     tu_write_file("policy1.conf", "[access]\nuser = nobody\n");
     kill(d, SIGHUP);
     sleep_ms(200);
-    assert_int_equal(gpu_status(3).floor_mhz, 1200);
+    assert_int_equal(gpu_status(3).floor_mhz, 1201);
     assert_int_equal(stop_eerld(d, SIGTERM), 0);
 }
 

@@ -390,7 +390,7 @@ static int check_gpus(struct server *s, struct conn *c, const struct eerl__agent
 static int check_clock(struct server *s, struct conn *c, unsigned i, unsigned mhz, char *msg,
                        size_t len)
 {
-    unsigned floor_mhz, ceiling_mhz, snapped;
+    unsigned floor_mhz = 0, ceiling_mhz = 0, snapped;
     int e;
 
     if (!is_root(c)) {
@@ -410,6 +410,14 @@ static int check_clock(struct server *s, struct conn *c, unsigned i, unsigned mh
     if (e < 0) {
         snprintf(msg, len, "%s", eerl_actuator_last_error(s->g[i].act));
         return e;
+    }
+    /* Snapping goes down: a floor between two supported clocks must not be undercut. */
+    if (!is_root(c) && floor_mhz && snapped < floor_mhz) {
+        snprintf(msg, len,
+                 "requested %u MHz snaps down to GPU %u's supported %u MHz, below its floor of "
+                 "%u MHz (policy %s)",
+                 mhz, i, snapped, floor_mhz, s->cfg->policy_path);
+        return EERL_ERANGE;
     }
     return 0;
 }

@@ -389,7 +389,7 @@ def main(argv=None):
                     torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
                     opt.step()
                     loss_sum += float(loss.detach()) * len(idx)
-                    kl_sum += float((kl * m).sum())
+                    kl_sum += float((kl.detach() * m).sum())
                 sync()
             assert n_mask == N, (n_mask, N)
             t_train = time.perf_counter()

@@ -933,22 +933,23 @@ static void test_auto_energy_interval_follows_read_cost(void **state)
  * here, so every total is exact. */
 static void test_anomalies_with_sparse_energy_reads(void **state)
 {
-    eerl_device *dev = open_fake(4, 250000);
-    unsigned gpus[] = {0, 1, 2, 3};
+    eerl_device *dev = open_fake(5, 250000);
+    unsigned gpus[] = {0, 1, 2, 3, 4};
     eerl_meter *m = NULL;
     eerl_meter_reading rd;
     int k;
 
     (void)state;
     G[3].no_energy = 1;
-    assert_int_equal(new_meter(dev, gpus, 4, 200, &m), 0);
+    assert_int_equal(new_meter(dev, gpus, 5, 200, &m), 0);
     assert_int_equal(eerl_meter_set_energy_interval(m, 2.0), 0);
     for (k = 0; k <= 50; k++) {
         G[0].stuck = k >= 10 && k < 25; /* GPU 0: counter stuck from 2.0 s to 5.0 s */
         G[1].reset = k == 21;           /* GPU 1: reset between 4.0 and 4.2 (power-only ticks) */
         if (k == 21)
             poke(dev, 4.1);
-        G[2].lost = k >= 38; /* GPU 2: lost at 7.6 s, last counter read at 6.0 */
+        G[2].lost = k >= 38;            /* GPU 2: lost at 7.6 s, last counter read at 6.0 */
+        G[4].stuck = k >= 13 && k < 33; /* GPU 4: stuck from 2.6 s (mid-stretch) to 6.6 s */
         tick_at(m, 0.2 * k);
         G[1].reset = 0;
     }
@@ -965,9 +966,14 @@ static void test_anomalies_with_sparse_energy_reads(void **state)
     assert_true(rd.gpu_flags[2] & EERL_METER_POWER); /* 6.0 .. 7.4 is integrated power */
     assert_true(fabs(rd.joules[3] - 2500.0) < 0.01);
     assert_int_equal(rd.gpu_flags[3], EERL_METER_POWER);
+    /* the counter moved 2.0 -> 2.6 and then stopped: the stretch 2 .. 4 s counted 150 J where
+     * power says 500 J; it is power, as are 4 .. 6 (flat) and 6 .. 8 (moving again) */
+    if (fabs(rd.joules[4] - 2500.0) > 0.01)
+        fail_msg("stuck part way: %.3f J, want 2500 J", rd.joules[4]);
+    assert_int_equal(rd.gpu_flags[4], EERL_METER_STUCK | EERL_METER_POWER);
     /* clear of the anomalies: counter-exact and unflagged */
     assert_int_equal(eerl_meter_energy(m, 0.3, 1.9, &rd), 0);
-    assert_int_equal(rd.gpu_flags[0] | rd.gpu_flags[1] | rd.gpu_flags[2], 0);
+    assert_int_equal(rd.gpu_flags[0] | rd.gpu_flags[1] | rd.gpu_flags[2] | rd.gpu_flags[4], 0);
     assert_int_equal(eerl_meter_energy(m, 6.5, 9.9, &rd), 0);
     assert_int_equal(rd.gpu_flags[0] | rd.gpu_flags[1], 0);
     assert_true(fabs(rd.joules[0] - 250.0 * 3.4) < 0.01);

@@ -35,6 +35,11 @@
 /* A counter that has not moved for this long while the GPU draws power is stuck. NVML updates
  * the counter about every 100 ms, so a shorter flat stretch is normal between close ticks. */
 #define STUCK_AFTER_S 0.5
+/* A counter that moved, over a stretch of at least PARTLY_STUCK_MIN_S, by less than this share of
+ * the integrated power stopped part way through the stretch. Loose enough for the counter's
+ * 100 ms lag and for power sampled at peaks; only sparse counter reads make stretches this long. */
+#define PARTLY_STUCK_MIN_S 1.0
+#define PARTLY_STUCK_RATIO 0.5
 #define DEFAULT_HISTORY_S 3600.0
 
 struct sample_gpu {
@@ -492,6 +497,12 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
             g->stuck = 0;
             settle(m, gi, k, have_cum ? e_pow : e_ctr, have_cum ? cum : NULL,
                    EERL_METER_STUCK | EERL_METER_POWER);
+        } else if (have_cum && dt_pend >= PARTLY_STUCK_MIN_S &&
+                   e_ctr < PARTLY_STUCK_RATIO * e_pow) {
+            /* Far less than power says, over a long stretch (sparse counter reads): the counter
+             * stopped part way through it. Power for the stretch; the next reading tells
+             * whether it is still stuck. */
+            settle(m, gi, k, e_pow, cum, EERL_METER_STUCK | EERL_METER_POWER);
         } else {
             settle(m, gi, k, e_ctr, have_cum ? cum : NULL, 0);
         }

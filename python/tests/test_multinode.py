@@ -218,3 +218,28 @@ def test_ray_adapter_places_one_actor_per_gpu_node_and_relays(daemons, tmp_path)
     ray.set_nodes([{"NodeID": "head", "Alive": True, "Resources": {"CPU": 4.0}}])
     with pytest.raises(RuntimeError, match="no alive Ray node with a GPU"):
         multinode.RayAdapter()
+
+
+def test_session_through_eerld_leases_switches_and_resets(daemons):
+    from test_session import one_update
+    sock = daemons[0]
+    s = eerl.Session(pools={"generation": [0, 1], "training": [0, 1]}, eerld=sock)
+    watch = Agent(sock, heartbeat=False)
+    seen = None
+    try:
+        for u in range(25):
+            one_update(s, u)
+            a = s.applied_setting()
+            if a["gen_mhz"]:
+                with s.phase("generation"):
+                    seen = ([r[2] for r in watch.read([0, 1])], a["gen_mhz"])
+                break
+        assert seen is not None, "the controller never left the governor"
+        assert seen[0] == [seen[1]] * 2  # eerld locked both GPUs for this session
+        with pytest.raises(eerl.EerlError) as e:  # another client cannot lease them meanwhile
+            watch.lease([0])
+        assert e.value.name == "EERL_EBUSY"
+    finally:
+        s.close()
+    assert [r[2] for r in watch.read([0, 1])] == [1980, 1980]
+    watch.close()

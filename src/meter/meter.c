@@ -37,7 +37,9 @@
 #define STUCK_AFTER_S 0.5
 /* A counter that moved, over a stretch of at least PARTLY_STUCK_MIN_S, by less than this share of
  * the integrated power stopped part way through the stretch. Loose enough for the counter's
- * 100 ms lag and for power sampled at peaks; only sparse counter reads make stretches this long. */
+ * 100 ms lag and for power sampled at peaks; only sparse counter reads make stretches this long.
+ * With averaged power (a 1 s average lags a drop by up to a second: 700 W -> 70 W over a 2 s
+ * stretch reads about 2x the energy) the stretch must be twice as long and the share 0.2. */
 #define PARTLY_STUCK_MIN_S 1.0
 #define PARTLY_STUCK_RATIO 0.5
 #define DEFAULT_HISTORY_S 3600.0
@@ -383,6 +385,15 @@ static void pend(eerl_meter *m, size_t gi, uint64_t k, double prov, unsigned fla
     sgat(m, k, gi)->flags |= g->pend_flags;
 }
 
+/* Did the counter stop part way through a stretch of dt s in which it counted e_ctr J where
+ * power says e_pow J? */
+static int partly_stuck(const struct gpu_state *g, double dt, double e_ctr, double e_pow)
+{
+    if (g->power_instant == 0) /* averaged power */
+        return dt >= 2 * PARTLY_STUCK_MIN_S && e_ctr < 0.4 * PARTLY_STUCK_RATIO * e_pow;
+    return dt >= PARTLY_STUCK_MIN_S && e_ctr < PARTLY_STUCK_RATIO * e_pow;
+}
+
 /* Brings GPU gi's bookkeeping up to sample k with what the tick read. redo: sample k is already
  * stored (a power-only tick, still pending) and rd adds its counter reading; its power stays. */
 static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *rd, double *cum,
@@ -497,8 +508,7 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
             g->stuck = 0;
             settle(m, gi, k, have_cum ? e_pow : e_ctr, have_cum ? cum : NULL,
                    EERL_METER_STUCK | EERL_METER_POWER);
-        } else if (have_cum && dt_pend >= PARTLY_STUCK_MIN_S &&
-                   e_ctr < PARTLY_STUCK_RATIO * e_pow) {
+        } else if (have_cum && partly_stuck(g, dt_pend, e_ctr, e_pow)) {
             /* Far less than power says, over a long stretch (sparse counter reads): the counter
              * stopped part way through it. Power for the stretch; the next reading tells
              * whether it is still stuck. */

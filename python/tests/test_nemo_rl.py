@@ -159,3 +159,17 @@ def test_with_a_real_session(node, tmp_path):
     assert len(ups) == 3
     last = [m for p, _, m in log.logged if "eerl/accepted" in m][-1]
     assert last["eerl/accepted"] == 1 and last["eerl/update_energy_j"] > 0
+
+
+@pytest.mark.parametrize("mode", ["inflight", "drained"])
+def test_async_modes_with_a_real_session(node, mode):
+    s = eerl.Session(mode=mode, pools={"generation": [0], "training": [1]})
+    hook = eerl_nemo.install(s, samples_per_step=4, logger_module=nemo_logger, strict=True)
+    log = nemo_logger.Logger()
+    try:
+        async_driver(log, STEPS, stage_s=0.004)
+    finally:
+        hook.uninstall()
+        s.close()
+    # every observation accepted: no pool's energy is counted in two phases at once
+    assert [m["eerl/accepted"] for p, _, m in log.logged if "eerl/accepted" in m] == [1, 1, 1]

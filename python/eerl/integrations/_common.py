@@ -25,6 +25,7 @@ class PhaseDriver:
         self._seen = set()
         self._stack = []  # (label, phase or None, owner: True when this entry began the phase)
         self._active = None  # phase name now begun by us (outermost mapped), or None
+        self._active_pool = None
         self._base = None  # base phase wanted when nothing else runs
         self._base_on = False
         self._base_nest = 0  # open timers covered by the running base phase
@@ -47,14 +48,21 @@ class PhaseDriver:
 
     # ---- phases ---------------------------------------------------------------------------------
 
-    def _begin(self, phase):
-        self.call(self.session.phase_begin, phase)
+    def _begin(self, phase, pool=None):
+        if pool is None:
+            self.call(self.session.phase_begin, phase)
+        else:
+            self.call(self.session.phase_begin, phase, pool)
 
-    def _end(self, phase):
-        self.call(self.session.phase_end, phase)
+    def _end(self, phase, pool=None):
+        if pool is None:
+            self.call(self.session.phase_end, phase)
+        else:
+            self.call(self.session.phase_end, phase, pool)
 
-    def enter(self, label, phase):
-        """A framework timer named label starts; phase is its eerl phase or None (not ours)."""
+    def enter(self, label, phase, pool=None):
+        """A framework timer named label starts; phase is its eerl phase or None (not ours);
+        pool: the pool that runs it (None: the session's default for the phase)."""
         owner = False
         if phase is not None and self._base_on and phase == self._base and self._active is None:
             owner = "base"  # already running as the base phase: it covers what nests inside
@@ -63,8 +71,9 @@ class PhaseDriver:
             if self._base_on:
                 self._end(self._base)
                 self._base_on = False
-            self._begin(phase)
+            self._begin(phase, pool)
             self._active = phase
+            self._active_pool = pool
             owner = True
         self._stack.append((label, phase, owner))
 
@@ -79,7 +88,7 @@ class PhaseDriver:
         if owner == "base":
             self._base_nest = max(0, self._base_nest - 1)
         elif owner:
-            self._end(phase)
+            self._end(phase, self._active_pool)
             self._active = None
             self._resume_base()
 
@@ -103,7 +112,7 @@ class PhaseDriver:
     def close_all(self):
         """Ends whatever phase is open (an update must not end inside a phase)."""
         if self._active is not None:
-            self._end(self._active)
+            self._end(self._active, self._active_pool)
             self._active = None
         if self._base_on:
             self._end(self._base)

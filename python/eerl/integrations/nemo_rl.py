@@ -33,7 +33,7 @@ nemo_rl/utils/logger.py at 0275e75840b11fd622e58886ae3f462dc334c1fa):
     grpo.async_grpo.in_flight_weight_updates is set (generation goes on during the weight update)
     and "drained" otherwise (generation pauses for it). The hook keeps the generation pool in its
     generation phase between updates (split at each update end) and, drained, out of it during
-    refit. The async loop's own timer labels were not checked beyond the names above.
+    refit; in-flight, the refit is the training pool's phase only. The async loop's own timer labels were not checked beyond the names above.
 
 Not run against NeMo-RL itself (it cannot be installed on the build machine): tested against
 python/tests/stubs/nemo_rl, a stand-in with the same logger name, message format, labels and
@@ -197,7 +197,10 @@ class NemoRLHook:
                 self._gen_version = self.trainings
             if phase == "refit" and self.mode == "drained":
                 self._async_gen(False)
-            self.driver.enter(label, phase)
+            # In-flight, the generation pool keeps generating while it takes the new weights:
+            # the weight update is the training pool's phase only.
+            pool = "training" if phase == "refit" and self.mode == "inflight" else None
+            self.driver.enter(label, phase, pool)
 
     def _stop(self, label):
         with self._lock:

@@ -40,10 +40,10 @@ typedef struct eerl_meter eerl_meter;
 #define EERL_METER_GPUS_MAX 64
 /* Sampling interval when 0 is given. */
 #define EERL_METER_DEFAULT_INTERVAL_MS 200u
-/* eerl_meter_set_energy_interval(m, EERL_METER_ENERGY_AUTO), the default: the counters are read
- * every EERL_METER_ENERGY_MIN_S at least, and less often when reading them costs more CPU than
- * EERL_METER_ENERGY_CPU_BUDGET of one core (measured on the meter's own reads), up to
- * EERL_METER_ENERGY_MAX_S. On the H200 (4 ms a read) that is ~8 s per GPU metered. */
+/* eerl_meter_set_energy_interval(m, EERL_METER_ENERGY_AUTO), the default: the energy interval is
+ * EERL_METER_ENERGY_MIN_S, lengthened so that the scheduled counter reads cost at most
+ * EERL_METER_ENERGY_CPU_BUDGET of one core (timed on the meter's own reads), up to
+ * EERL_METER_ENERGY_MAX_S. On an H200 (4 ms a read) that is 8 s per GPU metered. */
 #define EERL_METER_ENERGY_AUTO (-1.0)
 #define EERL_METER_ENERGY_MIN_S 2.0
 #define EERL_METER_ENERGY_MAX_S 120.0

@@ -104,3 +104,15 @@ def test_with_a_real_session(node, tmp_path):
     assert len(ups) == 3
     assert t.logged[-1][0]["eerl/accepted"] == 1
     assert t.logged[-1][0]["eerl/update_energy_j"] > 0
+
+
+def test_disaggregated_with_a_real_session(node):
+    s = eerl.Session(mode="disaggregated", pools={"generation": [0], "training": [1]})
+    hook = eerl_verl.install(s, strict=True)
+    try:
+        t = RayPPOTrainer(batches() * 2, stage_s=0.003)
+        t.fit()
+    finally:
+        hook.uninstall()
+        s.close()
+    assert [m["eerl/accepted"] for m, _, _ in t.logged] == [1] * 6

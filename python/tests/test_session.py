@@ -216,3 +216,19 @@ def test_sigterm_chains_to_the_programs_own_handler(node):
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["closed", "[%d]" % signal.SIGTERM]
+
+
+def test_normal_exit_without_close_restores_clocks(node):
+    script = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, %r)
+        import eerl
+        from test_session import run_until_locked, POOLS
+        keep = eerl.Session(pools=POOLS)
+        run_until_locked(keep, %r)
+        print("LOCKED", flush=True)
+    """ % (os.path.dirname(os.path.abspath(__file__)), node))
+    r = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "LOCKED", r.stderr
+    assert read_locks(node) == [(None, None), (None, None)]

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -99,6 +100,9 @@ static pid_t start_eerld(const char *const *extra)
     if (pid == 0) {
         FILE *f = freopen(logpath, "a", stderr);
         (void)f;
+        f = freopen("/dev/null", "w", stdout);
+        /* A test that dies (an assertion, a sanitizer abort) takes its daemon with it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         execv(eerld_bin, (char *const *)argv);
         perror("execv eerld");
         _exit(127);
@@ -653,6 +657,11 @@ static void raw_send(int fd, const char *buf, size_t n)
     }
 }
 
+static void raw_send_str(int fd, const char *text)
+{
+    raw_send(fd, text, strlen(text));
+}
+
 /* Reads until EOF (the daemon closed) or 3 s; returns 1 if EOF came. */
 static int raw_read_to_eof(int fd, char *buf, size_t cap)
 {
@@ -680,7 +689,7 @@ static void expect_closed_with(const char *msg, size_t len, const char *want)
     char buf[4096];
     int fd = raw_connect();
 
-    raw_send(fd, "{\"op\":\"hello\",\"v\":1}\n", 21);
+    raw_send_str(fd, "{\"op\":\"hello\",\"v\":1}\n");
     raw_send(fd, msg, len);
     if (!raw_read_to_eof(fd, buf, sizeof(buf)))
         fail_msg("after '%.60s' the connection stayed open", msg);
@@ -720,7 +729,7 @@ static void test_malformed_messages(void **state)
     expect_closed_with(big, EERL_AGENT_MSG_MAX + 100, "no newline within 65536 bytes");
     /* Exactly at the limit: a valid request padded with spaces is served. */
     fd = raw_connect();
-    raw_send(fd, "{\"op\":\"hello\",\"v\":1}\n", 21);
+    raw_send_str(fd, "{\"op\":\"hello\",\"v\":1}\n");
     memset(big, ' ', EERL_AGENT_MSG_MAX);
     memcpy(big, "{\"op\":\"heartbeat\",\"id\":77}", 26);
     big[EERL_AGENT_MSG_MAX - 1] = '\n';
@@ -732,30 +741,27 @@ static void test_malformed_messages(void **state)
     free(big);
     /* No hello first. */
     fd = raw_connect();
-    raw_send(fd, "{\"op\":\"read\"}\n", 14);
+    raw_send_str(fd, "{\"op\":\"read\"}\n");
     assert_true(raw_read_to_eof(fd, buf, sizeof(buf)));
     assert_non_null(strstr(buf, "the first request must be hello"));
     close(fd);
     /* Another protocol version. */
     fd = raw_connect();
-    raw_send(fd, "{\"op\":\"hello\",\"v\":2}\n", 21);
+    raw_send_str(fd, "{\"op\":\"hello\",\"v\":2}\n");
     assert_true(raw_read_to_eof(fd, buf, sizeof(buf)));
     assert_non_null(strstr(buf, "EERL_EVERSION"));
     close(fd);
     /* Truncated: half a request, then the client goes away. A lease it held is reset. */
     fd = raw_connect();
-    raw_send(fd,
-             "{\"op\":\"hello\",\"v\":1}\n{\"op\":\"lease\",\"gpus\":[1]}\n{\"op\":\"set\",\"gpu",
-             62);
+    raw_send_str(fd, "{\"op\":\"hello\",\"v\":1}\n{\"op\":\"lease\",\"gpus\":[1]}\n"
+                     "{\"op\":\"set\",\"gpu");
     assert_true(wait_leased(1, 1));
     close(fd);
     assert_true(wait_leased(1, 0));
     /* A pipelined client: replies in order, one per request. */
     fd = raw_connect();
-    raw_send(fd,
-             "{\"op\":\"hello\",\"v\":1,\"id\":1}\n{\"op\":\"heartbeat\",\"id\":2}\n"
-             "{\"op\":\"read\",\"gpus\":[1],\"id\":3}\n",
-             91);
+    raw_send_str(fd, "{\"op\":\"hello\",\"v\":1,\"id\":1}\n{\"op\":\"heartbeat\",\"id\":2}\n"
+                     "{\"op\":\"read\",\"gpus\":[1],\"id\":3}\n");
     shutdown(fd, SHUT_WR);
     raw_read_to_eof(fd, buf, sizeof(buf));
     assert_non_null(strstr(buf, "{\"id\":2,\"ok\":true}\n{\"id\":3,\"ok\":true,\"readings\""));

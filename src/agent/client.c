@@ -317,7 +317,8 @@ static int fill_gpus(struct eerl__agent_req *req, const unsigned *gpus, size_t n
 {
     if (n > EERL_AGENT_GPUS_MAX || (n && !gpus) || (required && n == 0))
         return EERL_EINVAL;
-    memcpy(req->gpus, gpus, n * sizeof(*gpus));
+    if (n)
+        memcpy(req->gpus, gpus, n * sizeof(*gpus));
     req->n_gpus = n;
     req->has_gpus = n > 0;
     return 0;

@@ -304,6 +304,14 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
             snprintf(why, why_len, "meter clock: %s", eerl_strerror(e));
             goto fail;
         }
+        /* An injected clock means virtual time (the simulated cluster): the automatic energy
+         * interval times real CPU cost and would make the read schedule depend on the host, so a
+         * replayed or repeated simulation reads its counters on a fixed schedule instead. */
+        e = eerl_meter_set_energy_interval(rt->meter, 2.0);
+        if (e < 0) {
+            snprintf(why, why_len, "meter energy interval: %s", eerl_strerror(e));
+            goto fail;
+        }
     }
     if (cfg->owner) {
         rt->owner = *cfg->owner;

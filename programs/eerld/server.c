@@ -69,6 +69,7 @@ struct conn {
     int want_out; /* EPOLLOUT registered */
     double last_seen;
     int closing;
+    char *refusal; /* over a connection limit: the answer to its first request, then close */
     struct pool pools[POOLS_MAX];
     size_t n_pools;
     unsigned n_leased;
@@ -96,7 +97,7 @@ struct server {
     int have_policy_file;
     int lfd, epfd, sfd;
     struct conn *conns;
-    unsigned n_conns;
+    unsigned n_conns, n_refused;
     double next_metrics, next_retry;
     int stop;
     char why[512];
@@ -247,6 +248,8 @@ static void conn_free(struct server *s, struct conn *c, const char *why)
     if (c->next)
         c->next->prev = c->prev;
     s->n_conns--;
+    s->n_refused -= c->refusal != NULL;
+    free(c->refusal);
     free(c->in);
     free(c->out);
     free(c);
@@ -868,6 +871,12 @@ static void handle_line(struct server *s, struct conn *c, const char *line, size
     int has_id = 0;
     json_t *o;
 
+    if (c->refusal) {
+        (void)eerl__agent_parse_request(line, len, &r, &id, &has_id, why, sizeof(why));
+        reply_err_id(c, has_id, id, EERL_EBUSY, "%s", c->refusal);
+        c->closing = 1;
+        return;
+    }
     if (eerl__agent_parse_request(line, len, &r, &id, &has_id, why, sizeof(why)) < 0) {
         reply_err_id(c, has_id, id, EERL_EPARSE, "malformed request: %s; closing the connection",
                      why);
@@ -977,6 +986,7 @@ static void accept_all(struct server *s)
         socklen_t len = sizeof(cred);
         struct conn *c, *x;
         unsigned same = 0;
+        int refuse;
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         struct epoll_event ev;
 
@@ -993,19 +1003,11 @@ static void accept_all(struct server *s)
             continue;
         }
         for (x = s->conns; x; x = x->next)
-            same += x->uid == cred.uid;
-        if (cred.uid != 0 && (s->n_conns >= s->policy.max_connections ||
-                              same >= s->policy.max_connections_per_user)) {
-            char line[512];
-            int n = snprintf(line, sizeof(line),
-                             "{\"ok\":false,\"error\":\"EERL_EBUSY\",\"message\":\"too many "
-                             "connections: %u in total (limit %u), %u from uid %u (limit %u)\"}\n",
-                             s->n_conns, s->policy.max_connections, same, (unsigned)cred.uid,
-                             s->policy.max_connections_per_user);
-            (void)!send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-            eerld_log(LOG_WARNING, "uid %u pid %u: connection refused: limit reached",
-                      (unsigned)cred.uid, (unsigned)cred.pid);
-            close(fd);
+            same += x->uid == cred.uid && !x->refusal;
+        refuse = cred.uid != 0 && (s->n_conns - s->n_refused >= s->policy.max_connections ||
+                                   same >= s->policy.max_connections_per_user);
+        if (refuse && s->n_refused >= 64) {
+            close(fd); /* a flood of refused connections: not even an answer */
             continue;
         }
         c = calloc(1, sizeof(*c));
@@ -1013,6 +1015,25 @@ static void accept_all(struct server *s)
             free(c);
             close(fd);
             continue;
+        }
+        if (refuse) {
+            /* Answered at its first request (the hello), so the client reads why instead of
+             * finding a closed socket. */
+            char msg[256];
+
+            snprintf(msg, sizeof(msg),
+                     "too many connections: %u in total (limit %u), %u from uid %u (limit %u)",
+                     s->n_conns - s->n_refused, s->policy.max_connections, same, (unsigned)cred.uid,
+                     s->policy.max_connections_per_user);
+            c->refusal = strdup(msg);
+            if (!c->refusal) {
+                free(c->in);
+                free(c);
+                close(fd);
+                continue;
+            }
+            eerld_log(LOG_WARNING, "uid %u pid %u: connection refused: %s", (unsigned)cred.uid,
+                      (unsigned)cred.pid, msg);
         }
         c->fd = fd;
         c->uid = cred.uid;
@@ -1032,6 +1053,7 @@ static void accept_all(struct server *s)
             s->conns->prev = c;
         s->conns = c;
         s->n_conns++;
+        s->n_refused += c->refusal != NULL;
     }
 }
 
@@ -1380,7 +1402,7 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
     struct server *s = calloc(1, sizeof(*s));
     struct epoll_event ev, evs[64];
     sigset_t mask;
-    int rc = 1, n, k;
+    int rc = 1, n, k, accept_pending = 0;
     unsigned i;
     static int listen_tag, signal_tag;
 
@@ -1431,7 +1453,9 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
             struct conn *c;
 
             if (evs[k].data.ptr == &listen_tag) {
-                accept_all(s);
+                /* After the connections of this batch: a client that closed before another
+                 * connected must not count against the newcomer's limit. */
+                accept_pending = 1;
                 continue;
             }
             if (evs[k].data.ptr == &signal_tag) {
@@ -1448,6 +1472,9 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
                           c->closing == 2 ? "connection closed" : "connection closed by eerld");
             }
         }
+        if (accept_pending)
+            accept_all(s);
+        accept_pending = 0;
         sweep(s);
     }
     rc = 0;

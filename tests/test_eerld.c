@@ -30,6 +30,7 @@
 
 #include "eerl/agent.h"
 #include "eerl/error.h"
+#include "eerl/runtime.h"
 #include "testutil.h"
 
 static char eerld_bin[1024];
@@ -775,6 +776,67 @@ static void test_malformed_messages(void **state)
     assert_int_equal(stop_eerld(d, SIGTERM), 0);
 }
 
+/* The runtime's path: the clock owner and the device view over a connection. */
+static void test_owner_and_device_view(void **state)
+{
+    static const char *const args[] = {"--devices", "twin:h100x4", NULL};
+    eerl_rt_clock_owner owner;
+    unsigned gpus[2] = {0, 1}, n = 0, clocks[EERL_DEVICE_CLOCKS_MAX], mhz = 0, g3 = 3;
+    size_t nc = 0;
+    uint64_t mj0 = 0, mj1 = 0;
+    char uuid[EERL_DEVICE_UUID_MAX];
+    eerl_device *dev = NULL;
+    eerl_agent *a;
+    pid_t d;
+
+    (void)state;
+    fresh_paths();
+    d = start_eerld(args);
+    a = connect_ok("runtime");
+    assert_int_equal(eerl_agent_clock_owner(a, &owner), 0);
+    assert_int_equal(owner.lock(owner.ctx, gpus, 2, 1410), 0); /* leases on the way */
+    assert_int_equal(gpu_status(0).locked_max_mhz, 1410);
+    assert_int_equal(gpu_status(1).leased, 1);
+    assert_int_equal(owner.lock(owner.ctx, gpus, 1, 0), 0); /* governor, lease kept */
+    assert_int_equal(gpu_status(0).locked_max_mhz, 0);
+    assert_int_equal(gpu_status(0).leased, 1);
+    assert_int_equal(owner.lock(owner.ctx, gpus, 2, 99999), EERL_ERANGE);
+    assert_non_null(strstr(owner.last_error(owner.ctx), "99999"));
+
+    assert_int_equal(eerl_agent_device(a, &dev), 0);
+    assert_string_equal(eerl_device_backend(dev), "eerld");
+    assert_int_equal(eerl_device_count(dev, &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(eerl_device_uuid(dev, 2, uuid, sizeof(uuid)), 0);
+    assert_string_equal(uuid, "TWIN-h100-idle-0002");
+    assert_int_equal(eerl_device_supported_sm_clocks(dev, 0, clocks, EERL_DEVICE_CLOCKS_MAX, &nc),
+                     0);
+    assert_int_equal(clocks[0], 1980);
+    assert_int_equal(eerl_device_energy_mj(dev, 1, &mj0), 0);
+    sleep_ms(150);
+    assert_int_equal(eerl_device_energy_mj(dev, 1, &mj1), 0);
+    assert_true(mj1 > mj0); /* the idle twin draws power in real time */
+    assert_int_equal(eerl_device_sm_clock(dev, 1, &mhz), 0);
+    assert_int_equal(mhz, 1410);
+    assert_int_equal(eerl_device_lock_sm_clocks(dev, 1, 1200, 1200), 0);
+    assert_int_equal(gpu_status(1).locked_max_mhz, 1200);
+    /* Not leased: the device call fails and says why. */
+    assert_int_equal(eerl_device_lock_sm_clocks(dev, g3, 1200, 1200), EERL_ESTATE);
+    assert_non_null(strstr(eerl_device_last_error(dev), "lease it first"));
+    assert_int_equal(eerl_device_throttle_reasons(dev, 0, &mj0), EERL_ENOTSUP);
+    eerl_device_free(dev);
+
+    assert_int_equal(owner.restore(owner.ctx), 0); /* releases: the daemon resets */
+    assert_int_equal(gpu_status(1).locked_max_mhz, 0);
+    assert_int_equal(gpu_status(1).leased, 0);
+    assert_int_equal(owner.lock(owner.ctx, gpus, 1, 1005), 0); /* leases again */
+    assert_int_equal(gpu_status(0).locked_max_mhz, 1005);
+    eerl_agent_free(a);
+    assert_true(wait_leased(0, 0));
+    assert_int_equal(gpu_status(0).locked_max_mhz, 0);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
 /* ---- 64 clients ---- */
 
 struct worker {
@@ -888,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_policy),
         cmocka_unit_test(test_bad_policy_refused),
         cmocka_unit_test(test_malformed_messages),
+        cmocka_unit_test(test_owner_and_device_view),
         cmocka_unit_test(test_64_clients),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -138,6 +138,14 @@ EERL_EXPORT int eerl_agent_reset(eerl_agent *a, const unsigned *gpus, size_t n);
  * what the agent's mutex serializes. */
 EERL_EXPORT int eerl_agent_device(eerl_agent *a, eerl_device **ret_dev);
 
+/* A runtime clock owner (include/eerl/runtime.h, eerl_rt_config.owner) that goes through this
+ * connection: lock(gpus, mhz) leases any of the GPUs not leased yet, then sets them in one
+ * message (mhz 0 = EERL_CLOCK_GOVERNOR: back to the governor, lease kept); restore releases
+ * every GPU the connection holds (the daemon resets them). ctx is the agent, which must outlive
+ * the session. Fills *ret_owner. */
+struct eerl_rt_clock_owner;
+EERL_EXPORT int eerl_agent_clock_owner(eerl_agent *a, struct eerl_rt_clock_owner *ret_owner);
+
 #ifdef __cplusplus
 }
 #endif

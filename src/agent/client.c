@@ -21,6 +21,7 @@
 
 #include "eerl/agent.h"
 #include "eerl/error.h"
+#include "eerl/runtime.h"
 #include "agent/protocol.h"
 #include "device/device_impl.h"
 
@@ -44,6 +45,9 @@ struct eerl_agent {
     int hb_running, hb_stop;
     unsigned hb_interval_ms;
     pthread_cond_t hb_cv;
+    /* GPUs this connection holds, as far as our own lease/release/reset calls tell (a lease
+     * root took away shows up as a refused set) */
+    unsigned char held[EERL__AGENT_GPU_INDEX_MAX + 1];
     /* eerl_agent_device's view, filled on first use */
     struct dev_cache *devs;
     unsigned n_devs;
@@ -339,19 +343,88 @@ static int simple(eerl_agent *a, enum eerl__agent_op op, const unsigned *gpus, s
     return call(a, &req, NULL);
 }
 
+/* Records what a successful lease (held = 1) or release (0) did; n == 0: every GPU. */
+static void mark_held(eerl_agent *a, const unsigned *gpus, size_t n, unsigned char held)
+{
+    size_t k;
+
+    pthread_mutex_lock(&a->mu);
+    if (n == 0)
+        memset(a->held, 0, sizeof(a->held));
+    for (k = 0; k < n; k++)
+        if (gpus[k] <= EERL__AGENT_GPU_INDEX_MAX)
+            a->held[gpus[k]] = held;
+    pthread_mutex_unlock(&a->mu);
+}
+
 int eerl_agent_lease(eerl_agent *a, const unsigned *gpus, size_t n)
 {
-    return simple(a, EERL__OP_LEASE, gpus, n, 1);
+    int e = simple(a, EERL__OP_LEASE, gpus, n, 1);
+
+    if (e == 0)
+        mark_held(a, gpus, n, 1);
+    return e;
 }
 
 int eerl_agent_release(eerl_agent *a, const unsigned *gpus, size_t n)
 {
-    return simple(a, EERL__OP_RELEASE, gpus, n, 0);
+    int e = simple(a, EERL__OP_RELEASE, gpus, n, 0);
+
+    if (e == 0)
+        mark_held(a, gpus, n, 0);
+    return e;
+}
+
+/* ---- the runtime's clock owner over eerld ---- */
+
+static int owner_lock(void *ctx, const unsigned *gpus, size_t n, unsigned mhz)
+{
+    eerl_agent *a = ctx;
+    unsigned need[EERL_AGENT_GPUS_MAX];
+    size_t k, m = 0;
+    int e;
+
+    if (n > EERL_AGENT_GPUS_MAX)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&a->mu);
+    for (k = 0; k < n; k++)
+        if (gpus[k] > EERL__AGENT_GPU_INDEX_MAX || !a->held[gpus[k]])
+            need[m++] = gpus[k];
+    pthread_mutex_unlock(&a->mu);
+    if (m && (e = eerl_agent_lease(a, need, m)) < 0)
+        return e;
+    return eerl_agent_set_clocks(a, gpus, n, mhz, mhz);
+}
+
+static int owner_restore(void *ctx)
+{
+    return eerl_agent_release(ctx, NULL, 0);
+}
+
+static const char *owner_last_error(void *ctx)
+{
+    return eerl_agent_last_error(ctx);
+}
+
+int eerl_agent_clock_owner(eerl_agent *a, struct eerl_rt_clock_owner *ret_owner)
+{
+    if (!a || !ret_owner)
+        return EERL_EINVAL;
+    memset(ret_owner, 0, sizeof(*ret_owner));
+    ret_owner->ctx = a;
+    ret_owner->lock = owner_lock;
+    ret_owner->restore = owner_restore;
+    ret_owner->last_error = owner_last_error;
+    return 0;
 }
 
 int eerl_agent_reset(eerl_agent *a, const unsigned *gpus, size_t n)
 {
-    return simple(a, EERL__OP_RESET, gpus, n, 0);
+    int e = simple(a, EERL__OP_RESET, gpus, n, 0);
+
+    if (e == 0)
+        mark_held(a, gpus, n, 0); /* a reset ends our own lease too */
+    return e;
 }
 
 int eerl_agent_heartbeat(eerl_agent *a)

@@ -347,6 +347,43 @@ static void test_restart_after_kill(void **state)
     assert_int_equal(stop_eerld(d, SIGTERM), 0);
 }
 
+/* A journal eerld cannot read makes it reset every GPU before serving. */
+static void test_unreadable_journal(void **state)
+{
+    static const char *const args[] = {"--devices", "nvml", NULL};
+    char path[600], tmp[700];
+    json_error_t err;
+    json_t *o;
+    FILE *f;
+    pid_t d;
+
+    (void)state;
+    fresh_paths();
+    write_nvml_state(2);
+    /* GPU 1 left locked by someone, and a journal torn beyond reading. */
+    o = json_load_file(nvml_state, 0, &err);
+    assert_non_null(o);
+    json_object_set_new(json_array_get(json_object_get(o, "gpus"), 1), "locked_min_mhz",
+                        json_integer(1200));
+    json_object_set_new(json_array_get(json_object_get(o, "gpus"), 1), "locked_max_mhz",
+                        json_integer(1200));
+    snprintf(tmp, sizeof(tmp), "%s.tmp", nvml_state);
+    assert_int_equal(json_dump_file(o, tmp, 0), 0);
+    assert_int_equal(rename(tmp, nvml_state), 0);
+    json_decref(o);
+    assert_int_equal(file_locked(1), 1200);
+    assert_int_equal(mkdir(statedir, 0700), 0);
+    snprintf(path, sizeof(path), "%s/journal.json", statedir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"v\":1,\"gpus\":[{\"gpu\":0,\"uu", f);
+    fclose(f);
+    d = start_eerld(args);
+    assert_int_equal(file_locked(1), -1);
+    assert_int_equal(file_locked(0), -1);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
 static void test_sigterm_resets(void **state)
 {
     static const char *const args[] = {"--devices", "nvml", NULL};
@@ -941,17 +978,12 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_client_killed),
-        cmocka_unit_test(test_client_hung),
-        cmocka_unit_test(test_restart_after_kill),
-        cmocka_unit_test(test_sigterm_resets),
-        cmocka_unit_test(test_nvml_error_mid_lease),
-        cmocka_unit_test(test_second_writer_busy),
-        cmocka_unit_test(test_policy),
-        cmocka_unit_test(test_bad_policy_refused),
-        cmocka_unit_test(test_malformed_messages),
-        cmocka_unit_test(test_owner_and_device_view),
-        cmocka_unit_test(test_64_clients),
+        cmocka_unit_test(test_client_killed),         cmocka_unit_test(test_client_hung),
+        cmocka_unit_test(test_restart_after_kill),    cmocka_unit_test(test_sigterm_resets),
+        cmocka_unit_test(test_unreadable_journal),    cmocka_unit_test(test_nvml_error_mid_lease),
+        cmocka_unit_test(test_second_writer_busy),    cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_bad_policy_refused),    cmocka_unit_test(test_malformed_messages),
+        cmocka_unit_test(test_owner_and_device_view), cmocka_unit_test(test_64_clients),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -204,7 +204,7 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
     nt = exp(s->noise * synth_normal(s));
     if (s->mode == EERL_MODE_INFLIGHT && !eerl_setting_equal(st, &s->prev) && s->update > 1) {
         /* Requests started under the previous setting finish under this one. */
-        eerl_obs a, b;
+        eerl_obs a = {0}, b = {0};
         synth_physics(s, &s->prev, G, N, L, ng, nt, &a);
         synth_physics(s, st, G, N, L, ng, nt, &b);
         int i;

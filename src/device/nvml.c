@@ -241,7 +241,7 @@ static int missing(eerl_device *dev, int sym, unsigned gpu)
 static int handle(eerl_device *dev, unsigned gpu, nvmlDevice_t *ret_h)
 {
     struct nvml *nv = eerl__device_impl(dev);
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r = NVML_SUCCESS;
 
     pthread_mutex_lock(&nv->mu);
@@ -270,7 +270,7 @@ static int get_string(eerl_device *dev, int sym, unsigned gpu, char *buf, size_t
 {
     struct nvml *nv = eerl__device_impl(dev);
     char tmp[NVML_STRING_BUFFER + 1];
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     size_t n;
     int e = handle(dev, gpu, &h);
@@ -314,7 +314,7 @@ static int op_supported_sm_clocks(eerl_device *dev, unsigned gpu, unsigned *mhz,
     unsigned mem[NVML_MAX_MEM_CLOCKS], clocks[EERL_DEVICE_CLOCKS_MAX];
     unsigned nmem = NVML_MAX_MEM_CLOCKS, n = EERL_DEVICE_CLOCKS_MAX, top = 0, i, k;
     char what[48];
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e;
 
@@ -357,7 +357,7 @@ static int op_sm_clock(eerl_device *dev, unsigned gpu, unsigned *ret_mhz)
 {
     struct nvml *nv = eerl__device_impl(dev);
     unsigned v;
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e = handle(dev, gpu, &h);
 
@@ -374,7 +374,7 @@ static int op_energy_mj(eerl_device *dev, unsigned gpu, uint64_t *ret_mj)
 {
     struct nvml *nv = eerl__device_impl(dev);
     unsigned long long v;
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e;
 
@@ -394,7 +394,7 @@ static int op_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
 {
     struct nvml *nv = eerl__device_impl(dev);
     unsigned v;
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e = handle(dev, gpu, &h);
 
@@ -413,7 +413,7 @@ static int op_power_instant_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
 {
     struct nvml *nv = eerl__device_impl(dev);
     nvmlFieldValue_t fv;
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     double v;
     int e;
@@ -468,7 +468,7 @@ static int op_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mas
 {
     struct nvml *nv = eerl__device_impl(dev);
     unsigned long long v;
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e;
 
@@ -488,7 +488,7 @@ static int op_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz, u
 {
     struct nvml *nv = eerl__device_impl(dev);
     char what[48];
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e;
 
@@ -508,7 +508,7 @@ static int op_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz, u
 static int op_reset_sm_clocks(eerl_device *dev, unsigned gpu)
 {
     struct nvml *nv = eerl__device_impl(dev);
-    nvmlDevice_t h;
+    nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e;
 

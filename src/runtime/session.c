@@ -556,14 +556,14 @@ static int check_call(eerl_rt *rt, unsigned *pool, eerl_phase phase)
 int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
 {
     unsigned mhz;
-    double t;
+    double t = 0;
     int e;
 
     if (!rt)
         return EERL_EINVAL;
     e = check_call(rt, &pool, phase);
-    if (e < 0)
-        return e;
+    if (e < 0 || (unsigned)phase >= EERL_PHASE_COUNT) /* the second: for the compiler's bounds */
+        return e < 0 ? e : EERL_EINVAL;
     if (rt->in_phase[pool][phase])
         return fail(rt, EERL_ESTATE, "%s pool is already in phase %s",
                     pool ? "training" : "generation", phase_name(phase));
@@ -599,14 +599,14 @@ int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
 
 int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
 {
-    double t;
+    double t = 0;
     int e, k, busy = 0;
 
     if (!rt)
         return EERL_EINVAL;
     e = check_call(rt, &pool, phase);
-    if (e < 0)
-        return e;
+    if (e < 0 || (unsigned)phase >= EERL_PHASE_COUNT) /* the second: for the compiler's bounds */
+        return e < 0 ? e : EERL_EINVAL;
     if (!rt->in_phase[pool][phase])
         return fail(rt, EERL_ESTATE, "%s pool is not in phase %s", pool ? "training" : "generation",
                     phase_name(phase));
@@ -680,7 +680,7 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
     o->energy_j = r.total_joules;
     *flags |= r.flags;
     for (ph = 0; ph < EERL_PHASE_COUNT; ph++) {
-        double best = 0, j;
+        double best = 0, j = 0;
         unsigned bp = 0;
 
         for (p = 0; p < np; p++) {
@@ -794,7 +794,7 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
 {
     eerl_rt_update_info info;
     eerl_ctl_status st;
-    double t_end, busy[2];
+    double t_end = 0, busy[2];
     unsigned p, ph, mflags = 0;
     size_t n_ev;
     int e, r, terr = 0;

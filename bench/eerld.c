@@ -66,7 +66,8 @@ static eerl_agent *connect_or_die(const char *name)
 
 struct worker {
     pthread_t t;
-    unsigned id, messages, ok, failed;
+    unsigned id, messages, ok, failed, n_gpus;
+    char err[256];
 };
 
 static void *worker_main(void *arg)
@@ -74,14 +75,34 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     eerl_agent *a = connect_or_die("bench");
     struct eerl_agent_reading r;
-    unsigned i, g = w->id % 8;
+    unsigned i, g = w->id % w->n_gpus;
 
     for (i = 0; i < w->messages; i++) {
         int e = i % 2 ? eerl_agent_heartbeat(a) : eerl_agent_read(a, &g, 1, &r, 1, NULL);
-        if (e == 0)
+        if (e == 0 && (i % 2 || r.err == 0)) {
             w->ok++;
-        else
+        } else {
             w->failed++;
+            snprintf(w->err, sizeof(w->err), "%s: %s", eerl_strerror(e ? e : r.err),
+                     eerl_agent_last_error(a));
+        }
+    }
+    eerl_agent_free(a);
+    return NULL;
+}
+
+static volatile int reader_stop;
+
+/* Another client reading every GPU's counters back to back. */
+static void *reader_main(void *arg)
+{
+    struct eerl_agent_reading r[EERL_AGENT_GPUS_MAX];
+    eerl_agent *a = connect_or_die("reader");
+    unsigned long *count = arg;
+
+    while (!reader_stop) {
+        eerl_agent_read(a, NULL, 0, r, EERL_AGENT_GPUS_MAX, NULL);
+        (*count)++;
     }
     eerl_agent_free(a);
     return NULL;
@@ -129,7 +150,7 @@ int main(int argc, char **argv)
     unsigned gpus[4] = {0, 1, 2, 3}, g0 = 0;
     int read_only = 0;
     struct eerl_agent_info info;
-    struct eerl_agent_reading r[8];
+    struct eerl_agent_reading r[EERL_AGENT_GPUS_MAX];
     struct worker *w;
     eerl_agent *a;
     pid_t pid = 0;
@@ -224,13 +245,13 @@ int main(int argc, char **argv)
 reads:
     for (i = 0; i < rounds; i++) {
         t0 = now_s();
-        eerl_agent_read(a, &g0, 1, r, 8, NULL);
+        eerl_agent_read(a, &g0, 1, r, EERL_AGENT_GPUS_MAX, NULL);
         us[i] = (now_s() - t0) * 1e6;
     }
     report("read energy (1 GPU)", us, rounds);
     for (i = 0; i < rounds; i++) {
         t0 = now_s();
-        eerl_agent_read(a, NULL, 0, r, 8, NULL);
+        eerl_agent_read(a, NULL, 0, r, EERL_AGENT_GPUS_MAX, NULL);
         us[i] = (now_s() - t0) * 1e6;
     }
     report(info.gpus == 8 ? "read energy (all 8 GPUs)" : "read energy (all GPUs)", us, rounds);
@@ -240,6 +261,31 @@ reads:
         us[i] = (now_s() - t0) * 1e6;
     }
     report("heartbeat", us, rounds);
+    {
+        /* The fast path while another client reads all counters back to back: what a slow
+         * device read (an H200's energy counter: ~3-4 ms) does to everyone else. */
+        pthread_t rt;
+        unsigned long reads = 0;
+        unsigned nr = rounds / 10;
+
+        reader_stop = 0;
+        pthread_create(&rt, NULL, reader_main, &reads);
+        usleep(20000);
+        for (i = 0; i < nr; i++) {
+            t0 = now_s();
+            if (read_only)
+                eerl_agent_heartbeat(a);
+            else
+                eerl_agent_set_phase(a, "gen", (eerl_agent_phase)(i % 3));
+            us[i] = (now_s() - t0) * 1e6;
+        }
+        reader_stop = 1;
+        pthread_join(rt, NULL);
+        report(read_only ? "heartbeat, another client reading"
+                         : "set-phase, another client reading",
+               us, nr);
+        printf("  (the reader made %lu reads of all GPUs meanwhile)\n", reads);
+    }
     eerl_agent_free(a);
     free(us);
 
@@ -248,12 +294,15 @@ reads:
     for (i = 0; i < clients; i++) {
         w[i].id = i;
         w[i].messages = messages;
+        w[i].n_gpus = info.gpus ? info.gpus : 1;
         pthread_create(&w[i].t, NULL, worker_main, &w[i]);
     }
     for (i = 0; i < clients; i++) {
         pthread_join(w[i].t, NULL);
         ok += w[i].ok;
         failed += w[i].failed;
+        if (w[i].failed)
+            fprintf(stderr, "client %u: %u failed, last: %s\n", i, w[i].failed, w[i].err);
     }
     dt = now_s() - t0;
     printf("%u clients x %u messages (read energy / heartbeat, one at a time per client):\n"

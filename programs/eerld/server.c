@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -66,7 +68,9 @@ struct conn {
     size_t in_len;
     char *out;
     size_t out_len, out_cap;
-    int want_out; /* EPOLLOUT registered */
+    unsigned events; /* registered with epoll */
+    int busy;        /* a device read for it is with the reader thread: its next lines wait */
+    int zombie;      /* closed while busy: freed when the reader hands the job back */
     double last_seen;
     int closing;
     char *refusal; /* over a connection limit: the answer to its first request, then close */
@@ -88,6 +92,34 @@ struct gpu {
     int dirty;                       /* a reset failed: retry */
 };
 
+/* Device reads (read, status, metrics) run on a reader thread with its own device handle when
+ * the backend is NVML: an H200's energy counter read takes 3-4 ms of driver time, and the event
+ * loop must not make a set-phase wait behind it. The loop hands over a job and pauses that
+ * connection's input (its replies stay in order); the reader fills in the readings and wakes
+ * the loop through an eventfd. The reader touches nothing but its device handle and the job. */
+struct job {
+    struct conn *c; /* NULL: a metrics job */
+    unsigned gpus[EERL__AGENT_GPU_INDEX_MAX + 1];
+    size_t n;
+    json_t *reply; /* built by the loop; the reader adds readings */
+    json_t *items; /* status: the per-GPU objects to add readings to (borrowed from reply) */
+    struct eerld_metrics_gpu *metrics; /* metrics job: snapshot of lease state */
+    struct job *next;
+};
+
+struct reader {
+    eerl_device *dev;
+    pthread_t t;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job *todo, *todo_tail, *done;
+    int stop;
+    int efd;
+    const char *metrics_path;
+    unsigned n_gpus;
+};
+
 struct server {
     const struct eerld_config *cfg;
     eerl_device *dev;
@@ -96,6 +128,9 @@ struct server {
     struct eerld_policy policy;
     int have_policy_file;
     int lfd, epfd, sfd;
+    struct reader rd; /* rd.running: reads go through it */
+    void *reader_tag;
+    int metrics_pending;
     struct conn *conns;
     unsigned n_conns, n_refused;
     double next_metrics, next_retry;
@@ -226,6 +261,29 @@ static void retry_dirty(struct server *s)
 
 /* ---- connections ---- */
 
+static void conn_release_memory(struct conn *c)
+{
+    free(c->refusal);
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+/* Registers what the loop wants to hear about c: input unless a read for it is in flight,
+ * output while replies wait. */
+static void update_events(struct server *s, struct conn *c)
+{
+    unsigned ev_mask = (c->busy ? 0u : (unsigned)EPOLLIN) | (c->out_len ? (unsigned)EPOLLOUT : 0u);
+
+    if (ev_mask != c->events && !c->zombie) {
+        struct epoll_event ev = {.events = ev_mask, .data.ptr = c};
+
+        c->events = ev_mask;
+        epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    }
+}
+
+/* Ends a connection: resets its GPUs at once (even with a read in flight), closes the socket. */
 static void conn_free(struct server *s, struct conn *c, const char *why)
 {
     unsigned i;
@@ -249,10 +307,11 @@ static void conn_free(struct server *s, struct conn *c, const char *why)
         c->next->prev = c->prev;
     s->n_conns--;
     s->n_refused -= c->refusal != NULL;
-    free(c->refusal);
-    free(c->in);
-    free(c->out);
-    free(c);
+    if (c->busy) {
+        c->zombie = 1; /* the reader still has its job: freed when it comes back */
+        return;
+    }
+    conn_release_memory(c);
 }
 
 static void flush_out(struct server *s, struct conn *c)
@@ -272,12 +331,8 @@ static void flush_out(struct server *s, struct conn *c)
     }
     memmove(c->out, c->out + done, c->out_len - done);
     c->out_len -= done;
-    if ((c->out_len > 0) != c->want_out && !c->closing) {
-        struct epoll_event ev = {.events = EPOLLIN | (c->out_len ? EPOLLOUT : 0u), .data.ptr = c};
-
-        c->want_out = c->out_len > 0;
-        epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev);
-    }
+    if (!c->closing)
+        update_events(s, c);
 }
 
 static void queue_json(struct conn *c, json_t *o)
@@ -568,52 +623,200 @@ static void h_devices(struct server *s, struct conn *c, struct eerl__agent_req *
     json_decref(o);
 }
 
-static json_t *reading(struct server *s, unsigned i)
+static json_t *reading(eerl_device *dev, unsigned i)
 {
     uint64_t mj;
     unsigned mw, mhz;
     int e;
 
-    if ((e = eerl_device_energy_mj(s->dev, i, &mj)) < 0 ||
-        (e = eerl_device_power_mw(s->dev, i, &mw)) < 0 ||
-        (e = eerl_device_sm_clock(s->dev, i, &mhz)) < 0)
+    if ((e = eerl_device_energy_mj(dev, i, &mj)) < 0 ||
+        (e = eerl_device_power_mw(dev, i, &mw)) < 0 || (e = eerl_device_sm_clock(dev, i, &mhz)) < 0)
         return json_pack("{s:i,s:s,s:s}", "gpu", (json_int_t)i, "error", eerl_err_name(e),
-                         "message", eerl_device_last_error(s->dev));
+                         "message", eerl_device_last_error(dev));
     return json_pack("{s:i,s:I,s:i,s:i}", "gpu", (json_int_t)i, "energy_mj", (json_int_t)mj,
                      "power_mw", (json_int_t)mw, "sm_mhz", (json_int_t)mhz);
+}
+
+/* Does a job's device reads on dev (the reader thread's handle, or the loop's when inline). */
+static void fill_job(struct server *s, eerl_device *dev, struct job *j)
+{
+    size_t k;
+
+    if (j->metrics) {
+        char why[512];
+
+        if (eerld_metrics_write(s->cfg->metrics_path, dev, j->metrics, s->n, why, sizeof(why)) < 0)
+            eerld_log(LOG_WARNING, "%s", why);
+        return;
+    }
+    for (k = 0; k < j->n; k++) {
+        json_t *x = reading(dev, j->gpus[k]);
+
+        if (j->items) {
+            json_object_update(json_array_get(j->items, k), x);
+            json_decref(x);
+        } else {
+            json_array_append_new(json_object_get(j->reply, "readings"), x);
+        }
+    }
+}
+
+static void *reader_main(void *arg)
+{
+    struct server *s = arg;
+    struct reader *rd = &s->rd;
+
+    pthread_mutex_lock(&rd->mu);
+    for (;;) {
+        struct job *j;
+        uint64_t one = 1;
+
+        while (!rd->stop && !rd->todo)
+            pthread_cond_wait(&rd->cv, &rd->mu);
+        if (rd->stop)
+            break;
+        j = rd->todo;
+        rd->todo = j->next;
+        if (!rd->todo)
+            rd->todo_tail = NULL;
+        pthread_mutex_unlock(&rd->mu);
+        fill_job(s, rd->dev, j);
+        pthread_mutex_lock(&rd->mu);
+        j->next = rd->done;
+        rd->done = j;
+        (void)!write(rd->efd, &one, sizeof(one));
+    }
+    pthread_mutex_unlock(&rd->mu);
+    return NULL;
+}
+
+static void free_job(struct job *j)
+{
+    json_decref(j->reply);
+    free(j->metrics);
+    free(j);
+}
+
+/* Runs j: on the reader thread (pausing c's input until the reply is queued) or, without one
+ * (simulated GPUs, whose reads cost nanoseconds), right here. */
+static void submit(struct server *s, struct conn *c, struct job *j)
+{
+    j->c = c;
+    if (!s->rd.running) {
+        fill_job(s, s->dev, j);
+        if (c)
+            queue_json(c, j->reply);
+        free_job(j);
+        return;
+    }
+    if (c) {
+        c->busy = 1;
+        update_events(s, c);
+    } else {
+        s->metrics_pending = 1;
+    }
+    pthread_mutex_lock(&s->rd.mu);
+    j->next = NULL;
+    if (s->rd.todo_tail)
+        s->rd.todo_tail->next = j;
+    else
+        s->rd.todo = j;
+    s->rd.todo_tail = j;
+    pthread_cond_signal(&s->rd.cv);
+    pthread_mutex_unlock(&s->rd.mu);
+}
+
+static void process_lines(struct server *s, struct conn *c);
+
+static void finish_jobs(struct server *s)
+{
+    struct job *list, *rev = NULL, *j;
+    uint64_t v;
+
+    (void)!read(s->rd.efd, &v, sizeof(v));
+    pthread_mutex_lock(&s->rd.mu);
+    list = s->rd.done;
+    s->rd.done = NULL;
+    pthread_mutex_unlock(&s->rd.mu);
+    while (list) { /* oldest first */
+        j = list;
+        list = j->next;
+        j->next = rev;
+        rev = j;
+    }
+    while ((j = rev)) {
+        struct conn *c = j->c;
+
+        rev = j->next;
+        if (!c) {
+            s->metrics_pending = 0;
+        } else if (c->zombie) {
+            conn_release_memory(c);
+        } else {
+            c->busy = 0;
+            queue_json(c, j->reply);
+            process_lines(s, c); /* what it sent meanwhile */
+            flush_out(s, c);
+            update_events(s, c);
+            if (c->closing)
+                conn_free(s, c,
+                          c->closing == 2 ? "connection closed" : "connection closed by eerld");
+        }
+        free_job(j);
+    }
+}
+
+static struct job *job_new(const unsigned *gpus, size_t n)
+{
+    struct job *j = calloc(1, sizeof(*j));
+
+    if (j) {
+        memcpy(j->gpus, gpus, n * sizeof(*gpus));
+        j->n = n;
+    }
+    return j;
 }
 
 static void h_read(struct server *s, struct conn *c, struct eerl__agent_req *r)
 {
     json_t *o, *arr;
-    size_t k;
+    struct job *j;
 
     all_gpus(s, r);
     if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
         return;
+    j = job_new(r->gpus, r->n_gpus);
+    if (!j) {
+        reply_refuse(c, r, EERL_ENOMEM, "out of memory");
+        return;
+    }
     o = reply_new(r);
     arr = json_array();
-    for (k = 0; k < r->n_gpus; k++)
-        json_array_append_new(arr, reading(s, r->gpus[k]));
     json_object_set_new(o, "readings", arr);
-    queue_json(c, o);
-    json_decref(o);
+    j->reply = o;
+    submit(s, c, j);
 }
 
 static void h_status(struct server *s, struct conn *c, struct eerl__agent_req *r)
 {
     json_t *o, *arr;
+    struct job *j;
     size_t k;
 
     all_gpus(s, r);
     if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
         return;
+    j = job_new(r->gpus, r->n_gpus);
+    if (!j) {
+        reply_refuse(c, r, EERL_ENOMEM, "out of memory");
+        return;
+    }
     o = reply_new(r);
     arr = json_array();
     for (k = 0; k < r->n_gpus; k++) {
         unsigned i = r->gpus[k], f, ce;
         struct gpu *g = &s->g[i];
-        json_t *x = reading(s, i);
+        json_t *x = json_pack("{s:i}", "gpu", (json_int_t)i); /* readings: fill_job */
         eerl_actuator_gpu_state st;
 
         json_object_set_new(x, "uuid", json_string(g->uuid));
@@ -644,8 +847,9 @@ static void h_status(struct server *s, struct conn *c, struct eerl__agent_req *r
         json_array_append_new(arr, x);
     }
     json_object_set_new(o, "gpus", arr);
-    queue_json(c, o);
-    json_decref(o);
+    j->reply = o;
+    j->items = arr;
+    submit(s, c, j);
 }
 
 static void h_lease(struct server *s, struct conn *c, struct eerl__agent_req *r)
@@ -938,42 +1142,49 @@ static void handle_line(struct server *s, struct conn *c, const char *line, size
     }
 }
 
+/* Handles every complete line in c's buffer, until one hands a read to the reader thread. */
+static void process_lines(struct server *s, struct conn *c)
+{
+    size_t start = 0;
+    char *nl;
+
+    while (!c->closing && !c->busy && (nl = memchr(c->in + start, '\n', c->in_len - start))) {
+        handle_line(s, c, c->in + start, (size_t)(nl - (c->in + start)));
+        start = (size_t)(nl - c->in) + 1;
+    }
+    memmove(c->in, c->in + start, c->in_len - start);
+    c->in_len -= start;
+    if (!c->closing && !c->busy && c->in_len == EERL_AGENT_MSG_MAX) {
+        reply_err_id(c, 0, 0, EERL_EPARSE,
+                     "malformed request: no newline within %d bytes (the message limit); "
+                     "closing the connection",
+                     EERL_AGENT_MSG_MAX);
+        eerld_log(LOG_WARNING, "uid %u pid %u: message over %d bytes; connection closed",
+                  (unsigned)c->uid, (unsigned)c->pid, EERL_AGENT_MSG_MAX);
+        c->closing = 1;
+    }
+}
+
 /* Reads what is there and handles every complete line. */
 static void conn_readable(struct server *s, struct conn *c)
 {
     for (;;) {
-        ssize_t n = recv(c->fd, c->in + c->in_len, EERL_AGENT_MSG_MAX - c->in_len, MSG_DONTWAIT);
-        size_t start = 0;
-        char *nl;
+        ssize_t n;
 
+        if (c->closing || c->busy)
+            return;
+        n = recv(c->fd, c->in + c->in_len, EERL_AGENT_MSG_MAX - c->in_len, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
+            return;
         if (n <= 0) {
             c->closing = 2; /* peer closed (or half-closed) its side */
             return;
         }
         c->last_seen = now_s();
         c->in_len += (size_t)n;
-        while (!c->closing && (nl = memchr(c->in + start, '\n', c->in_len - start))) {
-            handle_line(s, c, c->in + start, (size_t)(nl - (c->in + start)));
-            start = (size_t)(nl - c->in) + 1;
-        }
-        memmove(c->in, c->in + start, c->in_len - start);
-        c->in_len -= start;
-        if (c->closing)
-            return;
-        if (c->in_len == EERL_AGENT_MSG_MAX) {
-            reply_err_id(c, 0, 0, EERL_EPARSE,
-                         "malformed request: no newline within %d bytes (the message limit); "
-                         "closing the connection",
-                         EERL_AGENT_MSG_MAX);
-            eerld_log(LOG_WARNING, "uid %u pid %u: message over %d bytes; connection closed",
-                      (unsigned)c->uid, (unsigned)c->pid, EERL_AGENT_MSG_MAX);
-            c->closing = 1;
-            return;
-        }
+        process_lines(s, c);
         if (c->out_len > 64 * 1024)
             flush_out(s, c); /* a pipelining client: keep the reply queue short */
     }
@@ -1041,6 +1252,7 @@ static void accept_all(struct server *s)
         c->pid = cred.pid;
         c->last_seen = now_s();
         ev.events = EPOLLIN;
+        c->events = EPOLLIN;
         ev.data.ptr = c;
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
             free(c->in);
@@ -1303,12 +1515,19 @@ static int load_policy(struct server *s)
 
 static void write_metrics(struct server *s)
 {
-    struct eerld_metrics_gpu *m = calloc(s->n, sizeof(*m));
-    char why[512];
+    struct eerld_metrics_gpu *m;
+    struct job *j;
     unsigned i;
 
-    if (!m)
+    if (s->metrics_pending)
+        return; /* the last one is still being read */
+    m = calloc(s->n, sizeof(*m));
+    j = calloc(1, sizeof(*j));
+    if (!m || !j) {
+        free(m);
+        free(j);
         return;
+    }
     for (i = 0; i < s->n; i++) {
         eerl_actuator_gpu_state st;
 
@@ -1320,9 +1539,82 @@ static void write_metrics(struct server *s)
         m[i].uid = s->g[i].holder_uid;
         m[i].pid = s->g[i].holder_pid;
     }
-    if (eerld_metrics_write(s->cfg->metrics_path, s->dev, m, s->n, why, sizeof(why)) < 0)
-        eerld_log(LOG_WARNING, "%s", why);
-    free(m);
+    j->metrics = m;
+    submit(s, NULL, j);
+}
+
+/* The reader thread, for a backend whose reads are slow (NVML). Without one, reads run inline. */
+static void start_reader(struct server *s)
+{
+    struct reader *rd = &s->rd;
+    char why[512] = "";
+    struct epoll_event ev;
+    static int reader_tag;
+
+    if (strcmp(eerl_device_backend(s->dev), "nvml") != 0)
+        return;
+    if (eerl_device_open_nvml_ex(why, sizeof(why), &rd->dev) < 0) {
+        eerld_log(LOG_WARNING, "a second NVML handle for reads failed (%s); reads run inline", why);
+        return;
+    }
+    rd->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ev.events = EPOLLIN;
+    ev.data.ptr = &reader_tag;
+    s->reader_tag = &reader_tag;
+    if (rd->efd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, rd->efd, &ev) < 0)
+        goto fail;
+    pthread_mutex_init(&rd->mu, NULL);
+    pthread_cond_init(&rd->cv, NULL);
+    /* Signals stay blocked in it: they are inherited from this thread's mask. */
+    if (pthread_create(&rd->t, NULL, reader_main, s) != 0) {
+        pthread_cond_destroy(&rd->cv);
+        pthread_mutex_destroy(&rd->mu);
+        goto fail;
+    }
+    rd->running = 1;
+    return;
+fail:
+    eerld_log(LOG_WARNING, "cannot start the reader thread; reads run inline");
+    if (rd->efd >= 0)
+        close(rd->efd);
+    rd->efd = -1;
+    eerl_device_free(rd->dev);
+    rd->dev = NULL;
+}
+
+/* Stops the reader and drops what it still had: called before the connections go. */
+static void stop_reader(struct server *s)
+{
+    struct reader *rd = &s->rd;
+    struct job *lists[2], *j;
+    int k;
+
+    if (!rd->running)
+        return;
+    pthread_mutex_lock(&rd->mu);
+    rd->stop = 1;
+    pthread_cond_signal(&rd->cv);
+    pthread_mutex_unlock(&rd->mu);
+    pthread_join(rd->t, NULL);
+    rd->running = 0;
+    lists[0] = rd->todo;
+    lists[1] = rd->done;
+    rd->todo = rd->todo_tail = rd->done = NULL;
+    for (k = 0; k < 2; k++)
+        while ((j = lists[k])) {
+            lists[k] = j->next;
+            if (j->c && j->c->zombie)
+                conn_release_memory(j->c);
+            else if (j->c)
+                j->c->busy = 0;
+            free_job(j);
+        }
+    pthread_cond_destroy(&rd->cv);
+    pthread_mutex_destroy(&rd->mu);
+    close(rd->efd);
+    rd->efd = -1;
+    eerl_device_free(rd->dev);
+    rd->dev = NULL;
 }
 
 static void on_signal(struct server *s)
@@ -1402,14 +1694,14 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
     struct server *s = calloc(1, sizeof(*s));
     struct epoll_event ev, evs[64];
     sigset_t mask;
-    int rc = 1, n, k, accept_pending = 0;
+    int rc = 1, n, k, accept_pending = 0, done_pending = 0;
     unsigned i;
     static int listen_tag, signal_tag;
 
     if (!s)
         return 1;
     s->cfg = cfg;
-    s->lfd = s->epfd = s->sfd = -1;
+    s->lfd = s->epfd = s->sfd = s->rd.efd = -1;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
@@ -1432,6 +1724,7 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
     epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
     ev.data.ptr = &signal_tag;
     epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->sfd, &ev);
+    start_reader(s);
     eerld_log(LOG_INFO, "serving %u GPUs (%s) on %s; heartbeat timeout %u ms; policy %s%s", s->n,
               eerl_device_backend(s->dev), cfg->socket_path, cfg->heartbeat_ms, cfg->policy_path,
               s->have_policy_file ? "" : " (absent)");
@@ -1462,8 +1755,16 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
                 on_signal(s);
                 continue;
             }
+            if (evs[k].data.ptr == s->reader_tag) {
+                /* After the batch too: finishing a job may end its connection, and an event
+                 * later in this batch could name it. */
+                done_pending = 1;
+                continue;
+            }
             c = evs[k].data.ptr;
-            if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+            if (c->busy && (evs[k].events & (EPOLLHUP | EPOLLERR)))
+                c->closing = 2; /* gone with a read in flight: reset its GPUs now */
+            else if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                 conn_readable(s, c);
             if (c->out_len)
                 flush_out(s, c); /* even after EOF: a client may half-close and read */
@@ -1472,6 +1773,9 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
                           c->closing == 2 ? "connection closed" : "connection closed by eerld");
             }
         }
+        if (done_pending)
+            finish_jobs(s);
+        done_pending = 0;
         if (accept_pending)
             accept_all(s);
         accept_pending = 0;
@@ -1479,6 +1783,7 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
     }
     rc = 0;
 out_reset:
+    stop_reader(s);
     if (shutdown_all(s))
         rc = 1;
 out:

@@ -17,8 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int has_id = 0;
     size_t n;
 
-    if (eerl__agent_parse_request((const char *)data, size, &r, &id, &has_id, why, sizeof(why)) <
-        0)
+    if (eerl__agent_parse_request((const char *)data, size, &r, &id, &has_id, why, sizeof(why)) < 0)
         return 0;
     if (eerl__agent_encode_request(&r, buf, sizeof(buf), &n) < 0)
         abort();

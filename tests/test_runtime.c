@@ -10,15 +10,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <time.h>
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "eerl/agent.h"
 #include "eerl/error.h"
 #include "eerl/runtime.h"
 #include "eerl/twin.h"
@@ -414,7 +417,62 @@ static long file_lock_max(const char *state, unsigned gpu)
  * sampler thread: after calibration the controller's first trial is locked on the GPUs (the
  * stand-in's state file shows it), a waiting pool sits at the idle clock, and closing the session
  * resets every GPU. */
-static void test_nvml_standin_real_time(void **state)
+/* Starts eerld (next to $EERL_BIN) on the stand-in NVML library with a socket in the scratch
+ * directory, and points EERL_SOCKET at it. Returns its pid. */
+static pid_t start_eerld(void)
+{
+    static char bin[1024], sock[700], dir[600], policy[700];
+    const char *eb = getenv("EERL_BIN");
+    const char *slash;
+    pid_t pid;
+    int i;
+
+    assert_non_null(eb);
+    slash = strrchr(eb, '/');
+    snprintf(bin, sizeof(bin), "%.*s/eerld", slash ? (int)(slash - eb) : 1, slash ? eb : ".");
+    snprintf(dir, sizeof(dir), "%s", tu_tmpdir());
+    snprintf(sock, sizeof(sock), "%s/eerld.sock", dir);
+    snprintf(policy, sizeof(policy), "%s", tu_write_file("policy.conf", "[access]\n"));
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen("/dev/null", "w", stdout);
+        (void)f;
+        execl(bin, bin, "--foreground", "--socket", sock, "--state-dir", dir, "--policy", policy,
+              "--devices", "nvml", (char *)NULL);
+        perror(bin);
+        _exit(127);
+    }
+    for (i = 0; i < 1000 && access(sock, F_OK) != 0; i++)
+        sleep_ms(10);
+    if (access(sock, F_OK) != 0) {
+        kill(pid, SIGKILL);
+        fail_msg("eerld did not create %s within 10 s", sock);
+    }
+    setenv("EERL_SOCKET", sock, 1);
+    return pid;
+}
+
+/* The pid eerld says holds a lease on gpu, or -1. */
+static long eerld_holder(unsigned gpu)
+{
+    struct eerl_agent_gpu_status st[8];
+    eerl_agent *a = NULL;
+    size_t n = 0;
+    long holder = -1;
+
+    assert_int_equal(eerl_agent_connect(NULL, "test", NULL, 0, &a), 0);
+    assert_int_equal(eerl_agent_status(a, st, 8, &n), 0);
+    if (gpu < n && st[gpu].leased)
+        holder = (long)st[gpu].holder_pid;
+    eerl_agent_free(a);
+    return holder;
+}
+
+/* through_eerld: the session finds eerld through EERL_SOCKET and every clock change goes
+ * through the daemon (which writes the stand-in's state file); the session's own process only
+ * reads the counters. */
+static void standin_real_time(int through_eerld)
 {
     char gpus[3][400], text[2000], why[512];
     const char *path;
@@ -424,9 +482,10 @@ static void test_nvml_standin_real_time(void **state)
     eerl_rt_update_info info;
     eerl_setting s;
     unsigned u, g, locked_seen = 0, idle_seen = 0;
-    int e;
+    pid_t daemon = -1;
+    int e, st;
 
-    (void)state;
+    unsetenv("EERL_SOCKET");
     for (g = 0; g < 3; g++)
         snprintf(gpus[g], sizeof(gpus[g]),
                  "{\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"GPU-r%u\", "
@@ -447,6 +506,8 @@ static void test_nvml_standin_real_time(void **state)
         path = keep;
     }
     setenv("EERL_FAKE_NVML_STATE", path, 1);
+    if (through_eerld)
+        daemon = start_eerld();
     e = eerl_device_open_nvml(&dev);
     if (e < 0)
         fail_msg("stand-in NVML: %s", eerl_strerror(e));
@@ -467,6 +528,8 @@ static void test_nvml_standin_real_time(void **state)
         assert_int_equal(eerl_rt_phase_begin(rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
         if (s.mhz[EERL_GROUP_GEN]) {
             assert_int_equal(file_lock_max(path, 0), (long)s.mhz[EERL_GROUP_GEN]);
+            if (through_eerld && !locked_seen)
+                assert_true(eerld_holder(0) == getpid()); /* the daemon did it, for us */
             locked_seen++;
         }
         sleep_ms(12);
@@ -495,6 +558,26 @@ static void test_nvml_standin_real_time(void **state)
         assert_int_equal(file_lock_max(path, g), -1);
     eerl_rt_free(rt);
     eerl_device_free(dev);
+    if (through_eerld) {
+        unsetenv("EERL_SOCKET");
+        kill(daemon, SIGTERM);
+        assert_int_equal(waitpid(daemon, &st, 0), daemon);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+}
+
+static void test_nvml_standin_real_time(void **state)
+{
+    (void)state;
+    standin_real_time(0);
+}
+
+/* The same session on a node that runs eerld: the daemon owns the clocks, the session leases
+ * them through it, and closing the session hands them back. */
+static void test_nvml_standin_through_eerld(void **state)
+{
+    (void)state;
+    standin_real_time(1);
 }
 
 int main(void)
@@ -505,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_colocated_locks_measures_restores),
         cmocka_unit_test(test_disaggregated_idle_and_observe_only),
         cmocka_unit_test(test_nvml_standin_real_time),
+        cmocka_unit_test(test_nvml_standin_through_eerld),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tu_cleanup();

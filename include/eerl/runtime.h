@@ -33,10 +33,13 @@ typedef struct eerl_rt eerl_rt;
 /* Most GPUs in one pool. */
 #define EERL_RT_POOL_GPUS_MAX 64
 
-/* The one owner of the node's clocks the session goes through. Now: the in-process actuator
- * (eerl_rt_config.owner NULL). Later: a client of the eerld daemon, which owns the clocks of a
- * node and leases them. A lock of mhz == EERL_CLOCK_GOVERNOR means "hand back to the governor".
- * Every function returns 0 or an EERL_E* code. The session never frees ctx. */
+/* The one owner of the node's clocks the session goes through: the in-process actuator, or a
+ * client of the eerld daemon, which owns the clocks of a node and leases them
+ * (eerl_agent_clock_owner). With eerl_rt_config.owner NULL the session picks: on the NVML
+ * backend, eerld when eerl_agent_wanted() ($EERL_SOCKET set, or the default socket exists) and
+ * the session is not observe-only; else the in-process actuator. A lock of mhz ==
+ * EERL_CLOCK_GOVERNOR means "hand back to the governor". Every function returns 0 or an EERL_E*
+ * code. The session never frees ctx. */
 typedef struct eerl_rt_clock_owner {
     void *ctx;
     /* Locks GPUs gpus[0..n-1] at mhz (or resets them when mhz is EERL_CLOCK_GOVERNOR). */
@@ -69,7 +72,7 @@ typedef struct eerl_rt_config {
     unsigned meter_interval_ms; /* 0: the meter's default (200 ms) */
     int sample_thread; /* 1: the meter samples in real time on its own thread; 0: the caller calls
                           eerl_rt_sample (virtual time). Phase boundaries always take a sample. */
-    const eerl_rt_clock_owner *owner; /* NULL: the in-process actuator on the device */
+    const eerl_rt_clock_owner *owner; /* NULL: eerld if wanted (above), else the actuator */
 } eerl_rt_config;
 
 /* Defaults for the mode: allowed loss 0.02, paper strategy, no trace, real time, no GPUs. */

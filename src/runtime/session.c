@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "eerl/agent.h"
 #include "eerl/error.h"
 #include "eerl/meter.h"
 #include "eerl/runtime.h"
@@ -33,6 +34,7 @@ struct eerl_rt {
     eerl_meter *meter;
     eerl_ctl *ctl;
     struct eerl__rt_owner *own; /* ours, when cfg.owner was NULL */
+    eerl_agent *agent;          /* ours, when the clocks go through eerld (see eerl_rt_new) */
     eerl_rt_clock_owner owner;
     FILE *trace;
     int closed, colocated, thread, started;
@@ -315,6 +317,22 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
     }
     if (cfg->owner) {
         rt->owner = *cfg->owner;
+    } else if (!cfg->observe_only && !strcmp(eerl_device_backend(dev), "nvml") &&
+               eerl_agent_wanted()) {
+        /* A node that runs eerld: the daemon owns the clocks ($EERL_SOCKET, or its default
+         * socket exists). Going around it would make two owners of one GPU. */
+        char awhy[256] = "";
+
+        e = eerl_agent_connect(NULL, "eerl runtime", awhy, sizeof(awhy), &rt->agent);
+        if (e == 0)
+            e = eerl_agent_start_heartbeat(rt->agent, 0);
+        if (e == 0)
+            e = eerl_agent_clock_owner(rt->agent, &rt->owner);
+        if (e < 0) {
+            snprintf(why, why_len, "eerld at %s: %s%s%s", eerl_agent_socket_path(),
+                     eerl_strerror(e), awhy[0] ? ": " : "", awhy);
+            goto fail;
+        }
     } else {
         e = eerl__rt_owner_new(dev, cfg->observe_only, &rt->own);
         if (e < 0) {
@@ -376,6 +394,7 @@ fail:
     eerl_meter_free(rt->meter);
     eerl_ctl_free(rt->ctl);
     eerl__rt_owner_free(rt->own);
+    eerl_agent_free(rt->agent);
     free(rt->ev);
     free(rt);
     return e;
@@ -415,6 +434,7 @@ void eerl_rt_free(eerl_rt *rt)
         return;
     eerl_rt_close(rt);
     eerl__rt_owner_free(rt->own);
+    eerl_agent_free(rt->agent); /* after close's restore: the daemon resets what is left */
     eerl_meter_free(rt->meter);
     eerl_ctl_free(rt->ctl);
     free(rt->ev);

@@ -23,13 +23,15 @@
 
 #define CMD "sim"
 #define SEEDS_MAX 64
+#define SIM_STRATEGIES "paper, eerl, governor, oracle, global-clock, linear-search"
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: eerl sim [--model qwen3-30b-a3b] [--gpu h100] [--mode disaggregated]\n"
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
-            "                [--strategy paper] [--allowed-loss 0.02] [--trace DIR] [--json]\n"
+            "                [--strategy paper] [--expected-updates N] [--allowed-loss 0.02]\n"
+            "                [--trace DIR] [--json]\n"
             "                [--divergence 0.025]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster with matched seeds, both through the runtime session (meter, actuator and\n"
@@ -44,15 +46,20 @@ static void usage(FILE *out)
             "  --allowed-loss: fraction (0.02) or percent (2%%), above 0 and below 50%%\n"
             "  --trace DIR: writes DIR/seed<N>-governor.jsonl and DIR/seed<N>-controller.jsonl\n"
             "               (eerl replay / eerl analyze / eerl report read them)\n"
-            "  --divergence: run-to-run spread of log throughput between runs of one seed\n",
-            eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names());
+            "  --divergence: run-to-run spread of log throughput between runs of one seed\n"
+            "  --strategy: %s\n"
+            "              (oracle: the best static setting found offline, held from update 1)\n"
+            "  --expected-updates: updates the job runs in all, for strategies that budget\n"
+            "              exploration against the horizon (eerl); default: learned\n",
+            eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names(), SIM_STRATEGIES);
 }
 
 static int known(const char *opt)
 {
-    static const char *const opts[] = {"--model", "--gpu",        "--mode",        "--alloc",
-                                       "--size",  "--trace",      "--strategy",    "--updates",
-                                       "--seeds", "--divergence", "--allowed-loss"};
+    static const char *const opts[] = {"--model",      "--gpu",          "--mode",
+                                       "--alloc",      "--size",         "--trace",
+                                       "--strategy",   "--updates",      "--seeds",
+                                       "--divergence", "--allowed-loss", "--expected-updates"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -186,7 +193,8 @@ int eerl_cmd_sim(int argc, char **argv)
 {
     const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated";
     const char *alloc = "8/32", *size = "M", *trace = NULL, *strategy_s = "paper";
-    unsigned long updates = 93, n_seeds = 4, seed0 = 1;
+    unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0;
+    int oracle_run = 0, have_oracle = 0;
     double loss = 0.02, divergence = 0.025;
     int json = 0, rc = EERL_EXIT_USAGE, e, i, made_dir = 0, alloc_given = 0;
     eerl_twin_mode mode;
@@ -241,6 +249,9 @@ int eerl_cmd_sim(int argc, char **argv)
         } else if (!strcmp(a, "--updates")) {
             if (eerl_cli_parse_uint(CMD, "--updates", v, 1, 100000, &updates) < 0)
                 return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--expected-updates")) {
+            if (eerl_cli_parse_uint(CMD, "--expected-updates", v, 1, 100000000, &expected) < 0)
+                return EERL_EXIT_USAGE;
         } else if (!strcmp(a, "--seeds")) {
             if (eerl_cli_parse_uint(CMD, "--seeds", v, 1, SEEDS_MAX, &n_seeds) < 0)
                 return EERL_EXIT_USAGE;
@@ -265,8 +276,13 @@ int eerl_cmd_sim(int argc, char **argv)
         eerl_cli_err(CMD, "unknown mode '%s'; valid modes: %s", mode_s, eerl_twin_mode_names());
         return EERL_EXIT_USAGE;
     }
-    if (eerl_strategy_from_name(strategy_s, &strategy) < 0) {
-        eerl_cli_err(CMD, "unknown strategy '%s'; valid strategies: paper", strategy_s);
+    if (!strcmp(strategy_s, "oracle")) {
+        oracle_run = 1;
+        strategy = EERL_STRATEGY_STATIC;
+    } else if (!strcmp(strategy_s, "static") ||
+               eerl_strategy_from_name(strategy_s, &strategy) < 0) {
+        eerl_cli_err(CMD, "unknown strategy '%s'; valid strategies: %s", strategy_s,
+                     SIM_STRATEGIES);
         return EERL_EXIT_USAGE;
     }
     if (strlen(size) != 1 || !strchr("SML", size[0])) {
@@ -364,6 +380,15 @@ int eerl_cmd_sim(int argc, char **argv)
             "allowed loss %g%%\n",
             model, gpu, mode_s, alloc, size, size_desc(model, size[0]), updates, n_seeds,
             n_seeds == 1 ? "" : "s", loss * 100);
+    if (oracle_run) {
+        e = eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds, loss,
+                             orc);
+        if (e < 0) {
+            eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
+            goto out;
+        }
+        have_oracle = 1;
+    }
     for (k = 0; k < n_seeds; k++) {
         struct eerl__sim_config c;
         char path[2][4096], meta[512];
@@ -380,6 +405,9 @@ int eerl_cmd_sim(int argc, char **argv)
         c.divergence = divergence;
         c.allowed_loss = loss;
         c.strategy = strategy;
+        c.expected_updates = (unsigned)expected;
+        if (oracle_run)
+            c.static_setting = orc->setting;
         for (role = 0; role < 2; role++) {
             c.controller = role;
             snprintf(path[role], sizeof(path[role]), "%s/seed%llu-%s.jsonl", trace ? trace : ".",
@@ -429,8 +457,9 @@ int eerl_cmd_sim(int argc, char **argv)
             "eerl sim: runs took %.1f s; oracle search (static settings, same seeds and "
             "updates)\n",
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-    e = eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds, loss,
-                         orc);
+    e = have_oracle ? 0
+                    : eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds,
+                                       n_seeds, loss, orc);
     if (e < 0) {
         eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
         goto out;

@@ -64,8 +64,18 @@ typedef enum eerl_mode {
 typedef enum eerl_strategy {
     EERL_STRATEGY_PAPER =
         0, /* faithful EE-RL: the state machine of the mode (docs/controller.md) */
+    EERL_STRATEGY_EERL = 1,     /* eerl's own: run-level throughput budget, sequential tests */
+    EERL_STRATEGY_GOVERNOR = 2, /* baseline: the default governor throughout */
+    EERL_STRATEGY_STATIC = 3,   /* baseline: cfg.static_setting from the first update (oracle) */
+    EERL_STRATEGY_GLOBAL_CLOCK = 4,  /* baseline: one clock for every group, downward sweep with
+                                        a maximum-slowdown constraint (Zeus-like) */
+    EERL_STRATEGY_LINEAR_SEARCH = 5, /* baseline: per group downward linear search, best of 5
+                                        samples, one-shot lock (GEOPM-like) */
     EERL_STRATEGY_COUNT
 } eerl_strategy;
+
+/* "paper, eerl, governor, static, global-clock, linear-search": for error messages. */
+EERL_EXPORT const char *eerl_strategy_names(void);
 
 /* "colocated", "disaggregated", "drained", "inflight" (and back; EERL_EINVAL for other text). */
 EERL_EXPORT const char *eerl_mode_name(eerl_mode mode);
@@ -164,6 +174,11 @@ typedef struct eerl_ctl_config {
     double se_target;                        /* 0.02: in-flight standard-error target for a block */
     unsigned inflight_lock_candidate_blocks; /* 2 candidate blocks per governor block after lock */
     double time_tolerance;                   /* 0.05: phase times vs update time */
+    /* ---- strategies beyond the paper (ignored by EERL_STRATEGY_PAPER) ---- */
+    unsigned expected_updates; /* updates the job will run in all; 0: unknown (learned) */
+    double budget_margin;      /* 0.003: the run-level budget aims this far inside the allowance */
+    unsigned fast_calibration_updates; /* eerl strategy's calibration: 10 (20 in-flight) */
+    eerl_setting static_setting;       /* EERL_STRATEGY_STATIC: the setting to hold */
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode (strategy EERL_STRATEGY_PAPER). */

@@ -10,7 +10,8 @@
 
 static const char *const mode_names[EERL_MODE_COUNT] = {"colocated", "disaggregated", "drained",
                                                         "inflight"};
-static const char *const strategy_names[EERL_STRATEGY_COUNT] = {"paper"};
+static const char *const strategy_names[EERL_STRATEGY_COUNT] = {
+    "paper", "eerl", "governor", "static", "global-clock", "linear-search"};
 static const char *const state_names[EERL_STATE_COUNT] = {"calibrating", "searching", "confirming",
                                                           "locked", "monitoring"};
 static const char *const kind_names[EERL_EV_KIND_COUNT] = {
@@ -66,6 +67,11 @@ int eerl_strategy_from_name(const char *name, eerl_strategy *ret_strategy)
         return r;
     *ret_strategy = (eerl_strategy)v;
     return 0;
+}
+
+const char *eerl_strategy_names(void)
+{
+    return "paper, eerl, governor, static, global-clock, linear-search";
 }
 
 int eerl_mode_overlapped(eerl_mode mode)
@@ -201,6 +207,9 @@ int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)
     c.se_target = 0.02;
     c.inflight_lock_candidate_blocks = 2;
     c.time_tolerance = 0.05;
+    c.expected_updates = 0;
+    c.budget_margin = 0.003;
+    c.fast_calibration_updates = mode == EERL_MODE_INFLIGHT ? 20 : 10;
     *ret_cfg = c;
     return 0;
 }
@@ -219,7 +228,7 @@ int eerl_ctl_config_check(const eerl_ctl_config *c, char *why, size_t why_len)
     if (!c)
         BAD("no configuration");
     if ((unsigned)c->strategy >= EERL_STRATEGY_COUNT)
-        BAD("strategy %d is unknown (valid: paper)", (int)c->strategy);
+        BAD("strategy %d is unknown (valid: %s)", (int)c->strategy, eerl_strategy_names());
     if (!(c->allowed_loss >= 0 && c->allowed_loss < 1))
         BAD("allowed_loss %g must be in [0, 1)", c->allowed_loss);
     if (!(c->min_saving >= 0 && c->min_saving < 1))
@@ -274,6 +283,14 @@ int eerl_ctl_config_check(const eerl_ctl_config *c, char *why, size_t why_len)
             c->inflight_lock_candidate_blocks);
     if (!(c->time_tolerance >= 0 && c->time_tolerance <= 1))
         BAD("time_tolerance %g must be in [0, 1]", c->time_tolerance);
+    if (c->expected_updates > 100000000u)
+        BAD("expected_updates %u must be at most 100000000 (0: unknown)", c->expected_updates);
+    if (!(c->budget_margin >= 0 && c->budget_margin < c->allowed_loss) &&
+        c->strategy == EERL_STRATEGY_EERL)
+        BAD("budget_margin %g must be in [0, allowed_loss %g)", c->budget_margin, c->allowed_loss);
+    if (c->strategy == EERL_STRATEGY_EERL &&
+        (c->fast_calibration_updates < 3 || c->fast_calibration_updates > 10000))
+        BAD("fast_calibration_updates %u must be in 3-10000", c->fast_calibration_updates);
     if (c->idle_mhz > 100000 || c->feedback_step_mhz > 100000 || c->feedback_big_step_mhz > 100000)
         BAD("clock settings above 100000 MHz (idle %u, feedback %u/%u)", c->idle_mhz,
             c->feedback_step_mhz, c->feedback_big_step_mhz);

@@ -20,8 +20,22 @@ static int cmp_desc(const void *a, const void *b)
 
 static const struct eerl__strategy_ops *pick_strategy(eerl_strategy s, eerl_mode mode)
 {
-    if (s != EERL_STRATEGY_PAPER)
+    switch (s) {
+    case EERL_STRATEGY_PAPER:
+        break;
+    case EERL_STRATEGY_EERL:
+        return &eerl__strategy_eerl;
+    case EERL_STRATEGY_GOVERNOR:
+        return &eerl__strategy_governor;
+    case EERL_STRATEGY_STATIC:
+        return &eerl__strategy_static;
+    case EERL_STRATEGY_GLOBAL_CLOCK:
+        return &eerl__strategy_global_clock;
+    case EERL_STRATEGY_LINEAR_SEARCH:
+        return &eerl__strategy_linear_search;
+    default:
         return NULL;
+    }
     switch (mode) {
     case EERL_MODE_COLOCATED:
     case EERL_MODE_DISAGGREGATED:

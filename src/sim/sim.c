@@ -213,6 +213,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     struct watch w;
     eerl_rt_clock_owner wo;
     eerl_rt_config rc;
+    eerl_ctl_config cc;
     eerl_device *dev = NULL;
     struct eerl__sim_run out;
     unsigned u, i, n_all;
@@ -271,6 +272,13 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     rc.n_train = c->n_train;
     rc.allowed_loss = c->allowed_loss;
     rc.strategy = c->strategy;
+    /* Table 3 for the mode, with the strategies' own fields (unused by the paper's). */
+    eerl_ctl_config_default(eerl__sim_ctl_mode(c->mode), &cc);
+    cc.allowed_loss = c->allowed_loss;
+    cc.strategy = c->strategy;
+    cc.expected_updates = c->expected_updates;
+    cc.static_setting = c->static_setting;
+    rc.ctl_cfg = &cc;
     rc.observe_only = !c->controller;
     rc.trace_path = c->trace_path;
     rc.trace_run_json = c->trace_run_json;

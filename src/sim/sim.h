@@ -26,9 +26,11 @@ struct eerl__sim_config {
     int controller; /* 0: governor run (observe-only session); 1: controller run */
     double allowed_loss;
     eerl_strategy strategy;
-    const char *trace_path;     /* NULL: none */
-    const char *trace_run_json; /* merged into the trace's run line */
-    double sample_s;            /* virtual meter sampling period; 0: 1 s */
+    const char *trace_path;      /* NULL: none */
+    const char *trace_run_json;  /* merged into the trace's run line */
+    double sample_s;             /* virtual meter sampling period; 0: 1 s */
+    unsigned expected_updates;   /* the controller's cfg.expected_updates (0: unknown) */
+    eerl_setting static_setting; /* EERL_STRATEGY_STATIC: the setting held (the oracle's) */
 };
 
 struct eerl__sim_run {

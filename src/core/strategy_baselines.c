@@ -1,0 +1,352 @@
+/* Baseline strategies for side-by-side comparison (beyond the paper; docs/controller.md):
+ * - governor: the default governor throughout (the reference every saving is against);
+ * - static: cfg.static_setting from the first update to the last (the oracle, when that setting
+ *   is the best static one found offline);
+ * - global-clock: one clock for every group, swept downward one grid step at a time from the
+ *   peak, each step held for 5 usable updates and judged by the whole update against the
+ *   governor prediction; the sweep stops at the first step slower than the allowance and the
+ *   passing clock with the lowest energy is kept (how Zeus's power-limit optimizer picks a power
+ *   limit under a maximum-slowdown constraint);
+ * - linear-search: per group in turn (generation, then training), downward linear search one grid
+ *   step at a time, each clock judged by the best of 5 samples of that group's phase time against
+ *   the best of 5 governor samples; the first clock past the allowance ends the group, the last
+ *   passing one is kept, and once every group is done the setting is locked for good (GEOPM's
+ *   energy-efficient agent).
+ * The searching baselines calibrate the predictor on cfg.fast_calibration_updates governor
+ * updates first, like the eerl strategy. Owns only their state structs. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/controller.h"
+#include "core/search.h"
+
+#define BL_SAMPLES 5
+
+/* ---- governor --------------------------------------------------------------------------- */
+
+struct gov_st {
+    int dummy;
+};
+
+static eerl_ctl_state gov_state(const void *st)
+{
+    (void)st;
+    return EERL_STATE_CALIBRATING;
+}
+
+static void gov_observe(struct eerl_ctl *ctl, void *st, const eerl_obs *obs, int usable,
+                        eerl_setting *next)
+{
+    (void)st;
+    (void)obs;
+    (void)usable;
+    memset(next, 0, sizeof(*next));
+    eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor baseline: clocks left to the governor");
+}
+
+const struct eerl__strategy_ops eerl__strategy_governor = {
+    .name = "governor",
+    .st_size = sizeof(struct gov_st),
+    .observe = gov_observe,
+    .state = gov_state,
+};
+
+/* ---- static ----------------------------------------------------------------------------- */
+
+static int static_init(struct eerl_ctl *ctl, void *st)
+{
+    eerl_setting s;
+    int g;
+
+    (void)st;
+    memset(&s, 0, sizeof(s));
+    for (g = 0; g < EERL_GROUPS_MAX; g++)
+        s.mhz[g] = eerl__ctl_snap(ctl, ctl->cfg.static_setting.mhz[g]);
+    s.idle_mhz = ctl->cfg.static_setting.idle_mhz
+                     ? eerl__ctl_snap(ctl, ctl->cfg.static_setting.idle_mhz)
+                     : EERL_CLOCK_GOVERNOR;
+    ctl->next = s;
+    ctl->locked = 1;
+    ctl->locked_setting = s;
+    return 0;
+}
+
+static eerl_ctl_state static_state(const void *st)
+{
+    (void)st;
+    return EERL_STATE_LOCKED;
+}
+
+static void static_observe(struct eerl_ctl *ctl, void *st, const eerl_obs *obs, int usable,
+                           eerl_setting *next)
+{
+    char b[48];
+    int *announced = st;
+
+    (void)obs;
+    (void)usable;
+    *next = ctl->locked_setting;
+    if (!*announced) {
+        *announced = 1;
+        eerl__ctl_emit(ctl, EERL_EV_LOCK, next, "lock %s: static setting from the first update",
+                       eerl__setting_str(next, b, sizeof(b)));
+    } else {
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "static %s", eerl__setting_str(next, b, sizeof(b)));
+    }
+}
+
+const struct eerl__strategy_ops eerl__strategy_static = {
+    .name = "static",
+    .st_size = sizeof(int),
+    .init = static_init,
+    .observe = static_observe,
+    .state = static_state,
+};
+
+/* ---- shared: calibration -------------------------------------------------------------------- */
+
+/* Adds a calibration update; 1 once calibration is complete (the caller then starts). */
+static int calibrate(struct eerl_ctl *ctl, unsigned *count, const eerl_obs *obs, eerl_setting *next)
+{
+    eerl__ctl_ref_add(ctl, obs);
+    if (++*count < ctl->cfg.fast_calibration_updates) {
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "calibrating %u/%u", *count,
+                       ctl->cfg.fast_calibration_updates);
+        return 0;
+    }
+    eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
+                   ctl->ref_n);
+    return 1;
+}
+
+/* ---- global clock ------------------------------------------------------------------------ */
+
+struct gc_st {
+    int phase; /* 0 calibrating, 1 sweeping, 2 locked */
+    unsigned count;
+    unsigned clock; /* the sweep's current clock */
+    struct eerl__acc acc;
+    unsigned best_clock;
+    double best_energy;
+};
+
+static eerl_ctl_state gc_state(const void *vst)
+{
+    const struct gc_st *st = vst;
+    return st->phase == 0   ? EERL_STATE_CALIBRATING
+           : st->phase == 1 ? EERL_STATE_SEARCHING
+                            : EERL_STATE_LOCKED;
+}
+
+static void gc_lock(struct eerl_ctl *ctl, struct gc_st *st, eerl_setting *next, const char *why)
+{
+    char b[48];
+
+    st->phase = 2;
+    *next = st->best_clock ? eerl__ctl_setting(ctl, st->best_clock, st->best_clock)
+                           : eerl__ctl_setting(ctl, 0, 0);
+    ctl->locked = 1;
+    ctl->locked_setting = *next;
+    eerl__ctl_emit(ctl, EERL_EV_LOCK, next, "lock %s: %s", eerl__setting_str(next, b, sizeof(b)),
+                   why);
+}
+
+static void gc_try(struct eerl_ctl *ctl, struct gc_st *st, eerl_setting *next)
+{
+    unsigned c;
+    char b[48];
+
+    if (eerl__ctl_step(ctl, st->clock, -(int)ctl->cfg.grid_mhz, &c) < 0 ||
+        c == EERL_CLOCK_GOVERNOR) {
+        gc_lock(ctl, st, next, "the sweep reached the lowest clock");
+        return;
+    }
+    st->clock = c;
+    eerl__acc_reset(&st->acc);
+    *next = eerl__ctl_setting(ctl, c, c);
+    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, next, "sweep: %s for %u updates",
+                   eerl__setting_str(next, b, sizeof(b)), BL_SAMPLES);
+}
+
+static void gc_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+                       eerl_setting *next)
+{
+    struct gc_st *st = vst;
+    struct eerl__ratios r;
+    eerl_event *ev;
+    int tf;
+    char why[EERL_REASON_MAX];
+    eerl_verdict v;
+
+    if (!usable)
+        return;
+    if (st->phase == 0) {
+        if (!calibrate(ctl, &st->count, obs, next))
+            return;
+        st->phase = 1;
+        st->clock = EERL_CLOCK_GOVERNOR;
+        st->best_clock = 0;
+        st->best_energy = 1.0;
+        gc_try(ctl, st, next);
+        return;
+    }
+    if (st->phase == 2) {
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "global clock locked");
+        return;
+    }
+    eerl__acc_add(&st->acc, ctl, obs);
+    if (st->acc.n < BL_SAMPLES)
+        return;
+    eerl__judge_whole(ctl, &st->acc, &r);
+    v = eerl__verdict(&ctl->cfg, &r, 1.0, &tf, why, sizeof(why));
+    ctl->trials++;
+    ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, next, "%s", why);
+    eerl__event_set(ev, &r, st->acc.n, v);
+    if (v == EERL_VERDICT_PASS && r.energy < st->best_energy) {
+        st->best_energy = r.energy;
+        st->best_clock = st->clock;
+    }
+    if (tf) {
+        gc_lock(ctl, st, next, "the next clock down breaks the maximum slowdown");
+        return;
+    }
+    gc_try(ctl, st, next);
+}
+
+const struct eerl__strategy_ops eerl__strategy_global_clock = {
+    .name = "global-clock",
+    .st_size = sizeof(struct gc_st),
+    .observe = gc_observe,
+    .state = gc_state,
+};
+
+/* ---- linear search ------------------------------------------------------------------------ */
+
+struct ls_st {
+    int phase; /* 0 calibrating, 1 searching, 2 locked */
+    unsigned count;
+    int group;
+    unsigned clk[2]; /* settled clocks so far */
+    unsigned trying; /* the clock under test for `group` */
+    double best;     /* best (lowest) sample ratio at the clock under test */
+    double gov_best[2];
+    unsigned n;
+};
+
+static eerl_ctl_state ls_state(const void *vst)
+{
+    const struct ls_st *st = vst;
+    return st->phase == 0   ? EERL_STATE_CALIBRATING
+           : st->phase == 1 ? EERL_STATE_SEARCHING
+                            : EERL_STATE_LOCKED;
+}
+
+/* The group's phase time over its governor prediction (whole update where the predictor does
+ * not split it). */
+static double group_ratio(const struct eerl_ctl *ctl, const eerl_obs *obs, int g)
+{
+    struct eerl__parts m, p;
+    double mt, pt;
+
+    eerl__obs_parts(ctl->layout, obs, &m);
+    eerl__pred_predict(&ctl->pred, obs, &p);
+    mt = g == 0 ? m.t_gen : m.t_train;
+    pt = g == 0 ? p.t_gen : p.t_train;
+    if (!(pt > 0) || !(mt > 0)) {
+        mt = m.t;
+        pt = p.t;
+    }
+    return pt > 0 ? mt / pt : 1.0;
+}
+
+static void ls_lock(struct eerl_ctl *ctl, struct ls_st *st, eerl_setting *next)
+{
+    char b[48];
+
+    st->phase = 2;
+    *next = eerl__ctl_setting(ctl, st->clk[0], st->clk[1]);
+    ctl->locked = 1;
+    ctl->locked_setting = *next;
+    eerl__ctl_emit(ctl, EERL_EV_LOCK, next, "lock %s: every group searched (one-shot)",
+                   eerl__setting_str(next, b, sizeof(b)));
+}
+
+/* The next clock for the current group, or the next group, or the lock. */
+static void ls_next(struct eerl_ctl *ctl, struct ls_st *st, eerl_setting *next)
+{
+    unsigned c;
+    char b[48];
+
+    while (st->group < 2) {
+        if (eerl__ctl_step(ctl, st->clk[st->group], -(int)ctl->cfg.grid_mhz, &c) == 0 &&
+            c != EERL_CLOCK_GOVERNOR) {
+            unsigned clk[2] = {st->clk[0], st->clk[1]};
+            clk[st->group] = c;
+            st->trying = c;
+            st->n = 0;
+            st->best = INFINITY;
+            *next = eerl__ctl_setting(ctl, clk[0], clk[1]);
+            eerl__ctl_emit(ctl, EERL_EV_PROPOSE, next, "group %d: %s, best of %u samples",
+                           st->group, eerl__setting_str(next, b, sizeof(b)), BL_SAMPLES);
+            return;
+        }
+        st->group++;
+    }
+    ls_lock(ctl, st, next);
+}
+
+static void ls_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+                       eerl_setting *next)
+{
+    struct ls_st *st = vst;
+    eerl_event *ev;
+    double loss;
+    int g;
+
+    if (!usable)
+        return;
+    if (st->phase == 0) {
+        int done = calibrate(ctl, &st->count, obs, next);
+        if (!done)
+            return;
+        /* Governor best of the last 5 calibration updates, per group, on the final fit. */
+        for (g = 0; g < 2; g++) {
+            size_t j, from = ctl->ref_n > BL_SAMPLES ? ctl->ref_n - BL_SAMPLES : 0;
+            st->gov_best[g] = INFINITY;
+            for (j = from; j < ctl->ref_n; j++)
+                st->gov_best[g] = fmin(st->gov_best[g], group_ratio(ctl, eerl__ctl_ref(ctl, j), g));
+        }
+        st->phase = 1;
+        st->group = 0;
+        st->clk[0] = st->clk[1] = EERL_CLOCK_GOVERNOR;
+        ls_next(ctl, st, next);
+        return;
+    }
+    if (st->phase == 2) {
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "linear search locked");
+        return;
+    }
+    st->best = fmin(st->best, group_ratio(ctl, obs, st->group));
+    if (++st->n < BL_SAMPLES)
+        return;
+    loss = st->best / st->gov_best[st->group] - 1;
+    ctl->trials++;
+    ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, next, "group %d at %u MHz: best-of-%u loss %.2f%%",
+                        st->group, st->trying, BL_SAMPLES, 100 * loss);
+    ev->time_ratio = 1 + loss;
+    ev->n_updates = st->n;
+    ev->verdict = loss > ctl->cfg.allowed_loss ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
+    if (ev->verdict == EERL_VERDICT_PASS)
+        st->clk[st->group] = st->trying;
+    else
+        st->group++;
+    ls_next(ctl, st, next);
+}
+
+const struct eerl__strategy_ops eerl__strategy_linear_search = {
+    .name = "linear-search",
+    .st_size = sizeof(struct ls_st),
+    .observe = ls_observe,
+    .state = ls_state,
+};

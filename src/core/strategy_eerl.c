@@ -1,0 +1,397 @@
+/* eerl's own strategy (beyond the paper, docs/controller.md "Beyond the paper"): one state
+ * machine for every mode, built on the paper's governor predictor but judged differently.
+ *
+ * - Run-level throughput budget: every update after calibration adds its estimated slowdown
+ *   (measured time minus the governor prediction at its work; governor updates add none) to an
+ *   account, and every update adds its governor time to the allowance. The loss the current
+ *   setting may run at is what keeps the whole run, to the expected end, inside
+ *   allowed_loss - budget_margin: r = (a * (P + p * R) - E) / (p * R), with E the excess so far,
+ *   P the governor time so far, p the mean governor update time and R the remaining updates
+ *   (cfg.expected_updates, else as many again as have run, at least 50). Search, corrections and
+ *   monitoring all draw on one account, so exploration is paid for, not just hoped for.
+ * - Sequential tests instead of fixed 3-update trials: a setting is held until the mean of its
+ *   per-update loss estimates is clear of r by one standard error (or 12 usable updates have
+ *   passed), so the noise measured on this run sizes every decision. No governor updates between
+ *   trials: the predictor is the reference (item 2: in-flight spends no blocks at the governor).
+ * - Descent with halving steps: both groups start one big step down; a group whose step falls
+ *   short (too slow for r, or no energy gained) goes back and halves its step; at less than half
+ *   the grid it stops. All stopped = locked; after lock the account keeps running and a setting
+ *   that falls behind it is raised.
+ * - Expected horizon: no new step is tried when fewer updates remain than a test needs.
+ * Owns only its state struct; reads the controller's predictor. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/controller.h"
+#include "core/search.h"
+
+enum { EE_CAL, EE_RUN, EE_REFRESH };
+
+#define EE_GROUPS 2
+#define EE_N_MIN 3
+#define EE_N_MAX 12
+
+struct ee_st {
+    int phase;
+    unsigned count;
+    eerl_setting cur, prev;
+    unsigned moved; /* groups changed by the last move (bit per group) */
+    unsigned step[EE_GROUPS];
+    unsigned floor_[EE_GROUPS]; /* effective clock known to fall short: never that low again */
+    int frozen[EE_GROUPS];
+    int next_group;
+    int locked;
+    /* the current setting's evidence since it began */
+    unsigned n;
+    double sl, sl2, se;
+    double prev_energy; /* mean energy ratio of the setting before the last move */
+    /* the run-level account */
+    double excess_s, gov_s;
+    uint64_t seen;
+    unsigned cov_bits, cov_n;
+};
+
+static eerl_ctl_state ee_state(const void *vst)
+{
+    const struct ee_st *st = vst;
+
+    switch (st->phase) {
+    case EE_CAL:
+        return EERL_STATE_CALIBRATING;
+    case EE_REFRESH:
+        return EERL_STATE_MONITORING;
+    default:
+        return st->locked ? EERL_STATE_LOCKED : EERL_STATE_SEARCHING;
+    }
+}
+
+static int ee_init(struct eerl_ctl *ctl, void *vst)
+{
+    struct ee_st *st = vst;
+
+    st->step[EERL_GROUP_GEN] = ctl->cfg.start_drop_gen_mhz;
+    st->step[EERL_GROUP_TRAIN] = ctl->cfg.start_drop_train_mhz;
+    st->next_group = EERL_GROUP_TRAIN;
+    st->prev_energy = 1.0;
+    return 0;
+}
+
+/* Updates the job has left by the configured or learned horizon. */
+static double remaining(const struct eerl_ctl *ctl, const struct ee_st *st)
+{
+    if (ctl->cfg.expected_updates > st->seen)
+        return (double)(ctl->cfg.expected_updates - st->seen);
+    if (ctl->cfg.expected_updates)
+        return 1.0;
+    return fmax(50.0, (double)st->seen);
+}
+
+/* The loss the current setting may run at for the whole run to stay within the allowance. */
+static double target_rate(const struct eerl_ctl *ctl, const struct ee_st *st)
+{
+    double a = ctl->cfg.allowed_loss - ctl->cfg.budget_margin;
+    double p = st->seen ? st->gov_s / (double)st->seen : 1.0, rem = p * remaining(ctl, st);
+    double r = (a * (st->gov_s + rem) - st->excess_s) / rem;
+
+    return fmin(r, 2 * ctl->cfg.allowed_loss);
+}
+
+static void stats_reset(struct ee_st *st)
+{
+    st->n = 0;
+    st->sl = st->sl2 = st->se = 0;
+}
+
+static void apply(struct ee_st *st, const eerl_setting *s, eerl_setting *next)
+{
+    st->cur = *s;
+    *next = *s;
+    stats_reset(st);
+}
+
+static unsigned group_clock(const eerl_setting *s, int g)
+{
+    return s->mhz[g];
+}
+
+static eerl_setting with_groups(const struct eerl_ctl *ctl, unsigned gen, unsigned train)
+{
+    return eerl__ctl_setting(ctl, gen, train);
+}
+
+/* Lowers group g of cur by its step (halving past known floors); 0 when g has nowhere to go. */
+static int lower_group(struct eerl_ctl *ctl, struct ee_st *st, int g, unsigned *ret)
+{
+    unsigned min_step = ctl->cfg.grid_mhz / 2 ? ctl->cfg.grid_mhz / 2 : 1, c;
+
+    while (!st->frozen[g] && st->step[g] >= min_step) {
+        if (eerl__ctl_step(ctl, group_clock(&st->cur, g), -(int)st->step[g], &c) == 0 &&
+            eerl__ctl_eff(ctl, c) > st->floor_[g]) {
+            *ret = c;
+            return 1;
+        }
+        st->step[g] /= 2;
+    }
+    st->frozen[g] = 1;
+    return 0;
+}
+
+static void lock_now(struct eerl_ctl *ctl, struct ee_st *st, const char *why)
+{
+    char b[48];
+
+    st->locked = 1;
+    ctl->locked = 1;
+    ctl->locked_setting = st->cur;
+    eerl__ctl_emit(ctl, EERL_EV_LOCK, &st->cur, "lock %s: %s",
+                   eerl__setting_str(&st->cur, b, sizeof(b)), why);
+}
+
+/* The next move down, alternating groups; locks when no group can move. */
+static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next, double r)
+{
+    unsigned clk[EE_GROUPS], c;
+    char b[48];
+    int k;
+
+    if (remaining(ctl, st) < 2 * EE_N_MIN + 1 && ctl->cfg.expected_updates) {
+        if (!st->locked)
+            lock_now(ctl, st, "too few updates left for another test to pay");
+        return;
+    }
+    for (k = 0; k < EE_GROUPS; k++) {
+        int g = (st->next_group + k) % EE_GROUPS;
+
+        if (!lower_group(ctl, st, g, &c))
+            continue;
+        clk[0] = st->cur.mhz[0];
+        clk[1] = st->cur.mhz[1];
+        clk[g] = c;
+        st->prev = st->cur;
+        st->moved = 1u << g;
+        st->next_group = (g + 1) % EE_GROUPS;
+        {
+            eerl_setting s = with_groups(ctl, clk[0], clk[1]);
+            apply(st, &s, next);
+        }
+        eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur,
+                       "%s group %d to %s (step %u MHz; budget allows %.2f%% loss)",
+                       st->locked ? "monitor: try" : "lower", g,
+                       eerl__setting_str(&st->cur, b, sizeof(b)), st->step[g], 100 * r);
+        if (st->locked)
+            st->locked = 0;
+        return;
+    }
+    if (!st->locked)
+        lock_now(ctl, st, "every group at its lowest clock that pays");
+}
+
+/* The last move fell short: back to where it came from, halve the moved groups' steps. */
+
+static void revert(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next, const char *why)
+{
+    char b[48];
+    int g;
+
+    for (g = 0; g < EE_GROUPS; g++)
+        if (st->moved & (1u << g)) {
+            unsigned f = eerl__ctl_eff(ctl, st->cur.mhz[g]);
+            if (f > st->floor_[g])
+                st->floor_[g] = f;
+            st->step[g] /= 2;
+        }
+    st->moved = 0;
+    apply(st, &st->prev, next);
+    eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur, "back to %s: %s",
+                   eerl__setting_str(&st->cur, b, sizeof(b)), why);
+    /* The setting gone back to already passed: the next move starts at once. */
+    move_down(ctl, st, next, target_rate(ctl, st));
+}
+
+/* No move to undo but the account is short: raise the group furthest below the peak. */
+static void raise_one(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
+{
+    unsigned step = ctl->cfg.grid_mhz, c;
+    int g = eerl__ctl_eff(ctl, st->cur.mhz[0]) < eerl__ctl_eff(ctl, st->cur.mhz[1]) ? 0 : 1;
+    unsigned clk[EE_GROUPS] = {st->cur.mhz[0], st->cur.mhz[1]};
+    char b[48];
+    eerl_setting s;
+
+    if (eerl__ctl_step(ctl, clk[g], (int)step, &c) < 0)
+        return;
+    if (eerl__ctl_eff(ctl, clk[g]) > st->floor_[g])
+        st->floor_[g] = eerl__ctl_eff(ctl, clk[g]);
+    clk[g] = c;
+    st->frozen[g] = 1;
+    st->moved = 0;
+    st->prev = st->cur;
+    s = with_groups(ctl, clk[0], clk[1]);
+    apply(st, &s, next);
+    ctl->locked_setting = st->cur;
+    eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur, "raise to %s: the run's account falls short",
+                   eerl__setting_str(&st->cur, b, sizeof(b)));
+}
+
+static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
+{
+    double r = target_rate(ctl, st), n = st->n, m = st->sl / n, e = st->se / n;
+    double var = n > 1 ? fmax(0.0, (st->sl2 - n * m * m) / (n - 1)) : 0.0;
+    double se = sqrt(fmax(var, 1e-4) / n);
+    eerl_event *ev;
+    char b[48];
+    int slow, fast, poor;
+
+    if (st->n < EE_N_MIN)
+        return;
+    slow = m - se > r;
+    fast = m + se <= r;
+    poor = st->moved && e >= st->prev_energy;
+    if (!slow && !fast && !poor && st->n < EE_N_MAX)
+        return;
+    if (!slow && !fast)
+        slow = m > r; /* the window is full: the point estimate decides */
+    ev = eerl__ctl_emit(ctl, st->locked ? EERL_EV_MONITOR : EERL_EV_TRIAL, &st->cur,
+                        "%s over %u updates: loss %.2f%% +- %.2f%%, energy ratio %.3f; budget "
+                        "allows %.2f%%",
+                        eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * m, 100 * se, e,
+                        100 * r);
+    ev->time_ratio = 1 + m;
+    ev->energy_ratio = e;
+    ev->n_updates = st->n;
+    ev->verdict = slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
+    if (!st->locked)
+        ctl->trials++;
+    if (slow || poor) {
+        if (st->moved)
+            revert(ctl, st, next, slow ? "too slow for the run's budget" : "no energy saved");
+        else if (slow)
+            raise_one(ctl, st, next);
+        else
+            stats_reset(st);
+        return;
+    }
+    if (st->locked) {
+        /* Locked and within the account: keep watching with a fresh window. */
+        stats_reset(st);
+        return;
+    }
+    st->prev_energy = e;
+    st->moved = 0;
+    move_down(ctl, st, next, r);
+}
+
+static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+                       eerl_setting *next)
+{
+    struct ee_st *st = vst;
+    const eerl_ctl_config *c = &ctl->cfg;
+    struct eerl__parts m, p;
+    int gov = eerl_setting_is_governor(&obs->setting);
+    char b[48];
+
+    eerl__obs_parts(ctl->layout, obs, &m);
+    st->seen++;
+    if (gov || !ctl->pred.ready) {
+        st->gov_s += m.t;
+    } else {
+        eerl__pred_predict(&ctl->pred, obs, &p);
+        st->gov_s += p.t;
+        st->excess_s += m.t - p.t;
+    }
+    if (!usable)
+        return;
+    switch (st->phase) {
+    case EE_CAL:
+        eerl__ctl_ref_add(ctl, obs);
+        if (++st->count < c->fast_calibration_updates) {
+            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "calibrating %u/%u", st->count,
+                           c->fast_calibration_updates);
+            return;
+        }
+        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
+                       ctl->ref_n);
+        st->phase = EE_RUN;
+        st->cur = *next;
+        st->prev = st->cur;
+        {
+            unsigned g = 0, t = 0;
+            eerl_setting s;
+
+            (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)st->step[1], &t);
+            s = eerl__ctl_setting(ctl, g, t);
+            if (eerl_setting_is_governor(&s)) {
+                lock_now(ctl, st, "no supported clock below the governor's peak");
+                return;
+            }
+            st->moved = 1u << EERL_GROUP_TRAIN;
+            st->next_group = EERL_GROUP_GEN;
+            apply(st, &s, next);
+            eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur, "start at %s",
+                           eerl__setting_str(&st->cur, b, sizeof(b)));
+        }
+        return;
+    case EE_REFRESH:
+        eerl__ctl_ref_add(ctl, obs);
+        if (++st->count < c->refresh_updates) {
+            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "refreshing the governor reference %u/%u",
+                           st->count, c->refresh_updates);
+            return;
+        }
+        st->phase = EE_RUN;
+        *next = st->cur;
+        stats_reset(st);
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur, "reference refreshed; back to %s",
+                       eerl__setting_str(&st->cur, b, sizeof(b)));
+        return;
+    default:
+        break;
+    }
+    if (gov) {
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor kept");
+        return;
+    }
+    /* Work the predictor has not seen: left out, and repeated misses refresh the reference. */
+    st->cov_bits =
+        ((st->cov_bits << 1) | !eerl__pred_covered(&ctl->pred, obs, c->coverage_margin)) & 0x3ffu;
+    if (st->cov_bits & 1u) {
+        unsigned k, bad = 0;
+
+        for (k = 0; k < 10; k++)
+            bad += (st->cov_bits >> k) & 1u;
+        if (bad >= c->coverage_fail_limit) {
+            st->cov_bits = 0;
+            st->phase = EE_REFRESH;
+            st->count = 0;
+            ctl->refreshes++;
+            memset(next, 0, sizeof(*next));
+            eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->cur,
+                           "work outside the predictor's range repeatedly: %u governor updates",
+                           c->refresh_updates);
+            return;
+        }
+        eerl__ctl_emit(ctl, EERL_EV_SKIP, &st->cur, "work outside the predictor's range");
+        return;
+    }
+    eerl__pred_predict(&ctl->pred, obs, &p);
+    {
+        double l = p.t > 0 ? m.t / p.t - 1 : 0, er = p.e > 0 ? m.e / p.e : 1;
+        st->n++;
+        st->sl += l;
+        st->sl2 += l * l;
+        st->se += er;
+    }
+    judge(ctl, st, next);
+    if (st->n > 0)
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur, "%s %u updates",
+                       eerl__setting_str(&st->cur, b, sizeof(b)), st->n);
+}
+
+const struct eerl__strategy_ops eerl__strategy_eerl = {
+    .name = "eerl",
+    .st_size = sizeof(struct ee_st),
+    .init = ee_init,
+    .fini = NULL,
+    .observe = ee_observe,
+    .state = ee_state,
+};

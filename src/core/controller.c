@@ -24,7 +24,8 @@ static const struct eerl__strategy_ops *pick_strategy(eerl_strategy s, eerl_mode
     case EERL_STRATEGY_PAPER:
         break;
     case EERL_STRATEGY_EERL:
-        return &eerl__strategy_eerl;
+        /* In-flight, only matched governor blocks judge a clock (strategy_eerl.c says why). */
+        return mode == EERL_MODE_INFLIGHT ? &eerl__strategy_inflight : &eerl__strategy_eerl;
     case EERL_STRATEGY_GOVERNOR:
         return &eerl__strategy_governor;
     case EERL_STRATEGY_STATIC:

@@ -2,15 +2,18 @@
  * slower first-arriving pool that still arrives first leaves the update time unchanged;
  * disaggregated: the waiting pool idles at the idle clock in a pair run and at governor idle in
  * the governor run; in-flight: requests cross a clock change at the refit; the device view's
- * counters move in 100 ms steps and add up to the twin's energy; expected and sampled runs agree.
- */
+ * counters move in 100 ms steps and add up to the twin's energy; expected and sampled runs agree;
+ * valid tokens are the consumed batch's loss-mask tokens, fewer only under the dynamic-sampling
+ * filter. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "eerl/device.h"
 #include "eerl/error.h"
@@ -122,6 +125,7 @@ static void test_disaggregated_waiting_pool_idle_clock(void **state)
     /* The governor's time plus two wake-ups from the idle clock (the H100's 1980 lock runs at
      * the governor's sustained clock), but waiting at the idle clock instead of governor idle. */
     assert_true(g->gov_mhz <= 1980 - g->droop_mhz);
+    assert_true(g->switch_s > 0 && g->switch_s <= EERL__TWIN_SWITCH_MAX_S); /* milliseconds */
     assert_true(fabs(pr.duration - (gv.duration + 2 * g->switch_s)) < 1e-9 * gv.duration);
     ratio = (pr.phase_j[EERL_TWIN_PH_WAIT] / pr.phase_s[EERL_TWIN_PH_WAIT]) /
             (gv.phase_j[EERL_TWIN_PH_WAIT] / gv.phase_s[EERL_TWIN_PH_WAIT]);
@@ -323,6 +327,62 @@ static void test_expected_agrees_with_sampled_runs(void **state)
     eerl_twin_preset_free(p);
 }
 
+static void test_valid_tokens_are_consumed_loss_mask_tokens(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100"), *pf = NULL;
+    struct eerl_twin_update co[6], u, v;
+    json_t *root;
+    char *text;
+    eerl_twin *t, *tf;
+    int m, k;
+
+    (void)state;
+    /* Default: N = every response token of the batch training consumes (zero-advantage groups
+     * stay in the loss); the asynchronous modes consume the batch generated one update
+     * earlier. */
+    t = mk(p, EERL_TWIN_COLOCATED, 32, 0, 'M', 9);
+    for (k = 0; k < 6; k++) {
+        assert_int_equal(eerl_twin_step(t, &co[k]), 0);
+        assert_true(co[k].valid_tokens == co[k].gen_tokens && co[k].valid_tokens > 0);
+    }
+    eerl_twin_free(t);
+    for (m = EERL_TWIN_DISAGGREGATED; m <= EERL_TWIN_INFLIGHT; m++) {
+        t = mk(p, (eerl_twin_mode)m, 8, 24, 'M', 9);
+        for (k = 0; k < 6; k++) {
+            assert_int_equal(eerl_twin_step(t, &u), 0);
+            assert_true(u.valid_tokens == u.gen_tokens);
+            if (m == EERL_TWIN_DISAGGREGATED || k == 0)
+                assert_true(u.valid_tokens == co[k].valid_tokens);
+            else
+                assert_true(u.valid_tokens == co[k - 1].valid_tokens);
+        }
+        eerl_twin_free(t);
+    }
+    /* The dynamic-sampling filter (off by default) drops zero-advantage groups from the batch:
+     * fewer valid tokens, and less log-prob and training work, on the same responses. */
+    root = json_loads(eerl_twin_embedded_params(), 0, NULL);
+    assert_non_null(root);
+    json_object_set_new(json_object_get(json_object_get(root, "models"), "qwen3-30b-a3b"),
+                        "dynamic_sampling_filter", json_true());
+    text = json_dumps(root, 0);
+    json_decref(root);
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &pf), 0);
+    free(text);
+    t = mk(p, EERL_TWIN_COLOCATED, 32, 0, 'M', 9);
+    tf = mk(pf, EERL_TWIN_COLOCATED, 32, 0, 'M', 9);
+    for (k = 0; k < 6; k++) {
+        assert_int_equal(eerl_twin_step(t, &u), 0);
+        assert_int_equal(eerl_twin_step(tf, &v), 0);
+        assert_true(v.gen_tokens == u.gen_tokens && v.valid_tokens < u.valid_tokens);
+        assert_true(v.phase_s[EERL_TWIN_PH_TRAIN] < u.phase_s[EERL_TWIN_PH_TRAIN]);
+        assert_true(v.phase_s[EERL_TWIN_PH_GEN] == u.phase_s[EERL_TWIN_PH_GEN]);
+    }
+    eerl_twin_free(t);
+    eerl_twin_free(tf);
+    eerl_twin_preset_free(pf);
+    eerl_twin_preset_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_device_energy_adds_up),
         cmocka_unit_test(test_meter_on_twin_device),
         cmocka_unit_test(test_expected_agrees_with_sampled_runs),
+        cmocka_unit_test(test_valid_tokens_are_consumed_loss_mask_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

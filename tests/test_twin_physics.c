@@ -1,13 +1,16 @@
 /* Twin physics: supported clocks per GPU, the H200 readings (idle ~125 W at 1980 MHz, decode-like
  * work ~540 W at 1980 MHz, compute-bound work power-capped near 1455 MHz at 700 W), monotone
- * power and time vs clock, droop below a locked clock, and parameter-file errors. */
+ * power and time vs clock, droop below a locked clock, parameter-file errors, the bound on the
+ * clock-switch cost and the dynamic-sampling filter option. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "eerl/error.h"
 #include "eerl/twin.h"
@@ -110,6 +113,65 @@ static void test_bad_parameter_files(void **state)
     assert_non_null(strstr(eerl_twin_embedded_params(), "\"presets\""));
 }
 
+/* The embedded parameter file with one field of a section replaced, as text. */
+static char *edited(const char *section, const char *name, const char *key, json_t *value)
+{
+    json_t *root = json_loads(eerl_twin_embedded_params(), 0, NULL);
+    char *text;
+
+    assert_non_null(root);
+    assert_int_equal(
+        json_object_set_new(json_object_get(json_object_get(root, section), name), key, value), 0);
+    text = json_dumps(root, 0);
+    assert_non_null(text);
+    json_decref(root);
+    return text;
+}
+
+static void test_switch_cost_bounded(void **state)
+{
+    static const char *const gpus[] = {"h100", "gb200", "h200"};
+    eerl_twin_preset *p = NULL;
+    char *text;
+    int i;
+
+    (void)state;
+    /* A clock lock or a wake from the idle clock takes milliseconds: no preset charges more
+     * than 50 ms per switch, and a file that tries is refused. */
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", gpus[i], NULL, &p), 0);
+        assert_true(p->gpu.switch_s >= 0 && p->gpu.switch_s <= EERL__TWIN_SWITCH_MAX_S);
+        eerl_twin_preset_free(p);
+    }
+    text = edited("gpus", "h100", "switch_s", json_real(1.0));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
+    free(text);
+    text = edited("gpus", "h100", "switch_s", json_real(EERL__TWIN_SWITCH_MAX_S));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), 0);
+    assert_true(p->gpu.switch_s == EERL__TWIN_SWITCH_MAX_S);
+    eerl_twin_preset_free(p);
+    free(text);
+}
+
+static void test_dynamic_sampling_filter_option(void **state)
+{
+    eerl_twin_preset *p = NULL;
+    char *text;
+
+    (void)state;
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p), 0);
+    assert_int_equal(p->wl.dyn_filter, 0); /* off by default */
+    eerl_twin_preset_free(p);
+    text = edited("models", "qwen3-30b-a3b", "dynamic_sampling_filter", json_true());
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), 0);
+    assert_int_equal(p->wl.dyn_filter, 1);
+    eerl_twin_preset_free(p);
+    free(text);
+    text = edited("models", "qwen3-30b-a3b", "dynamic_sampling_filter", json_string("yes"));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +179,8 @@ int main(void)
         cmocka_unit_test(test_h200_matches_readings),
         cmocka_unit_test(test_monotone_power_and_time),
         cmocka_unit_test(test_bad_parameter_files),
+        cmocka_unit_test(test_switch_cost_bounded),
+        cmocka_unit_test(test_dynamic_sampling_filter_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

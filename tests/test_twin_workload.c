@@ -1,6 +1,8 @@
 /* Twin workload: reproducible seeds, matched seeds share the stream across runs, divergence
  * perturbs it by about the configured amount, truncation at the sequence limit, N <= G, drift,
- * and expected values that agree with the sampled ones. */
+ * expected values that agree with the sampled ones, and valid tokens N = the consumed batch's
+ * response tokens in the loss mask (= C = G) unless the dynamic-sampling filter drops the
+ * zero-advantage groups. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +13,8 @@
 #include "eerl/error.h"
 #include "twin/workload.h"
 
-static const struct eerl__wl_params qwen = {4096, 1300,          0.8,        0.004,
-                                            0.15, {32, 64, 128}, {4, 8, 16}, {128, 512, 2048}};
+static const struct eerl__wl_params qwen = {
+    4096, 1300, 0.8, 0.004, 0.15, {32, 64, 128}, {4, 8, 16}, {128, 512, 2048}, 0};
 
 static void test_same_seed_same_batches(void **state)
 {
@@ -93,9 +95,43 @@ static void test_expected_matches_samples_and_drifts(void **state)
     assert_int_equal(eerl__wl_expected(&qwen, 'M', 10, &e0), 0);
     assert_true(fabs(g / n / e0.G - 1) < 0.03);
     assert_true(fabs(l / n / e0.L - 1) < 0.03);
-    assert_true(fabs(e0.N / e0.G - 0.85) < 1e-9);
+    /* Zero-advantage groups stay in the loss: N is every consumed response token. */
+    assert_true(e0.N == e0.G && e0.C == e0.G);
     assert_int_equal(eerl__wl_expected(&qwen, 'M', 60, &e50), 0);
     assert_true(e50.mean_len > e0.mean_len * 1.1); /* drift lengthens responses */
+}
+
+static void test_valid_tokens_are_the_loss_mask_and_the_filter_option(void **state)
+{
+    struct eerl__wl_params filt = qwen;
+    struct eerl__wl a, b;
+    struct eerl__wl_batch x, y, e;
+    double sn = 0, sg = 0;
+    unsigned u, n = 300, dropped = 0;
+
+    (void)state;
+    filt.dyn_filter = 1;
+    assert_int_equal(eerl__wl_init(&a, &qwen, 'M', 21, 0, 0), 0);
+    assert_int_equal(eerl__wl_init(&b, &filt, 'M', 21, 0, 0), 0);
+    for (u = 0; u < n; u++) {
+        eerl__wl_next(&a, u, &x);
+        eerl__wl_next(&b, u, &y);
+        /* Default: every response token of the consumed batch is in the loss mask. */
+        assert_true(x.N == x.G && x.C == x.G);
+        /* The filter draws the same stream (same responses) and drops whole groups from the
+         * batch: from N and from the tokens log-prob and training compute alike. */
+        assert_true(y.G == x.G && y.L == x.L);
+        assert_true(y.N == y.C && y.N <= y.G && y.N > 0);
+        dropped += y.N < y.G;
+        sn += y.N;
+        sg += y.G;
+    }
+    assert_true(dropped > n * 9 / 10); /* 64 groups at p_zero 0.15: nearly always some */
+    assert_true(fabs(sn / sg - (1 - qwen.p_zero)) < 0.02);
+    assert_int_equal(eerl__wl_expected(&filt, 'M', 10, &e), 0);
+    assert_true(fabs(e.N / e.G - 0.85) < 1e-9 && e.C == e.N);
+    filt.dyn_filter = 2; /* neither off nor on */
+    assert_int_equal(eerl__wl_init(&b, &filt, 'M', 21, 0, 0), EERL_EINVAL);
 }
 
 static void test_bad_size_rejected(void **state)
@@ -116,6 +152,7 @@ int main(void)
         cmocka_unit_test(test_divergence_perturbs_matched_runs_by_about_its_size),
         cmocka_unit_test(test_truncation_and_valid_tokens),
         cmocka_unit_test(test_expected_matches_samples_and_drifts),
+        cmocka_unit_test(test_valid_tokens_are_the_loss_mask_and_the_filter_option),
         cmocka_unit_test(test_bad_size_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

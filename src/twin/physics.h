@@ -9,6 +9,9 @@
 #include <stddef.h>
 
 #define EERL__TWIN_MAX_CLOCKS 512
+/* Upper bound on one clock switch / wake from the idle clock on the critical path (seconds): a
+ * lock or a wake from 345 MHz is a DVFS transition of milliseconds; 50 ms is generous. */
+#define EERL__TWIN_SWITCH_MAX_S 0.05
 
 struct eerl__gpu {
     char name[16];
@@ -23,7 +26,7 @@ struct eerl__gpu {
     double v_floor;      /* relative voltage at and below f_knee */
     double f_knee;       /* MHz below which voltage stays at v_floor */
     double droop_mhz;    /* observed clock below a locked request */
-    double switch_s;     /* clock-switch latency */
+    double switch_s;     /* clock-switch / wake latency, seconds (<= EERL__TWIN_SWITCH_MAX_S) */
     double idle_clock;   /* MHz the controller parks waiting pools at */
 };
 

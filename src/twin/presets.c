@@ -82,7 +82,9 @@ static int parse_gpu(json_t *o, struct eerl__gpu *g)
     NUM(o, "v_floor", 0.3, 1, g->v_floor);
     NUM(o, "f_knee", 0, 4000, g->f_knee);
     NUM(o, "droop_mhz", 0, 100, g->droop_mhz);
-    NUM(o, "switch_s", 0, 10, g->switch_s);
+    /* A clock lock or a wake from the idle clock takes milliseconds: the file may not make it a
+     * seconds-scale cost (docs/twin.md, "Clock switches"). */
+    NUM(o, "switch_s", 0, EERL__TWIN_SWITCH_MAX_S, g->switch_s);
     NUM(o, "idle_clock", 100, 4000, g->idle_clock);
     if (g->f_knee >= g->fmax || g->gov_mhz > g->fmax)
         goto fail;
@@ -108,6 +110,14 @@ static int parse_model(json_t *o, struct eerl__wl_params *w)
     NUM(o, "len_sigma", 0.01, 4, w->len_sigma);
     NUM(o, "drift", -0.5, 0.5, w->drift);
     NUM(o, "p_zero", 0, 0.99, w->p_zero);
+    /* Optional, off by default: the dynamic-sampling filter (DAPO) drops zero-advantage groups. */
+    w->dyn_filter = 0;
+    {
+        json_t *f = json_object_get(o, "dynamic_sampling_filter");
+        if (f && !json_is_boolean(f))
+            goto fail;
+        w->dyn_filter = json_is_true(f) ? 1 : 0;
+    }
     for (i = 0; i < 3; i++) {
         json_t *a = json_object_get(sizes, sz[i]);
         if (!json_is_array(a) || json_array_size(a) != 3)

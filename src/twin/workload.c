@@ -1,5 +1,6 @@
-/* Workload generator. The lognormal draw for response i of update u is exp(mu_u + sigma z) with
- * mu_u = log(median) + drift u; divergence multiplies all lengths of an update by one
+/* Workload generator. N = C = G unless the dynamic-sampling filter is on (then the tokens of
+ * groups with nonzero advantage). The lognormal draw for response i of update u is exp(mu_u + sigma
+ * z) with mu_u = log(median) + drift u; divergence multiplies all lengths of an update by one
  * lognormal factor from the run's own stream (sampling and the policy drifting apart between
  * runs), leaving the shared stream untouched. */
 #include <math.h>
@@ -24,7 +25,8 @@ int eerl__wl_size_index(char size)
 static int params_ok(const struct eerl__wl_params *p)
 {
     return p->seq_limit >= 1 && p->len_median >= 1 && p->len_sigma > 0 && p->len_sigma < 5 &&
-           p->p_zero >= 0 && p->p_zero < 1 && isfinite(p->drift);
+           p->p_zero >= 0 && p->p_zero < 1 && isfinite(p->drift) &&
+           (p->dyn_filter == 0 || p->dyn_filter == 1);
 }
 
 int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size, uint64_t seed,
@@ -71,9 +73,12 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
                 b.L = len;
         }
         b.G += group;
-        if (!zero)
-            b.N += group;
+        /* Every group is in the loss mask (zero advantage included) unless the dynamic-sampling
+         * filter drops it; the draw happens either way so the stream does not depend on it. */
+        if (!zero || !w->p.dyn_filter)
+            b.C += group;
     }
+    b.N = b.C;
     b.n_resp = w->P * w->K;
     b.mean_len = b.G / b.n_resp;
     *ret = b;
@@ -108,7 +113,8 @@ int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
         emax += (1 - pow(F, n)) * (c / steps);
     }
     ret->G = n * mean;
-    ret->N = (1 - p->p_zero) * ret->G;
+    ret->C = p->dyn_filter ? (1 - p->p_zero) * ret->G : ret->G;
+    ret->N = ret->C;
     ret->L = emax;
     ret->mean_len = mean;
     ret->n_resp = (unsigned)n;

@@ -1,7 +1,11 @@
 /* GRPO workload of the twin: per update P prompts x K responses, all B = P*K consumed by
  * training. Response lengths are lognormal with a median that drifts over updates, clipped at the
- * sequence limit; a group whose K rewards are all equal has zero advantage and its tokens are not
- * valid. Owns the workload and divergence random streams; knows nothing of clocks or GPUs. */
+ * sequence limit. Valid training tokens N are the response tokens of the consumed batch that are
+ * in the loss mask (verl's response_mask, NeMo-RL's token_mask): every response token, since
+ * groups whose K rewards are all equal (zero advantage) stay in the loss. Only the optional
+ * dynamic-sampling filter (DAPO) drops those groups from the batch, and then from N and from the
+ * tokens log-prob and training compute. Owns the workload and divergence random streams; knows
+ * nothing of clocks or GPUs. */
 #ifndef EERL_TWIN_WORKLOAD_H
 #define EERL_TWIN_WORKLOAD_H
 
@@ -15,14 +19,17 @@ struct eerl__wl_params {
     double len_median;         /* median response length at update 0, tokens */
     double len_sigma;          /* lognormal shape */
     double drift;              /* growth of log median per update */
-    double p_zero;             /* probability a group has equal rewards (no valid tokens) */
+    double p_zero;             /* probability a group has equal rewards (zero advantage) */
     unsigned P[3], K[3], B[3]; /* sizes S, M, L */
+    int dyn_filter;            /* dynamic-sampling filter: drop zero-advantage groups (off: 0) */
 };
 
 /* One batch of responses. */
 struct eerl__wl_batch {
     double G;        /* response tokens generated */
-    double N;        /* valid training tokens: response tokens of groups with nonzero advantage */
+    double N;        /* valid training tokens: response tokens in the loss mask (= C) */
+    double C;        /* tokens log-prob and training compute: the consumed batch's responses
+                      * (all of G, or the groups the dynamic-sampling filter keeps) */
     double L;        /* longest response */
     double mean_len; /* G / responses */
     unsigned n_resp, n_trunc;
@@ -43,7 +50,7 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
 /* Draws update u's batch. Consumes a fixed number of workload draws per update whatever the
  * divergence, so matched seeds see the same stream in every setting. */
 void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret);
-/* The expected batch of update u (no randomness): E[G], E[N], E[L]. */
+/* The expected batch of update u (no randomness): E[G], E[N], E[C], E[L]. */
 int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
                       struct eerl__wl_batch *ret);
 

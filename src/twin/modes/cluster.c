@@ -1,4 +1,5 @@
-/* Execution modes. Per-update work at fmax (seconds), C = tokens consumed by training:
+/* Execution modes. Per-update work at fmax (seconds), C = tokens log-prob and training compute
+ * (the consumed batch's responses in the loss mask, workload.h):
  *   gen   = c_tail * L + c_tok * G / n_gen     (in-flight: c_tail * if_tail * mean length, and
  *                                              the tokens generated this update, see below)
  *   lp    = c_lp * C / n_lp                    (n_lp: training pool, or all GPUs colocated)
@@ -6,7 +7,8 @@
  *   refit = t_refit, other = t_other (reward, host work: GPUs wait)
  * each scaled by its phase's time factor at the clock it runs at (physics.c).
  * colocated:     T = gen + other + lp + train + refit, all GPUs in turn; a pair run pays two
- *                clock switches per update (the setting is applied at each phase boundary).
+ *                clock switches per update (the setting is applied at each phase boundary),
+ *                switch_s each: milliseconds (physics.h bounds it at 50 ms).
  * disaggregated: T as colocated; the idle pool waits at governor idle (fmax) in a governor run
  *                and at the idle clock when a pair is set.
  * drained:       gen pool makes batch u while the training pool trains on batch u-1;
@@ -92,7 +94,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     double sc = in->time_scale > 0 ? in->time_scale : 1.0;
     unsigned ng = colo ? in->n_gen + in->n_train : in->n_gen;
     unsigned nt = colo ? ng : in->n_train;
-    double C = in->train_batch.G;
+    double C = in->train_batch.C;
     double gen_work, gen_tokens, kv_tokens = 0;
     struct act gen, lp, tr, rf_g, rf_t, kv;
     double other = k->t_other * sc, sw = g->switch_s;
@@ -141,7 +143,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     switch (in->mode) {
     case EERL_TWIN_COLOCATED: {
         /* The runtime applies each phase's setting at its boundary in every pair run (also for
-         * equal pairs): the paper's locked 1800/1800 and 1980/1980 rows lose ~1% to it. */
+         * equal pairs); a lock takes milliseconds, so this costs ~0.03% of an update. */
         double s2 = sw;
         seg(&c, 0, EERL_TWIN_PH_GEN, gen.t, gen.w, gen.f, gen.flags);
         seg(&c, 0, EERL_TWIN_PH_WAIT, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);

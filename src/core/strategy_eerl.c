@@ -78,6 +78,7 @@ static void bias(const struct ee_st *st, double *bt, double *be)
  * recent as the work: RL workloads drift (responses lengthen), and a predictor fitted only at
  * the start reads the drift as a slowdown. */
 #define EE_PROBE_EVERY 10
+#define EE_PROBE_LOCKED 30 /* after lock: the setting no longer moves, drift is slow */
 
 static eerl_ctl_state ee_state(const void *vst)
 {
@@ -430,7 +431,8 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         st->se += er;
     }
     judge(ctl, st, next);
-    if (++st->since_probe >= EE_PROBE_EVERY && eerl_setting_equal(next, &st->cur)) {
+    if (++st->since_probe >= (st->locked ? EE_PROBE_LOCKED : EE_PROBE_EVERY) &&
+        eerl_setting_equal(next, &st->cur)) {
         st->since_probe = 0;
         st->probing = 1;
         memset(next, 0, sizeof(*next));

@@ -1,0 +1,262 @@
+/* The eerl strategy and the baselines on synthetic streams whose optimum is known
+ * (tests/synth_stream.h): eerl locks within the allowance with most of the saving in the modes it
+ * runs itself; its run-level budget keeps the whole run (search included) within the allowance
+ * on a noisy stream where the paper's controller goes past it; a short expected horizon stops
+ * exploration; the baselines do what they are named after; the strategy names and bad
+ * configurations give clear errors. Whole-run loss is the true (noise-free) time of each update's
+ * setting against the governor's at the same work, summed over the run. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eerl/core.h"
+#include "eerl/error.h"
+#include "synth_stream.h"
+
+static int verbose(void)
+{
+    return getenv("EERL_TEST_VERBOSE") != NULL;
+}
+
+struct outcome {
+    double whole_loss; /* 1 - sum(T_gov) / sum(T_ctl), true times */
+    double whole_e;    /* sum(E_ctl) / sum(E_gov), true energies */
+    int locked;
+    eerl_setting lock;
+    unsigned proposals, bad_clocks, governor_updates_after_lock;
+};
+
+/* Runs n updates; the true cost of each update is the noise-free physics at its own work. */
+static void run(eerl_mode mode, const eerl_ctl_config *cfg, uint64_t seed, double noise, unsigned n,
+                struct outcome *out)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), k, ne;
+    struct synth s;
+    eerl_ctl *ctl = NULL;
+    eerl_setting st, gov;
+    eerl_event evs[64];
+    double tg = 0, tc = 0, eg = 0, ec = 0;
+    unsigned i, g;
+
+    memset(out, 0, sizeof(*out));
+    memset(&gov, 0, sizeof(gov));
+    synth_init(&s, mode, seed);
+    s.noise = noise;
+    assert_int_equal(eerl_ctl_new(mode, cfg, clocks, nc, 1980, &ctl), 0);
+    eerl_ctl_setting(ctl, &st);
+    for (i = 0; i < n; i++) {
+        eerl_obs o = synth_step(&s, &st), a, b;
+
+        synth_physics(&s, &gov, o.gen_tokens, o.valid_tokens, o.longest_tokens, 1, 1, &a);
+        synth_physics(&s, &st, o.gen_tokens, o.valid_tokens, o.longest_tokens, 1, 1, &b);
+        tg += a.time_s;
+        tc += b.time_s;
+        eg += a.energy_j;
+        ec += b.energy_j;
+        if (out->locked && eerl_setting_is_governor(&st))
+            out->governor_updates_after_lock++;
+        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
+        for (g = 0; g < EERL_GROUPS_MAX; g++) {
+            size_t j;
+            int ok = st.mhz[g] == 0;
+            for (j = 0; j < nc && !ok; j++)
+                ok = clocks[j] == st.mhz[g];
+            out->bad_clocks += !ok;
+        }
+        while ((ne = eerl_ctl_events(ctl, evs, 64)) > 0)
+            for (k = 0; k < ne; k++) {
+                if (verbose())
+                    synth_print_event(&evs[k]);
+                if (evs[k].kind == EERL_EV_PROPOSE)
+                    out->proposals++;
+                if (evs[k].kind == EERL_EV_LOCK && !out->locked) {
+                    out->locked = 1;
+                    out->lock = evs[k].candidate;
+                }
+            }
+    }
+    out->whole_loss = 1 - tg / tc;
+    out->whole_e = ec / eg;
+    eerl_ctl_free(ctl);
+}
+
+static void cfg_for(eerl_mode mode, eerl_strategy s, eerl_ctl_config *c)
+{
+    assert_int_equal(eerl_ctl_config_default(mode, c), 0);
+    c->strategy = s;
+}
+
+static void test_eerl_locks_within_allowance(void **state)
+{
+    static const eerl_mode modes[] = {EERL_MODE_COLOCATED, EERL_MODE_DISAGGREGATED,
+                                      EERL_MODE_DRAINED};
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), m;
+    uint64_t seed;
+
+    (void)state;
+    for (m = 0; m < 3; m++)
+        for (seed = 1; seed <= 4; seed++) {
+            eerl_ctl_config c;
+            struct outcome o;
+            struct synth s;
+            eerl_setting best;
+            double best_e, q, e;
+
+            cfg_for(modes[m], EERL_STRATEGY_EERL, &c);
+            c.expected_updates = 150;
+            run(modes[m], &c, seed, 0.01, 150, &o);
+            synth_init(&s, modes[m], seed);
+            synth_oracle(&s, clocks, nc, c.idle_mhz, 0.98, &best, &best_e);
+            synth_truth(&s, &o.lock, &q, &e);
+            if (verbose())
+                printf("%s seed %llu: lock %u/%u, whole loss %.4f e %.4f; oracle e %.4f\n",
+                       eerl_mode_name(modes[m]), (unsigned long long)seed, o.lock.mhz[0],
+                       o.lock.mhz[1], o.whole_loss, o.whole_e, best_e);
+            assert_int_equal(o.bad_clocks, 0);
+            assert_true(o.locked);
+            assert_true(o.whole_loss <= 0.02);
+            /* Over the whole run, search included, at least 60% of the best static saving. */
+            assert_true(1 - o.whole_e >= 0.6 * (1 - best_e));
+        }
+}
+
+/* The paper's 3-update trials on a noisy stream lock settings that are too slow, and nothing
+ * accounts for the search's own cost; eerl's account keeps the whole run within the allowance. */
+static void test_budget_keeps_whole_run_within_allowance(void **state)
+{
+    unsigned paper_over = 0, eerl_over = 0;
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 12; seed++) {
+        eerl_ctl_config c;
+        struct outcome p, e;
+
+        cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_PAPER, &c);
+        run(EERL_MODE_COLOCATED, &c, seed, 0.05, 120, &p);
+        cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, &c);
+        c.expected_updates = 120;
+        run(EERL_MODE_COLOCATED, &c, seed, 0.05, 120, &e);
+        if (verbose())
+            printf("seed %llu: paper whole loss %.4f e %.4f, eerl %.4f e %.4f\n",
+                   (unsigned long long)seed, p.whole_loss, p.whole_e, e.whole_loss, e.whole_e);
+        paper_over += p.whole_loss > 0.02;
+        eerl_over += e.whole_loss > 0.02;
+    }
+    assert_true(paper_over >= 1);
+    assert_int_equal(eerl_over, 0);
+}
+
+/* With only a few updates left after calibration, exploring does not pay: fewer proposals. */
+static void test_short_horizon_explores_less(void **state)
+{
+    eerl_ctl_config c;
+    struct outcome longr, shortr;
+
+    (void)state;
+    cfg_for(EERL_MODE_DISAGGREGATED, EERL_STRATEGY_EERL, &c);
+    c.expected_updates = 0; /* learned */
+    run(EERL_MODE_DISAGGREGATED, &c, 3, 0.01, 40, &longr);
+    c.expected_updates = 22;
+    run(EERL_MODE_DISAGGREGATED, &c, 3, 0.01, 40, &shortr);
+    assert_true(shortr.proposals < longr.proposals);
+    assert_true(shortr.locked);
+}
+
+static void test_baselines(void **state)
+{
+    eerl_ctl_config c;
+    struct outcome o;
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    eerl_ctl *ctl = NULL;
+    eerl_setting st;
+    double q, e;
+    struct synth s;
+
+    (void)state;
+    /* governor: never anything but the governor */
+    cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_GOVERNOR, &c);
+    run(EERL_MODE_COLOCATED, &c, 1, 0.01, 60, &o);
+    assert_true(fabs(o.whole_loss) < 1e-12 && fabs(o.whole_e - 1) < 1e-12);
+    assert_false(o.locked);
+    /* static: the given setting (snapped to a supported clock) from the first update */
+    cfg_for(EERL_MODE_DISAGGREGATED, EERL_STRATEGY_STATIC, &c);
+    c.static_setting.mhz[0] = 1712;
+    c.static_setting.mhz[1] = 1300;
+    c.static_setting.idle_mhz = 345;
+    assert_int_equal(eerl_ctl_new(EERL_MODE_DISAGGREGATED, &c, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_setting(ctl, &st), 0);
+    assert_true(st.mhz[0] >= 1700 && st.mhz[0] <= 1725 && st.mhz[1] >= 1290 && st.mhz[1] <= 1310);
+    eerl_ctl_free(ctl);
+    run(EERL_MODE_DISAGGREGATED, &c, 1, 0.01, 30, &o);
+    assert_true(o.locked && o.whole_e < 1);
+    /* global-clock: one clock for both groups, within the allowance */
+    cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_GLOBAL_CLOCK, &c);
+    run(EERL_MODE_COLOCATED, &c, 2, 0.01, 120, &o);
+    assert_true(o.locked);
+    assert_int_equal(o.lock.mhz[0], o.lock.mhz[1]);
+    assert_true(o.lock.mhz[0] != 0);
+    synth_init(&s, EERL_MODE_COLOCATED, 2);
+    synth_truth(&s, &o.lock, &q, &e);
+    assert_true(q >= 0.975 && e < 1);
+    /* linear-search: each group searched down from the top, then one lock for good */
+    cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_LINEAR_SEARCH, &c);
+    run(EERL_MODE_COLOCATED, &c, 2, 0.01, 150, &o);
+    assert_true(o.locked);
+    assert_true(o.lock.mhz[0] != 0 && o.lock.mhz[1] != 0);
+    synth_truth(&s, &o.lock, &q, &e);
+    assert_true(q >= 0.96 && e < 1);
+    assert_int_equal(o.bad_clocks, 0);
+}
+
+static void test_names_and_errors(void **state)
+{
+    static const char *const names[] = {"paper",  "eerl",         "governor",
+                                        "static", "global-clock", "linear-search"};
+    eerl_strategy s;
+    eerl_ctl_config c;
+    char why[200];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        assert_int_equal(eerl_strategy_from_name(names[i], &s), 0);
+        assert_string_equal(eerl_strategy_name(s), names[i]);
+        assert_non_null(strstr(eerl_strategy_names(), names[i]));
+    }
+    assert_int_equal(eerl_strategy_from_name("oracle", &s), EERL_EINVAL);
+    cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, &c);
+    c.strategy = (eerl_strategy)42;
+    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_non_null(strstr(why, "42"));
+    assert_non_null(strstr(why, "linear-search"));
+    cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, &c);
+    c.budget_margin = 0.03;
+    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_non_null(strstr(why, "budget_margin 0.03"));
+    cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, &c);
+    c.fast_calibration_updates = 2;
+    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_non_null(strstr(why, "fast_calibration_updates 2"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_eerl_locks_within_allowance),
+        cmocka_unit_test(test_budget_keeps_whole_run_within_allowance),
+        cmocka_unit_test(test_short_horizon_explores_less),
+        cmocka_unit_test(test_baselines),
+        cmocka_unit_test(test_names_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -63,8 +63,8 @@ typedef enum eerl_mode {
 
 typedef enum eerl_strategy {
     EERL_STRATEGY_PAPER =
-        0, /* faithful EE-RL: the state machine of the mode (docs/controller.md) */
-    EERL_STRATEGY_EERL = 1,     /* eerl's own: run-level throughput budget, sequential tests */
+        0,                  /* faithful EE-RL: the state machine of the mode (docs/controller.md) */
+    EERL_STRATEGY_EERL = 1, /* eerl's own: run-level throughput budget, sequential tests */
     EERL_STRATEGY_GOVERNOR = 2, /* baseline: the default governor throughout */
     EERL_STRATEGY_STATIC = 3,   /* baseline: cfg.static_setting from the first update (oracle) */
     EERL_STRATEGY_GLOBAL_CLOCK = 4,  /* baseline: one clock for every group, downward sweep with
@@ -179,6 +179,11 @@ typedef struct eerl_ctl_config {
     double budget_margin;      /* 0.003: the run-level budget aims this far inside the allowance */
     unsigned fast_calibration_updates; /* eerl strategy's calibration: 10 (20 in-flight) */
     eerl_setting static_setting;       /* EERL_STRATEGY_STATIC: the setting to hold */
+    /* Phase groups with a clock of their own (the eerl strategy searches one clock per group;
+     * the paper's strategies need exactly 2): 2 (generation, training) by default; PPO may add
+     * e.g. "critic" as group 2. Names for events and the runtime's mapping of phases. */
+    unsigned n_groups;
+    char group_names[EERL_GROUPS_MAX][16];
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode (strategy EERL_STRATEGY_PAPER). */

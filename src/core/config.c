@@ -210,6 +210,11 @@ int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)
     c.expected_updates = 0;
     c.budget_margin = 0.003;
     c.fast_calibration_updates = mode == EERL_MODE_INFLIGHT ? 20 : 10;
+    c.n_groups = 2;
+    snprintf(c.group_names[0], sizeof(c.group_names[0]), "generation");
+    snprintf(c.group_names[1], sizeof(c.group_names[1]), "training");
+    snprintf(c.group_names[2], sizeof(c.group_names[2]), "group2");
+    snprintf(c.group_names[3], sizeof(c.group_names[3]), "group3");
     *ret_cfg = c;
     return 0;
 }
@@ -283,6 +288,21 @@ int eerl_ctl_config_check(const eerl_ctl_config *c, char *why, size_t why_len)
             c->inflight_lock_candidate_blocks);
     if (!(c->time_tolerance >= 0 && c->time_tolerance <= 1))
         BAD("time_tolerance %g must be in [0, 1]", c->time_tolerance);
+    if (c->n_groups < 2 || c->n_groups > EERL_GROUPS_MAX)
+        BAD("n_groups %u must be in 2-%d", c->n_groups, EERL_GROUPS_MAX);
+    if (c->n_groups != 2 && c->strategy != EERL_STRATEGY_EERL &&
+        c->strategy != EERL_STRATEGY_GOVERNOR && c->strategy != EERL_STRATEGY_STATIC)
+        BAD("n_groups %u: strategy %s searches exactly 2 groups (generation, training); the eerl "
+            "strategy searches more",
+            c->n_groups, c->strategy < EERL_STRATEGY_COUNT ? strategy_names[c->strategy] : "?");
+    for (i = 0; i < (int)c->n_groups; i++) {
+        int j;
+        if (!memchr(c->group_names[i], '\0', sizeof(c->group_names[i])) || !c->group_names[i][0])
+            BAD("group_names[%d] must be a non-empty name of at most 15 characters", i);
+        for (j = 0; j < i; j++)
+            if (!strcmp(c->group_names[i], c->group_names[j]))
+                BAD("group name '%s' is declared twice", c->group_names[i]);
+    }
     if (c->expected_updates > 100000000u)
         BAD("expected_updates %u must be at most 100000000 (0: unknown)", c->expected_updates);
     if (!(c->budget_margin >= 0 && c->budget_margin < c->allowed_loss) &&

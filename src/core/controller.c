@@ -82,6 +82,9 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     ctl->ops = pick_strategy(cfg->strategy, mode);
     if (!ctl->ops)
         goto fail;
+    /* In-flight the eerl strategy runs the paper's two-pool machine. */
+    if (cfg->n_groups != 2 && mode == EERL_MODE_INFLIGHT && cfg->strategy == EERL_STRATEGY_EERL)
+        goto fail;
     if (cfg->strategy == EERL_STRATEGY_EERL && mode == EERL_MODE_INFLIGHT) {
         /* eerl in-flight: the paper's block machine with a governor block only every
          * EERL__INFLIGHT_LOCK_BLOCKS candidate blocks after lock (issue 9 item 2: the paper

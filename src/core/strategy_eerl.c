@@ -33,7 +33,7 @@
 
 enum { EE_CAL, EE_RUN, EE_REFRESH };
 
-#define EE_GROUPS 2
+#define EE_GROUPS EERL_GROUPS_MAX
 #define EE_N_MIN 3
 #define EE_N_MAX 12
 
@@ -98,8 +98,13 @@ static int ee_init(struct eerl_ctl *ctl, void *vst)
 {
     struct ee_st *st = vst;
 
+    int g;
+
     st->step[EERL_GROUP_GEN] = ctl->cfg.start_drop_gen_mhz;
-    st->step[EERL_GROUP_TRAIN] = ctl->cfg.start_drop_train_mhz;
+    for (g = 1; g < EE_GROUPS; g++)
+        st->step[g] = ctl->cfg.start_drop_train_mhz;
+    for (g = (int)ctl->cfg.n_groups; g < EE_GROUPS; g++)
+        st->frozen[g] = 1; /* not declared: stays at the governor */
     st->next_group = EERL_GROUP_TRAIN;
     st->prev_energy = 1.0;
     return 0;
@@ -143,9 +148,19 @@ static unsigned group_clock(const eerl_setting *s, int g)
     return s->mhz[g];
 }
 
-static eerl_setting with_groups(const struct eerl_ctl *ctl, unsigned gen, unsigned train)
+/* A setting with these group clocks and the configured idle clock (none if all governor). */
+static eerl_setting with_groups(const struct eerl_ctl *ctl, const unsigned *clk)
 {
-    return eerl__ctl_setting(ctl, gen, train);
+    eerl_setting s = eerl__ctl_setting(ctl, clk[0], clk[1]);
+    unsigned g;
+
+    for (g = 2; g < ctl->cfg.n_groups; g++)
+        s.mhz[g] = clk[g];
+    if (ctl->cfg.idle_mhz && !s.idle_mhz)
+        for (g = 2; g < ctl->cfg.n_groups; g++)
+            if (clk[g] != EERL_CLOCK_GOVERNOR)
+                s.idle_mhz = eerl__ctl_snap(ctl, ctl->cfg.idle_mhz);
+    return s;
 }
 
 /* Lowers group g of cur by its step (halving past known floors); 0 when g has nowhere to go. */
@@ -179,7 +194,7 @@ static void lock_now(struct eerl_ctl *ctl, struct ee_st *st, const char *why)
 /* The next move down, alternating groups; locks when no group can move. */
 static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next, double r)
 {
-    unsigned clk[EE_GROUPS], c;
+    unsigned clk[EE_GROUPS], c, n = ctl->cfg.n_groups;
     char b[48];
     int k;
 
@@ -188,24 +203,24 @@ static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
             lock_now(ctl, st, "too few updates left for another test to pay");
         return;
     }
-    for (k = 0; k < EE_GROUPS; k++) {
-        int g = (st->next_group + k) % EE_GROUPS;
+    for (k = 0; k < (int)n; k++) {
+        int g = (st->next_group + k) % (int)n, j;
 
         if (!lower_group(ctl, st, g, &c))
             continue;
-        clk[0] = st->cur.mhz[0];
-        clk[1] = st->cur.mhz[1];
+        for (j = 0; j < EE_GROUPS; j++)
+            clk[j] = st->cur.mhz[j];
         clk[g] = c;
         st->prev = st->cur;
         st->moved = 1u << g;
-        st->next_group = (g + 1) % EE_GROUPS;
+        st->next_group = (g + 1) % (int)n;
         {
-            eerl_setting s = with_groups(ctl, clk[0], clk[1]);
+            eerl_setting s = with_groups(ctl, clk);
             apply(st, &s, next);
         }
         eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur,
-                       "%s group %d to %s (step %u MHz; budget allows %.2f%% loss)",
-                       st->locked ? "monitor: try" : "lower", g,
+                       "%s %s to %s (step %u MHz; budget allows %.2f%% loss)",
+                       st->locked ? "monitor: try" : "lower", ctl->cfg.group_names[g],
                        eerl__setting_str(&st->cur, b, sizeof(b)), st->step[g], 100 * r);
         if (st->locked)
             st->locked = 0;
@@ -240,9 +255,14 @@ static void revert(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next, c
 /* No move to undo but the account is short: raise the group furthest below the peak. */
 static void raise_one(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
 {
-    unsigned step = ctl->cfg.grid_mhz, c;
-    int g = eerl__ctl_eff(ctl, st->cur.mhz[0]) < eerl__ctl_eff(ctl, st->cur.mhz[1]) ? 0 : 1;
-    unsigned clk[EE_GROUPS] = {st->cur.mhz[0], st->cur.mhz[1]};
+    unsigned step = ctl->cfg.grid_mhz, c, clk[EE_GROUPS], j;
+    int g = 0;
+
+    for (j = 0; j < EE_GROUPS; j++)
+        clk[j] = st->cur.mhz[j];
+    for (j = 1; j < ctl->cfg.n_groups; j++)
+        if (eerl__ctl_eff(ctl, clk[j]) < eerl__ctl_eff(ctl, clk[g]))
+            g = (int)j;
     char b[48];
     eerl_setting s;
 
@@ -254,7 +274,7 @@ static void raise_one(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
     st->frozen[g] = 1;
     st->moved = 0;
     st->prev = st->cur;
-    s = with_groups(ctl, clk[0], clk[1]);
+    s = with_groups(ctl, clk);
     apply(st, &s, next);
     ctl->locked_setting = st->cur;
     eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur, "raise to %s: the run's account falls short",

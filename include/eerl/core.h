@@ -304,6 +304,25 @@ EERL_EXPORT int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_st
 EERL_EXPORT int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks,
                                   size_t cap, size_t *ret_n_clocks, unsigned *ret_peak_mhz);
 
+/* ---- resume (issue 9 item 6) ---------------------------------------------------------------- */
+
+/* The controller's learned state (its governor references, whether it locked and at what) in a
+ * byte buffer, to keep next to a training checkpoint. tag: the caller's identity of the hardware
+ * and allocation the state was learned on (e.g. "NVIDIA H100 80GB HBM3 x8/32"), at most 63
+ * characters. buf NULL or cap too small: EERL_EOVERFLOW with *ret_len the size needed. The
+ * buffer is for the same eerl version on the same host architecture. */
+EERL_EXPORT int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, size_t cap,
+                              size_t *ret_len);
+/* Restores a saved state into a fresh controller (before its first observation), which then
+ * skips calibration and starts at the saved lock (or searches at once if there was none).
+ * EERL_ESTATE when the state was learned elsewhere: another tag (GPU model or allocation), mode,
+ * strategy, clock list or governor peak, or when the controller has observed already — the
+ * controller is unchanged and starts a fresh search; why says which. EERL_EPARSE for a buffer
+ * that is not a saved state, EERL_EVERSION for one of another eerl version, EERL_ENOTSUP for a
+ * strategy that does not resume (only the eerl strategy does, outside in-flight mode). */
+EERL_EXPORT int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
+                                 char *why, size_t why_len);
+
 /* ---- the governor predictor (Eq. 2, Appendix B) -------------------------------------------- */
 
 typedef struct eerl_forward_result {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "eerl/error.h"
+#include "eerl/version.h"
 #include "core/controller.h"
 
 #define EERL__INFLIGHT_LOCK_BLOCKS 6u
@@ -404,5 +405,173 @@ int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *c
         *ret_n_clocks = ctl->n_clocks;
     if (ret_peak_mhz)
         *ret_peak_mhz = ctl->peak;
+    return 0;
+}
+
+/* ---- saved state ----------------------------------------------------------------------------- */
+
+#define SAVE_MAGIC "EERLCTL1"
+#define SAVE_TAG 64
+
+struct save_head {
+    char magic[8];
+    uint32_t version, mode, strategy, peak, n_clocks, n_groups;
+    uint64_t clocks_hash;
+    char tag[SAVE_TAG];
+    uint32_t locked, ref_n;
+    eerl_setting locked_setting;
+};
+
+static uint64_t clocks_hash(const eerl_ctl *ctl)
+{
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+
+    for (i = 0; i < ctl->n_clocks; i++) {
+        h ^= ctl->clocks[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static void head_of(const eerl_ctl *ctl, const char *tag, struct save_head *h)
+{
+    memset(h, 0, sizeof(*h));
+    memcpy(h->magic, SAVE_MAGIC, 8);
+    h->version = EERL_VERSION_HEX;
+    h->mode = (uint32_t)ctl->mode;
+    h->strategy = (uint32_t)ctl->cfg.strategy;
+    h->peak = ctl->peak;
+    h->n_clocks = (uint32_t)ctl->n_clocks;
+    h->n_groups = ctl->cfg.n_groups;
+    h->clocks_hash = clocks_hash(ctl);
+    snprintf(h->tag, sizeof(h->tag), "%s", tag ? tag : "");
+}
+
+int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, size_t cap, size_t *ret_len)
+{
+    struct save_head h;
+    size_t need, i;
+    unsigned char *p = buf;
+
+    if (!ctl || !ret_len || (tag && strlen(tag) >= SAVE_TAG))
+        return EERL_EINVAL;
+    need = sizeof(h) + ctl->ref_n * sizeof(eerl_obs);
+    if (!buf || cap < need) {
+        *ret_len = need;
+        return EERL_EOVERFLOW;
+    }
+    head_of(ctl, tag, &h);
+    h.locked = (uint32_t)ctl->locked;
+    h.locked_setting = ctl->locked_setting;
+    h.ref_n = (uint32_t)ctl->ref_n;
+    memcpy(p, &h, sizeof(h));
+    for (i = 0; i < ctl->ref_n; i++)
+        memcpy(p + sizeof(h) + i * sizeof(eerl_obs), eerl__ctl_ref(ctl, i), sizeof(eerl_obs));
+    *ret_len = need;
+    return 0;
+}
+
+#define WHY(...)                                                                                   \
+    do {                                                                                           \
+        if (why && why_len)                                                                        \
+            snprintf(why, why_len, __VA_ARGS__);                                                   \
+    } while (0)
+
+int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len, char *why,
+                     size_t why_len)
+{
+    struct save_head h, mine;
+    const unsigned char *p = buf;
+    eerl_setting next;
+    size_t i, from;
+    int e;
+
+    if (!ctl || !buf || (tag && strlen(tag) >= SAVE_TAG)) {
+        WHY("bad arguments");
+        return EERL_EINVAL;
+    }
+    if (len < sizeof(h) || memcmp(p, SAVE_MAGIC, 8) != 0) {
+        WHY("not a saved controller state (%zu bytes)", len);
+        return EERL_EPARSE;
+    }
+    memcpy(&h, p, sizeof(h));
+    if (h.version != EERL_VERSION_HEX) {
+        WHY("saved by eerl version 0x%08x, this is 0x%08x", (unsigned)h.version,
+            (unsigned)EERL_VERSION_HEX);
+        return EERL_EVERSION;
+    }
+    if (len != sizeof(h) + (size_t)h.ref_n * sizeof(eerl_obs) || h.locked > 1) {
+        WHY("saved state is truncated or damaged (%zu bytes for %u references)", len,
+            (unsigned)h.ref_n);
+        return EERL_EPARSE;
+    }
+    if (!ctl->ops->restore || ctl->ops == &eerl__strategy_inflight) {
+        WHY("strategy %s does not resume in %s mode", eerl_strategy_name(ctl->cfg.strategy),
+            eerl_mode_name(ctl->mode));
+        return EERL_ENOTSUP;
+    }
+    if (ctl->observed || ctl->rejected) {
+        WHY("the controller has observed %llu updates already; restore before the first",
+            (unsigned long long)(ctl->observed + ctl->rejected));
+        return EERL_ESTATE;
+    }
+    head_of(ctl, tag, &mine);
+    h.tag[SAVE_TAG - 1] = '\0';
+    if (strcmp(h.tag, mine.tag) != 0) {
+        WHY("saved on '%s', this run is '%s' (GPU model or allocation changed): fresh search",
+            h.tag, mine.tag);
+        return EERL_ESTATE;
+    }
+    if (h.mode != mine.mode || h.strategy != mine.strategy || h.n_groups != mine.n_groups) {
+        WHY("saved for mode %s, strategy %s, %u groups; this run is %s, %s, %u groups: fresh "
+            "search",
+            eerl_mode_name((eerl_mode)h.mode), eerl_strategy_name((eerl_strategy)h.strategy),
+            (unsigned)h.n_groups, eerl_mode_name(ctl->mode), eerl_strategy_name(ctl->cfg.strategy),
+            ctl->cfg.n_groups);
+        return EERL_ESTATE;
+    }
+    if (h.peak != mine.peak || h.n_clocks != mine.n_clocks || h.clocks_hash != mine.clocks_hash) {
+        WHY("saved for a GPU with peak %u MHz and %u clocks, this one has %u MHz and %u: fresh "
+            "search",
+            (unsigned)h.peak, (unsigned)h.n_clocks, mine.peak, (unsigned)mine.n_clocks);
+        return EERL_ESTATE;
+    }
+    if (h.ref_n < 3) {
+        WHY("saved state holds %u governor references, too few to skip calibration",
+            (unsigned)h.ref_n);
+        return EERL_ESTATE;
+    }
+    for (i = 0; i < h.ref_n; i++) {
+        eerl_obs o;
+        memcpy(&o, p + sizeof(h) + i * sizeof(eerl_obs), sizeof(o));
+        if (eerl_obs_check(ctl->mode, &o, ctl->cfg.time_tolerance, NULL, 0) < 0 ||
+            !eerl_setting_is_governor(&o.setting)) {
+            WHY("saved reference %zu is not a valid governor observation", i);
+            return EERL_EPARSE;
+        }
+    }
+    /* The most recent ref_window references are taken (the window may differ). */
+    from = h.ref_n > ctl->cfg.ref_window ? h.ref_n - ctl->cfg.ref_window : 0;
+    for (i = from; i < h.ref_n; i++) {
+        eerl_obs o;
+        memcpy(&o, p + sizeof(h) + i * sizeof(eerl_obs), sizeof(o));
+        eerl__ctl_ref_add(ctl, &o);
+    }
+    if (h.locked) {
+        int g;
+        for (g = 0; g < EERL_GROUPS_MAX; g++)
+            h.locked_setting.mhz[g] = eerl__ctl_snap(ctl, h.locked_setting.mhz[g]);
+        if (h.locked_setting.idle_mhz)
+            h.locked_setting.idle_mhz = eerl__ctl_snap(ctl, h.locked_setting.idle_mhz);
+    }
+    next = ctl->next;
+    e = ctl->ops->restore(ctl, ctl->st, h.locked ? &h.locked_setting : NULL, &next);
+    if (e < 0) {
+        WHY("the saved references do not fit a predictor");
+        return e;
+    }
+    ctl->next = next;
+    ev_finish(ctl);
     return 0;
 }

@@ -24,6 +24,9 @@ struct eerl__strategy_ops {
     void (*observe)(struct eerl_ctl *ctl, void *st, const eerl_obs *obs, int usable,
                     eerl_setting *next);
     eerl_ctl_state (*state)(const void *st);
+    /* Optional (eerl_ctl_restore): the saved references are back in the controller; start from
+     * the saved lock (NULL: none) and write the setting for the first update to *next. */
+    int (*restore)(struct eerl_ctl *ctl, void *st, const eerl_setting *locked, eerl_setting *next);
 };
 
 /* The paper's strategies (strategy_sync.c, strategy_drained.c, strategy_inflight.c). */

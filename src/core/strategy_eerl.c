@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eerl/error.h"
 #include "core/controller.h"
 #include "core/search.h"
 
@@ -329,6 +330,60 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
     move_down(ctl, st, next, r);
 }
 
+/* After calibration (or a resume without a lock): the training group one big step down. */
+static void start_search(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
+{
+    unsigned t = 0;
+    eerl_setting s;
+    char b[48];
+
+    st->phase = EE_RUN;
+    st->cur = *next;
+    st->prev = st->cur;
+    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)st->step[1], &t);
+    s = eerl__ctl_setting(ctl, EERL_CLOCK_GOVERNOR, t);
+    if (eerl_setting_is_governor(&s)) {
+        lock_now(ctl, st, "no supported clock below the governor's peak");
+        return;
+    }
+    st->moved = 1u << EERL_GROUP_TRAIN;
+    st->next_group = EERL_GROUP_GEN;
+    apply(st, &s, next);
+    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur, "start at %s",
+                   eerl__setting_str(&st->cur, b, sizeof(b)));
+}
+
+/* Resume (eerl_ctl_restore): the references are back and the predictor fitted. With a saved lock
+ * the run starts at it, locked and monitored by the run's own account (a setting that falls
+ * behind is raised; nothing is lowered again); without one the search starts at once. */
+static int ee_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locked,
+                      eerl_setting *next)
+{
+    struct ee_st *st = vst;
+    char b[48];
+    int g;
+
+    if (!ctl->pred.ready)
+        return EERL_ESTATE;
+    if (!locked) {
+        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+                       "resumed: predictor fitted on %zu saved governor updates", ctl->ref_n);
+        start_search(ctl, st, next);
+        return 0;
+    }
+    st->phase = EE_RUN;
+    st->prev = *locked;
+    for (g = 0; g < EE_GROUPS; g++)
+        st->frozen[g] = 1;
+    apply(st, locked, next);
+    st->locked = 1;
+    ctl->locked = 1;
+    ctl->locked_setting = *locked;
+    eerl__ctl_emit(ctl, EERL_EV_LOCK, &st->cur, "lock %s: resumed from the saved state",
+                   eerl__setting_str(&st->cur, b, sizeof(b)));
+    return 0;
+}
+
 static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
                        eerl_setting *next)
 {
@@ -376,25 +431,7 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         }
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
                        ctl->ref_n);
-        st->phase = EE_RUN;
-        st->cur = *next;
-        st->prev = st->cur;
-        {
-            unsigned g = 0, t = 0;
-            eerl_setting s;
-
-            (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)st->step[1], &t);
-            s = eerl__ctl_setting(ctl, g, t);
-            if (eerl_setting_is_governor(&s)) {
-                lock_now(ctl, st, "no supported clock below the governor's peak");
-                return;
-            }
-            st->moved = 1u << EERL_GROUP_TRAIN;
-            st->next_group = EERL_GROUP_GEN;
-            apply(st, &s, next);
-            eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur, "start at %s",
-                           eerl__setting_str(&st->cur, b, sizeof(b)));
-        }
+        start_search(ctl, st, next);
         return;
     case EE_REFRESH:
         eerl__ctl_ref_add(ctl, obs);
@@ -471,4 +508,5 @@ const struct eerl__strategy_ops eerl__strategy_eerl = {
     .fini = NULL,
     .observe = ee_observe,
     .state = ee_state,
+    .restore = ee_restore,
 };

@@ -1,0 +1,150 @@
+/* See resume.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eerl/error.h"
+#include "runtime/resume.h"
+
+#define RESUME_MAX (64u << 20) /* far above any saved state (1024 references) */
+
+int eerl__resume_path(const char *dir, char *buf, size_t len)
+{
+    int n;
+
+    if (!dir || !buf || len == 0)
+        return EERL_EINVAL;
+    n = snprintf(buf, len, "%s/%s", dir, EERL__RESUME_FILE);
+    return n < 0 || (size_t)n >= len ? EERL_EOVERFLOW : 0;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int eerl__resume_save(const eerl_ctl *ctl, const char *tag, const char *path, char *why,
+                      size_t why_len)
+{
+    unsigned char *buf = NULL;
+    char tmp[4096];
+    size_t need = 0;
+    int e, fd = -1;
+
+    if (!ctl || !path) {
+        snprintf(why, why_len, "no controller or path");
+        return EERL_EINVAL;
+    }
+    e = eerl_ctl_save(ctl, tag, NULL, 0, &need);
+    if (e != EERL_EOVERFLOW) {
+        snprintf(why, why_len, "saving the controller: %s", eerl_strerror(e));
+        return e < 0 ? e : EERL_EINVAL;
+    }
+    buf = malloc(need);
+    if (!buf)
+        return EERL_ENOMEM;
+    e = eerl_ctl_save(ctl, tag, buf, need, &need);
+    if (e < 0) {
+        snprintf(why, why_len, "saving the controller: %s", eerl_strerror(e));
+        goto out;
+    }
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+        snprintf(why, why_len, "path '%s' is too long", path);
+        e = EERL_EINVAL;
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write_all(fd, buf, need) < 0 || fsync(fd) < 0) {
+        snprintf(why, why_len, "writing '%s': %s", tmp, strerror(errno));
+        e = EERL_ESYS;
+        goto out;
+    }
+    if (close(fd) < 0) {
+        fd = -1;
+        snprintf(why, why_len, "writing '%s': %s", tmp, strerror(errno));
+        e = EERL_ESYS;
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0) {
+        snprintf(why, why_len, "renaming '%s' to '%s': %s", tmp, path, strerror(errno));
+        e = EERL_ESYS;
+        goto out;
+    }
+    e = 0;
+out:
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    } else if (e < 0) {
+        unlink(tmp);
+    }
+    free(buf);
+    return e;
+}
+
+int eerl__resume_load(eerl_ctl *ctl, const char *tag, const char *path, char *why, size_t why_len)
+{
+    unsigned char *buf = NULL;
+    struct stat sb;
+    eerl_ctl_status st;
+    size_t got = 0;
+    FILE *f = NULL;
+    int e;
+
+    if (!ctl || !path) {
+        snprintf(why, why_len, "no controller or path");
+        return EERL_EINVAL;
+    }
+    if (eerl_ctl_get_status(ctl, &st) == 0 && st.observed + st.rejected > 0) {
+        snprintf(why, why_len, "the controller has observed already; load before the first update");
+        return EERL_ESTATE;
+    }
+    f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) {
+            snprintf(why, why_len, "no saved state at '%s': fresh search", path);
+            return 1;
+        }
+        snprintf(why, why_len, "reading '%s': %s", path, strerror(errno));
+        return EERL_EIO;
+    }
+    if (fstat(fileno(f), &sb) < 0 || sb.st_size <= 0 ||
+        (unsigned long long)sb.st_size > RESUME_MAX) {
+        snprintf(why, why_len, "'%s' is empty or not a saved state", path);
+        e = EERL_EPARSE;
+        goto out;
+    }
+    buf = malloc((size_t)sb.st_size);
+    if (!buf) {
+        e = EERL_ENOMEM;
+        goto out;
+    }
+    got = fread(buf, 1, (size_t)sb.st_size, f);
+    if (got != (size_t)sb.st_size) {
+        snprintf(why, why_len, "reading '%s': short read", path);
+        e = EERL_EIO;
+        goto out;
+    }
+    e = eerl_ctl_restore(ctl, tag, buf, got, why, why_len);
+    if (e == EERL_ESTATE)
+        e = 1; /* learned elsewhere: why says what changed */
+out:
+    if (f)
+        fclose(f);
+    free(buf);
+    return e;
+}

@@ -1,0 +1,206 @@
+/* Resume (src/runtime/resume.c over eerl_ctl_save/eerl_ctl_restore): a controller's learned state
+ * saved next to a checkpoint is reused by the next job segment, which skips calibration and
+ * search and starts at the saved lock within the allowance; a change of GPU model or allocation
+ * (the tag), clock list or mode starts a fresh search; a missing file is a fresh search, a
+ * damaged one an error; the paper's strategies do not resume; a controller that has observed
+ * refuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eerl/core.h"
+#include "eerl/error.h"
+#include "runtime/resume.h"
+#include "synth_stream.h"
+#include "testutil.h"
+
+#define TAG "NVIDIA H100 80GB HBM3 8/16"
+
+static eerl_ctl *make(eerl_mode mode, eerl_strategy s, const unsigned *clocks, size_t nc)
+{
+    eerl_ctl_config c;
+    eerl_ctl *ctl = NULL;
+
+    eerl_ctl_config_default(mode, &c);
+    c.strategy = s;
+    assert_int_equal(eerl_ctl_new(mode, &c, clocks, nc, 1980, &ctl), 0);
+    return ctl;
+}
+
+/* n updates; returns how many ran at the governor and the true whole-run loss. */
+static unsigned run(eerl_ctl *ctl, struct synth *s, unsigned n, double *loss)
+{
+    eerl_setting st, gov;
+    unsigned i, at_gov = 0;
+    double tg = 0, tc = 0;
+    eerl_event ev[64];
+
+    memset(&gov, 0, sizeof(gov));
+    eerl_ctl_setting(ctl, &st);
+    for (i = 0; i < n; i++) {
+        eerl_obs o = synth_step(s, &st), a, b;
+        synth_physics(s, &gov, o.gen_tokens, o.valid_tokens, o.longest_tokens, 1, 1, &a);
+        synth_physics(s, &st, o.gen_tokens, o.valid_tokens, o.longest_tokens, 1, 1, &b);
+        tg += a.time_s;
+        tc += b.time_s;
+        at_gov += eerl_setting_is_governor(&st);
+        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
+        while (eerl_ctl_events(ctl, ev, 64) > 0)
+            ;
+    }
+    if (loss)
+        *loss = 1 - tg / tc;
+    return at_gov;
+}
+
+static void test_resume_skips_search(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    char path[4096], why[256];
+    struct synth s;
+    eerl_ctl *a, *b;
+    eerl_ctl_status sa, sb;
+    eerl_setting first;
+    double loss;
+    unsigned gov_fresh, gov_resumed;
+
+    (void)state;
+    assert_int_equal(eerl__resume_path(tu_tmpdir(), path, sizeof(path)), 0);
+    a = make(EERL_MODE_DISAGGREGATED, EERL_STRATEGY_EERL, clocks, nc);
+    synth_init(&s, EERL_MODE_DISAGGREGATED, 7);
+    gov_fresh = run(a, &s, 120, NULL);
+    eerl_ctl_get_status(a, &sa);
+    assert_true(sa.locked);
+    assert_int_equal(eerl__resume_save(a, TAG, path, why, sizeof(why)), 0);
+
+    /* The next segment of the job, same hardware: starts at the lock. */
+    b = make(EERL_MODE_DISAGGREGATED, EERL_STRATEGY_EERL, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 0);
+    eerl_ctl_setting(b, &first);
+    assert_true(eerl_setting_equal(&first, &sa.locked_setting));
+    eerl_ctl_get_status(b, &sb);
+    assert_int_equal(sb.state, EERL_STATE_LOCKED);
+    gov_resumed = run(b, &s, 60, &loss);
+    /* Only governor probes (one every 30 updates after lock), no calibration, no search. */
+    assert_true(gov_resumed <= 3);
+    assert_true(gov_fresh >= 10);
+    assert_true(loss <= 0.02);
+    eerl_ctl_get_status(b, &sb);
+    assert_true(sb.locked);
+    eerl_ctl_free(b);
+
+    /* A restore after the first observation is refused. */
+    assert_int_equal(eerl__resume_load(a, TAG, path, why, sizeof(why)), EERL_ESTATE);
+    eerl_ctl_free(a);
+}
+
+static void test_changes_start_fresh(void **state)
+{
+    unsigned clocks[200], other[200];
+    size_t nc = synth_clocks(clocks), i;
+    char path[4096], why[256];
+    struct synth s;
+    eerl_ctl *a, *b;
+    eerl_ctl_status st;
+    eerl_setting first;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/fresh.state", tu_tmpdir());
+    a = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    synth_init(&s, EERL_MODE_COLOCATED, 3);
+    run(a, &s, 100, NULL);
+    assert_int_equal(eerl__resume_save(a, TAG, path, why, sizeof(why)), 0);
+    eerl_ctl_free(a);
+
+    /* Another allocation (tag). */
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, "NVIDIA H100 80GB HBM3 16/16", path, why, sizeof(why)),
+                     1);
+    assert_non_null(strstr(why, "16/16"));
+    eerl_ctl_setting(b, &first);
+    assert_true(eerl_setting_is_governor(&first));
+    eerl_ctl_get_status(b, &st);
+    assert_int_equal(st.state, EERL_STATE_CALIBRATING);
+    eerl_ctl_free(b);
+    /* Another GPU model: a different clock list. */
+    for (i = 0; i < nc; i++)
+        other[i] = clocks[i] - (clocks[i] % 30 == 0 ? 0 : 15);
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, other, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 1);
+    assert_non_null(strstr(why, "fresh search"));
+    eerl_ctl_free(b);
+    /* Another mode. */
+    b = make(EERL_MODE_DISAGGREGATED, EERL_STRATEGY_EERL, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 1);
+    assert_non_null(strstr(why, "colocated"));
+    eerl_ctl_free(b);
+    /* The paper's strategy does not resume. */
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_PAPER, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), EERL_ENOTSUP);
+    eerl_ctl_free(b);
+    /* No file: fresh search. */
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    snprintf(path, sizeof(path), "%s/none.state", tu_tmpdir());
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 1);
+    eerl_ctl_free(b);
+}
+
+static void test_damaged(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), need = 0, len;
+    char path[4096], why[256];
+    unsigned char *buf;
+    struct synth s;
+    eerl_ctl *a, *b;
+    FILE *f;
+
+    (void)state;
+    a = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    synth_init(&s, EERL_MODE_COLOCATED, 4);
+    run(a, &s, 40, NULL);
+    assert_int_equal(eerl_ctl_save(a, TAG, NULL, 0, &need), EERL_EOVERFLOW);
+    buf = malloc(need);
+    assert_non_null(buf);
+    assert_int_equal(eerl_ctl_save(a, TAG, buf, need, &len), 0);
+    assert_int_equal(len, need);
+    /* Truncated. */
+    snprintf(path, sizeof(path), "%s/cut.state", tu_tmpdir());
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(buf, 1, len - 10, f);
+    fclose(f);
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), EERL_EPARSE);
+    assert_non_null(strstr(why, "truncated"));
+    /* Not a state at all. */
+    assert_int_equal(eerl_ctl_restore(b, TAG, "hello world", 11, why, sizeof(why)), EERL_EPARSE);
+    /* The controller is untouched by the refusals: it calibrates. */
+    {
+        eerl_ctl_status st;
+        eerl_ctl_get_status(b, &st);
+        assert_int_equal(st.state, EERL_STATE_CALIBRATING);
+        assert_int_equal(st.references, 0);
+    }
+    eerl_ctl_free(b);
+    free(buf);
+    eerl_ctl_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_skips_search),
+        cmocka_unit_test(test_changes_start_fresh),
+        cmocka_unit_test(test_damaged),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_cleanup();
+    return r;
+}

@@ -51,13 +51,17 @@ struct ee_st {
     /* the current setting's evidence since it began */
     unsigned n;
     double sl, sl2, se;
-    double prev_energy; /* mean energy ratio of the setting before the last move */
+    double prev_energy;     /* mean energy ratio of the setting before the last move */
+    double prev_loss;       /* and its mean loss */
+    double gain[EE_GROUPS]; /* energy saved per unit of loss by the group's last passing move;
+                               NaN before its first: untried groups go first */
     /* the run-level account */
     double excess_s, gov_s;
     uint64_t seen;
     unsigned cov_bits, cov_n;
     unsigned since_probe; /* usable updates since the last governor probe */
     int probing;
+    uint64_t relax_at;           /* update count of the last relaxation after lock */
     double bias_t[4], bias_e[4]; /* the predictor's error on the last governor probes */
     unsigned n_bias;
 };
@@ -78,6 +82,10 @@ static void bias(const struct ee_st *st, double *bt, double *be)
 /* One governor update every EE_PROBE_EVERY usable ones keeps the predictor's references as
  * recent as the work: RL workloads drift (responses lengthen), and a predictor fitted only at
  * the start reads the drift as a slowdown. */
+/* Governor updates when the work leaves the predictor's range: the probes keep adding fresh
+ * references as well, so fewer than the paper's 5 do. */
+#define EE_REFRESH_N(c) ((c)->refresh_updates < 3u ? (c)->refresh_updates : 3u)
+#define EE_RELAX_MARGIN 0.005 /* spare loss rate after lock that is worth another step */
 #define EE_PROBE_EVERY 10
 #define EE_PROBE_LOCKED 30 /* after lock: the setting no longer moves, drift is slow */
 
@@ -108,6 +116,8 @@ static int ee_init(struct eerl_ctl *ctl, void *vst)
         st->frozen[g] = 1; /* not declared: stays at the governor */
     st->next_group = EERL_GROUP_TRAIN;
     st->prev_energy = 1.0;
+    for (g = 0; g < EE_GROUPS; g++)
+        st->gain[g] = NAN;
     return 0;
 }
 
@@ -203,6 +213,25 @@ static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
         if (!st->locked)
             lock_now(ctl, st, "too few updates left for another test to pay");
         return;
+    }
+    {
+        /* The budget goes where a unit of loss buys the most energy: groups not moved yet
+         * first (in turn), then the best gain per loss of each group's last passing move. */
+        int best = -1, j;
+        for (k = 0; k < (int)n; k++) {
+            int g = (st->next_group + k) % (int)n;
+            if (st->frozen[g])
+                continue;
+            if (isnan(st->gain[g])) {
+                best = g;
+                break;
+            }
+            if (best < 0 || st->gain[g] > st->gain[best])
+                best = g;
+        }
+        if (best >= 0)
+            st->next_group = best;
+        (void)j;
     }
     for (k = 0; k < (int)n; k++) {
         int g = (st->next_group + k) % (int)n, j;
@@ -321,11 +350,34 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
         return;
     }
     if (st->locked) {
-        /* Locked and within the account: keep watching with a fresh window. */
+        /* Locked and within the account. Credit banked since the lock (governor probes and
+         * refreshes, a setting cheaper than its allowance, the end of the horizon coming) is
+         * spent on one more half-grid step per group, at most once every 20 updates. */
+        if (m + se < r - EE_RELAX_MARGIN && st->seen >= st->relax_at + 20 &&
+            remaining(ctl, st) > 4 * EE_N_MIN) {
+            int g;
+            st->relax_at = st->seen;
+            for (g = 0; g < (int)ctl->cfg.n_groups; g++) {
+                st->frozen[g] = 0;
+                st->floor_[g] = 0;
+                st->step[g] = ctl->cfg.grid_mhz / 2;
+            }
+            st->prev_energy = e;
+            st->prev_loss = m;
+            move_down(ctl, st, next, r);
+            return;
+        }
         stats_reset(st);
         return;
     }
+    {
+        int g;
+        for (g = 0; g < EE_GROUPS; g++)
+            if (st->moved == (1u << g))
+                st->gain[g] = (st->prev_energy - e) / fmax(m - st->prev_loss, 0.002);
+    }
     st->prev_energy = e;
+    st->prev_loss = m;
     st->moved = 0;
     move_down(ctl, st, next, r);
 }
@@ -435,9 +487,9 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     case EE_REFRESH:
         eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->refresh_updates) {
+        if (++st->count < EE_REFRESH_N(c)) {
             eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "refreshing the governor reference %u/%u",
-                           st->count, c->refresh_updates);
+                           st->count, EE_REFRESH_N(c));
             return;
         }
         st->phase = EE_RUN;
@@ -469,7 +521,7 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             memset(next, 0, sizeof(*next));
             eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->cur,
                            "work outside the predictor's range repeatedly: %u governor updates",
-                           c->refresh_updates);
+                           EE_REFRESH_N(c));
             return;
         }
         eerl__ctl_emit(ctl, EERL_EV_SKIP, &st->cur, "work outside the predictor's range");

@@ -51,10 +51,8 @@ struct ee_st {
     /* the current setting's evidence since it began */
     unsigned n;
     double sl, sl2, se;
-    double prev_energy;     /* mean energy ratio of the setting before the last move */
-    double prev_loss;       /* and its mean loss */
-    double gain[EE_GROUPS]; /* energy saved per unit of loss by the group's last passing move;
-                               NaN before its first: untried groups go first */
+    double prev_energy; /* mean energy ratio of the setting before the last move */
+    double prev_loss;   /* and its mean loss */
     /* the run-level account */
     double excess_s, gov_s;
     uint64_t seen;
@@ -86,6 +84,7 @@ static void bias(const struct ee_st *st, double *bt, double *be)
  * references as well, so fewer than the paper's 5 do. */
 #define EE_REFRESH_N(c) ((c)->refresh_updates < 3u ? (c)->refresh_updates : 3u)
 #define EE_RELAX_MARGIN 0.005 /* spare loss rate after lock that is worth another step */
+#define EE_RELAX_NOISE 0.005  /* ... when per-update noise is below this (sd): else luck decides */
 #define EE_PROBE_EVERY 10
 #define EE_PROBE_LOCKED 30 /* after lock: the setting no longer moves, drift is slow */
 
@@ -116,8 +115,6 @@ static int ee_init(struct eerl_ctl *ctl, void *vst)
         st->frozen[g] = 1; /* not declared: stays at the governor */
     st->next_group = EERL_GROUP_TRAIN;
     st->prev_energy = 1.0;
-    for (g = 0; g < EE_GROUPS; g++)
-        st->gain[g] = NAN;
     return 0;
 }
 
@@ -213,25 +210,6 @@ static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
         if (!st->locked)
             lock_now(ctl, st, "too few updates left for another test to pay");
         return;
-    }
-    {
-        /* The budget goes where a unit of loss buys the most energy: groups not moved yet
-         * first (in turn), then the best gain per loss of each group's last passing move. */
-        int best = -1, j;
-        for (k = 0; k < (int)n; k++) {
-            int g = (st->next_group + k) % (int)n;
-            if (st->frozen[g])
-                continue;
-            if (isnan(st->gain[g])) {
-                best = g;
-                break;
-            }
-            if (best < 0 || st->gain[g] > st->gain[best])
-                best = g;
-        }
-        if (best >= 0)
-            st->next_group = best;
-        (void)j;
     }
     for (k = 0; k < (int)n; k++) {
         int g = (st->next_group + k) % (int)n, j;
@@ -353,8 +331,8 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
         /* Locked and within the account. Credit banked since the lock (governor probes and
          * refreshes, a setting cheaper than its allowance, the end of the horizon coming) is
          * spent on one more half-grid step per group, at most once every 20 updates. */
-        if (m + se < r - EE_RELAX_MARGIN && st->seen >= st->relax_at + 20 &&
-            remaining(ctl, st) > 4 * EE_N_MIN) {
+        if (m + 2 * se < r - EE_RELAX_MARGIN && var < EE_RELAX_NOISE * EE_RELAX_NOISE &&
+            st->seen >= st->relax_at + 20 && remaining(ctl, st) > 4 * EE_N_MIN) {
             int g;
             st->relax_at = st->seen;
             for (g = 0; g < (int)ctl->cfg.n_groups; g++) {
@@ -369,12 +347,6 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
         }
         stats_reset(st);
         return;
-    }
-    {
-        int g;
-        for (g = 0; g < EE_GROUPS; g++)
-            if (st->moved == (1u << g))
-                st->gain[g] = (st->prev_energy - e) / fmax(m - st->prev_loss, 0.002);
     }
     st->prev_energy = e;
     st->prev_loss = m;

@@ -30,7 +30,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: eerl sim [--model qwen3-30b-a3b] [--gpu h100] [--mode disaggregated]\n"
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
-            "                [--strategy paper] [--expected-updates N] [--allowed-loss 0.02]\n"
+            "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json]\n"
             "                [--divergence 0.025]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
@@ -48,6 +48,7 @@ static void usage(FILE *out)
             "               (eerl replay / eerl analyze / eerl report read them)\n"
             "  --divergence: run-to-run spread of log throughput between runs of one seed\n"
             "  --strategy: %s\n"
+            "              (default eerl: run-level budget; paper: the faithful EE-RL controller)\n"
             "              (oracle: the best static setting found offline, held from update 1)\n"
             "  --expected-updates: updates the job runs in all, for strategies that budget\n"
             "              exploration against the horizon (eerl); default: learned\n",
@@ -192,7 +193,7 @@ static void remove_traces(const char *dir, const uint64_t *seeds, size_t n, int 
 int eerl_cmd_sim(int argc, char **argv)
 {
     const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated";
-    const char *alloc = "8/32", *size = "M", *trace = NULL, *strategy_s = "paper";
+    const char *alloc = "8/32", *size = "M", *trace = NULL, *strategy_s = "eerl";
     unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0;
     int oracle_run = 0, have_oracle = 0;
     double loss = 0.02, divergence = 0.025;

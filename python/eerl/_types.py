@@ -210,6 +210,12 @@ class CtlConfig(C.Structure):
         ("se_target", C.c_double),
         ("inflight_lock_candidate_blocks", C.c_uint),
         ("time_tolerance", C.c_double),
+        ("expected_updates", C.c_uint),
+        ("budget_margin", C.c_double),
+        ("fast_calibration_updates", C.c_uint),
+        ("static_setting", Setting),
+        ("n_groups", C.c_uint),
+        ("group_names", (C.c_char * 16) * 4),
     ]
 
 

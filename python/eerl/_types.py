@@ -16,7 +16,7 @@ DEVICE_NAME_MAX = 96
 DEVICE_UUID_MAX = 96
 
 MODES = {"colocated": 0, "disaggregated": 1, "drained": 2, "inflight": 3}
-STRATEGIES = {"paper": 0}
+STRATEGIES = {"paper": 0, "eerl": 1, "governor": 2, "global-clock": 4, "linear-search": 5}
 # The C phase names (src/core/observation.c) and the spellings frameworks use for them.
 PHASES = {"generation": 0, "logprob": 1, "training": 2, "refit": 3, "other": 4}
 PHASE_ALIASES = {"gen": "generation", "log-prob": "logprob", "log_prob": "logprob",

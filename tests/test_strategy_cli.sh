@@ -42,6 +42,16 @@ done
     --trace "$tmp/tr" >/dev/null 2>"$tmp/tr.err" || fail "eerl with --trace"
 "$EERL_BIN" replay "$tmp/tr/seed1-controller.jsonl" >"$tmp/replay.out" 2>&1
 grep -qF " 0 mismatches" "$tmp/replay.out" || { fail "eerl trace replay"; tail -5 "$tmp/replay.out" >&2; }
+# ... and so do runs whose configuration goes beyond the paper's numbers: a known horizon, and the
+# oracle's static setting (the trace header carries them).
+"$EERL_BIN" sim --mode disaggregated --alloc 8/32 --updates 50 --seeds 1 --strategy eerl \
+    --expected-updates 50 --trace "$tmp/trh" >/dev/null 2>"$tmp/trh.err" || fail "eerl --expected-updates with --trace"
+"$EERL_BIN" replay "$tmp/trh/seed1-controller.jsonl" >"$tmp/replayh.out" 2>&1
+grep -qF " 0 mismatches" "$tmp/replayh.out" || { fail "--expected-updates trace replay"; tail -5 "$tmp/replayh.out" >&2; }
+"$EERL_BIN" sim --mode disaggregated --alloc 8/32 --updates 30 --seeds 1 --strategy oracle \
+    --trace "$tmp/tro" >/dev/null 2>"$tmp/tro.err" || fail "oracle with --trace"
+"$EERL_BIN" replay "$tmp/tro/seed1-controller.jsonl" >"$tmp/replayo.out" 2>&1
+grep -qF " 0 mismatches" "$tmp/replayo.out" || { fail "oracle trace replay"; tail -5 "$tmp/replayo.out" >&2; }
 
 bad() { # expected-text args...
     local want=$1

@@ -44,7 +44,11 @@
     X(coverage_fail_limit, U)                                                                      \
     X(se_target, D)                                                                                \
     X(inflight_lock_candidate_blocks, U)                                                           \
-    X(time_tolerance, D)
+    X(time_tolerance, D)                                                                           \
+    X(expected_updates, U)                                                                         \
+    X(budget_margin, D)                                                                            \
+    X(fast_calibration_updates, U)                                                                 \
+    X(n_groups, U)
 
 static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob", "training",
                                                          "refit", "other"};
@@ -169,6 +173,12 @@ int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **re
     for (k = 0; k < EERL_BLOCK_CHOICES_MAX && c.block_choices[k]; k++)
         json_array_append_new(a, json_integer(c.block_choices[k]));
     json_object_set_new(cfg, "block_choices", a);
+    /* What the strategies beyond the paper read: replay needs them as much as the numbers. */
+    json_object_set_new(cfg, "static_setting", setting_json(&c.static_setting));
+    a = json_array();
+    for (k = 0; k < (int)c.n_groups && k < EERL_GROUPS_MAX; k++)
+        json_array_append_new(a, json_string(c.group_names[k]));
+    json_object_set_new(cfg, "group_names", a);
     json_object_set_new(o, "config", cfg);
     return dump(o, ret_line);
 }
@@ -401,8 +411,8 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
     v = json_object_get(o, "strategy");
     if (v &&
         (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h.cfg.strategy) < 0))
-        FAIL("\"strategy\" '%s' is unknown (valid: paper)",
-             json_is_string(v) ? json_string_value(v) : "?");
+        FAIL("\"strategy\" '%s' is unknown (valid: %s)",
+             json_is_string(v) ? json_string_value(v) : "?", eerl_strategy_names());
     v = json_object_get(o, "governor_peak_mhz");
     if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 100000)
         FAIL("\"governor_peak_mhz\" must be a positive integer");
@@ -460,6 +470,26 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
                     json_integer_value(c) > 1000)
                     FAIL("config \"block_choices\"[%zu] must be a length in updates", i);
                 h.cfg.block_choices[i] = (unsigned)json_integer_value(c);
+            }
+        }
+        if (!strcmp(key, "static_setting")) {
+            known = 1;
+            if (get_setting(v, &h.cfg.static_setting) < 0)
+                FAIL("config \"static_setting\" is not a setting");
+        }
+        if (!strcmp(key, "group_names")) {
+            known = 1;
+            if (!json_is_array(v) || json_array_size(v) > EERL_GROUPS_MAX)
+                FAIL("config \"group_names\" must be an array of at most %d names",
+                     EERL_GROUPS_MAX);
+            for (i = 0; i < json_array_size(v); i++) {
+                json_t *c = json_array_get(v, i);
+                if (!json_is_string(c) ||
+                    strlen(json_string_value(c)) >= sizeof(h.cfg.group_names[0]))
+                    FAIL("config \"group_names\"[%zu] must be a name of at most %zu characters", i,
+                         sizeof(h.cfg.group_names[0]) - 1);
+                snprintf(h.cfg.group_names[i], sizeof(h.cfg.group_names[i]), "%s",
+                         json_string_value(c));
             }
         }
         if (!known)

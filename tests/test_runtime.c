@@ -81,8 +81,10 @@ struct rig {
     unsigned n_gen, n_train;
 };
 
-static void rig_open(struct rig *r, eerl_twin_mode mode, unsigned ng, unsigned nt,
-                     const char *trace, int observe_only)
+/* rt_mode: the session's execution mode, -1 for the one matching the twin's (colocated or
+ * disaggregated). */
+static void rig_open_mode(struct rig *r, eerl_twin_mode mode, int rt_mode, unsigned ng, unsigned nt,
+                          const char *trace, int observe_only)
 {
     struct eerl_twin_config tc;
     eerl_rt_config rc;
@@ -103,8 +105,10 @@ static void rig_open(struct rig *r, eerl_twin_mode mode, unsigned ng, unsigned n
     tc.seed = 7;
     assert_int_equal(eerl_twin_new(r->preset, &tc, &r->twin), 0);
     assert_int_equal(eerl_twin_device(r->twin, &r->dev), 0);
-    eerl_rt_config_default(
-        mode == EERL_TWIN_COLOCATED ? EERL_MODE_COLOCATED : EERL_MODE_DISAGGREGATED, &rc);
+    eerl_rt_config_default(rt_mode >= 0                  ? (eerl_mode)rt_mode
+                           : mode == EERL_TWIN_COLOCATED ? EERL_MODE_COLOCATED
+                                                         : EERL_MODE_DISAGGREGATED,
+                           &rc);
     for (i = 0; i < ng; i++)
         rc.gen_gpus[i] = i;
     rc.n_gen = ng;
@@ -124,6 +128,12 @@ static void rig_open(struct rig *r, eerl_twin_mode mode, unsigned ng, unsigned n
     e = eerl_rt_new(r->dev, &rc, why, sizeof(why), &r->rt);
     if (e < 0)
         fail_msg("eerl_rt_new: %s (%s)", eerl_strerror(e), why);
+}
+
+static void rig_open(struct rig *r, eerl_twin_mode mode, unsigned ng, unsigned nt,
+                     const char *trace, int observe_only)
+{
+    rig_open_mode(r, mode, -1, ng, nt, trace, observe_only);
 }
 
 static void rig_close(struct rig *r)
@@ -199,6 +209,59 @@ static void one_update(struct rig *r, unsigned idx, struct eerl_twin_update *ret
     if (e < 0)
         fail_msg("update_end %u: %s", idx, eerl_rt_last_error(r->rt));
     *ret = u;
+}
+
+/* In-flight loops pause generation for the weight refit: the refit phase begins and ends inside
+ * the generation phase of the same pool. The pool does one thing at a time, so the refit's time
+ * and energy are the refit's alone and generation resumes after it: phase energies never add up
+ * to more than the update's, and every update is accepted. */
+static void test_nested_phases_inflight(void **state)
+{
+    struct rig r;
+    struct eerl_twin_update u;
+    eerl_rt_update_info info;
+    eerl_rt_work w;
+    unsigned k, ph;
+
+    (void)state;
+    rig_open_mode(&r, EERL_TWIN_DISAGGREGATED, EERL_MODE_INFLIGHT, 2, 2, NULL, 1);
+    for (k = 1; k <= 6; k++) {
+        double t0, d, sum = 0;
+
+        assert_int_equal(eerl_twin_step(r.twin, &u), 0);
+        t0 = u.t_start;
+        d = u.duration;
+        at(&r, t0);
+        assert_int_equal(eerl_rt_phase_begin(r.rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+        assert_int_equal(eerl_rt_phase_begin(r.rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+        at(&r, t0 + 0.5 * d);
+        assert_int_equal(eerl_rt_phase_end(r.rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+        at(&r, t0 + 0.6 * d);
+        assert_int_equal(eerl_rt_phase_begin(r.rt, EERL_POOL_GEN, EERL_PHASE_REFIT), 0);
+        assert_int_equal(eerl_rt_phase_begin(r.rt, EERL_POOL_TRAIN, EERL_PHASE_REFIT), 0);
+        at(&r, t0 + 0.7 * d);
+        assert_int_equal(eerl_rt_phase_end(r.rt, EERL_POOL_GEN, EERL_PHASE_REFIT), 0);
+        assert_int_equal(eerl_rt_phase_end(r.rt, EERL_POOL_TRAIN, EERL_PHASE_REFIT), 0);
+        at(&r, eerl_twin_now(r.twin));
+        assert_int_equal(eerl_rt_phase_end(r.rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+        memset(&w, 0, sizeof(w));
+        w.update = k;
+        w.gen_tokens = u.gen_tokens;
+        w.valid_tokens = u.valid_tokens;
+        w.longest_tokens = u.longest;
+        w.policy_version = (int64_t)k - 2;
+        if (eerl_rt_update_end(r.rt, &w, &info) < 0)
+            fail_msg("update %u: %s", k, eerl_rt_last_error(r.rt));
+        if (!info.accepted)
+            fail_msg("update %u refused", k);
+        for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
+            sum += info.obs.phase_energy_j[ph];
+        assert_true(sum <= info.obs.energy_j * (1 + 1e-9));
+        /* Generation ran for the update less the refit's tenth of it. */
+        assert_true(fabs(info.obs.phase_time_s[EERL_PHASE_GEN] - 0.9 * d) < 1e-6 * d);
+        assert_true(fabs(info.obs.phase_time_s[EERL_PHASE_REFIT] - 0.1 * d) < 1e-6 * d);
+    }
+    rig_close(&r);
 }
 
 static void test_config_errors(void **state)
@@ -585,6 +648,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_phase_order),
+        cmocka_unit_test(test_nested_phases_inflight),
         cmocka_unit_test(test_colocated_locks_measures_restores),
         cmocka_unit_test(test_disaggregated_idle_and_observe_only),
         cmocka_unit_test(test_nvml_standin_real_time),

@@ -48,6 +48,10 @@ struct eerl_rt {
     double t_update0;
     int update_open;
     int in_phase[2][EERL_PHASE_COUNT];
+    /* Open phases of each pool, innermost last: only the innermost accrues time (a pool does one
+     * thing at a time; a refit begun inside generation, as in-flight loops do, pauses it). */
+    eerl_phase stack[2][EERL_PHASE_COUNT];
+    unsigned depth[2];
     struct iv iv[2][EERL_PHASE_COUNT][IV_MAX];
     size_t n_iv[2][EERL_PHASE_COUNT];
     double refit_start[2]; /* first refit begin of the pool in this update, or -1 */
@@ -573,6 +577,20 @@ static int check_call(eerl_rt *rt, unsigned *pool, eerl_phase phase)
     return 0;
 }
 
+/* Starts a new busy interval of (pool, phase) at t. */
+static void open_iv(eerl_rt *rt, unsigned pool, eerl_phase phase, double t)
+{
+    size_t n = rt->n_iv[pool][phase];
+
+    if (n < IV_MAX) {
+        rt->iv[pool][phase][n].t0 = t;
+        rt->iv[pool][phase][n].t1 = t;
+        rt->n_iv[pool][phase] = n + 1;
+    } else { /* merge into the last one: the busy time is then an upper bound */
+        rt->iv[pool][phase][IV_MAX - 1].t1 = t;
+    }
+}
+
 int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
 {
     unsigned mhz;
@@ -604,16 +622,12 @@ int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
     if (phase == EERL_PHASE_REFIT && rt->refit_start[pool] < 0)
         rt->refit_start[pool] = t;
     rt->in_phase[pool][phase] = 1;
-    {
-        size_t n = rt->n_iv[pool][phase];
-        if (n < IV_MAX) {
-            rt->iv[pool][phase][n].t0 = t;
-            rt->iv[pool][phase][n].t1 = t;
-            rt->n_iv[pool][phase] = n + 1;
-        } else { /* merge into the last one: the busy time is then an upper bound */
-            rt->iv[pool][phase][IV_MAX - 1].t1 = t;
-        }
+    if (rt->depth[pool] > 0) { /* the phase it interrupts stops accruing here */
+        eerl_phase outer = rt->stack[pool][rt->depth[pool] - 1];
+        rt->iv[pool][outer][rt->n_iv[pool][outer] - 1].t1 = t;
     }
+    rt->stack[pool][rt->depth[pool]++] = phase;
+    open_iv(rt, pool, phase, t);
     return 0;
 }
 
@@ -634,7 +648,29 @@ int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
     if (e < 0)
         return e;
     rt->in_phase[pool][phase] = 0;
-    rt->iv[pool][phase][rt->n_iv[pool][phase] - 1].t1 = t;
+    {
+        unsigned d = rt->depth[pool], i, left;
+        int top = d > 0 && rt->stack[pool][d - 1] == phase;
+
+        if (top) /* else its interval was closed when an inner phase began */
+            rt->iv[pool][phase][rt->n_iv[pool][phase] - 1].t1 = t;
+        for (i = 0, left = 0; i < d; i++)
+            if (rt->stack[pool][i] != phase)
+                rt->stack[pool][left++] = rt->stack[pool][i];
+        rt->depth[pool] = left;
+        if (top && left > 0) { /* the interrupted phase resumes, at its own clock */
+            eerl_phase outer = rt->stack[pool][left - 1];
+            unsigned mhz;
+
+            open_iv(rt, pool, outer, t);
+            if (phase_clock(rt, &rt->applied, pool, outer, &mhz) == 0) {
+                e = pool_lock(rt, pool, mhz);
+                if (e < 0)
+                    return e;
+            }
+            return 0;
+        }
+    }
     for (k = 0; k < EERL_PHASE_COUNT; k++)
         busy |= rt->in_phase[pool][k];
     /* A pool of separate pools that now waits goes to the idle clock, if the setting has one. */

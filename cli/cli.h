@@ -37,6 +37,11 @@ int eerl_cli_parse_double(const char *cmd, const char *what, const char *text, d
 int eerl_cli_parse_index_list(const char *cmd, const char *what, const char *text, unsigned *out,
                               size_t cap, size_t *ret_n);
 
+/* 1 when name is one of the names of a comma-separated list ("a, b, c"); "" is never. */
+int eerl_cli_in_list(const char *name, const char *list);
+/* A percentage for a table: "12.34%" (sign: "+1.20%"), or "-" when v is not finite. */
+void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign);
+
 /* Opens the device backend the command should use: NVML unless EERL_DEVICES says otherwise.
  * Prints a clear error and returns NULL on failure. */
 struct eerl_device;

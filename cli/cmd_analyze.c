@@ -30,20 +30,12 @@ static void usage(FILE *out)
             "governors' own spread). Example: eerl analyze runs/*.jsonl\n");
 }
 
-static void pct(char *b, size_t n, double v, int sign)
-{
-    if (!isfinite(v))
-        snprintf(b, n, "-");
-    else
-        snprintf(b, n, sign ? "%+.2f%%" : "%.2f%%", v);
-}
-
 static void row(const char *name, const struct eerl__an_window *w, const char *setting)
 {
     char s[32], q[32], u[32];
 
-    pct(s, sizeof(s), w->saving_pct, 0);
-    pct(q, sizeof(q), w->dq_pct, 1);
+    eerl_cli_fmt_pct(s, sizeof(s), w->saving_pct, 0);
+    eerl_cli_fmt_pct(q, sizeof(q), w->dq_pct, 1);
     if (w->seeds == 0)
         snprintf(u, sizeof(u), "-");
     else if (w->updates == floor(w->updates))
@@ -215,10 +207,10 @@ int eerl_cmd_analyze(int argc, char **argv)
         for (i = 0; i < np; i++) {
             const struct eerl__an_seed *sd = &res->seed[i];
             char a1[32], a2[32], a3[32], a4[32];
-            pct(a1, sizeof(a1), sd->whole.saving_pct, 0);
-            pct(a2, sizeof(a2), sd->whole.dq_pct, 1);
-            pct(a3, sizeof(a3), sd->after.saving_pct, 0);
-            pct(a4, sizeof(a4), sd->after.dq_pct, 1);
+            eerl_cli_fmt_pct(a1, sizeof(a1), sd->whole.saving_pct, 0);
+            eerl_cli_fmt_pct(a2, sizeof(a2), sd->whole.dq_pct, 1);
+            eerl_cli_fmt_pct(a3, sizeof(a3), sd->after.saving_pct, 0);
+            eerl_cli_fmt_pct(a4, sizeof(a4), sd->after.dq_pct, 1);
             if (sd->locked)
                 eerl__an_setting_str(&sd->lock_setting, set, sizeof(set));
             else

@@ -69,23 +69,6 @@ static int known(const char *opt)
     return 0;
 }
 
-static int in_list(const char *name, const char *list)
-{
-    size_t n = strlen(name);
-    const char *p = list;
-
-    if (n == 0)
-        return 0;
-    while ((p = strstr(p, name)) != NULL) {
-        int start = p == list || p[-1] == ' ';
-        int end = p[n] == '\0' || p[n] == ',';
-        if (start && end)
-            return 1;
-        p += n;
-    }
-    return 0;
-}
-
 static int parse_loss(const char *v, double *ret)
 {
     char *end;
@@ -126,20 +109,12 @@ static const char *size_desc(const char *model, char size)
     }
 }
 
-static void fmt_pct(char *buf, size_t len, double v, int sign)
-{
-    if (!isfinite(v))
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, sign ? "%+.2f%%" : "%.2f%%", v);
-}
-
 static void print_row(const char *name, const struct eerl__an_window *w, const char *setting)
 {
     char s[32], q[32], u[32];
 
-    fmt_pct(s, sizeof(s), w->saving_pct, 0);
-    fmt_pct(q, sizeof(q), w->dq_pct, 1);
+    eerl_cli_fmt_pct(s, sizeof(s), w->saving_pct, 0);
+    eerl_cli_fmt_pct(q, sizeof(q), w->dq_pct, 1);
     if (w->seeds == 0)
         snprintf(u, sizeof(u), "-");
     else if (w->updates == floor(w->updates))
@@ -265,11 +240,11 @@ int eerl_cmd_sim(int argc, char **argv)
         }
         i += takes;
     }
-    if (!in_list(model, eerl_twin_model_names())) {
+    if (!eerl_cli_in_list(model, eerl_twin_model_names())) {
         eerl_cli_err(CMD, "unknown model '%s'; valid models: %s", model, eerl_twin_model_names());
         return EERL_EXIT_USAGE;
     }
-    if (!in_list(gpu, eerl_twin_gpu_names())) {
+    if (!eerl_cli_in_list(gpu, eerl_twin_gpu_names())) {
         eerl_cli_err(CMD, "unknown GPU '%s'; valid GPUs: %s", gpu, eerl_twin_gpu_names());
         return EERL_EXIT_USAGE;
     }
@@ -549,10 +524,10 @@ int eerl_cmd_sim(int argc, char **argv)
             for (k = 0; k < n_seeds; k++) {
                 const struct eerl__an_seed *sd = &res->seed[k];
                 char s1[32], s2[32], s3[32], s4[32];
-                fmt_pct(s1, sizeof(s1), sd->whole.saving_pct, 0);
-                fmt_pct(s2, sizeof(s2), sd->whole.dq_pct, 1);
-                fmt_pct(s3, sizeof(s3), sd->after.saving_pct, 0);
-                fmt_pct(s4, sizeof(s4), sd->after.dq_pct, 1);
+                eerl_cli_fmt_pct(s1, sizeof(s1), sd->whole.saving_pct, 0);
+                eerl_cli_fmt_pct(s2, sizeof(s2), sd->whole.dq_pct, 1);
+                eerl_cli_fmt_pct(s3, sizeof(s3), sd->after.saving_pct, 0);
+                eerl_cli_fmt_pct(s4, sizeof(s4), sd->after.dq_pct, 1);
                 if (sd->locked) {
                     eerl__an_setting_str(&sd->lock_setting, set, sizeof(set));
                     snprintf(range, sizeof(range), "%llu",

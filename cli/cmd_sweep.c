@@ -74,23 +74,6 @@ static void usage(FILE *out)
         eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names());
 }
 
-static int in_list(const char *name, const char *list)
-{
-    size_t n = strlen(name);
-    const char *p = list;
-
-    if (n == 0)
-        return 0;
-    while ((p = strstr(p, name)) != NULL) {
-        int start = p == list || p[-1] == ' ';
-        int end = p[n] == '\0' || p[n] == ',';
-        if (start && end)
-            return 1;
-        p += n;
-    }
-    return 0;
-}
-
 static int parse_clock(const char *text, unsigned *ret)
 {
     char *end;
@@ -287,11 +270,11 @@ int eerl_cmd_sweep(int argc, char **argv)
                                : "--pairs");
         return EERL_EXIT_USAGE;
     }
-    if (!in_list(model, eerl_twin_model_names())) {
+    if (!eerl_cli_in_list(model, eerl_twin_model_names())) {
         eerl_cli_err(CMD, "unknown model '%s'; valid models: %s", model, eerl_twin_model_names());
         return EERL_EXIT_USAGE;
     }
-    if (!in_list(gpu, eerl_twin_gpu_names())) {
+    if (!eerl_cli_in_list(gpu, eerl_twin_gpu_names())) {
         eerl_cli_err(CMD, "unknown GPU '%s'; valid GPUs: %s", gpu, eerl_twin_gpu_names());
         return EERL_EXIT_USAGE;
     }

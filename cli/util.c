@@ -70,6 +70,31 @@ int eerl_cli_parse_double(const char *cmd, const char *what, const char *text, d
     return 0;
 }
 
+int eerl_cli_in_list(const char *name, const char *list)
+{
+    size_t n = strlen(name);
+    const char *p = list;
+
+    if (n == 0)
+        return 0;
+    while ((p = strstr(p, name)) != NULL) {
+        int start = p == list || p[-1] == ' ';
+        int end = p[n] == '\0' || p[n] == ',';
+        if (start && end)
+            return 1;
+        p += n;
+    }
+    return 0;
+}
+
+void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign)
+{
+    if (!isfinite(v))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, sign ? "%+.2f%%" : "%.2f%%", v);
+}
+
 static int cmp_unsigned(const void *a, const void *b)
 {
     unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;

@@ -163,3 +163,31 @@ int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl_ctl *ctl,
              100 * loss, 100 * r->energy);
     return EERL__MON_HOLD;
 }
+
+void eerl__refresh_begin(struct eerl_ctl *ctl, const eerl_setting *locked, unsigned *count,
+                         eerl_setting *next, const char *why)
+{
+    *count = 0;
+    ctl->refreshes++;
+    memset(next, 0, sizeof(*next));
+    eerl__ctl_emit(ctl, EERL_EV_REFRESH, locked, "%s: %u governor updates", why,
+                   ctl->cfg.refresh_updates);
+}
+
+int eerl__refresh_step(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *count,
+                       struct eerl__monitor *mon, const eerl_setting *locked, eerl_setting *next)
+{
+    char b[64];
+
+    eerl__ctl_ref_add(ctl, obs);
+    if (++*count < ctl->cfg.refresh_updates) {
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "refreshing the governor reference %u/%u", *count,
+                       ctl->cfg.refresh_updates);
+        return 0;
+    }
+    eerl__monitor_reset(mon);
+    *next = *locked;
+    eerl__ctl_emit(ctl, EERL_EV_HOLD, locked, "reference refreshed; back to %s",
+                   eerl__setting_str(locked, b, sizeof(b)));
+    return 1;
+}

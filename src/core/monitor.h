@@ -48,4 +48,13 @@ int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl_ctl *ctl,
                          unsigned step, unsigned big_step, eerl_setting *ret_new, char *why,
                          size_t len);
 
+/* Refreshing the governor reference while locked (sync and drained): refresh_updates governor
+ * updates, then back to the locked setting with a fresh monitor window. begin sets *count to 0,
+ * the next setting to the governor and emits the REFRESH event; step takes one governor update
+ * and returns 1 when the refresh is over (next = locked), 0 while it goes on. */
+void eerl__refresh_begin(struct eerl_ctl *ctl, const eerl_setting *locked, unsigned *count,
+                         eerl_setting *next, const char *why);
+int eerl__refresh_step(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *count,
+                       struct eerl__monitor *mon, const eerl_setting *locked, eerl_setting *next);
+
 #endif

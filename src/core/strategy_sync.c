@@ -196,11 +196,7 @@ static void start_refresh(struct eerl_ctl *ctl, struct sync_st *st, eerl_setting
                           const char *why)
 {
     st->phase = SY_REFRESH;
-    st->count = 0;
-    ctl->refreshes++;
-    memset(next, 0, sizeof(*next));
-    eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->locked, "%s: %u governor updates", why,
-                   ctl->cfg.refresh_updates);
+    eerl__refresh_begin(ctl, &st->locked, &st->count, next, why);
 }
 
 static void on_locked(struct eerl_ctl *ctl, struct sync_st *st, const eerl_obs *obs,
@@ -353,17 +349,8 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
         on_locked(ctl, st, obs, next);
         return;
     case SY_REFRESH:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->refresh_updates) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "refreshing the governor reference %u/%u",
-                           st->count, c->refresh_updates);
-            return;
-        }
-        st->phase = SY_LOCKED;
-        eerl__monitor_reset(&st->mon);
-        *next = st->locked;
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->locked, "reference refreshed; back to %s",
-                       eerl__setting_str(&st->locked, b, sizeof(b)));
+        if (eerl__refresh_step(ctl, obs, &st->count, &st->mon, &st->locked, next))
+            st->phase = SY_LOCKED;
         return;
     default:
         eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor kept: no setting qualified");

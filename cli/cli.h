@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "eerl/twin.h"
+
 /* Exit codes of the eerl command. */
 #define EERL_EXIT_OK 0
 #define EERL_EXIT_FAIL 1  /* the operation failed (device error, unwritable file, ...) */
@@ -41,6 +43,14 @@ int eerl_cli_parse_index_list(const char *cmd, const char *what, const char *tex
 int eerl_cli_in_list(const char *name, const char *list);
 /* A percentage for a table: "12.34%" (sign: "+1.20%"), or "-" when v is not finite. */
 void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign);
+
+/* Checks what a command runs on the simulated cluster: model, GPU, mode, size ('S', 'M', 'L')
+ * and allocation (one GPU count for colocated, GEN/TRAIN pool sizes otherwise, each 1 to
+ * max_pool). On an error prints a message naming the value and the valid choices and returns
+ * -1; else 0 with the mode and pool sizes (training 0 for colocated). */
+int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, const char *mode_s,
+                         const char *size, const char *alloc, unsigned long max_pool,
+                         eerl_twin_mode *ret_mode, unsigned *ret_ng, unsigned *ret_nt);
 
 /* Opens the device backend the command should use: NVML unless EERL_DEVICES says otherwise.
  * Prints a clear error and returns NULL on failure. */

@@ -270,57 +270,8 @@ int eerl_cmd_sweep(int argc, char **argv)
                                : "--pairs");
         return EERL_EXIT_USAGE;
     }
-    if (!eerl_cli_in_list(model, eerl_twin_model_names())) {
-        eerl_cli_err(CMD, "unknown model '%s'; valid models: %s", model, eerl_twin_model_names());
+    if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, 100000, &mode, &ng, &nt) < 0)
         return EERL_EXIT_USAGE;
-    }
-    if (!eerl_cli_in_list(gpu, eerl_twin_gpu_names())) {
-        eerl_cli_err(CMD, "unknown GPU '%s'; valid GPUs: %s", gpu, eerl_twin_gpu_names());
-        return EERL_EXIT_USAGE;
-    }
-    if (eerl_twin_mode_parse(mode_s, &mode) < 0) {
-        eerl_cli_err(CMD, "unknown mode '%s'; valid modes: %s", mode_s, eerl_twin_mode_names());
-        return EERL_EXIT_USAGE;
-    }
-    if (strlen(size) != 1 || !strchr("SML", size[0])) {
-        eerl_cli_err(CMD, "unknown size '%s'; valid sizes: S, M, L", size);
-        return EERL_EXIT_USAGE;
-    }
-    {
-        char *end;
-        unsigned long a, b = 0;
-        int slash;
-
-        errno = 0;
-        a = strtoul(alloc, &end, 10);
-        slash = *end == '/';
-        if (slash)
-            b = strtoul(end + 1, &end, 10);
-        if (*alloc < '0' || *alloc > '9' || errno || *end || a == 0 || a > 100000 ||
-            (slash && (b == 0 || b > 100000))) {
-            eerl_cli_err(CMD,
-                         "--alloc '%s' is malformed; give a GPU count (32) or GEN/TRAIN "
-                         "pool sizes (8/32)",
-                         alloc);
-            return EERL_EXIT_USAGE;
-        }
-        if (mode == EERL_TWIN_COLOCATED && slash) {
-            eerl_cli_err(CMD,
-                         "allocation '%s' does not fit mode colocated: generation and "
-                         "training share the GPUs, give one count (e.g. 32)",
-                         alloc);
-            return EERL_EXIT_USAGE;
-        }
-        if (mode != EERL_TWIN_COLOCATED && !slash) {
-            eerl_cli_err(CMD,
-                         "allocation '%s' does not fit mode %s: give GEN/TRAIN pool sizes "
-                         "(e.g. 8/32)",
-                         alloc, mode_s);
-            return EERL_EXIT_USAGE;
-        }
-        ng = (unsigned)a;
-        nt = (unsigned)b;
-    }
     if (parse_pairs(pairs_s, pairs, &n_pairs) < 0)
         return EERL_EXIT_USAGE;
 

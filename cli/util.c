@@ -9,6 +9,7 @@
 
 #include "eerl/device.h"
 #include "eerl/error.h"
+#include "eerl/twin.h"
 #include "cli.h"
 
 void eerl_cli_err(const char *cmd, const char *fmt, ...)
@@ -93,6 +94,60 @@ void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign)
         snprintf(buf, len, "-");
     else
         snprintf(buf, len, sign ? "%+.2f%%" : "%.2f%%", v);
+}
+
+int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, const char *mode_s,
+                         const char *size, const char *alloc, unsigned long max_pool,
+                         eerl_twin_mode *ret_mode, unsigned *ret_ng, unsigned *ret_nt)
+{
+    eerl_twin_mode mode;
+    unsigned long a, b = 0;
+    char *end;
+    int slash;
+
+    if (!eerl_cli_in_list(model, eerl_twin_model_names())) {
+        eerl_cli_err(cmd, "unknown model '%s'; valid models: %s", model, eerl_twin_model_names());
+        return -1;
+    }
+    if (!eerl_cli_in_list(gpu, eerl_twin_gpu_names())) {
+        eerl_cli_err(cmd, "unknown GPU '%s'; valid GPUs: %s", gpu, eerl_twin_gpu_names());
+        return -1;
+    }
+    if (eerl_twin_mode_parse(mode_s, &mode) < 0) {
+        eerl_cli_err(cmd, "unknown mode '%s'; valid modes: %s", mode_s, eerl_twin_mode_names());
+        return -1;
+    }
+    if (strlen(size) != 1 || !strchr("SML", size[0])) {
+        eerl_cli_err(cmd, "unknown size '%s'; valid sizes: S, M, L", size);
+        return -1;
+    }
+    errno = 0;
+    a = strtoul(alloc, &end, 10);
+    slash = *end == '/';
+    if (slash)
+        b = strtoul(end + 1, &end, 10);
+    if (*alloc < '0' || *alloc > '9' || errno || *end || a == 0 || a > max_pool ||
+        (slash && (b == 0 || b > max_pool))) {
+        eerl_cli_err(cmd,
+                     "--alloc '%s' is malformed; give a GPU count (32) or GEN/TRAIN pool sizes "
+                     "(8/32), at most %lu GPUs per pool",
+                     alloc, max_pool);
+        return -1;
+    }
+    if ((mode == EERL_TWIN_COLOCATED) == slash) {
+        eerl_cli_err(cmd,
+                     mode == EERL_TWIN_COLOCATED
+                         ? "allocation '%s' does not fit mode %s: generation and training share "
+                           "the GPUs, give one count (e.g. 32)"
+                         : "allocation '%s' does not fit mode %s: give GEN/TRAIN pool sizes "
+                           "(e.g. 8/32)",
+                     alloc, mode_s);
+        return -1;
+    }
+    *ret_mode = mode;
+    *ret_ng = (unsigned)a;
+    *ret_nt = (unsigned)b;
+    return 0;
 }
 
 static int cmp_unsigned(const void *a, const void *b)

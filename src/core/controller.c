@@ -184,6 +184,17 @@ static void ev_finish(eerl_ctl *ctl)
     ctl->ev_mark = ctl->ev_n;
 }
 
+int eerl__ctl_ref_count(eerl_ctl *ctl, const eerl_obs *obs, unsigned *count, unsigned limit,
+                        const char *what, const eerl_setting *next)
+{
+    eerl__ctl_ref_add(ctl, obs);
+    if (++*count < limit) {
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "%s %u/%u", what, *count, limit);
+        return 0;
+    }
+    return 1;
+}
+
 void eerl__ctl_ref_add(eerl_ctl *ctl, const eerl_obs *obs)
 {
     size_t cap = ctl->cfg.ref_window, i;

@@ -50,6 +50,11 @@ eerl_event *eerl__ctl_emit(struct eerl_ctl *ctl, eerl_event_kind kind, const eer
 
 /* Adds a governor observation to the references and refits the predictor. */
 void eerl__ctl_ref_add(struct eerl_ctl *ctl, const eerl_obs *obs);
+/* One governor update of a counted stretch (calibration, references between trials, a governor
+ * block, a refresh): adds it to the references, counts it, and while *count < limit emits the
+ * HOLD event "<what> count/limit" and returns 0; returns 1, emitting nothing, on the last one. */
+int eerl__ctl_ref_count(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *count, unsigned limit,
+                        const char *what, const eerl_setting *next);
 /* The i-th reference, oldest first, i < ctl->ref_n. */
 const eerl_obs *eerl__ctl_ref(const struct eerl_ctl *ctl, size_t i);
 

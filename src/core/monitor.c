@@ -179,12 +179,9 @@ int eerl__refresh_step(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *coun
 {
     char b[64];
 
-    eerl__ctl_ref_add(ctl, obs);
-    if (++*count < ctl->cfg.refresh_updates) {
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "refreshing the governor reference %u/%u", *count,
-                       ctl->cfg.refresh_updates);
+    if (!eerl__ctl_ref_count(ctl, obs, count, ctl->cfg.refresh_updates,
+                             "refreshing the governor reference", next))
         return 0;
-    }
     eerl__monitor_reset(mon);
     *next = *locked;
     eerl__ctl_emit(ctl, EERL_EV_HOLD, locked, "reference refreshed; back to %s",

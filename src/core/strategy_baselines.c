@@ -109,12 +109,9 @@ const struct eerl__strategy_ops eerl__strategy_static = {
 /* Adds a calibration update; 1 once calibration is complete (the caller then starts). */
 static int calibrate(struct eerl_ctl *ctl, unsigned *count, const eerl_obs *obs, eerl_setting *next)
 {
-    eerl__ctl_ref_add(ctl, obs);
-    if (++*count < ctl->cfg.fast_calibration_updates) {
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "calibrating %u/%u", *count,
-                       ctl->cfg.fast_calibration_updates);
+    if (!eerl__ctl_ref_count(ctl, obs, count, ctl->cfg.fast_calibration_updates, "calibrating",
+                             next))
         return 0;
-    }
     eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
                    ctl->ref_n);
     return 1;

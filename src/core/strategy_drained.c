@@ -285,21 +285,14 @@ static void dr_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     switch (st->phase) {
     case DR_CAL:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->calibration_updates) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "calibrating %u/%u", st->count,
-                           c->calibration_updates);
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->calibration_updates, "calibrating", next))
             return;
-        }
         calibrated(ctl, st, next);
         return;
     case DR_GAP:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->governor_between) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor reference %u/%u", st->count,
-                           c->governor_between);
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->governor_between, "governor reference",
+                                 next))
             return;
-        }
         start_pending(ctl, st, next);
         return;
     case DR_TRIAL:

@@ -447,23 +447,17 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     switch (st->phase) {
     case EE_CAL:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->fast_calibration_updates) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "calibrating %u/%u", st->count,
-                           c->fast_calibration_updates);
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->fast_calibration_updates, "calibrating",
+                                 next))
             return;
-        }
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
                        ctl->ref_n);
         start_search(ctl, st, next);
         return;
     case EE_REFRESH:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < EE_REFRESH_N(c)) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "refreshing the governor reference %u/%u",
-                           st->count, EE_REFRESH_N(c));
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, EE_REFRESH_N(c),
+                                 "refreshing the governor reference", next))
             return;
-        }
         st->phase = EE_RUN;
         *next = st->cur;
         stats_reset(st);

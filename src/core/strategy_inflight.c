@@ -310,12 +310,8 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     switch (st->phase) {
     case IF_CAL:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->calibration_updates) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "calibrating %u/%u", st->count,
-                           c->calibration_updates);
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->calibration_updates, "calibrating", next))
             return;
-        }
         calibrated(ctl, st, next);
         return;
     case IF_CAND:
@@ -335,11 +331,8 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     case IF_GOV:
     case IF_LGOV:
         eerl__acc_add(&st->gov_cur, ctl, obs);
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < st->block) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor block %u/%u", st->count, st->block);
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, st->block, "governor block", next))
             return;
-        }
         if (st->phase == IF_GOV) {
             judge_block(ctl, st, next);
             return;

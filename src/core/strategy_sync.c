@@ -254,12 +254,8 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
         return;
     switch (st->phase) {
     case SY_CAL:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->calibration_updates) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "calibrating %u/%u", st->count,
-                           c->calibration_updates);
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->calibration_updates, "calibrating", next))
             return;
-        }
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
                        "predictor fitted on %zu governor updates (generation features %s%s, "
                        "training %s)",
@@ -281,12 +277,9 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
         start_pending(ctl, st, next);
         return;
     case SY_GAP:
-        eerl__ctl_ref_add(ctl, obs);
-        if (++st->count < c->governor_between) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor reference %u/%u", st->count,
-                           c->governor_between);
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->governor_between, "governor reference",
+                                 next))
             return;
-        }
         start_pending(ctl, st, next);
         return;
     case SY_TRIAL:

@@ -44,6 +44,11 @@ int eerl_cli_in_list(const char *name, const char *list);
 /* A percentage for a table: "12.34%" (sign: "+1.20%"), or "-" when v is not finite. */
 void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign);
 
+/* One row of a comparison table: interval name, updates, setting, saving, throughput change. */
+struct eerl__an_window;
+void eerl_cli_window_row(const char *name, const struct eerl__an_window *w, const char *setting,
+                         int name_w, int setting_w);
+
 /* Checks what a command runs on the simulated cluster: model, GPU, mode, size ('S', 'M', 'L')
  * and allocation (one GPU count for colocated, GEN/TRAIN pool sizes otherwise, each 1 to
  * max_pool). On an error prints a message naming the value and the valid choices and returns

@@ -30,21 +30,6 @@ static void usage(FILE *out)
             "governors' own spread). Example: eerl analyze runs/*.jsonl\n");
 }
 
-static void row(const char *name, const struct eerl__an_window *w, const char *setting)
-{
-    char s[32], q[32], u[32];
-
-    eerl_cli_fmt_pct(s, sizeof(s), w->saving_pct, 0);
-    eerl_cli_fmt_pct(q, sizeof(q), w->dq_pct, 1);
-    if (w->seeds == 0)
-        snprintf(u, sizeof(u), "-");
-    else if (w->updates == floor(w->updates))
-        snprintf(u, sizeof(u), "%.0f", w->updates);
-    else
-        snprintf(u, sizeof(u), "%.1f", w->updates);
-    printf("  %-26s %8s  %-14s %10s  %10s\n", name, u, setting, s, q);
-}
-
 int eerl_cmd_analyze(int argc, char **argv)
 {
     struct eerl__an_series *s = NULL;
@@ -189,15 +174,15 @@ int eerl_cmd_analyze(int argc, char **argv)
                eerl_mode_name(s[0].mode), np, np == 1 ? "" : "s", EERL__AN_FIRST_UPDATE);
         printf("  %-26s %8s  %-14s %10s  %10s\n", "interval", "updates", "gen/train MHz", "saving",
                "throughput");
-        row("whole run", &res->whole, "varies");
-        row("before lock", &res->before, "varies");
+        eerl_cli_window_row("whole run", &res->whole, "varies", 26, 14);
+        eerl_cli_window_row("before lock", &res->before, "varies", 26, 14);
         if (res->lock_same)
             eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
         else
             snprintf(set, sizeof(set), res->any_locked ? "varies" : "(no lock)");
-        row("after lock", &res->after, set);
-        row("whole run, normalized", &res->norm_whole, "varies");
-        row("after lock, normalized", &res->norm_after, set);
+        eerl_cli_window_row("after lock", &res->after, set, 26, 14);
+        eerl_cli_window_row("whole run, normalized", &res->norm_whole, "varies", 26, 14);
+        eerl_cli_window_row("after lock, normalized", &res->norm_after, set, 26, 14);
         printf("\n  normalized: governor model fitted by least squares on %u pooled governor "
                "run%s;\n  the governors' own ratios spread %.2f%% in time and %.2f%% in energy\n",
                res->norm_governors, res->norm_governors == 1 ? "" : "s", res->gov_time_spread_pct,

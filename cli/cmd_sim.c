@@ -109,21 +109,6 @@ static const char *size_desc(const char *model, char size)
     }
 }
 
-static void print_row(const char *name, const struct eerl__an_window *w, const char *setting)
-{
-    char s[32], q[32], u[32];
-
-    eerl_cli_fmt_pct(s, sizeof(s), w->saving_pct, 0);
-    eerl_cli_fmt_pct(q, sizeof(q), w->dq_pct, 1);
-    if (w->seeds == 0)
-        snprintf(u, sizeof(u), "-");
-    else if (w->updates == floor(w->updates))
-        snprintf(u, sizeof(u), "%.0f", w->updates);
-    else
-        snprintf(u, sizeof(u), "%.1f", w->updates);
-    printf("  %-22s %8s  %-16s %10s  %10s\n", name, u, setting, s, q);
-}
-
 static json_t *seed_json(const struct eerl__an_seed *sd, const struct eerl__sim_oracle *o, size_t k)
 {
     json_t *j = json_object(), *oj = json_object();
@@ -447,13 +432,13 @@ int eerl_cmd_sim(int argc, char **argv)
                    EERL__AN_FIRST_UPDATE, updates, loss * 100);
             printf("  %-22s %8s  %-16s %10s  %10s\n", "interval", "updates", "gen/train MHz",
                    "saving", "throughput");
-            print_row("whole run", &res->whole, "varies");
-            print_row("before lock", &res->before, "varies");
+            eerl_cli_window_row("whole run", &res->whole, "varies", 22, 16);
+            eerl_cli_window_row("before lock", &res->before, "varies", 22, 16);
             if (res->lock_same)
                 eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
             else
                 snprintf(set, sizeof(set), res->any_locked ? "varies" : "(no lock)");
-            print_row("after lock", &res->after, set);
+            eerl_cli_window_row("after lock", &res->after, set, 22, 16);
             {
                 struct eerl__an_window ow = {(double)updates - 1, orc->saving_pct, orc->dq_pct,
                                              (unsigned)n_seeds};
@@ -462,7 +447,7 @@ int eerl_cmd_sim(int argc, char **argv)
                     snprintf(o2, sizeof(o2), "%s idle %u", o1, orc->setting.idle_mhz);
                 else
                     snprintf(o2, sizeof(o2), "%s", o1);
-                print_row("oracle (best static)", &ow, o2);
+                eerl_cli_window_row("oracle (best static)", &ow, o2, 22, 16);
             }
             if (isfinite(capture))
                 printf("\n  capture ratio (controller saving / oracle saving): %.2f\n", capture);

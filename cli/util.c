@@ -10,6 +10,7 @@
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/twin.h"
+#include "runtime/analysis.h"
 #include "cli.h"
 
 void eerl_cli_err(const char *cmd, const char *fmt, ...)
@@ -148,6 +149,22 @@ int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, co
     *ret_ng = (unsigned)a;
     *ret_nt = (unsigned)b;
     return 0;
+}
+
+void eerl_cli_window_row(const char *name, const struct eerl__an_window *w, const char *setting,
+                         int name_w, int setting_w)
+{
+    char s[32], q[32], u[32];
+
+    eerl_cli_fmt_pct(s, sizeof(s), w->saving_pct, 0);
+    eerl_cli_fmt_pct(q, sizeof(q), w->dq_pct, 1);
+    if (w->seeds == 0)
+        snprintf(u, sizeof(u), "-");
+    else if (w->updates == floor(w->updates))
+        snprintf(u, sizeof(u), "%.0f", w->updates);
+    else
+        snprintf(u, sizeof(u), "%.1f", w->updates);
+    printf("  %-*s %8s  %-*s %10s  %10s\n", name_w, name, u, setting_w, setting, s, q);
 }
 
 static int cmp_unsigned(const void *a, const void *b)

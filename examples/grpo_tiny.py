@@ -109,8 +109,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
     def forward(self, x, bias, cache=None, at=0):
-        """x [B,T,d]; bias additive [B,1,T,S] over the S keys; cache (k, v) [B,H,Smax,hd] is
-        written at [at, at+T) and keys [0, at+T) are attended."""
+        """x [B,T,d]; bias additive [B,1,T,S] over the S keys, or None for plain causal attention
+        (right-padded rows: a real token never sees a pad); cache (k, v) [B,H,Smax,hd] is written
+        at [at, at+T) and keys [0, at+T) are attended."""
         B, T, d = x.shape
         h = self.heads
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
@@ -122,11 +123,17 @@ class Block(nn.Module):
             ck[:, :, at:at + T] = k
             cv[:, :, at:at + T] = v
             k, v = ck[:, :, :at + T], cv[:, :, :at + T]
-        if SDPA is not None:  # PyTorch 2.x: fused kernels, no [B,H,T,S] matrix kept for backward
-            y = SDPA(q, k, v, attn_mask=bias.to(q.dtype))
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h)) + bias
+        if T == 1 or SDPA is None:
+            # Decoding (one query against the cache) is a pair of batched matrix-vector products,
+            # bound by reading the cache: done directly, it avoids the fused kernels' per-query
+            # tiles, which leave the GPU mostly idle for a single query.
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
+            att = att + (bias if bias is not None else causal_bias(T, x.device, att.dtype))
             y = F.softmax(att.float(), dim=-1).to(v.dtype) @ v
+        elif bias is None:  # PyTorch 2.x: fused causal kernels, no [B,H,T,S] matrix
+            y = SDPA(q, k, v, is_causal=True)
+        else:
+            y = SDPA(q, k, v, attn_mask=bias.to(q.dtype))
         y = y.transpose(1, 2).reshape(B, T, d)
         x = x + self.proj(y)
         return x + self.mlp(self.ln2(x))
@@ -158,14 +165,20 @@ NEG = -1e9
 SDPA = getattr(F, "scaled_dot_product_attention", None)
 
 
-def full_bias(valid):
+def causal_bias(T, device, dtype=torch.float32):
+    """Additive causal bias [1,1,T,T]."""
+    ok = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+    return torch.zeros(T, T, device=device, dtype=dtype).masked_fill(~ok, NEG)[None, None]
+
+
+def full_bias(valid, dtype=torch.float32):
     """Causal + key-padding additive bias [B,1,T,T] from a [B,T] bool mask of real tokens."""
     T = valid.shape[1]
     causal = torch.ones(T, T, dtype=torch.bool, device=valid.device).tril()
     ok = causal[None, None] & valid[:, None, None, :]
     # A padded query row sees nothing; let it see itself so softmax stays finite.
     ok = ok | torch.eye(T, dtype=torch.bool, device=valid.device)[None, None]
-    return torch.zeros(ok.shape, device=valid.device).masked_fill(~ok, NEG)
+    return torch.zeros(ok.shape, device=valid.device, dtype=dtype).masked_fill(~ok, NEG)
 
 
 @torch.no_grad()
@@ -192,8 +205,12 @@ def sample(model, prompts, max_response, device, amp):
     out = torch.full((B, max_response), PAD, dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     length = torch.full((B,), max_response, dtype=torch.long, device=device)
+    check = 1 if device.type == "cpu" else 16
+    # One additive key bias for the whole decode, [B,1,1,S]: each step attends a prefix of it.
+    bias = torch.zeros(B, 1, 1, S, device=device, dtype=dtype).masked_fill(
+        ~valid[:, None, None, :], NEG)
     with autocast(device, amp):
-        logits = model(tokens, pos, full_bias(valid[:, :P]), caches, 0)[:, -1]
+        logits = model(tokens, pos, full_bias(valid[:, :P], dtype), caches, 0)[:, -1]
         for t in range(max_response):
             nxt = torch.multinomial(F.softmax(logits.float(), dim=-1), 1)[:, 0]
             nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
@@ -201,11 +218,12 @@ def sample(model, prompts, max_response, device, amp):
             ended = (~done) & (nxt == EOS)
             length = torch.where(ended, torch.full_like(length, t + 1), length)
             done = done | ended
-            if t + 1 == max_response or bool(done.all()):
+            # Asking a GPU whether every sequence ended waits for it: there, ask every 16 steps
+            # (the extra steps after the last EOS only sample PAD for finished rows).
+            if t + 1 == max_response or (t % check == check - 1 and bool(done.all())):
                 break
-            bias = torch.zeros(B, 1, 1, P + t + 1, device=device)
-            bias = bias.masked_fill(~valid[:, None, None, :P + t + 1], NEG)
-            logits = model(nxt[:, None], (lens + t)[:, None], bias, caches, P + t)[:, -1]
+            logits = model(nxt[:, None], (lens + t)[:, None], bias[..., :P + t + 1], caches,
+                           P + t)[:, -1]
     out, length, done = out.cpu(), length.cpu(), done.cpu()
     return [out[i, :length[i]].tolist() for i in range(B)], (~done).tolist()
 
@@ -234,8 +252,11 @@ def pack(prompts, responses, idx, device):
 
 def token_logprobs(model, tokens, pos, valid, amp):
     """log p(token_j | tokens_<j) for j >= 1, aligned to positions 1..T-1 ([B, T-1])."""
+    # Rows are right-padded, so plain causal attention is exact for every real token; without
+    # PyTorch 2's fused kernels the explicit bias also keeps pad rows finite.
+    bias = None if SDPA is not None else full_bias(valid)
     with autocast(tokens.device, amp):
-        logits = model(tokens, pos, full_bias(valid))
+        logits = model(tokens, pos, bias)
     lp = F.log_softmax(logits[:, :-1].float(), dim=-1)
     return lp.gather(-1, tokens[:, 1:, None])[..., 0]
 
@@ -268,12 +289,35 @@ def open_session(args):
                         observe_only=(args.eerl == "observe"), trace=args.trace, run_info=info)
 
 
+def open_reference(args):
+    """A reader of the NVML energy counters (millijoules) of the GPUs eerl meters, through pynvml
+    (nvidia-ml-py), independently of eerl's own NVML code. Read-only queries."""
+    try:
+        import pynvml
+    except ImportError:
+        sys.exit("grpo_tiny: --nvml-reference needs pynvml (the nvidia-ml-py package)")
+    pynvml.nvmlInit()
+    gpus = [int(g) for g in args.eerl_gpus.split(",")] if args.eerl_gpus else [0]
+    hs = [pynvml.nvmlDeviceGetHandleByIndex(g) for g in gpus]
+    return lambda: [pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in hs]
+
+
 # ---- the loop ---------------------------------------------------------------------------------
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
-    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...: where generation "
+                    "runs (and everything else, unless --train-device)")
+    ap.add_argument("--train-device", default=None,
+                    help="where log-probs and training run, e.g. cuda:1 for a disaggregated run "
+                         "(default: --device); refit copies the weights across")
+    ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                    help="stop after the update during which this much wall time has passed")
+    ap.add_argument("--nvml-reference", action="store_true",
+                    help="also read each eerl GPU's NVML energy counter through pynvml at every "
+                         "update boundary (read-only), an independent check of eerl's meter: "
+                         "the per-update log gets ref_energy_mj")
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eerl", choices=["off", "observe", "on"], default="off",
@@ -306,12 +350,25 @@ def main(argv=None):
     if cfg["group"] < 2:
         ap.error("--group must be at least 2 (advantages are relative to the group), not %d"
                  % cfg["group"])
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as e:
-        ap.error("--device %r: %s" % (args.device, e))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        ap.error("--device %s: CUDA is not available to this PyTorch" % args.device)
+    if args.time_budget is not None and not args.time_budget > 0:
+        ap.error("--time-budget must be a positive number of seconds, not %s" % args.time_budget)
+    devices = []
+    for opt_name, name in (("--device", args.device),
+                           ("--train-device", args.train_device or args.device)):
+        try:
+            dev = torch.device(name)
+        except RuntimeError as e:
+            ap.error("%s %r: %s" % (opt_name, name, e))
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            ap.error("%s %s: CUDA is not available to this PyTorch" % (opt_name, name))
+        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+            ap.error("%s %s: this machine has %d CUDA device(s)"
+                     % (opt_name, name, torch.cuda.device_count()))
+        devices.append(dev)
+    device, tdev = devices
+    if device.type != tdev.type:
+        ap.error("--device %s and --train-device %s must both be CPU or both CUDA"
+                 % (args.device, args.train_device))
     amp = args.amp == "on" or (args.amp == "auto" and device.type == "cuda")
 
     torch.manual_seed(args.seed)
@@ -319,8 +376,8 @@ def main(argv=None):
     vocab = SYM0 + cfg["alphabet"]
     max_len = 3 + cfg["max_n"] + cfg["max_response"] + 1
     policy = TinyLM(vocab, cfg["d_model"], cfg["layers"], cfg["heads"], max_len,
-                    cfg["eos_bias"]).to(device)
-    rollout = copy.deepcopy(policy).eval()  # the "inference engine"'s copy of the weights
+                    cfg["eos_bias"]).to(tdev)
+    rollout = copy.deepcopy(policy).to(device).eval()  # the "inference engine"'s weights
     ref = copy.deepcopy(policy).eval()
     for p in ref.parameters():
         p.requires_grad_(False)
@@ -328,17 +385,26 @@ def main(argv=None):
     clip, kl_coef = 0.2, 0.01
     version = 0
     nparams = sum(p.numel() for p in policy.parameters())
-    print("grpo_tiny: config %s, %d parameters, device %s, %d x %d sequences per update, "
-          "eerl %s" % (args.config, nparams, device, cfg["prompts"], cfg["group"], args.eerl),
-          flush=True)
+    print("grpo_tiny: config %s, %d parameters, generation on %s, training on %s, %d x %d "
+          "sequences per update, eerl %s" % (args.config, nparams, device, tdev, cfg["prompts"],
+                                             cfg["group"], args.eerl), flush=True)
 
+    ref_read = open_reference(args) if args.nvml_reference else None
     sess = open_session(args)
     phase = sess.phase if sess is not None else (lambda name: contextlib.nullcontext())
     logf = open(args.log, "w") if args.log else None
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+    def sync():
+        for dev in {device, tdev}:
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+
+    start = time.monotonic()
+    ref_prev = ref_read() if ref_read else None
     try:
         for update in range(args.updates):
             t0 = time.perf_counter()
+            m0 = time.monotonic()
             items = make_prompts(cfg["prompts"], cfg, gen)
             prompts = [p for p, _ in items for _ in range(cfg["group"])]
             answers = [a for _, a in items for _ in range(cfg["group"])]
@@ -346,7 +412,7 @@ def main(argv=None):
             with phase("generation"):
                 responses, truncated = sample(rollout, prompts, cfg["max_response"], device, amp)
                 sync()
-            t_gen = time.perf_counter()
+            t_gen, m_gen = time.perf_counter(), time.monotonic()
 
             rewards = torch.tensor([reward(r, a) for r, a in zip(responses, answers)])
             grouped = rewards.view(cfg["prompts"], cfg["group"])
@@ -364,22 +430,22 @@ def main(argv=None):
                 old, refl = {}, {}
                 with torch.no_grad():
                     for idx in batches(order, cfg["minibatch"]):
-                        tokens, pos, valid, rmask = pack(prompts, responses, idx, device)
+                        tokens, pos, valid, rmask = pack(prompts, responses, idx, tdev)
                         old[tuple(idx)] = token_logprobs(policy, tokens, pos, valid, amp)
                         refl[tuple(idx)] = token_logprobs(ref, tokens, pos, valid, amp)
                 sync()
-            t_lp = time.perf_counter()
+            t_lp, m_lp = time.perf_counter(), time.monotonic()
 
             with phase("training"):
                 n_mask, loss_sum, kl_sum = 0, 0.0, 0.0
                 policy.train()
                 for idx in batches(order, cfg["minibatch"]):
-                    tokens, pos, valid, rmask = pack(prompts, responses, idx, device)
+                    tokens, pos, valid, rmask = pack(prompts, responses, idx, tdev)
                     m = rmask[:, 1:].float()
                     n_mask += int(m.sum())
                     lp = token_logprobs(policy, tokens, pos, valid, amp)
                     ratio = torch.exp(lp - old[tuple(idx)])
-                    a = adv[idx].to(device)[:, None]
+                    a = adv[idx].to(tdev)[:, None]
                     pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a)
                     d = refl[tuple(idx)] - lp
                     kl = torch.exp(d) - d - 1  # k3 estimator, >= 0
@@ -392,13 +458,13 @@ def main(argv=None):
                     kl_sum += float((kl.detach() * m).sum())
                 sync()
             assert n_mask == N, (n_mask, N)
-            t_train = time.perf_counter()
+            t_train, m_train = time.perf_counter(), time.monotonic()
 
             with phase("refit"):
                 rollout.load_state_dict(policy.state_dict())
                 version += 1
                 sync()
-            t_end = time.perf_counter()
+            t_end, m_end = time.perf_counter(), time.monotonic()
 
             if sess is not None and N > 0:
                 sess.update_end(generated_tokens=G, valid_tokens=N, longest_response=L,
@@ -406,6 +472,7 @@ def main(argv=None):
             elif sess is not None:
                 print("update %d: every response was truncated (N = 0), not reported to eerl"
                       % update, flush=True)
+            ref_now = ref_read() if ref_read else None
             rec = {
                 "update": update, "G": G, "N": N, "L": L, "version": version,
                 "reward": round(float(rewards.mean()), 4),
@@ -416,7 +483,13 @@ def main(argv=None):
                 "t_gen": round(t_gen - t0, 4), "t_logprob": round(t_lp - t_gen, 4),
                 "t_train": round(t_train - t_lp, 4), "t_refit": round(t_end - t_train, 4),
                 "t_update": round(t_end - t0, 4),
+                # CLOCK_MONOTONIC at the phase boundaries (begin, generation end, log-prob end,
+                # training end, refit end), to line the update up with other readings.
+                "mono": [round(x, 6) for x in (m0, m_gen, m_lp, m_train, m_end)],
             }
+            if ref_now is not None:
+                rec["ref_energy_mj"] = [b - a for a, b in zip(ref_prev, ref_now)]
+                ref_prev = ref_now
             if sess is not None:
                 rec.update({k: v for k, v in sess.metrics().items()
                             if isinstance(v, (int, float, str))})
@@ -424,6 +497,10 @@ def main(argv=None):
             if logf:
                 logf.write(json.dumps(rec) + "\n")
                 logf.flush()
+            if args.time_budget is not None and time.monotonic() - start >= args.time_budget:
+                print("grpo_tiny: time budget of %g s spent after %d update(s)"
+                      % (args.time_budget, update + 1), flush=True)
+                break
     finally:
         if logf:
             logf.close()

@@ -18,14 +18,7 @@ mkdir -p "$out"
     uname -r
 } >"$out/machine.txt" 2>&1
 
-if [ -d .devcarry ] && ls .devcarry/*.deb >/dev/null 2>&1; then
-    mkdir -p .devcarry/root
-    for f in .devcarry/*.deb; do dpkg -x "$f" .devcarry/root; done
-    prefix=(-DCMAKE_PREFIX_PATH="$here/.devcarry/root/usr" -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON)
-    export LD_LIBRARY_PATH="$here/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DEERL_BUILD_TESTS=OFF "${prefix[@]}" >"$out/build.log" 2>&1
-cmake --build build-dev -j 8 >>"$out/build.log" 2>&1
+. tools/h200/build.sh "$out/build.log"
 eerl=build-dev/eerl
 $eerl --version | tee -a "$out/machine.txt"
 $eerl devices | tee "$out/devices.txt"

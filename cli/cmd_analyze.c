@@ -2,7 +2,9 @@
  * by seed (the "run" line's seed and role; `eerl sim --trace` writes them): matched-seed geometric
  * means over the whole run and before/after the lock (Appendix A, Tables 4-5), and the
  * workload-normalized comparison against a governor model fitted on the pooled governor runs
- * (Appendix E). The figures come from src/runtime/analysis.c, the code `eerl sim` prints from. */
+ * (Appendix E). The figures come from src/runtime/analysis.c, the code `eerl sim` prints from.
+ * With --forward-test: Appendix B's forward test of the governor predictor over each trace's
+ * governor updates and pooled over the traces given. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,14 +22,188 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: eerl analyze [--json] TRACE...\n\n"
+            "usage: eerl analyze [--json] TRACE...\n"
+            "       eerl analyze --forward-test [--fit 15] [--predict 3] [--step 3] "
+            "[--consecutive]\n"
+            "                    [--json] TRACE...\n\n"
             "Compares controller traces with governor traces of the same seed (the trace's run\n"
             "line names its role and seed; a trace written in observe-only mode is a governor\n"
             "run). Prints, over updates 2 and later, matched-seed geometric means of the energy\n"
             "per valid token saving and the throughput change over the whole run, before and\n"
             "after the lock, and the workload-normalized comparison of the paper's Appendix E\n"
             "(least squares governor model on the pooled governor runs, ratios of sums, the\n"
-            "governors' own spread). Example: eerl analyze runs/*.jsonl\n");
+            "governors' own spread). Example: eerl analyze runs/*.jsonl\n\n"
+            "--forward-test: the paper's Appendix B test of the governor predictor (Eq. 2, the\n"
+            "controller's own model) on any traces, observe-only ones included. Over each\n"
+            "trace's governor updates (observed setting: governor; updates 2 and later; refused\n"
+            "observations left out) it fits on --fit consecutive governor updates, predicts the\n"
+            "next --predict, advances by --step, and prints the median and 90th percentile of\n"
+            "the absolute error, per predicted update, of throughput (valid tokens/s) and of\n"
+            "update energy, for the token-work model and for a constant reference (the fit\n"
+            "window's mean throughput and mean update energy); per trace and pooled over all.\n"
+            "Governor updates separated by candidate updates are taken in trace order, as the\n"
+            "controller's references are; --consecutive tests only stretches of consecutive\n"
+            "update numbers. Example: eerl analyze --forward-test runs/*-governor.jsonl\n");
+}
+
+static void fwd_stat_json(json_t *o, const char *key, const struct eerl__an_fwd_stat *t,
+                          const struct eerl__an_fwd_stat *e)
+{
+    json_t *m = json_object();
+
+    json_object_set_new(m, "throughput_median_pct", eerl__an_num(t->median));
+    json_object_set_new(m, "throughput_p90_pct", eerl__an_num(t->p90));
+    json_object_set_new(m, "energy_median_pct", eerl__an_num(e->median));
+    json_object_set_new(m, "energy_p90_pct", eerl__an_num(e->p90));
+    json_object_set_new(o, key, m);
+}
+
+static void fwd_summary_json(json_t *o, const struct eerl__an_fwd_summary *r)
+{
+    json_object_set_new(o, "blocks", json_integer(r->blocks));
+    json_object_set_new(o, "gap_blocks", json_integer(r->gap_blocks));
+    json_object_set_new(o, "predictions", json_integer((json_int_t)r->predictions));
+    fwd_stat_json(o, "constant", &r->tput_const, &r->energy_const);
+    fwd_stat_json(o, "token_work", &r->tput_model, &r->energy_model);
+}
+
+static void fwd_rows(const struct eerl__an_fwd_summary *r)
+{
+    char a[4][32];
+    int k;
+
+    printf("    %-11s %7s %12s %11s %9s %13s %9s\n", "model", "blocks", "predictions", "tput |err|",
+           "p90", "energy |err|", "p90");
+    for (k = 0; k < 2; k++) {
+        const struct eerl__an_fwd_stat *t = k ? &r->tput_model : &r->tput_const;
+        const struct eerl__an_fwd_stat *e = k ? &r->energy_model : &r->energy_const;
+        eerl_cli_fmt_pct(a[0], sizeof(a[0]), t->median, 0);
+        eerl_cli_fmt_pct(a[1], sizeof(a[1]), t->p90, 0);
+        eerl_cli_fmt_pct(a[2], sizeof(a[2]), e->median, 0);
+        eerl_cli_fmt_pct(a[3], sizeof(a[3]), e->p90, 0);
+        printf("    %-11s %7u %12zu %11s %9s %13s %9s\n", k ? "token-work" : "constant", r->blocks,
+               r->predictions, a[0], a[1], a[2], a[3]);
+    }
+}
+
+/* eerl analyze --forward-test over the n loaded traces s (paths as given). */
+static int forward_test(const struct eerl__an_series *s, const char *const *paths, size_t n,
+                        const struct eerl__an_fwd_cfg *cfg, int json)
+{
+    struct eerl__an_fwd_errs pooled, one;
+    struct eerl__an_fwd_summary *sum = NULL, all;
+    struct eerl__an_fwd_count *cnt = NULL;
+    size_t i, need = (size_t)cfg->fit + cfg->predict;
+    int rc = EERL_EXIT_FAIL, e;
+    char why[512];
+
+    eerl__an_fwd_errs_init(&pooled);
+    eerl__an_fwd_errs_init(&one);
+    sum = calloc(n, sizeof(*sum));
+    cnt = calloc(n, sizeof(*cnt));
+    if (!sum || !cnt) {
+        eerl_cli_err(CMD, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        e = eerl__an_fwd_count(&s[i], cfg, &cnt[i]);
+        if (e < 0) {
+            eerl_cli_err(CMD, "%s: %s", paths[i], eerl_strerror(e));
+            goto out;
+        }
+        if (cnt[i].used < need || (cfg->consecutive && cnt[i].longest < need)) {
+            char tail[128] = "";
+            if (cfg->consecutive && cnt[i].used >= need)
+                snprintf(tail, sizeof(tail), ", at most %zu of them in a row (--consecutive)",
+                         cnt[i].longest);
+            eerl_cli_err(CMD,
+                         "%s has %zu usable governor updates%s (of %zu update lines: %zu "
+                         "warm-up, %zu under other settings, %zu refused); the forward test "
+                         "needs at least --fit %u + --predict %u = %zu%s",
+                         paths[i], cnt[i].used, tail, cnt[i].lines, cnt[i].warmup,
+                         cnt[i].not_governor, cnt[i].invalid, cfg->fit, cfg->predict, need,
+                         cfg->consecutive ? " in a row" : "");
+            goto out;
+        }
+        eerl__an_fwd_errs_free(&one);
+        e = eerl__an_forward_test(&s[i], cfg, &one, why, sizeof(why));
+        if (e == 0)
+            e = eerl__an_fwd_summarize(&one, &sum[i]);
+        if (e == 0)
+            e = eerl__an_fwd_errs_merge(&pooled, &one);
+        if (e < 0) {
+            eerl_cli_err(CMD, "%s: %s", paths[i], why[0] ? why : eerl_strerror(e));
+            goto out;
+        }
+    }
+    e = eerl__an_fwd_summarize(&pooled, &all);
+    if (e < 0) {
+        eerl_cli_err(CMD, "forward test: %s", eerl_strerror(e));
+        goto out;
+    }
+    if (json) {
+        json_t *jo = json_object(), *c = json_object(), *a = json_array(), *p = json_object();
+        char *text;
+
+        json_object_set_new(c, "fit", json_integer(cfg->fit));
+        json_object_set_new(c, "predict", json_integer(cfg->predict));
+        json_object_set_new(c, "step", json_integer(cfg->step));
+        json_object_set_new(c, "consecutive", json_boolean(cfg->consecutive));
+        json_object_set_new(jo, "forward_test", c);
+        json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
+        for (i = 0; i < n; i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "path", json_string(paths[i]));
+            json_object_set_new(o, "role", json_string(s[i].role));
+            json_object_set_new(o, "seed",
+                                s[i].has_seed ? json_integer((json_int_t)s[i].seed) : json_null());
+            json_object_set_new(o, "update_lines", json_integer((json_int_t)cnt[i].lines));
+            json_object_set_new(o, "warmup", json_integer((json_int_t)cnt[i].warmup));
+            json_object_set_new(o, "not_governor", json_integer((json_int_t)cnt[i].not_governor));
+            json_object_set_new(o, "refused", json_integer((json_int_t)cnt[i].invalid));
+            json_object_set_new(o, "governor_updates", json_integer((json_int_t)cnt[i].used));
+            json_object_set_new(o, "gaps", json_integer((json_int_t)cnt[i].gaps));
+            json_object_set_new(o, "longest_consecutive", json_integer((json_int_t)cnt[i].longest));
+            fwd_summary_json(o, &sum[i]);
+            json_array_append_new(a, o);
+        }
+        json_object_set_new(jo, "traces", a);
+        json_object_set_new(p, "traces", json_integer((json_int_t)n));
+        fwd_summary_json(p, &all);
+        json_object_set_new(jo, "pooled", p);
+        text = json_dumps(jo, JSON_REAL_PRECISION(10));
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        json_decref(jo);
+    } else {
+        printf("eerl analyze --forward-test: %s mode, %zu trace%s; fit %u, predict %u, step %u "
+               "governor updates%s\n",
+               eerl_mode_name(s[0].mode), n, n == 1 ? "" : "s", cfg->fit, cfg->predict, cfg->step,
+               cfg->consecutive ? ", consecutive only" : "");
+        printf("median and 90th percentile of |predicted / measured - 1| per predicted update;\n"
+               "constant: the fit window's mean throughput and mean update energy; token-work:\n"
+               "the governor predictor (Eq. 2) fitted on the window\n");
+        for (i = 0; i < n; i++) {
+            printf("\n  %s (%s", paths[i], s[i].role);
+            if (s[i].has_seed)
+                printf(", seed %llu", (unsigned long long)s[i].seed);
+            printf("): %zu governor updates used of %zu (%zu warm-up, %zu under other "
+                   "settings, %zu refused), %zu gap%s, %u block%s across a gap\n",
+                   cnt[i].used, cnt[i].lines, cnt[i].warmup, cnt[i].not_governor, cnt[i].invalid,
+                   cnt[i].gaps, cnt[i].gaps == 1 ? "" : "s", sum[i].gap_blocks,
+                   sum[i].gap_blocks == 1 ? "" : "s");
+            fwd_rows(&sum[i]);
+        }
+        printf("\n  pooled over %zu trace%s\n", n, n == 1 ? "" : "s");
+        fwd_rows(&all);
+    }
+    rc = EERL_EXIT_OK;
+out:
+    eerl__an_fwd_errs_free(&one);
+    eerl__an_fwd_errs_free(&pooled);
+    free(sum);
+    free(cnt);
+    return rc;
 }
 
 int eerl_cmd_analyze(int argc, char **argv)
@@ -38,7 +214,8 @@ int eerl_cmd_analyze(int argc, char **argv)
     const char *paths[TRACES_MAX];
     struct eerl__an_result *res = NULL;
     size_t n = 0, i, j, np = 0, ng = 0, nc = 0;
-    int json = 0, rc = EERL_EXIT_USAGE, e;
+    int json = 0, rc = EERL_EXIT_USAGE, e, fwd = 0, fwd_opt = 0;
+    struct eerl__an_fwd_cfg fc = {15, 3, 3, 0};
     char why[1024], set[64];
 
     for (i = 1; i < (size_t)argc; i++) {
@@ -47,6 +224,30 @@ int eerl_cmd_analyze(int argc, char **argv)
             return EERL_EXIT_OK;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--forward-test")) {
+            fwd = 1;
+        } else if (!strcmp(argv[i], "--consecutive")) {
+            fc.consecutive = 1;
+            fwd_opt = 1;
+        } else if (!strcmp(argv[i], "--fit") || !strcmp(argv[i], "--predict") ||
+                   !strcmp(argv[i], "--step")) {
+            unsigned long v;
+            const char *opt = argv[i];
+
+            if (i + 1 >= (size_t)argc) {
+                eerl_cli_err(CMD, "%s needs a value (a number of governor updates)", opt);
+                return EERL_EXIT_USAGE;
+            }
+            if (eerl_cli_parse_uint(CMD, opt, argv[++i], !strcmp(opt, "--fit") ? 2 : 1, 100000,
+                                    &v) < 0)
+                return EERL_EXIT_USAGE;
+            if (!strcmp(opt, "--fit"))
+                fc.fit = (unsigned)v;
+            else if (!strcmp(opt, "--predict"))
+                fc.predict = (unsigned)v;
+            else
+                fc.step = (unsigned)v;
+            fwd_opt = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             eerl_cli_err(CMD, "unknown option '%s'; see eerl analyze --help", argv[i]);
             return EERL_EXIT_USAGE;
@@ -60,6 +261,10 @@ int eerl_cmd_analyze(int argc, char **argv)
     }
     if (n == 0) {
         eerl_cli_err(CMD, "no traces given; see eerl analyze --help");
+        return EERL_EXIT_USAGE;
+    }
+    if (fwd_opt && !fwd) {
+        eerl_cli_err(CMD, "--fit, --predict, --step and --consecutive go with --forward-test");
         return EERL_EXIT_USAGE;
     }
     rc = EERL_EXIT_FAIL;
@@ -84,10 +289,16 @@ int eerl_cmd_analyze(int argc, char **argv)
                          eerl_mode_name(s[i].mode), paths[0], eerl_mode_name(s[0].mode));
             goto out;
         }
+        if (fwd)
+            continue;
         if (!strcmp(s[i].role, "governor"))
             allg[ng++] = &s[i];
         else
             allc[nc++] = &s[i];
+    }
+    if (fwd) {
+        rc = forward_test(s, paths, n, &fc, json);
+        goto out;
     }
     if (ng == 0 || nc == 0) {
         eerl_cli_err(CMD,

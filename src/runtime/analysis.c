@@ -1,5 +1,6 @@
 /* Run analysis: see analysis.h. Ratios of sums over matched updates per seed, geometric means
- * across seeds (Appendix A); the pooled-governor least-squares model of Appendix E. */
+ * across seeds (Appendix A); the pooled-governor least-squares model of Appendix E; Appendix B's
+ * forward test through the controller's predictor (core/predictor.c, no least squares here). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "eerl/error.h"
+#include "core/predictor.h"
 #include "runtime/analysis.h"
 #include "trace/trace.h"
 
@@ -29,6 +31,7 @@ void eerl__an_series_free(struct eerl__an_series *s)
     free(s->setting);
     free(s->state);
     free(s->marks);
+    free(s->obs);
     eerl__an_series_init(s);
 }
 
@@ -99,7 +102,7 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
 {
     FILE *f = fopen(path, "r");
     char *buf = NULL, type[32], w2[256];
-    size_t cap = 0, lineno = 0;
+    size_t cap = 0, lineno = 0, obs_cap = 0;
     eerl_event *ev = NULL;
     struct eerl__an_series s;
     int e = 0, have_header = 0;
@@ -133,6 +136,7 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
             e = eerl__trace_parse_header(buf, h, w2, sizeof(w2));
             s.mode = h->mode;
             s.peak_mhz = h->peak;
+            s.time_tolerance = h->cfg.time_tolerance;
             free(h);
             if (e < 0) {
                 snprintf(why, len, "%s:%zu: %s", path, lineno, w2);
@@ -181,6 +185,16 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
                                     &u.obs.setting, state, marks);
             if (e < 0)
                 goto out;
+            if (s.n > obs_cap) {
+                eerl_obs *q = realloc(s.obs, s.cap * sizeof(*q));
+                if (!q) {
+                    e = EERL_ENOMEM;
+                    goto out;
+                }
+                s.obs = q;
+                obs_cap = s.cap;
+            }
+            s.obs[s.n - 1] = u.obs;
         }
     }
     if (!have_header) {
@@ -534,6 +548,260 @@ int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
     res->norm_governors = (unsigned)n_gov;
     res->gov_time_spread_pct = isfinite(tmax) ? 100.0 * (tmax - tmin) : NAN;
     res->gov_energy_spread_pct = isfinite(emax) ? 100.0 * (emax - emin) : NAN;
+    return 0;
+}
+
+/* ---- Appendix B: forward test ---------------------------------------------------------------- */
+
+void eerl__an_fwd_errs_init(struct eerl__an_fwd_errs *e)
+{
+    memset(e, 0, sizeof(*e));
+}
+
+void eerl__an_fwd_errs_free(struct eerl__an_fwd_errs *e)
+{
+    if (!e)
+        return;
+    free(e->tput_const);
+    free(e->tput_model);
+    free(e->energy_const);
+    free(e->energy_model);
+    eerl__an_fwd_errs_init(e);
+}
+
+static int errs_push(struct eerl__an_fwd_errs *e, double tc, double tm, double ec, double em)
+{
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? 2 * e->cap : 64;
+        GROW(e->tput_const, cap);
+        GROW(e->tput_model, cap);
+        GROW(e->energy_const, cap);
+        GROW(e->energy_model, cap);
+        e->cap = cap;
+    }
+    e->tput_const[e->n] = tc;
+    e->tput_model[e->n] = tm;
+    e->energy_const[e->n] = ec;
+    e->energy_model[e->n] = em;
+    e->n++;
+    return 0;
+}
+
+int eerl__an_fwd_errs_merge(struct eerl__an_fwd_errs *dst, const struct eerl__an_fwd_errs *src)
+{
+    size_t i;
+    int e;
+
+    if (!dst || !src)
+        return EERL_EINVAL;
+    for (i = 0; i < src->n; i++) {
+        e = errs_push(dst, src->tput_const[i], src->tput_model[i], src->energy_const[i],
+                      src->energy_model[i]);
+        if (e < 0)
+            return e;
+    }
+    dst->blocks += src->blocks;
+    dst->gap_blocks += src->gap_blocks;
+    return 0;
+}
+
+/* 1 when update i of s is one the forward test uses; *why_not: 1 warm-up, 2 not the governor,
+ * 3 refused by the observation check. */
+static int fwd_usable(const struct eerl__an_series *s, size_t i, int *why_not)
+{
+    if (s->update[i] < EERL__AN_FIRST_UPDATE) {
+        *why_not = 1;
+        return 0;
+    }
+    if (!eerl_setting_is_governor(&s->obs[i].setting)) {
+        *why_not = 2;
+        return 0;
+    }
+    if (eerl_obs_check(s->mode, &s->obs[i], s->time_tolerance, NULL, 0) < 0) {
+        *why_not = 3;
+        return 0;
+    }
+    *why_not = 0;
+    return 1;
+}
+
+int eerl__an_fwd_count(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg,
+                       struct eerl__an_fwd_count *ret)
+{
+    struct eerl__an_fwd_count c;
+    size_t i, run = 0;
+    uint64_t prev = 0;
+    int why_not;
+
+    if (!s || !cfg || !ret || (s->n > 0 && !s->obs))
+        return EERL_EINVAL;
+    memset(&c, 0, sizeof(c));
+    c.lines = s->n;
+    for (i = 0; i < s->n; i++) {
+        if (!fwd_usable(s, i, &why_not)) {
+            c.warmup += why_not == 1;
+            c.not_governor += why_not == 2;
+            c.invalid += why_not == 3;
+            continue;
+        }
+        if (c.used > 0 && s->update[i] != prev + 1) {
+            c.gaps++;
+            run = 0;
+        }
+        run++;
+        if (run > c.longest)
+            c.longest = run;
+        prev = s->update[i];
+        c.used++;
+    }
+    *ret = c;
+    return 0;
+}
+
+/* The forward test over one stretch of usable observations (pointers, in order). */
+static int fwd_stretch(const struct eerl__an_series *s, const eerl_obs *const *o, size_t m,
+                       const struct eerl__an_fwd_cfg *cfg, struct eerl__pred_work *w,
+                       struct eerl__an_fwd_errs *acc, char *why, size_t len)
+{
+    struct eerl__pred pred;
+    struct eerl__parts pp;
+    size_t start, i;
+    int layout = eerl__layout_of(s->mode), e;
+
+    for (start = cfg->fit; start + cfg->predict <= m; start += cfg->step) {
+        const eerl_obs *const *fw = o + (start - cfg->fit);
+        double q_mean = 0, e_mean = 0;
+
+        e = eerl__pred_fit(&pred, layout, fw, cfg->fit, w);
+        if (e < 0) {
+            snprintf(why, len,
+                     "the governor predictor cannot be fitted on updates %llu-%llu (%s: a "
+                     "phase's time or energy is not > 0)",
+                     (unsigned long long)fw[0]->update,
+                     (unsigned long long)fw[cfg->fit - 1]->update, eerl_strerror(e));
+            return e;
+        }
+        /* The constant reference: the fit window's mean throughput and mean update energy. */
+        for (i = 0; i < cfg->fit; i++) {
+            q_mean += fw[i]->valid_tokens / fw[i]->time_s;
+            e_mean += fw[i]->energy_j;
+        }
+        q_mean /= cfg->fit;
+        e_mean /= cfg->fit;
+        for (i = start; i < start + cfg->predict; i++) {
+            double q = o[i]->valid_tokens / o[i]->time_s;
+
+            eerl__pred_predict(&pred, o[i], &pp);
+            /* Same valid tokens in prediction and truth: predicted throughput N / T^. */
+            e = errs_push(acc, 100.0 * fabs(q_mean / q - 1.0),
+                          100.0 * fabs(o[i]->valid_tokens / pp.t / q - 1.0),
+                          100.0 * fabs(e_mean / o[i]->energy_j - 1.0),
+                          100.0 * fabs(pp.e / o[i]->energy_j - 1.0));
+            if (e < 0)
+                return e;
+        }
+        acc->blocks++;
+        if (o[start + cfg->predict - 1]->update - fw[0]->update !=
+            (uint64_t)(cfg->fit + cfg->predict - 1))
+            acc->gap_blocks++;
+    }
+    return 0;
+}
+
+int eerl__an_forward_test(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg,
+                          struct eerl__an_fwd_errs *acc, char *why, size_t len)
+{
+    struct eerl__an_fwd_errs mine;
+    struct eerl__pred_work w;
+    const eerl_obs **o = NULL;
+    size_t i, m = 0, from;
+    int e, why_not;
+
+    if (!s || !cfg || !acc || !why || cfg->fit < 2 || cfg->predict < 1 || cfg->step < 1 ||
+        (s->n > 0 && !s->obs))
+        return EERL_EINVAL;
+    why[0] = '\0';
+    eerl__an_fwd_errs_init(&mine);
+    e = eerl__pred_work_init(&w, cfg->fit);
+    if (e < 0)
+        return e;
+    o = calloc(s->n ? s->n : 1, sizeof(*o));
+    if (!o) {
+        e = EERL_ENOMEM;
+        goto fail;
+    }
+    for (i = 0; i < s->n; i++)
+        if (fwd_usable(s, i, &why_not))
+            o[m++] = &s->obs[i];
+    /* Stretches: the whole sequence, or runs of consecutive update numbers. */
+    for (from = 0, i = 1; i <= m; i++) {
+        if (i < m && (!cfg->consecutive || o[i]->update == o[i - 1]->update + 1))
+            continue;
+        e = fwd_stretch(s, o + from, i - from, cfg, &w, &mine, why, len);
+        if (e < 0)
+            goto fail;
+        from = i;
+    }
+    if (mine.blocks == 0) {
+        snprintf(why, len, "no forward-test block fits");
+        e = EERL_ENODATA;
+        goto fail;
+    }
+    e = eerl__an_fwd_errs_merge(acc, &mine);
+fail:
+    free(o);
+    eerl__pred_work_free(&w);
+    eerl__an_fwd_errs_free(&mine);
+    return e;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile(const double *v, size_t n, double p, double *scratch)
+{
+    double pos, f;
+    size_t k;
+
+    if (n == 0)
+        return NAN;
+    memcpy(scratch, v, n * sizeof(*v));
+    qsort(scratch, n, sizeof(*scratch), cmp_double);
+    pos = p * (double)(n - 1);
+    k = (size_t)pos;
+    f = pos - (double)k;
+    return k + 1 < n ? scratch[k] + f * (scratch[k + 1] - scratch[k]) : scratch[k];
+}
+
+static void fwd_stat(const double *v, size_t n, double *scratch, struct eerl__an_fwd_stat *st)
+{
+    st->median = quantile(v, n, 0.5, scratch);
+    st->p90 = quantile(v, n, 0.9, scratch);
+}
+
+int eerl__an_fwd_summarize(const struct eerl__an_fwd_errs *acc, struct eerl__an_fwd_summary *ret)
+{
+    struct eerl__an_fwd_summary r;
+    double *scratch;
+
+    if (!acc || !ret)
+        return EERL_EINVAL;
+    scratch = malloc((acc->n ? acc->n : 1) * sizeof(*scratch));
+    if (!scratch)
+        return EERL_ENOMEM;
+    memset(&r, 0, sizeof(r));
+    r.blocks = acc->blocks;
+    r.gap_blocks = acc->gap_blocks;
+    r.predictions = acc->n;
+    fwd_stat(acc->tput_const, acc->n, scratch, &r.tput_const);
+    fwd_stat(acc->tput_model, acc->n, scratch, &r.tput_model);
+    fwd_stat(acc->energy_const, acc->n, scratch, &r.energy_const);
+    fwd_stat(acc->energy_model, acc->n, scratch, &r.energy_model);
+    free(scratch);
+    *ret = r;
     return 0;
 }
 

@@ -3,8 +3,9 @@
  * per-seed ratios (Appendix A) over the whole run and before/after the lock (Tables 4, 5), and
  * the workload-normalized comparison against a governor model fitted on pooled governor runs
  * (Appendix E). `eerl sim` and `eerl analyze` both go through this one implementation, so the
- * figures of a simulation and of its traces agree bit for bit. Owns the series it builds; prints
- * nothing. */
+ * figures of a simulation and of its traces agree bit for bit. Also Appendix B's forward test of
+ * the governor predictor over a trace's governor updates (`eerl analyze --forward-test`), through
+ * the controller's own predictor (core/predictor.c). Owns the series it builds; prints nothing. */
 #ifndef EERL_RUNTIME_ANALYSIS_H
 #define EERL_RUNTIME_ANALYSIS_H
 
@@ -32,6 +33,10 @@ struct eerl__an_series {
     /* For reports (clocks per update): controller state after each update, and event marks. */
     int *state;
     unsigned *marks; /* bit per eerl_event_kind seen at that update */
+    /* Read from a trace only (NULL otherwise): each update's whole observation, for the
+     * forward test, and the header's time tolerance for checking it. */
+    eerl_obs *obs;
+    double time_tolerance;
 };
 
 void eerl__an_series_init(struct eerl__an_series *s);
@@ -87,6 +92,68 @@ int eerl__an_compare(const struct eerl__an_series *const *gov,
 int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
                        const struct eerl__an_series *const *ctl, size_t n_ctl,
                        struct eerl__an_result *res);
+
+/* ---- Appendix B: forward test of the governor predictor ------------------------------------ */
+
+struct eerl__an_fwd_cfg {
+    unsigned fit;     /* governor updates fitted (15) */
+    unsigned predict; /* governor updates predicted after them (3) */
+    unsigned step;    /* advance between blocks (3) */
+    int consecutive;  /* blocks only within stretches of consecutive update numbers */
+};
+
+/* What a trace offers the forward test: its updates from EERL__AN_FIRST_UPDATE on whose observed
+ * setting is the governor and that pass eerl_obs_check. */
+struct eerl__an_fwd_count {
+    size_t lines;        /* update lines */
+    size_t warmup;       /* before EERL__AN_FIRST_UPDATE */
+    size_t not_governor; /* observed setting not the governor (candidate, locked, ...) */
+    size_t invalid;      /* governor updates refused by eerl_obs_check */
+    size_t used;         /* governor updates the test runs over */
+    size_t gaps;         /* places where two used updates are not consecutive update numbers */
+    size_t longest;      /* longest stretch of used updates with consecutive update numbers */
+};
+
+/* Absolute prediction errors in percent, one per predicted update, appended trace after trace. */
+struct eerl__an_fwd_errs {
+    size_t n, cap;
+    unsigned blocks;
+    unsigned gap_blocks; /* blocks whose fitted and predicted updates are not consecutive */
+    double *tput_const, *tput_model, *energy_const, *energy_model;
+};
+
+struct eerl__an_fwd_stat {
+    double median, p90; /* NaN without predictions */
+};
+
+struct eerl__an_fwd_summary {
+    unsigned blocks, gap_blocks;
+    size_t predictions;
+    struct eerl__an_fwd_stat tput_const, tput_model, energy_const, energy_model;
+};
+
+void eerl__an_fwd_errs_init(struct eerl__an_fwd_errs *e);
+void eerl__an_fwd_errs_free(struct eerl__an_fwd_errs *e);
+/* Appends src's errors and blocks to dst. */
+int eerl__an_fwd_errs_merge(struct eerl__an_fwd_errs *dst, const struct eerl__an_fwd_errs *src);
+
+/* Counts s's updates (s read by eerl__an_load_trace). EERL_EINVAL when s has no observations. */
+int eerl__an_fwd_count(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg,
+                       struct eerl__an_fwd_count *ret);
+
+/* Fits the predictor (Eq. 2, the controller's eerl__pred_fit) on cfg->fit governor updates,
+ * predicts the next cfg->predict, advances by cfg->step, and appends per-update errors of
+ * throughput (valid tokens / s) and update energy to acc, for the token-work model and for the
+ * constant reference (the fit window's mean throughput and mean update energy). Without
+ * cfg->consecutive the governor updates are one sequence in trace order (gaps left by candidate
+ * updates are bridged, as the controller's reference set bridges them); with it each stretch of
+ * consecutive update numbers is tested alone. EERL_ENODATA when no block fits (acc unchanged);
+ * EERL_EINVAL for bad cfg or when the predictor refuses a window (why names its updates). */
+int eerl__an_forward_test(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg,
+                          struct eerl__an_fwd_errs *acc, char *why, size_t len);
+
+/* Medians and 90th percentiles (linear between order statistics) of acc's errors. */
+int eerl__an_fwd_summarize(const struct eerl__an_fwd_errs *acc, struct eerl__an_fwd_summary *ret);
 
 /* JSON pieces shared by `eerl sim --json` and `eerl analyze --json`. */
 json_t *eerl__an_setting_json(const eerl_setting *s);

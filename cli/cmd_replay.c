@@ -175,6 +175,28 @@ int eerl_cmd_replay(int argc, char **argv)
             eerl_cli_err(CMD, "%s:%zu: not a JSON object", path, lineno);
             goto done;
         }
+        if (!strcmp(type, "resume") && updates == 0) {
+            /* The session restored a saved state before its first update: restore the same
+             * bytes, so the replay starts where the run did (or refuses it the same way). */
+            char tag[64], rwhy[400];
+            unsigned char *st = NULL;
+            size_t st_len = 0;
+
+            err = eerl__trace_parse_resume(line, tag, sizeof(tag), &st, &st_len, why, sizeof(why));
+            if (err < 0) {
+                eerl_cli_err(CMD, "%s:%zu: %s", path, lineno, why);
+                goto done;
+            }
+            if (err == 0) {
+                err = eerl_ctl_restore(ctl, tag, st, st_len, rwhy, sizeof(rwhy));
+                free(st);
+                if (err == EERL_EPARSE || err == EERL_EINVAL) {
+                    eerl_cli_err(CMD, "%s:%zu: the recorded saved state: %s", path, lineno, rwhy);
+                    goto done;
+                }
+            }
+            continue;
+        }
         if (strcmp(type, "update"))
             continue; /* other record types are for other readers */
         err = eerl__trace_parse_update(line, &u, rec, EV_CAP, why, sizeof(why));

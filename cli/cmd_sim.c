@@ -32,7 +32,8 @@ static void usage(FILE *out)
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json]\n"
-            "                [--divergence 0.025]\n\n"
+            "                [--divergence 0.025]\n"
+            "                [--save-state DIR] [--resume-from DIR]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster with matched seeds, both through the runtime session (meter, actuator and\n"
             "controller in virtual time), and prints the energy-per-valid-token saving and the\n"
@@ -51,7 +52,13 @@ static void usage(FILE *out)
             "              (default eerl: run-level budget; paper: the faithful EE-RL controller)\n"
             "              (oracle: the best static setting found offline, held from update 1)\n"
             "  --expected-updates: updates the job runs in all, for strategies that budget\n"
-            "              exploration against the horizon (eerl); default: learned\n",
+            "              exploration against the horizon (eerl); default: learned\n"
+            "  --save-state DIR: saves each seed's controller state after the last update\n"
+            "              to DIR/seed<N>-controller.state (a job saves it by its checkpoint)\n"
+            "  --resume-from DIR: each seed's controller resumes from\n"
+            "              DIR/seed<N>-controller.state (the next job segment; the twin starts\n"
+            "              the seed's workload again). No file, or a state learned on another\n"
+            "              GPU, allocation, mode, strategy or configuration: a fresh search\n",
             eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names(), SIM_STRATEGIES);
 }
 
@@ -60,7 +67,8 @@ static int known(const char *opt)
     static const char *const opts[] = {"--model",      "--gpu",          "--mode",
                                        "--alloc",      "--size",         "--trace",
                                        "--strategy",   "--updates",      "--seeds",
-                                       "--divergence", "--allowed-loss", "--expected-updates"};
+                                       "--divergence", "--allowed-loss", "--expected-updates",
+                                       "--save-state", "--resume-from"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -154,6 +162,7 @@ int eerl_cmd_sim(int argc, char **argv)
 {
     const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated";
     const char *alloc = "8/32", *size = "M", *trace = NULL, *strategy_s = "eerl";
+    const char *save_dir = NULL, *resume_dir = NULL;
     unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0;
     int oracle_run = 0, have_oracle = 0;
     double loss = 0.02, divergence = 0.025;
@@ -204,6 +213,10 @@ int eerl_cmd_sim(int argc, char **argv)
             trace = v;
         } else if (!strcmp(a, "--strategy")) {
             strategy_s = v;
+        } else if (!strcmp(a, "--save-state")) {
+            save_dir = v;
+        } else if (!strcmp(a, "--resume-from")) {
+            resume_dir = v;
         } else if (!strcmp(a, "--allowed-loss")) {
             if (parse_loss(v, &loss) < 0)
                 return EERL_EXIT_USAGE;
@@ -255,6 +268,27 @@ int eerl_cmd_sim(int argc, char **argv)
         return EERL_EXIT_USAGE;
     }
     rc = EERL_EXIT_FAIL;
+    if (resume_dir) {
+        struct stat st;
+        int bad = stat(resume_dir, &st) != 0 ? errno : 0;
+        if (bad || !S_ISDIR(st.st_mode)) {
+            eerl_cli_err(CMD, "--resume-from '%s' is not a directory%s%s", resume_dir,
+                         bad ? ": " : "", bad ? strerror(bad) : "");
+            rc = EERL_EXIT_USAGE;
+            goto out;
+        }
+    }
+    if (save_dir) {
+        struct stat st;
+        if (stat(save_dir, &st) != 0 && mkdir(save_dir, 0777) != 0) {
+            eerl_cli_err(CMD, "cannot create state directory '%s': %s", save_dir, strerror(errno));
+            goto out;
+        } else if (stat(save_dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            eerl_cli_err(CMD, "--save-state '%s' is not a directory", save_dir);
+            rc = EERL_EXIT_USAGE;
+            goto out;
+        }
+    }
     if (trace) {
         struct stat st;
         char probe[4096];
@@ -307,7 +341,7 @@ int eerl_cmd_sim(int argc, char **argv)
     }
     for (k = 0; k < n_seeds; k++) {
         struct eerl__sim_config c;
-        char path[2][4096], meta[512];
+        char path[2][4096], meta[512], spath[2][4096];
         int role;
 
         memset(&c, 0, sizeof(c));
@@ -324,6 +358,16 @@ int eerl_cmd_sim(int argc, char **argv)
         c.expected_updates = (unsigned)expected;
         if (oracle_run)
             c.static_setting = orc->setting;
+        if (resume_dir) {
+            snprintf(spath[0], sizeof(spath[0]), "%s/seed%llu-controller.state", resume_dir,
+                     (unsigned long long)seeds[k]);
+            c.resume_from = spath[0];
+        }
+        if (save_dir) {
+            snprintf(spath[1], sizeof(spath[1]), "%s/seed%llu-controller.state", save_dir,
+                     (unsigned long long)seeds[k]);
+            c.save_state = spath[1];
+        }
         for (role = 0; role < 2; role++) {
             c.controller = role;
             snprintf(path[role], sizeof(path[role]), "%s/seed%llu-%s.jsonl", trace ? trace : ".",
@@ -346,6 +390,9 @@ int eerl_cmd_sim(int argc, char **argv)
         }
         gs[k] = &gov[k].series;
         cs[k] = &ctl[k].series;
+        if (resume_dir)
+            fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): %s%s\n", (unsigned long long)seeds[k],
+                    k + 1, n_seeds, ctl[k].resumed ? "" : "not resumed: ", ctl[k].resume_detail);
         if (ctl[k].series.locked)
             fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): locked %s idle %s at update %llu\n",
                     (unsigned long long)seeds[k], k + 1, n_seeds,

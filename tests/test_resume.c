@@ -100,6 +100,19 @@ static void test_resume_skips_search(void **state)
     eerl_ctl_free(a);
 }
 
+/* 1 when the controller's pending events hold a "resume refused" record mentioning what. */
+static int refused_event(eerl_ctl *ctl, const char *what)
+{
+    eerl_event ev[16];
+    size_t n = eerl_ctl_events(ctl, ev, 16), i;
+
+    for (i = 0; i < n; i++)
+        if (ev[i].kind == EERL_EV_HOLD && strstr(ev[i].reason, "resume refused") &&
+            strstr(ev[i].reason, what))
+            return 1;
+    return 0;
+}
+
 static void test_changes_start_fresh(void **state)
 {
     unsigned clocks[200], other[200];
@@ -123,6 +136,7 @@ static void test_changes_start_fresh(void **state)
     assert_int_equal(eerl__resume_load(b, "NVIDIA H100 80GB HBM3 16/16", path, why, sizeof(why)),
                      1);
     assert_non_null(strstr(why, "16/16"));
+    assert_true(refused_event(b, "GPU model or allocation"));
     eerl_ctl_setting(b, &first);
     assert_true(eerl_setting_is_governor(&first));
     eerl_ctl_get_status(b, &st);
@@ -140,10 +154,34 @@ static void test_changes_start_fresh(void **state)
     assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 1);
     assert_non_null(strstr(why, "colocated"));
     eerl_ctl_free(b);
-    /* The paper's strategy does not resume. */
+    /* The paper's strategy does not resume: a fresh search, said in the first events. */
     b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_PAPER, clocks, nc);
-    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), EERL_ENOTSUP);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 1);
+    assert_non_null(strstr(why, "does not resume"));
+    assert_true(refused_event(b, "paper"));
     eerl_ctl_free(b);
+    /* Another configuration (allowed loss): a fresh search, with the event. */
+    {
+        eerl_ctl_config c;
+        eerl_ctl_config_default(EERL_MODE_COLOCATED, &c);
+        c.strategy = EERL_STRATEGY_EERL;
+        c.allowed_loss = 0.03;
+        assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &b), 0);
+        assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 1);
+        assert_non_null(strstr(why, "configuration"));
+        assert_non_null(strstr(why, "fresh.state"));
+        assert_true(refused_event(b, "configuration"));
+        eerl_ctl_get_status(b, &st);
+        assert_int_equal(st.state, EERL_STATE_CALIBRATING);
+        assert_int_equal(st.references, 0);
+        eerl_ctl_free(b);
+        /* A longer horizon is not a change of configuration: it resumes. */
+        c.allowed_loss = 0.02;
+        c.expected_updates = 500;
+        assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &b), 0);
+        assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 0);
+        eerl_ctl_free(b);
+    }
     /* No file: fresh search. */
     b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
     snprintf(path, sizeof(path), "%s/none.state", tu_tmpdir());
@@ -179,6 +217,7 @@ static void test_damaged(void **state)
     b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
     assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), EERL_EPARSE);
     assert_non_null(strstr(why, "truncated"));
+    assert_non_null(strstr(why, "cut.state"));
     /* Not a state at all. */
     assert_int_equal(eerl_ctl_restore(b, TAG, "hello world", 11, why, sizeof(why)), EERL_EPARSE);
     /* The controller is untouched by the refusals: it calibrates. */

@@ -315,11 +315,15 @@ EERL_EXPORT int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, s
                               size_t *ret_len);
 /* Restores a saved state into a fresh controller (before its first observation), which then
  * skips calibration and starts at the saved lock (or searches at once if there was none).
- * EERL_ESTATE when the state was learned elsewhere: another tag (GPU model or allocation), mode,
- * strategy, clock list or governor peak, or when the controller has observed already — the
- * controller is unchanged and starts a fresh search; why says which. EERL_EPARSE for a buffer
- * that is not a saved state, EERL_EVERSION for one of another eerl version, EERL_ENOTSUP for a
- * strategy that does not resume (only the eerl strategy does, outside in-flight mode). */
+ * A state learned elsewhere is refused and the controller starts a fresh search, with a HOLD
+ * event "resume refused: <why>" among the first update's events: EERL_ESTATE for another tag
+ * (GPU model or allocation), mode, strategy, number of groups, clock list or governor peak,
+ * another configuration (allowed loss, grids, groups: everything but the horizon fields
+ * expected_updates, calibration lengths and ref_window), or too few references;
+ * EERL_EVERSION for a state of another eerl version or state format; EERL_ENOTSUP for a
+ * strategy that does not resume (only the eerl strategy does, outside in-flight mode).
+ * EERL_ESTATE without an event when the controller has observed already; EERL_EPARSE (no event,
+ * controller unchanged) for a buffer that is not a saved state or is damaged. why says which. */
 EERL_EXPORT int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
                                  char *why, size_t why_len);
 

@@ -73,6 +73,16 @@ typedef struct eerl_rt_config {
     int sample_thread; /* 1: the meter samples in real time on its own thread; 0: the caller calls
                           eerl_rt_sample (virtual time). Phase boundaries always take a sample. */
     const eerl_rt_clock_owner *owner; /* NULL: eerld if wanted (above), else the actuator */
+    /* Resume (docs/controller.md "Resume"): a state saved by eerl_rt_save_state, as a file or
+     * the checkpoint directory holding eerl-controller.state. NULL: a fresh start. A missing
+     * file, or a state learned elsewhere (another GPU model, allocation, clock list, mode,
+     * strategy, controller configuration or eerl version), starts a fresh search and says why
+     * (eerl_rt_resumed, the trace's "resume" record, a "resume refused" event of the first
+     * update); an unreadable or damaged file fails eerl_rt_new with why naming the file. */
+    const char *resume_from;
+    /* The hardware and allocation the state belongs to; NULL: "<GPU 0's name> <n_gen>/<n_train>"
+     * ("<name> <n>" colocated). At most 63 characters. */
+    const char *resume_tag;
 } eerl_rt_config;
 
 /* Defaults for the mode: allowed loss 0.02, paper strategy, no trace, real time, no GPUs. */
@@ -145,6 +155,18 @@ EERL_EXPORT size_t eerl_rt_events(const eerl_rt *rt, const eerl_event **ret_even
 
 /* The controller's status (state, lock, counts). */
 EERL_EXPORT int eerl_rt_status(const eerl_rt *rt, eerl_ctl_status *ret_status);
+
+/* Saves the controller's learned state (governor references, the lock) to path, atomically
+ * (a crash mid-save leaves the previous file), for a later session's resume_from. path: a file,
+ * or an existing directory (the training checkpoint's), which gets eerl-controller.state. Call
+ * it where the framework saves its checkpoint. Works after eerl_rt_close too. 0 or EERL_E*
+ * (eerl_rt_last_error names the file). */
+EERL_EXPORT int eerl_rt_save_state(eerl_rt *rt, const char *path);
+
+/* Whether this session resumed: 1 resumed from a saved state, 0 not (fresh search, or no
+ * resume_from). *ret_detail (may be NULL) says why in words ("" without resume_from); valid for
+ * the session's life. EERL_EINVAL for a NULL session. */
+EERL_EXPORT int eerl_rt_resumed(const eerl_rt *rt, const char **ret_detail);
 
 /* Detail of the last failing call ("" if none). Valid until the next call. */
 EERL_EXPORT const char *eerl_rt_last_error(const eerl_rt *rt);

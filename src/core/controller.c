@@ -421,17 +421,29 @@ int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *c
 
 /* ---- saved state ----------------------------------------------------------------------------- */
 
-#define SAVE_MAGIC "EERLCTL1"
+#define SAVE_MAGIC "EERLCTL2" /* 2: the header carries a hash of the decision settings */
 #define SAVE_TAG 64
 
 struct save_head {
     char magic[8];
     uint32_t version, mode, strategy, peak, n_clocks, n_groups;
-    uint64_t clocks_hash;
+    uint64_t clocks_hash, cfg_hash;
     char tag[SAVE_TAG];
     uint32_t locked, ref_n;
     eerl_setting locked_setting;
 };
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
 
 static uint64_t clocks_hash(const eerl_ctl *ctl)
 {
@@ -442,6 +454,49 @@ static uint64_t clocks_hash(const eerl_ctl *ctl)
         h ^= ctl->clocks[i];
         h *= 1099511628211ull;
     }
+    return h;
+}
+
+/* The settings a saved lock was judged under, field by field (no struct padding). Left out on
+ * purpose: the horizon (expected_updates, calibration lengths: a later job segment has fewer
+ * updates left) and ref_window (restore takes the most recent references that fit). */
+static uint64_t cfg_hash(const eerl_ctl_config *c)
+{
+    uint64_t h = 1469598103934665603ull;
+    const double d[] = {c->allowed_loss,    c->min_saving, c->big_loss,       c->monitor_margin,
+                        c->coverage_margin, c->se_target,  c->time_tolerance, c->budget_margin};
+    const unsigned u[] = {c->trial_updates,
+                          c->governor_between,
+                          c->confirm_updates,
+                          c->confirm_trials_max,
+                          c->max_trials,
+                          c->grid_mhz,
+                          c->first_grid_mhz,
+                          c->second_grid_mhz,
+                          c->start_drop_gen_mhz,
+                          c->start_drop_train_mhz,
+                          c->start_drop_first_mhz,
+                          c->start_drop_second_mhz,
+                          c->feedback_step_mhz,
+                          c->feedback_big_step_mhz,
+                          c->monitor_every,
+                          c->monitor_window,
+                          c->idle_mhz,
+                          c->refresh_updates,
+                          c->coverage_fail_limit,
+                          c->inflight_lock_candidate_blocks,
+                          c->n_groups};
+    unsigned g;
+
+    h = fnv(h, d, sizeof(d));
+    h = fnv(h, u, sizeof(u));
+    h = fnv(h, c->block_choices, sizeof(c->block_choices));
+    h = fnv(h, c->static_setting.mhz, sizeof(c->static_setting.mhz));
+    for (g = 0; g < EERL_GROUPS_MAX; g++) {
+        h = fnv(h, c->group_names[g], strnlen(c->group_names[g], sizeof(c->group_names[g])));
+        h = fnv(h, "", 1);
+    }
+    h = fnv(h, &c->static_setting.idle_mhz, sizeof(c->static_setting.idle_mhz));
     return h;
 }
 
@@ -456,6 +511,7 @@ static void head_of(const eerl_ctl *ctl, const char *tag, struct save_head *h)
     h->n_clocks = (uint32_t)ctl->n_clocks;
     h->n_groups = ctl->cfg.n_groups;
     h->clocks_hash = clocks_hash(ctl);
+    h->cfg_hash = cfg_hash(&ctl->cfg);
     snprintf(h->tag, sizeof(h->tag), "%s", tag ? tag : "");
 }
 
@@ -489,6 +545,25 @@ int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, size_t cap, s
             snprintf(why, why_len, __VA_ARGS__);                                                   \
     } while (0)
 
+/* A saved state this controller cannot take: the controller starts a fresh search, and says so
+ * in an event the first update's events carry (so a trace shows it, and a replay that restores
+ * the same bytes reproduces it). */
+static int refuse(eerl_ctl *ctl, int e, char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int refuse(eerl_ctl *ctl, int e, char *why, size_t why_len, const char *fmt, ...)
+{
+    char r[320];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(r, sizeof(r), fmt, ap);
+    va_end(ap);
+    WHY("%s", r);
+    eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->next, "resume refused: %s", r);
+    ev_finish(ctl);
+    return e;
+}
+
 int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len, char *why,
                      size_t why_len)
 {
@@ -502,66 +577,72 @@ int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len
         WHY("bad arguments");
         return EERL_EINVAL;
     }
-    if (len < sizeof(h) || memcmp(p, SAVE_MAGIC, 8) != 0) {
-        WHY("not a saved controller state (%zu bytes)", len);
-        return EERL_EPARSE;
-    }
-    memcpy(&h, p, sizeof(h));
-    if (h.version != EERL_VERSION_HEX) {
-        WHY("saved by eerl version 0x%08x, this is 0x%08x", (unsigned)h.version,
-            (unsigned)EERL_VERSION_HEX);
-        return EERL_EVERSION;
-    }
-    if (len != sizeof(h) + (size_t)h.ref_n * sizeof(eerl_obs) || h.locked > 1) {
-        WHY("saved state is truncated or damaged (%zu bytes for %u references)", len,
-            (unsigned)h.ref_n);
-        return EERL_EPARSE;
-    }
-    if (!ctl->ops->restore || ctl->ops == &eerl__strategy_inflight) {
-        WHY("strategy %s does not resume in %s mode", eerl_strategy_name(ctl->cfg.strategy),
-            eerl_mode_name(ctl->mode));
-        return EERL_ENOTSUP;
-    }
     if (ctl->observed || ctl->rejected) {
         WHY("the controller has observed %llu updates already; restore before the first",
             (unsigned long long)(ctl->observed + ctl->rejected));
         return EERL_ESTATE;
     }
-    head_of(ctl, tag, &mine);
-    h.tag[SAVE_TAG - 1] = '\0';
-    if (strcmp(h.tag, mine.tag) != 0) {
-        WHY("saved on '%s', this run is '%s' (GPU model or allocation changed): fresh search",
-            h.tag, mine.tag);
-        return EERL_ESTATE;
+    if (len >= 8 && memcmp(p, SAVE_MAGIC, 7) == 0 && p[7] != (unsigned char)SAVE_MAGIC[7])
+        return refuse(ctl, EERL_EVERSION, why, why_len,
+                      "saved in state format %c, this eerl reads format %c: fresh search",
+                      p[7] >= 0x20 && p[7] < 0x7f ? p[7] : '?', SAVE_MAGIC[7]);
+    if (len < sizeof(h) || memcmp(p, SAVE_MAGIC, 8) != 0) {
+        WHY("not a saved controller state (%zu bytes)", len);
+        return EERL_EPARSE;
     }
-    if (h.mode != mine.mode || h.strategy != mine.strategy || h.n_groups != mine.n_groups) {
-        WHY("saved for mode %s, strategy %s, %u groups; this run is %s, %s, %u groups: fresh "
-            "search",
-            eerl_mode_name((eerl_mode)h.mode), eerl_strategy_name((eerl_strategy)h.strategy),
-            (unsigned)h.n_groups, eerl_mode_name(ctl->mode), eerl_strategy_name(ctl->cfg.strategy),
-            ctl->cfg.n_groups);
-        return EERL_ESTATE;
-    }
-    if (h.peak != mine.peak || h.n_clocks != mine.n_clocks || h.clocks_hash != mine.clocks_hash) {
-        WHY("saved for a GPU with peak %u MHz and %u clocks, this one has %u MHz and %u: fresh "
-            "search",
-            (unsigned)h.peak, (unsigned)h.n_clocks, mine.peak, (unsigned)mine.n_clocks);
-        return EERL_ESTATE;
-    }
-    if (h.ref_n < 3) {
-        WHY("saved state holds %u governor references, too few to skip calibration",
+    memcpy(&h, p, sizeof(h));
+    if (len != sizeof(h) + (size_t)h.ref_n * sizeof(eerl_obs) || h.locked > 1) {
+        WHY("saved state is truncated or damaged (%zu bytes for %u references)", len,
             (unsigned)h.ref_n);
-        return EERL_ESTATE;
+        return EERL_EPARSE;
     }
+    if (h.version != EERL_VERSION_HEX)
+        return refuse(ctl, EERL_EVERSION, why, why_len,
+                      "saved by eerl version 0x%08x, this is 0x%08x: fresh search",
+                      (unsigned)h.version, (unsigned)EERL_VERSION_HEX);
     for (i = 0; i < h.ref_n; i++) {
         eerl_obs o;
         memcpy(&o, p + sizeof(h) + i * sizeof(eerl_obs), sizeof(o));
-        if (eerl_obs_check(ctl->mode, &o, ctl->cfg.time_tolerance, NULL, 0) < 0 ||
-            !eerl_setting_is_governor(&o.setting)) {
+        if ((unsigned)h.mode < EERL_MODE_COUNT &&
+            (eerl_obs_check((eerl_mode)h.mode, &o, ctl->cfg.time_tolerance, NULL, 0) < 0 ||
+             !eerl_setting_is_governor(&o.setting))) {
             WHY("saved reference %zu is not a valid governor observation", i);
             return EERL_EPARSE;
         }
     }
+    if (!ctl->ops->restore || ctl->ops == &eerl__strategy_inflight)
+        return refuse(ctl, EERL_ENOTSUP, why, why_len,
+                      "strategy %s does not resume in %s mode: fresh search",
+                      eerl_strategy_name(ctl->cfg.strategy), eerl_mode_name(ctl->mode));
+    head_of(ctl, tag, &mine);
+    h.tag[SAVE_TAG - 1] = '\0';
+    if (strcmp(h.tag, mine.tag) != 0)
+        return refuse(ctl, EERL_ESTATE, why, why_len,
+                      "saved on '%s', this run is '%s' (GPU model or allocation changed): "
+                      "fresh search",
+                      h.tag, mine.tag);
+    if (h.mode != mine.mode || h.strategy != mine.strategy || h.n_groups != mine.n_groups)
+        return refuse(ctl, EERL_ESTATE, why, why_len,
+                      "saved for mode %s, strategy %s, %u groups; this run is %s, %s, %u groups: "
+                      "fresh search",
+                      eerl_mode_name((eerl_mode)h.mode),
+                      eerl_strategy_name((eerl_strategy)h.strategy), (unsigned)h.n_groups,
+                      eerl_mode_name(ctl->mode), eerl_strategy_name(ctl->cfg.strategy),
+                      ctl->cfg.n_groups);
+    if (h.peak != mine.peak || h.n_clocks != mine.n_clocks || h.clocks_hash != mine.clocks_hash)
+        return refuse(ctl, EERL_ESTATE, why, why_len,
+                      "saved for a GPU with peak %u MHz and %u clocks, this one has %u MHz and "
+                      "%u (clock list changed): fresh search",
+                      (unsigned)h.peak, (unsigned)h.n_clocks, mine.peak, (unsigned)mine.n_clocks);
+    if (h.cfg_hash != mine.cfg_hash)
+        return refuse(ctl, EERL_ESTATE, why, why_len,
+                      "saved under another controller configuration (allowed loss, grids, "
+                      "groups, ...): fresh search");
+    if (h.ref_n < 3)
+        return refuse(ctl, EERL_ESTATE, why, why_len,
+                      "saved state holds %u governor references, too few to skip calibration: "
+                      "fresh search",
+                      (unsigned)h.ref_n);
     /* The most recent ref_window references are taken (the window may differ). */
     from = h.ref_n > ctl->cfg.ref_window ? h.ref_n - ctl->cfg.ref_window : 0;
     for (i = from; i < h.ref_n; i++) {

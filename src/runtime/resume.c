@@ -96,13 +96,89 @@ out:
     return e;
 }
 
-int eerl__resume_load(eerl_ctl *ctl, const char *tag, const char *path, char *why, size_t why_len)
+int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len, char *why,
+                      size_t why_len)
 {
     unsigned char *buf = NULL;
     struct stat sb;
-    eerl_ctl_status st;
     size_t got = 0;
     FILE *f = NULL;
+    int e;
+
+    if (!path || !ret_buf || !ret_len) {
+        snprintf(why, why_len, "no path");
+        return EERL_EINVAL;
+    }
+    f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) {
+            snprintf(why, why_len, "no saved state at '%s': fresh search", path);
+            return 1;
+        }
+        snprintf(why, why_len, "reading saved state '%s': %s", path, strerror(errno));
+        return EERL_EIO;
+    }
+    if (fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
+        (unsigned long long)sb.st_size > RESUME_MAX) {
+        snprintf(why, why_len, "'%s' is empty or not a saved controller state", path);
+        e = EERL_EPARSE;
+        goto out;
+    }
+    buf = malloc((size_t)sb.st_size);
+    if (!buf) {
+        snprintf(why, why_len, "out of memory reading '%s'", path);
+        e = EERL_ENOMEM;
+        goto out;
+    }
+    got = fread(buf, 1, (size_t)sb.st_size, f);
+    if (got != (size_t)sb.st_size) {
+        snprintf(why, why_len, "reading saved state '%s': short read", path);
+        e = EERL_EIO;
+        goto out;
+    }
+    *ret_buf = buf;
+    *ret_len = got;
+    buf = NULL;
+    e = 0;
+out:
+    fclose(f);
+    free(buf);
+    return e;
+}
+
+int eerl__resume_apply(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
+                       const char *path, char *why, size_t why_len)
+{
+    char r[400];
+    int e = eerl_ctl_restore(ctl, tag, buf, len, r, sizeof(r));
+
+    if (e == 0) {
+        snprintf(why, why_len, "resumed from '%s'", path);
+        return 0;
+    }
+    if (e == EERL_EPARSE) {
+        snprintf(why, why_len, "'%s': %s", path, r);
+        return e;
+    }
+    if (e == EERL_ESTATE || e == EERL_ENOTSUP || e == EERL_EVERSION) {
+        eerl_ctl_status st;
+        /* Refused after the first observation is the caller's mistake, not a fresh search. */
+        if (eerl_ctl_get_status(ctl, &st) == 0 && st.observed + st.rejected > 0) {
+            snprintf(why, why_len, "%s", r);
+            return EERL_ESTATE;
+        }
+        snprintf(why, why_len, "'%s': %s", path, r);
+        return 1;
+    }
+    snprintf(why, why_len, "'%s': %s", path, r);
+    return e;
+}
+
+int eerl__resume_load(eerl_ctl *ctl, const char *tag, const char *path, char *why, size_t why_len)
+{
+    unsigned char *buf = NULL;
+    eerl_ctl_status st;
+    size_t len = 0;
     int e;
 
     if (!ctl || !path) {
@@ -113,38 +189,10 @@ int eerl__resume_load(eerl_ctl *ctl, const char *tag, const char *path, char *wh
         snprintf(why, why_len, "the controller has observed already; load before the first update");
         return EERL_ESTATE;
     }
-    f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) {
-            snprintf(why, why_len, "no saved state at '%s': fresh search", path);
-            return 1;
-        }
-        snprintf(why, why_len, "reading '%s': %s", path, strerror(errno));
-        return EERL_EIO;
-    }
-    if (fstat(fileno(f), &sb) < 0 || sb.st_size <= 0 ||
-        (unsigned long long)sb.st_size > RESUME_MAX) {
-        snprintf(why, why_len, "'%s' is empty or not a saved state", path);
-        e = EERL_EPARSE;
-        goto out;
-    }
-    buf = malloc((size_t)sb.st_size);
-    if (!buf) {
-        e = EERL_ENOMEM;
-        goto out;
-    }
-    got = fread(buf, 1, (size_t)sb.st_size, f);
-    if (got != (size_t)sb.st_size) {
-        snprintf(why, why_len, "reading '%s': short read", path);
-        e = EERL_EIO;
-        goto out;
-    }
-    e = eerl_ctl_restore(ctl, tag, buf, got, why, why_len);
-    if (e == EERL_ESTATE)
-        e = 1; /* learned elsewhere: why says what changed */
-out:
-    if (f)
-        fclose(f);
+    e = eerl__resume_read(path, &buf, &len, why, why_len);
+    if (e != 0)
+        return e;
+    e = eerl__resume_apply(ctl, tag, buf, len, path, why, why_len);
     free(buf);
     return e;
 }

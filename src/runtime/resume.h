@@ -17,10 +17,22 @@ int eerl__resume_path(const char *dir, char *buf, size_t len);
 /* Saves ctl's learned state (see eerl_ctl_save for tag) to path. 0 or EERL_E* with why. */
 int eerl__resume_save(const eerl_ctl *ctl, const char *tag, const char *path, char *why,
                       size_t why_len);
-/* Loads path into a controller that has not observed yet. Returns 0 when it resumed; 1 when it
- * starts a fresh search instead (no file, or the state was learned on another GPU model,
- * allocation, mode or strategy: why says which); EERL_E* on an unreadable or damaged file, a
- * strategy that does not resume (EERL_ENOTSUP) or a controller that has observed already. */
+/* Reads a saved state file into a malloc'd buffer (*ret_buf, *ret_len; the caller frees).
+ * 0; 1 when there is no file (why: "no saved state at 'path': fresh search"); EERL_EIO,
+ * EERL_EPARSE (empty, not a regular file, far too big) or EERL_ENOMEM with why naming the file. */
+int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len, char *why,
+                      size_t why_len);
+/* Restores buf (read from path, named in why) into a controller that has not observed yet.
+ * 0 when it resumed; 1 when the controller starts a fresh search instead: the state was learned
+ * on another GPU model, allocation, clock list, mode, strategy, configuration or eerl version,
+ * or the strategy does not resume (why says which, and the controller's first events carry a
+ * "resume refused" record); EERL_EPARSE for a damaged state; EERL_ESTATE when the controller
+ * has observed already. */
+int eerl__resume_apply(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
+                       const char *path, char *why, size_t why_len);
+/* eerl__resume_read then eerl__resume_apply: 0 resumed, 1 fresh search (no file, or the state
+ * was learned elsewhere), EERL_E* on an unreadable or damaged file or a controller that has
+ * observed already. */
 int eerl__resume_load(eerl_ctl *ctl, const char *tag, const char *path, char *why, size_t why_len);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -18,6 +19,7 @@
 #include "eerl/runtime.h"
 #include "eerl/version.h"
 #include "runtime/owner.h"
+#include "runtime/resume.h"
 #include "trace/trace.h"
 
 #define IV_MAX 16  /* intervals of one phase of one pool within an update (then merged) */
@@ -59,6 +61,9 @@ struct eerl_rt {
     int cur_known[2];
     eerl_event *ev;
     size_t n_ev;
+    char tag[64]; /* the hardware/allocation identity of saved states */
+    int resumed;  /* 1: the controller started from a saved state */
+    char resume_detail[512];
     char err[512];
 };
 
@@ -167,9 +172,87 @@ static int write_run_line(eerl_rt *rt, const char *run_json, char *why, size_t l
     return e;
 }
 
+/* A saved state's file: path itself, or path/eerl-controller.state for a directory. */
+static int state_path(const char *path, char *buf, size_t len)
+{
+    struct stat sb;
+
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return eerl__resume_path(path, buf, len);
+    return (size_t)snprintf(buf, len, "%s", path) >= len ? EERL_EOVERFLOW : 0;
+}
+
+/* The identity of the hardware a state was learned on: GPU model and pool sizes. */
+static int make_tag(eerl_rt *rt, const char *given, char *why, size_t len)
+{
+    char name[96] = "";
+    int e;
+
+    if (given) {
+        if (strlen(given) >= sizeof(rt->tag)) {
+            snprintf(why, len, "resume tag '%s' is longer than %zu characters", given,
+                     sizeof(rt->tag) - 1);
+            return EERL_EINVAL;
+        }
+        snprintf(rt->tag, sizeof(rt->tag), "%s", given);
+        return 0;
+    }
+    e = eerl_device_name(rt->dev, rt->all[0], name, sizeof(name));
+    if (e < 0)
+        snprintf(name, sizeof(name), "unknown GPU");
+    if (rt->colocated)
+        snprintf(rt->tag, sizeof(rt->tag), "%.50s %zu", name, rt->n_pool[0]);
+    else
+        snprintf(rt->tag, sizeof(rt->tag), "%.50s %zu/%zu", name, rt->n_pool[0], rt->n_pool[1]);
+    return 0;
+}
+
+/* Reads and applies cfg->resume_from before the first update. On success *ret_state holds the
+ * bytes read (NULL when there was no file) for the trace's resume record. */
+static int resume(eerl_rt *rt, const char *from, unsigned char **ret_state, size_t *ret_len,
+                  char *why, size_t len)
+{
+    char path[4096];
+    int e;
+
+    *ret_state = NULL;
+    *ret_len = 0;
+    if (state_path(from, path, sizeof(path)) < 0) {
+        snprintf(why, len, "resume path '%s' is too long", from);
+        return EERL_EINVAL;
+    }
+    e = eerl__resume_read(path, ret_state, ret_len, rt->resume_detail, sizeof(rt->resume_detail));
+    if (e == 0)
+        e = eerl__resume_apply(rt->ctl, rt->tag, *ret_state, *ret_len, path, rt->resume_detail,
+                               sizeof(rt->resume_detail));
+    if (e < 0) {
+        snprintf(why, len, "resuming: %s", rt->resume_detail);
+        free(*ret_state);
+        *ret_state = NULL;
+        return e;
+    }
+    rt->resumed = e == 0;
+    return 0;
+}
+
+static int write_resume_line(eerl_rt *rt, const char *from, const unsigned char *st, size_t n)
+{
+    char *line = NULL;
+    int e = eerl__trace_resume_line(from, rt->tag, rt->resumed, rt->resume_detail, st, n, &line);
+
+    if (e < 0)
+        return e;
+    if (fputs(line, rt->trace) == EOF || fputc('\n', rt->trace) == EOF)
+        e = EERL_EIO;
+    free(line);
+    return e;
+}
+
 int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
                 eerl_rt **ret_rt)
 {
+    unsigned char *saved = NULL;
+    size_t saved_len = 0;
     char dummy[8];
     eerl_rt *rt = NULL;
     eerl_ctl_config cc;
@@ -246,6 +329,8 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
     rt->cfg.trace_run_json = NULL;
     rt->cfg.producer = NULL;
     rt->cfg.ctl_cfg = NULL;
+    rt->cfg.resume_from = NULL;
+    rt->cfg.resume_tag = NULL;
     if (!rt->cfg.clock)
         rt->cfg.clock = eerl_clock_monotonic;
     rt->dev = dev;
@@ -293,6 +378,14 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
     if (e < 0) {
         snprintf(why, why_len, "building the controller: %s", eerl_strerror(e));
         goto fail;
+    }
+    e = make_tag(rt, cfg->resume_tag, why, why_len);
+    if (e < 0)
+        goto fail;
+    if (cfg->resume_from) {
+        e = resume(rt, cfg->resume_from, &saved, &saved_len, why, why_len);
+        if (e < 0)
+            goto fail;
     }
     eerl_ctl_setting(rt->ctl, &rt->applied);
     if (cfg->observe_only)
@@ -367,6 +460,8 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
         e = eerl__trace_write_header(rt->trace, rt->ctl, cfg->producer ? cfg->producer : producer);
         if (e == 0)
             e = write_run_line(rt, cfg->trace_run_json, why, why_len);
+        if (e == 0 && cfg->resume_from)
+            e = write_resume_line(rt, cfg->resume_from, saved, saved_len);
         if (e == 0 && fflush(rt->trace) != 0)
             e = EERL_EIO;
         if (e < 0) {
@@ -392,9 +487,11 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
         }
         rt->thread = 1;
     }
+    free(saved);
     *ret_rt = rt;
     return 0;
 fail:
+    free(saved);
     eerl_meter_free(rt->meter);
     eerl_ctl_free(rt->ctl);
     eerl__rt_owner_free(rt->own);
@@ -443,6 +540,33 @@ void eerl_rt_free(eerl_rt *rt)
     eerl_ctl_free(rt->ctl);
     free(rt->ev);
     free(rt);
+}
+
+int eerl_rt_save_state(eerl_rt *rt, const char *path)
+{
+    char file[4096], why[512] = "";
+    int e;
+
+    if (!rt)
+        return EERL_EINVAL;
+    if (!path || !path[0])
+        return fail(rt, EERL_EINVAL, "save state: no path given");
+    if (state_path(path, file, sizeof(file)) < 0)
+        return fail(rt, EERL_EINVAL, "save state: path '%s' is too long", path);
+    e = eerl__resume_save(rt->ctl, rt->tag, file, why, sizeof(why));
+    if (e < 0)
+        return fail(rt, e, "saving the controller state to '%s': %s", file,
+                    why[0] ? why : eerl_strerror(e));
+    return 0;
+}
+
+int eerl_rt_resumed(const eerl_rt *rt, const char **ret_detail)
+{
+    if (!rt)
+        return EERL_EINVAL;
+    if (ret_detail)
+        *ret_detail = rt->resume_detail;
+    return rt->resumed;
 }
 
 const char *eerl_rt_last_error(const eerl_rt *rt)

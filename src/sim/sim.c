@@ -286,12 +286,19 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     rc.clock_ctx = &r.vc;
     rc.meter_interval_ms = 1000;
     rc.owner = &wo;
+    if (c->controller)
+        rc.resume_from = c->resume_from;
     r.sample_s = c->sample_s > 0 ? c->sample_s : 1.0;
     r.next_sample = 0;
     r.vc.t = 0;
     e = eerl_rt_new(dev, &rc, why, len, &r.rt);
     if (e < 0)
         goto fail;
+    {
+        const char *d = "";
+        out.resumed = eerl_rt_resumed(r.rt, &d) == 1;
+        snprintf(out.resume_detail, sizeof(out.resume_detail), "%s", d);
+    }
     snprintf(out.series.role, sizeof(out.series.role), "%s",
              c->controller ? "controller" : "governor");
     out.series.has_seed = 1;
@@ -381,6 +388,13 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
             goto fail;
     }
     eerl_rt_status(r.rt, &out.status);
+    if (c->controller && c->save_state) {
+        e = eerl_rt_save_state(r.rt, c->save_state);
+        if (e < 0) {
+            snprintf(why, len, "%s", eerl_rt_last_error(r.rt));
+            goto fail;
+        }
+    }
     e = eerl_rt_close(r.rt);
     if (e < 0) {
         snprintf(why, len, "closing the session: %s", eerl_rt_last_error(r.rt));

@@ -31,6 +31,8 @@ struct eerl__sim_config {
     double sample_s;             /* virtual meter sampling period; 0: 1 s */
     unsigned expected_updates;   /* the controller's cfg.expected_updates (0: unknown) */
     eerl_setting static_setting; /* EERL_STRATEGY_STATIC: the setting held (the oracle's) */
+    const char *resume_from;     /* controller run: the session's resume_from (NULL: none) */
+    const char *save_state;      /* controller run: eerl_rt_save_state here after the last update */
 };
 
 struct eerl__sim_run {
@@ -39,6 +41,8 @@ struct eerl__sim_run {
     unsigned long lock_calls; /* clock locks the session made through its owner */
     int restored;             /* after close: every GPU back to the governor */
     eerl_ctl_status status;
+    int resumed;             /* the session started from a saved state */
+    char resume_detail[512]; /* why (or why not), "" without resume_from */
 };
 
 /* One run. EERL_E* with why on failure (a bad configuration names the value). */

@@ -655,3 +655,102 @@ fail:
     json_decref(o);
     return err;
 }
+
+/* ---- resume record -------------------------------------------------------------------------- */
+
+int eerl__trace_resume_line(const char *from, const char *tag, int resumed, const char *detail,
+                            const void *state, size_t state_len, char **ret_line)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = state;
+    json_t *o = json_object();
+    char *h = NULL;
+    size_t i;
+
+    if (!ret_line) {
+        json_decref(o);
+        return EERL_EINVAL;
+    }
+    if (!o)
+        return EERL_ENOMEM;
+    json_object_set_new(o, "type", json_string("resume"));
+    json_object_set_new(o, "from", json_string(from ? from : ""));
+    json_object_set_new(o, "tag", json_string(tag ? tag : ""));
+    json_object_set_new(o, "resumed", json_boolean(resumed));
+    json_object_set_new(o, "detail", json_string(detail ? detail : ""));
+    if (state && state_len) {
+        h = malloc(2 * state_len + 1);
+        if (!h) {
+            json_decref(o);
+            return EERL_ENOMEM;
+        }
+        for (i = 0; i < state_len; i++) {
+            h[2 * i] = hex[p[i] >> 4];
+            h[2 * i + 1] = hex[p[i] & 15];
+        }
+        h[2 * state_len] = '\0';
+        json_object_set_new(o, "state", json_string(h));
+        free(h);
+    }
+    return dump(o, ret_line);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int eerl__trace_parse_resume(const char *line, char *tag, size_t tag_len, unsigned char **ret_state,
+                             size_t *ret_len, char *why, size_t len)
+{
+    json_t *o = load(line, why, len), *t, *s;
+    unsigned char *buf = NULL;
+    const char *h;
+    size_t n, i;
+    int err = EERL_EPARSE;
+
+    if (!o)
+        return EERL_EPARSE;
+    t = json_object_get(o, "tag");
+    s = json_object_get(o, "state");
+    if (!json_is_string(t)) {
+        snprintf(why, len, "resume record has no \"tag\" string");
+        goto fail;
+    }
+    if (!s) {
+        err = 1;
+        goto fail;
+    }
+    h = json_is_string(s) ? json_string_value(s) : NULL;
+    n = h ? strlen(h) : 1;
+    if (!h || n % 2 || n == 0) {
+        snprintf(why, len, "resume record's \"state\" is not a hex string");
+        goto fail;
+    }
+    buf = malloc(n / 2);
+    if (!buf) {
+        err = EERL_ENOMEM;
+        goto fail;
+    }
+    for (i = 0; i < n / 2; i++) {
+        int a = hexval(h[2 * i]), b = hexval(h[2 * i + 1]);
+        if (a < 0 || b < 0) {
+            snprintf(why, len, "resume record's \"state\" has a non-hex character at %zu", 2 * i);
+            goto fail;
+        }
+        buf[i] = (unsigned char)(a << 4 | b);
+    }
+    snprintf(tag, tag_len, "%s", json_string_value(t));
+    *ret_state = buf;
+    *ret_len = n / 2;
+    buf = NULL;
+    err = 0;
+fail:
+    free(buf);
+    json_decref(o);
+    return err;
+}

@@ -57,6 +57,17 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
 int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
                              size_t cap, char *why, size_t len);
 
+/* The "resume" record a session writes after its "run" line when it was asked to resume: where
+ * from, the hardware tag, whether it resumed, why (or why not), and the saved state's bytes in
+ * hex when the file was read (so `eerl replay` restores the same bytes and replays exactly).
+ * state NULL: no state (no file). malloc'd into *ret_line. */
+int eerl__trace_resume_line(const char *from, const char *tag, int resumed, const char *detail,
+                            const void *state, size_t state_len, char **ret_line);
+/* Parses a resume record: 0 with the tag and the state bytes (malloc'd, the caller frees);
+ * 1 when the record carries no state; EERL_EPARSE with why. */
+int eerl__trace_parse_resume(const char *line, char *tag, size_t tag_len, unsigned char **ret_state,
+                             size_t *ret_len, char *why, size_t len);
+
 /* One event as a JSON object text (for `eerl replay --json`), malloc'd. */
 int eerl__trace_event_json(const eerl_event *ev, char **ret_text);
 

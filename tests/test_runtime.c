@@ -81,10 +81,28 @@ struct rig {
     unsigned n_gen, n_train;
 };
 
+/* What a rig's session resumes from (tests of eerl_rt_save_state / resume_from). */
+struct rig_resume {
+    eerl_strategy strategy;
+    const char *from, *tag;
+    char why[512]; /* eerl_rt_new's why when it fails */
+};
+
+static int rig_try(struct rig *r, eerl_twin_mode mode, int rt_mode, unsigned ng, unsigned nt,
+                   const char *trace, int observe_only, struct rig_resume *res);
+
 /* rt_mode: the session's execution mode, -1 for the one matching the twin's (colocated or
  * disaggregated). */
 static void rig_open_mode(struct rig *r, eerl_twin_mode mode, int rt_mode, unsigned ng, unsigned nt,
                           const char *trace, int observe_only)
+{
+    int e = rig_try(r, mode, rt_mode, ng, nt, trace, observe_only, NULL);
+    if (e < 0)
+        fail_msg("eerl_rt_new: %s", eerl_strerror(e));
+}
+
+static int rig_try(struct rig *r, eerl_twin_mode mode, int rt_mode, unsigned ng, unsigned nt,
+                   const char *trace, int observe_only, struct rig_resume *res)
 {
     struct eerl_twin_config tc;
     eerl_rt_config rc;
@@ -125,9 +143,17 @@ static void rig_open_mode(struct rig *r, eerl_twin_mode mode, int rt_mode, unsig
     r->owner.restore = watch_restore;
     r->owner.last_error = NULL;
     rc.owner = &r->owner;
+    if (res) {
+        rc.strategy = res->strategy;
+        rc.resume_from = res->from;
+        rc.resume_tag = res->tag;
+    }
     e = eerl_rt_new(r->dev, &rc, why, sizeof(why), &r->rt);
-    if (e < 0)
+    if (res)
+        snprintf(res->why, sizeof(res->why), "%s", why);
+    else if (e < 0)
         fail_msg("eerl_rt_new: %s (%s)", eerl_strerror(e), why);
+    return e;
 }
 
 static void rig_open(struct rig *r, eerl_twin_mode mode, unsigned ng, unsigned nt,
@@ -409,6 +435,108 @@ static void test_colocated_locks_measures_restores(void **state)
     rig_close(&r);
 }
 
+/* Resume: a session saves its controller's state into a checkpoint directory; the next session
+ * (the job's next segment) resumes from it, skips calibration and search and runs at the saved
+ * lock from its first update; the trace says so and carries the state. Another allocation (tag)
+ * or strategy starts a fresh search with a "resume refused" event; a damaged file fails the
+ * session naming the file; a missing one is a fresh start. */
+static void test_resume_session(void **state)
+{
+    struct rig r;
+    struct rig_resume rr;
+    char dir[600], trace[600], file[700];
+    const char *detail = NULL;
+    unsigned u, lg, lt, at_gov = 0;
+    eerl_rt_update_info info;
+    struct eerl_twin_update up;
+    eerl_ctl_status st;
+    eerl_setting s, locked;
+    const eerl_event *ev;
+    size_t n, k;
+    int refused = 0, e;
+    FILE *f;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/ckpt", tu_tmpdir());
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(file, sizeof(file), "%s/eerl-controller.state", dir);
+    memset(&rr, 0, sizeof(rr));
+    rr.strategy = EERL_STRATEGY_EERL;
+    rr.from = dir; /* the first segment: nothing saved yet, a fresh start */
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 4, 0, NULL, 0, &rr), 0);
+    assert_int_equal(eerl_rt_resumed(r.rt, &detail), 0);
+    assert_non_null(strstr(detail, "no saved state"));
+    for (u = 1; u <= 150; u++)
+        one_update(&r, u, &up, &info, &lg, &lt);
+    assert_int_equal(eerl_rt_status(r.rt, &st), 0);
+    assert_true(st.locked);
+    locked = st.locked_setting;
+    assert_int_equal(eerl_rt_save_state(r.rt, dir), 0); /* a directory: the file inside */
+    assert_int_equal(access(file, R_OK), 0);
+    assert_int_equal(eerl_rt_save_state(r.rt, "/nonexistent-dir/x.state"), EERL_ESYS);
+    assert_non_null(strstr(eerl_rt_last_error(r.rt), "/nonexistent-dir/x.state"));
+    rig_close(&r);
+
+    /* The next segment, same hardware: locked from the first update, no governor update. */
+    snprintf(trace, sizeof(trace), "%s/resumed.jsonl", tu_tmpdir());
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 4, 0, trace, 0, &rr), 0);
+    assert_int_equal(eerl_rt_resumed(r.rt, &detail), 1);
+    assert_non_null(strstr(detail, "resumed from"));
+    eerl_rt_applied_setting(r.rt, &s);
+    assert_true(eerl_setting_equal(&s, &locked));
+    for (u = 1; u <= 20; u++) {
+        eerl_rt_applied_setting(r.rt, &s);
+        at_gov += eerl_setting_is_governor(&s);
+        one_update(&r, u, &up, &info, &lg, &lt);
+        assert_int_equal(lg, s.mhz[EERL_GROUP_GEN]);
+        assert_true(info.accepted);
+        assert_true(info.state == EERL_STATE_LOCKED || info.state == EERL_STATE_MONITORING);
+    }
+    assert_int_equal(at_gov, 0u);
+    assert_int_equal(count_lines(trace, "resume"), 1);
+    rig_close(&r);
+
+    /* Another allocation: a fresh search, said in the first update's events. */
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 8, 0, NULL, 0, &rr), 0);
+    assert_int_equal(eerl_rt_resumed(r.rt, &detail), 0);
+    assert_non_null(strstr(detail, "allocation"));
+    eerl_rt_applied_setting(r.rt, &s);
+    assert_true(eerl_setting_is_governor(&s));
+    one_update(&r, 1, &up, &info, &lg, &lt);
+    n = eerl_rt_events(r.rt, &ev);
+    for (k = 0; k < n; k++)
+        refused |= strstr(ev[k].reason, "resume refused") != NULL;
+    assert_true(refused);
+    assert_int_equal(info.state, EERL_STATE_CALIBRATING);
+    rig_close(&r);
+    /* The paper's strategy (does not resume): a fresh search. */
+    rr.strategy = EERL_STRATEGY_PAPER;
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 4, 0, NULL, 0, &rr), 0);
+    assert_int_equal(eerl_rt_resumed(r.rt, &detail), 0);
+    assert_non_null(strstr(detail, "does not resume"));
+    rig_close(&r);
+    /* A given tag that differs: a fresh search. */
+    rr.strategy = EERL_STRATEGY_EERL;
+    rr.tag = "another cluster";
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 4, 0, NULL, 0, &rr), 0);
+    assert_int_equal(eerl_rt_resumed(r.rt, &detail), 0);
+    assert_non_null(strstr(detail, "another cluster"));
+    rig_close(&r);
+    rr.tag = NULL;
+
+    /* A damaged file: the session is not opened, and why names the file. */
+    f = fopen(file, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    assert_int_equal(ftruncate(fileno(f), ftell(f) - 7), 0);
+    fclose(f);
+    e = rig_try(&r, EERL_TWIN_COLOCATED, -1, 4, 0, NULL, 0, &rr);
+    assert_int_equal(e, EERL_EPARSE);
+    assert_non_null(strstr(rr.why, "eerl-controller.state"));
+    assert_null(r.rt);
+    rig_close(&r);
+}
+
 /* Disaggregated: a waiting pool goes to the idle clock; observe-only never writes a clock. */
 static void test_disaggregated_idle_and_observe_only(void **state)
 {
@@ -650,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_phase_order),
         cmocka_unit_test(test_nested_phases_inflight),
         cmocka_unit_test(test_colocated_locks_measures_restores),
+        cmocka_unit_test(test_resume_session),
         cmocka_unit_test(test_disaggregated_idle_and_observe_only),
         cmocka_unit_test(test_nvml_standin_real_time),
         cmocka_unit_test(test_nvml_standin_through_eerld),

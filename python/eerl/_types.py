@@ -119,6 +119,8 @@ class RtConfig(C.Structure):
         ("meter_interval_ms", C.c_uint),
         ("sample_thread", C.c_int),
         ("owner", C.POINTER(RtClockOwner)),
+        ("resume_from", C.c_char_p),
+        ("resume_tag", C.c_char_p),
     ]
 
 

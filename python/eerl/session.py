@@ -56,6 +56,8 @@ def _c():
         "rt_phase_clock": d("eerl_rt_phase_clock", I, [P, U, I, C.POINTER(U)]),
         "rt_status": d("eerl_rt_status", I, [P, C.POINTER(T.CtlStatus)]),
         "rt_last_error": d("eerl_rt_last_error", C.c_char_p, [P]),
+        "rt_save_state": d("eerl_rt_save_state", I, [P, C.c_char_p]),
+        "rt_resumed": d("eerl_rt_resumed", I, [P, C.POINTER(C.c_char_p)]),
         "state_name": d("eerl_state_name", C.c_char_p, [I]),
     }
     _fns = f
@@ -105,16 +107,27 @@ class Session:
     eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
         True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path.
     install_sigterm: install the SIGTERM handler described in the module's docstring.
+    resume_from: a controller state saved by save_state() (the file, or the checkpoint directory
+        holding eerl-controller.state), or None. The controller then skips calibration and
+        search and starts at the saved lock. A missing file, or a state learned on another GPU
+        model, allocation, clock list, mode, strategy, configuration or eerl version, starts a
+        fresh search instead: resumed is False and resume_detail says why (so do the trace and
+        the first update's events). A damaged or unreadable file raises EerlError naming it.
+        Only strategy "eerl" resumes (outside in-flight mode); others start fresh and say so.
+    resume_tag: the hardware identity saved states are matched on; None: the first GPU's model
+        and the pool sizes.
     """
 
     def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
                  trace=None, strategy="paper", run_info=None, governor_peak_mhz=0,
-                 meter_interval_ms=0, eerld=None, install_sigterm=True):
+                 meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
+                 resume_tag=None):
         self._rt = None
         self._dev = None
         self._agent = None
         self._closed = True
         self._open_phases = []
+        self._resume_cache = (False, "")
         self._update = 0
         self._last = None
         if mode not in T.MODES:
@@ -169,6 +182,10 @@ class Session:
         cfg.governor_peak_mhz = int(governor_peak_mhz)
         cfg.meter_interval_ms = int(meter_interval_ms)
         cfg.sample_thread = 1
+        self._resume_b = os.fsencode(resume_from) if resume_from is not None else None
+        self._resume_tag_b = resume_tag.encode() if resume_tag is not None else None
+        cfg.resume_from = self._resume_b
+        cfg.resume_tag = self._resume_tag_b
 
         self._open_device(eerld, sorted(set(gen) | set(train)))
         why = C.create_string_buffer(512)
@@ -181,6 +198,7 @@ class Session:
             raise
         self._rt = rt
         self._closed = False
+        self._resume_info()
         with _live_lock:
             _live.add(self)
         if install_sigterm:
@@ -330,6 +348,38 @@ class Session:
         self._update = w.update + 1
         self._last = info
         return self.metrics()
+
+    def save_state(self, path):
+        """Saves the controller's learned state (governor references, the lock) for a later
+        Session(resume_from=...). path: a file, or the training checkpoint's directory (which
+        gets eerl-controller.state). Call it where the framework saves its checkpoint; the file
+        is replaced atomically. Call it before close(). Returns
+        the file written."""
+        if self._rt is None:
+            raise EerlError(-15, "the session is closed")
+        p = os.fspath(path)
+        _lib.check(_c()["rt_save_state"](self._rt, os.fsencode(p)),
+                   "saving the controller state to %s" % p, self._err)
+        return os.path.join(p, "eerl-controller.state") if os.path.isdir(p) else p
+
+    @property
+    def resumed(self):
+        """True when the controller started from a saved state (resume_from)."""
+        return self._resume_info()[0]
+
+    @property
+    def resume_detail(self):
+        """Why the session resumed or started fresh ("" without resume_from)."""
+        return self._resume_info()[1]
+
+    def _resume_info(self):
+        if self._rt is None:
+            return self._resume_cache
+        d = C.c_char_p()
+        r = _c()["rt_resumed"](self._rt, C.byref(d))
+        _lib.check(r if r < 0 else 0, "resume status", self._err)
+        self._resume_cache = (r == 1, (d.value or b"").decode(errors="replace"))
+        return self._resume_cache
 
     def applied_setting(self):
         """{"gen_mhz", "train_mhz", "idle_mhz"} applied from the next phase boundary (0: governor)."""

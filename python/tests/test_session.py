@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import child_env, read_locks, write_state
+from conftest import EERL_BIN, child_env, read_locks, write_state
 
 import eerl
 
@@ -232,3 +232,58 @@ def test_normal_exit_without_close_restores_clocks(node):
                        text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "LOCKED", r.stderr
     assert read_locks(node) == [(None, None), (None, None)]
+
+
+def test_save_state_and_resume(node, tmp_path):
+    """A job segment saves the controller state next to its checkpoint; the next segment resumes
+    from the checkpoint directory and skips calibration. Another allocation, or a strategy that
+    does not resume, starts fresh and says why; a damaged file is an error naming it."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    trace1 = str(tmp_path / "seg1.jsonl")
+    with eerl.Session(mode="colocated", pools=POOLS, strategy="eerl", resume_from=ckpt,
+                      trace=trace1) as s:
+        assert not s.resumed and "no saved state" in s.resume_detail
+        for u in range(14):  # calibration is 10 governor updates for the eerl strategy
+            m = one_update(s, u)
+        assert m["eerl/state"] != "calibrating"
+        refs = s.status()["references"]
+        assert refs >= 10
+        saved = s.save_state(ckpt)
+    assert saved == str(ckpt / "eerl-controller.state") and os.path.getsize(saved) > 0
+    with pytest.raises(eerl.EerlError, match="closed"):
+        s.save_state(ckpt)
+
+    trace2 = str(tmp_path / "seg2.jsonl")
+    with eerl.Session(mode="colocated", pools=POOLS, strategy="eerl", resume_from=ckpt,
+                      trace=trace2) as s:
+        assert s.resumed and "resumed from" in s.resume_detail
+        st = s.status()
+        assert st["state"] != "calibrating" and st["references"] == refs
+        m = one_update(s, 0)
+        assert m["eerl/state"] != "calibrating"
+    lines = [json.loads(l) for l in open(trace2)]
+    rec = [l for l in lines if l.get("type") == "resume"]
+    assert len(rec) == 1 and rec[0]["resumed"] and len(rec[0]["state"]) > 100
+    # The resumed trace replays to the same decisions.
+    r = subprocess.run([EERL_BIN, "replay", "--quiet", trace2], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 mismatches" in r.stdout
+
+    # Another allocation (one GPU instead of two): a fresh search, said in the first events.
+    trace3 = str(tmp_path / "seg3.jsonl")
+    with eerl.Session(mode="colocated", pools={"generation": [0], "training": [0]},
+                      strategy="eerl", resume_from=saved, trace=trace3) as s:
+        assert not s.resumed
+        assert "allocation changed" in s.resume_detail and "fresh search" in s.resume_detail
+        assert one_update(s, 0)["eerl/state"] == "calibrating"
+    first = [json.loads(l) for l in open(trace3) if '"update"' in l][0]
+    assert any("resume refused" in e["reason"] for e in first["events"])
+    # The paper's strategy does not resume: a fresh start, not an error.
+    with eerl.Session(mode="colocated", pools=POOLS, strategy="paper", resume_from=ckpt) as s:
+        assert not s.resumed and "does not resume" in s.resume_detail
+    # A damaged file: an error naming the file.
+    with open(saved, "r+b") as f:
+        f.truncate(os.path.getsize(saved) - 5)
+    with pytest.raises(eerl.EerlError, match="eerl-controller.state"):
+        eerl.Session(mode="colocated", pools=POOLS, strategy="eerl", resume_from=ckpt)

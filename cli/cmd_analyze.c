@@ -25,7 +25,7 @@ static void usage(FILE *out)
             "usage: eerl analyze [--json] TRACE...\n"
             "       eerl analyze --forward-test [--fit 15] [--predict 3] [--step 3] "
             "[--consecutive]\n"
-            "                    [--json] TRACE...\n\n"
+            "                    [--from 2] [--json] TRACE...\n\n"
             "Compares controller traces with governor traces of the same seed (the trace's run\n"
             "line names its role and seed; a trace written in observe-only mode is a governor\n"
             "run). Prints, over updates 2 and later, matched-seed geometric means of the energy\n"
@@ -35,15 +35,16 @@ static void usage(FILE *out)
             "governors' own spread). Example: eerl analyze runs/*.jsonl\n\n"
             "--forward-test: the paper's Appendix B test of the governor predictor (Eq. 2, the\n"
             "controller's own model) on any traces, observe-only ones included. Over each\n"
-            "trace's governor updates (observed setting: governor; updates 2 and later; refused\n"
-            "observations left out) it fits on --fit consecutive governor updates, predicts the\n"
-            "next --predict, advances by --step, and prints the median and 90th percentile of\n"
-            "the absolute error, per predicted update, of throughput (valid tokens/s) and of\n"
-            "update energy, for the token-work model and for a constant reference (the fit\n"
-            "window's mean throughput and mean update energy); per trace and pooled over all.\n"
-            "Governor updates separated by candidate updates are taken in trace order, as the\n"
-            "controller's references are; --consecutive tests only stretches of consecutive\n"
-            "update numbers. Example: eerl analyze --forward-test runs/*-governor.jsonl\n");
+            "trace's governor updates (observed setting: governor; updates --from (2) on, the\n"
+            "earlier ones being warm-up; refused observations left out) it fits on --fit\n"
+            "governor updates, predicts the next --predict, advances by --step, and prints the\n"
+            "median and 90th percentile of the absolute error, per predicted update, of\n"
+            "throughput (valid tokens/s) and of update energy, for the token-work model and for\n"
+            "a constant reference (the fit window's mean throughput and mean update energy),\n"
+            "per trace and pooled over all. Governor updates separated by candidate updates are\n"
+            "taken in trace order, as the controller's references are; --consecutive tests only\n"
+            "stretches of consecutive update numbers.\n"
+            "Example: eerl analyze --forward-test runs/*-governor.jsonl\n");
 }
 
 static void fwd_stat_json(json_t *o, const char *key, const struct eerl__an_fwd_stat *t,
@@ -149,6 +150,7 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
         json_object_set_new(c, "predict", json_integer(cfg->predict));
         json_object_set_new(c, "step", json_integer(cfg->step));
         json_object_set_new(c, "consecutive", json_boolean(cfg->consecutive));
+        json_object_set_new(c, "from", json_integer((json_int_t)cfg->first_update));
         json_object_set_new(jo, "forward_test", c);
         json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
         for (i = 0; i < n; i++) {
@@ -177,9 +179,9 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
         json_decref(jo);
     } else {
         printf("eerl analyze --forward-test: %s mode, %zu trace%s; fit %u, predict %u, step %u "
-               "governor updates%s\n",
+               "governor updates from update %llu on%s\n",
                eerl_mode_name(s[0].mode), n, n == 1 ? "" : "s", cfg->fit, cfg->predict, cfg->step,
-               cfg->consecutive ? ", consecutive only" : "");
+               (unsigned long long)cfg->first_update, cfg->consecutive ? ", consecutive only" : "");
         printf("median and 90th percentile of |predicted / measured - 1| per predicted update;\n"
                "constant: the fit window's mean throughput and mean update energy; token-work:\n"
                "the governor predictor (Eq. 2) fitted on the window\n");
@@ -215,7 +217,7 @@ int eerl_cmd_analyze(int argc, char **argv)
     struct eerl__an_result *res = NULL;
     size_t n = 0, i, j, np = 0, ng = 0, nc = 0;
     int json = 0, rc = EERL_EXIT_USAGE, e, fwd = 0, fwd_opt = 0;
-    struct eerl__an_fwd_cfg fc = {15, 3, 3, 0};
+    struct eerl__an_fwd_cfg fc = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
     char why[1024], set[64];
 
     for (i = 1; i < (size_t)argc; i++) {
@@ -230,13 +232,22 @@ int eerl_cmd_analyze(int argc, char **argv)
             fc.consecutive = 1;
             fwd_opt = 1;
         } else if (!strcmp(argv[i], "--fit") || !strcmp(argv[i], "--predict") ||
-                   !strcmp(argv[i], "--step")) {
+                   !strcmp(argv[i], "--step") || !strcmp(argv[i], "--from")) {
             unsigned long v;
             const char *opt = argv[i];
 
             if (i + 1 >= (size_t)argc) {
-                eerl_cli_err(CMD, "%s needs a value (a number of governor updates)", opt);
+                eerl_cli_err(CMD, "%s needs a value (%s)", opt,
+                             strcmp(opt, "--from") ? "a number of governor updates"
+                                                   : "an update number");
                 return EERL_EXIT_USAGE;
+            }
+            if (!strcmp(opt, "--from")) {
+                if (eerl_cli_parse_uint(CMD, opt, argv[++i], 0, 1000000000, &v) < 0)
+                    return EERL_EXIT_USAGE;
+                fc.first_update = v;
+                fwd_opt = 1;
+                continue;
             }
             if (eerl_cli_parse_uint(CMD, opt, argv[++i], !strcmp(opt, "--fit") ? 2 : 1, 100000,
                                     &v) < 0)
@@ -264,7 +275,8 @@ int eerl_cmd_analyze(int argc, char **argv)
         return EERL_EXIT_USAGE;
     }
     if (fwd_opt && !fwd) {
-        eerl_cli_err(CMD, "--fit, --predict, --step and --consecutive go with --forward-test");
+        eerl_cli_err(CMD,
+                     "--fit, --predict, --step, --from and --consecutive go with --forward-test");
         return EERL_EXIT_USAGE;
     }
     rc = EERL_EXIT_FAIL;

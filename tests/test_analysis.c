@@ -83,7 +83,7 @@ static void test_quantiles(void **state)
 static void test_token_work_beats_constant(void **state)
 {
     struct eerl__an_series s;
-    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0};
+    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
     struct eerl__an_fwd_count c;
     struct eerl__an_fwd_errs e;
     struct eerl__an_fwd_summary r;
@@ -123,7 +123,7 @@ static void test_token_work_beats_constant(void **state)
 static void test_exact_model_and_constant_reference(void **state)
 {
     struct eerl__an_series s;
-    struct eerl__an_fwd_cfg cfg = {4, 1, 1, 0};
+    struct eerl__an_fwd_cfg cfg = {4, 1, 1, 0, EERL__AN_FIRST_UPDATE};
     struct eerl__an_fwd_errs e;
     eerl_obs *o = calloc(6, sizeof(*o));
     double q[6];
@@ -172,7 +172,7 @@ static void test_exact_model_and_constant_reference(void **state)
 static void test_gaps_consecutive_and_refused(void **state)
 {
     struct eerl__an_series s;
-    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0};
+    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
     struct eerl__an_fwd_count c;
     struct eerl__an_fwd_errs e;
     eerl_obs *o = synth_updates(201, 0.003);
@@ -209,7 +209,7 @@ static void test_gaps_consecutive_and_refused(void **state)
 static void test_refusals(void **state)
 {
     struct eerl__an_series s, bare;
-    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0};
+    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
     struct eerl__an_fwd_count c;
     struct eerl__an_fwd_errs e;
     eerl_setting gov;

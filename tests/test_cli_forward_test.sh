@@ -133,10 +133,17 @@ for pair in "$gq $cq" "$gq9 $cq9" "$ge $ce" "$ge9 $ce9"; do
 done
 # (26 - 6 - 2) / 4 + 1 = 5 blocks of 2.
 expect_jq "$tmp/exact2.json" '.pooled.blocks == 5 and .pooled.predictions == 10 and
-    .forward_test == {"fit": 6, "predict": 2, "step": 4, "consecutive": false}' "fit 6/2/4 counts"
+    .forward_test == {"fit": 6, "predict": 2, "step": 4, "consecutive": false, "from": 2}' \
+    "fit 6/2/4 counts"
+# --from 5: updates 1-4 are warm-up, 23 used, (23 - 18) / 3 + 1 = 2 blocks.
+"$EERL_BIN" analyze --forward-test --from 5 --json "$tmp/exact.jsonl" >"$tmp/from.json"
+expect_rc 0 $? "--from 5"
+expect_jq "$tmp/from.json" '.traces[0] | .warmup == 4 and .governor_updates == 23 and
+    .blocks == 2' "--from 5 counts"
 "$EERL_BIN" analyze --forward-test "$tmp/exact.jsonl" >"$tmp/out"
 expect_rc 0 $? "exact table"
-for s in "colocated mode, 1 trace; fit 15, predict 3, step 3" "26 governor updates used of 27" \
+for s in "colocated mode, 1 trace; fit 15, predict 3, step 3 governor updates from update 2 on" \
+    "26 governor updates used of 27" \
     "constant" "token-work" "pooled over 1 trace"; do
     expect_in "$tmp/out" "$s" "exact table"
 done
@@ -216,6 +223,9 @@ expect_in "$tmp/err" "--fit needs a value" "--fit without value"
 "$EERL_BIN" analyze --fit 10 "$tmp/exact.jsonl" >"$tmp/out" 2>"$tmp/err"
 expect_rc 2 $? "--fit without --forward-test"
 expect_in "$tmp/err" "go with --forward-test" "--fit without --forward-test"
+"$EERL_BIN" analyze --forward-test --from x1 "$tmp/exact.jsonl" >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "--from x1"
+expect_in "$tmp/err" "--from 'x1' is not a non-negative integer" "--from x1"
 "$EERL_BIN" analyze --forward-test >"$tmp/out" 2>"$tmp/err"
 expect_rc 2 $? "no traces"
 expect_in "$tmp/err" "no traces given" "no traces"

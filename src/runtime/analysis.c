@@ -607,9 +607,10 @@ int eerl__an_fwd_errs_merge(struct eerl__an_fwd_errs *dst, const struct eerl__an
 
 /* 1 when update i of s is one the forward test uses; *why_not: 1 warm-up, 2 not the governor,
  * 3 refused by the observation check. */
-static int fwd_usable(const struct eerl__an_series *s, size_t i, int *why_not)
+static int fwd_usable(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg, size_t i,
+                      int *why_not)
 {
-    if (s->update[i] < EERL__AN_FIRST_UPDATE) {
+    if (s->update[i] < cfg->first_update) {
         *why_not = 1;
         return 0;
     }
@@ -638,7 +639,7 @@ int eerl__an_fwd_count(const struct eerl__an_series *s, const struct eerl__an_fw
     memset(&c, 0, sizeof(c));
     c.lines = s->n;
     for (i = 0; i < s->n; i++) {
-        if (!fwd_usable(s, i, &why_not)) {
+        if (!fwd_usable(s, cfg, i, &why_not)) {
             c.warmup += why_not == 1;
             c.not_governor += why_not == 2;
             c.invalid += why_not == 3;
@@ -731,7 +732,7 @@ int eerl__an_forward_test(const struct eerl__an_series *s, const struct eerl__an
         goto fail;
     }
     for (i = 0; i < s->n; i++)
-        if (fwd_usable(s, i, &why_not))
+        if (fwd_usable(s, cfg, i, &why_not))
             o[m++] = &s->obs[i];
     /* Stretches: the whole sequence, or runs of consecutive update numbers. */
     for (from = 0, i = 1; i <= m; i++) {

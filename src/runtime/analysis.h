@@ -96,17 +96,18 @@ int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
 /* ---- Appendix B: forward test of the governor predictor ------------------------------------ */
 
 struct eerl__an_fwd_cfg {
-    unsigned fit;     /* governor updates fitted (15) */
-    unsigned predict; /* governor updates predicted after them (3) */
-    unsigned step;    /* advance between blocks (3) */
-    int consecutive;  /* blocks only within stretches of consecutive update numbers */
+    unsigned fit;          /* governor updates fitted (15) */
+    unsigned predict;      /* governor updates predicted after them (3) */
+    unsigned step;         /* advance between blocks (3) */
+    int consecutive;       /* blocks only within stretches of consecutive update numbers */
+    uint64_t first_update; /* updates before it are warm-up (EERL__AN_FIRST_UPDATE) */
 };
 
-/* What a trace offers the forward test: its updates from EERL__AN_FIRST_UPDATE on whose observed
+/* What a trace offers the forward test: its updates from cfg->first_update on whose observed
  * setting is the governor and that pass eerl_obs_check. */
 struct eerl__an_fwd_count {
     size_t lines;        /* update lines */
-    size_t warmup;       /* before EERL__AN_FIRST_UPDATE */
+    size_t warmup;       /* before cfg->first_update */
     size_t not_governor; /* observed setting not the governor (candidate, locked, ...) */
     size_t invalid;      /* governor updates refused by eerl_obs_check */
     size_t used;         /* governor updates the test runs over */

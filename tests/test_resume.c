@@ -189,6 +189,44 @@ static void test_changes_start_fresh(void **state)
     eerl_ctl_free(b);
 }
 
+/* In-flight the eerl strategy resumes too: the saved governor references give back its rate
+ * reference, and the next segment starts at the lock with no governor update for a while. */
+static void test_inflight_resumes(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    char path[4096], why[256];
+    struct synth s;
+    eerl_ctl *a, *b;
+    eerl_ctl_status sa, sb;
+    eerl_setting first;
+    double loss;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/inflight.state", tu_tmpdir());
+    a = make(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, clocks, nc);
+    synth_init(&s, EERL_MODE_INFLIGHT, 5);
+    run(a, &s, 200, NULL);
+    eerl_ctl_get_status(a, &sa);
+    assert_true(sa.locked);
+    assert_int_equal(eerl__resume_save(a, TAG, path, why, sizeof(why)), 0);
+    eerl_ctl_free(a);
+    b = make(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 0);
+    eerl_ctl_setting(b, &first);
+    assert_true(eerl_setting_equal(&first, &sa.locked_setting));
+    eerl_ctl_get_status(b, &sb);
+    assert_int_equal(sb.state, EERL_STATE_LOCKED);
+    assert_int_equal(run(b, &s, 60, &loss), 0u);
+    assert_true(loss <= 0.025);
+    eerl_ctl_free(b);
+    /* The paper's in-flight machine does not resume. */
+    b = make(EERL_MODE_INFLIGHT, EERL_STRATEGY_PAPER, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), 1);
+    assert_non_null(strstr(why, "does not resume"));
+    eerl_ctl_free(b);
+}
+
 static void test_damaged(void **state)
 {
     unsigned clocks[200];
@@ -237,6 +275,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_skips_search),
         cmocka_unit_test(test_changes_start_fresh),
+        cmocka_unit_test(test_inflight_resumes),
         cmocka_unit_test(test_damaged),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,8 +27,9 @@ static const struct eerl__strategy_ops *pick_strategy(eerl_strategy s, eerl_mode
     case EERL_STRATEGY_PAPER:
         break;
     case EERL_STRATEGY_EERL:
-        /* In-flight, only matched governor blocks judge a clock (strategy_eerl.c says why). */
-        return mode == EERL_MODE_INFLIGHT ? &eerl__strategy_inflight : &eerl__strategy_eerl;
+        /* In-flight the rate judges a clock, not the whole-update predictor
+         * (strategy_eerl_inflight.c says why). */
+        return mode == EERL_MODE_INFLIGHT ? &eerl__strategy_eerl_inflight : &eerl__strategy_eerl;
     case EERL_STRATEGY_GOVERNOR:
         return &eerl__strategy_governor;
     case EERL_STRATEGY_STATIC:

@@ -35,6 +35,7 @@ extern const struct eerl__strategy_ops eerl__strategy_drained;
 extern const struct eerl__strategy_ops eerl__strategy_inflight;
 /* Beyond the paper: strategy_eerl.c and strategy_baselines.c. */
 extern const struct eerl__strategy_ops eerl__strategy_eerl;
+extern const struct eerl__strategy_ops eerl__strategy_eerl_inflight;
 extern const struct eerl__strategy_ops eerl__strategy_governor;
 extern const struct eerl__strategy_ops eerl__strategy_static;
 extern const struct eerl__strategy_ops eerl__strategy_global_clock;

@@ -1,0 +1,475 @@
+/* eerl's strategy in in-flight mode (issue 9 item 2; docs/controller.md "The eerl strategy").
+ *
+ * In-flight, generation never stops: the update time follows the work carried across updates,
+ * so the whole-update predictor reads noise as slowdown, and the paper brackets every candidate
+ * block with governor blocks (a third of the run after lock at the governor). What is steady is
+ * the rate: valid tokens per second over a few updates (on the twin, per-update noise about 1%,
+ * no drift while response lengths double). So this strategy judges a setting by its rate and
+ * its energy per valid token against a governor reference measured on the same run:
+ *
+ * - Calibration: cfg.fast_calibration_updates governor updates (the first update of the run,
+ *   which starts with an empty pipeline, left out) give the governor rate, energy per valid
+ *   token and their per-update noise; they also go to the controller's references (resume).
+ * - Search, one group at a time, training first (in-flight the training pool usually waits for
+ *   the next batch, so its clock costs little or no throughput and saves the most), then
+ *   generation: each move holds a setting until its rate loss and energy are clear of the
+ *   run's budget and of the setting it came from by one standard error (at least 4, at most 10
+ *   usable updates; the carried-over update after each change is left out by the controller).
+ *   A move that falls short goes back and halves that group's step; below half the grid the
+ *   group is done; both done = lock. No governor updates between moves.
+ * - Run-level budget: as the eerl strategy (strategy_eerl.c): every update adds its time minus
+ *   the governor time of its work at the governor rate to one account, and the loss a setting
+ *   may run at keeps the whole run, to the expected end, within allowed_loss - budget_margin.
+ * - After lock, governor blocks are sized and timed from what is measured instead of fixed:
+ *   windows of 20 usable updates at the lock are checked against the budget (a setting that
+ *   falls behind raises generation one half-grid step); a governor block of 4 updates runs only
+ *   when the locked setting's own rate moves by more than the noise explains (the reference may
+ *   have moved with it) or 100 usable updates have passed, and it refreshes the reference.
+ * Owns only its state struct. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "eerl/error.h"
+#include "core/controller.h"
+
+enum { EI_CAL, EI_RUN, EI_GOV };
+
+#define EI_N_MIN 4
+#define EI_N_MAX 10
+#define EI_WINDOW 20          /* usable updates per monitoring window after lock */
+#define EI_CHECK_EVERY 100    /* usable updates after lock between governor blocks at most */
+#define EI_GOV_N 4            /* updates of an after-lock governor block */
+#define EI_SD_FLOOR 0.005     /* floor of the per-update relative noise */
+#define EI_RELAX_MARGIN 0.005 /* spare loss rate after lock worth another generation step */
+
+struct ei_st {
+    int phase, locked;
+    unsigned count; /* calibration / governor block updates taken */
+    int first_seen; /* the run's first update has been seen (left out of calibration) */
+    eerl_setting cur, prev;
+    int group; /* group being searched: training, then generation; -1 when done */
+    unsigned step[2];
+    unsigned floor_[2]; /* effective clock known to fall short */
+    /* governor reference */
+    double rate_g, epn_g, sd_r, sd_e;
+    unsigned n_ref;
+    /* the current block (a move, a monitoring window or a governor block) */
+    unsigned n;
+    double bn, bt, be;
+    double prev_epn; /* energy per valid token of the setting the move came from */
+    unsigned prev_n;
+    /* the run-level account */
+    double excess_s, gov_s;
+    uint64_t seen;
+    unsigned since_check, since_relax;
+    double lock_rate; /* the locked setting's rate over its first window (drift check) */
+};
+
+static eerl_ctl_state ei_state(const void *vst)
+{
+    const struct ei_st *st = vst;
+
+    switch (st->phase) {
+    case EI_CAL:
+        return EERL_STATE_CALIBRATING;
+    case EI_GOV:
+        return EERL_STATE_MONITORING;
+    default:
+        return st->locked ? EERL_STATE_LOCKED : EERL_STATE_SEARCHING;
+    }
+}
+
+static int ei_init(struct eerl_ctl *ctl, void *vst)
+{
+    struct ei_st *st = vst;
+
+    st->group = EERL_GROUP_TRAIN;
+    st->step[EERL_GROUP_TRAIN] = ctl->cfg.start_drop_train_mhz;
+    st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz;
+    return 0;
+}
+
+static double remaining(const struct eerl_ctl *ctl, const struct ei_st *st)
+{
+    if (ctl->cfg.expected_updates > st->seen)
+        return (double)(ctl->cfg.expected_updates - st->seen);
+    if (ctl->cfg.expected_updates)
+        return 1.0;
+    return fmax(50.0, (double)st->seen);
+}
+
+static double target_rate(const struct eerl_ctl *ctl, const struct ei_st *st)
+{
+    double a = ctl->cfg.allowed_loss - ctl->cfg.budget_margin;
+    double p = st->seen ? st->gov_s / (double)st->seen : 1.0, rem = p * remaining(ctl, st);
+
+    return fmin((a * (st->gov_s + rem) - st->excess_s) / rem, 2 * ctl->cfg.allowed_loss);
+}
+
+static void block_reset(struct ei_st *st)
+{
+    st->n = 0;
+    st->bn = st->bt = st->be = 0;
+}
+
+static void apply(struct ei_st *st, const eerl_setting *s, eerl_setting *next)
+{
+    st->cur = *s;
+    *next = *s;
+    block_reset(st);
+}
+
+/* Governor rate, energy per token and their per-update noise from the references. */
+static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
+{
+    double sn = 0, stt = 0, se = 0, vr = 0, ve = 0;
+    size_t i, n = ctl->ref_n;
+
+    if (n < 3)
+        return EERL_ESTATE;
+    for (i = 0; i < n; i++) {
+        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+        sn += o->valid_tokens;
+        stt += o->time_s;
+        se += o->energy_j;
+    }
+    if (!(sn > 0 && stt > 0 && se > 0))
+        return EERL_ESTATE;
+    st->rate_g = sn / stt;
+    st->epn_g = se / sn;
+    for (i = 0; i < n; i++) {
+        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+        double dr = (o->valid_tokens / o->time_s) / st->rate_g - 1;
+        double de = (o->energy_j / o->valid_tokens) / st->epn_g - 1;
+        vr += dr * dr;
+        ve += de * de;
+    }
+    st->sd_r = fmax(sqrt(vr / (double)(n - 1)), EI_SD_FLOOR);
+    st->sd_e = fmax(sqrt(ve / (double)(n - 1)), EI_SD_FLOOR);
+    st->n_ref = (unsigned)n;
+    return 0;
+}
+
+static void lock_now(struct eerl_ctl *ctl, struct ei_st *st, const char *why)
+{
+    char b[48];
+
+    st->locked = 1;
+    st->group = -1;
+    st->lock_rate = 0;
+    if (!ctl->locked)
+        st->since_check = 0;
+    ctl->locked = 1;
+    ctl->locked_setting = st->cur;
+    eerl__ctl_emit(ctl, EERL_EV_LOCK, &st->cur, "lock %s: %s",
+                   eerl__setting_str(&st->cur, b, sizeof(b)), why);
+}
+
+/* The next move down of the group being searched (training, then generation); locks when both
+ * are done. */
+static void move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+{
+    unsigned min_step = ctl->cfg.grid_mhz / 2 ? ctl->cfg.grid_mhz / 2 : 1, c;
+    char b[48];
+
+    if (remaining(ctl, st) < EI_N_MIN + 2 && ctl->cfg.expected_updates) {
+        lock_now(ctl, st, "too few updates left for another test to pay");
+        return;
+    }
+    while (st->group >= 0) {
+        int g = st->group;
+
+        while (st->step[g] >= min_step) {
+            if (eerl__ctl_step(ctl, st->cur.mhz[g], -(int)st->step[g], &c) == 0 &&
+                eerl__ctl_eff(ctl, c) > st->floor_[g]) {
+                eerl_setting s = st->cur;
+
+                s = eerl__ctl_setting(ctl, g == EERL_GROUP_GEN ? c : s.mhz[EERL_GROUP_GEN],
+                                      g == EERL_GROUP_TRAIN ? c : s.mhz[EERL_GROUP_TRAIN]);
+                st->prev = st->cur;
+                apply(st, &s, next);
+                eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur,
+                               "lower %s to %s (step %u MHz; budget allows %.2f%% loss)",
+                               ctl->cfg.group_names[g], eerl__setting_str(&st->cur, b, sizeof(b)),
+                               st->step[g], 100 * target_rate(ctl, st));
+                return;
+            }
+            st->step[g] /= 2;
+        }
+        st->group = g == EERL_GROUP_TRAIN ? EERL_GROUP_GEN : -1;
+    }
+    lock_now(ctl, st, "each group at its lowest clock that pays");
+}
+
+static void start_search(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+{
+    st->phase = EI_RUN;
+    st->cur = *next;
+    st->prev_epn = st->epn_g;
+    st->prev_n = st->n_ref;
+    move(ctl, st, next);
+}
+
+/* The block's loss against the governor rate, its energy per token, and their standard errors
+ * (the reference's own included). */
+static void block_figures(const struct ei_st *st, unsigned n_other, double *loss, double *se_l,
+                          double *epn, double *se_e)
+{
+    double n = st->n;
+
+    *loss = 1 - (st->bn / st->bt) / st->rate_g;
+    *epn = st->be / st->bn;
+    *se_l = st->sd_r * sqrt(1 / n + 1 / (double)st->n_ref);
+    *se_e = st->sd_e * sqrt(1 / n + 1 / (double)(n_other ? n_other : 1));
+}
+
+static eerl_event *verdict_event(struct eerl_ctl *ctl, struct ei_st *st, eerl_event_kind kind,
+                                 double loss, double se_l, double epn, double r, int fail)
+{
+    char b[48];
+    eerl_event *ev;
+
+    ev = eerl__ctl_emit(ctl, kind, &st->cur,
+                        "%s over %u updates: rate loss %.2f%% +- %.2f%%, energy per token %.3f of "
+                        "the governor's; budget allows %.2f%%",
+                        eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * loss, 100 * se_l,
+                        epn / st->epn_g, 100 * r);
+    ev->time_ratio = 1 / (1 - loss);
+    ev->energy_ratio = epn / st->epn_g;
+    ev->n_updates = st->n;
+    ev->verdict = fail ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
+    return ev;
+}
+
+/* A move's test: sequential, decided when both the throughput and the energy are clear of their
+ * bars by one standard error, when either is clearly short, or at EI_N_MAX updates. */
+static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+{
+    double r = target_rate(ctl, st), loss, se_l, epn, se_e;
+    int slow, fast, poor, good, fail, g;
+    char b[48];
+
+    if (st->n < EI_N_MIN)
+        return;
+    block_figures(st, st->prev_n, &loss, &se_l, &epn, &se_e);
+    slow = loss - se_l > r;
+    fast = loss + se_l <= r;
+    poor = epn * (1 - se_e) > st->prev_epn;
+    good = epn * (1 + se_e) < st->prev_epn;
+    if (!slow && !poor && !(fast && good) && st->n < EI_N_MAX)
+        return;
+    g = st->group;
+    /* Within the throughput budget a lower generation clock draws less power for about the
+     * same time, so only a clear rise refuses it; a training step must show its saving (below
+     * its best clock the pool's longer busy time costs more than the lower power saves). */
+    fail = slow || poor || loss > r || (g == EERL_GROUP_TRAIN && epn >= st->prev_epn);
+    verdict_event(ctl, st, EERL_EV_TRIAL, loss, se_l, epn, r, fail);
+    ctl->trials++;
+    if (fail) {
+        unsigned f = eerl__ctl_eff(ctl, st->cur.mhz[g]);
+
+        if (f > st->floor_[g])
+            st->floor_[g] = f;
+        st->step[g] /= 2;
+        apply(st, &st->prev, next);
+        eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur, "back to %s: %s",
+                       eerl__setting_str(&st->cur, b, sizeof(b)),
+                       loss > r ? "too slow for the run's budget" : "no energy saved");
+    } else {
+        st->prev_epn = epn;
+        st->prev_n = st->n;
+    }
+    move(ctl, st, next);
+}
+
+/* After lock: a window at the lock. Raises generation when the account falls short; starts a
+ * governor block when the lock's own rate moved more than the noise explains, or at the
+ * latest every EI_CHECK_EVERY usable updates. */
+static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+{
+    double r = target_rate(ctl, st), loss, se_l, epn, se_e, rate;
+    int slow, moved;
+    char b[48];
+
+    if (st->n < EI_WINDOW)
+        return;
+    block_figures(st, st->n_ref, &loss, &se_l, &epn, &se_e);
+    rate = st->bn / st->bt;
+    slow = loss - se_l > r;
+    moved = st->lock_rate > 0 &&
+            fabs(rate / st->lock_rate - 1) > 3 * st->sd_r * sqrt(2.0 / EI_WINDOW) + 0.005;
+    verdict_event(ctl, st, EERL_EV_MONITOR, loss, se_l, epn, r, slow);
+    if (st->lock_rate <= 0)
+        st->lock_rate = rate;
+    if (slow) {
+        unsigned c;
+        if (eerl__ctl_step(ctl, st->cur.mhz[EERL_GROUP_GEN], (int)(ctl->cfg.grid_mhz / 2), &c) ==
+            0) {
+            eerl_setting s = eerl__ctl_setting(ctl, c, st->cur.mhz[EERL_GROUP_TRAIN]);
+            apply(st, &s, next);
+            st->lock_rate = 0;
+            ctl->locked_setting = st->cur;
+            eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur,
+                           "raise to %s: the run's account falls short",
+                           eerl__setting_str(&st->cur, b, sizeof(b)));
+            return;
+        }
+    }
+    /* Credit banked (probes, a lock cheaper than its allowance, the horizon coming): generation
+     * searches again from here with half-grid steps, at most once every 2 windows. */
+    if (!slow && loss + 2 * se_l < r - EI_RELAX_MARGIN && st->since_relax >= 2 * EI_WINDOW &&
+        remaining(ctl, st) > 4 * EI_N_MAX) {
+        st->since_relax = 0;
+        st->locked = 0;
+        st->group = EERL_GROUP_GEN;
+        st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz / 2;
+        st->floor_[EERL_GROUP_GEN] = 0;
+        st->prev_epn = epn;
+        st->prev_n = st->n;
+        move(ctl, st, next);
+        if (!st->locked)
+            return;
+    }
+    if (moved || st->since_check >= EI_CHECK_EVERY) {
+        st->phase = EI_GOV;
+        st->count = 0;
+        st->since_check = 0;
+        block_reset(st);
+        ctl->refreshes++;
+        memset(next, 0, sizeof(*next));
+        eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->cur, "%s: %u governor updates",
+                       moved ? "the lock's rate moved more than its noise"
+                             : "periodic check of the governor reference",
+                       EI_GOV_N);
+        return;
+    }
+    block_reset(st);
+}
+
+/* A governor block after lock: its rate replaces the reference when it differs by more than
+ * the noise explains (the workload moved), else joins it; back to the lock. */
+static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+{
+    double rate = st->bn / st->bt, epn = st->be / st->bn;
+    double se = st->sd_r * sqrt(1.0 / st->n + 1.0 / st->n_ref);
+    int moved = fabs(rate / st->rate_g - 1) > 3 * se;
+    char b[48];
+
+    if (moved) {
+        st->rate_g = rate;
+        st->epn_g = epn;
+        st->n_ref = st->n;
+    } else {
+        double w = (double)st->n / (st->n + st->n_ref);
+        st->rate_g = (1 - w) * st->rate_g + w * rate;
+        st->epn_g = (1 - w) * st->epn_g + w * epn;
+        st->n_ref += st->n;
+    }
+    st->phase = EI_RUN;
+    st->lock_rate = 0;
+    apply(st, &st->cur, next);
+    eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur,
+                   "governor block: rate %.1f tokens/s (%s the reference); back to %s", rate,
+                   moved ? "replaces" : "joins", eerl__setting_str(&st->cur, b, sizeof(b)));
+}
+
+static int ei_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locked,
+                      eerl_setting *next)
+{
+    struct ei_st *st = vst;
+
+    if (fit_reference(ctl, st) < 0)
+        return EERL_ESTATE;
+    if (!locked) {
+        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+                       "resumed: governor rate %.1f tokens/s from %zu saved governor updates",
+                       st->rate_g, ctl->ref_n);
+        start_search(ctl, st, next);
+        return 0;
+    }
+    st->phase = EI_RUN;
+    st->prev = *locked;
+    apply(st, locked, next);
+    lock_now(ctl, st, "resumed from the saved state");
+    return 0;
+}
+
+static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+                       eerl_setting *next)
+{
+    struct ei_st *st = vst;
+    int gov = eerl_setting_is_governor(&obs->setting);
+    char b[48];
+
+    /* The account: every update, usable or not; the first, which fills the pipeline, counts at
+     * its own time (the governor run has the same start). */
+    st->seen++;
+    if (gov || st->rate_g <= 0 || !st->first_seen) {
+        st->gov_s += obs->time_s;
+    } else {
+        double p = obs->valid_tokens / st->rate_g;
+        st->gov_s += p;
+        st->excess_s += obs->time_s - p;
+    }
+    if (!st->first_seen) {
+        st->first_seen = 1;
+        eerl__ctl_emit(ctl, EERL_EV_SKIP, next,
+                       "first update: the in-flight pipeline starts empty; left out");
+        return;
+    }
+    if (!usable)
+        return;
+    if (st->phase == EI_CAL) {
+        if (!eerl__ctl_ref_count(ctl, obs, &st->count, ctl->cfg.fast_calibration_updates,
+                                 "calibrating", next))
+            return;
+        if (fit_reference(ctl, st) < 0) { /* cannot happen on valid observations */
+            st->count = 0;
+            return;
+        }
+        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+                       "governor rate %.1f valid tokens/s, %.4g J per token; per-update noise "
+                       "%.2f%% (rate), %.2f%% (energy)",
+                       st->rate_g, st->epn_g, 100 * st->sd_r, 100 * st->sd_e);
+        start_search(ctl, st, next);
+        return;
+    }
+    if (st->phase == EI_GOV ? !gov : !eerl_setting_equal(&obs->setting, &st->cur)) {
+        eerl__ctl_emit(ctl, EERL_EV_SKIP, &st->cur, "not the setting under test");
+        return;
+    }
+    st->n++;
+    st->bn += obs->valid_tokens;
+    st->bt += obs->time_s;
+    st->be += obs->energy_j;
+    if (st->phase == EI_GOV) {
+        eerl__ctl_ref_add(ctl, obs);
+        if (st->n < EI_GOV_N) {
+            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor block %u/%u", st->n, EI_GOV_N);
+            return;
+        }
+        end_gov_block(ctl, st, next);
+        return;
+    }
+    if (st->locked) {
+        st->since_check++;
+        st->since_relax++;
+        judge_window(ctl, st, next);
+    } else {
+        judge_move(ctl, st, next);
+    }
+    if (eerl_setting_equal(next, &st->cur) && st->n > 0)
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur, "%s %u updates",
+                       eerl__setting_str(&st->cur, b, sizeof(b)), st->n);
+}
+
+const struct eerl__strategy_ops eerl__strategy_eerl_inflight = {
+    .name = "eerl-inflight",
+    .st_size = sizeof(struct ei_st),
+    .init = ei_init,
+    .fini = NULL,
+    .observe = ei_observe,
+    .state = ei_state,
+    .restore = ei_restore,
+};

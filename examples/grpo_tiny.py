@@ -118,7 +118,14 @@ class Block(nn.Module):
         q = q.view(B, T, h, d // h).transpose(1, 2)
         k = k.view(B, T, h, d // h).transpose(1, 2)
         v = v.view(B, T, h, d // h).transpose(1, 2)
-        if cache is not None:
+        if cache is not None and torch.is_tensor(at):
+            # A static decode step (StaticDecoder): the position is a tensor and the whole cache
+            # is attended; the bias keeps the keys not yet written closed.
+            ck, cv = cache
+            ck.index_copy_(2, at, k)
+            cv.index_copy_(2, at, v)
+            k, v = ck, cv
+        elif cache is not None:
             ck, cv = cache
             ck[:, :, at:at + T] = k
             cv[:, :, at:at + T] = v
@@ -181,10 +188,65 @@ def full_bias(valid, dtype=torch.float32):
     return torch.zeros(ok.shape, device=valid.device, dtype=dtype).masked_fill(~ok, NEG)
 
 
+class StaticDecoder:
+    """One decode step with fixed shapes, as inference engines run decoding: the new token's
+    query attends the whole cache [0, S) under a bias that opens one more key per step, and the
+    cache slot is a tensor, so every step has the same kernels and, on a GPU, the step is captured
+    once per batch as a CUDA graph and replayed (no per-kernel launch cost on the host, whose
+    jitter would otherwise show in generation time). Without capture it runs eagerly (what the
+    CPU tests check against the growing-prefix step)."""
+
+    def __init__(self, model, caches, bias, lens, P, amp, graph):
+        B, S = bias.shape[0], bias.shape[-1]
+        self.model, self.caches, self.P, self.lens, self.amp = model, caches, P, lens, amp
+        self.bias = bias.clone()
+        self.bias[..., P:] = NEG  # keys P.. open one per step
+        self.tok = torch.zeros(B, 1, dtype=torch.long, device=bias.device)
+        self.pos = torch.zeros(B, 1, dtype=torch.long, device=bias.device)
+        self.at = torch.zeros(1, dtype=torch.long, device=bias.device)
+        self.graph, self.out = None, None
+        self.want_graph = graph
+        self.S = S
+
+    def _ctx(self):
+        if not self.amp:
+            return contextlib.nullcontext()
+        # No cast cache under capture: the weights' bf16 copies are made inside the step.
+        return torch.autocast(device_type=self.bias.device.type, dtype=torch.bfloat16,
+                              cache_enabled=self.want_graph is False)
+
+    def _step(self):
+        self.bias.index_fill_(3, self.at, 0.0)
+        with self._ctx():
+            return self.model(self.tok, self.pos, self.bias, self.caches, self.at)[:, -1]
+
+    def step(self, nxt, t):
+        """Logits after feeding token nxt [B] at decode step t (cache slot P + t)."""
+        self.tok.copy_(nxt[:, None])
+        torch.add(self.lens, t, out=self.pos[:, 0])
+        self.at.fill_(self.P + t)
+        if not self.want_graph:
+            return self._step()
+        if self.graph is None:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture (writes the same slot)
+                for _ in range(2):
+                    self._step()
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                self.out = self._step()
+            self.graph = g
+        self.graph.replay()
+        return self.out
+
+
 @torch.no_grad()
-def sample(model, prompts, max_response, device, amp):
+def sample(model, prompts, max_response, device, amp, decode="eager"):
     """Samples one response per prompt with a key/value cache. prompts: list of token lists.
-    Returns (responses as token lists, truncated flags)."""
+    decode: "eager" (attend the growing prefix), "static" (StaticDecoder) or "graph"
+    (StaticDecoder as a CUDA graph). Returns (responses as token lists, truncated flags)."""
     B = len(prompts)
     P = max(len(p) for p in prompts)
     S = P + max_response
@@ -209,6 +271,9 @@ def sample(model, prompts, max_response, device, amp):
     # One additive key bias for the whole decode, [B,1,1,S]: each step attends a prefix of it.
     bias = torch.zeros(B, 1, 1, S, device=device, dtype=dtype).masked_fill(
         ~valid[:, None, None, :], NEG)
+    dec = None
+    if decode in ("static", "graph"):
+        dec = StaticDecoder(model, caches, bias, lens, P, amp, decode == "graph")
     with autocast(device, amp):
         logits = model(tokens, pos, full_bias(valid[:, :P], dtype), caches, 0)[:, -1]
         for t in range(max_response):
@@ -222,8 +287,11 @@ def sample(model, prompts, max_response, device, amp):
             # (the extra steps after the last EOS only sample PAD for finished rows).
             if t + 1 == max_response or (t % check == check - 1 and bool(done.all())):
                 break
-            logits = model(nxt[:, None], (lens + t)[:, None], bias[..., :P + t + 1], caches,
-                           P + t)[:, -1]
+            if dec is not None:
+                logits = dec.step(nxt, t)
+            else:
+                logits = model(nxt[:, None], (lens + t)[:, None], bias[..., :P + t + 1], caches,
+                               P + t)[:, -1]
     out, length, done = out.cpu(), length.cpu(), done.cpu()
     return [out[i, :length[i]].tolist() for i in range(B)], (~done).tolist()
 
@@ -331,6 +399,10 @@ def main(argv=None):
     ap.add_argument("--log", default=None, help="write one JSON line of figures per update here")
     ap.add_argument("--amp", choices=["auto", "on", "off"], default="auto",
                     help="bfloat16 autocast (auto: on for CUDA)")
+    ap.add_argument("--decode", choices=["auto", "eager", "static", "graph"], default="auto",
+                    help="decode step: eager (attend the growing prefix), static (fixed shapes, "
+                         "whole cache under a bias), graph (static, captured as a CUDA graph); "
+                         "auto: graph on CUDA, eager otherwise")
     ap.add_argument("--no-mask-truncated", action="store_true",
                     help="train on truncated responses too (default: leave them out of the loss)")
     for k, v in CONFIGS["tiny"].items():
@@ -370,6 +442,10 @@ def main(argv=None):
         ap.error("--device %s and --train-device %s must both be CPU or both CUDA"
                  % (args.device, args.train_device))
     amp = args.amp == "on" or (args.amp == "auto" and device.type == "cuda")
+    decode = args.decode if args.decode != "auto" else (
+        "graph" if device.type == "cuda" else "eager")
+    if decode == "graph" and device.type != "cuda":
+        ap.error("--decode graph needs a CUDA --device, not %s" % device)
 
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
@@ -410,7 +486,17 @@ def main(argv=None):
             answers = [a for _, a in items for _ in range(cfg["group"])]
 
             with phase("generation"):
-                responses, truncated = sample(rollout, prompts, cfg["max_response"], device, amp)
+                try:
+                    responses, truncated = sample(rollout, prompts, cfg["max_response"], device,
+                                                  amp, decode)
+                except RuntimeError as e:
+                    if decode != "graph":
+                        raise
+                    print("grpo_tiny: CUDA graph decoding failed (%s); decoding eagerly from now"
+                          % e, flush=True)
+                    decode = "eager"
+                    responses, truncated = sample(rollout, prompts, cfg["max_response"], device,
+                                                  amp, decode)
                 sync()
             t_gen, m_gen = time.perf_counter(), time.monotonic()
 

@@ -56,11 +56,12 @@ CONFIGS = {
     "tiny": dict(d_model=32, layers=2, heads=2, alphabet=10, prompts=4, group=4,
                  min_n=2, max_n=10, max_response=16, minibatch=8, lr=3e-3, eos_bias=1.5,
                  tasks="copy,reverse,count,double"),
-    # A GPU: 64 prompts x 8 = 512 sequences per update, prompts of 7-963 tokens, responses up to
+    # A GPU: 40 prompts x 8 = 320 sequences per update, prompts of 7-963 tokens, responses up to
     # 1024 tokens (DOUBLE answers above 511 symbols cannot fit, and a policy that is slow to say
-    # EOS runs into the limit), so sequences run from tens to ~2000 tokens.
-    "gpu": dict(d_model=512, layers=8, heads=8, alphabet=16, prompts=64, group=8,
-                min_n=4, max_n=960, max_response=1024, minibatch=32, lr=1e-4, eos_bias=-3.0,
+    # EOS runs into the limit), so sequences run from tens to ~2000 tokens. On one H200 an update
+    # takes a few seconds (docs/validation.md).
+    "gpu": dict(d_model=512, layers=8, heads=8, alphabet=16, prompts=40, group=8,
+                min_n=4, max_n=960, max_response=1024, minibatch=64, lr=1e-4, eos_bias=-3.0,
                 tasks="copy,reverse,count,double"),
 }
 

@@ -209,7 +209,7 @@ int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)
     c.time_tolerance = 0.05;
     c.expected_updates = 0;
     c.budget_margin = 0.003;
-    c.fast_calibration_updates = mode == EERL_MODE_INFLIGHT ? 20 : 10;
+    c.fast_calibration_updates = mode == EERL_MODE_INFLIGHT ? 16 : 10;
     c.n_groups = 2;
     snprintf(c.group_names[0], sizeof(c.group_names[0]), "generation");
     snprintf(c.group_names[1], sizeof(c.group_names[1]), "training");

@@ -48,6 +48,8 @@ struct ee_st {
     int frozen[EE_GROUPS];
     int next_group;
     int locked;
+    double eff[EE_GROUPS]; /* energy ratio gained per loss spent by each group's last step */
+    unsigned have_eff;
     /* the current setting's evidence since it began */
     unsigned n;
     double sl, sl2, se;
@@ -86,6 +88,8 @@ static void bias(const struct ee_st *st, double *bt, double *be)
 #define EE_RELAX_MARGIN 0.005 /* spare loss rate after lock that is worth another step */
 #define EE_RELAX_NOISE 0.005  /* ... when per-update noise is below this (sd): else luck decides */
 #define EE_PROBE_EVERY 10
+#define EE_EFF_FLOOR 0.002 /* loss of a step counted at least this in its efficiency */
+#define EE_EFF_NOISE 0.02  /* per-update loss noise (sd) below which efficiencies steer */
 #define EE_PROBE_LOCKED 30 /* after lock: the setting no longer moves, drift is slow */
 
 static eerl_ctl_state ee_state(const void *vst)
@@ -210,6 +214,16 @@ static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
         if (!st->locked)
             lock_now(ctl, st, "too few updates left for another test to pay");
         return;
+    }
+    if (st->have_eff == (1u << n) - 1) {
+        /* Every group has stepped: the one whose last step bought the most energy per loss goes
+         * first (the search spends the budget where it pays most). */
+        int g, best = -1;
+        for (g = 0; g < (int)n; g++)
+            if (!st->frozen[g] && (best < 0 || st->eff[g] > st->eff[best]))
+                best = g;
+        if (best >= 0)
+            st->next_group = best;
     }
     for (k = 0; k < (int)n; k++) {
         int g = (st->next_group + k) % (int)n, j;
@@ -347,6 +361,20 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
         }
         stats_reset(st);
         return;
+    }
+    {
+        int g;
+        for (g = 0; g < EE_GROUPS; g++)
+            if (st->moved == 1u << g) {
+                /* This group's last step: energy gained per loss spent, trusted only on a
+                 * quiet stream (per-update noise below EE_EFF_NOISE): on a noisy one the ratio
+                 * of two small noisy differences would steer the search past the allowance. */
+                st->have_eff &= ~(1u << g);
+                if (var < EE_EFF_NOISE * EE_EFF_NOISE) {
+                    st->eff[g] = (st->prev_energy - e) / fmax(m - st->prev_loss, EE_EFF_FLOOR);
+                    st->have_eff |= 1u << g;
+                }
+            }
     }
     st->prev_energy = e;
     st->prev_loss = m;

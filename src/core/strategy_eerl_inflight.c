@@ -13,18 +13,20 @@
  * - Search, one group at a time, training first (in-flight the training pool usually waits for
  *   the next batch, so its clock costs little or no throughput and saves the most), then
  *   generation: each move holds a setting until its rate loss and energy are clear of the
- *   run's budget and of the setting it came from by one standard error (at least 4, at most 10
+ *   run's budget and of the setting it came from by one standard error (at least 4, at most 8
  *   usable updates; the carried-over update after each change is left out by the controller).
- *   A move that falls short goes back and halves that group's step; below half the grid the
- *   group is done; both done = lock. No governor updates between moves.
+ *   A move that falls short goes back and halves that group's step; below half the grid
+ *   (training: below the grid, its energy curve is flat near its best clock) the group is done;
+ *   both done = lock. No governor updates between moves.
  * - Run-level budget: as the eerl strategy (strategy_eerl.c): every update adds its time minus
  *   the governor time of its work at the governor rate to one account, and the loss a setting
  *   may run at keeps the whole run, to the expected end, within allowed_loss - budget_margin.
  * - After lock, governor blocks are sized and timed from what is measured instead of fixed:
  *   windows of 20 usable updates at the lock are checked against the budget (a setting that
- *   falls behind raises generation one half-grid step); a governor block of 4 updates runs only
- *   when the locked setting's own rate moves by more than the noise explains (the reference may
- *   have moved with it) or 100 usable updates have passed, and it refreshes the reference.
+ *   falls behind raises generation one half-grid step, one well inside it lets generation search
+ *   on with half-grid steps); a governor block of 4 updates runs only when the locked setting's
+ *   own rate moves by more than the noise explains (the reference may have moved with it) or
+ *   150 usable updates have passed, and it refreshes the reference.
  * Owns only its state struct. */
 #include <math.h>
 #include <stdio.h>
@@ -36,9 +38,9 @@
 enum { EI_CAL, EI_RUN, EI_GOV };
 
 #define EI_N_MIN 4
-#define EI_N_MAX 10
+#define EI_N_MAX 8
 #define EI_WINDOW 20          /* usable updates per monitoring window after lock */
-#define EI_CHECK_EVERY 100    /* usable updates after lock between governor blocks at most */
+#define EI_CHECK_EVERY 150    /* usable updates after lock between governor blocks at most */
 #define EI_GOV_N 4            /* updates of an after-lock governor block */
 #define EI_SD_FLOOR 0.005     /* floor of the per-update relative noise */
 #define EI_RELAX_MARGIN 0.005 /* spare loss rate after lock worth another generation step */
@@ -180,7 +182,9 @@ static void move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
     while (st->group >= 0) {
         int g = st->group;
 
-        while (st->step[g] >= min_step) {
+        /* Training's energy curve is flat near its best clock: half-grid steps there cost
+         * a test each for next to nothing. */
+        while (st->step[g] >= (g == EERL_GROUP_TRAIN ? 2 * min_step : min_step)) {
             if (eerl__ctl_step(ctl, st->cur.mhz[g], -(int)st->step[g], &c) == 0 &&
                 eerl__ctl_eff(ctl, c) > st->floor_[g]) {
                 eerl_setting s = st->cur;

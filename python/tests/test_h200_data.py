@@ -1,0 +1,88 @@
+"""The real H200 runs in data/h200/grpo-2026-11-30 and the tools that analyse them: the summary
+script's figures against sums computed here from the raw files, the forward test on real traces,
+and bad input."""
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EERL_BIN, REPO
+
+DATA = os.path.join(REPO, "data", "h200", "grpo-2026-11-30")
+SUMMARY = os.path.join(REPO, "tools", "h200", "rl_summary.py")
+RUNS = ["colocated-graph", "colocated-eager", "disaggregated"]
+
+
+def load(run):
+    with open(os.path.join(DATA, run, "trace.jsonl")) as f:
+        trace = [json.loads(l) for l in f]
+    with open(os.path.join(DATA, run, "log.jsonl")) as f:
+        log = {r["update"]: r for r in map(json.loads, f)}
+    ups = {t["update"]: t for t in trace if t["type"] == "update"}
+    return trace, ups, log
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_runs_are_long_observe_only_and_consistent(run):
+    trace, ups, log = load(run)
+    header = trace[0]
+    assert header["type"] == "header" and header["clocks_mhz"][0] == 1980
+    info = [t for t in trace if t["type"] == "run"][0]
+    assert info["observe_only"] is True and info["role"] == "governor"
+    assert len(ups) == len(log) >= (60 if run.startswith("colocated") else 30)
+    for k, u in ups.items():
+        assert u["setting"]["observed"]["gen_mhz"] == "governor"
+        assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == \
+            (log[k]["G"], log[k]["N"], log[k]["L"])
+        assert len(log[k]["ref_energy_mj"]) == (2 if run == "disaggregated" else 1)
+    with gzip.open(os.path.join(DATA, run, "samples.csv.gz"), "rt") as f:
+        head = f.readline().strip().split(",")
+        assert head[:5] == ["mono", "gpu", "power_w", "power_inst_w", "sm_mhz"]
+        assert sum(1 for _ in f) > 5000
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_summary_meter_rows_match_the_raw_files(run):
+    r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, run)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    _, ups, log = load(run)
+    keys = [k for k in ups if k >= 2]
+    mine = sum(ups[k]["energy_j"] for k in keys)
+    ref = sum(sum(log[k]["ref_energy_mj"]) / 1000.0 for k in keys)
+    row = re.search(r"\| whole allocation \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([-+\d.]+)%",
+                    r.stdout)
+    assert row, r.stdout
+    assert int(row.group(1)) == len(keys)
+    assert float(row.group(2)) == pytest.approx(mine, abs=0.06)
+    assert float(row.group(3)) == pytest.approx(ref, abs=0.06)
+    assert float(row.group(4)) == pytest.approx(100 * (mine / ref - 1), abs=0.0006)
+    assert abs(mine / ref - 1) < 0.005  # the meter's goal on real counters
+    assert "| generation |" in r.stdout and "sw_power_cap" in r.stdout
+    if run == "disaggregated":
+        assert "| training (GPU 1) |" in r.stdout
+
+
+def test_forward_test_on_real_traces():
+    r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
+                        os.path.join(DATA, "colocated-eager", "trace.jsonl")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)["pooled"]
+    assert p["blocks"] == 17 and p["predictions"] == 51
+    # the token work explains part of the variation (docs/validation.md)
+    assert p["token_work"]["throughput_median_pct"] < p["constant"]["throughput_median_pct"]
+
+
+def test_summary_bad_input(tmp_path):
+    r = subprocess.run([sys.executable, SUMMARY, str(tmp_path / "nope")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "nope" in r.stderr and "trace.jsonl" in r.stderr
+    r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, "disaggregated"), "--from",
+                        "500"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--from 500" in r.stderr

@@ -563,6 +563,11 @@ static void test_disaggregated_idle_and_observe_only(void **state)
         assert_true(info.obs.flags & EERL_OBS_POOL_ENERGY);
         assert_true(fabs(info.obs.pool_energy_j[0] + info.obs.pool_energy_j[1] -
                          info.obs.energy_j) < 1e-6 * info.obs.energy_j);
+        /* The pools' arrivals at the rendezvous (before refit) are recorded in turns too. */
+        assert_true(info.obs.flags & EERL_OBS_ARRIVALS);
+        assert_true(fabs(info.obs.arrival_s[0] - up.gen_arrival) < 1e-6 * up.duration);
+        assert_true(fabs(info.obs.arrival_s[1] - up.train_arrival) < 1e-6 * up.duration);
+        assert_true(info.obs.arrival_s[0] < info.obs.arrival_s[1]);
     }
     assert_true(idle_seen > 0);
     rig_close(&r);

@@ -909,8 +909,10 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
         }
         o->flags |= EERL_OBS_POOL_ENERGY;
     }
-    if (overlapped) {
-        /* Arrival at the rendezvous: the end of the pool's last work before its first refit. */
+    if (!rt->colocated) {
+        /* Arrival at the rendezvous: the end of the pool's last work before its first refit
+         * (separate pools, also when they take turns; the sequential predictor reads phase
+         * times, so there the arrivals are a record, not an input). */
         for (p = 0; p < 2; p++) {
             double arr = 0;
             unsigned phs[3] = {EERL_PHASE_GEN, EERL_PHASE_LOGPROB, EERL_PHASE_TRAIN};

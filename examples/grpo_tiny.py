@@ -198,7 +198,7 @@ class StaticDecoder:
     CPU tests check against the growing-prefix step)."""
 
     def __init__(self, model, caches, bias, lens, P, amp, graph):
-        B, S = bias.shape[0], bias.shape[-1]
+        B = bias.shape[0]
         self.model, self.caches, self.P, self.lens, self.amp = model, caches, P, lens, amp
         self.bias = bias.clone()
         self.bias[..., P:] = NEG  # keys P.. open one per step
@@ -207,7 +207,6 @@ class StaticDecoder:
         self.at = torch.zeros(1, dtype=torch.long, device=bias.device)
         self.graph, self.out = None, None
         self.want_graph = graph
-        self.S = S
 
     def _ctx(self):
         if not self.amp:

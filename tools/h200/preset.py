@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Builds the twin's H200 preset for examples/grpo_tiny.py from a real observe-only run on an H200
+(data/h200/grpo-2026-11-30/colocated-graph) and writes it into the twin's parameter file.
+
+What is measured and what is assumed (docs/twin.md, docs/validation.md):
+
+  measured (governor point, 1980 MHz, one H200)  the workload (320 sequences of lognormal length
+      truncated at 1024, drift), each phase's time per update and its regression on the work
+      (generation: the decode loop always runs to the longest response, so c_tail = time / L and
+      c_tok = 0; log-probs: time per consumed token; training: a fixed part plus time per
+      consumed token; refit and the rest: their means), each phase's mean power (eerl's energy
+      over time) and the idle power of the H200 GPU entry (already ~125 W from the same card)
+  assumed (carried from the fitted H100 preset of qwen3-30b-a3b, same Hopper chip family)  every
+      phase's clock response (b, r), the split of phase power into the part that follows the SM
+      clock (pw) and the part that does not (pm), the in-flight parameters (spill, if_tail, c_kv)
+
+Only the model "grpo-tiny" and the preset "grpo-tiny/h200" are written; the rest of the file is
+left as it is. tools/calibrate calls build() after its fit, so a refit keeps them.
+
+    /usr/bin/python3 tools/h200/preset.py [--params data/twin/params.json] [--run DIR]
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import statistics as st
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUN = os.path.join(ROOT, "data", "h200", "grpo-2026-11-30", "colocated-graph")
+SEQS = 320        # grpo_tiny --config gpu: 40 prompts x 8 responses
+RESPONSE_LIMIT = 1024
+CARRY_FROM = "qwen3-30b-a3b/h100"
+
+
+def _lognormal_fit(mean_len, trunc_share, limit):
+    """Median and sigma of a lognormal whose draws, cut at limit, have this mean and this share at
+    the limit (bisection on sigma; the share fixes the median for each sigma)."""
+    def cut_mean(mu, s):
+        # E[min(X, c)] for X ~ lognormal(mu, s)
+        z = (math.log(limit) - mu) / s
+        phi = lambda x: 0.5 * (1 + math.erf(x / math.sqrt(2)))
+        return math.exp(mu + s * s / 2) * phi(z - s) + limit * (1 - phi(z))
+
+    def mu_for(s):
+        # share above the limit = 1 - Phi((ln c - mu)/s)  =>  mu = ln c - s * Phi^-1(1 - share)
+        lo, hi = -10.0, 10.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < 1 - trunc_share:
+                lo = mid
+            else:
+                hi = mid
+        return math.log(limit) - s * lo
+
+    lo, hi = 0.05, 3.9
+    for _ in range(200):
+        s = (lo + hi) / 2
+        if cut_mean(mu_for(s), s) > mean_len:
+            lo = s
+        else:
+            hi = s
+    s = (lo + hi) / 2
+    return math.exp(mu_for(s)), s
+
+
+def _linfit(x, y):
+    mx, my = st.mean(x), st.mean(y)
+    sxx = sum((a - mx) ** 2 for a in x)
+    b = sum((a - mx) * (c - my) for a, c in zip(x, y)) / sxx if sxx > 0 else 0.0
+    return my - b * mx, b
+
+
+def measure(run):
+    """The governor-point figures of one run: a dict of what build() uses."""
+    def jl(name):
+        path = os.path.join(run, name)
+        try:
+            with open(path) as f:
+                return [json.loads(l) for l in f if l.strip()]
+        except (OSError, ValueError) as e:
+            sys.exit("preset.py: cannot read %s: %s" % (path, e))
+    log = {r["update"]: r for r in jl("log.jsonl")}
+    ups = {t["update"]: t for t in jl("trace.jsonl") if t.get("type") == "update"}
+    keys = [k for k in sorted(ups) if k >= 2 and k in log]
+    if len(keys) < 20:
+        sys.exit("preset.py: %s has %d usable updates, need 20" % (run, len(keys)))
+    G = [log[k]["G"] for k in keys]
+    N = [log[k]["N"] for k in keys]
+    L = [log[k]["L"] for k in keys]
+    ph = lambda k, p, f: ups[k]["phases"].get(p, {}).get(f, 0.0)
+    t = {p: [ph(k, p, "time_s") for k in keys] for p in ("generation", "logprob", "training",
+                                                         "refit")}
+    e = {p: [ph(k, p, "energy_j") for k in keys] for p in t}
+    other = [ups[k]["time_s"] - sum(ph(k, p, "time_s") for p in t) for k in keys]
+    mean_len = st.mean(G) / SEQS
+    trunc = st.mean(log[k]["truncated"] for k in keys) / SEQS
+    med, sig = _lognormal_fit(mean_len, trunc, RESPONSE_LIMIT)
+    # drift: slope of log mean response length per update
+    _, drift = _linfit(keys, [math.log(g / SEQS) for g in G])
+    tr0, ctr = _linfit(N, t["training"])
+    return {
+        "updates": len(keys), "first": keys[0], "last": keys[-1],
+        "mean_len": mean_len, "trunc_share": trunc, "len_median": med, "len_sigma": sig,
+        "drift": drift, "N_over_G": st.mean(n / g for n, g in zip(N, G)),
+        "c_tail": st.mean(t["generation"]) / st.mean(L),
+        "c_lp": st.mean(t["logprob"]) / st.mean(N),
+        "c_tr": max(ctr, 0.0), "t_tr0": max(tr0, 0.0),
+        "t_refit": st.mean(t["refit"]), "t_other": max(st.mean(other), 0.0),
+        "time_s": {p: st.mean(v) for p, v in t.items()},
+        "power_w": {p: sum(e[p]) / sum(t[p]) for p in t if sum(t[p]) > 0},
+        "update_s": st.mean(ups[k]["time_s"] for k in keys),
+        "update_j": st.mean(ups[k]["energy_j"] for k in keys),
+    }
+
+
+def build(params, run=RUN):
+    """Adds model "grpo-tiny" and preset "grpo-tiny/h200" to params (a parsed parameter file)."""
+    m = measure(run)
+    base = params["presets"][CARRY_FROM]
+    gpu = params["gpus"]["h200"]
+    idle = gpu["p_static_w"] + gpu["p_idle_dyn_w"]  # an idle H200 at 1980 MHz, ~125 W
+    p = copy.deepcopy(base)
+    # The decode loop runs to the longest response whatever G is (fixed shapes): no G term.
+    p["c_tail"], p["c_tok"] = m["c_tail"], 0.0
+    p["c_lp"], p["c_tr"], p["t_tr0"] = m["c_lp"], m["c_tr"], m["t_tr0"]
+    p["t_refit"], p["t_other"] = m["t_refit"], m["t_other"]
+    # Active power at the governor's clock (V = 1 at the top clock): idle + pm + pw; keep the H100
+    # fit's split between the clock-following part (pw) and the rest (pm).
+    for key, phase in (("gen", "generation"), ("logprob", "logprob"), ("train", "training")):
+        above = max(m["power_w"][phase] - idle, 1.0)
+        share = base[key]["pm"] / (base[key]["pm"] + base[key]["pw"])
+        p[key]["pm"], p[key]["pw"] = above * share, above * (1 - share)
+    p["refit"]["pw"] = max(m["power_w"].get("refit", idle) - idle, 0.0)
+    p["source"] = {
+        "measured": "data/h200/grpo-2026-11-30/colocated-graph, updates %d-%d (%d), governor "
+                    "at 1980 MHz: phase times, phase powers, workload" % (
+                        m["first"], m["last"], m["updates"]),
+        "assumed": "clock response (b, r), pw/pm split, spill, if_tail, c_kv from " + CARRY_FROM,
+        "measured_update_s": m["update_s"], "measured_update_j": m["update_j"],
+        "measured_phase_s": m["time_s"], "measured_phase_w": m["power_w"],
+    }
+    params.setdefault("models", {})["grpo-tiny"] = {
+        "len_median": m["len_median"], "len_sigma": m["len_sigma"], "seq_limit": RESPONSE_LIMIT,
+        "drift": m["drift"], "p_zero": 0.0, "dynamic_sampling_filter": False,
+        "overlong_filter": True,
+        # (P, K, B): grpo_tiny --config gpu is M
+        "sizes": {"S": [20, 8, 160], "M": [40, 8, 320], "L": [80, 8, 640]},
+    }
+    params["presets"]["grpo-tiny/h200"] = p
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--params", default=os.path.join(ROOT, "data", "twin", "params.json"))
+    ap.add_argument("--run", default=RUN)
+    a = ap.parse_args()
+    try:
+        with open(a.params) as f:
+            params = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("preset.py: cannot read %s: %s" % (a.params, e))
+    if CARRY_FROM not in params.get("presets", {}) or "h200" not in params.get("gpus", {}):
+        sys.exit("preset.py: %s lacks the %s preset or the h200 GPU" % (a.params, CARRY_FROM))
+    m = build(params, a.run)
+    with open(a.params + ".tmp", "w") as f:
+        json.dump(params, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(a.params + ".tmp", a.params)
+    print(json.dumps({k: v for k, v in m.items()}, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,9 @@
  * the governor run; in-flight: requests cross a clock change at the refit; the device view's
  * counters move in 100 ms steps and add up to the twin's energy; expected and sampled runs agree;
  * valid tokens are the consumed batch's loss-mask tokens, fewer only under the dynamic-sampling
- * filter. */
+ * filter; per mode the update-time rule: synchronous modes add phase times, drained is the
+ * rendezvous then refit and host work, in-flight the rendezvous then the refit pause with no
+ * wake-up cost; expected and sampled asynchronous runs agree. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -163,6 +165,186 @@ static void test_inflight_requests_cross_clock_change(void **state)
     assert_true(v[1].phase_s[EERL_TWIN_PH_GEN] == u[1].phase_s[EERL_TWIN_PH_GEN]);
     assert_int_equal(v[2].gen_mhz, 1200);
     eerl_twin_preset_free(p);
+}
+
+/* Runs `n` updates of one configuration with divergence 0 and returns the last. */
+static struct eerl_twin_update last_update(const eerl_twin_preset *p, eerl_twin_mode mode,
+                                           unsigned ng, unsigned nt, unsigned g, unsigned tr,
+                                           unsigned n)
+{
+    eerl_twin *t = mk(p, mode, ng, nt, 'M', 5);
+    struct eerl_twin_update u;
+    unsigned k;
+
+    assert_int_equal(eerl_twin_set_clocks(t, g, tr), 0);
+    for (k = 0; k < n; k++)
+        assert_int_equal(eerl_twin_step(t, &u), 0);
+    eerl_twin_free(t);
+    return u;
+}
+
+static void test_sync_modes_add_phase_times(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin_mode modes[2] = {EERL_TWIN_COLOCATED, EERL_TWIN_DISAGGREGATED};
+    unsigned nt[2] = {0, 32}, ng[2] = {32, 8};
+    int m;
+
+    (void)state;
+    /* Synchronous modes overlap nothing: slowing training lengthens the update by exactly the
+     * training pool's extra time, and generation arrives before training starts. */
+    for (m = 0; m < 2; m++) {
+        struct eerl_twin_update a = last_update(p, modes[m], ng[m], nt[m], 1980, 1980, 3);
+        struct eerl_twin_update b = last_update(p, modes[m], ng[m], nt[m], 1980, 1200, 3);
+        double da = a.phase_s[EERL_TWIN_PH_LOGPROB] + a.phase_s[EERL_TWIN_PH_TRAIN] +
+                    a.phase_s[EERL_TWIN_PH_REFIT];
+        double db = b.phase_s[EERL_TWIN_PH_LOGPROB] + b.phase_s[EERL_TWIN_PH_TRAIN] +
+                    b.phase_s[EERL_TWIN_PH_REFIT];
+
+        assert_true(db > da);
+        assert_true(fabs((b.duration - a.duration) - (db - da)) < 1e-9 * a.duration);
+        assert_true(a.phase_s[EERL_TWIN_PH_GEN] == b.phase_s[EERL_TWIN_PH_GEN]);
+        assert_true(a.gen_arrival < a.train_arrival && a.train_arrival < a.duration);
+        assert_int_equal(a.policy_age, 0);
+    }
+    eerl_twin_preset_free(p);
+}
+
+static void test_drained_rendezvous_then_refit_and_host_work(void **state)
+{
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    struct eerl_twin_update first = last_update(p, EERL_TWIN_DRAINED, 8, 24, 1800, 1200, 1);
+    unsigned f[3] = {1980, 810, 345};
+    int i;
+
+    (void)state;
+    /* The first update has no batch to train on: training waits for generation. */
+    assert_true(first.train_arrival >= first.gen_arrival);
+    for (i = 0; i < 3; i++) {
+        struct eerl_twin_update u = last_update(p, EERL_TWIN_DRAINED, 8, 24, 1800, f[i], 4);
+        double rv = u.gen_arrival > u.train_arrival ? u.gen_arrival : u.train_arrival;
+
+        /* T = max(arrivals) + refit + host work (both pools wait through it), policy age 1. */
+        assert_true(fabs(u.duration - (rv + u.phase_s[EERL_TWIN_PH_REFIT] + p->c.t_other)) <
+                    1e-9 * u.duration);
+        assert_int_equal(u.policy_age, 1);
+        assert_true(u.crossing_tokens == 0);
+    }
+    eerl_twin_preset_free(p);
+}
+
+static void test_inflight_rendezvous_pause_and_no_wake(void **state)
+{
+    eerl_twin_preset *p = preset("nemotron-super-49b", "h100");
+    struct eerl_twin_update gv = last_update(p, EERL_TWIN_INFLIGHT, 16, 64, 0, 0, 4);
+    struct eerl_twin_update pr = last_update(p, EERL_TWIN_INFLIGHT, 16, 64, 1980, 1980, 4);
+    struct eerl_twin_update lo = last_update(p, EERL_TWIN_INFLIGHT, 16, 64, 1830, 810, 4);
+    double kv = lo.phase_s[EERL_TWIN_PH_GEN] - lo.gen_arrival;
+    double rv = lo.gen_arrival > lo.train_arrival ? lo.gen_arrival : lo.train_arrival;
+
+    (void)state;
+    /* T = max(generation, host work + log-prob + training) + refit pause (refit and the KV
+     * recompute of the requests that cross it); policy age 2. */
+    assert_true(kv > 0);
+    assert_true(fabs(lo.duration - (rv + lo.phase_s[EERL_TWIN_PH_REFIT] + kv)) <
+                1e-9 * lo.duration);
+    assert_true(lo.train_arrival >= p->c.t_other + lo.phase_s[EERL_TWIN_PH_LOGPROB] +
+                                        lo.phase_s[EERL_TWIN_PH_TRAIN] - 1e-9);
+    assert_int_equal(lo.policy_age, 2);
+    /* No idle clock and no clock switch on the critical path in flight: a lock at the top clock
+     * (held at the governor's sustained clock) takes exactly the governor's time. */
+    assert_true(fabs(pr.duration - gv.duration) < 1e-9 * gv.duration);
+    assert_true(pr.energy_j <= gv.energy_j);
+    eerl_twin_preset_free(p);
+}
+
+static void test_expected_agrees_with_sampled_async_runs(void **state)
+{
+    json_t *root = json_loads(eerl_twin_embedded_params(), 0, NULL);
+    struct eerl_twin_config c = {EERL_TWIN_DRAINED, 8, 24, 'M', 0, 0, 0.0};
+    struct eerl_twin_totals g, q;
+    eerl_twin_preset *p = NULL;
+    double dq, sv, lq = 0, le = 0;
+    unsigned s, n = 8;
+    char *text;
+
+    (void)state;
+    /* The expected rendezvous (E[max] over the pools' spread) is what sampled runs average to;
+     * a wide spread makes the difference from a plain max visible. */
+    assert_non_null(root);
+    assert_int_equal(json_object_set_new(json_object_get(json_object_get(root, "gpus"), "h100"),
+                                         "jitter", json_real(0.1)),
+                     0);
+    text = json_dumps(root, 0);
+    json_decref(root);
+    assert_non_null(text);
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), 0);
+    free(text);
+    assert_int_equal(
+        eerl_twin_expected(p, EERL_TWIN_DRAINED, 8, 24, 'M', 1830, 345, 5, 25, &dq, &sv), 0);
+    for (s = 0; s < n; s++) {
+        c.seed = 200 + s;
+        assert_int_equal(eerl_twin_run(p, &c, 0, 0, 5, 25, &g), 0);
+        assert_int_equal(eerl_twin_run(p, &c, 1830, 345, 5, 25, &q), 0);
+        lq += log((q.valid_tokens / q.seconds) / (g.valid_tokens / g.seconds));
+        le += log((q.joules / q.valid_tokens) / (g.joules / g.valid_tokens));
+    }
+    assert_true(fabs(100 * (exp(lq / n) - 1) - dq) < 1.0);
+    assert_true(fabs(100 * (1 - exp(le / n)) - sv) < 1.0);
+    eerl_twin_preset_free(p);
+}
+
+/* The embedded parameters with presets.<key>.gen_tok replaced (NULL: removed). */
+static eerl_twin_preset *preset_gen_tok(json_t *gen_tok)
+{
+    json_t *root = json_loads(eerl_twin_embedded_params(), 0, NULL);
+    json_t *pr;
+    eerl_twin_preset *p = NULL;
+    char *text;
+
+    assert_non_null(root);
+    pr = json_object_get(json_object_get(root, "presets"), "qwen3-30b-a3b/h100");
+    assert_non_null(pr);
+    if (gen_tok)
+        assert_int_equal(json_object_set_new(pr, "gen_tok", gen_tok), 0);
+    else
+        json_object_del(pr, "gen_tok");
+    text = json_dumps(root, 0);
+    json_decref(root);
+    assert_non_null(text);
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), 0);
+    free(text);
+    return p;
+}
+
+static void test_generation_terms_have_own_rooflines(void **state)
+{
+    eerl_twin_preset *same = preset_gen_tok(NULL);
+    eerl_twin_preset *flat = preset_gen_tok(json_pack("{s:f, s:f}", "b", 1.0, "r", 0.0));
+    const struct eerl__phase_phys *tail_ph = &flat->ph[EERL_TWIN_PH_GEN];
+    struct eerl_twin_update a0, a1, b0, b1;
+    double want;
+
+    (void)state;
+    /* Without gen_tok both terms share gen's roofline. */
+    assert_true(same->ph_tok.b == same->ph[EERL_TWIN_PH_GEN].b &&
+                same->ph_tok.r == same->ph[EERL_TWIN_PH_GEN].r);
+    assert_true(flat->c.c_tok > 0 && flat->c.c_tail > 0);
+    a0 = last_update(same, EERL_TWIN_DISAGGREGATED, 8, 32, 0, 0, 2);
+    a1 = last_update(same, EERL_TWIN_DISAGGREGATED, 8, 32, 1200, 1980, 2);
+    b0 = last_update(flat, EERL_TWIN_DISAGGREGATED, 8, 32, 0, 0, 2);
+    b1 = last_update(flat, EERL_TWIN_DISAGGREGATED, 8, 32, 1200, 1980, 2);
+    /* A clock-insensitive throughput term (b = 1) leaves only the tail term, c_tail * L at
+     * gen's roofline, to slow down with the generation clock; with one roofline both do. */
+    want = flat->c.c_tail * b1.longest *
+           (eerl__phase_time_factor(&flat->gpu, tail_ph, b1.gen_eff_mhz) -
+            eerl__phase_time_factor(&flat->gpu, tail_ph, b0.gen_eff_mhz));
+    assert_true(want > 0);
+    assert_true(fabs((b1.phase_s[EERL_TWIN_PH_GEN] - b0.phase_s[EERL_TWIN_PH_GEN]) - want) <
+                1e-9 * b0.phase_s[EERL_TWIN_PH_GEN]);
+    assert_true(a1.phase_s[EERL_TWIN_PH_GEN] - a0.phase_s[EERL_TWIN_PH_GEN] > want * (1 + 1e-9));
+    eerl_twin_preset_free(same);
+    eerl_twin_preset_free(flat);
 }
 
 static void test_twin_device_counters(void **state)
@@ -395,6 +577,11 @@ int main(void)
         cmocka_unit_test(test_meter_on_twin_device),
         cmocka_unit_test(test_expected_agrees_with_sampled_runs),
         cmocka_unit_test(test_valid_tokens_are_consumed_loss_mask_tokens),
+        cmocka_unit_test(test_sync_modes_add_phase_times),
+        cmocka_unit_test(test_drained_rendezvous_then_refit_and_host_work),
+        cmocka_unit_test(test_inflight_rendezvous_pause_and_no_wake),
+        cmocka_unit_test(test_expected_agrees_with_sampled_async_runs),
+        cmocka_unit_test(test_generation_terms_have_own_rooflines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* Twin physics: supported clocks per GPU, the H200 readings (idle ~125 W at 1980 MHz, decode-like
  * work ~540 W at 1980 MHz, compute-bound work power-capped near 1455 MHz at 700 W), monotone
  * power and time vs clock, droop below a locked clock, parameter-file errors, the bound on the
- * clock-switch cost and the dynamic-sampling filter option. */
+ * clock-switch cost, the dynamic-sampling filter option, the waiting draw, the V(f) shape and the
+ * rendezvous of two spreading work times. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,6 +154,75 @@ static void test_switch_cost_bounded(void **state)
     free(text);
 }
 
+static void test_wait_power_curve_and_rendezvous(void **state)
+{
+    eerl_twin_preset *p = NULL;
+    struct eerl__gpu g;
+    char *text;
+    double a, b, s = 0, f;
+    unsigned i, n = 200000;
+    uint64_t x = 88172645463325252ull;
+
+    (void)state;
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p), 0);
+    g = p->gpu;
+    eerl_twin_preset_free(p);
+    p = NULL;
+    /* A GPU waiting inside the job draws at least an idle one's power, less at a lower clock. */
+    for (f = 1980; f >= 345; f -= 15) {
+        assert_true(eerl__gpu_wait_w(&g, f) >= eerl__gpu_idle_w(&g, f));
+        assert_true(eerl__gpu_wait_w(&g, f) <= eerl__gpu_wait_w(&g, f + 15) + 1e-9);
+    }
+    /* V(f) shape: gamma 1 is the linear curve; any gamma keeps V(fmax) = 1 and the floor. */
+    g.v_gamma = 1;
+    a = eerl__gpu_dyn(&g, 0.5 * (g.f_knee + g.fmax));
+    assert_true(fabs(a - pow(0.5 * (1 + g.v_floor), 2) * 0.5 * (g.f_knee + g.fmax) / g.fmax) <
+                1e-12);
+    g.v_gamma = 2;
+    assert_true(eerl__gpu_dyn(&g, 0.5 * (g.f_knee + g.fmax)) < a); /* convex: lower mid-range */
+    assert_true(fabs(eerl__gpu_dyn(&g, g.fmax) - 1) < 1e-12);
+    assert_true(fabs(eerl__gpu_dyn(&g, g.f_knee) - g.v_floor * g.v_floor * g.f_knee / g.fmax) <
+                1e-12);
+    /* Rendezvous: the plain max without spread; with it E[max] of two normals (checked by
+     * sampling), never below the max, symmetric, and close to the max when one pool is far
+     * ahead. */
+    g.jitter = 0;
+    assert_true(eerl__gpu_rendezvous(&g, 3, 5) == 5);
+    g.jitter = 0.1;
+    a = 100;
+    b = 90;
+    for (i = 0; i < n; i++) { /* Box-Muller on xorshift64 */
+        double u1, u2, z1, z2, ta, tb;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        u1 = ((x >> 11) + 0.5) / 9007199254740992.0;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        u2 = ((x >> 11) + 0.5) / 9007199254740992.0;
+        z1 = sqrt(-2 * log(u1)) * cos(2 * 3.141592653589793 * u2);
+        z2 = sqrt(-2 * log(u1)) * sin(2 * 3.141592653589793 * u2);
+        ta = a * (1 + g.jitter * z1);
+        tb = b * (1 + g.jitter * z2);
+        s += ta > tb ? ta : tb;
+    }
+    assert_true(fabs(eerl__gpu_rendezvous(&g, a, b) - s / n) < 0.002 * a);
+    assert_true(eerl__gpu_rendezvous(&g, a, b) > a);
+    assert_true(fabs(eerl__gpu_rendezvous(&g, a, b) - eerl__gpu_rendezvous(&g, b, a)) < 1e-9);
+    assert_true(eerl__gpu_rendezvous(&g, 100, 10) - 100 < 1e-6);
+    /* The optional keys are range-checked when present. */
+    text = edited("gpus", "h100", "v_gamma", json_real(9.0));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
+    free(text);
+    text = edited("gpus", "h100", "jitter", json_real(-0.1));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
+    free(text);
+    text = edited("gpus", "h100", "p_wait_w", json_string("lots"));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
+    free(text);
+    text = edited("presets", "qwen3-30b-a3b/h100", "gen_tok", json_pack("{s:f}", "b", 0.5));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
+    free(text);
+    assert_null(p);
+}
+
 static void test_dynamic_sampling_filter_option(void **state)
 {
     eerl_twin_preset *p = NULL;
@@ -181,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_bad_parameter_files),
         cmocka_unit_test(test_switch_cost_bounded),
         cmocka_unit_test(test_dynamic_sampling_filter_option),
+        cmocka_unit_test(test_wait_power_curve_and_rendezvous),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,12 @@ struct eerl__gpu {
     double droop_mhz;    /* observed clock below a locked request */
     double switch_s;     /* clock-switch / wake latency, seconds (<= EERL__TWIN_SWITCH_MAX_S) */
     double idle_clock;   /* MHz the controller parks waiting pools at */
+    /* Optional in the parameter file (defaults in parentheses keep older files valid): */
+    double v_gamma;  /* shape of V(f) above f_knee: linear (1), convex (> 1) */
+    double p_wait_w; /* extra draw of a GPU waiting inside the job (a pool blocked on the other
+                      * pool, host work) at fmax, following the clock like dynamic power (0) */
+    double jitter;   /* relative per-update spread of each pool's work time; smooths the
+                      * rendezvous max() of the asynchronous modes (0) */
 };
 
 /* Physics of one phase on one (model, GPU). */
@@ -42,6 +48,12 @@ struct eerl__phase_phys {
 double eerl__gpu_dyn(const struct eerl__gpu *g, double f);
 /* Power of an idle GPU at clock f. */
 double eerl__gpu_idle_w(const struct eerl__gpu *g, double f);
+/* Power of a GPU waiting inside the job (blocked on the other pool or on host work) at clock f:
+ * idle plus p_wait_w scaled like dynamic power. */
+double eerl__gpu_wait_w(const struct eerl__gpu *g, double f);
+/* Expected max(A, B) of two independent work times with means a, b and relative spread
+ * g->jitter (Clark's formula); max(a, b) when jitter is 0. */
+double eerl__gpu_rendezvous(const struct eerl__gpu *g, double a, double b);
 /* Power of a GPU running phase ph at clock f (no cap applied). */
 double eerl__gpu_active_w(const struct eerl__gpu *g, const struct eerl__phase_phys *ph, double f);
 /* Clock a phase actually runs at for a request (0 = governor): the governor runs at gov_mhz, a

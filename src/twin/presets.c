@@ -86,6 +86,17 @@ static int parse_gpu(json_t *o, struct eerl__gpu *g)
      * seconds-scale cost (docs/twin.md, "Clock switches"). */
     NUM(o, "switch_s", 0, EERL__TWIN_SWITCH_MAX_S, g->switch_s);
     NUM(o, "idle_clock", 100, 4000, g->idle_clock);
+    /* Optional (files from before they existed keep their meaning): V(f) shape, waiting draw,
+     * per-update work spread of a pool. */
+    g->v_gamma = 1;
+    g->p_wait_w = 0;
+    g->jitter = 0;
+    if (json_object_get(o, "v_gamma"))
+        NUM(o, "v_gamma", 0.25, 4, g->v_gamma);
+    if (json_object_get(o, "p_wait_w"))
+        NUM(o, "p_wait_w", 0, 2000, g->p_wait_w);
+    if (json_object_get(o, "jitter"))
+        NUM(o, "jitter", 0, 0.5, g->jitter);
     if (g->f_knee >= g->fmax || g->gov_mhz > g->fmax)
         goto fail;
     return 0;
@@ -178,6 +189,16 @@ static int parse_costs(json_t *o, struct eerl_twin_preset *p)
         parse_phase(json_object_get(o, "train"), &p->ph[2], 1) < 0 ||
         parse_phase(json_object_get(o, "refit"), &p->ph[3], 0) < 0)
         goto fail;
+    p->ph_tok = p->ph[0];
+    {
+        json_t *t = json_object_get(o, "gen_tok");
+        if (t) {
+            if (!json_is_object(t))
+                goto fail;
+            NUM(t, "b", 0, 1, p->ph_tok.b);
+            NUM(t, "r", 0, 100, p->ph_tok.r);
+        }
+    }
     return 0;
 fail:
     return EERL_EPARSE;

@@ -30,6 +30,10 @@ struct eerl_twin_preset {
     struct eerl__wl_params wl;
     struct eerl__costs c;
     struct eerl__phase_phys ph[4]; /* gen, logprob, train, refit */
+    /* Roofline (b, r) of generation's throughput term (c_tok: large-batch decode, KV-cache
+     * traffic) when it differs from the tail term's (gen: the last few sequences); power is
+     * gen's. Optional "gen_tok" object of a preset; defaults to gen's b and r. */
+    struct eerl__phase_phys ph_tok;
     /* Expected batches of updates 0..EERL__EXP_CACHE-1 per size, computed once at load. */
     struct eerl__wl_batch expc[3][EERL__EXP_CACHE];
 };

@@ -27,6 +27,8 @@ struct eerl_twin {
     struct eerl_twin_config cfg;
     struct eerl__wl wl;
     double time_scale, power_scale;
+    struct eerl__rng jit; /* per-update pool work spread (asynchronous modes), keyed by the seed
+                           * alone: matched across the settings of one seed */
     double now, obs_t;
     unsigned next_update;
     unsigned req_gen, req_train;

@@ -1,8 +1,9 @@
 /* Workload generator. N = C = G unless the dynamic-sampling filter is on (then the tokens of
  * groups with nonzero advantage). The lognormal draw for response i of update u is exp(mu_u + sigma
- * z) with mu_u = log(median) + drift u; divergence multiplies all lengths of an update by one
- * lognormal factor from the run's own stream (sampling and the policy drifting apart between
- * runs), leaving the shared stream untouched. */
+ * z) with mu_u = log(median) + drift u; divergence d multiplies all lengths of a run by one
+ * lognormal factor exp(d z) (the policy drifting apart between runs: a run's responses stay
+ * longer or shorter) and those of each update by another exp(d z) (sampling), both from the
+ * run's own stream, leaving the shared stream untouched. */
 #include <math.h>
 
 #include "eerl/error.h"
@@ -45,6 +46,7 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
     w->div_sigma = divergence;
     eerl__rng_seed(&w->rng, seed, 1);
     eerl__rng_seed(&w->div, seed ^ (run_id * 0x9e3779b97f4a7c15ull), 2 + run_id);
+    w->run_f = divergence > 0 ? exp(0.7 * divergence * eerl__rng_normal(&w->div)) : 1.0;
     return 0;
 }
 
@@ -56,7 +58,7 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
     unsigned g, k;
 
     if (w->div_sigma > 0)
-        f = exp(w->div_sigma * eerl__rng_normal(&w->div));
+        f = w->run_f * exp(w->div_sigma * eerl__rng_normal(&w->div));
     for (g = 0; g < w->P; g++) {
         double group = 0;
         int zero = eerl__rng_uniform(&w->rng) < w->p.p_zero;

@@ -39,6 +39,7 @@ struct eerl__wl {
     struct eerl__wl_params p;
     unsigned P, K, B;
     double div_sigma;
+    double run_f; /* this run's length factor (divergence: the policy drifting apart), 1 without */
     struct eerl__rng rng; /* shared by matched seeds */
     struct eerl__rng div; /* per run */
 };

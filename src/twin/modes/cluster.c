@@ -5,7 +5,9 @@
  *   lp    = c_lp * C / n_lp                    (n_lp: training pool, or all GPUs colocated)
  *   train = c_tr * C / n_train + t_tr0
  *   refit = t_refit, other = t_other (reward, host work: GPUs wait)
- * each scaled by its phase's time factor at the clock it runs at (physics.c).
+ * each scaled by its phase's time factor at the clock it runs at (physics.c); generation's two
+ * terms have their own rooflines (the tail: a few sequences decoding; the throughput term:
+ * large-batch decode, presets.h ph_tok) at one clock and one power.
  * colocated:     T = gen + other + lp + train + refit, all GPUs in turn; a pair run pays two
  *                clock switches per update (the setting is applied at each phase boundary),
  *                switch_s each: milliseconds (physics.h bounds it at 50 ms).
@@ -16,8 +18,13 @@
  *                governor idle; policy age 1.
  * in-flight:     generation never drains: a fraction `spill` of batch u is still generating at
  *                the refit and finishes in update u+1 under u+1's clocks (crossing tokens); the
- *                refit pause adds KV recompute of those tokens; T = max(gen, other + lp + train)
- *                + refit + kv; pools wait at their own clocks; policy age 2. */
+ *                tail term follows the batch training waits for (the consumed one, whose last
+ *                responses finish in this update); the refit pause adds KV recompute of those
+ *                tokens; T = max(gen, other + lp + train) + refit + kv; pools wait at their own
+ *                clocks; policy age 2.
+ * Waiting GPUs draw eerl__gpu_wait_w at the clock they wait at. In the asynchronous modes each
+ * pool's work time spreads from update to update (gpu.jitter): a sampled run draws the factors
+ * (run.c), the expected evaluation takes E[max] of the rendezvous (eerl__gpu_rendezvous). */
 #include <string.h>
 
 #include "twin/modes/cluster.h"
@@ -95,7 +102,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     unsigned ng = colo ? in->n_gen + in->n_train : in->n_gen;
     unsigned nt = colo ? ng : in->n_train;
     double C = in->train_batch.C;
-    double gen_work, gen_tokens, kv_tokens = 0;
+    double gen_tail, gen_tok, gen_tokens, kv_tokens = 0;
     struct act gen, lp, tr, rf_g, rf_t, kv;
     double other = k->t_other * sc, sw = g->switch_s;
     double f_wait_g, f_wait_t, w_wait_g, w_wait_t;
@@ -106,15 +113,18 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
 
     if (in->mode == EERL_TWIN_INFLIGHT && !in->first) {
         gen_tokens = (1 - k->spill) * in->gen_batch.G + in->spill_in;
-        gen_work = k->c_tail * k->if_tail * in->gen_batch.mean_len + k->c_tok * gen_tokens / ng;
+        gen_tail = k->c_tail * k->if_tail * in->train_batch.mean_len;
+        gen_tok = k->c_tok * gen_tokens / ng;
         kv_tokens = k->spill * in->gen_batch.G;
         out->crossing_tokens = in->spill_in;
         out->spill_out = kv_tokens;
     } else {
         gen_tokens = in->gen_batch.G;
-        gen_work = k->c_tail * in->gen_batch.L + k->c_tok * gen_tokens / ng;
+        gen_tail = k->c_tail * in->gen_batch.L;
+        gen_tok = k->c_tok * gen_tokens / ng;
     }
-    gen = active(p, EERL_TWIN_PH_GEN, in->req_gen, gen_work, sc);
+    gen = active(p, EERL_TWIN_PH_GEN, in->req_gen, gen_tail, sc);
+    gen.t += gen_tok * eerl__phase_time_factor(g, &p->ph_tok, gen.f) * sc;
     lp = active(p, EERL_TWIN_PH_LOGPROB, in->req_train, k->c_lp * C / nt, sc);
     tr = active(p, EERL_TWIN_PH_TRAIN, in->req_train, k->c_tr * C / nt + k->t_tr0, sc);
     rf_g = active(p, EERL_TWIN_PH_REFIT, in->req_gen, k->t_refit, sc);
@@ -135,8 +145,8 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         f_wait_g = in->req_gen ? in->req_gen - g->droop_mhz : g->fmax;
         f_wait_t = in->req_train ? in->req_train - g->droop_mhz : g->fmax;
     }
-    w_wait_g = eerl__gpu_idle_w(g, f_wait_g);
-    w_wait_t = eerl__gpu_idle_w(g, f_wait_t);
+    w_wait_g = eerl__gpu_wait_w(g, f_wait_g);
+    w_wait_t = eerl__gpu_wait_w(g, f_wait_t);
     if (!pair)
         sw = 0;
 
@@ -177,8 +187,19 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     case EERL_TWIN_DRAINED:
     case EERL_TWIN_INFLIGHT: {
         int infl = in->mode == EERL_TWIN_INFLIGHT;
-        double tg = gen.t, tt = lp.t + tr.t, rv, pause;
+        double tg, tt, rv, pause;
 
+        if (in->gen_jit > 0)
+            gen.t *= in->gen_jit;
+        if (in->train_jit > 0) {
+            lp.t *= in->train_jit;
+            tr.t *= in->train_jit;
+        }
+        out->phase_s[EERL_TWIN_PH_GEN] = gen.t + kv.t;
+        out->phase_s[EERL_TWIN_PH_LOGPROB] = lp.t;
+        out->phase_s[EERL_TWIN_PH_TRAIN] = tr.t;
+        tg = gen.t;
+        tt = lp.t + tr.t;
         if (!infl) {
             tg += sw;
             tt += sw;
@@ -187,7 +208,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         }
         if (in->first) /* nothing generated yet: training waits for the first batch */
             tt += tg;
-        rv = tg > tt ? tg : tt;
+        rv = in->expected ? eerl__gpu_rendezvous(g, tg, tt) : (tg > tt ? tg : tt);
         /* Generation pool: work, wait for the rendezvous, refit (+ KV recompute in flight). */
         if (!infl)
             seg(&c, 0, EERL_TWIN_PH_WAIT, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);

@@ -321,7 +321,7 @@ EERL_EXPORT int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, s
  * another configuration (allowed loss, grids, groups: everything but the horizon fields
  * expected_updates, calibration lengths and ref_window), or too few references;
  * EERL_EVERSION for a state of another eerl version or state format; EERL_ENOTSUP for a
- * strategy that does not resume (only the eerl strategy does, outside in-flight mode).
+ * strategy that does not resume (only the eerl strategy does, in every mode).
  * EERL_ESTATE without an event when the controller has observed already; EERL_EPARSE (no event,
  * controller unchanged) for a buffer that is not a saved state or is damaged. why says which. */
 EERL_EXPORT int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,

@@ -113,7 +113,7 @@ class Session:
         model, allocation, clock list, mode, strategy, configuration or eerl version, starts a
         fresh search instead: resumed is False and resume_detail says why (so do the trace and
         the first update's events). A damaged or unreadable file raises EerlError naming it.
-        Only strategy "eerl" resumes (outside in-flight mode); others start fresh and say so.
+        Only strategy "eerl" resumes (in every mode); the others start fresh and say so.
     resume_tag: the hardware identity saved states are matched on; None: the first GPU's model
         and the pool sizes.
     """

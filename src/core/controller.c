@@ -13,8 +13,6 @@
 #include "eerl/version.h"
 #include "core/controller.h"
 
-#define EERL__INFLIGHT_LOCK_BLOCKS 6u
-
 static int cmp_desc(const void *a, const void *b)
 {
     unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
@@ -84,17 +82,9 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     ctl->ops = pick_strategy(cfg->strategy, mode);
     if (!ctl->ops)
         goto fail;
-    /* In-flight the eerl strategy runs the paper's two-pool machine. */
+    /* In-flight the eerl strategy searches the two pools (generation, training) only. */
     if (cfg->n_groups != 2 && mode == EERL_MODE_INFLIGHT && cfg->strategy == EERL_STRATEGY_EERL)
         goto fail;
-    if (cfg->strategy == EERL_STRATEGY_EERL && mode == EERL_MODE_INFLIGHT) {
-        /* eerl in-flight: the paper's block machine with a governor block only every
-         * EERL__INFLIGHT_LOCK_BLOCKS candidate blocks after lock (issue 9 item 2: the paper
-         * spends a third of its after-lock updates at the governor). */
-
-        if (ctl->cfg.inflight_lock_candidate_blocks < EERL__INFLIGHT_LOCK_BLOCKS)
-            ctl->cfg.inflight_lock_candidate_blocks = EERL__INFLIGHT_LOCK_BLOCKS;
-    }
     err = EERL_ENOMEM;
     ctl->clocks = malloc(n_clocks * sizeof(*ctl->clocks));
     ctl->refs = calloc(cfg->ref_window, sizeof(*ctl->refs));

@@ -22,7 +22,7 @@
  *   measures the predictor's own error on fresh work, which the loss estimates are corrected by.
  * In-flight mode the whole-update predictor cannot tell a clock's effect from the carried work
  * (measured on the twin: +6 to +14% "loss" for a 180 MHz step), so controller.c gives the eerl
- * strategy in that mode the paper's block-bracketing in-flight machine instead.
+ * strategy in that mode strategy_eerl_inflight.c, which judges a setting by its rate.
  * Owns only its state struct; reads the controller's predictor. */
 #include <math.h>
 #include <stdio.h>

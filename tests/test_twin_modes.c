@@ -131,7 +131,7 @@ static void test_disaggregated_waiting_pool_idle_clock(void **state)
     assert_true(fabs(pr.duration - (gv.duration + 2 * g->switch_s)) < 1e-9 * gv.duration);
     ratio = (pr.phase_j[EERL_TWIN_PH_WAIT] / pr.phase_s[EERL_TWIN_PH_WAIT]) /
             (gv.phase_j[EERL_TWIN_PH_WAIT] / gv.phase_s[EERL_TWIN_PH_WAIT]);
-    want = eerl__gpu_idle_w(g, g->idle_clock) / eerl__gpu_idle_w(g, g->fmax);
+    want = eerl__gpu_wait_w(g, g->idle_clock) / eerl__gpu_wait_w(g, g->fmax);
     assert_true(fabs(ratio / want - 1) < 0.02); /* wake-ups shift the GPU weighting a little */
     assert_true(pr.energy_j < gv.energy_j);
     eerl_twin_preset_free(p);
@@ -265,15 +265,16 @@ static void test_expected_agrees_with_sampled_async_runs(void **state)
     struct eerl_twin_totals g, q;
     eerl_twin_preset *p = NULL;
     double dq, sv, lq = 0, le = 0;
-    unsigned s, n = 8;
+    unsigned s, n = 200;
     char *text;
 
     (void)state;
-    /* The expected rendezvous (E[max] over the pools' spread) is what sampled runs average to;
-     * a wide spread makes the difference from a plain max visible. */
+    /* The expected rendezvous (E[max] over the pools' spread between seeds) is what sampled
+     * runs average to over many seeds, each with its own pool imbalance (at spread 0.06 the
+     * plain max would say about -0.9% dq here with the committed presets, E[max] -3.6%). */
     assert_non_null(root);
     assert_int_equal(json_object_set_new(json_object_get(json_object_get(root, "gpus"), "h100"),
-                                         "jitter", json_real(0.1)),
+                                         "jitter", json_real(0.06)),
                      0);
     text = json_dumps(root, 0);
     json_decref(root);

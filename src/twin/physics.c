@@ -8,8 +8,9 @@
  * I/O traffic). A GPU waiting inside the job draws idle + p_wait_w V^2 f / fmax (a blocked
  * collective or a polling runtime keeps part of the chip busy; parked at the idle clock it
  * mostly stops paying it).
- * Rendezvous: the asynchronous modes wait for the later of two pools whose per-update work times
- * spread by `jitter` (relative); the expected update uses E[max] of two normals (Clark 1961):
+ * Rendezvous: the asynchronous modes wait for the later of two pools whose work times
+ * spread by `jitter` (relative) from seed to seed; the expected update uses E[max] of two
+ * normals (Clark 1961):
  *   a Phi(x) + b Phi(-x) + s phi(x), s = jitter sqrt(a^2 + b^2), x = (a - b) / s. */
 #include <math.h>
 #include <string.h>

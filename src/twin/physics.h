@@ -32,8 +32,8 @@ struct eerl__gpu {
     double v_gamma;  /* shape of V(f) above f_knee: linear (1), convex (> 1) */
     double p_wait_w; /* extra draw of a GPU waiting inside the job (a pool blocked on the other
                       * pool, host work) at fmax, following the clock like dynamic power (0) */
-    double jitter;   /* relative per-update spread of each pool's work time; smooths the
-                      * rendezvous max() of the asynchronous modes (0) */
+    double jitter;   /* relative spread of each pool's speed between seeds (placement);
+                      * smooths the rendezvous max() of the asynchronous modes (0) */
 };
 
 /* Physics of one phase on one (model, GPU). */

@@ -87,7 +87,7 @@ static int parse_gpu(json_t *o, struct eerl__gpu *g)
     NUM(o, "switch_s", 0, EERL__TWIN_SWITCH_MAX_S, g->switch_s);
     NUM(o, "idle_clock", 100, 4000, g->idle_clock);
     /* Optional (files from before they existed keep their meaning): V(f) shape, waiting draw,
-     * per-update work spread of a pool. */
+     * spread of a pool's speed between seeds. */
     g->v_gamma = 1;
     g->p_wait_w = 0;
     g->jitter = 0;

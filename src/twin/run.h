@@ -27,8 +27,8 @@ struct eerl_twin {
     struct eerl_twin_config cfg;
     struct eerl__wl wl;
     double time_scale, power_scale;
-    struct eerl__rng jit; /* per-update pool work spread (asynchronous modes), keyed by the seed
-                           * alone: matched across the settings of one seed */
+    double jit_gen, jit_train; /* this seed's pool speed factors (asynchronous modes; 0: none),
+                                * keyed by the seed alone: matched across its settings */
     double now, obs_t;
     unsigned next_update;
     unsigned req_gen, req_train;

@@ -23,7 +23,7 @@
  *                tokens; T = max(gen, other + lp + train) + refit + kv; pools wait at their own
  *                clocks; policy age 2.
  * Waiting GPUs draw eerl__gpu_wait_w at the clock they wait at. In the asynchronous modes each
- * pool's work time spreads from update to update (gpu.jitter): a sampled run draws the factors
+ * pool's speed spreads from seed to seed (gpu.jitter): a sampled run carries its seed's factors
  * (run.c), the expected evaluation takes E[max] of the rendezvous (eerl__gpu_rendezvous). */
 #include <string.h>
 

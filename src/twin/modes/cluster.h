@@ -38,9 +38,9 @@ struct eerl__cluster_in {
     int first;                   /* first update: asynchronous modes have nothing to overlap yet */
     double time_scale;           /* run-to-run node speed factor (1 = nominal) */
     double power_scale;          /* its power side: stalls draw less (0 means 1) */
-    /* Asynchronous modes: this update's spread of each pool's work time (sampled runs; 0 means
+    /* Asynchronous modes: the run's speed factor of each pool's work (sampled runs; 0 means
      * 1). An expected-value evaluation leaves them 0 and sets `expected`, so the rendezvous
-     * takes E[max] over that spread (physics.h) instead of the max of two numbers. */
+     * takes E[max] over their spread (physics.h) instead of the max of two numbers. */
     double gen_jit, train_jit;
     int expected;
 };

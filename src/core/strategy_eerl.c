@@ -215,6 +215,12 @@ static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
             lock_now(ctl, st, "too few updates left for another test to pay");
         return;
     }
+    if (!st->locked && st->prev_loss >= r) {
+        /* The setting the search stands on already costs what the rest of the run may lose: a
+         * lower clock only loses more, and its test would overdraw the account. */
+        lock_now(ctl, st, "the run's budget leaves no room below it");
+        return;
+    }
     if (st->have_eff == (1u << n) - 1) {
         /* Every group has stepped: the one whose last step bought the most energy per loss goes
          * first (the search spends the budget where it pays most). */

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "runtime/analysis.h"
 #include "sim/sim.h"
+#include "twin/presets.h"
 
 #define CMD "sim"
 #define SEEDS_MAX 64
@@ -104,17 +105,13 @@ static int parse_loss(const char *v, double *ret)
     return 0;
 }
 
-static const char *size_desc(const char *model, char size)
+/* "P/K/B" of the preset's workload size (from its parameters, so every model is described). */
+static const char *size_desc(const eerl_twin_preset *preset, char size, char *buf, size_t n)
 {
-    int qwen = !strncmp(model, "qwen", 4);
-    switch (size) {
-    case 'S':
-        return qwen ? "32/4/128" : "16/4/64";
-    case 'M':
-        return qwen ? "64/8/512" : "16/8/128";
-    default:
-        return qwen ? "128/16/2048" : "32/8/256";
-    }
+    int i = size == 'S' ? 0 : size == 'M' ? 1 : 2;
+
+    snprintf(buf, n, "%u/%u/%u", preset->wl.P[i], preset->wl.K[i], preset->wl.B[i]);
+    return buf;
 }
 
 static json_t *seed_json(const struct eerl__an_seed *sd, const struct eerl__sim_oracle *o, size_t k)
@@ -170,6 +167,7 @@ int eerl_cmd_sim(int argc, char **argv)
     eerl_twin_mode mode;
     eerl_strategy strategy;
     eerl_twin_preset *preset = NULL;
+    char pkb[48];
     unsigned ng = 0, nt = 0, calib;
     uint64_t seeds[SEEDS_MAX];
     struct eerl__sim_run *gov = NULL, *ctl = NULL;
@@ -328,8 +326,8 @@ int eerl_cmd_sim(int argc, char **argv)
     fprintf(stderr,
             "eerl sim: %s on %s, %s %s, size %s (%s), %lu updates, %lu seed%s, "
             "allowed loss %g%%\n",
-            model, gpu, mode_s, alloc, size, size_desc(model, size[0]), updates, n_seeds,
-            n_seeds == 1 ? "" : "s", loss * 100);
+            model, gpu, mode_s, alloc, size, size_desc(preset, size[0], pkb, sizeof(pkb)), updates,
+            n_seeds, n_seeds == 1 ? "" : "s", loss * 100);
     if (oracle_run) {
         e = eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds, loss,
                              orc);
@@ -472,8 +470,8 @@ int eerl_cmd_sim(int argc, char **argv)
             char set[64], o1[64], o2[96], range[32];
 
             printf("eerl sim: %s on %s, %s %s, workload %s (P/K/B %s), %lu updates, %lu seed%s\n",
-                   model, gpu, mode_s, alloc, size, size_desc(model, size[0]), updates, n_seeds,
-                   n_seeds == 1 ? "" : "s");
+                   model, gpu, mode_s, alloc, size, size_desc(preset, size[0], pkb, sizeof(pkb)),
+                   updates, n_seeds, n_seeds == 1 ? "" : "s");
             printf("controller vs matched governor runs (geometric mean over seeds, updates "
                    "%d-%lu, allowed loss %g%%)\n\n",
                    EERL__AN_FIRST_UPDATE, updates, loss * 100);

@@ -240,6 +240,18 @@ static void test_dynamic_sampling_filter_option(void **state)
     text = edited("models", "qwen3-30b-a3b", "dynamic_sampling_filter", json_string("yes"));
     assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
     free(text);
+    /* Overlong filtering: off for the paper's models, on for grpo_tiny's (measured) preset. */
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p), 0);
+    assert_int_equal(p->wl.overlong_filter, 0);
+    eerl_twin_preset_free(p);
+    assert_int_equal(eerl_twin_preset_new("grpo-tiny", "h200", NULL, &p), 0);
+    assert_int_equal(p->wl.overlong_filter, 1);
+    assert_int_equal(p->wl.seq_limit, 1024u);
+    eerl_twin_preset_free(p);
+    assert_int_equal(eerl_twin_preset_new("grpo-tiny", "h100", NULL, &p), EERL_ENOENT);
+    text = edited("models", "qwen3-30b-a3b", "overlong_filter", json_integer(1));
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), EERL_EPARSE);
+    free(text);
 }
 
 int main(void)

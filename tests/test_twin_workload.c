@@ -14,7 +14,7 @@
 #include "twin/workload.h"
 
 static const struct eerl__wl_params qwen = {
-    4096, 1300, 0.8, 0.004, 0.15, {32, 64, 128}, {4, 8, 16}, {128, 512, 2048}, 0};
+    4096, 1300, 0.8, 0.004, 0.15, {32, 64, 128}, {4, 8, 16}, {128, 512, 2048}, 0, 0};
 
 static void test_same_seed_same_batches(void **state)
 {
@@ -134,6 +134,42 @@ static void test_valid_tokens_are_the_loss_mask_and_the_filter_option(void **sta
     assert_int_equal(eerl__wl_init(&b, &filt, 'M', 21, 0, 0), EERL_EINVAL);
 }
 
+/* Overlong filtering (grpo_tiny's default, DAPO's overlong filter): truncated responses are
+ * generated but leave the loss, log-prob and training: N = C = G - (truncated responses) x limit,
+ * the same responses as without the filter, and the expected value agrees with the samples. */
+static void test_overlong_filter_option(void **state)
+{
+    struct eerl__wl_params p = qwen, f;
+    struct eerl__wl a, b;
+    struct eerl__wl_batch x, y, e, e0;
+    double sn = 0;
+    unsigned u, n = 400;
+
+    (void)state;
+    p.seq_limit = 1024; /* a short limit: a third of the responses reach it */
+    p.len_median = 700;
+    p.len_sigma = 1.1;
+    f = p;
+    f.overlong_filter = 1;
+    assert_int_equal(eerl__wl_init(&a, &p, 'M', 8, 0, 0), 0);
+    assert_int_equal(eerl__wl_init(&b, &f, 'M', 8, 0, 0), 0);
+    for (u = 0; u < n; u++) {
+        eerl__wl_next(&a, 5, &x);
+        eerl__wl_next(&b, 5, &y);
+        assert_true(y.G == x.G && y.L == x.L && y.n_trunc == x.n_trunc);
+        assert_true(x.N == x.G);
+        assert_true(y.N == y.C && fabs(y.N - (y.G - 1024.0 * y.n_trunc)) < 1e-6 * y.G);
+        assert_true(y.n_trunc > 0 && y.N < y.G);
+        sn += y.N;
+    }
+    assert_int_equal(eerl__wl_expected(&f, 'M', 5, &e), 0);
+    assert_int_equal(eerl__wl_expected(&p, 'M', 5, &e0), 0);
+    assert_true(fabs(sn / n / e.N - 1) < 0.02);
+    assert_true(e.C == e.N && e.N < 0.8 * e.G && e0.N == e0.G && e.G == e0.G);
+    f.overlong_filter = 2; /* neither off nor on */
+    assert_int_equal(eerl__wl_init(&b, &f, 'M', 8, 0, 0), EERL_EINVAL);
+}
+
 static void test_bad_size_rejected(void **state)
 {
     struct eerl__wl w;
@@ -153,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_truncation_and_valid_tokens),
         cmocka_unit_test(test_expected_matches_samples_and_drifts),
         cmocka_unit_test(test_valid_tokens_are_the_loss_mask_and_the_filter_option),
+        cmocka_unit_test(test_overlong_filter_option),
         cmocka_unit_test(test_bad_size_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

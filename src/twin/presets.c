@@ -13,12 +13,12 @@
 /* Generated at build time from data/twin/params.json (see CMakeLists.txt). */
 extern const char eerl__twin_params_text[];
 
-static const char *const models[] = {"qwen3-30b-a3b", "nemotron-super-49b"};
+static const char *const models[] = {"qwen3-30b-a3b", "nemotron-super-49b", "grpo-tiny"};
 static const char *const gpus[] = {"h100", "gb200", "h200"};
 
 const char *eerl_twin_model_names(void)
 {
-    return "qwen3-30b-a3b, nemotron-super-49b";
+    return "qwen3-30b-a3b, nemotron-super-49b, grpo-tiny";
 }
 
 const char *eerl_twin_gpu_names(void)
@@ -129,6 +129,14 @@ static int parse_model(json_t *o, struct eerl__wl_params *w)
             goto fail;
         w->dyn_filter = json_is_true(f) ? 1 : 0;
     }
+    {
+        /* Optional, off by default: overlong filtering leaves truncated responses out of the
+         * loss (and of log-prob and training), as grpo_tiny and DAPO's overlong filter do. */
+        json_t *f = json_object_get(o, "overlong_filter");
+        if (f && !json_is_boolean(f))
+            goto fail;
+        w->overlong_filter = json_is_true(f) ? 1 : 0;
+    }
     for (i = 0; i < 3; i++) {
         json_t *a = json_object_get(sizes, sz[i]);
         if (!json_is_array(a) || json_array_size(a) != 3)
@@ -214,7 +222,7 @@ int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_te
 
     if (!model || !gpu || !ret_preset)
         return EERL_EINVAL;
-    if (!known(model, models, 2) || !known(gpu, gpus, 3))
+    if (!known(model, models, 3) || !known(gpu, gpus, 3))
         return EERL_ENOENT;
     root = json_loads(json_text ? json_text : eerl__twin_params_text, 0, NULL);
     if (!root)

@@ -27,7 +27,8 @@ static int params_ok(const struct eerl__wl_params *p)
 {
     return p->seq_limit >= 1 && p->len_median >= 1 && p->len_sigma > 0 && p->len_sigma < 5 &&
            p->p_zero >= 0 && p->p_zero < 1 && isfinite(p->drift) &&
-           (p->dyn_filter == 0 || p->dyn_filter == 1);
+           (p->dyn_filter == 0 || p->dyn_filter == 1) &&
+           (p->overlong_filter == 0 || p->overlong_filter == 1);
 }
 
 int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size, uint64_t seed,
@@ -60,7 +61,7 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
     if (w->div_sigma > 0)
         f = w->run_f * exp(w->div_sigma * eerl__rng_normal(&w->div));
     for (g = 0; g < w->P; g++) {
-        double group = 0;
+        double group = 0, kept = 0;
         int zero = eerl__rng_uniform(&w->rng) < w->p.p_zero;
 
         for (k = 0; k < w->K; k++) {
@@ -69,6 +70,8 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
             if (len >= lim) {
                 len = lim;
                 b.n_trunc++;
+            } else {
+                kept += len;
             }
             group += len;
             if (len > b.L)
@@ -76,9 +79,10 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
         }
         b.G += group;
         /* Every group is in the loss mask (zero advantage included) unless the dynamic-sampling
-         * filter drops it; the draw happens either way so the stream does not depend on it. */
+         * filter drops it; the draw happens either way so the stream does not depend on it. With
+         * overlong filtering the truncated responses are scored and trained on by no one. */
         if (!zero || !w->p.dyn_filter)
-            b.C += group;
+            b.C += w->p.overlong_filter ? kept : group;
     }
     b.N = b.C;
     b.n_resp = w->P * w->K;
@@ -115,7 +119,9 @@ int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
         emax += (1 - pow(F, n)) * (c / steps);
     }
     ret->G = n * mean;
-    ret->C = p->dyn_filter ? (1 - p->p_zero) * ret->G : ret->G;
+    ret->C = p->overlong_filter ? n * exp(mu + s * s / 2) * phi((lc - mu - s * s) / s) : ret->G;
+    if (p->dyn_filter)
+        ret->C *= 1 - p->p_zero;
     ret->N = ret->C;
     ret->L = emax;
     ret->mean_len = mean;

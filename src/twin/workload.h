@@ -22,6 +22,7 @@ struct eerl__wl_params {
     double p_zero;             /* probability a group has equal rewards (zero advantage) */
     unsigned P[3], K[3], B[3]; /* sizes S, M, L */
     int dyn_filter;            /* dynamic-sampling filter: drop zero-advantage groups (off: 0) */
+    int overlong_filter;       /* overlong filtering: truncated responses leave the loss (off: 0) */
 };
 
 /* One batch of responses. */
@@ -29,7 +30,7 @@ struct eerl__wl_batch {
     double G;        /* response tokens generated */
     double N;        /* valid training tokens: response tokens in the loss mask (= C) */
     double C;        /* tokens log-prob and training compute: the consumed batch's responses
-                      * (all of G, or the groups the dynamic-sampling filter keeps) */
+                      * (all of G, or what the dynamic-sampling and overlong filters keep) */
     double L;        /* longest response */
     double mean_len; /* G / responses */
     unsigned n_resp, n_trunc;

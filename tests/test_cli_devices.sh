@@ -9,25 +9,11 @@ set -uo pipefail
 : "${EERL_NVML_LIBRARY:?EERL_NVML_LIBRARY must name the stand-in libnvidia-ml.so.1}"
 export EERL_NVML_LIBRARY
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
 
 # expect_rc WANT GOT WHAT
-expect_rc() {
-    [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"
-}
-
 # expect_in FILE TEXT WHAT
-expect_in() {
-    grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
-}
-
 state="$tmp/state.json"
 cat >"$state" <<'EOF'
 {

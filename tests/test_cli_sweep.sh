@@ -8,22 +8,8 @@ set -uo pipefail
 
 : "${EERL_BIN:?EERL_BIN must name the eerl binary}"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
-
-expect_rc() {
-    [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"
-}
-
-expect_in() {
-    grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
-}
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
 
 base=(sweep --model qwen3-30b-a3b --gpu h100 --mode colocated --alloc 32 --size M)
 

@@ -9,14 +9,8 @@ set -uo pipefail
 
 : "${EERL_BIN:?EERL_BIN must name the eerl binary}"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
 
 common=(--mode disaggregated --updates 40 --seeds 2 --divergence 0 --json)
 

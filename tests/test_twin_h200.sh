@@ -10,14 +10,8 @@ set -uo pipefail
 : "${EERL_BIN:?EERL_BIN must name the eerl binary}"
 : "${EERL_SOURCE_DIR:?EERL_SOURCE_DIR must name the source tree}"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
-
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
 params="$EERL_SOURCE_DIR/data/twin/params.json"
 preset='.presets["grpo-tiny/h200"]'
 jq -e "$preset.source.measured and $preset.source.assumed" "$params" >/dev/null ||

@@ -1,0 +1,22 @@
+# Shared by the shell tests (sourced, not run): a scratch directory removed on exit, a failure
+# counter and the checks the tests use. A test ends with `exit $((fails > 0))`.
+# shellcheck shell=bash
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    fails=$((fails + 1))
+}
+
+# expect_rc WANT GOT WHAT: the exit status GOT of WHAT was WANT.
+expect_rc() {
+    [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"
+}
+
+# expect_in FILE TEXT WHAT: FILE holds TEXT (fixed string).
+expect_in() {
+    grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
+}

@@ -27,6 +27,9 @@ import os
 import statistics as st
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runfiles  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(ROOT, "data", "h200", "grpo-2026-11-30", "colocated-graph")
 SEQS = 320        # grpo_tiny --config gpu: 40 prompts x 8 responses
@@ -74,15 +77,7 @@ def _linfit(x, y):
 
 def measure(run):
     """The governor-point figures of one run: a dict of what build() uses."""
-    def jl(name):
-        path = os.path.join(run, name)
-        try:
-            with open(path) as f:
-                return [json.loads(l) for l in f if l.strip()]
-        except (OSError, ValueError) as e:
-            sys.exit("preset.py: cannot read %s: %s" % (path, e))
-    log = {r["update"]: r for r in jl("log.jsonl")}
-    ups = {t["update"]: t for t in jl("trace.jsonl") if t.get("type") == "update"}
+    _, ups, log = runfiles.load_run(run, "preset.py")
     keys = [k for k in sorted(ups) if k >= 2 and k in log]
     if len(keys) < 20:
         sys.exit("preset.py: %s has %d usable updates, need 20" % (run, len(keys)))

@@ -14,10 +14,12 @@ import argparse
 import bisect
 import csv
 import gzip
-import json
 import os
 import statistics as st
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runfiles  # noqa: E402
 
 PHASES = ["generation", "logprob", "training", "refit", "waiting"]
 # NVML clock event (throttle) reason bits, nvml.h
@@ -27,15 +29,7 @@ REASONS = [(0x1, "gpu_idle"), (0x2, "app_clocks"), (0x4, "sw_power_cap"), (0x8, 
 
 
 def load(rundir):
-    def jl(name):
-        path = os.path.join(rundir, name)
-        try:
-            with open(path) as f:
-                return [json.loads(l) for l in f if l.strip()]
-        except (OSError, ValueError) as e:
-            sys.exit("rl_summary.py: cannot read %s: %s" % (path, e))
-    trace = jl("trace.jsonl")
-    log = jl("log.jsonl")
+    run, ups, log = runfiles.load_run(rundir, "rl_summary.py")
     for name in ("samples.csv", "samples.csv.gz"):
         path = os.path.join(rundir, name)
         if os.path.exists(path):
@@ -45,9 +39,7 @@ def load(rundir):
             break
     else:
         sys.exit("rl_summary.py: %s has no samples.csv(.gz)" % rundir)
-    run = next((t for t in trace if t.get("type") == "run"), {})
-    ups = {t["update"]: t for t in trace if t.get("type") == "update"}
-    return run, ups, {r["update"]: r for r in log}, samples
+    return run, ups, log, samples
 
 
 def windows(rec):

@@ -44,6 +44,10 @@ int eerl_cli_in_list(const char *name, const char *list);
 /* A percentage for a table: "12.34%" (sign: "+1.20%"), or "-" when v is not finite. */
 void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign);
 
+/* Prints a --json result (one line, reals to 10 digits, "{}" if it cannot be dumped) and
+ * releases it. j is a json_t *; void * keeps jansson out of this header. */
+void eerl_cli_print_json(void *j);
+
 /* One row of a comparison table: interval name, updates, setting, saving, throughput change. */
 struct eerl__an_window;
 void eerl_cli_window_row(const char *name, const struct eerl__an_window *w, const char *setting,

@@ -144,7 +144,6 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
     }
     if (json) {
         json_t *jo = json_object(), *c = json_object(), *a = json_array(), *p = json_object();
-        char *text;
 
         json_object_set_new(c, "fit", json_integer(cfg->fit));
         json_object_set_new(c, "predict", json_integer(cfg->predict));
@@ -173,10 +172,7 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
         json_object_set_new(p, "traces", json_integer((json_int_t)n));
         fwd_summary_json(p, &all);
         json_object_set_new(jo, "pooled", p);
-        text = json_dumps(jo, JSON_REAL_PRECISION(10));
-        printf("%s\n", text ? text : "{}");
-        free(text);
-        json_decref(jo);
+        eerl_cli_print_json(jo);
     } else {
         printf("eerl analyze --forward-test: %s mode, %zu trace%s; fit %u, predict %u, step %u "
                "governor updates from update %llu on%s\n",
@@ -353,7 +349,6 @@ int eerl_cmd_analyze(int argc, char **argv)
     }
     if (json) {
         json_t *jo = json_object(), *a = json_array(), *nm;
-        char *text;
 
         json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
         json_object_set_new(jo, "saving_pct", eerl__an_num(res->whole.saving_pct));
@@ -388,10 +383,7 @@ int eerl_cmd_analyze(int argc, char **argv)
             json_array_append_new(a, o);
         }
         json_object_set_new(jo, "seeds", a);
-        text = json_dumps(jo, JSON_REAL_PRECISION(10));
-        printf("%s\n", text ? text : "{}");
-        free(text);
-        json_decref(jo);
+        eerl_cli_print_json(jo);
     } else {
         printf("eerl analyze: %s mode, %zu seed pair%s, updates %d and later\n\n",
                eerl_mode_name(s[0].mode), np, np == 1 ? "" : "s", EERL__AN_FIRST_UPDATE);

@@ -432,7 +432,6 @@ int eerl_cmd_sim(int argc, char **argv)
 
         if (json) {
             json_t *j = json_object(), *a, *o;
-            char *text;
 
             json_object_set_new(j, "model", json_string(model));
             json_object_set_new(j, "gpu", json_string(gpu));
@@ -462,10 +461,7 @@ int eerl_cmd_sim(int argc, char **argv)
                 json_array_append_new(a, seed_json(&res->seed[k], orc, k));
             json_object_set_new(j, "seeds", a);
             json_object_set_new(j, "wall_s", json_real(wall));
-            text = json_dumps(j, JSON_REAL_PRECISION(10));
-            printf("%s\n", text ? text : "{}");
-            free(text);
-            json_decref(j);
+            eerl_cli_print_json(j);
         } else {
             char set[64], o1[64], o2[96], range[32];
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/twin.h"
@@ -87,6 +89,15 @@ int eerl_cli_in_list(const char *name, const char *list)
         p += n;
     }
     return 0;
+}
+
+void eerl_cli_print_json(void *j)
+{
+    char *text = json_dumps(j, JSON_REAL_PRECISION(10));
+
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    json_decref(j);
 }
 
 void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign)

@@ -340,6 +340,11 @@ def batches(order, size):
 
 # ---- eerl, optional ---------------------------------------------------------------------------
 
+def eerl_gpus(args):
+    """The GPU indices eerl meters (--eerl-gpus; default GPU 0)."""
+    return [int(g) for g in args.eerl_gpus.split(",")] if args.eerl_gpus else [0]
+
+
 def open_session(args):
     if args.eerl == "off":
         return None
@@ -348,7 +353,7 @@ def open_session(args):
     if os.path.isdir(os.path.join(pkg, "eerl")) and pkg not in sys.path:
         sys.path.insert(0, pkg)  # run from a checkout without installing the package
     import eerl
-    gpus = [int(g) for g in args.eerl_gpus.split(",")] if args.eerl_gpus else [0]
+    gpus = eerl_gpus(args)
     if args.eerl_mode == "colocated":
         pools = {"generation": gpus, "training": gpus}
     else:
@@ -369,7 +374,7 @@ def open_reference(args):
     except ImportError:
         sys.exit("grpo_tiny: --nvml-reference needs pynvml (the nvidia-ml-py package)")
     pynvml.nvmlInit()
-    gpus = [int(g) for g in args.eerl_gpus.split(",")] if args.eerl_gpus else [0]
+    gpus = eerl_gpus(args)
     hs = [pynvml.nvmlDeviceGetHandleByIndex(g) for g in gpus]
     return lambda: [pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in hs]
 

@@ -243,17 +243,20 @@ class StaticDecoder:
 
 
 @torch.no_grad()
-def sample(model, prompts, max_response, device, amp, decode="eager"):
+def sample(model, prompts, max_response, device, amp, decode="eager", cache_len=0):
     """Samples one response per prompt with a key/value cache. prompts: list of token lists.
     decode: "eager" (attend the growing prefix), "static" (StaticDecoder) or "graph"
-    (StaticDecoder as a CUDA graph). Returns (responses as token lists, truncated flags)."""
+    (StaticDecoder as a CUDA graph). cache_len: the least cache row length (0: what these
+    prompts need). Returns (responses as token lists, truncated flags)."""
     B = len(prompts)
     P = max(len(p) for p in prompts)
     # The cache's row length is rounded up to a multiple of 64 (the extra keys stay closed): on an
     # H200 the batched products over the cache ran 1.6-1.8x slower when it was not a multiple
     # of 8 (docs/validation.md), which made generation time depend on the longest prompt's
-    # length modulo 8 rather than on the work.
-    S = -(-(P + max_response) // 64) * 64
+    # length modulo 8 rather than on the work. The caller may fix it for the whole run (the
+    # longest prompt the task can make plus the response limit), as an inference engine sizes
+    # its cache once: then every update decodes the same shapes.
+    S = -(-max(P + max_response, cache_len) // 64) * 64
     tokens = torch.full((B, P), PAD, dtype=torch.long)
     valid = torch.zeros(B, S, dtype=torch.bool)
     for i, p in enumerate(prompts):  # left padding: every prompt ends at column P-1
@@ -306,20 +309,27 @@ def autocast(device, amp):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
-def pack(prompts, responses, idx, device):
+def pack(prompts, responses, idx, device, pad_to=1, adv=None):
     """Right-padded [prompt + response] rows for the sequences idx, with the response mask over
-    the positions of response tokens (the loss's targets)."""
+    the positions of response tokens (the loss's targets); the row length is rounded up to a
+    multiple of pad_to (fewer distinct shapes for the kernels and the allocator). With adv, the
+    rows' advantages [B, 1] come too. Built on the host (pinned for a GPU) and copied without
+    waiting: a copy from pageable memory would make the host wait for the GPU's queue."""
     seqs = [prompts[i] + responses[i] for i in idx]
-    T = max(len(s) for s in seqs)
+    T = -(-max(len(s) for s in seqs) // pad_to) * pad_to
     tokens = torch.full((len(idx), T), PAD, dtype=torch.long)
     rmask = torch.zeros(len(idx), T, dtype=torch.bool)
     for r, (i, s) in enumerate(zip(idx, seqs)):
         tokens[r, :len(s)] = torch.tensor(s)
         rmask[r, len(prompts[i]):len(s)] = True
-    tokens, rmask = tokens.to(device), rmask.to(device)
+    host = [tokens, rmask] + ([adv[idx][:, None].float()] if adv is not None else [])
+    if device.type == "cuda":
+        host = [t.pin_memory() for t in host]
+    dev = [t.to(device, non_blocking=True) for t in host]
+    tokens, rmask = dev[0], dev[1]
     valid = tokens != PAD
     pos = torch.arange(T, device=device)[None].expand(len(idx), T)
-    return tokens, pos, valid, rmask
+    return (tokens, pos, valid, rmask) + ((dev[2],) if adv is not None else ())
 
 
 def token_logprobs(model, tokens, pos, valid, amp):
@@ -466,7 +476,12 @@ def main(argv=None):
     ref = copy.deepcopy(policy).eval()
     for p in ref.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(policy.parameters(), lr=cfg["lr"], weight_decay=0.0)
+    # The fused optimizer step on a GPU: a few kernels rather than a few per parameter tensor.
+    fused = {"fused": True} if tdev.type == "cuda" else {}
+    opt = torch.optim.AdamW(policy.parameters(), lr=cfg["lr"], weight_decay=0.0, **fused)
+    # Training rows rounded up to a multiple of 64 tokens on a GPU (fewer distinct shapes).
+    pad_to = 64 if tdev.type == "cuda" else 1
+    cache_len = 3 + cfg["max_n"] + cfg["max_response"]  # the longest prompt + the limit
     clip, kl_coef = 0.2, 0.01
     version = 0
     nparams = sum(p.numel() for p in policy.parameters())
@@ -497,7 +512,7 @@ def main(argv=None):
             with phase("generation"):
                 try:
                     responses, truncated = sample(rollout, prompts, cfg["max_response"], device,
-                                                  amp, decode)
+                                                  amp, decode, cache_len)
                 except RuntimeError as e:
                     if decode != "graph":
                         raise
@@ -505,7 +520,7 @@ def main(argv=None):
                           % e, flush=True)
                     decode = "eager"
                     responses, truncated = sample(rollout, prompts, cfg["max_response"], device,
-                                                  amp, decode)
+                                                  amp, decode, cache_len)
                 sync()
             t_gen, m_gen = time.perf_counter(), time.monotonic()
 
@@ -522,36 +537,40 @@ def main(argv=None):
             order = sorted(use, key=lambda i: -(len(prompts[i]) + len(responses[i])))
 
             with phase("logprob"):
-                old, refl = {}, {}
+                # Every mini-batch is packed and queued once, here, and the training phase uses
+                # the same tensors; nothing in either phase waits for the GPU until its end (the
+                # sums below stay on the device), so the phases' times follow the GPU's work
+                # rather than the host's.
+                mbs = [pack(prompts, responses, idx, tdev, pad_to, adv)
+                       for idx in batches(order, cfg["minibatch"])]
+                old, refl = [], []
                 with torch.no_grad():
-                    for idx in batches(order, cfg["minibatch"]):
-                        tokens, pos, valid, rmask = pack(prompts, responses, idx, tdev)
-                        old[tuple(idx)] = token_logprobs(policy, tokens, pos, valid, amp)
-                        refl[tuple(idx)] = token_logprobs(ref, tokens, pos, valid, amp)
+                    for tokens, pos, valid, rmask, _ in mbs:
+                        old.append(token_logprobs(policy, tokens, pos, valid, amp))
+                        refl.append(token_logprobs(ref, tokens, pos, valid, amp))
                 sync()
             t_lp, m_lp = time.perf_counter(), time.monotonic()
 
             with phase("training"):
-                n_mask, loss_sum, kl_sum = 0, 0.0, 0.0
+                sums = torch.zeros(3, device=tdev, dtype=torch.float64)  # mask, loss, kl
                 policy.train()
-                for idx in batches(order, cfg["minibatch"]):
-                    tokens, pos, valid, rmask = pack(prompts, responses, idx, tdev)
+                for j, (tokens, pos, valid, rmask, a) in enumerate(mbs):
                     m = rmask[:, 1:].float()
-                    n_mask += int(m.sum())
                     lp = token_logprobs(policy, tokens, pos, valid, amp)
-                    ratio = torch.exp(lp - old[tuple(idx)])
-                    a = adv[idx].to(tdev)[:, None]
+                    ratio = torch.exp(lp - old[j])
                     pg = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a)
-                    d = refl[tuple(idx)] - lp
+                    d = refl[j] - lp
                     kl = torch.exp(d) - d - 1  # k3 estimator, >= 0
                     loss = ((pg + kl_coef * kl) * m).sum() / m.sum().clamp(min=1)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
                     opt.step()
-                    loss_sum += float(loss.detach()) * len(idx)
-                    kl_sum += float((kl.detach() * m).sum())
+                    sums += torch.stack([m.sum(), loss.detach() * tokens.shape[0],
+                                         (kl.detach() * m).sum()]).double()
                 sync()
+            n_mask, loss_sum, kl_sum = int(sums[0]), float(sums[1]), float(sums[2])
+            del mbs, old, refl
             assert n_mask == N, (n_mask, N)
             t_train, m_train = time.perf_counter(), time.monotonic()
 

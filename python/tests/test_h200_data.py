@@ -15,7 +15,10 @@ from conftest import EERL_BIN, REPO
 
 DATA = os.path.join(REPO, "data", "h200", "grpo-2026-11-30")
 SUMMARY = os.path.join(REPO, "tools", "h200", "rl_summary.py")
-RUNS = ["colocated-graph", "colocated-eager", "disaggregated"]
+# run: the fewest updates it must hold (the issue asks for 60 from a run; colocated-p80 is an
+# extra run with twice the sequences per update, disaggregated a shorter two-GPU one)
+RUNS = {"colocated-graph": 60, "colocated-eager": 60, "disaggregated": 30,
+        "colocated-aligned": 60, "colocated-packed": 60, "colocated-p80": 50}
 
 
 def load(run):
@@ -34,7 +37,7 @@ def test_runs_are_long_observe_only_and_consistent(run):
     assert header["type"] == "header" and header["clocks_mhz"][0] == 1980
     info = [t for t in trace if t["type"] == "run"][0]
     assert info["observe_only"] is True and info["role"] == "governor"
-    assert len(ups) == len(log) >= (60 if run.startswith("colocated") else 30)
+    assert len(ups) == len(log) >= RUNS[run]
     for k, u in ups.items():
         assert u["setting"]["observed"]["gen_mhz"] == "governor"
         assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == \
@@ -77,6 +80,20 @@ def test_forward_test_on_real_traces():
     assert p["blocks"] == 17 and p["predictions"] == 51
     # the token work explains part of the variation (docs/validation.md)
     assert p["token_work"]["throughput_median_pct"] < p["constant"]["throughput_median_pct"]
+
+
+@pytest.mark.parametrize("run,blocks", [("colocated-packed", 29), ("colocated-p80", 13)])
+def test_forward_test_on_the_current_workload(run, blocks):
+    r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
+                        os.path.join(DATA, run, "trace.jsonl")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)["pooled"]
+    assert p["blocks"] == blocks and p["predictions"] == 3 * blocks
+    tw, const = p["token_work"], p["constant"]
+    # the goal's second half holds here (docs/validation.md); its first (<= 0.6%) does not
+    assert tw["throughput_median_pct"] <= 0.5 * const["throughput_median_pct"]
+    assert tw["energy_median_pct"] < const["energy_median_pct"]
 
 
 def test_summary_bad_input(tmp_path):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Builds the twin's H200 preset for examples/grpo_tiny.py from a real observe-only run on an H200
-(data/h200/grpo-2026-11-30/colocated-graph) and writes it into the twin's parameter file.
+(data/h200/grpo-2026-11-30/colocated-packed) and writes it into the twin's parameter file.
 
 What is measured and what is assumed (docs/twin.md, docs/validation.md):
 
@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runfiles  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUN = os.path.join(ROOT, "data", "h200", "grpo-2026-11-30", "colocated-graph")
+RUN = os.path.join(ROOT, "data", "h200", "grpo-2026-11-30", "colocated-packed")
 SEQS = 320        # grpo_tiny --config gpu: 40 prompts x 8 responses
 RESPONSE_LIMIT = 1024
 CARRY_FROM = "qwen3-30b-a3b/h100"
@@ -129,9 +129,9 @@ def build(params, run=RUN):
         p[key]["pm"], p[key]["pw"] = above * share, above * (1 - share)
     p["refit"]["pw"] = max(m["power_w"].get("refit", idle) - idle, 0.0)
     p["source"] = {
-        "measured": "data/h200/grpo-2026-11-30/colocated-graph, updates %d-%d (%d), governor "
-                    "at 1980 MHz: phase times, phase powers, workload" % (
-                        m["first"], m["last"], m["updates"]),
+        "measured": "%s, updates %d-%d (%d), governor at 1980 MHz: phase times, phase "
+                    "powers, workload" % (os.path.relpath(os.path.abspath(run), ROOT).replace(
+                        os.sep, "/"), m["first"], m["last"], m["updates"]),
         "assumed": "clock response (b, r), pw/pm split, spill, if_tail, c_kv from " + CARRY_FROM,
         "measured_update_s": m["update_s"], "measured_update_j": m["update_j"],
         "measured_phase_s": m["time_s"], "measured_phase_w": m["power_w"],

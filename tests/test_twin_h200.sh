@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The twin's grpo-tiny/h200 preset, built from a real observe-only run on an H200
-# (tools/h200/preset.py, data/h200/grpo-2026-11-30/colocated-graph): a governor run of the twin
+# (tools/h200/preset.py, data/h200/grpo-2026-11-30/colocated-packed): a governor run of the twin
 # reproduces the run's measured time and energy per update and its workload (valid tokens are
 # what overlong filtering keeps), the preset says what is measured and what is assumed, the
 # builder is reproducible from the committed data, and models without an H200 preset or GPUs

@@ -199,7 +199,8 @@ class StaticDecoder:
 
     def __init__(self, model, caches, bias, lens, P, amp, graph):
         B = bias.shape[0]
-        self.model, self.caches, self.P, self.lens, self.amp = model, caches, P, lens, amp
+        self.model, self.caches, self.P, self.amp = model, caches, P, amp
+        self.lens = lens.clone()
         self.bias = bias.clone()
         self.bias[..., P:] = NEG  # keys P.. open one per step
         self.tok = torch.zeros(B, 1, dtype=torch.long, device=bias.device)
@@ -207,6 +208,13 @@ class StaticDecoder:
         self.at = torch.zeros(1, dtype=torch.long, device=bias.device)
         self.graph, self.out = None, None
         self.want_graph = graph
+
+    def reset(self, bias, lens, P):
+        """A new batch of the same shapes: its key bias, prompt lengths and prompt width."""
+        self.bias.copy_(bias)
+        self.bias[..., P:] = NEG
+        self.lens.copy_(lens)
+        self.P = P
 
     def _ctx(self):
         if not self.amp:
@@ -242,6 +250,14 @@ class StaticDecoder:
         return self.out
 
 
+# The static decoder of the last (model, batch, cache shape): a run whose shapes do not change
+# (cache_len fixed, the same number of sequences every update) builds its cache and captures its
+# CUDA graph once, as an inference engine does at start-up, instead of once per update. Weights
+# are refit in place, so the graph reads the new ones; cache slots left from the last update are
+# closed by the bias until rewritten.
+_DECODERS = {}
+
+
 @torch.no_grad()
 def sample(model, prompts, max_response, device, amp, decode="eager", cache_len=0):
     """Samples one response per prompt with a key/value cache. prompts: list of token lists.
@@ -269,8 +285,13 @@ def sample(model, prompts, max_response, device, amp, decode="eager", cache_len=
     d = model.tok.embedding_dim
     h = model.blocks[0].heads
     dtype = torch.bfloat16 if amp else torch.float32
-    caches = [(torch.zeros(B, h, S, d // h, device=device, dtype=dtype),
-               torch.zeros(B, h, S, d // h, device=device, dtype=dtype)) for _ in model.blocks]
+    key = (id(model), B, h, S, d, str(device), dtype, decode)
+    dec = _DECODERS.get(key) if decode in ("static", "graph") else None
+    if dec is not None:
+        caches = dec.caches  # this shape's decoder again: its cache, its captured graph
+    else:
+        caches = [(torch.zeros(B, h, S, d // h, device=device, dtype=dtype),
+                   torch.zeros(B, h, S, d // h, device=device, dtype=dtype)) for _ in model.blocks]
     out = torch.full((B, max_response), PAD, dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     length = torch.full((B,), max_response, dtype=torch.long, device=device)
@@ -278,9 +299,12 @@ def sample(model, prompts, max_response, device, amp, decode="eager", cache_len=
     # One additive key bias for the whole decode, [B,1,1,S]: each step attends a prefix of it.
     bias = torch.zeros(B, 1, 1, S, device=device, dtype=dtype).masked_fill(
         ~valid[:, None, None, :], NEG)
-    dec = None
-    if decode in ("static", "graph"):
+    if dec is not None:
+        dec.reset(bias, lens, P)
+    elif decode in ("static", "graph"):
         dec = StaticDecoder(model, caches, bias, lens, P, amp, decode == "graph")
+        _DECODERS.clear()  # one decoder at a time: a cache is large
+        _DECODERS[key] = dec
     with autocast(device, amp):
         logits = model(tokens, pos, full_bias(valid[:, :P], dtype), caches, 0)[:, -1]
         for t in range(max_response):

@@ -96,6 +96,29 @@ def test_static_decode_step_matches_the_growing_prefix_step():
             nxt = a.argmax(-1)
 
 
+def test_static_decoder_is_built_once_for_a_run_and_stays_exact():
+    """With one cache length for the run, the second batch (other prompts, another prompt width)
+    reuses the first batch's decoder, cache and all, and still samples what the eager step does:
+    the slots the first batch left are closed until rewritten."""
+    import torch
+    mod = load_script()
+    torch.manual_seed(5)
+    model = mod.TinyLM(24, 32, 2, 2, 128, -1.0).eval()
+    batches = [[[1, 4, 9, 10, 11, 3], [1, 5, 12, 3], [1, 7, 8, 9, 13, 14, 15, 3]],
+               [[1, 6, 20, 3], [1, 4, 9, 9, 9, 9, 9, 9, 9, 9, 3], [1, 5, 3]]]
+    decoders = []
+    for prompts in batches:
+        out = {}
+        for decode in ("eager", "static"):
+            torch.manual_seed(17)
+            out[decode] = mod.sample(model, prompts, 20, torch.device("cpu"), False, decode,
+                                     cache_len=64)
+        assert out["static"] == out["eager"]
+        assert any(len(r) > 3 for r in out["eager"][0])
+        decoders.append([d for d in mod._DECODERS.values()])
+    assert len(decoders[0]) == 1 and decoders[1][0] is decoders[0][0]
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--updates", "0"], "--updates must be at least 1, not 0"),
     (["--group", "1"], "--group must be at least 2"),

@@ -36,8 +36,10 @@ python3 tools/h200/sampler.py --gpus "$gpus" --interval-ms 50 --seconds $((secs 
 sampler=$!
 meter_pid=
 if [ "$mode" = colocated ]; then
-    # The meter's own cost on real counters while the GPU works (a separate process).
-    build-dev/bench/bench_meter --real --seconds $((secs > 200 ? 200 : secs)) \
+    # The meter's own cost on real counters while the GPU works (a separate process; two passes,
+    # counters every tick and the default schedule, each of these seconds, within the run).
+    half=$((secs / 2))
+    build-dev/bench/bench_meter --real --seconds $((half > 200 ? 200 : half)) \
         >"$out/bench-meter.txt" 2>&1 &
     meter_pid=$!
 fi

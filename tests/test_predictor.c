@@ -212,6 +212,65 @@ static void test_pinned_longest_response_is_dropped_not_nan(void **state)
     eerl__pred_work_free(&w);
 }
 
+/* eerl__model_fit_sel: with L pinned at the limit, a G that does not move the time (a decode loop
+ * of fixed length) is left out at min_t 2 and kept at 0 (the paper's fit); a G that does move it
+ * is kept; and with L varying nothing is selected, whatever min_t. */
+static void test_selection_drops_a_slope_in_the_noise_when_l_is_pinned(void **state)
+{
+    struct synth s;
+    struct eerl__pred_work w;
+    struct eerl__model paper, sel;
+    double x[10 * 3], flat[10], steep[10], far[3] = {9e5, 5e5, 4096};
+    size_t i;
+    int trial, kept_by_paper = 0;
+
+    (void)state;
+    assert_int_equal(eerl__pred_work_init(&w, 10), 0);
+    for (trial = 0; trial < 20; trial++) {
+        synth_init(&s, EERL_MODE_DRAINED, 100 + (uint64_t)trial);
+        for (i = 0; i < 10; i++) { /* 10 calibration updates, as the controller fits */
+            x[i * 3 + EERL__F_G] = 6e5 * exp(0.1 * synth_normal(&s));
+            x[i * 3 + EERL__F_N] = x[i * 3 + EERL__F_G];
+            x[i * 3 + EERL__F_L] = 4096;
+            flat[i] = 100.0 * exp(0.005 * synth_normal(&s));
+            steep[i] = 1e-4 * x[i * 3] * exp(0.005 * synth_normal(&s));
+        }
+        assert_int_equal(eerl__model_fit(&paper, 5u, x, flat, 10, &w), 0);
+        assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, flat, 10, &w, 2.0), 0);
+        kept_by_paper += (paper.used & (1u << EERL__F_G)) != 0;
+        if (!(sel.used & (1u << EERL__F_G))) /* intercept only: the mean, wherever G goes */
+            assert_true(fabs(log(eerl__model_predict(&sel, far) / 100.0)) < 0.01);
+        assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, steep, 10, &w, 2.0), 0);
+        assert_true(sel.used & (1u << EERL__F_G));
+        assert_true(fabs(eerl__model_predict(&sel, far) / (1e-4 * far[0]) - 1) < 0.02);
+        /* L varying: no selection, the fit is the paper's. */
+        for (i = 0; i < 10; i++)
+            x[i * 3 + EERL__F_L] = 3000 + 100.0 * (double)i;
+        assert_int_equal(eerl__model_fit(&paper, 5u, x, flat, 10, &w), 0);
+        assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, flat, 10, &w, 2.0), 0);
+        assert_int_equal(sel.used, paper.used);
+        assert_true(fabs(sel.beta[EERL__F_G] - paper.beta[EERL__F_G]) < 1e-12);
+    }
+    /* The paper's fit keeps a slope on G in every window (G varies); the selection keeps one
+     * only when the noise happens to look like a slope: at 2 standard errors, about 1 in 20. */
+    assert_int_equal(kept_by_paper, 20);
+    {
+        int kept = 0;
+        for (trial = 0; trial < 20; trial++) {
+            synth_init(&s, EERL_MODE_DRAINED, 100 + (uint64_t)trial);
+            for (i = 0; i < 10; i++) {
+                x[i * 3 + EERL__F_G] = 6e5 * exp(0.1 * synth_normal(&s));
+                x[i * 3 + EERL__F_L] = 4096;
+                flat[i] = 100.0 * exp(0.005 * synth_normal(&s));
+            }
+            assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, flat, 10, &w, 2.0), 0);
+            kept += (sel.used & (1u << EERL__F_G)) != 0;
+        }
+        assert_true(kept <= 4);
+    }
+    eerl__pred_work_free(&w);
+}
+
 static void test_layouts_combine_parts(void **state)
 {
     struct synth s;
@@ -303,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_qr_drops_collinear_and_constant_columns),
         cmocka_unit_test(test_model_recovers_eq2_coefficients),
         cmocka_unit_test(test_pinned_longest_response_is_dropped_not_nan),
+        cmocka_unit_test(test_selection_drops_a_slope_in_the_noise_when_l_is_pinned),
         cmocka_unit_test(test_layouts_combine_parts),
         cmocka_unit_test(test_forward_test_beats_constant_reference),
     };

@@ -201,7 +201,8 @@ void eerl__ctl_ref_add(eerl_ctl *ctl, const eerl_obs *obs)
         ctl->ref_ptrs[i] = eerl__ctl_ref(ctl, i);
     /* Observations were validated, so the fit only fails on impossible input; the previous
      * model stays in force if it does. */
-    (void)eerl__pred_fit(&ctl->pred, ctl->layout, ctl->ref_ptrs, ctl->ref_n, &ctl->work);
+    (void)eerl__pred_fit_sel(&ctl->pred, ctl->layout, ctl->ref_ptrs, ctl->ref_n, &ctl->work,
+                             ctl->pred_min_t);
 }
 
 const eerl_obs *eerl__ctl_ref(const eerl_ctl *ctl, size_t i)

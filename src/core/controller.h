@@ -31,6 +31,7 @@ struct eerl_ctl {
     size_t ref_n, ref_head;
     struct eerl__pred pred;
     struct eerl__pred_work work;
+    double pred_min_t; /* eerl__pred_fit_sel's: 0 (the paper's fit) unless the strategy sets it */
 
     eerl_event events[EERL__EVENTS_CAP];
     size_t ev_head, ev_n, ev_mark;

@@ -53,11 +53,74 @@ void eerl__pred_work_free(struct eerl__pred_work *w)
     memset(w, 0, sizeof(*w));
 }
 
+/* The fitted column whose coefficient stands least out of the noise, if it is under min_t
+ * standard errors (from the residual variance and the inverse of the normal matrix, intercept
+ * included, at most EERL__F_COUNT + 1 columns): its index in cols, else -1 (also when the
+ * statistics cannot be formed). */
+static int weakest_column(const struct eerl__model *r, const int *cols, int nc, const double *x,
+                          const double *y, size_t n, const double *beta, double min_t)
+{
+    double A[EERL__F_COUNT + 1][2 * (EERL__F_COUNT + 1)], z[EERL__F_COUNT + 1], rss = 0, s2;
+    double t_min = INFINITY;
+    int p = nc + 1, a, b, c, weakest = -1;
+    size_t i;
+
+    memset(A, 0, sizeof(A));
+    for (i = 0; i < n; i++) {
+        double fit = beta[0];
+
+        z[0] = 1;
+        for (c = 0; c < nc; c++) {
+            int f = cols[c];
+            z[c + 1] = (log1p(x[i * EERL__F_COUNT + f]) - r->mean[f]) / r->sd[f];
+            fit += beta[c + 1] * z[c + 1];
+        }
+        rss += (log(y[i]) - fit) * (log(y[i]) - fit);
+        for (a = 0; a < p; a++)
+            for (b = 0; b < p; b++)
+                A[a][b] += z[a] * z[b];
+    }
+    s2 = rss / (double)(n - (size_t)p);
+    for (a = 0; a < p; a++)
+        A[a][p + a] = 1;
+    for (c = 0; c < p; c++) { /* Gauss-Jordan: the normal matrix is positive definite */
+        double piv = A[c][c];
+
+        if (!(piv > 1e-12))
+            return -1;
+        for (b = 0; b < 2 * p; b++)
+            A[c][b] /= piv;
+        for (a = 0; a < p; a++) {
+            double k = A[a][c];
+
+            if (a == c)
+                continue;
+            for (b = 0; b < 2 * p; b++)
+                A[a][b] -= k * A[c][b];
+        }
+    }
+    for (c = 0; c < nc; c++) {
+        double t = fabs(beta[c + 1]) / sqrt(s2 * A[c + 1][p + c + 1]);
+
+        if (t < t_min) {
+            t_min = t;
+            weakest = c;
+        }
+    }
+    return t_min < min_t ? weakest : -1;
+}
+
 int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const double *y,
                     size_t n, struct eerl__pred_work *w)
 {
+    return eerl__model_fit_sel(m, want, x, y, n, w, 0.0);
+}
+
+int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, const double *y,
+                        size_t n, struct eerl__pred_work *w, double min_t)
+{
     struct eerl__model r;
-    int f, cols[EERL__F_COUNT], nc = 0, c;
+    int f, cols[EERL__F_COUNT], nc = 0, c, weak, pinned = 0;
     double beta[EERL__F_COUNT + 1];
     unsigned rank;
     size_t i;
@@ -86,21 +149,38 @@ int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const
         r.mean[f] = mean;
         r.sd[f] = sqrt(var);
         /* A feature that does not vary carries no information about the target. */
-        if (!(r.sd[f] > SD_RTOL * (1.0 + fabs(mean))))
+        if (!(r.sd[f] > SD_RTOL * (1.0 + fabs(mean)))) {
+            pinned = 1;
             continue;
+        }
         cols[nc++] = f;
     }
-    for (i = 0; i < n; i++) {
-        w->X[i] = 1.0;
-        w->y[i] = log(y[i]);
-        for (c = 0; c < nc; c++) {
-            f = cols[c];
-            w->X[(size_t)(c + 1) * n + i] = (log1p(x[i * EERL__F_COUNT + f]) - r.mean[f]) / r.sd[f];
+    for (;;) {
+        for (i = 0; i < n; i++) {
+            w->X[i] = 1.0;
+            w->y[i] = log(y[i]);
+            for (c = 0; c < nc; c++) {
+                f = cols[c];
+                w->X[(size_t)(c + 1) * n + i] =
+                    (log1p(x[i * EERL__F_COUNT + f]) - r.mean[f]) / r.sd[f];
+            }
         }
+        err = eerl__lsq_solve(w->X, n, (size_t)nc + 1, w->y, LSQ_RTOL, beta, &rank);
+        if (err < 0)
+            return err;
+        /* With min_t, in a model with a pinned count: drop the count whose coefficient stands
+         * least out of the noise, one at a time (near-collinear counts are each weak beside the
+         * other and strong alone), and refit; needs every column kept by the solver and a
+         * residual degree of freedom. */
+        if (!(min_t > 0) || !pinned || nc == 0 || rank != (unsigned)nc + 1 || n <= (size_t)nc + 1)
+            break;
+        weak = weakest_column(&r, cols, nc, x, y, n, beta, min_t);
+        if (weak < 0)
+            break;
+        for (c = weak; c + 1 < nc; c++)
+            cols[c] = cols[c + 1];
+        nc--;
     }
-    err = eerl__lsq_solve(w->X, n, (size_t)nc + 1, w->y, LSQ_RTOL, beta, &rank);
-    if (err < 0)
-        return err;
     r.b0 = beta[0];
     for (c = 0; c < nc; c++) {
         f = cols[c];
@@ -185,6 +265,12 @@ static void features(const eerl_obs *o, double *x)
 int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                    struct eerl__pred_work *w)
 {
+    return eerl__pred_fit_sel(p, layout, obs, n, w, 0.0);
+}
+
+int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
+                       struct eerl__pred_work *w, double min_t)
+{
     struct eerl__pred r;
     struct eerl__parts parts;
     size_t i;
@@ -213,7 +299,7 @@ int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs,
             eerl__obs_parts(layout, obs[i], &parts);                                               \
             w->tgt[i] = (expr);                                                                    \
         }                                                                                          \
-        err = eerl__model_fit(&r.model, (want), w->feat, w->tgt, n, w);                            \
+        err = eerl__model_fit_sel(&r.model, (want), w->feat, w->tgt, n, w, min_t);                 \
         if (err < 0)                                                                               \
             return err;                                                                            \
     } while (0)

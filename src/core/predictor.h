@@ -59,6 +59,15 @@ void eerl__pred_work_free(struct eerl__pred_work *w);
  * a target that is not > 0) leaving p as it was. */
 int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                    struct eerl__pred_work *w);
+/* The same, but a phase model one of whose token counts does not vary in the window (L pinned
+ * at the sequence limit: the decode loop's length is fixed) keeps the others only while their
+ * coefficient is at least min_t standard errors from zero (ordinary least squares; the weakest
+ * is dropped and the model refitted until every count left passes). min_t 0: eerl__pred_fit,
+ * the paper's Eq. 2. */
+int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
+                       struct eerl__pred_work *w, double min_t);
+/* The eerl strategies' min_t (docs/controller.md). */
+#define EERL__PRED_MIN_T 2.0
 /* The governor prediction for o's work. p must be ready. */
 void eerl__pred_predict(const struct eerl__pred *p, const eerl_obs *o, struct eerl__parts *out);
 /* o's measured parts for the layout. */
@@ -70,6 +79,8 @@ int eerl__pred_covered(const struct eerl__pred *p, const eerl_obs *o, double mar
  * token counts, row-major). */
 int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const double *y,
                     size_t n, struct eerl__pred_work *w);
+int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, const double *y,
+                        size_t n, struct eerl__pred_work *w, double min_t);
 double eerl__model_predict(const struct eerl__model *m, const double *x);
 
 #endif

@@ -112,6 +112,8 @@ static int ee_init(struct eerl_ctl *ctl, void *vst)
 
     int g;
 
+    ctl->pred_min_t = EERL__PRED_MIN_T;
+
     st->step[EERL_GROUP_GEN] = ctl->cfg.start_drop_gen_mhz;
     for (g = 1; g < EE_GROUPS; g++)
         st->step[g] = ctl->cfg.start_drop_train_mhz;

@@ -90,6 +90,7 @@ static int ei_init(struct eerl_ctl *ctl, void *vst)
 {
     struct ei_st *st = vst;
 
+    ctl->pred_min_t = EERL__PRED_MIN_T;
     st->group = EERL_GROUP_TRAIN;
     st->step[EERL_GROUP_TRAIN] = ctl->cfg.start_drop_train_mhz;
     st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz;

@@ -74,6 +74,22 @@ def test_summary_meter_rows_match_the_raw_files(run):
     assert float(row.group(3)) == pytest.approx(ref, abs=0.06)
     assert float(row.group(4)) == pytest.approx(100 * (mine / ref - 1), abs=0.0006)
     assert abs(mine / ref - 1) < 0.005  # the meter's goal on real counters
+    # the per-update columns: how many updates differ by more than 0.5%, and the boundary figures
+    full = re.search(r"\| whole allocation \|(?:[^|]*\|){6} (\d+) \| ([\d.]+) \[([\d.]+)\] \| "
+                     r"([-\d.]+) \|", r.stdout)
+    assert full, r.stdout
+    e = [ups[k]["energy_j"] for k in keys]
+    rf = [sum(log[k]["ref_energy_mj"]) / 1000.0 for k in keys]
+    assert int(full.group(1)) == sum(abs(x / y - 1) > 0.005 for x, y in zip(e, rf))
+    acc, run_sum = 0.0, []
+    for x, y in zip(e, rf):
+        acc += x - y
+        run_sum.append(acc)
+    med = sorted(run_sum)[len(run_sum) // 2] if len(run_sum) % 2 else None
+    if med is not None:  # odd count: the median is a member; the largest distance from it
+        assert float(full.group(3)) == pytest.approx(max(abs(v - med) for v in run_sum), abs=0.06)
+    assert float(full.group(2)) <= float(full.group(3))
+    assert -1.0 <= float(full.group(4)) < 0  # adjacent updates' differences pull opposite ways
     assert "| generation |" in r.stdout and "sw_power_cap" in r.stdout
     if run == "disaggregated":
         assert "| training (GPU 1) |" in r.stdout

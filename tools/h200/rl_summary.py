@@ -54,6 +54,28 @@ def pct(x):
     return "%+.3f%%" % x
 
 
+def boundary(e, r):
+    """Median and largest distance of the running sum of (e - r) from its median, J."""
+    run, acc = [], 0.0
+    for x, y in zip(e, r):
+        acc += x - y
+        run.append(acc)
+    m = st.median(run)
+    dev = [abs(v - m) for v in run]
+    return st.median(dev), max(dev)
+
+
+def corr_text(e, r):
+    """Lag-1 correlation of the per-update differences e - r, as text ("-" when undefined)."""
+    d = [x - y for x, y in zip(e, r)]
+    a, b = d[:-1], d[1:]
+    if len(a) < 3 or st.pstdev(a) == 0 or st.pstdev(b) == 0:
+        return "-"
+    ma, mb = st.mean(a), st.mean(b)
+    c = sum((x - ma) * (y - mb) for x, y in zip(a, b)) / len(a) / (st.pstdev(a) * st.pstdev(b))
+    return "%.2f" % c
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("rundir")
@@ -87,8 +109,8 @@ def main():
     if rows:
         print("### eerl's meter against an independent NVML reading (per update)\n")
         print("| window | updates | eerl J (sum) | reference J (sum) | sum diff | median abs diff "
-              "| max abs diff |")
-        print("|---|---|---|---|---|---|---|")
+              "| max abs diff | updates > 0.5% | boundary J, median [max] | adjacent corr |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         cols = [("whole allocation", None)]
         if disagg:
             cols += [("generation GPU", 0), ("training GPU", 1)]
@@ -96,10 +118,15 @@ def main():
             e = [sum(m) if i is None else m[i] for _, m, _ in rows]
             r = [sum(x) if i is None else x[i] for _, _, x in rows]
             d = [100 * (x / y - 1) for x, y in zip(e, r)]
-            print("| %s | %d | %.1f | %.1f | %s | %.3f%% | %.3f%% |"
+            bmed, bmax = boundary(e, r)
+            print("| %s | %d | %.1f | %.1f | %s | %.3f%% | %.3f%% | %d | %.1f [%.1f] | %s |"
                   % (name, len(d), sum(e), sum(r), pct(100 * (sum(e) / sum(r) - 1)),
-                     st.median(abs(x) for x in d), max(abs(x) for x in d)))
-        print()
+                     st.median(abs(x) for x in d), max(abs(x) for x in d),
+                     sum(abs(x) > 0.5 for x in d), bmed, bmax, corr_text(e, r)))
+        print("\nboundary: the running sum of (eerl - reference) over the updates is the two "
+              "readers' disagreement at one update boundary; its distance from its median, "
+              "median and largest. adjacent corr: the correlation of adjacent updates' "
+              "differences (-0.5 when each difference is two independent boundary errors).\n")
 
     # 2. the governor's phase profile
     ts = [float(s["mono"]) for s in samples]

@@ -95,6 +95,23 @@ def test_summary_meter_rows_match_the_raw_files(run):
         assert "| training (GPU 1) |" in r.stdout
 
 
+def test_summary_spread_rows_match_the_raw_files():
+    run = "colocated-packed"
+    r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, run), "--from", "5", "--to",
+                        "34"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "(updates 5-34)" in r.stdout
+    _, ups, _ = load(run)
+    gen = sorted(ups[k]["phases"]["generation"]["time_s"] for k in range(5, 35))
+    med = (gen[14] + gen[15]) / 2
+    dev = sorted(abs(x - med) for x in gen)
+    row = re.search(r"\| generation time s \| ([\d.]+) \| ([\d.]+) \|", r.stdout)
+    assert row, r.stdout
+    assert float(row.group(1)) == pytest.approx(med, abs=6e-4)
+    assert float(row.group(2)) == pytest.approx((dev[14] + dev[15]) / 2, abs=6e-5)
+    assert re.search(r"\| start of generation below 300 W, s \(10th-90th percentile", r.stdout)
+
+
 def test_forward_test_on_real_traces():
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
                         os.path.join(DATA, "colocated-eager", "trace.jsonl")],
@@ -127,3 +144,6 @@ def test_summary_bad_input(tmp_path):
     r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, "disaggregated"), "--from",
                         "500"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--from 500" in r.stderr
+    r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, "disaggregated"), "--from",
+                        "10", "--to", "5"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--from 10 --to 5" in r.stderr

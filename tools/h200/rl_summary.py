@@ -2,10 +2,13 @@
 """Summarizes a real GRPO run made by tools/h200/rl_run.sh: eerl's per-update energy against the
 independent pynvml reading of the same counters, the governor's phase power profile (time and
 power per phase from eerl's trace; SM clock, utilization and throttle reasons from the NVML
-sampler), and in a disaggregated run each pool's waiting energy and arrival at the rendezvous.
-Prints Markdown; with --plot FILE.png also draws the profile (matplotlib).
+sampler), in a disaggregated run each pool's waiting energy and arrival at the rendezvous, and
+the spread of the phase times that token counts do not explain (what limits a work-based
+predictor: docs/validation.md). Prints Markdown; with --plot FILE.png also draws the profile
+(matplotlib).
 
-    /usr/bin/python3 tools/h200/rl_summary.py RUNDIR [--from 2] [--plot profile.png]
+    /usr/bin/python3 tools/h200/rl_summary.py RUNDIR [--from 2] [--to N] [--low-w 300]
+                                             [--plot profile.png]
 
 RUNDIR holds trace.jsonl (eerl), log.jsonl (grpo_tiny --log, with --nvml-reference) and
 samples.csv or samples.csv.gz (tools/h200/sampler.py).
@@ -81,15 +84,21 @@ def main():
     ap.add_argument("rundir")
     ap.add_argument("--from", dest="first", type=int, default=2,
                     help="first update counted (default 2: 0 and 1 are warm-up)")
+    ap.add_argument("--to", dest="last", type=int, default=None,
+                    help="last update counted (default: the run's last)")
+    ap.add_argument("--low-w", type=float, default=300.0,
+                    help="power (W) below which the start of generation counts as a low stretch")
     ap.add_argument("--plot", default=None, help="write the phase profile plot here (.png)")
     a = ap.parse_args()
     run, ups, log, samples = load(a.rundir)
     pools = run.get("pools", {"generation": [0], "training": [0]})
     gpus = sorted(set(pools.get("generation", [0]) + pools.get("training", [0])))
     disagg = run.get("mode") == "disaggregated"
-    keys = [k for k in sorted(ups) if k >= a.first and k in log]
+    keys = [k for k in sorted(ups)
+            if k >= a.first and (a.last is None or k <= a.last) and k in log]
     if not keys:
-        sys.exit("rl_summary.py: no update at or after --from %d in %s" % (a.first, a.rundir))
+        sys.exit("rl_summary.py: no update in --from %d --to %s in %s"
+                 % (a.first, a.last, a.rundir))
     print("## %s: %s, %d updates (%d counted from update %d), GPUs %s\n"
           % (os.path.basename(os.path.normpath(a.rundir)), run.get("mode", "?"), len(ups),
              len(keys), a.first, ",".join(map(str, gpus))))
@@ -217,8 +226,51 @@ def main():
                      sum(we) / sum(wt) if sum(wt) > 0 else float("nan"), 100 * sum(we) / sum(pe)))
         print()
 
+    spread(a, ups, log, samples, ts, keys, pools)
     if a.plot:
         plot(a, ups, log, samples, ts, keys, gpus, prof)
+
+
+def mad(v):
+    """Median absolute deviation around the median."""
+    m = st.median(v)
+    return st.median(abs(x - m) for x in v)
+
+
+def spread(a, ups, log, samples, ts, keys, pools):
+    """What token counts leave unexplained: generation time around its median, log-probs plus
+    training around their least-squares line on N, and the stretch at the start of generation
+    in which the generation GPUs draw less than --low-w."""
+    gen = [ups[k]["phases"]["generation"]["time_s"] for k in keys]
+    sc = [ups[k]["phases"].get("logprob", {}).get("time_s", 0.0)
+          + ups[k]["phases"].get("training", {}).get("time_s", 0.0) for k in keys]
+    n = [ups[k]["work"]["N"] for k in keys]
+    mn, ms = st.mean(n), st.mean(sc)
+    sxx = sum((x - mn) ** 2 for x in n)
+    b = sum((x - mn) * (y - ms) for x, y in zip(n, sc)) / sxx if sxx > 0 else 0.0
+    res = [y - ms - b * (x - mn) for x, y in zip(n, sc)]
+    low = []
+    gg = set(pools.get("generation", [0]))
+    for k in keys:
+        t0, t1 = log[k]["mono"][0], log[k]["mono"][1]
+        w = [s for s in samples[bisect.bisect_left(ts, t0):bisect.bisect_left(ts, t1)]
+             if int(s["gpu"]) in gg]
+        first = next((float(s["mono"]) for s in w if float(s["power_inst_w"]) >= a.low_w), None)
+        if first is not None:
+            low.append(first - t0)
+    print("### Phase-time spread that the token counts do not explain (updates %d-%d)\n"
+          % (keys[0], keys[-1]))
+    print("| what | median | median abs deviation |")
+    print("|---|---|---|")
+    print("| generation time s | %.3f | %.4f |" % (st.median(gen), mad(gen)))
+    print("| log-probs + training s, around a line on N (%.3g s per 1e5 tokens) | %.3f | %.4f |"
+          % (1e5 * b, st.median(sc), mad(res)))
+    if low:
+        q = sorted(low)
+        print("| start of generation below %.0f W, s (10th-90th percentile %.2f-%.2f) | %.3f | "
+              "%.4f |" % (a.low_w, q[len(q) // 10], q[(9 * len(q)) // 10], st.median(low),
+                          mad(low)))
+    print()
 
 
 def plot(a, ups, log, samples, ts, keys, gpus, prof):

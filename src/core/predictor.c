@@ -53,6 +53,12 @@ void eerl__pred_work_free(struct eerl__pred_work *w)
     memset(w, 0, sizeof(*w));
 }
 
+/* Feature f of a row of raw token counts as the model sees it: standardized log(1 + x). */
+static double zfeat(const struct eerl__model *m, const double *row, int f)
+{
+    return (log1p(row[f]) - m->mean[f]) / m->sd[f];
+}
+
 /* The fitted column whose coefficient stands least out of the noise, if it is under min_t
  * standard errors (from the residual variance and the inverse of the normal matrix, intercept
  * included, at most EERL__F_COUNT + 1 columns): its index in cols, else -1 (also when the
@@ -72,7 +78,7 @@ static int weakest_column(const struct eerl__model *r, const int *cols, int nc, 
         z[0] = 1;
         for (c = 0; c < nc; c++) {
             int f = cols[c];
-            z[c + 1] = (log1p(x[i * EERL__F_COUNT + f]) - r->mean[f]) / r->sd[f];
+            z[c + 1] = zfeat(r, x + i * EERL__F_COUNT, f);
             fit += beta[c + 1] * z[c + 1];
         }
         rss += (log(y[i]) - fit) * (log(y[i]) - fit);
@@ -161,8 +167,7 @@ int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, c
             w->y[i] = log(y[i]);
             for (c = 0; c < nc; c++) {
                 f = cols[c];
-                w->X[(size_t)(c + 1) * n + i] =
-                    (log1p(x[i * EERL__F_COUNT + f]) - r.mean[f]) / r.sd[f];
+                w->X[(size_t)(c + 1) * n + i] = zfeat(&r, x + i * EERL__F_COUNT, f);
             }
         }
         err = eerl__lsq_solve(w->X, n, (size_t)nc + 1, w->y, LSQ_RTOL, beta, &rank);
@@ -200,7 +205,7 @@ double eerl__model_predict(const struct eerl__model *m, const double *x)
 
     for (f = 0; f < EERL__F_COUNT; f++)
         if (m->used & (1u << f))
-            s += m->beta[f] * (log1p(x[f]) - m->mean[f]) / m->sd[f];
+            s += m->beta[f] * zfeat(m, x, f);
     return exp(s);
 }
 

@@ -564,12 +564,14 @@ def main(argv=None):
                 # Every mini-batch is packed and queued once, here, and the training phase uses
                 # the same tensors; nothing in either phase waits for the GPU until its end (the
                 # sums below stay on the device), so the phases' times follow the GPU's work
-                # rather than the host's.
-                mbs = [pack(prompts, responses, idx, tdev, pad_to, adv)
-                       for idx in batches(order, cfg["minibatch"])]
-                old, refl = [], []
+                # rather than the host's. Each mini-batch's scoring is queued as soon as it is
+                # packed, so the host packs the next one while the GPU scores this one (the
+                # host's share and its jitter hide behind the GPU's work, as a data loader's do).
+                mbs, old, refl = [], [], []
                 with torch.no_grad():
-                    for tokens, pos, valid, rmask, _ in mbs:
+                    for idx in batches(order, cfg["minibatch"]):
+                        mbs.append(pack(prompts, responses, idx, tdev, pad_to, adv))
+                        tokens, pos, valid, _, _ = mbs[-1]
                         old.append(token_logprobs(policy, tokens, pos, valid, amp))
                         refl.append(token_logprobs(ref, tokens, pos, valid, amp))
                 sync()
@@ -611,12 +613,19 @@ def main(argv=None):
                 print("update %d: every response was truncated (N = 0), not reported to eerl"
                       % update, flush=True)
             ref_now = ref_read() if ref_read else None
+            # The work scoring and training do: the rows' real tokens (prompt + response) and the
+            # padded positions the kernels run over (known from the lengths, no GPU read).
+            score_tokens = sum(len(prompts[i]) + len(responses[i]) for i in use)
+            padded_tokens = sum(len(idx) * (-(-max(len(prompts[i]) + len(responses[i])
+                                                   for i in idx) // pad_to) * pad_to)
+                                for idx in batches(order, cfg["minibatch"]))
             rec = {
                 "update": update, "G": G, "N": N, "L": L, "version": version,
                 "reward": round(float(rewards.mean()), 4),
                 "exact": round(float((rewards == 1.0).float().mean()), 4),
                 "truncated": sum(truncated),
                 "prompt_max": max(len(p) for p in prompts),
+                "score_tokens": score_tokens, "padded_tokens": padded_tokens,
                 "loss": round(loss_sum / max(1, len(use)), 5),
                 "kl": round(kl_sum / max(1, N), 6),
                 "t_gen": round(t_gen - t0, 4), "t_logprob": round(t_lp - t_gen, 4),

@@ -29,6 +29,8 @@ def test_grpo_tiny_observe_only_writes_a_trace_the_cli_reads(node, tmp_path):
         assert x["N"] <= x["G"] and x["L"] <= x["G"] and x["version"] == x["update"] + 1
         assert x["eerl/accepted"] == 1 and x["eerl/update_energy_j"] > 0
         assert x["eerl/gen_mhz"] == 0  # observe-only: the governor runs
+        # scoring work: the scored rows' prompts and responses (N of it), then the padding
+        assert x["N"] < x["score_tokens"] <= x["padded_tokens"] or x["N"] == 0
     lines = [json.loads(l) for l in open(trace)]
     run = [l for l in lines if l["type"] == "run"][0]
     assert run["seed"] == 7 and run["role"] == "governor" and run["observe_only"] is True

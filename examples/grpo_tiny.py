@@ -37,6 +37,7 @@ hit). Every knob can be overridden. Uses only stable PyTorch APIs (1.13 and 2.x)
 import argparse
 import contextlib
 import copy
+import gc
 import json
 import math
 import os
@@ -295,7 +296,16 @@ def sample(model, prompts, max_response, device, amp, decode="eager", cache_len=
     out = torch.full((B, max_response), PAD, dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     length = torch.full((B,), max_response, dtype=torch.long, device=device)
-    check = 1 if device.type == "cpu" else 16
+    # Whether every sequence has ended: on a CPU, asked after each step. On a GPU, asking waits
+    # for it, so each step queues a copy of the flag into pinned host memory behind an event and
+    # reads the flag queued LAG - 1 steps earlier: the host stays at most that far ahead of the
+    # GPU without ever draining its queue, and generation always runs LAG - 1 steps past the
+    # longest response, so its time follows L (a check every k steps would add 0 to k - 1 steps
+    # that the token counts cannot see).
+    lag = 1 if device.type != "cuda" else 8
+    if lag > 1:
+        flags = torch.zeros(lag, dtype=torch.bool).pin_memory()
+        events = [torch.cuda.Event() for _ in range(lag)]
     # One additive key bias for the whole decode, [B,1,1,S]: each step attends a prefix of it.
     bias = torch.zeros(B, 1, 1, S, device=device, dtype=dtype).masked_fill(
         ~valid[:, None, None, :], NEG)
@@ -314,10 +324,18 @@ def sample(model, prompts, max_response, device, amp, decode="eager", cache_len=
             ended = (~done) & (nxt == EOS)
             length = torch.where(ended, torch.full_like(length, t + 1), length)
             done = done | ended
-            # Asking a GPU whether every sequence ended waits for it: there, ask every 16 steps
-            # (the extra steps after the last EOS only sample PAD for finished rows).
-            if t + 1 == max_response or (t % check == check - 1 and bool(done.all())):
+            if t + 1 == max_response:
                 break
+            if lag == 1:
+                if bool(done.all()):
+                    break
+            else:  # the extra steps after the last EOS only sample PAD for finished rows
+                flags[t % lag].copy_(done.all(), non_blocking=True)
+                events[t % lag].record()
+                if t >= lag - 1:
+                    events[(t + 1) % lag].synchronize()
+                    if bool(flags[(t + 1) % lag]):
+                        break
             if dec is not None:
                 logits = dec.step(nxt, t)
             else:
@@ -429,6 +447,12 @@ def main(argv=None):
                     help="also read each eerl GPU's NVML energy counter through pynvml at every "
                          "update boundary (read-only), an independent check of eerl's meter: "
                          "the per-update log gets ref_energy_mj")
+    ap.add_argument("--gc", choices=["manual", "auto"], default="manual",
+                    help="manual (default): Python's cyclic garbage collector runs once per "
+                         "update, between updates, over the objects made since start-up (those "
+                         "are frozen), as Megatron-LM's --manual-gc does, rather than whenever "
+                         "allocation counts trigger it, inside a phase whose time it lengthens; "
+                         "auto: Python's default")
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eerl", choices=["off", "observe", "on"], default="off",
@@ -523,6 +547,10 @@ def main(argv=None):
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
 
+    if args.gc == "manual":
+        gc.collect()
+        gc.freeze()
+        gc.disable()
     start = time.monotonic()
     ref_prev = ref_read() if ref_read else None
     try:
@@ -613,6 +641,10 @@ def main(argv=None):
                 print("update %d: every response was truncated (N = 0), not reported to eerl"
                       % update, flush=True)
             ref_now = ref_read() if ref_read else None
+            t_gc = time.perf_counter()
+            if args.gc == "manual":
+                gc.collect()
+            t_gc = time.perf_counter() - t_gc
             # The work scoring and training do: the rows' real tokens (prompt + response) and the
             # padded positions the kernels run over (known from the lengths, no GPU read).
             score_tokens = sum(len(prompts[i]) + len(responses[i]) for i in use)
@@ -630,7 +662,7 @@ def main(argv=None):
                 "kl": round(kl_sum / max(1, N), 6),
                 "t_gen": round(t_gen - t0, 4), "t_logprob": round(t_lp - t_gen, 4),
                 "t_train": round(t_train - t_lp, 4), "t_refit": round(t_end - t_train, 4),
-                "t_update": round(t_end - t0, 4),
+                "t_update": round(t_end - t0, 4), "t_gc": round(t_gc, 4),
                 # CLOCK_MONOTONIC at the phase boundaries (begin, generation end, log-prob end,
                 # training end, refit end), to line the update up with other readings.
                 "mono": [round(x, 6) for x in (m0, m_gen, m_lp, m_train, m_end)],
@@ -650,6 +682,9 @@ def main(argv=None):
                       % (args.time_budget, update + 1), flush=True)
                 break
     finally:
+        if args.gc == "manual":
+            gc.enable()
+            gc.unfreeze()
         if logf:
             logf.close()
         if sess is not None:

@@ -351,10 +351,12 @@ def autocast(device, amp):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
-def pack(prompts, responses, idx, device, pad_to=1, adv=None):
+def pack(prompts, responses, idx, device, pad_to=1, adv=None, max_pos=None):
     """Right-padded [prompt + response] rows for the sequences idx, with the response mask over
     the positions of response tokens (the loss's targets); the row length is rounded up to a
-    multiple of pad_to (fewer distinct shapes for the kernels and the allocator). With adv, the
+    multiple of pad_to (fewer distinct shapes for the kernels and the allocator), and positions
+    past max_pos (the model's last) are given max_pos: only padding sits there, and with right
+    padding under causal attention no real token sees it. With adv, the
     rows' advantages [B, 1] come too. Built on the host (pinned for a GPU) and copied without
     waiting: a copy from pageable memory would make the host wait for the GPU's queue."""
     seqs = [prompts[i] + responses[i] for i in idx]
@@ -370,7 +372,10 @@ def pack(prompts, responses, idx, device, pad_to=1, adv=None):
     dev = [t.to(device, non_blocking=True) for t in host]
     tokens, rmask = dev[0], dev[1]
     valid = tokens != PAD
-    pos = torch.arange(T, device=device)[None].expand(len(idx), T)
+    pos = torch.arange(T, device=device)
+    if max_pos is not None:
+        pos = pos.clamp(max=max_pos)
+    pos = pos[None].expand(len(idx), T)
     return (tokens, pos, valid, rmask) + ((dev[2],) if adv is not None else ())
 
 
@@ -598,7 +603,8 @@ def main(argv=None):
                 mbs, old, refl = [], [], []
                 with torch.no_grad():
                     for idx in batches(order, cfg["minibatch"]):
-                        mbs.append(pack(prompts, responses, idx, tdev, pad_to, adv))
+                        mbs.append(pack(prompts, responses, idx, tdev, pad_to, adv,
+                                        policy.max_len - 1))
                         tokens, pos, valid, _, _ = mbs[-1]
                         old.append(token_logprobs(policy, tokens, pos, valid, amp))
                         refl.append(token_logprobs(ref, tokens, pos, valid, amp))

@@ -121,6 +121,28 @@ def test_static_decoder_is_built_once_for_a_run_and_stays_exact():
     assert len(decoders[0]) == 1 and decoders[1][0] is decoders[0][0]
 
 
+def test_rows_padded_past_the_position_table_score_as_unpadded():
+    """A GPU pads training rows to a multiple of 64 tokens, which can pass the model's position
+    table (its length is the longest prompt plus the response limit): the padding's positions are
+    clamped to the last one, and the real tokens' log-probs are those of the unpadded rows."""
+    import torch
+    mod = load_script()
+    torch.manual_seed(3)
+    model = mod.TinyLM(24, 32, 2, 2, 30, -1.0).eval()
+    prompts = [[1, 4, 9, 10, 11, 3], [1, 5, 12, 3]]
+    responses = [[9] * 23 + [2], [10, 11, 2]]  # the first row fills all 30 positions
+    cpu = torch.device("cpu")
+    lps = {}
+    for pad_to in (1, 64):
+        tokens, pos, valid, rmask = mod.pack(prompts, responses, [0, 1], cpu, pad_to,
+                                             max_pos=model.max_len - 1)
+        assert tokens.shape[1] == (30 if pad_to == 1 else 64) and int(pos.max()) == 29
+        with torch.no_grad():
+            lps[pad_to] = mod.token_logprobs(model, tokens, pos, valid, False)
+    m = mod.pack(prompts, responses, [0, 1], cpu, 1)[3][:, 1:]
+    assert torch.allclose(lps[1][m], lps[64][:, :29][m], atol=1e-5)
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--updates", "0"], "--updates must be at least 1, not 0"),
     (["--group", "1"], "--group must be at least 2"),

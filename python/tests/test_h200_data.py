@@ -111,6 +111,30 @@ def test_summary_spread_rows_match_the_raw_files():
     assert float(row.group(1)) == pytest.approx(med, abs=6e-4)
     assert float(row.group(2)) == pytest.approx((dev[14] + dev[15]) / 2, abs=6e-5)
     assert re.search(r"\| start of generation below 300 W, s \(10th-90th percentile", r.stdout)
+    assert "around a line on score_tokens" not in r.stdout  # that run's log predates it
+
+
+def test_summary_spread_on_the_logged_scoring_work():
+    run = "colocated-p120"
+    r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, run)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    _, ups, log = load(run)
+    keys = sorted(k for k in ups if k >= 2)
+    sc = [ups[k]["phases"]["logprob"]["time_s"] + ups[k]["phases"]["training"]["time_s"]
+          for k in keys]
+    for name in ("score_tokens", "padded_tokens"):
+        x = [log[k][name] for k in keys]
+        mx, my = sum(x) / len(x), sum(sc) / len(sc)
+        b = sum((u - mx) * (v - my) for u, v in zip(x, sc)) / sum((u - mx) ** 2 for u in x)
+        res = sorted(v - my - b * (u - mx) for u, v in zip(x, sc))
+        med = res[len(res) // 2]  # 43 updates: an odd count
+        dev = sorted(abs(v - med) for v in res)[len(res) // 2]
+        row = re.search(r"\| log-probs \+ training s, around a line on %s \(([\d.e+-]+) s per "
+                        r"1e5\) \| ([\d.]+) \| ([\d.]+) \|" % name, r.stdout)
+        assert row, r.stdout
+        assert float(row.group(1)) == pytest.approx(1e5 * b, rel=2e-3)
+        assert float(row.group(3)) == pytest.approx(dev, abs=6e-5)
 
 
 def test_forward_test_on_real_traces():

@@ -244,11 +244,19 @@ def spread(a, ups, log, samples, ts, keys, pools):
     gen = [ups[k]["phases"]["generation"]["time_s"] for k in keys]
     sc = [ups[k]["phases"].get("logprob", {}).get("time_s", 0.0)
           + ups[k]["phases"].get("training", {}).get("time_s", 0.0) for k in keys]
-    n = [ups[k]["work"]["N"] for k in keys]
-    mn, ms = st.mean(n), st.mean(sc)
-    sxx = sum((x - mn) ** 2 for x in n)
-    b = sum((x - mn) * (y - ms) for x, y in zip(n, sc)) / sxx if sxx > 0 else 0.0
-    res = [y - ms - b * (x - mn) for x, y in zip(n, sc)]
+    def line(xs):
+        """Least-squares line of the scoring time on xs: (slope, residuals)."""
+        mx, ms = st.mean(xs), st.mean(sc)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        b = sum((x - mx) * (y - ms) for x, y in zip(xs, sc)) / sxx if sxx > 0 else 0.0
+        return b, [y - ms - b * (x - mx) for x, y in zip(xs, sc)]
+
+    b, res = line([ups[k]["work"]["N"] for k in keys])
+    # The scoring work the runs since c09478c log: prompt + response tokens of the scored rows,
+    # and the padded positions the kernels run over.
+    work = [(name, line([log[k][name] for k in keys])) for name in ("score_tokens",
+                                                                    "padded_tokens")
+            if all(name in log[k] for k in keys)]
     low = []
     gg = set(pools.get("generation", [0]))
     for k in keys:
@@ -265,6 +273,9 @@ def spread(a, ups, log, samples, ts, keys, pools):
     print("| generation time s | %.3f | %.4f |" % (st.median(gen), mad(gen)))
     print("| log-probs + training s, around a line on N (%.3g s per 1e5 tokens) | %.3f | %.4f |"
           % (1e5 * b, st.median(sc), mad(res)))
+    for name, (bw, rw) in work:
+        print("| log-probs + training s, around a line on %s (%.3g s per 1e5) | %.3f | %.4f |"
+              % (name, 1e5 * bw, st.median(sc), mad(rw)))
     if low:
         q = sorted(low)
         print("| start of generation below %.0f W, s (10th-90th percentile %.2f-%.2f) | %.3f | "

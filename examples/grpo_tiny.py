@@ -552,13 +552,13 @@ def main(argv=None):
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
 
-    if args.gc == "manual":
-        gc.collect()
-        gc.freeze()
-        gc.disable()
     start = time.monotonic()
     ref_prev = ref_read() if ref_read else None
     try:
+        if args.gc == "manual":
+            gc.collect()
+            gc.freeze()
+            gc.disable()
         for update in range(args.updates):
             t0 = time.perf_counter()
             m0 = time.monotonic()

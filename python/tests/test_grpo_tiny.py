@@ -121,6 +121,17 @@ def test_static_decoder_is_built_once_for_a_run_and_stays_exact():
     assert len(decoders[0]) == 1 and decoders[1][0] is decoders[0][0]
 
 
+def test_manual_collection_runs_between_updates_and_is_undone(capsys):
+    """--gc manual (the default): the collector is off during the loop, runs once per update
+    between updates (t_gc in the log), and is back on, nothing left frozen, when main returns."""
+    import gc
+    mod = load_script()
+    assert mod.main(["--config", "tiny", "--updates", "2", "--eerl", "off"]) == 0
+    recs = [json.loads(l) for l in capsys.readouterr().out.splitlines() if l.startswith("{")]
+    assert len(recs) == 2 and all(0 <= r["t_gc"] < 5 for r in recs)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
 def test_rows_padded_past_the_position_table_score_as_unpadded():
     """A GPU pads training rows to a multiple of 64 tokens, which can pass the model's position
     table (its length is the longest prompt plus the response limit): the padding's positions are

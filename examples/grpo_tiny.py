@@ -298,10 +298,11 @@ def sample(model, prompts, max_response, device, amp, decode="eager", cache_len=
     length = torch.full((B,), max_response, dtype=torch.long, device=device)
     # Whether every sequence has ended: on a CPU, asked after each step. On a GPU, asking waits
     # for it, so each step queues a copy of the flag into pinned host memory behind an event and
-    # reads the flag queued LAG - 1 steps earlier: the host stays at most that far ahead of the
-    # GPU without ever draining its queue, and generation always runs LAG - 1 steps past the
+    # reads the flag queued lag - 1 (7) steps earlier: the host stays at most that far ahead of
+    # the GPU without ever draining its queue, and generation always runs lag - 1 steps past the
     # longest response, so its time follows L (a check every k steps would add 0 to k - 1 steps
-    # that the token counts cannot see).
+    # that the token counts cannot see). A slot is rewritten only after its last copy was waited
+    # for (one step earlier).
     lag = 1 if device.type != "cuda" else 8
     if lag > 1:
         flags = torch.zeros(lag, dtype=torch.bool).pin_memory()
@@ -356,9 +357,9 @@ def pack(prompts, responses, idx, device, pad_to=1, adv=None, max_pos=None):
     the positions of response tokens (the loss's targets); the row length is rounded up to a
     multiple of pad_to (fewer distinct shapes for the kernels and the allocator), and positions
     past max_pos (the model's last) are given max_pos: only padding sits there, and with right
-    padding under causal attention no real token sees it. With adv, the
-    rows' advantages [B, 1] come too. Built on the host (pinned for a GPU) and copied without
-    waiting: a copy from pageable memory would make the host wait for the GPU's queue."""
+    padding under causal attention no real token sees it. With adv, the rows' advantages [B, 1]
+    come too. Built on the host (pinned for a GPU) and copied without waiting: a copy from
+    pageable memory would make the host wait for the GPU's queue."""
     seqs = [prompts[i] + responses[i] for i in idx]
     T = -(-max(len(s) for s in seqs) // pad_to) * pad_to
     tokens = torch.full((len(idx), T), PAD, dtype=torch.long)

@@ -211,6 +211,121 @@ static void test_short_horizon_explores_less(void **state)
     assert_true(shortr.locked);
 }
 
+/* Drives the eerl strategy on a drained stream whose training pool needs train_s seconds for
+ * the 55 s of the default stream; calls seen(ev) for every event until it returns non-zero or n
+ * updates have run. Returns the events seen. */
+static unsigned drained_events(double train_scale, double noise, double drift, int pinned_l,
+                               uint64_t seed, unsigned n, int (*seen)(const eerl_event *, void *),
+                               void *ctx)
+{
+    unsigned clocks[200], i, count = 0;
+    size_t nc = synth_clocks(clocks), k, ne;
+    struct synth s;
+    eerl_ctl_config c;
+    eerl_ctl *ctl = NULL;
+    eerl_setting st;
+    eerl_event evs[64];
+    int done = 0;
+
+    cfg_for(EERL_MODE_DRAINED, EERL_STRATEGY_EERL, &c);
+    c.expected_updates = n;
+    synth_init(&s, EERL_MODE_DRAINED, seed);
+    s.train_s_per_tok *= train_scale;
+    s.noise = noise;
+    s.drift = drift;
+    s.drift_from = 40;
+    s.pinned_l = pinned_l;
+    assert_int_equal(eerl_ctl_new(EERL_MODE_DRAINED, &c, clocks, nc, 1980, &ctl), 0);
+    eerl_ctl_setting(ctl, &st);
+    for (i = 0; i < n && !done; i++) {
+        eerl_obs o = synth_step(&s, &st);
+
+        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
+        while ((ne = eerl_ctl_events(ctl, evs, 64)) > 0)
+            for (k = 0; k < ne && !done; k++) {
+                if (verbose())
+                    synth_print_event(&evs[k]);
+                count++;
+                done = seen(&evs[k], ctx);
+            }
+    }
+    eerl_ctl_free(ctl);
+    return count;
+}
+
+static int first_proposal(const eerl_event *ev, void *ctx)
+{
+    if (ev->kind != EERL_EV_PROPOSE)
+        return 0;
+    *(eerl_setting *)ctx = ev->candidate;
+    return 1;
+}
+
+/* Drained mode: the training pool reaches the rendezvous first and waits. With a short training
+ * phase (25 s against generation's ~69 s) the first step goes past the usual 360 MHz, down to
+ * what the wait allows (the training pool still arrives first there); with the default stream's
+ * short wait (55 s against ~69 s) it is the usual step. */
+static void test_drained_first_step_uses_the_training_wait(void **state)
+{
+    eerl_setting first;
+    struct synth s;
+    eerl_obs o;
+
+    (void)state;
+    memset(&first, 0, sizeof(first));
+    drained_events(25.0 / 55.0, 0.01, 0, 0, 1, 40, first_proposal, &first);
+    assert_int_equal(first.mhz[0], EERL_CLOCK_GOVERNOR);
+    assert_true(first.mhz[1] > 0 && first.mhz[1] < 1980 - 360 - 90);
+    synth_init(&s, EERL_MODE_DRAINED, 1);
+    s.train_s_per_tok *= 25.0 / 55.0;
+    synth_physics(&s, &first, s.responses * s.len_mean, 0.95 * s.responses * s.len_mean,
+                  2 * s.len_mean, 1, 1, &o);
+    assert_true(o.arrival_s[EERL_POOL_TRAIN] < o.arrival_s[EERL_POOL_GEN]);
+    memset(&first, 0, sizeof(first));
+    drained_events(1.0, 0.01, 0, 0, 1, 40, first_proposal, &first);
+    assert_int_equal(first.mhz[1], 1620);
+}
+
+struct raises {
+    unsigned gen, train;
+    eerl_setting last;
+};
+
+static int count_raises(const eerl_event *ev, void *ctx)
+{
+    struct raises *r = ctx;
+
+    if (ev->kind == EERL_EV_ADJUST && strncmp(ev->reason, "raise to", 8) == 0) {
+        r->gen += ev->candidate.mhz[0] != r->last.mhz[0];
+        /* training raised while generation could still go up */
+        r->train += ev->candidate.mhz[1] != r->last.mhz[1] && r->last.mhz[0] != EERL_CLOCK_GOVERNOR;
+    }
+    if (ev->kind == EERL_EV_PROPOSE || ev->kind == EERL_EV_ADJUST || ev->kind == EERL_EV_LOCK)
+        r->last = ev->candidate;
+    return 0;
+}
+
+/* Drained mode: when the run's account falls short, the clock raised is the one of the pool the
+ * update waits for (generation here: training always arrives first), not the lower one; training
+ * only once generation is back at the governor. Responses shorten over the run, so the
+ * predictor fitted on longer ones falls behind and the account runs short. */
+static void test_drained_raises_the_pool_the_update_waits_for(void **state)
+{
+    struct raises r;
+    uint64_t seed;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    for (seed = 1; seed <= 6; seed++) {
+        memset(&r.last, 0, sizeof(r.last));
+        drained_events(1.0, 0.03, -0.004, 0, seed, 175, count_raises, &r);
+    }
+    if (verbose())
+        printf("raises: generation %u, training %u\n", r.gen, r.train);
+    assert_true(r.gen > 0);
+    assert_int_equal(r.train, 0);
+}
+
 static void test_baselines(void **state)
 {
     eerl_ctl_config c;
@@ -296,6 +411,8 @@ int main(void)
         cmocka_unit_test(test_budget_keeps_whole_run_within_allowance),
         cmocka_unit_test(test_eerl_inflight),
         cmocka_unit_test(test_short_horizon_explores_less),
+        cmocka_unit_test(test_drained_first_step_uses_the_training_wait),
+        cmocka_unit_test(test_drained_raises_the_pool_the_update_waits_for),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),
     };

@@ -37,6 +37,9 @@ enum { EE_CAL, EE_RUN, EE_REFRESH };
 #define EE_GROUPS EERL_GROUPS_MAX
 #define EE_N_MIN 3
 #define EE_N_MAX 12
+#define EE_SLACK_REFS 32  /* calibration updates read for the training pool's wait */
+#define EE_SLACK_Q 0.2    /* the quantile of generation / training busy time taken */
+#define EE_SLACK_USE 0.75 /* the share of that wait the first step may use */
 
 struct ee_st {
     int phase;
@@ -52,6 +55,7 @@ struct ee_st {
     unsigned have_eff;
     /* the current setting's evidence since it began */
     unsigned n;
+    unsigned gen_late; /* of them, updates whose generation pool reached the rendezvous last */
     double sl, sl2, se;
     double prev_energy; /* mean energy ratio of the setting before the last move */
     double prev_loss;   /* and its mean loss */
@@ -147,6 +151,7 @@ static double target_rate(const struct eerl_ctl *ctl, const struct ee_st *st)
 static void stats_reset(struct ee_st *st)
 {
     st->n = 0;
+    st->gen_late = 0;
     st->sl = st->sl2 = st->se = 0;
 }
 
@@ -293,6 +298,13 @@ static void raise_one(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
     for (j = 1; j < ctl->cfg.n_groups; j++)
         if (eerl__ctl_eff(ctl, clk[j]) < eerl__ctl_eff(ctl, clk[g]))
             g = (int)j;
+    if (ctl->layout == EERL__LAYOUT_OVERLAP && st->n > 0) {
+        /* Drained: the update waits for the pool that reaches the rendezvous last; raising the
+         * other one's clock buys no time. */
+        int late = 2 * st->gen_late >= st->n ? EERL_GROUP_GEN : EERL_GROUP_TRAIN;
+        if (eerl__ctl_eff(ctl, clk[late]) < ctl->peak)
+            g = late;
+    }
     char b[48];
     eerl_setting s;
 
@@ -390,17 +402,51 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
     move_down(ctl, st, next, r);
 }
 
-/* After calibration (or a resume without a lock): the training group one big step down. */
+/* Drained mode: the training pool usually reaches the rendezvous first and waits for
+ * generation, so a training clock that stretches its busy time by less than that wait costs no
+ * update time. The drop (MHz below the peak) at which training, taken to slow in proportion to
+ * the clock (an upper bound: part of its time does not follow the clock), would use
+ * EE_SLACK_USE of the wait in the calibration's EE_SLACK_Q-quantile update; 0 without a wait. */
+static unsigned slack_drop(const struct eerl_ctl *ctl)
+{
+    double r[EE_SLACK_REFS], q, f;
+    size_t n = 0, i, j;
+
+    if (ctl->mode != EERL_MODE_DRAINED)
+        return 0;
+    for (i = 0; i < ctl->ref_n && n < EE_SLACK_REFS; i++) {
+        struct eerl__parts m;
+
+        eerl__obs_parts(ctl->layout, eerl__ctl_ref(ctl, i), &m);
+        if (m.t_train > 0) {
+            for (j = n++; j > 0 && r[j - 1] > m.t_gen / m.t_train; j--)
+                r[j] = r[j - 1];
+            r[j] = m.t_gen / m.t_train;
+        }
+    }
+    if (n < 3)
+        return 0;
+    q = r[(size_t)(EE_SLACK_Q * (double)(n - 1))];
+    if (q <= 1)
+        return 0;
+    f = (double)ctl->peak / (1 + EE_SLACK_USE * (q - 1));
+    return (unsigned)((double)ctl->peak - f);
+}
+
+/* After calibration (or a resume without a lock): the training group one big step down, or in
+ * drained mode down to what its wait at the rendezvous allows, if that is further. */
 static void start_search(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
 {
-    unsigned t = 0;
+    unsigned t = 0, drop = slack_drop(ctl);
     eerl_setting s;
     char b[48];
 
     st->phase = EE_RUN;
     st->cur = *next;
     st->prev = st->cur;
-    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)st->step[1], &t);
+    if (drop < st->step[1])
+        drop = st->step[1];
+    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)drop, &t);
     s = eerl__ctl_setting(ctl, EERL_CLOCK_GOVERNOR, t);
     if (eerl_setting_is_governor(&s)) {
         lock_now(ctl, st, "no supported clock below the governor's peak");
@@ -537,6 +583,7 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         l = p.t > 0 ? (m.t / p.t) / (1 + bt) - 1 : 0;
         er = p.e > 0 ? (m.e / p.e) / (1 + be) : 1;
         st->n++;
+        st->gen_late += m.t_gen >= m.t_train;
         st->sl += l;
         st->sl2 += l * l;
         st->se += er;

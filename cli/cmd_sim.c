@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "eerl/error.h"
+#include "eerl/meter.h"
 #include "eerl/twin.h"
 #include "cli.h"
 #include "runtime/analysis.h"
@@ -249,6 +250,13 @@ int eerl_cmd_sim(int argc, char **argv)
         alloc = "32";
     if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, 64, &mode, &ng, &nt) < 0)
         return EERL_EXIT_USAGE;
+    if (ng + nt > EERL_METER_GPUS_MAX) {
+        eerl_cli_err(CMD,
+                     "allocation '%s' has %u GPUs; a simulated run is one session, whose meter "
+                     "reads at most %d (eerl sweep takes any allocation)",
+                     alloc, ng + nt, EERL_METER_GPUS_MAX);
+        return EERL_EXIT_USAGE;
+    }
     calib = eerl__sim_calibration_updates(mode);
     if (updates <= calib) {
         eerl_cli_err(CMD,

@@ -104,6 +104,8 @@ bad "--updates 40 is not more than the controller's calibration (45 updates in i
     --mode inflight --alloc 16/32 --updates 40
 bad "unknown mode 'async'" --mode async
 bad "allocation '8/32' does not fit mode colocated" --mode colocated --alloc 8/32
+bad "allocation '16/64' has 80 GPUs; a simulated run is one session, whose meter reads at most 64" \
+    --mode drained --alloc 16/64
 bad "unknown option '--bogus'" --bogus
 # An unwritable trace path: exit 1, named, nothing written.
 touch "$tmp/afile"

@@ -17,6 +17,8 @@
  *   short (too slow for r, or no energy gained) goes back and halves its step; at less than half
  *   the grid it stops. All stopped = locked; after lock the account keeps running and a setting
  *   that falls behind it is raised.
+ * - Drained mode reads the rendezvous: the first training step goes as far down as the training
+ *   pool's wait for generation allows, and a short account raises the pool the update waits for.
  * - Expected horizon: no new step is tried when fewer updates remain than a test needs.
  * - Governor probes: one governor update every 10 keeps the references as recent as the work and
  *   measures the predictor's own error on fresh work, which the loss estimates are corrected by.

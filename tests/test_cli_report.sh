@@ -6,23 +6,8 @@ set -uo pipefail
 
 : "${EERL_BIN:?EERL_BIN must name the eerl binary}"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/testlib.sh" || exit 1
 export TMPDIR="$tmp" # report's scratch directory goes here: checked for leftovers below
-fails=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
-
-expect_rc() {
-    [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"
-}
-
-expect_in() {
-    grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
-}
 
 "$EERL_BIN" sim --seeds 2 --updates 40 --trace "$tmp/d" >/dev/null 2>&1
 expect_rc 0 $? "eerl sim"

@@ -211,12 +211,12 @@ static void test_short_horizon_explores_less(void **state)
     assert_true(shortr.locked);
 }
 
-/* Drives the eerl strategy on a drained stream whose training pool needs train_s seconds for
- * the 55 s of the default stream; calls seen(ev) for every event until it returns non-zero or n
- * updates have run. Returns the events seen. */
-static unsigned drained_events(double train_scale, double noise, double drift, int pinned_l,
-                               uint64_t seed, unsigned n, int (*seen)(const eerl_event *, void *),
-                               void *ctx)
+/* Drives the eerl strategy on a synthetic stream of the mode whose training time is
+ * train_scale times the default's; calls seen(ev) for every event until it returns non-zero or
+ * n updates have run. Returns the events seen. */
+static unsigned mode_events(eerl_mode mode, double train_scale, double noise, double drift,
+                            int pinned_l, uint64_t seed, unsigned n,
+                            int (*seen)(const eerl_event *, void *), void *ctx)
 {
     unsigned clocks[200], i, count = 0;
     size_t nc = synth_clocks(clocks), k, ne;
@@ -227,15 +227,15 @@ static unsigned drained_events(double train_scale, double noise, double drift, i
     eerl_event evs[64];
     int done = 0;
 
-    cfg_for(EERL_MODE_DRAINED, EERL_STRATEGY_EERL, &c);
+    cfg_for(mode, EERL_STRATEGY_EERL, &c);
     c.expected_updates = n;
-    synth_init(&s, EERL_MODE_DRAINED, seed);
+    synth_init(&s, mode, seed);
     s.train_s_per_tok *= train_scale;
     s.noise = noise;
     s.drift = drift;
     s.drift_from = 40;
     s.pinned_l = pinned_l;
-    assert_int_equal(eerl_ctl_new(EERL_MODE_DRAINED, &c, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(mode, &c, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < n && !done; i++) {
         eerl_obs o = synth_step(&s, &st);
@@ -273,7 +273,7 @@ static void test_drained_first_step_uses_the_training_wait(void **state)
 
     (void)state;
     memset(&first, 0, sizeof(first));
-    drained_events(25.0 / 55.0, 0.01, 0, 0, 1, 40, first_proposal, &first);
+    mode_events(EERL_MODE_DRAINED, 25.0 / 55.0, 0.01, 0, 0, 1, 40, first_proposal, &first);
     assert_int_equal(first.mhz[0], EERL_CLOCK_GOVERNOR);
     assert_true(first.mhz[1] > 0 && first.mhz[1] < 1980 - 360 - 90);
     synth_init(&s, EERL_MODE_DRAINED, 1);
@@ -282,7 +282,7 @@ static void test_drained_first_step_uses_the_training_wait(void **state)
                   2 * s.len_mean, 1, 1, &o);
     assert_true(o.arrival_s[EERL_POOL_TRAIN] < o.arrival_s[EERL_POOL_GEN]);
     memset(&first, 0, sizeof(first));
-    drained_events(1.0, 0.01, 0, 0, 1, 40, first_proposal, &first);
+    mode_events(EERL_MODE_DRAINED, 1.0, 0.01, 0, 0, 1, 40, first_proposal, &first);
     assert_int_equal(first.mhz[1], 1620);
 }
 
@@ -318,12 +318,44 @@ static void test_drained_raises_the_pool_the_update_waits_for(void **state)
     memset(&r, 0, sizeof(r));
     for (seed = 1; seed <= 6; seed++) {
         memset(&r.last, 0, sizeof(r.last));
-        drained_events(1.0, 0.03, -0.004, 0, seed, 175, count_raises, &r);
+        mode_events(EERL_MODE_DRAINED, 1.0, 0.03, -0.004, 0, seed, 175, count_raises, &r);
     }
     if (verbose())
         printf("raises: generation %u, training %u\n", r.gen, r.train);
     assert_true(r.gen > 0);
     assert_int_equal(r.train, 0);
+}
+
+struct trials {
+    unsigned deep, short_;
+};
+
+static int count_deep_trials(const eerl_event *ev, void *ctx)
+{
+    struct trials *t = ctx;
+
+    if (ev->kind == EERL_EV_TRIAL && ev->verdict == EERL_VERDICT_FAIL && ev->time_ratio > 1.25) {
+        t->deep++;
+        t->short_ += ev->n_updates < 4;
+    }
+    return 0;
+}
+
+/* In-flight: a move far too slow (a deep training step: a fifth of the rate or more) is decided
+ * after fewer updates than a test's usual minimum of 4, and so paid for less. */
+static void test_inflight_ends_a_far_too_slow_move_early(void **state)
+{
+    struct trials t;
+    uint64_t seed;
+
+    (void)state;
+    memset(&t, 0, sizeof(t));
+    for (seed = 1; seed <= 4; seed++)
+        mode_events(EERL_MODE_INFLIGHT, 1.0, 0.01, 0, 0, seed, 120, count_deep_trials, &t);
+    if (verbose())
+        printf("deep failed trials %u, decided before 4 updates %u\n", t.deep, t.short_);
+    assert_true(t.deep > 0);
+    assert_int_equal(t.short_, t.deep);
 }
 
 static void test_baselines(void **state)
@@ -413,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_short_horizon_explores_less),
         cmocka_unit_test(test_drained_first_step_uses_the_training_wait),
         cmocka_unit_test(test_drained_raises_the_pool_the_update_waits_for),
+        cmocka_unit_test(test_inflight_ends_a_far_too_slow_move_early),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),
     };

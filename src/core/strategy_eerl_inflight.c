@@ -39,6 +39,7 @@ enum { EI_CAL, EI_RUN, EI_GOV };
 
 #define EI_N_MIN 4
 #define EI_N_MAX 8
+#define EI_ABORT_SD 3         /* a move this many standard errors too slow ends before EI_N_MIN */
 #define EI_WINDOW 20          /* usable updates per monitoring window after lock */
 #define EI_CHECK_EVERY 150    /* usable updates after lock between governor blocks at most */
 #define EI_GOV_N 4            /* updates of an after-lock governor block */
@@ -293,9 +294,14 @@ static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *nex
     int slow, fast, poor, good, fail, g;
     char b[48];
 
-    if (st->n < EI_N_MIN)
+    if (st->n == 0)
         return;
     block_figures(st, st->prev_n, &loss, &se_l, &epn, &se_e);
+    /* Before EI_N_MIN updates only a move far too slow is decided (EI_ABORT_SD standard errors
+     * past the budget): a deep training step can cost a third of the rate, and each further
+     * update of it is paid from the run's account. */
+    if (st->n < EI_N_MIN && !(loss - EI_ABORT_SD * se_l > r))
+        return;
     slow = loss - se_l > r;
     fast = loss + se_l <= r;
     poor = epn * (1 - se_e) > st->prev_epn;

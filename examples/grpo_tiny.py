@@ -601,12 +601,13 @@ def main(argv=None):
                 # rather than the host's. Each mini-batch's scoring is queued as soon as it is
                 # packed, so the host packs the next one while the GPU scores this one (the
                 # host's share and its jitter hide behind the GPU's work, as a data loader's do).
-                mbs, old, refl = [], [], []
+                mbs, old, refl, padded_tokens = [], [], [], 0
                 with torch.no_grad():
                     for idx in batches(order, cfg["minibatch"]):
                         mbs.append(pack(prompts, responses, idx, tdev, pad_to, adv,
                                         policy.max_len - 1))
                         tokens, pos, valid, _, _ = mbs[-1]
+                        padded_tokens += tokens.numel()
                         old.append(token_logprobs(policy, tokens, pos, valid, amp))
                         refl.append(token_logprobs(ref, tokens, pos, valid, amp))
                 sync()
@@ -653,11 +654,8 @@ def main(argv=None):
                 gc.collect()
             t_gc = time.perf_counter() - t_gc
             # The work scoring and training do: the rows' real tokens (prompt + response) and the
-            # padded positions the kernels run over (known from the lengths, no GPU read).
+            # padded positions the kernels ran over (the packed shapes; no GPU read).
             score_tokens = sum(len(prompts[i]) + len(responses[i]) for i in use)
-            padded_tokens = sum(len(idx) * (-(-max(len(prompts[i]) + len(responses[i])
-                                                   for i in idx) // pad_to) * pad_to)
-                                for idx in batches(order, cfg["minibatch"]))
             rec = {
                 "update": update, "G": G, "N": N, "L": L, "version": version,
                 "reward": round(float(rewards.mean()), 4),

@@ -414,7 +414,7 @@ static unsigned slack_drop(const struct eerl_ctl *ctl)
     double r[EE_SLACK_REFS], q, f;
     size_t n = 0, i, j;
 
-    if (ctl->mode != EERL_MODE_DRAINED)
+    if (ctl->layout != EERL__LAYOUT_OVERLAP)
         return 0;
     for (i = 0; i < ctl->ref_n && n < EE_SLACK_REFS; i++) {
         struct eerl__parts m;

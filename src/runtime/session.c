@@ -396,7 +396,7 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
         snprintf(why, why_len,
                  "the session's pools hold %zu GPUs together, more than the %d one meter reads "
                  "(run one session per node)",
-                 (size_t)rt->n_all, EERL_METER_GPUS_MAX);
+                 rt->n_all, EERL_METER_GPUS_MAX);
         goto fail;
     }
     e = eerl_meter_new(dev, rt->all, rt->n_all, cfg->meter_interval_ms, &rt->meter);

@@ -24,6 +24,9 @@ struct synth {
     double len_limit;            /* token limit per response */
     double drift;                /* relative growth of len_mean per update after drift_from */
     unsigned drift_from;
+    double t_drift;        /* relative growth per update after drift_from of every phase time,
+                            * which the token work does not explain (a warming GPU, a growing
+                            * framework overhead): the governor predictor falls behind it */
     unsigned long_tail_at; /* update with one response at the limit (0 = none) */
     double noise;          /* relative sd of phase times */
     double rho;            /* lag-1 correlation of the noise (in-flight) */
@@ -118,9 +121,11 @@ static inline void synth_physics(const struct synth *s, const eerl_setting *st, 
                                  double L, double ng, double nt, eerl_obs *o)
 {
     double cg = synth_clock(s, st->mhz[0]), ct = synth_clock(s, st->mhz[1]);
+    double slow = 1.0 + (s->update > s->drift_from ? s->t_drift * (s->update - s->drift_from) : 0);
     double tg =
-        (s->gen_s_per_tok * G + s->gen_s_per_longest * L) * synth_slow(s->gen_knee, cg) * ng;
-    double tt = s->train_s_per_tok * N * synth_slow(s->train_knee, ct) * nt;
+        (s->gen_s_per_tok * G + s->gen_s_per_longest * L) * synth_slow(s->gen_knee, cg) * ng * slow;
+    double tt = s->train_s_per_tok * N * synth_slow(s->train_knee, ct) * nt * slow;
+    double rest = s->rest_s * slow;
     double pidle = st->idle_mhz ? s->p_idle_clock : s->p_idle;
     double pg = synth_power(s, s->p_dyn_gen, cg), pt = synth_power(s, s->p_dyn_train, ct);
     double T, E;
@@ -138,32 +143,32 @@ static inline void synth_physics(const struct synth *s, const eerl_setting *st, 
             eg = s->n_gen * pg * tg + s->n_train * pidle * tg;
             et = s->n_train * pt * tt + s->n_gen * pidle * tt;
         }
-        T = tg + tt + s->rest_s;
-        E = eg + et + n_all * s->p_rest * s->rest_s;
+        T = tg + tt + rest;
+        E = eg + et + n_all * s->p_rest * rest;
         o->phase_time_s[EERL_PHASE_GEN] = tg;
         o->phase_time_s[EERL_PHASE_LOGPROB] = 0.25 * tt;
         o->phase_time_s[EERL_PHASE_TRAIN] = 0.75 * tt;
-        o->phase_time_s[EERL_PHASE_REFIT] = 0.5 * s->rest_s;
-        o->phase_time_s[EERL_PHASE_OTHER] = 0.5 * s->rest_s;
+        o->phase_time_s[EERL_PHASE_REFIT] = 0.5 * rest;
+        o->phase_time_s[EERL_PHASE_OTHER] = 0.5 * rest;
         o->phase_energy_j[EERL_PHASE_GEN] = eg;
         o->phase_energy_j[EERL_PHASE_LOGPROB] = 0.25 * et;
         o->phase_energy_j[EERL_PHASE_TRAIN] = 0.75 * et;
-        o->phase_energy_j[EERL_PHASE_REFIT] = 0.5 * n_all * s->p_rest * s->rest_s;
-        o->phase_energy_j[EERL_PHASE_OTHER] = 0.5 * n_all * s->p_rest * s->rest_s;
+        o->phase_energy_j[EERL_PHASE_REFIT] = 0.5 * n_all * s->p_rest * rest;
+        o->phase_energy_j[EERL_PHASE_OTHER] = 0.5 * n_all * s->p_rest * rest;
     } else {
         double busy = tg > tt ? tg : tt, eg, et;
-        T = busy + s->rest_s;
+        T = busy + rest;
         eg = s->n_gen * (pg * tg + pidle * (busy - tg));
         et = s->n_train * (pt * tt + pidle * (busy - tt));
-        E = eg + et + (s->n_gen + s->n_train) * s->p_rest * s->rest_s;
+        E = eg + et + (s->n_gen + s->n_train) * s->p_rest * rest;
         o->phase_time_s[EERL_PHASE_GEN] = tg;
         o->phase_time_s[EERL_PHASE_LOGPROB] = 0.25 * tt;
         o->phase_time_s[EERL_PHASE_TRAIN] = 0.75 * tt;
-        o->phase_time_s[EERL_PHASE_REFIT] = s->rest_s;
+        o->phase_time_s[EERL_PHASE_REFIT] = rest;
         o->phase_energy_j[EERL_PHASE_GEN] = eg;
         o->phase_energy_j[EERL_PHASE_LOGPROB] = 0.25 * et;
         o->phase_energy_j[EERL_PHASE_TRAIN] = 0.75 * et;
-        o->phase_energy_j[EERL_PHASE_REFIT] = (s->n_gen + s->n_train) * s->p_rest * s->rest_s;
+        o->phase_energy_j[EERL_PHASE_REFIT] = (s->n_gen + s->n_train) * s->p_rest * rest;
         o->arrival_s[EERL_POOL_GEN] = tg;
         o->arrival_s[EERL_POOL_TRAIN] = tt;
         o->pool_energy_j[EERL_POOL_GEN] = eg;

@@ -21,7 +21,8 @@
  *   pool's wait for generation allows, and a short account raises the pool the update waits for.
  * - Expected horizon: no new step is tried when fewer updates remain than a test needs.
  * - Governor probes: one governor update every 10 keeps the references as recent as the work and
- *   measures the predictor's own error on fresh work, which the loss estimates are corrected by.
+ *   measures the predictor's own error on fresh work, which the loss estimates are corrected by
+ *   (and the account too, where the error stands out of the probes' scatter).
  * In-flight mode the whole-update predictor cannot tell a clock's effect from the carried work
  * (measured on the twin: +6 to +14% "loss" for a 180 MHz step), so controller.c gives the eerl
  * strategy in that mode strategy_eerl_inflight.c, which judges a setting by its rate.

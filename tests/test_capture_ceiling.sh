@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tools/capture-ceiling on a short colocated run (2 seeds, a 60 MHz window of pairs): it prints
+# the oracle on its grid and, for each margin, a ceiling at most 1 that does not rise as the
+# margin grows; the ceiling at margin 0 matches a hand combination of the sweep's own rows; bad
+# input is refused with exit 2, naming the value.
+set -uo pipefail
+
+: "${EERL_BIN:?EERL_BIN must name the eerl binary}"
+
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
+
+tool="$(dirname "$0")/../tools/capture-ceiling"
+args=(--eerl "$EERL_BIN" --mode colocated --alloc 32 --size M --updates 40 --governor 9 --seeds 2
+    --gen 1770-1830 --train 1290-1350)
+"$tool" "${args[@]}" --margins 0,0.3,0.6 >"$tmp/out" 2>"$tmp/err"
+expect_rc 0 $? "capture-ceiling"
+expect_in "$tmp/out" "oracle on the grid:" "capture-ceiling: oracle line"
+# margin rows: margin best dq saving whole-dq whole-saving ceiling
+awk '$1 ~ /^[0-9.]+$/ && NF == 7 { print $1, $7 }' "$tmp/out" >"$tmp/rows"
+[ "$(wc -l <"$tmp/rows")" -eq 3 ] || fail "capture-ceiling: three margin rows expected: $(cat "$tmp/out")"
+awk 'BEGIN { prev = 2 } { if ($2 > 1.0005 || $2 > prev + 1e-9) bad = 1; prev = $2 } END { exit bad }' \
+    "$tmp/rows" || fail "capture-ceiling: ceilings must be <= 1 and not rise with the margin: $(cat "$tmp/rows")"
+# By hand: the sweep over updates 11-40 and the oracle over 2-40, combined with 30/39 weight.
+pairs=
+for g in 1830 1815 1800 1785 1770; do
+    for t in 1350 1335 1320 1305 1290; do pairs="$pairs${pairs:+,}$g/$t"; done
+done
+sw=(sweep --model qwen3-30b-a3b --gpu h100 --mode colocated --alloc 32 --size M --pairs "$pairs"
+    --seeds 2 --divergence 0 --csv)
+"$EERL_BIN" "${sw[@]}" --updates 2-40 >"$tmp/whole.csv" 2>/dev/null
+"$EERL_BIN" "${sw[@]}" --updates 11-40 >"$tmp/after.csv" 2>/dev/null
+want=$(awk -F, 'NR == FNR { if (FNR > 1 && $3 >= -2 && $4 > o) o = $4; next }
+    FNR > 1 { w = 30 / 39; q = (1 - w) + w / (1 + $3 / 100); if (100 * (1 / q - 1) >= -2 && w * $4 > b) b = w * $4 }
+    END { printf "%.3f", b / o }' "$tmp/whole.csv" "$tmp/after.csv")
+got=$(awk 'NR == 1 { print $2 }' "$tmp/rows")
+[ "$got" = "$want" ] || fail "capture-ceiling: margin 0 ceiling $got, by hand $want"
+
+"$tool" "${args[@]}" --gen 1900-1800 >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --gen 1900-1800"
+expect_in "$tmp/err" "--gen '1900-1800'" "capture-ceiling: a reversed range is named"
+"$tool" "${args[@]}" --governor 60 >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --governor 60"
+expect_in "$tmp/err" "--governor 60" "capture-ceiling: too many governor updates are named"
+"$tool" "${args[@]}" --margins 0,x >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --margins 0,x"
+expect_in "$tmp/err" "--margins '0,x'" "capture-ceiling: a bad margin list is named"
+exit $((fails > 0))

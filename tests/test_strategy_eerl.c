@@ -32,13 +32,14 @@ struct outcome {
     unsigned proposals, bad_clocks, governor_updates_after_lock;
 };
 
-/* Runs n updates; the true cost of each update is the noise-free physics at its own work. */
-static void run(eerl_mode mode, const eerl_ctl_config *cfg, uint64_t seed, double noise, unsigned n,
-                struct outcome *out)
+/* Runs n updates of the stream s; the true cost of each update is the noise-free physics at its
+ * own work. */
+static void run_stream(struct synth *sp, const eerl_ctl_config *cfg, unsigned n,
+                       struct outcome *out)
 {
     unsigned clocks[200];
     size_t nc = synth_clocks(clocks), k, ne;
-    struct synth s;
+    struct synth s = *sp;
     eerl_ctl *ctl = NULL;
     eerl_setting st, gov;
     eerl_event evs[64];
@@ -47,9 +48,7 @@ static void run(eerl_mode mode, const eerl_ctl_config *cfg, uint64_t seed, doubl
 
     memset(out, 0, sizeof(*out));
     memset(&gov, 0, sizeof(gov));
-    synth_init(&s, mode, seed);
-    s.noise = noise;
-    assert_int_equal(eerl_ctl_new(mode, cfg, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(s.mode, cfg, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < n; i++) {
         eerl_obs o = synth_step(&s, &st), a, b;
@@ -85,6 +84,16 @@ static void run(eerl_mode mode, const eerl_ctl_config *cfg, uint64_t seed, doubl
     out->whole_loss = 1 - tg / tc;
     out->whole_e = ec / eg;
     eerl_ctl_free(ctl);
+}
+
+static void run(eerl_mode mode, const eerl_ctl_config *cfg, uint64_t seed, double noise, unsigned n,
+                struct outcome *out)
+{
+    struct synth s;
+
+    synth_init(&s, mode, seed);
+    s.noise = noise;
+    run_stream(&s, cfg, n, out);
 }
 
 static void cfg_for(eerl_mode mode, eerl_strategy s, eerl_ctl_config *c)
@@ -356,48 +365,6 @@ static void test_inflight_ends_a_far_too_slow_move_early(void **state)
     assert_int_equal(t.short_, t.deep);
 }
 
-/* Runs n updates of the eerl strategy on a stream whose phase times all grow by t_drift per
- * update from update 10 on, unexplained by the token work; whole-run loss and energy as run(). */
-static void run_time_drift(eerl_mode mode, double t_drift, uint64_t seed, unsigned n,
-                           struct outcome *out)
-{
-    unsigned clocks[200], i;
-    size_t nc = synth_clocks(clocks);
-    struct synth s;
-    eerl_ctl_config c;
-    eerl_ctl *ctl = NULL;
-    eerl_setting st, gov;
-    eerl_event evs[64];
-    double tg = 0, tc = 0, eg = 0, ec = 0;
-
-    memset(out, 0, sizeof(*out));
-    memset(&gov, 0, sizeof(gov));
-    cfg_for(mode, EERL_STRATEGY_EERL, &c);
-    c.expected_updates = n;
-    synth_init(&s, mode, seed);
-    s.t_drift = t_drift;
-    s.drift_from = 10;
-    assert_int_equal(eerl_ctl_new(mode, &c, clocks, nc, 1980, &ctl), 0);
-    eerl_ctl_setting(ctl, &st);
-    for (i = 0; i < n; i++) {
-        eerl_obs o = synth_step(&s, &st), a, b;
-
-        synth_physics(&s, &gov, o.gen_tokens, o.valid_tokens, o.longest_tokens, 1, 1, &a);
-        synth_physics(&s, &st, o.gen_tokens, o.valid_tokens, o.longest_tokens, 1, 1, &b);
-        tg += a.time_s;
-        tc += b.time_s;
-        eg += a.energy_j;
-        ec += b.energy_j;
-        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
-        while (eerl_ctl_events(ctl, evs, 64) > 0)
-            if (verbose())
-                synth_print_event(&evs[0]);
-    }
-    out->whole_loss = 1 - tg / tc;
-    out->whole_e = ec / eg;
-    eerl_ctl_free(ctl);
-}
-
 /* When every phase slows over the run for reasons the token work does not show, the governor
  * predictor falls behind and each update's measured time runs above its prediction. The probes
  * measure that error; where it is clear, the run's account charges each update against the
@@ -417,9 +384,16 @@ static void test_account_corrects_the_predictors_drift(void **state)
         double e = 0;
 
         for (seed = 1; seed <= 6; seed++) {
+            eerl_ctl_config c;
             struct outcome o;
+            struct synth s;
 
-            run_time_drift(modes[m], 0.0005, seed, 150, &o);
+            cfg_for(modes[m], EERL_STRATEGY_EERL, &c);
+            c.expected_updates = 150;
+            synth_init(&s, modes[m], seed);
+            s.t_drift = 0.0005; /* every phase time grows 0.05% per update from update 10 */
+            s.drift_from = 10;
+            run_stream(&s, &c, 150, &o);
             if (verbose())
                 printf("%s seed %llu: whole loss %.4f e %.4f\n", eerl_mode_name(modes[m]),
                        (unsigned long long)seed, o.whole_loss, o.whole_e);

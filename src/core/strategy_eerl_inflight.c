@@ -17,16 +17,19 @@
  *   usable updates; the carried-over update after each change is left out by the controller).
  *   A move that falls short goes back and halves that group's step; below half the grid
  *   (training: below the grid, its energy curve is flat near its best clock) the group is done;
- *   both done = lock. No governor updates between moves.
+ *   both done = lock. No governor updates between moves. With the pools' arrivals reported, a
+ *   training step that a model of training's arrival over generation's (through the governor's
+ *   and the last passing training setting's) puts past generation is not tried.
  * - Run-level budget: as the eerl strategy (strategy_eerl.c): every update adds its time minus
  *   the governor time of its work at the governor rate to one account, and the loss a setting
  *   may run at keeps the whole run, to the expected end, within allowed_loss - budget_margin.
  * - After lock, governor blocks are sized and timed from what is measured instead of fixed:
  *   windows of 20 usable updates at the lock are checked against the budget (a setting that
- *   falls behind raises generation one half-grid step, one well inside it lets generation search
- *   on with half-grid steps); a governor block of 4 updates runs only when the locked setting's
- *   own rate moves by more than the noise explains (the reference may have moved with it) or
- *   150 usable updates have passed, and it refreshes the reference.
+ *   falls behind raises generation one half-grid step, or training when generation is at the
+ *   peak; one well inside it lets generation search on with half-grid steps); a governor block
+ *   of 4 updates runs only when the locked setting's own rate moves by more than the noise
+ *   explains (the reference may have moved with it) or 150 usable updates have passed, and it
+ *   refreshes the reference.
  * Owns only its state struct. */
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +67,12 @@ struct ei_st {
     /* the current block (a move, a monitoring window or a governor block) */
     unsigned n;
     double bn, bt, be;
+    unsigned b_arr;  /* of the block's updates, those with pool arrivals */
+    double bag, bat; /* and the sums of their generation and training arrivals */
+    /* training's arrival (its busy time) over generation's, at the governor and at the last
+     * training setting that passed (f_pass, MHz; 0 before one has) */
+    double q_gov, q_pass;
+    unsigned f_pass;
     double prev_epn; /* energy per valid token of the setting the move came from */
     unsigned prev_n;
     /* the run-level account */
@@ -120,6 +129,8 @@ static void block_reset(struct ei_st *st)
 {
     st->n = 0;
     st->bn = st->bt = st->be = 0;
+    st->b_arr = 0;
+    st->bag = st->bat = 0;
 }
 
 static void apply(struct ei_st *st, const eerl_setting *s, eerl_setting *next)
@@ -171,8 +182,8 @@ static double block_se(double c4, double gam, double n)
 /* Governor rate, energy per token and the noise of their block means from the references. */
 static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
 {
-    double sn = 0, stt = 0, se = 0;
-    size_t i, n = ctl->ref_n;
+    double sn = 0, stt = 0, se = 0, ag = 0, at = 0;
+    size_t i, n = ctl->ref_n, na = 0;
 
     if (n < 6)
         return EERL_ESTATE;
@@ -181,7 +192,13 @@ static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
         sn += o->valid_tokens;
         stt += o->time_s;
         se += o->energy_j;
+        if (o->flags & EERL_OBS_ARRIVALS) {
+            ag += o->arrival_s[EERL_POOL_GEN];
+            at += o->arrival_s[EERL_POOL_TRAIN];
+            na++;
+        }
     }
+    st->q_gov = na && ag > 0 ? at / ag : 0;
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
     st->rate_g = sn / stt;
@@ -208,6 +225,26 @@ static void lock_now(struct eerl_ctl *ctl, struct ei_st *st, const char *why)
                    eerl__setting_str(&st->cur, b, sizeof(b)), why);
 }
 
+/* In-flight the training pool mostly waits for the next batch, so a training clock at which its
+ * busy time would outlast generation's costs rate (on the twin a step to 540 MHz cost a third of
+ * it). Training's arrival over generation's (a ratio, so that the work's growth over the run
+ * cancels) is modelled as a + b / f through its governor value and the last passing training
+ * setting's; a step the model puts past 1 (training arriving last) is not tried. Without
+ * arrivals, or before a training setting below the peak has passed (one point cannot tell how
+ * much of training's time follows the clock), nothing is skipped. */
+static int past_the_wait(const struct eerl_ctl *ctl, const struct ei_st *st, unsigned mhz)
+{
+    double f0 = (double)ctl->peak, f1 = (double)st->f_pass, f = (double)eerl__ctl_eff(ctl, mhz);
+    double b;
+
+    if (st->q_gov <= 0 || st->f_pass == 0 || f1 >= f0 || st->q_pass <= 0)
+        return 0;
+    b = (st->q_pass - st->q_gov) / (1 / f1 - 1 / f0);
+    if (b < 0)
+        b = 0;
+    return st->q_gov + b * (1 / f - 1 / f0) > 1;
+}
+
 /* The next move down of the group being searched (training, then generation); locks when both
  * are done. */
 static void move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
@@ -226,7 +263,8 @@ static void move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
          * a test each for next to nothing. */
         while (st->step[g] >= (g == EERL_GROUP_TRAIN ? 2 * min_step : min_step)) {
             if (eerl__ctl_step(ctl, st->cur.mhz[g], -(int)st->step[g], &c) == 0 &&
-                eerl__ctl_eff(ctl, c) > st->floor_[g]) {
+                eerl__ctl_eff(ctl, c) > st->floor_[g] &&
+                !(g == EERL_GROUP_TRAIN && past_the_wait(ctl, st, c))) {
                 eerl_setting s = st->cur;
 
                 s = eerl__ctl_setting(ctl, g == EERL_GROUP_GEN ? c : s.mhz[EERL_GROUP_GEN],
@@ -328,6 +366,10 @@ static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *nex
     } else {
         st->prev_epn = epn;
         st->prev_n = st->n;
+        if (g == EERL_GROUP_TRAIN && st->b_arr == st->n) {
+            st->f_pass = eerl__ctl_eff(ctl, st->cur.mhz[EERL_GROUP_TRAIN]);
+            st->q_pass = st->bag > 0 ? st->bat / st->bag : 0;
+        }
     }
     move(ctl, st, next);
 }
@@ -353,9 +395,16 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
         st->lock_rate = rate;
     if (slow) {
         unsigned c;
-        if (eerl__ctl_step(ctl, st->cur.mhz[EERL_GROUP_GEN], (int)(ctl->cfg.grid_mhz / 2), &c) ==
-            0) {
-            eerl_setting s = eerl__ctl_setting(ctl, c, st->cur.mhz[EERL_GROUP_TRAIN]);
+        /* Generation is raised; with it at the peak already, training (the lock's only cost
+         * then: raising generation further changed nothing, and the account kept falling). */
+        int g = eerl__ctl_eff(ctl, st->cur.mhz[EERL_GROUP_GEN]) < ctl->peak ? EERL_GROUP_GEN
+                                                                            : EERL_GROUP_TRAIN;
+
+        if (eerl__ctl_eff(ctl, st->cur.mhz[g]) < ctl->peak &&
+            eerl__ctl_step(ctl, st->cur.mhz[g], (int)(ctl->cfg.grid_mhz / 2), &c) == 0) {
+            eerl_setting s =
+                eerl__ctl_setting(ctl, g == EERL_GROUP_GEN ? c : st->cur.mhz[EERL_GROUP_GEN],
+                                  g == EERL_GROUP_TRAIN ? c : st->cur.mhz[EERL_GROUP_TRAIN]);
             apply(st, &s, next);
             st->lock_rate = 0;
             ctl->locked_setting = st->cur;
@@ -505,6 +554,11 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     st->bn += obs->valid_tokens;
     st->bt += obs->time_s;
     st->be += obs->energy_j;
+    if (obs->flags & EERL_OBS_ARRIVALS) {
+        st->b_arr++;
+        st->bag += obs->arrival_s[EERL_POOL_GEN];
+        st->bat += obs->arrival_s[EERL_POOL_TRAIN];
+    }
     if (st->phase == EI_GOV) {
         eerl__ctl_ref_add(ctl, obs);
         if (st->n < EI_GOV_N) {

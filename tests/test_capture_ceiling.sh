@@ -45,4 +45,7 @@ expect_in "$tmp/err" "--governor 60" "capture-ceiling: too many governor updates
 "$tool" "${args[@]}" --margins 0,x >"$tmp/out" 2>"$tmp/err"
 expect_rc 2 $? "capture-ceiling --margins 0,x"
 expect_in "$tmp/err" "--margins '0,x'" "capture-ceiling: a bad margin list is named"
+"$tool" "${args[@]}" --eerl "$tmp/nope" >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --eerl $tmp/nope"
+expect_in "$tmp/err" "--eerl $tmp/nope: no eerl program there" "capture-ceiling: a missing eerl is named"
 exit $((fails > 0))

@@ -94,12 +94,11 @@ static void bias(const struct ee_st *st, double *bt, double *be)
 static double account_bias(const struct ee_st *st)
 {
     unsigned i, n = st->n_bias < EE_BIAS_N ? st->n_bias : EE_BIAS_N;
-    double m = 0, v = 0;
+    double m, me, v = 0;
 
     if (n < 3)
         return 0;
-    for (i = 0; i < n; i++)
-        m += st->bias_t[i] / n;
+    bias(st, &m, &me); /* the same mean the loss estimates are corrected by */
     for (i = 0; i < n; i++)
         v += (st->bias_t[i] - m) * (st->bias_t[i] - m) / (n - 1);
     return fabs(m) > 2 * sqrt(v / n) ? m : 0;

@@ -22,8 +22,10 @@ RUNS = {"colocated-graph": 60, "colocated-eager": 60, "disaggregated": 30,
         "colocated-aligned": 60, "colocated-packed": 60, "colocated-p80": 50,
         "colocated-once": 30, "colocated-long": 60, "colocated-p80-gc": 60,
         "colocated-p120": 40, "colocated-p200-s0": 28, "colocated-p200-s1": 28,
-        "colocated-p200-s2": 27, "colocated-p200-s3": 27}
-P200 = ["colocated-p200-s%d" % k for k in range(4)]
+        "colocated-p200-s2": 27, "colocated-p200-s3": 27, "colocated-p200-s4": 27,
+        "colocated-p200-s5": 27, "colocated-p200-s6": 28, "colocated-p200-s7": 28,
+        "colocated-p200-s8": 28, "colocated-p200-s9": 28}
+P200 = ["colocated-p200-s%d" % k for k in range(10)]
 
 
 def load(run):
@@ -98,7 +100,9 @@ def test_summary_meter_rows_match_the_raw_files(run):
     assert float(full.group(2)) == pytest.approx(median(dev), abs=0.06)
     assert float(full.group(3)) == pytest.approx(max(dev), abs=0.06)
     assert float(full.group(2)) <= float(full.group(3))
-    assert -1.0 <= float(full.group(4)) < 0  # adjacent updates' differences pull opposite ways
+    # adjacent updates' differences pull opposite ways; in colocated-p200-s6 hardly (0.02,
+    # docs/validation.md)
+    assert -1.0 <= float(full.group(4)) < (0.05 if run == "colocated-p200-s6" else 0)
     assert "| generation |" in r.stdout and "sw_power_cap" in r.stdout
     if run == "disaggregated":
         assert "| training (GPU 1) |" in r.stdout
@@ -174,17 +178,19 @@ def test_forward_test_on_the_current_workload(run, blocks):
 
 
 def test_forward_test_pooled_over_the_p200_runs():
-    """The four 1600-sequence runs (two machines, GPUs 0 and 1) pooled, as docs/validation.md
-    reports them: 14 blocks; the goal's second half holds pooled and in every run."""
+    """The ten 1600-sequence runs (five machines, GPUs 0 and 1) pooled, as docs/validation.md
+    reports them: 32 blocks; the goal holds pooled (token-work's median throughput error at most
+    0.6% and at most half of the constant's), and its second half in every run."""
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json"] +
                        [os.path.join(DATA, run, "trace.jsonl") for run in P200],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     p = out["pooled"]
-    assert p["blocks"] == 14 and p["predictions"] == 42
+    assert p["blocks"] == 32 and p["predictions"] == 96
     runs = out["traces"]
-    assert [t["blocks"] for t in runs] == [4, 4, 3, 3]
+    assert [t["blocks"] for t in runs] == [4, 4] + [3] * 8
+    assert p["token_work"]["throughput_median_pct"] <= 0.6
     for t in runs + [p]:
         tw, const = t["token_work"], t["constant"]
         assert tw["throughput_median_pct"] <= 0.5 * const["throughput_median_pct"]

@@ -1,5 +1,6 @@
 """What the framework integrations share: turning a framework's nested, named timers into eerl
-phases, and keeping a framework run alive when eerl fails.
+phases, keeping a framework run alive when eerl fails, and failing loudly when the hook sees
+nothing.
 
 PhaseDriver owns no eerl handle; it borrows a Session (or anything with phase_begin/phase_end).
 Only the outermost mapped timer is a phase: a framework's timers nest ("step" > "gen", or
@@ -10,19 +11,109 @@ eerl pool is in one phase at a time. An optional base phase runs whenever no map
 Errors: a hook runs inside the framework's loop. strict=True lets an EerlError propagate (and
 stop the run); strict=False (the default) turns it into one RuntimeWarning per distinct message
 and counts it (errors), so a clock-control failure never kills a multi-day run silently or loudly.
+
+Failing loudly (every integration does both):
+
+    fw = Framework("verl", dist="verl", hooks="verl's marked_timer stages", doc="docs/integrations/verl.md")
+    fw.require({"verl.trainer.ppo.ray_trainer.marked_timer": hasattr(m, "marked_timer"), ...})
+        # in install(): raises IntegrationError naming the framework, its version and every
+        # hook point that is absent (any_of=True: only when all of them are)
+    driver = PhaseDriver(session, strict=strict, framework=fw, expect=("generation",))
+    driver.update_end(generated_tokens=G, valid_tokens=N, longest_response=L, policy_version=v)
+        # ends open phases, records the update, then checks it: an update in which no hooked
+        # timer ran (or one of expect did not) raises IntegrationError (strict) or warns once
+        # (RuntimeWarning), naming the framework, its version, what was missing and the
+        # unmapped timer names it did see (a renamed hook point shows there)
+
+The update is recorded before the check raises, so the trace keeps it (as "other" time).
 """
 
+import importlib.metadata
 import warnings
 
 from .._lib import EerlError
 
 
+class IntegrationError(RuntimeError):
+    """An integration found nothing (or not all it needs) to hook, or an update ended without the
+    phases it expected. framework: the name ("TRL"); version: the installed version; missing:
+    what was absent, in words (a list)."""
+
+    def __init__(self, message, framework=None, version=None, missing=()):
+        RuntimeError.__init__(self, message)
+        self.framework = framework
+        self.version = version
+        self.missing = list(missing)
+
+
+def version_of(dist, module=None):
+    """The installed version of distribution dist ("trl"), else module.__version__, else
+    "(version unknown)"."""
+    try:
+        return importlib.metadata.version(dist)
+    except Exception:
+        pass
+    v = getattr(module, "__version__", None)
+    return str(v) if v else "(version unknown)"
+
+
+class Framework:
+    """Who an integration hooks, for its refusals and warnings.
+
+    name: what a user calls it ("TRL"); dist: its distribution name, for the version (or pass
+    version=); hooks: what the integration hooks, in words ("TRL's ProfilingContext blocks");
+    tested: the version(s) the integration is tested against; doc: where its page is."""
+
+    def __init__(self, name, dist=None, module=None, version=None, hooks="", tested="", doc=""):
+        self.name = name
+        self.version = version if version is not None else (
+            version_of(dist, module) if dist else "(version unknown)")
+        self.hooks = hooks
+        self.tested = tested
+        self.doc = doc
+
+    def __str__(self):
+        return "%s %s" % (self.name, self.version)
+
+    def _known(self):
+        parts = []
+        if self.tested:
+            parts.append("the integration is tested against %s %s" % (self.name, self.tested))
+        if self.doc:
+            parts.append("see %s" % self.doc)
+        return ("; ".join(parts) + ".") if parts else ""
+
+    def refuse(self, missing, what="has no"):
+        """Raises IntegrationError: "<name> <version> has no <missing, ...>: ..."."""
+        missing = [missing] if isinstance(missing, str) else list(missing)
+        raise IntegrationError("eerl: %s %s %s: there is nothing for eerl to hook there. %s"
+                               % (self, what, ", ".join(missing), self._known()),
+                               self.name, self.version, missing)
+
+    def require(self, hooks, any_of=False):
+        """hooks: {hook point, in words: present (bool)}. Refuses (IntegrationError) when one is
+        absent, or with any_of=True when every one is."""
+        absent = [k for k, ok in hooks.items() if not ok]
+        if absent and (not any_of or len(absent) == len(hooks)):
+            self.refuse(absent)
+
+
 class PhaseDriver:
-    def __init__(self, session, strict=False):
+    """Timers -> phases for one session. framework (a Framework) and expect (phases every update
+    must contain) turn on the per-update check of update_end(); without a framework only "no
+    phase at all" is checked, and named as "the framework"."""
+
+    def __init__(self, session, strict=False, framework=None, expect=()):
         self.session = session
         self.strict = strict
+        self.framework = framework
+        self.expect = tuple(expect)
         self.errors = 0
+        self.blind_updates = 0  # updates that ended without a hooked phase (or an expected one)
         self._seen = set()
+        self._update_seen = set()  # phases whose timers ran in this update
+        self._unmapped = []  # timer labels seen in this update that map to no phase (first 8)
+        self._updates = 0
         self._stack = []  # (label, phase or None, owner: True when this entry began the phase)
         self._active = None  # phase name now begun by us (outermost mapped), or None
         self._active_pool = None
@@ -63,6 +154,10 @@ class PhaseDriver:
     def enter(self, label, phase, pool=None):
         """A framework timer named label starts; phase is its eerl phase or None (not ours);
         pool: the pool that runs it (None: the session's default for the phase)."""
+        if phase is not None:
+            self._update_seen.add(phase)
+        elif len(self._unmapped) < 8 and label not in self._unmapped:
+            self._unmapped.append(label)
         owner = False
         if phase is not None and self._base_on and phase == self._base and self._active is None:
             owner = "base"  # already running as the base phase: it covers what nests inside
@@ -104,6 +199,54 @@ class PhaseDriver:
             self._base_on = False
         self._base = phase
         self._resume_base()
+
+    def saw(self, phase):
+        """Records that the framework ran phase in this update without a timer enter()ed here
+        (a phase the integration begins itself on a framework signal)."""
+        self._update_seen.add(phase)
+
+    # ---- update end and its check ---------------------------------------------------------
+
+    def update_end(self, **kwargs):
+        """Ends every open phase, calls session.update_end(**kwargs) under the error policy, then
+        check_update(). Returns what session.update_end returned (None on an eerl error)."""
+        self.set_base(None)
+        self.close_all()
+        r = self.call(self.session.update_end, **kwargs)
+        self.check_update()
+        return r
+
+    def check_update(self):
+        """Checks the update just ended and starts the next one's record: no hooked phase seen,
+        or an expected phase missing, raises IntegrationError (strict) or warns once per distinct
+        finding (RuntimeWarning) and counts blind_updates."""
+        self._updates += 1
+        seen, unmapped = self._update_seen, self._unmapped
+        self._update_seen, self._unmapped = set(), []
+        fw = self.framework
+        who = str(fw) if fw is not None else "the framework"
+        if not seen:
+            missing = [fw.hooks if fw is not None and fw.hooks else "any hooked timer"]
+            found = "no phase seen: none of %s ran" % missing[0]
+        else:
+            missing = [p for p in self.expect if p not in seen]
+            if not missing:
+                return
+            found = "no %s phase seen (saw %s)" % (" or ".join(missing), ", ".join(sorted(seen)))
+        self.blind_updates += 1
+        msg = ("eerl: update %d ended with %s in %s, so eerl counted that time as other. Timers "
+               "seen that map to no phase: %s. %s Map the names this version uses with "
+               "install(..., phases={name: phase})."
+               % (self._updates, found, who, ", ".join(unmapped) if unmapped else "none",
+                  fw._known() if fw is not None else ""))
+        if self.strict:
+            raise IntegrationError(msg, fw.name if fw else None, fw.version if fw else None,
+                                   missing)
+        key = ("blind",) + tuple(missing)
+        if key not in self._seen:
+            self._seen.add(key)
+            warnings.warn(msg + " (strict=True makes this fatal; warned once)", RuntimeWarning,
+                          stacklevel=3)
 
     @property
     def active(self):

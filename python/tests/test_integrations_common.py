@@ -1,0 +1,64 @@
+"""The fail-loudly rules every integration shares (eerl.integrations._common): install refuses a
+framework with nothing to hook; an update with no hooked phase raises (strict) or warns once."""
+
+import warnings
+
+import pytest
+
+from conftest import RecordingSession
+
+from eerl.integrations._common import Framework, IntegrationError, PhaseDriver, version_of
+
+
+def test_require_names_the_framework_its_version_and_what_is_missing():
+    fw = Framework("Acme", version="9.9", tested="1.0", doc="docs/integrations/acme.md")
+    fw.require({"acme.timer": True})
+    with pytest.raises(IntegrationError) as e:
+        fw.require({"acme.timer": True, "acme.Trainer.step": False})
+    msg = str(e.value)
+    assert "Acme 9.9 has no acme.Trainer.step" in msg and "tested against Acme 1.0" in msg
+    assert e.value.framework == "Acme" and e.value.version == "9.9"
+    assert e.value.missing == ["acme.Trainer.step"]
+    fw.require({"a": False, "b": True}, any_of=True)
+    with pytest.raises(IntegrationError, match="has no a, b"):
+        fw.require({"a": False, "b": False}, any_of=True)
+
+
+def test_version_of_reads_the_installed_distribution():
+    assert version_of("pytest") == pytest.__version__
+    assert version_of("no-such-distribution-eerl") == "(version unknown)"
+
+
+def test_an_update_without_phases_warns_once_and_is_still_recorded():
+    s = RecordingSession()
+    d = PhaseDriver(s, framework=Framework("Acme", version="9.9", hooks="Acme's step timers"))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        d.enter("acme.renamed_gen", None)
+        d.exit("acme.renamed_gen")
+        d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2)
+        d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2)
+        d.enter("gen", "generation")
+        d.exit("gen")
+        d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2)
+    msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
+    assert len(msgs) == 1, msgs
+    assert "update 1 ended with no phase seen: none of Acme's step timers ran in Acme 9.9" in msgs[0]
+    assert "acme.renamed_gen" in msgs[0]
+    assert len(s.updates) == 3 and d.blind_updates == 2
+
+
+def test_strict_raises_after_recording_and_expect_names_the_missing_phase():
+    s = RecordingSession()
+    d = PhaseDriver(s, strict=True, framework=Framework("Acme", version="9.9"),
+                    expect=("generation",))
+    d.enter("train", "training")
+    d.exit("train")
+    with pytest.raises(IntegrationError, match="no generation phase seen") as e:
+        d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2)
+    assert e.value.missing == ["generation"]
+    assert len(s.updates) == 1  # recorded before the check raised
+    d.set_base("training")  # a base phase is not a hooked phase
+    with pytest.raises(IntegrationError, match="no phase seen"):
+        d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2)
+    assert s.phases() == ["training", "|", "training", "|"]

@@ -27,6 +27,10 @@ os.environ["EERL_NVML_LIBRARY"] = FAKE_NVML
 EERL_BIN = os.environ.get("EERL_BIN") or os.path.join(BUILD, "eerl")
 # The tests never talk to a real eerld unless they start one.
 os.environ.pop("EERL_SOCKET", None)
+# Nothing is downloaded: the tests build their models and tokenizers locally.
+for _v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    os.environ.setdefault(_v, "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
 def gpu(i, power_mw=300000):

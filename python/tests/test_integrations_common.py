@@ -43,7 +43,8 @@ def test_an_update_without_phases_warns_once_and_is_still_recorded():
         d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2)
     msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
     assert len(msgs) == 1, msgs
-    assert "update 1 ended with no phase seen: none of Acme's step timers ran in Acme 9.9" in msgs[0]
+    assert "update 1 ended with no phase seen: none of Acme's step timers ran" in msgs[0]
+    assert "in Acme 9.9" in msgs[0]
     assert "acme.renamed_gen" in msgs[0]
     assert len(s.updates) == 3 and d.blind_updates == 2
 

@@ -1,104 +1,279 @@
-"""The TRL hook against the TRL/transformers stand-ins: update boundaries from the callback,
-phases from ProfilingContext, G/N/L from _generate_and_score_completions, logs, uninstall."""
+"""eerl.integrations.trl against the real TRL (the release pinned in python/requirements/test.in):
+GRPOTrainer runs for a few optimizer steps on the CPU with a tiny randomly initialised Llama built
+from a config and a word-level tokenizer built here (nothing is downloaded), hooked exactly as
+docs/integrations/trl.md tells a user. What TRL did is recorded beside eerl (its profiling blocks,
+its generation tensors), and eerl's phases, G/N/L and trace are checked against it.
+
+The vLLM engine cannot be installed here (it needs CUDA): one test gives TRL's own vLLM code path
+(sync_weights, vLLM.generate) a small engine object that generates with the same model."""
 
 import json
+import os
+import subprocess
+import sys
+import warnings
 
 import pytest
 
-from conftest import RecordingSession
+from conftest import HERE, RecordingSession, child_env
 
 import eerl
 from eerl.integrations import trl as eerl_trl
-from trl.extras import profiling
-from trl.trainer.grpo_trainer import GRPOTrainer
-from transformers import TrainingArguments
+from eerl.integrations._common import IntegrationError
 
-GENS = [[3, 5, 20, 7], [1, 2, 3, 4], [10, 10, 2, 30]]  # max_completion_length 16 cuts 20 and 30
+torch = pytest.importorskip("torch")
+trl = pytest.importorskip("trl")
+transformers = pytest.importorskip("transformers")
+datasets = pytest.importorskip("datasets")
+
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from trl.extras import profiling  # noqa: E402
+from trl.trainer import grpo_trainer as grpo_module  # noqa: E402
+
+sys.path.insert(0, HERE)
+import trl_tiny  # noqa: E402
 
 
-def test_phases_and_work_per_optimizer_step():
-    s = RecordingSession()
-    t = GRPOTrainer(GENS, args=TrainingArguments(max_steps=3, gradient_accumulation_steps=2))
-    hook = eerl_trl.install(s, t)
+def test_the_real_packages_are_imported():
+    # stubs/ is first on sys.path (conftest): TRL and transformers must come from the venv.
+    for m in (trl, transformers, profiling):
+        assert "site-packages" in m.__file__, m.__file__
+    assert trl.__version__ == eerl_trl.TESTED
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return trl_tiny.build_model(str(tmp_path_factory.mktemp("tiny")))
+
+
+def per_update(calls):
+    out, cur = [], []
+    for c in calls:
+        if c == "|":
+            out.append(cur)
+            cur = []
+        else:
+            cur.append(c)
+    assert cur == [], "phases after the last update end: %s" % cur
+    return out
+
+
+def test_grpo_trainer_phases_work_eval_and_trace(model_dir, node, tmp_path, monkeypatch):
+    # 3 optimizer steps of 2 micro-batches, a reference model (beta > 0), evaluation every 2 steps.
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=3, eval_steps=2)
+    rec = trl_tiny.Record(trainer, monkeypatch)
+    # The lines docs/integrations/trl.md gives (one process: it is the main one).
+    trace = str(tmp_path / "eerl-run.jsonl")
+    session = None
+    if trainer.accelerator.is_main_process:
+        session = eerl.Session(mode="colocated", pools={"generation": [0], "training": [0]},
+                               trace=trace, observe_only=True)
+    spy = trl_tiny.Spy(session)
+    hook = eerl_trl.install(spy, trainer)
     try:
-        t.train()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no eerl warning in a good run
+            trainer.train()
     finally:
         hook.uninstall()
-    # training (step begins) | _prepare_inputs: refit, generation, ref log-probs | training
-    # (compute_loss, backward) | the second micro-batch's _prepare_inputs (other: reuses the
-    # generation) | training (its compute_loss, backward, the optimizer step) | update end
-    one = ["training", "refit", "generation", "logprob", "training", "training", "|"]
-    assert s.phases() == one * 3
-    # N: tokens up to and including EOS of untruncated completions; G: every generated token
-    assert s.updates[0] == (3 + 5 + 16 + 7 + 3, 4 + 6 + 8, 16.0, None)
-    assert s.updates[1] == (2 + 3 + 4 + 5, 2 + 3 + 4 + 5, 5.0, None)
-    assert s.updates[2] == (11 + 11 + 3 + 16, 11 + 11 + 3, 16.0, None)
-    assert t.state.log_history[-1]["eerl/observed"] == 3
+        session.close()
+
+    phases = per_update(spy.calls)
+    print("phases per update:", phases)
+    assert len(phases) == 3 == trainer.state.global_step == len(rec.steps)
+    # What TRL did in each step: the train-mode blocks eerl maps, at the top of each
+    # _prepare_inputs (the first micro-batch generates and scores; the second reuses it).
+    for step, got in zip(rec.steps, phases):
+        want = ["training"]
+        for blocks in step:
+            want += [eerl_trl.PHASES[b] for b in blocks] + ["training"]
+        assert got == want
+    assert phases[0] == ["training", "generation", "logprob", "training", "training"]
+    # Evaluation ran (after step 2) and generated in eval mode; it is in no update's work.
+    assert rec.eval_generate_blocks >= 1 and hook.eval_generations >= 1
+    assert hook.generations == 3 == len(rec.gens)
+    # G/N/L from TRL's own tensors of each train-mode generation.
+    for w, g in zip(spy.work, rec.gens):
+        assert (w["generated_tokens"], w["valid_tokens"], w["longest_response"]) == (
+            g["G"], g["N"], g["L"])
+    # One trace line per update, with that work and time in the phases eerl marked.
+    ups = [json.loads(l) for l in open(trace) if '"type":"update"' in l.replace(" ", "")]
+    assert len(ups) == 3
+    for u, g, ph in zip(ups, rec.gens, phases):
+        assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == (g["G"], g["N"], g["L"])
+        marked = {p for p, v in u["phases"].items() if p != "other" and v["time_s"] > 0}
+        assert marked == set(ph)
+    # eerl's figures in TRL's own log entries (averaged since the last entry, as TRL does).
+    logged = [h for h in trainer.state.log_history if "eerl/observed" in h]
+    assert len(logged) == 3 and logged[-1]["eerl/observed"] == 3
 
 
-def test_transformers_generate_path_and_reused_generations():
+def test_generate_batch_path(model_dir, tmp_path, monkeypatch):
+    # transformers' continuous batching (generate_batch), no reference model (beta = 0).
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.0,
+                               use_transformers_continuous_batching=True)
+    rec = trl_tiny.Record(trainer, monkeypatch)
     s = RecordingSession()
-    t = GRPOTrainer(GENS[:2], args=TrainingArguments(max_steps=2, gradient_accumulation_steps=1),
-                    use_vllm=False, beta=0.0)
-    hook = eerl_trl.install(s, t)
+    hook = eerl_trl.install(s, trainer)
     try:
-        t.train()
+        trainer.train()
     finally:
         hook.uninstall()
-    assert s.phases() == ["training", "generation", "training", "|"] * 2
-    assert [u[1] for u in s.updates] == [18.0, 14.0]
+    assert rec.steps == [[["transformers.generate_batch"], []]] * 2
+    assert s.phases() == ["training", "generation", "training", "training", "|"] * 2
+    assert [(u[0], u[1], u[2]) for u in s.updates] == [(g["G"], g["N"], g["L"]) for g in rec.gens]
 
 
-def test_a_step_without_generation_merges_into_the_next_update():
+def test_vllm_path_sync_weights_is_refit(model_dir, tmp_path, monkeypatch):
+    # TRL's vLLM code path with a stand-in engine: sync_weights when the step changed, then
+    # vLLM.generate; with importance-sampling correction TRL computes the old log-probs.
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.1)
+    trl_tiny.use_standin_vllm(trainer)
+    rec = trl_tiny.Record(trainer, monkeypatch)
     s = RecordingSession()
-    t = GRPOTrainer(GENS, args=TrainingArguments(max_steps=3, gradient_accumulation_steps=1))
-    hook = eerl_trl.install(s, t)
+    hook = eerl_trl.install(s, trainer)
     try:
-        t.train()
+        trainer.train()
     finally:
         hook.uninstall()
-    assert len(s.updates) == 3
-    assert hook.generations == 3
+    assert rec.steps == [[["sync_weights", "vLLM.generate", "_get_per_token_logps_and_entropies",
+                           "_get_per_token_logps_and_entropies"], []]] * 2
+    one = ["training", "refit", "generation", "logprob", "logprob", "training", "training", "|"]
+    assert s.phases() == one * 2
+    assert [(u[0], u[1], u[2]) for u in s.updates] == [(g["G"], g["N"], g["L"]) for g in rec.gens]
 
 
-def test_uninstall_restores_trl():
+def test_n_honours_the_env_and_tool_mask(model_dir, tmp_path, monkeypatch):
+    # A rollout_func returning env_mask (TRL treats it as tool_mask: 0 = tokens the model did not
+    # generate): N = TRL's loss mask (completion_mask x tool_mask), G = the model's tokens.
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.0,
+                               rollout_func=trl_tiny.rollout_with_env_tokens,
+                               mask_truncated_completions=True)
+    rec = trl_tiny.Record(trainer, monkeypatch)
+    s = RecordingSession()
+    hook = eerl_trl.install(s, trainer)
+    try:
+        trainer.train()
+    finally:
+        hook.uninstall()
+    assert s.phases() == ["training", "generation", "training", "training", "|"] * 2
+    for u, g in zip(s.updates, rec.gens):
+        assert g["tool_tokens"] > 0 and g["N"] < g["all_completion_tokens"]
+        assert (u[0], u[1], u[2]) == (g["G"], g["N"], g["L"])
+
+
+def test_a_renamed_generation_block_warns_once_or_stops_when_strict(model_dir, tmp_path,
+                                                                    monkeypatch):
+    # A TRL whose generation block is named differently: the hook cannot tell at install; the
+    # first update says what was missing and which unmapped blocks it saw.
+    orig = grpo_module.profiling_context
+
+    def renamed(trainer, name):
+        return orig(trainer, "hf.generate" if name == "transformers.generate" else name)
+
+    monkeypatch.setattr(grpo_module, "profiling_context", renamed)
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "a"), max_steps=2, beta=0.0)
+    s = RecordingSession()
+    hook = eerl_trl.install(s, trainer)
+    try:
+        with pytest.warns(RuntimeWarning) as w:
+            trainer.train()
+    finally:
+        hook.uninstall()
+    msgs = [str(x.message) for x in w if "no generation phase" in str(x.message)]
+    assert len(msgs) == 1, [str(x.message) for x in w]
+    assert "TRL %s" % trl.__version__ in msgs[0] and "hf.generate" in msgs[0]
+    assert len(s.updates) == 2 and hook.driver.blind_updates == 2
+
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "b"), max_steps=2, beta=0.0)
+    s = RecordingSession()
+    hook = eerl_trl.install(s, trainer, strict=True)
+    try:
+        with pytest.raises(IntegrationError, match="update 1 ended with no generation phase"):
+            trainer.train()
+    finally:
+        hook.uninstall()
+    assert len(s.updates) == 1  # recorded before the check stopped the run
+    # The user's way out: map the name this TRL uses.
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "c"), max_steps=1, beta=0.0)
+    s = RecordingSession()
+    hook = eerl_trl.install(s, trainer, strict=True, phases={"hf.generate": "generation"})
+    try:
+        trainer.train()
+    finally:
+        hook.uninstall()
+    assert s.phases() == ["training", "generation", "training", "training", "|"]
+
+
+def test_missing_hook_points_are_refused_naming_the_version(model_dir, tmp_path, monkeypatch):
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=1)
+    s = RecordingSession()
+    with monkeypatch.context() as m:
+        m.delattr(profiling, "ProfilingContext")
+        with pytest.raises(IntegrationError) as e:
+            eerl_trl.install(s, trainer)
+    assert "TRL %s has no trl.extras.profiling.ProfilingContext" % trl.__version__ in str(e.value)
+    assert e.value.version == trl.__version__
+    with monkeypatch.context() as m:
+        m.delattr(GRPOTrainer, "_generate_and_score_completions")
+        with pytest.raises(IntegrationError, match="has no GRPOTrainer._generate_and_score_compl"):
+            eerl_trl.install(s, trainer)
+    with monkeypatch.context() as m:  # _prepare_inputs no longer profiled
+        m.setattr(GRPOTrainer, "_prepare_inputs", GRPOTrainer._prepare_inputs.__wrapped__)
+        with pytest.raises(IntegrationError, match="a profiled GRPOTrainer._prepare_inputs"):
+            eerl_trl.install(s, trainer)
+    with pytest.raises(IntegrationError, match="has no object._generate_and_score_completions"):
+        eerl_trl.install(s, object())
+    # Nothing was left patched by the refusals.
+    assert profiling.ProfilingContext.__enter__.__module__ == profiling.__name__
+    assert "_generate_and_score_completions" not in vars(trainer) and trainer.callback_handler
+
+
+def test_uninstall_restores_trl(model_dir, tmp_path):
     enter, exit_ = profiling.ProfilingContext.__enter__, profiling.ProfilingContext.__exit__
-    t = GRPOTrainer(GENS)
-    hook = eerl_trl.install(RecordingSession(), t)
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=1)
+    n = len(trainer.callback_handler.callbacks)
+    hook = eerl_trl.install(RecordingSession(), trainer)
     assert profiling.ProfilingContext.__enter__ is not enter
-    assert len(t.callbacks) == 1
+    assert len(trainer.callback_handler.callbacks) == n + 1
     hook.uninstall()
     assert profiling.ProfilingContext.__enter__ is enter
     assert profiling.ProfilingContext.__exit__ is exit_
-    assert t.callbacks == [] and "_generate_and_score_completions" not in vars(t)
+    assert len(trainer.callback_handler.callbacks) == n
+    assert "_generate_and_score_completions" not in vars(trainer)
+    assert eerl_trl.install(None, trainer).uninstall() is None  # the other processes' no-op
+    assert profiling.ProfilingContext.__enter__ is enter
 
 
-def test_not_a_grpo_trainer_is_refused():
-    with pytest.raises(RuntimeError, match="_generate_and_score_completions"):
-        eerl_trl.install(RecordingSession(), object())
-
-
-def test_processes_without_a_session_only_count():
-    t = GRPOTrainer(GENS[:1], args=TrainingArguments(max_steps=1))
-    hook = eerl_trl.install(None, t)
-    try:
-        t.train()
-    finally:
-        hook.uninstall()
-    assert hook.generations == 1 and hook.updates == 0
-
-
-def test_with_a_real_session(node, tmp_path):
-    trace = str(tmp_path / "trl.jsonl")
-    s = eerl.Session(pools={"generation": [0], "training": [0]}, trace=trace, observe_only=True)
-    t = GRPOTrainer(GENS, args=TrainingArguments(max_steps=3, gradient_accumulation_steps=2),
-                    stage_s=0.004)
-    hook = eerl_trl.install(s, t)
-    try:
-        t.train()
-    finally:
-        hook.uninstall()
-        s.close()
-    ups = [json.loads(l) for l in open(trace) if '"update"' in l]
-    assert len(ups) == 3
-    assert t.state.log_history[-1]["eerl/accepted"] == 1
+def test_two_processes_one_controller(model_dir, node, tmp_path):
+    # torchrun, 2 processes on gloo: rank 0 owns the one Session (both GPUs of the node), rank 1
+    # calls the same install(None, trainer); rank 1 is metered by rank 0's session.
+    out = tmp_path / "ranks"
+    out.mkdir()
+    env = child_env(EERL_FAKE_NVML_STATE=node, TRL_TINY_MODEL=model_dir, TRL_TINY_OUT=str(out),
+                    OMP_NUM_THREADS=1)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(trl_tiny.free_port()),
+           os.path.join(HERE, "trl_tiny.py")]
+    p = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    r0 = json.load(open(out / "rank0.json"))
+    r1 = json.load(open(out / "rank1.json"))
+    assert r0["world"] == 2 and r1["world"] == 2
+    # Rank 1 may not hold the session: refused, naming why.
+    assert "must live in TRL's main process" in r1["refused"]
+    phases = per_update(r0["calls"])
+    print("two-process phases per update:", phases)
+    assert phases == [["training", "generation", "logprob", "training", "training"]] * 2
+    ups = [json.loads(l) for l in open(out / "eerl-run.jsonl") if '"update"' in l]
+    run = [json.loads(l) for l in open(out / "eerl-run.jsonl") if '"type": "run"' in l
+           or '"type":"run"' in l]
+    assert len(ups) == 2
+    assert sorted(run[0]["pools"]["generation"]) == [0, 1]
+    # Work summed over both processes' own tensors.
+    for k, u in enumerate(ups):
+        g0, g1 = r0["gens"][k], r1["gens"][k]
+        assert u["work"]["G"] == g0["G"] + g1["G"]
+        assert u["work"]["N"] == g0["N"] + g1["N"]
+        assert u["work"]["L"] == max(g0["L"], g1["L"])

@@ -137,6 +137,19 @@ class PhaseDriver:
                               RuntimeWarning, stacklevel=3)
             return None
 
+    def warn_once(self, msg, missing=(), key=None):
+        """A finding about the framework (not an eerl error): raises IntegrationError (strict) or
+        warns once per distinct key (default: the message)."""
+        fw = self.framework
+        if self.strict:
+            raise IntegrationError(msg, fw.name if fw else None, fw.version if fw else None,
+                                   missing)
+        key = msg if key is None else key
+        if key not in self._seen:
+            self._seen.add(key)
+            warnings.warn(msg + " (strict=True makes this fatal; warned once)", RuntimeWarning,
+                          stacklevel=3)
+
     # ---- phases ---------------------------------------------------------------------------------
 
     def _begin(self, phase, pool=None):
@@ -173,19 +186,21 @@ class PhaseDriver:
         self._stack.append((label, phase, owner))
 
     def exit(self, label):
-        """The timer named label stops (the innermost open one with that label)."""
+        """The timer named label stops (the innermost open one with that label). Returns False
+        when no open timer has that label."""
         for i in range(len(self._stack) - 1, -1, -1):
             if self._stack[i][0] == label:
                 _, phase, owner = self._stack.pop(i)
                 break
         else:
-            return  # a stop we never saw start (the hook was installed mid-timer)
+            return False  # a stop we never saw start (the hook was installed mid-timer)
         if owner == "base":
             self._base_nest = max(0, self._base_nest - 1)
         elif owner:
             self._end(phase, self._active_pool)
             self._active = None
             self._resume_base()
+        return True
 
     def _resume_base(self):
         if self._base is not None and not self._base_on and self._active is None:
@@ -227,26 +242,21 @@ class PhaseDriver:
         who = str(fw) if fw is not None else "the framework"
         if not seen:
             missing = [fw.hooks if fw is not None and fw.hooks else "any hooked timer"]
-            found = "no phase seen: none of %s ran" % missing[0]
+            found = "no phase seen: none of %s ran, so the whole update counted as other" % (
+                missing[0])
         else:
             missing = [p for p in self.expect if p not in seen]
             if not missing:
                 return
-            found = "no %s phase seen (saw %s)" % (" or ".join(missing), ", ".join(sorted(seen)))
+            found = "no %s phase seen (saw %s), so that time counted as another phase" % (
+                " or ".join(missing), ", ".join(sorted(seen)))
         self.blind_updates += 1
-        msg = ("eerl: update %d ended with %s in %s, so eerl counted that time as other. Timers "
-               "seen that map to no phase: %s. %s Map the names this version uses with "
+        msg = ("eerl: update %d ended with %s in %s. Timers seen that map to no phase: %s. "
+               "%s Map the names this version uses with "
                "install(..., phases={name: phase})."
                % (self._updates, found, who, ", ".join(unmapped) if unmapped else "none",
                   fw._known() if fw is not None else ""))
-        if self.strict:
-            raise IntegrationError(msg, fw.name if fw else None, fw.version if fw else None,
-                                   missing)
-        key = ("blind",) + tuple(missing)
-        if key not in self._seen:
-            self._seen.add(key)
-            warnings.warn(msg + " (strict=True makes this fatal; warned once)", RuntimeWarning,
-                          stacklevel=3)
+        self.warn_once(msg, missing, key=("blind",) + tuple(missing))
 
     @property
     def active(self):

@@ -2,73 +2,89 @@
 
     import eerl
     from eerl.integrations import trl as eerl_trl
-    session = eerl.Session(mode="colocated", pools={"generation": [0], "training": [0]},
-                           trace="eerl-run.jsonl")
     trainer = GRPOTrainer(...)
-    hook = eerl_trl.install(session, trainer)       # adds a TrainerCallback, hooks profiling
+    session = None
+    if trainer.accelerator.is_main_process:         # one controller per job: global rank 0
+        session = eerl.Session(mode="colocated", pools={"generation": [0], "training": [0]},
+                               trace="eerl-run.jsonl")
+    hook = eerl_trl.install(session, trainer)       # every process; a no-op where session is None
     trainer.train()
-    hook.uninstall(); session.close()
+    hook.uninstall()
+    if session is not None:
+        session.close()
 
-Hook points, as found in TRL (huggingface/trl: trl/extras/profiling.py at commit
-2400ef4e1a76f4698ea16071f247d60ad1ad1716, trl/trainer/grpo_trainer.py at
-000bb3dbb6e3bd0288068c5ad73bb11e4f69dca1 and the "transformers.generate" context of later
-versions) and transformers' TrainerCallback:
-  * Update boundaries: a TrainerCallback. on_step_begin opens the update (the first micro-batch
-    of an optimizer step), on_step_end (after the optimizer step) ends it.
+Hook points, as found in the TRL release it is tested against (trl 1.16.0 from PyPI:
+trl/extras/profiling.py, trl/trainer/grpo_trainer.py) and transformers' TrainerCallback:
+  * Update boundaries: a TrainerCallback. on_step_begin (before the first micro-batch of an
+    optimizer step) opens the update, on_step_end (after the optimizer step) ends it.
   * Phases: every TRL profiling block is a ProfilingContext named "<TrainerClass>.<name>"
     (profiling_context(self, name) and @profiling_decorator both build one). Its __enter__ and
     __exit__ are wrapped; by name:
-        "vLLM.generate", "transformers.generate", "remote_generate" -> generation
-        "_move_model_to_vllm", "_sync_weights", "weight_sync"       -> refit
-        "_get_per_token_logps", "_get_per_token_logps_and_entropies" -> logprob
-        "compute_loss"                                               -> training
+        "transformers.generate", "transformers.generate_batch", "vLLM.generate" -> generation
+        "sync_weights"                                                          -> refit
+        "_get_per_token_logps_and_entropies"                                    -> logprob
+        "compute_loss"                                                          -> training
     Between on_step_begin and on_step_end, time outside those blocks is training (backward and
     the optimizer step run outside compute_loss), except inside "_prepare_inputs", where it is
-    other (reward functions, decoding). The log-prob calls inside compute_loss are training.
-  * Work: the trainer's _generate_and_score_completions is wrapped (on this trainer instance);
-    from its output N = completion_mask.sum() (the loss mask), G = generated tokens
-    (completion_ids that are not padding, at least N), L = the longest completion. With several
-    processes each process's counts are summed with accelerator.gather (install the hook in
-    every process; pass session=None where there is no session).
+    other (reward functions, tool calls, decoding). Log-prob calls inside compute_loss are
+    training. A block entered while the model is in eval mode (trainer.evaluate(), eval_strategy)
+    is no phase: its time is other and its tokens are not counted.
+  * Work: the trainer's _generate_and_score_completions, wrapped on this trainer instance. After a
+    train-mode call: N = the output's num_items_in_batch (TRL's loss mask, completion_mask x
+    tool_mask, summed over every process), G = TRL's completions/mean_length x the number of
+    completions over every process (tool-result tokens excluded, as TRL counts them), L = TRL's
+    completions/max_length. These are TRL's own figures, already gathered across processes, so the
+    hook needs no collective of its own and only the main process is hooked.
   With the default steps_per_generation (one generation per optimizer step) an eerl update is
   one optimizer step. When a generation is reused for several steps, the steps without a new
   generation are merged into the next update that has one.
 
-Not run against TRL itself (it cannot be installed on the build machine): tested against
-python/tests/stubs/trl and stubs/transformers, stand-ins with the same class names, signatures
-and callback order.
+Fails loudly (_common): install() refuses a TRL without these hook points and a session in a
+process other than the main one; an update that ends without a generation phase warns once
+(strict=True: raises), naming the TRL version and the profiling blocks it saw instead.
 """
 
 import importlib
 
-from ._common import PhaseDriver, numeric_metrics
+from ._common import Framework, IntegrationError, PhaseDriver, numeric_metrics
 
 PHASES = {
-    "vLLM.generate": "generation",
     "transformers.generate": "generation",
-    "remote_generate": "generation",
-    "_move_model_to_vllm": "refit",
-    "_sync_weights": "refit",
-    "weight_sync": "refit",
-    "_get_per_token_logps": "logprob",
+    "transformers.generate_batch": "generation",
+    "vLLM.generate": "generation",
+    "rollout_func": "generation",  # the trainer's rollout_func, wrapped by the hook
+    "sync_weights": "refit",
     "_get_per_token_logps_and_entropies": "logprob",
     "compute_loss": "training",
 }
 CONTAINERS = {"_prepare_inputs"}  # time inside, outside any mapped block, is "other"
+TESTED = "1.16.0"
+DOC = "docs/integrations/trl.md"
 
 
 def _label(context_name):
     return context_name.split(".", 1)[1] if "." in context_name else context_name
 
 
+def framework():
+    """The Framework record of the installed TRL (for messages)."""
+    return Framework("TRL", dist="trl", hooks="TRL's profiling blocks (ProfilingContext)",
+                     tested=TESTED, doc=DOC)
+
+
 class TRLHook:
-    def __init__(self, session, trainer, phases, strict, profiling):
+    """The installed hook (install() returns it). updates: eerl updates ended; generations: the
+    train-mode generations counted; eval_generations: the eval-mode ones left out."""
+
+    def __init__(self, session, trainer, phases, strict, profiling, fw):
         self.session = session
         self.trainer = trainer
         self.phases = dict(phases)
-        self.driver = PhaseDriver(session, strict=strict) if session is not None else None
+        self.framework = fw
+        self.driver = PhaseDriver(session, strict=strict, framework=fw, expect=("generation",))
         self.updates = 0
         self.generations = 0
+        self.eval_generations = 0
         self._work = [0.0, 0.0, 0.0]  # G, N, L since the last update end
         self._in_step = False
         self._containers = 0
@@ -98,30 +114,51 @@ class TRLHook:
         self._orig_gen = orig_gen
 
         def _generate_and_score_completions(*args, **kwargs):
+            train = hook._train_mode()
             out = orig_gen(*args, **kwargs)
-            hook._count(out)
+            if train:
+                hook._count(out)
+            else:
+                hook.eval_generations += 1
             return out
 
         trainer._generate_and_score_completions = _generate_and_score_completions
+        self._orig_rollout = None
+        if getattr(trainer, "rollout_func", None) is not None:
+            orig_rollout = self._orig_rollout = trainer.rollout_func
+
+            def rollout_func(*args, **kwargs):  # a custom rollout is generation, unprofiled
+                hook._enter("rollout_func")
+                try:
+                    return orig_rollout(*args, **kwargs)
+                finally:
+                    hook._exit("rollout_func")
+
+            trainer.rollout_func = rollout_func
         self.callback = _make_callback(self)
         trainer.add_callback(self.callback)
 
     # ---- phases ---------------------------------------------------------------------------------
 
+    def _train_mode(self):
+        model = getattr(self.trainer, "model", None)
+        return bool(getattr(model, "training", True))
+
     def _enter(self, name):
-        if self.driver is None:
-            return
         label = _label(name)
         if label in CONTAINERS:
             self._containers += 1
             self.driver.set_base(None)
-        self.driver.enter(label, self.phases.get(label))
+        phase = self.phases.get(label)
+        if phase is not None and not self._train_mode():
+            phase = None  # evaluation: other time, no phase
+            label = "eval:" + label
+        self.driver.enter(label, phase)
 
     def _exit(self, name):
-        if self.driver is None:
-            return
         label = _label(name)
-        self.driver.exit(label)
+        if not self.driver.exit(label):
+            self.driver.exit("eval:" + label)
         if label in CONTAINERS and self._containers > 0:
             self._containers -= 1
             if self._containers == 0 and self._in_step:
@@ -129,48 +166,63 @@ class TRLHook:
 
     def step_begin(self):
         self._in_step = True
-        if self.driver is not None and self._containers == 0:
+        if self._containers == 0:
             self.driver.set_base("training")
 
     def step_end(self):
         self._in_step = False
-        if self.driver is None:
-            return
         self.driver.set_base(None)
         self.driver.close_all()
         G, N, L = self._work
         if N <= 0:
             return  # no new generation this step: merged into the next update
         self._work = [0.0, 0.0, 0.0]
-        r = self.driver.call(self.session.update_end, generated_tokens=G, valid_tokens=N,
-                             longest_response=L, policy_version=None)
+        r = self.driver.update_end(generated_tokens=G, valid_tokens=N, longest_response=L,
+                                   policy_version=None)
         if r is not None:
             self.updates += 1
+            # TRL averages its _metrics lists into each log entry (and the reporters it feeds).
+            train = self.trainer._metrics["train"]
+            for k, v in numeric_metrics(self.session).items():
+                train.setdefault(k, []).append(float(v))
 
     # ---- work -----------------------------------------------------------------------------------
 
     def _count(self, out):
-        mask = out["completion_mask"]
-        ids = out.get("completion_ids")
-        pad = _pad_id(self.trainer)
-        n_row = mask.sum(-1)
-        if ids is not None and pad is not None and hasattr(ids, "shape"):
-            g_row = (ids != pad).sum(-1)
-            g_row = g_row.maximum(n_row) if hasattr(g_row, "maximum") else g_row
-        else:
-            g_row = n_row
-        acc = getattr(self.trainer, "accelerator", None)
-        if acc is not None and getattr(acc, "num_processes", 1) > 1:
-            n_row, g_row = acc.gather(n_row), acc.gather(g_row)
-        self._work[0] += float(g_row.sum())
-        self._work[1] += float(n_row.sum())
-        self._work[2] = max(self._work[2], float(g_row.max()) if g_row.numel() else 0.0)
+        t = self.trainer
+        N = float(out["num_items_in_batch"])
+        try:
+            m = t._metrics["train"]
+            mean = float(m["completions/mean_length"][-1])
+            longest = float(m["completions/max_length"][-1])
+            count = int(out["completion_ids"].shape[0])
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            # A TRL that logs its completion lengths under other names: G = N, L from this
+            # process's mask, and say so once.
+            self.driver.warn_once(
+                "eerl: %s logged no completions/mean_length or completions/max_length for a "
+                "generation (%s: %s): G is taken as N and L as this process's longest completion. "
+                "%s" % (self.framework, type(e).__name__, e, self.framework._known()))
+            mask = out["completion_mask"]
+            self._work[0] += N
+            self._work[1] += N
+            self._work[2] = max(self._work[2], float(mask.sum(-1).max()) if mask.numel() else 0.0)
+            self.generations += 1
+            return
+        procs = int(getattr(getattr(t, "accelerator", None), "num_processes", 1) or 1)
+        # mean_length is a float32 mean of integers: exact below 2**23 tokens per generation.
+        G = float(round(mean * count * procs))
+        self._work[0] += max(G, N)
+        self._work[1] += N
+        self._work[2] = max(self._work[2], longest)
         self.generations += 1
 
     def metrics(self):
-        return numeric_metrics(self.session) if self.session is not None else {}
+        return numeric_metrics(self.session)
 
     def uninstall(self):
+        """Puts TRL's ProfilingContext and the trainer back (only what is still ours) and ends
+        any open phase."""
         p = self._profiling.ProfilingContext
         if p.__enter__ is self._installed[0]:
             p.__enter__ = self._orig_enter
@@ -178,25 +230,31 @@ class TRLHook:
             p.__exit__ = self._orig_exit
         if "_generate_and_score_completions" in vars(self.trainer):
             del self.trainer._generate_and_score_completions
+        if self._orig_rollout is not None:
+            self.trainer.rollout_func = self._orig_rollout
         remove = getattr(self.trainer, "remove_callback", None)
         if remove is not None:
             remove(self.callback)
-        if self.driver is not None:
-            self.driver.set_base(None)
-            self.driver.close_all()
+        self.driver.set_base(None)
+        self.driver.close_all()
 
 
-def _pad_id(trainer):
-    pc = getattr(trainer, "processing_class", None)
-    tok = getattr(pc, "tokenizer", pc)
-    return getattr(tok, "pad_token_id", None)
+class _Inert:
+    """What install(None, trainer) returns in the processes without the session."""
+    updates = generations = eval_generations = 0
+
+    def metrics(self):
+        return {}
+
+    def uninstall(self):
+        pass
 
 
 def _make_callback(hook):
     transformers = importlib.import_module("transformers")
 
     class EerlCallback(transformers.TrainerCallback):
-        """Update boundaries for eerl, and eerl's figures in the trainer's logs."""
+        """Update boundaries for eerl."""
 
         def on_step_begin(self, args, state, control, **kwargs):
             hook.step_begin()
@@ -204,36 +262,56 @@ def _make_callback(hook):
         def on_step_end(self, args, state, control, **kwargs):
             hook.step_end()
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs is not None and hook.updates:
-                logs.update(hook.metrics())
-
         def on_train_end(self, args, state, control, **kwargs):
-            if hook.driver is not None:
-                hook.driver.set_base(None)
-                hook.driver.close_all()
+            hook.driver.set_base(None)
+            hook.driver.close_all()
 
     return EerlCallback()
 
 
 def install(session, trainer, phases=None, strict=False, profiling_module=None):
-    """Hooks trainer (a TRL GRPOTrainer) and TRL's profiling for session (None in processes
-    that only contribute token counts)."""
+    """Hooks trainer (a TRL GRPOTrainer) and TRL's profiling for session.
+
+    session: the job's one eerl session (eerl.Session, or eerl.multinode.MultiNodeSession across
+        nodes), in TRL's main process (trainer.accelerator.is_main_process); None in every other
+        process, where install does nothing. phases: overrides of the block-name -> eerl phase
+        table (a value of None drops a name). strict: let eerl errors and a missing generation
+        phase stop the run. Raises IntegrationError when this TRL lacks a hook point."""
+    if session is None:
+        return _Inert()
+    fw = framework()
     if profiling_module is None:
         try:
             profiling_module = importlib.import_module("trl.extras.profiling")
         except ImportError as e:
-            raise ImportError("eerl.integrations.trl needs TRL (trl.extras.profiling): %s" % e)
-    if not hasattr(profiling_module, "ProfilingContext"):
-        raise RuntimeError("%s has no ProfilingContext: this TRL is not the one the integration "
-                           "knows (docs/integrations/trl.md)" % profiling_module.__name__)
-    for name in ("_generate_and_score_completions", "add_callback"):
-        if not hasattr(trainer, name):
-            raise RuntimeError("the trainer has no %s: eerl's TRL hook needs a GRPOTrainer" % name)
+            fw.refuse(["trl.extras.profiling (%s)" % e])
+    pc = getattr(profiling_module, "ProfilingContext", None)
+    fw.require({
+        "%s.ProfilingContext" % profiling_module.__name__: pc is not None and hasattr(
+            pc, "__enter__") and hasattr(pc, "__exit__"),
+    })
+    cls = type(trainer).__name__
+    fw.require({
+        "%s._generate_and_score_completions" % cls: callable(
+            getattr(trainer, "_generate_and_score_completions", None)),
+        "%s.add_callback" % cls: callable(getattr(trainer, "add_callback", None)),
+        "%s._metrics['train'] (its completion-length figures)" % cls: isinstance(
+            getattr(trainer, "_metrics", None), dict) and "train" in trainer._metrics,
+        "a profiled %s._prepare_inputs" % cls: hasattr(
+            getattr(type(trainer), "_prepare_inputs", None), "__wrapped__"),
+    })
+    acc = getattr(trainer, "accelerator", None)
+    if acc is not None and not getattr(acc, "is_main_process", True):
+        raise IntegrationError(
+            "eerl: the session must live in TRL's main process (trainer.accelerator."
+            "is_main_process, global rank 0): one controller per job, and only that process "
+            "enters vLLM server-mode generation. This is process %s of %s; pass session=None "
+            "here (%s)." % (getattr(acc, "process_index", "?"), getattr(acc, "num_processes", "?"),
+                            DOC), fw.name, fw.version, ["the main process"])
     table = dict(PHASES)
     for k, v in (phases or {}).items():
         if v is None:
             table.pop(k, None)
         else:
             table[k] = v
-    return TRLHook(session, trainer, table, strict, profiling_module)
+    return TRLHook(session, trainer, table, strict, profiling_module, fw)

@@ -9,6 +9,7 @@ The vLLM engine cannot be installed here (it needs CUDA): one test gives TRL's o
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import warnings
@@ -277,3 +278,63 @@ def test_two_processes_one_controller(model_dir, node, tmp_path):
         assert u["work"]["G"] == g0["G"] + g1["G"]
         assert u["work"]["N"] == g0["N"] + g1["N"]
         assert u["work"]["L"] == max(g0["L"], g1["L"])
+
+
+def test_two_nodes_one_controller(model_dir, tmp_path):
+    # Two torchrun launches (--nnodes 2, one process each) as two nodes on this machine, each
+    # with its own eerld over 2 twin H100s: rank 0 holds the one MultiNodeSession of the job,
+    # the other node serves it from a thread while it trains.
+    from test_multinode import EERLD
+    out = tmp_path / "ranks"
+    out.mkdir()
+    socks, daemons = [], []
+    try:
+        for k in range(2):
+            d = tmp_path / ("node%d" % k)
+            d.mkdir()
+            (d / "policy.conf").write_text("")
+            socks.append(str(d / "eerld.sock"))
+            daemons.append(subprocess.Popen(
+                [EERLD, "--socket", socks[k], "--state-dir", str(d), "--devices", "twin:h100x2",
+                 "--foreground", "--policy", str(d / "policy.conf")],
+                stdout=subprocess.DEVNULL, stderr=open(str(d / "log"), "w")))
+        trl_tiny.wait_for(socks, daemons)
+        port = trl_tiny.free_port()
+        launches = []
+        for k in range(2):
+            env = child_env(EERL_SOCKET=socks[k], TRL_TINY_MODEL=model_dir, TRL_TINY_OUT=str(out),
+                            TRL_TINY_NODES=1, OMP_NUM_THREADS=1)
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                   "--node_rank", str(k), "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
+                   "--master_port", str(port), os.path.join(HERE, "trl_tiny.py")]
+            launches.append(subprocess.Popen(cmd, env=env, cwd=str(tmp_path),
+                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                             text=True))
+        logs = [p.communicate(timeout=600)[0] for p in launches]
+        for p, log in zip(launches, logs):
+            assert p.returncode == 0, log[-6000:]
+        # After the session closed, every GPU of both nodes is back at the governor's clock.
+        from eerl.agent import Agent
+        for sock in socks:
+            with Agent(sock, heartbeat=False) as a:
+                assert [r[2] for r in a.read([0, 1])] == [1980, 1980]
+    finally:
+        for p in daemons:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in daemons:
+            p.wait(timeout=10)
+    r0 = json.load(open(out / "rank0.json"))
+    r1 = json.load(open(out / "rank1.json"))
+    phases = per_update(r0["calls"])
+    print("two-node phases per update:", phases)
+    assert phases == [["training", "generation", "logprob", "training", "training"]] * 2
+    ups = [json.loads(l) for l in open(out / "eerl-run.jsonl") if '"update"' in l]
+    assert len(ups) == 2
+    for k, u in enumerate(ups):
+        g0, g1 = r0["gens"][k], r1["gens"][k]
+        assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == (
+            g0["G"] + g1["G"], g0["N"] + g1["N"], max(g0["L"], g1["L"]))
+        # 4 GPUs on 2 nodes: the energy is both nodes' (a real GPU's power, not half of it)
+        per_gpu_w = u["energy_j"] / u["time_s"] / 4
+        assert 60 < per_gpu_w < 800, per_gpu_w

@@ -240,6 +240,19 @@ def rollout_with_env_tokens(prompts, trainer):
     return out
 
 
+def wait_for(socks, procs, timeout_s=30):
+    """Until every eerld socket exists (an eerld that exits fails at once)."""
+    import time
+    deadline = time.time() + timeout_s
+    while not all(os.path.exists(s) for s in socks):
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError("eerld exited with %s" % p.returncode)
+        if time.time() > deadline:
+            raise RuntimeError("eerld sockets did not appear: %s" % socks)
+        time.sleep(0.05)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -286,5 +299,56 @@ def main():
         json.dump(result, f)
 
 
+def main_nodes():
+    """Worker of a two-node torchrun job on one machine (two torchrun launches, --nnodes 2, one
+    process each; each "node" has its own eerld, named by its $EERL_SOCKET): global rank 0 holds
+    the job's one MultiNodeSession; the other node's local rank 0 serves it from a thread while
+    it trains. These are the lines docs/integrations/trl.md gives for several nodes."""
+    import threading
+    import warnings
+
+    import torch.distributed as dist
+
+    from eerl import multinode
+    from eerl.integrations import trl as eerl_trl
+
+    out = os.environ["TRL_TINY_OUT"]
+    t = trainer(os.environ["TRL_TINY_MODEL"], os.path.join(out, "run"), max_steps=2)
+    rec = Record(t)
+    acc = t.accelerator
+    result = {"rank": acc.process_index, "world": acc.num_processes}
+
+    per_node = int(os.environ["LOCAL_WORLD_SIZE"])        # processes per node
+    leaders = list(range(0, acc.num_processes, per_node))  # each node's local rank 0
+    group = dist.new_group(ranks=leaders, backend="gloo")  # every process calls this
+    session, ad, server = None, None, None
+    if acc.process_index in leaders:
+        ad = multinode.TorchDistributedAdapter(group=group)  # this node's eerld ($EERL_SOCKET)
+        if ad.is_driver:
+            gpus = {node: [0, 1] for node in range(len(leaders))}
+            session = multinode.MultiNodeSession(ad, mode="colocated",
+                                                 pools={"generation": gpus, "training": gpus},
+                                                 trace=os.path.join(out, "eerl-run.jsonl"))
+            session = Spy(session)  # the test's record of the calls (not in the doc)
+        else:
+            server = threading.Thread(target=ad.serve, name="eerl-node", daemon=True)
+            server.start()
+    hook = eerl_trl.install(session, t)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        t.train()
+    hook.uninstall()
+    if session is not None:
+        result["calls"] = session.calls
+        session.s.close()
+        ad.close()                                         # the serving threads return
+    if server is not None:
+        server.join()
+
+    result["gens"] = rec.gens
+    with open(os.path.join(out, "rank%d.json" % acc.process_index), "w") as f:
+        json.dump(result, f)
+
+
 if __name__ == "__main__":
-    main()
+    main_nodes() if os.environ.get("TRL_TINY_NODES") else main()

@@ -40,6 +40,9 @@ def _c():
         "device": d("eerl_agent_device", I, [P, C.POINTER(P)]),
         "device_free": d("eerl_device_free", None, [P]),
         "clocks": d("eerl_device_supported_sm_clocks", I, [P, U, UP, S, C.POINTER(S)]),
+        "count": d("eerl_device_count", I, [P, UP]),
+        "uuid": d("eerl_device_uuid", I, [P, U, C.c_char_p, S]),
+        "name": d("eerl_device_name", I, [P, U, C.c_char_p, S]),
     }
     return _fns
 
@@ -118,6 +121,25 @@ class Agent:
                 raise EerlError(r.err, "reading GPU %d through eerld" % r.gpu)
             res.append((r.energy_mj, r.power_mw, r.sm_mhz))
         return res
+
+    def devices(self):
+        """[{"gpu": NVML index, "uuid": ..., "name": ...}] for every GPU the daemon serves."""
+        f = _c()
+        dev = C.c_void_p()
+        self._check(f["device"](self._live(), C.byref(dev)), "eerld device")
+        try:
+            n = C.c_uint()
+            _lib.check(f["count"](dev, C.byref(n)), "counting eerld's GPUs")
+            out = []
+            buf = C.create_string_buffer(128)
+            for g in range(n.value):
+                _lib.check(f["uuid"](dev, g, buf, len(buf)), "UUID of GPU %d" % g)
+                uuid = buf.value.decode()
+                _lib.check(f["name"](dev, g, buf, len(buf)), "name of GPU %d" % g)
+                out.append({"gpu": g, "uuid": uuid, "name": buf.value.decode()})
+            return out
+        finally:
+            f["device_free"](dev)
 
     def supported_clocks(self, gpu):
         f = _c()

@@ -27,6 +27,10 @@ import atexit
 import ctypes as C
 import json
 import math
+import os
+import pickle
+import socket as _socket
+import sys
 import time
 import weakref
 
@@ -60,6 +64,14 @@ class NodeServer:
             return ("err", e.code, str(e))
         except Exception as e:  # a bug or a bad argument on the node: still report it
             return ("err", -1, "%s: %s" % (type(e).__name__, e))
+
+    def cmd_ping(self):
+        return {"host": _socket.gethostname(), "pid": os.getpid()}
+
+    def cmd_devices(self):
+        """Every GPU this node's eerld serves (NVML index, UUID, name), and where it listens."""
+        a = self._agent()
+        return {"host": _socket.gethostname(), "socket": a.socket, "gpus": a.devices()}
 
     def cmd_hello(self, gpus):
         a = self._agent()
@@ -96,124 +108,506 @@ class NodeServer:
                 self.agent = None
 
 
+# ---- where the framework's workers are -----------------------------------------------------------
+
+
+def _is_uuid(x):
+    return isinstance(x, str) and x[:4] in ("GPU-", "MIG-")
+
+
+def _norm_uuid(u):
+    return u[4:].lower() if u[:4] == "GPU-" else u.lower()
+
+
+def _cuda_uuids(devices):
+    """UUIDs of this process's CUDA devices (positions in its visible list), or None without
+    CUDA. CUDA itself says which physical GPU an ordinal is, whatever CUDA_DEVICE_ORDER is."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+        n = torch.cuda.device_count()
+        return ["GPU-%s" % torch.cuda.get_device_properties(k).uuid
+                for k in (range(n) if devices is None else devices)]
+    except Exception:
+        return None
+
+
+def local_gpus(devices=None):
+    """The GPUs this process uses, as the node's GPU ids: UUIDs ("GPU-...") where they can be
+    known, else NVML indices. devices: positions in this process's visible device list (e.g.
+    [local_rank] when every rank of a node sees all its GPUs); None: every visible device.
+
+    Where the answer comes from, first that applies: CUDA in this process (torch.cuda: the
+    UUID of each device); a Ray worker's assigned GPU ids; CUDA_VISIBLE_DEVICES. Integer ids
+    are taken as NVML indices, which they are when the node's GPUs are one model or
+    CUDA_DEVICE_ORDER=PCI_BUS_ID; put UUIDs in CUDA_VISIBLE_DEVICES to be independent of it."""
+    got = _cuda_uuids(devices)
+    if got is not None:
+        return got
+    ids = None
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        try:
+            ids = ray.get_runtime_context().get_accelerator_ids().get("GPU")
+        except Exception:
+            ids = None
+        if ids is not None:
+            # the order Ray gave the worker (CUDA_VISIBLE_DEVICES), not the set's
+            env = [x for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x]
+            if sorted(env) == sorted(ids):
+                ids = env
+    if ids is None:
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if env is None:
+            raise RuntimeError("eerl.multinode.local_gpus: cannot tell which GPUs this process "
+                               "uses: no CUDA device, not a Ray worker with GPUs, and "
+                               "CUDA_VISIBLE_DEVICES is not set")
+        ids = [x.strip() for x in env.split(",") if x.strip()]
+    if devices is not None:
+        try:
+            ids = [ids[int(k)] for k in devices]
+        except IndexError:
+            raise ValueError("eerl.multinode.local_gpus: devices %r, but this process sees %d "
+                             "GPU(s): %s" % (list(devices), len(ids), ids))
+    return [x if _is_uuid(x) else int(x) for x in ids]
+
+
+def where_am_i(devices=None):
+    """This worker's record for MultiNodeSession's pools: {"node_id": the Ray node id (None
+    outside Ray), "host", "pid", "rank": the torch.distributed rank (None without a group),
+    "gpus": local_gpus(devices)}."""
+    rec = {"node_id": None, "host": _socket.gethostname(), "pid": os.getpid(), "rank": None,
+           "gpus": local_gpus(devices)}
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        rec["node_id"] = ray.get_runtime_context().get_node_id()
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        rec["rank"] = dist.get_rank()
+    return rec
+
+
+def _where_actor(_self, devices=None):
+    return where_am_i(devices)
+
+
+def ray_worker_gpus(actors, timeout_s=120.0):
+    """Asks each Ray actor (the framework's own workers: verl's worker group's .workers, a
+    list of handles) where it runs and which GPUs it holds; returns their records."""
+    import ray
+    refs = [a.__ray_call__.remote(_where_actor) for a in actors]
+    return ray.get(refs, timeout=timeout_s)
+
+
+def _where_task():
+    return where_am_i()
+
+
+def ray_placement_group_gpus(pg, timeout_s=120.0):
+    """Records for every bundle of a Ray placement group that holds GPUs, from a short task
+    that takes all of the bundle's GPUs. Call it before the workers take the bundles (a bundle
+    whose GPUs are in use cannot run the task; after that ask the workers: ray_worker_gpus).
+    With one GPU per bundle the answer is the GPU every worker of that bundle gets."""
+    import ray
+    from ray.util.placement_group import placement_group_table
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    ray.get(pg.ready(), timeout=timeout_s)
+    bundles = placement_group_table(pg)["bundles"]
+    task = ray.remote(_where_task)
+    refs = []
+    for i in sorted(bundles):
+        g = bundles[i].get("GPU", 0)
+        if g <= 0:
+            continue
+        refs.append(task.options(num_cpus=0, num_gpus=g, scheduling_strategy=
+                                 PlacementGroupSchedulingStrategy(
+                                     pg, placement_group_bundle_index=i)).remote())
+    return ray.get(refs, timeout=timeout_s)
+
+
+def torch_gather_gpus(devices=None, group=None):
+    """Collective: every rank of group calls it with the devices it uses; every rank gets all
+    ranks' records (where_am_i), in rank order."""
+    import torch.distributed as dist
+    out = [None] * dist.get_world_size(group)
+    dist.all_gather_object(out, where_am_i(devices), group=group)
+    return out
+
+
+def _worker_name(rec):
+    parts = []
+    if rec.get("rank") is not None:
+        parts.append("rank %s" % rec["rank"])
+    parts.append("pid %s on %s" % (rec.get("pid"), rec.get("host")))
+    if rec.get("node_id"):
+        parts.append("Ray node %s" % rec["node_id"])
+    return "worker " + ", ".join(parts)
+
+
 # ---- adapters ------------------------------------------------------------------------------------
 
 
 class NodeError(EerlError):
-    """A node failed a command. node: which one."""
+    """A node failed a command. node: which one (the adapter's index); why: what failed;
+    message (and str()): both, with the node's name (e.g. its Ray node id)."""
 
-    def __init__(self, node, code, text):
-        Exception.__init__(self, "node %s: %s" % (node, text))
-        self.node, self.code, self.message = node, code, text
+    def __init__(self, node, code, why, name=None):
+        self.node, self.code, self.why = node, code, why
+        self.message = "%s: %s" % (name or "node %s" % node, why)
+        Exception.__init__(self, self.message)
         self.name = _lib.err_name(code) if code < 0 else "EERL_UNKNOWN"
         self.what, self.detail = "", ""
 
 
-def _unwrap(nodes, results):
-    out = {}
-    for n, r in zip(nodes, results):
-        if r[0] != "ok":
-            raise NodeError(n, r[1], r[2])
-        out[n] = r[1]
-    return out
+class NodeLost(NodeError):
+    """A node stopped answering: its process, its raylet or the machine is gone (its eerld then
+    resets its GPUs when the connection drops), or it did not answer within the timeout."""
+
+    def __init__(self, node, why, name=None):
+        NodeError.__init__(self, node, -5, why, name)
 
 
-class TorchDistributedAdapter:
+class _Adapter:
+    """What both adapters share: the node list, the names of nodes, and mapping the workers'
+    GPUs to (node, NVML index) through each node's eerld."""
+
+    nodes = ()
+    lost = ()
+
+    def describe(self, node):
+        return "node %d" % node
+
+    def _unwrap(self, nodes, results):
+        out = {}
+        for n, r in zip(nodes, results):
+            if r[0] != "ok":
+                raise NodeError(n, r[1], r[2], self.describe(n))
+            out[n] = r[1]
+        return out
+
+    def locate(self, roles):
+        """roles: {"generation": [record, ...], "training": [record, ...]} (records from
+        where_am_i / ray_worker_gpus / ray_placement_group_gpus / torch_gather_gpus). Returns
+        MultiNodeSession's pools, {role: {node: [NVML index, ...]}}, with every GPU found by UUID
+        in the eerld of the node the worker is on. A GPU no eerld serves, a worker on a node
+        the adapter does not reach, or a GPU served by another node's eerld than the worker's
+        is a ValueError naming the worker and the GPU."""
+        devs = self.call("devices", {n: {} for n in self.nodes})
+        where = {}
+        for n in self.nodes:
+            for d in devs[n]["gpus"]:
+                u = _norm_uuid(d["uuid"])
+                if u in where and where[u][0] != n:
+                    raise ValueError("GPU %s is served by the eerld of %s and of %s: each node's "
+                                     "NodeServer must reach its own node's eerld (sockets=)"
+                                     % (d["uuid"], self.describe(where[u][0]),
+                                        self.describe(n)))
+                where[u] = (n, d["gpu"])
+
+        def served():
+            return "; ".join("%s serves %s" % (self.describe(n),
+                                               ", ".join(d["uuid"] for d in devs[n]["gpus"])
+                                               or "no GPU") for n in self.nodes)
+
+        pools, self.gpu_uuids = {}, {}
+        for role, recs in roles.items():
+            pool = {}
+            for rec in recs:
+                home = self._node_of(rec, devs)
+                for g in rec["gpus"]:
+                    if _is_uuid(g):
+                        hit = where.get(_norm_uuid(g))
+                        if hit is None:
+                            raise ValueError("%s: %s uses GPU %s, which no eerld serves (%s)"
+                                             % (role, _worker_name(rec), g, served()))
+                        if home is not None and hit[0] != home:
+                            raise ValueError(
+                                "%s: %s runs on %s but its GPU %s is served by the eerld of %s"
+                                % (role, _worker_name(rec), self.describe(home), g,
+                                   self.describe(hit[0])))
+                        n, idx = hit
+                    else:
+                        if home is None:
+                            raise ValueError(
+                                "%s: %s names GPU %s by index, and its node cannot be told "
+                                "from its host (%d adapter nodes run on %s): give UUIDs "
+                                "(CUDA_VISIBLE_DEVICES=GPU-...)"
+                                % (role, _worker_name(rec), g,
+                                   sum(devs[m]["host"] == rec.get("host") for m in self.nodes),
+                                   rec.get("host")))
+                        count = len(devs[home]["gpus"])
+                        if not 0 <= int(g) < count:
+                            raise ValueError("%s: %s uses GPU %s, but the eerld of %s serves "
+                                             "GPUs 0-%d" % (role, _worker_name(rec), g,
+                                                            self.describe(home), count - 1))
+                        n, idx = home, int(g)
+                    pool.setdefault(n, set()).add(idx)
+                    self.gpu_uuids.setdefault(n, {})[idx] = devs[n]["gpus"][idx]["uuid"]
+            if not pool:
+                raise ValueError("%s: the workers given hold no GPU" % role)
+            pools[role] = {n: sorted(v) for n, v in sorted(pool.items())}
+        return pools
+
+    def _node_of(self, rec, devs):
+        hosts = [n for n in self.nodes if devs[n]["host"] == rec.get("host")]
+        return hosts[0] if len(hosts) == 1 else None
+
+
+class TorchDistributedAdapter(_Adapter):
     """Driver and node ranks of a torch.distributed group. Node k is the k-th rank of the group
-    (one rank per node: pass a group of the nodes' local rank 0). The driver is the group's rank
-    driver (default 0) and serves its own node too. Every other node rank calls serve(), which
-    returns when the driver closes the adapter."""
+    (one rank per node: pass a group of the nodes' local rank 0, node_leaders() makes one). The
+    driver is the group's rank driver (default 0) and serves its own node too. Every other node
+    rank calls serve(), which returns when the driver closes the adapter.
 
-    def __init__(self, group=None, driver=0, socket=None, dist=None):
+    Commands go point to point (one send to each node named and one reply from each, all in
+    flight together), so a node that dies is named: its reply fails (the connection closes, or
+    after timeout_s) and call() raises NodeLost for it. A node waiting in serve() waits up to
+    the process group's own timeout (init_process_group(timeout=...)) for the next command:
+    make it longer than the longest phase."""
+
+    def __init__(self, group=None, driver=0, socket=None, dist=None, timeout_s=120.0):
         if dist is None:
             import torch.distributed as dist
+        import torch
+        self.torch = torch
         self.dist = dist
         self.group = group
         self.driver = driver
+        self.timeout_s = float(timeout_s)
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         self.nodes = list(range(self.world))
+        self.lost = set()
         self.server = NodeServer(socket)
-        self._global_driver = (dist.get_global_rank(group, driver)
-                               if group is not None and hasattr(dist, "get_global_rank")
-                               else driver)
+        self._global = [dist.get_global_rank(group, r) if group is not None else r
+                        for r in range(self.world)]
+
+    def describe(self, node):
+        return "node %d (rank %d)" % (node, self._global[node])
 
     @property
     def is_driver(self):
         return self.rank == self.driver
 
-    def _round(self, msg):
-        box = [msg]
-        self.dist.broadcast_object_list(box, src=self._global_driver, group=self.group)
-        cmd, per_node = box[0]
-        if cmd == "__stop__":
-            return None, True
-        args = per_node.get(self.rank) if isinstance(per_node, dict) else per_node
-        mine = self.server.handle(cmd, args) if args is not None else ("ok", None)
-        gathered = [None] * self.world if self.is_driver else None
-        self.dist.gather_object(mine, gathered, dst=self._global_driver, group=self.group)
-        return gathered, False
+    def _send(self, obj, node):
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        hdr = self.torch.tensor([len(data)], dtype=self.torch.int64)
+        body = self.torch.frombuffer(bytearray(data), dtype=self.torch.uint8)
+        dst = self._global[node]
+        return [self.dist.isend(hdr, dst, group=self.group),
+                self.dist.isend(body, dst, group=self.group)]
+
+    def _recv(self, node, timeout_s=None):
+        src = self._global[node]
+        hdr = self.torch.zeros(1, dtype=self.torch.int64)
+        w = self.dist.irecv(hdr, src, group=self.group)
+        self._wait(w, timeout_s)
+        body = self.torch.empty(int(hdr[0]), dtype=self.torch.uint8)
+        w = self.dist.irecv(body, src, group=self.group)
+        self._wait(w, timeout_s)
+        return pickle.loads(body.numpy().tobytes())
+
+    @staticmethod
+    def _wait(work, timeout_s):
+        if timeout_s is None:
+            work.wait()
+        else:
+            import datetime
+            work.wait(timeout=datetime.timedelta(seconds=timeout_s))
 
     def call(self, cmd, per_node):
         """Runs cmd on the nodes named in per_node ({node: kwargs}); returns {node: result}."""
         if not self.is_driver:
             raise RuntimeError("only the driver rank calls nodes; node ranks call serve()")
-        gathered, _ = self._round((cmd, dict(per_node)))
         nodes = sorted(per_node)
-        return _unwrap(nodes, [gathered[n] for n in nodes])
+        gone = [n for n in nodes if n in self.lost]
+        if gone:
+            raise NodeLost(gone[0], "lost earlier", self.describe(gone[0]))
+        sends, lost, results = [], [], {}
+        for n in nodes:
+            if n != self.driver:
+                try:
+                    sends += self._send((cmd, per_node[n]), n)
+                except Exception as e:  # a peer whose connection is closed
+                    lost.append((n, e))
+        if self.driver in per_node:
+            results[self.driver] = self.server.handle(cmd, per_node[self.driver])
+        for n in nodes:
+            if n == self.driver or any(n == m for m, _ in lost):
+                continue
+            try:
+                results[n] = self._recv(n, self.timeout_s)
+            except Exception as e:
+                lost.append((n, e))
+        for w in sends:
+            try:
+                w.wait()
+            except Exception:
+                pass  # its node is in lost already (its reply failed too)
+        if lost:
+            for n, _ in lost:
+                self.lost.add(n)
+            n, e = min(lost, key=lambda x: x[0])
+            raise NodeLost(n, "no answer to %r: %s: %s" % (
+                cmd, type(e).__name__, (str(e).splitlines() or [""])[0][:300]),
+                self.describe(n))
+        return self._unwrap(nodes, [results[n] for n in nodes])
 
     def serve(self):
-        """Node ranks: run the driver's commands until it closes the adapter."""
+        """Node ranks: run the driver's commands until it closes the adapter. If the driver
+        goes away, this node's eerld connection is closed (its GPUs reset) and NodeLost is
+        raised naming the driver."""
         if self.is_driver:
             raise RuntimeError("the driver rank does not serve")
-        while True:
-            _, stop = self._round(None)
-            if stop:
-                self.server.cmd_close()
-                return
+        try:
+            while True:
+                try:
+                    cmd, args = self._recv(self.driver)
+                except Exception as e:
+                    raise NodeLost(self.driver, "the driver is gone: %s: %s" % (
+                        type(e).__name__, (str(e).splitlines() or [""])[0][:300]),
+                        self.describe(self.driver))
+                if cmd == "__stop__":
+                    return
+                for w in self._send(self.server.handle(cmd, args), self.driver):
+                    w.wait()
+        finally:
+            self.server.cmd_close()
 
     def close(self):
         if self.is_driver:
             self.server.cmd_close()
-            box = [("__stop__", None)]
-            self.dist.broadcast_object_list(box, src=self._global_driver, group=self.group)
+            for n in self.nodes:
+                if n != self.driver and n not in self.lost:
+                    try:
+                        for w in self._send(("__stop__", None), n):
+                            w.wait()
+                    except Exception:
+                        self.lost.add(n)
 
 
-class RayAdapter:
+def node_leaders(group=None):
+    """Collective: a torch.distributed group of each node's first rank (LOCAL_RANK 0, as
+    torchrun sets it), for TorchDistributedAdapter(group=...). Every rank calls it (new_group is
+    collective); ranks that are not leaders get the group too and must not use it."""
+    import torch.distributed as dist
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    ranks = [None] * dist.get_world_size(group)
+    dist.all_gather_object(ranks, local, group=group)
+    leaders = [r for r, lr in enumerate(ranks) if lr == 0]
+    return dist.new_group(ranks=leaders)
+
+
+class RayAdapter(_Adapter):
     """One Ray actor per node (NodeAffinitySchedulingStrategy, soft=False), each relaying to its
-    node's eerld. nodes: Ray node ids (default: every alive node with a GPU resource). sockets:
-    {node_id: eerld socket path} where a node's eerld is not at the default socket."""
+    node's eerld. nodes: the Ray node ids to reach: the nodes the framework's workers are on
+    (RayAdapter.for_workers(records) takes them from the workers' records), never "every GPU
+    node". sockets: {node_id: eerld socket path} where a node's eerld is not at that node's
+    default socket ($EERL_SOCKET, else /run/eerl/eerld.sock). A node whose actor dies (its
+    raylet or machine gone) or does not answer within timeout_s raises NodeLost naming it."""
 
-    def __init__(self, nodes=None, sockets=None, ray=None):
+    def __init__(self, nodes, sockets=None, timeout_s=120.0, ray=None):
         if ray is None:
             import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         self.ray = ray
-        if nodes is None:
-            nodes = [n["NodeID"] for n in ray.nodes()
-                     if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0]
+        self.timeout_s = float(timeout_s)
+        nodes = list(nodes or ())
         if not nodes:
-            raise RuntimeError("RayAdapter: no alive Ray node with a GPU")
-        self.node_ids = list(nodes)
-        self.nodes = list(range(len(self.node_ids)))
-        actor_cls = ray.remote(num_cpus=0)(NodeServer)
+            raise ValueError("RayAdapter: no nodes given: pass the Ray node ids the job's "
+                             "workers run on (RayAdapter.for_workers(ray_worker_gpus(actors)))")
+        alive = {n["NodeID"]: n.get("Alive") for n in ray.nodes()}
+        for nid in nodes:
+            if nid not in alive:
+                raise ValueError("RayAdapter: %r is not a node of this Ray cluster" % (nid,))
+            if not alive[nid]:
+                raise ValueError("RayAdapter: Ray node %s is dead" % nid)
+        if len(set(nodes)) != len(nodes):
+            raise ValueError("RayAdapter: a node is named twice in %r" % (nodes,))
+        self.node_ids = nodes
+        self.nodes = list(range(len(nodes)))
+        self.lost = set()
+        actor_cls = ray.remote(num_cpus=0, max_restarts=0)(NodeServer)
         sockets = sockets or {}
+        unknown = sorted(set(sockets) - set(nodes))
+        if unknown:
+            raise ValueError("RayAdapter: sockets names %s, which is not in nodes" % unknown[0])
         self.actors = [
             actor_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
                 node_id=nid, soft=False)).remote(sockets.get(nid))
             for nid in self.node_ids]
+        try:
+            self.call("ping", {n: {} for n in self.nodes})
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def for_workers(cls, *record_lists, **kw):
+        """An adapter over the nodes the given workers' records (ray_worker_gpus,
+        ray_placement_group_gpus) are on, in order of first appearance."""
+        nodes = []
+        for recs in record_lists:
+            for r in recs:
+                if not r.get("node_id"):
+                    raise ValueError("RayAdapter.for_workers: %s is not a Ray worker"
+                                     % _worker_name(r))
+                if r["node_id"] not in nodes:
+                    nodes.append(r["node_id"])
+        return cls(nodes, **kw)
+
+    def describe(self, node):
+        return "node %d (Ray node %s)" % (node, self.node_ids[node])
+
+    def _node_of(self, rec, devs):
+        nid = rec.get("node_id")
+        if nid is None:
+            return _Adapter._node_of(self, rec, devs)
+        if nid not in self.node_ids:
+            raise ValueError("%s is on Ray node %s, which this adapter does not reach (it "
+                             "reaches %s)" % (_worker_name(rec), nid, ", ".join(self.node_ids)))
+        return self.node_ids.index(nid)
 
     def call(self, cmd, per_node):
+        from ray.exceptions import GetTimeoutError, RayActorError
         nodes = sorted(per_node)
+        gone = [n for n in nodes if n in self.lost]
+        if gone:
+            raise NodeLost(gone[0], "lost earlier", self.describe(gone[0]))
         refs = [self.actors[n].handle.remote(cmd, per_node[n]) for n in nodes]
-        return _unwrap(nodes, self.ray.get(refs))
+        deadline = time.monotonic() + self.timeout_s
+        results, lost = [], []
+        for n, ref in zip(nodes, refs):
+            try:
+                results.append(self.ray.get(ref, timeout=max(0.0, deadline - time.monotonic())))
+            except RayActorError as e:  # died, or unreachable (its raylet or host gone)
+                lost.append((n, "its actor is gone (%s): %s" % (
+                    type(e).__name__, (str(e).strip().splitlines() or [""])[-1][:300])))
+                results.append(None)
+            except GetTimeoutError:
+                lost.append((n, "no answer to %r within %g s" % (cmd, self.timeout_s)))
+                results.append(None)
+        if lost:
+            for n, _ in lost:
+                self.lost.add(n)
+            n, why = lost[0]
+            raise NodeLost(n, why, self.describe(n))
+        return self._unwrap(nodes, results)
 
     def close(self):
         try:
-            self.ray.get([a.handle.remote("close", None) for a in self.actors])
+            live = [a for n, a in enumerate(self.actors) if n not in self.lost]
+            self.ray.get([a.handle.remote("close", None) for a in live],
+                         timeout=self.timeout_s)
+        except Exception:
+            pass  # a lost node's eerld resets its own GPUs
         finally:
             for a in self.actors:
-                self.ray.kill(a)
+                try:
+                    self.ray.kill(a)
+                except Exception:
+                    pass
             self.actors = []
 
 
@@ -289,6 +683,7 @@ class MultiNodeSession:
         self._ctl_h = None
         self._closed = True
         self._trace = None
+        self._stopped = None
         if mode not in ("colocated", "disaggregated"):
             raise ValueError("MultiNodeSession mode %r: colocated or disaggregated (the "
                              "asynchronous modes run in one eerl.Session per job)" % (mode,))
@@ -320,7 +715,15 @@ class MultiNodeSession:
         hello = adapter.call("hello", {n: {"gpus": self.all_gpus[n]} for n in self.nodes})
         clocks = hello[self.nodes[0]]["clocks"]
         if not clocks:
-            raise EerlError(-6, "node %d reported no supported clocks" % self.nodes[0])
+            raise EerlError(-6, "%s reported no supported clocks" % adapter.describe(self.nodes[0]))
+        for n in self.nodes[1:]:  # one controller, one clock list: the nodes must agree
+            if sorted(hello[n]["clocks"]) != sorted(clocks):
+                raise ValueError("%s supports other clocks than %s (%s ... %s MHz, %d clocks, "
+                                 "against %s ... %s MHz, %d): one session needs one GPU model"
+                                 % (adapter.describe(n), adapter.describe(self.nodes[0]),
+                                    max(hello[n]["clocks"] or [0]),
+                                    min(hello[n]["clocks"] or [0]), len(hello[n]["clocks"]),
+                                    max(clocks), min(clocks), len(clocks)))
         self.peak = max(clocks)
         cfg = T.CtlConfig()
         _lib.check(f["config_default"](T.MODES[mode], C.byref(cfg)), "controller defaults")
@@ -347,10 +750,16 @@ class MultiNodeSession:
                              "mode": mode, "strategy": "paper", "governor_peak_mhz": self.peak,
                              "clocks_mhz": self.clocks,
                              "config": {"allowed_loss": self.allowed_loss}})
-                self._write({"type": "run", "nodes": len(self.nodes),
-                             "pools": {"generation": {str(k): v for k, v in gen.items()},
-                                       "training": {str(k): v for k, v in train.items()}},
-                             "observe_only": self.observe_only})
+                run = {"type": "run", "nodes": len(self.nodes),
+                       "pools": {"generation": {str(k): v for k, v in gen.items()},
+                                 "training": {str(k): v for k, v in train.items()}},
+                       "observe_only": self.observe_only,
+                       "node_names": {str(n): adapter.describe(n) for n in self.nodes}}
+                uuids = getattr(adapter, "gpu_uuids", None)
+                if uuids:
+                    run["gpu_uuids"] = {str(n): {str(g): u for g, u in sorted(m.items())}
+                                        for n, m in uuids.items() if n in self.nodes}
+                self._write(run)
         except BaseException:
             self._teardown()
             raise
@@ -387,7 +796,7 @@ class MultiNodeSession:
             out[n] = d
         return out
 
-    def _step(self, phases_by_pool):
+    def _step(self, phases_by_pool, at):
         """One round trip: (re)define pools if the setting changed, switch pools, read every
         GPU. Returns (time, {node: [energy_mj]})."""
         per = {}
@@ -408,7 +817,10 @@ class MultiNodeSession:
                 if define:
                     args["define"] = define[n]
             per[n] = args
-        res = self.adapter.call("step", per)
+        try:
+            res = self.adapter.call("step", per)
+        except NodeError as e:
+            self._stop(e, at)
         t = self.clock()
         self._pending_define = False
         energies = {n: res[n][0] for n in self.nodes}
@@ -441,14 +853,63 @@ class MultiNodeSession:
 
     def _require_open(self):
         if self._closed:
-            raise EerlError(-15, "the multi-node session is closed")
+            raise EerlError(-15, "the multi-node session is closed" +
+                            (" (it stopped: %s)" % self._stopped if self._stopped else ""))
+
+    def _stop(self, e, at):
+        """A node failed or was lost mid-run: the session cannot account for the allocation's
+        energy any more, so it stops. Every other node is released (eerld puts its GPUs back to
+        the governor); the failed node's eerld resets its GPUs when the connection drops (a
+        lost node) or when we close it (a node that answered with an error); the trace gets a
+        line saying which node and why, after the updates it already has; then NodeLost (or
+        NodeError) is raised naming the node."""
+        lost = isinstance(e, NodeLost)
+        n = e.node
+        others = [m for m in self.nodes if m != n and m not in getattr(self.adapter, "lost", ())]
+        if not lost:
+            others.append(n)
+        released, release_error = [], None
+        try:
+            self.adapter.call("close", {m: {"release": not self.observe_only} for m in others})
+            released = sorted(others)
+        except NodeError as e2:
+            release_error = str(e2)
+        where = "update %d, at %s" % (self._update, at)
+        msg = ("%s in %s: %s. The session stopped: %s; %s; the trace keeps updates "
+               "0-%d" % ("%s was lost" % self.adapter.describe(n) if lost
+                         else "%s failed" % self.adapter.describe(n), where, e.why,
+                         "its eerld resets its GPUs as its connection drops" if lost
+                         else "its GPUs were released",
+                         ("nodes %s are back at the governor" % ", ".join(map(str, released))
+                          if released else "no other node to release")
+                         if release_error is None else "releasing the others failed: %s"
+                         % release_error, self._update - 1))
+        if self._trace is not None:
+            self._write({"type": "node_lost" if lost else "node_error", "node": n,
+                         "name": self.adapter.describe(n), "update": self._update,
+                         "at": at, "open_phases": sorted(self._open), "why": e.why,
+                         "action": "stopped", "released": released,
+                         "release_error": release_error})
+        self._stopped = msg
+        self._closed = True
+        _live.discard(self)
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None
+        if self._ctl_h is not None:
+            _ctl_fns()["free"](self._ctl_h)
+            self._ctl_h = None
+        err = NodeLost(n, e.why) if lost else NodeError(n, e.code, e.why)
+        err.message = msg
+        err.args = (msg,)
+        raise err from e
 
     def phase_begin(self, name, pool=None):
         self._require_open()
         key, ph = T.phase_id(name)
         if key in self._open:
             raise EerlError(-15, "beginning phase %s" % key, "it is already open")
-        t, e = self._step(self._agent_phases(key, True))
+        t, e = self._step(self._agent_phases(key, True), "the begin of phase %s" % key)
         if self._t_update0 is None:
             self._t_update0, self._e_update0 = t, e
         self._open[key] = (t, e)
@@ -459,7 +920,7 @@ class MultiNodeSession:
         key, ph = T.phase_id(name)
         if key not in self._open:
             raise EerlError(-15, "ending phase %s" % key, "it is not open")
-        t, e = self._step(self._agent_phases(key, False))
+        t, e = self._step(self._agent_phases(key, False), "the end of phase %s" % key)
         t0, e0 = self._open.pop(key)
         self._phase_time[ph] += t - t0
         self._phase_energy[ph] += self._joules(e, e0)
@@ -477,7 +938,7 @@ class MultiNodeSession:
         if self._t_update0 is None:
             raise EerlError(-15, "ending update %d" % self._update, "no phase began")
         f = _ctl_fns()
-        t, e = self._step({})
+        t, e = self._step({}, "the end of the update")
         o = T.Obs()
         o.update = self._update if update is None else int(update)
         o.gen_tokens = float(generated_tokens)

@@ -1,6 +1,9 @@
-"""Several nodes: the torch.distributed adapter for real (4 processes on gloo as 4 nodes, each
-with its own eerld on twin GPUs), one colocated and one disaggregated run; the Ray adapter's
-placement and relaying against the Ray stand-in."""
+"""Several nodes over torch.distributed for real: gloo process groups across processes, each
+process a "node" with its own eerld over its own stand-in NVML GPUs (eerld_nodes.py) at its
+default socket ($EERL_SOCKET) and its GPUs visible by UUID (CUDA_VISIBLE_DEVICES), as a launcher
+sets them on a real node. The pools come from the ranks' own GPUs (torch_gather_gpus), mapped to
+NVML indices by UUID through each node's eerld. The Ray adapter's tests are in
+test_multinode_ray.py."""
 
 import json
 import os
@@ -8,74 +11,73 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from conftest import BUILD, EERL_BIN, child_env
+from conftest import EERL_BIN, child_env
+import eerld_nodes
 
 import eerl
 from eerl import multinode
 from eerl.agent import Agent
 
-EERLD = os.path.join(BUILD, "eerld")
 NODES = 4
 
 
 @pytest.fixture
-def daemons(tmp_path):
-    """One eerld per "node", each serving 2 twin H100s on its own socket."""
-    procs, socks = [], []
+def nodes(tmp_path):
+    ns = eerld_nodes.start_nodes(tmp_path, NODES)
     try:
-        for k in range(NODES):
-            d = tmp_path / ("node%d" % k)
-            d.mkdir()
-            sock = str(d / "eerld.sock")
-            (d / "policy.conf").write_text("")  # no rules: root (the tests) may lease
-            p = subprocess.Popen([EERLD, "--socket", sock, "--state-dir", str(d),
-                                  "--devices", "twin:h100x2", "--foreground",
-                                  "--policy", str(d / "policy.conf")],
-                                 stdout=subprocess.DEVNULL, stderr=open(str(d / "log"), "w"))
-            procs.append(p)
-            socks.append(sock)
-        deadline = time.time() + 20
-        while not all(os.path.exists(s) for s in socks):
-            for p in procs:
-                assert p.poll() is None, "eerld exited: %s" % open(str(tmp_path / "node0" / "log")).read()
-            assert time.time() < deadline, "eerld sockets did not appear"
-            time.sleep(0.05)
-        yield socks
+        yield ns
+    finally:
+        for n in ns:
+            n.stop()
+
+
+def start_ranks(script, nodes, tmp_path, world, *args):
+    path = tmp_path / "rank.py"
+    path.write_text(script)
+    init = "file://" + str(tmp_path / "pg")
+    return [subprocess.Popen([sys.executable, str(path), str(r), str(world), str(tmp_path), init]
+                             + [str(a) for a in args],
+                             env=child_env(**nodes[r].env()), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+            for r in range(world)]
+
+
+def wait_ranks(procs, timeout=300):
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=timeout))
     finally:
         for p in procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()
+    return outs
 
 
 RANK_SCRIPT = textwrap.dedent("""
     import json, os, sys, time
     import torch.distributed as dist
     from eerl import multinode
-    rank, world = int(sys.argv[1]), int(sys.argv[2])
-    socks, out_dir, init = json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+    rank, world, out_dir, init = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
-    ad = multinode.TorchDistributedAdapter(socket=socks[rank])
+    recs = multinode.torch_gather_gpus()   # every rank: where its GPUs are
+    ad = multinode.TorchDistributedAdapter()
     if rank != 0:
         ad.serve()
         dist.destroy_process_group()
         sys.exit(0)
     runs = {
-        "colocated": {"generation": {n: [0, 1] for n in range(world)},
-                      "training": {n: [0, 1] for n in range(world)}},
-        "disaggregated": {"generation": {0: [0, 1], 1: [0, 1]},
-                          "training": {2: [0, 1], 3: [0, 1]}},
+        "colocated": {"generation": recs, "training": recs},
+        "disaggregated": {"generation": recs[:2], "training": recs[2:]},
     }
-    result = {}
-    for mode, pools in runs.items():
+    result = {"records": recs}
+    for mode, roles in runs.items():
+        pools = ad.locate(roles)
+        result[mode + "_pools"] = {k: {str(n): g for n, g in v.items()} for k, v in pools.items()}
         trace = os.path.join(out_dir, mode + ".jsonl")
         s = multinode.MultiNodeSession(ad, mode=mode, pools=pools, trace=trace)
         seen = []
@@ -87,7 +89,6 @@ RANK_SCRIPT = textwrap.dedent("""
                 rec[phase] = {str(n): v for n, v in s.last_sm_mhz.items()}
                 time.sleep(dt)
                 s.phase_end(phase)
-                rec[phase + "_end"] = {str(n): v for n, v in s.last_sm_mhz.items()}
             m = s.update_end(generated_tokens=4000 + 50 * (u % 5), valid_tokens=3600 + 40 * (u % 5),
                              longest_response=300 + 10 * (u % 5), policy_version=u)
             rec["energy_j"], rec["time_s"] = m["eerl/update_energy_j"], m["eerl/update_time_s"]
@@ -100,37 +101,30 @@ RANK_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_torch_distributed_four_nodes(daemons, tmp_path):
-    script = tmp_path / "rank.py"
-    script.write_text(RANK_SCRIPT)
-    init = "file://" + str(tmp_path / "pg")
-    env = child_env()
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(NODES),
-                               json.dumps(daemons), str(tmp_path), init],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in range(NODES)]
-    outs = []
-    try:
-        for p in procs:
-            outs.append(p.communicate(timeout=240))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+def test_torch_distributed_four_nodes(nodes, tmp_path):
+    procs = start_ranks(RANK_SCRIPT, nodes, tmp_path, NODES)
+    outs = wait_ranks(procs)
     for r, (p, (o, e)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, "rank %d: %s" % (r, e[-3000:])
     result = json.load(open(str(tmp_path / "result.json")))
+    assert [r["gpus"] for r in result["records"]] == [n.uuids for n in nodes]
+    assert [r["rank"] for r in result["records"]] == list(range(NODES))
+    assert result["colocated_pools"] == {"generation": {str(k): [0, 1] for k in range(4)},
+                                         "training": {str(k): [0, 1] for k in range(4)}}
+    assert result["disaggregated_pools"] == {"generation": {"0": [0, 1], "1": [0, 1]},
+                                             "training": {"2": [0, 1], "3": [0, 1]}}
 
-    for mode, recs in result.items():
+    for mode in ("colocated", "disaggregated"):
+        recs = result[mode]
         gen_nodes = ["0", "1", "2", "3"] if mode == "colocated" else ["0", "1"]
         train_nodes = ["0", "1", "2", "3"] if mode == "colocated" else ["2", "3"]
         switched = 0
         for rec in recs:
             a = rec["applied"]
-            # 8 GPUs on 4 nodes: per-GPU power from the summed energy is a real GPU's, not a
-            # quarter of it (which is what one node's counters alone would give)
+            # 8 GPUs of 300 W on 4 nodes: the summed energy is the allocation's, not one
+            # node's (which would be a quarter of it)
             per_gpu_w = rec["energy_j"] / rec["time_s"] / 8
-            assert 60 < per_gpu_w < 800, (mode, per_gpu_w)
+            assert 200 < per_gpu_w < 400, (mode, per_gpu_w)
             if a["gen_mhz"] == 0 and a["train_mhz"] == 0:
                 continue
             switched += 1
@@ -150,17 +144,100 @@ def test_torch_distributed_four_nodes(daemons, tmp_path):
         assert "replayed 20 updates (0 refused)" in rp.stdout and "0 mismatches" in rp.stdout, \
             rp.stdout
 
-    for sock in daemons:  # everything back to the governor on every node
-        with Agent(sock, heartbeat=False) as a:
-            assert [r[2] for r in a.read([0, 1])] == [1980, 1980]
+    for n in nodes:  # everything back to the governor on every node
+        assert n.locks() == [(None, None)] * 2
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    import datetime
+    import torch.distributed as dist
+    from eerl import multinode
+    rank, world, out_dir, init = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=300))
+    recs = multinode.torch_gather_gpus()
+    ad = multinode.TorchDistributedAdapter(timeout_s=120)
+    if rank != 0:
+        ad.serve()
+        sys.exit(0)
+    pools = ad.locate({"generation": recs, "training": recs})
+    s = multinode.MultiNodeSession(ad, mode="colocated", pools=pools,
+                                   trace=os.path.join(out_dir, "killed.jsonl"))
+    res = {}
+    try:
+        for u in range(60):
+            for phase, dt in (("generation", 0.01), ("training", 0.006)):
+                s.phase_begin(phase)
+                a = s.applied_setting()
+                if phase == "generation" and a["gen_mhz"] and "locked_at" not in res and all(
+                        v == [a["gen_mhz"]] * 2 for v in s.last_sm_mhz.values()):
+                    res["locked_at"] = u
+                    open(os.path.join(out_dir, "locked"), "w").close()
+                    deadline = time.time() + 300   # the test kills rank 2 now
+                    while not os.path.exists(os.path.join(out_dir, "killed")):
+                        assert time.time() < deadline, "rank 2 was not killed"
+                        time.sleep(0.05)
+                time.sleep(dt)
+                s.phase_end(phase)
+            s.update_end(generated_tokens=4000 + 50 * (u % 5), valid_tokens=3600 + 40 * (u % 5),
+                         longest_response=300 + 10 * (u % 5), policy_version=u)
+        res["error"] = None
+    except multinode.NodeLost as e:
+        res.update(error=str(e), node=e.node, type=type(e).__name__)
+    s.close()
+    ad.close()
+    json.dump(res, open(os.path.join(out_dir, "result.json"), "w"))
+    sys.exit(0)   # no destroy_process_group: rank 2 is gone
+""")
+
+
+def test_torch_distributed_node_killed_mid_run(nodes, tmp_path):
+    """Rank 2 (a node) is SIGKILLed while its clocks are locked, inside a generation phase: its
+    eerld resets its GPUs as the connection drops; the driver's next boundary raises NodeLost
+    naming node 2, releases nodes 0 and 1, and the trace keeps the updates before the loss and
+    ends with a line naming the lost node."""
+    procs = start_ranks(KILL_SCRIPT, nodes, tmp_path, 3)
+    try:
+        eerld_nodes.wait_for(lambda: os.path.exists(str(tmp_path / "locked")) or
+                             any(p.poll() is not None for p in procs), 240,
+                             "the driver locking the clocks")
+        assert os.path.exists(str(tmp_path / "locked")), \
+            [p.communicate()[1][-2000:] for p in procs if p.poll() is not None]
+        locks = nodes[2].locks()
+        assert all(lo is not None for lo, _ in locks), locks
+        procs[2].send_signal(signal.SIGKILL)
+        procs[2].wait(timeout=60)
+        eerld_nodes.wait_for(lambda: nodes[2].locks() == [(None, None)] * 2, 60,
+                             "node 2's eerld resetting its GPUs after its rank died")
+        (tmp_path / "killed").write_text("")
+        outs = wait_ranks(procs[:2], timeout=240)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for r, (p, (o, e)) in enumerate(zip(procs[:2], outs)):
+        assert p.returncode == 0, "rank %d: %s" % (r, e[-3000:])
+    res = json.load(open(str(tmp_path / "result.json")))
+    assert res["type"] == "NodeLost" and res["node"] == 2, res
+    assert "node 2 (rank 2) was lost" in res["error"] and "session stopped" in res["error"], res
+    for n in nodes[:3]:
+        assert n.locks() == [(None, None)] * 2
+    lines = [json.loads(x) for x in open(str(tmp_path / "killed.jsonl"))]
+    ups = [x["update"] for x in lines if x["type"] == "update"]
+    assert ups == list(range(res["locked_at"])), ups
+    last = lines[-1]
+    assert last["type"] == "node_lost" and last["node"] == 2 and last["action"] == "stopped" \
+        and last["released"] == [0, 1] and last["open_phases"] == ["generation"], last
+    rp = subprocess.run([EERL_BIN, "replay", str(tmp_path / "killed.jsonl")],
+                        capture_output=True, text=True, timeout=60)
+    assert rp.returncode == 0 and "0 mismatches" in rp.stdout, rp.stdout + rp.stderr
 
 
 class _FakeDist:
-    """Two in-process "ranks" cannot run a collective; this checks the adapter's command
-    plumbing on one rank (world size 1: the driver serves its own node)."""
-
-    def __init__(self):
-        self.boxes = []
+    """A one-rank group (the driver serves its own node), for the checks below that need no
+    second process."""
 
     def get_rank(self, group=None):
         return 0
@@ -168,18 +245,12 @@ class _FakeDist:
     def get_world_size(self, group=None):
         return 1
 
-    def broadcast_object_list(self, box, src=0, group=None):
-        self.boxes.append(list(box))
 
-    def gather_object(self, obj, gathered, dst=0, group=None):
-        gathered[0] = obj
-
-
-def test_node_errors_name_the_node(daemons):
-    ad = multinode.TorchDistributedAdapter(socket=daemons[0], dist=_FakeDist())
+def test_node_errors_name_the_node(nodes):
+    ad = multinode.TorchDistributedAdapter(socket=nodes[0].socket, dist=_FakeDist())
     with pytest.raises(multinode.NodeError) as e:
         ad.call("step", {0: {"gpus": [0, 7]}})
-    assert e.value.node == 0 and "7" in str(e.value)
+    assert e.value.node == 0 and "7" in str(e.value) and "node 0 (rank 0)" in str(e.value)
     with pytest.raises(ValueError, match="node 3 is not one of the adapter's nodes"):
         multinode.MultiNodeSession(ad, pools={"generation": {3: [0]}, "training": {3: [0]}})
     with pytest.raises(ValueError, match="both pools"):
@@ -188,41 +259,35 @@ def test_node_errors_name_the_node(daemons):
     with pytest.raises(ValueError, match="inflight"):
         multinode.MultiNodeSession(ad, mode="inflight",
                                    pools={"generation": {0: [0]}, "training": {0: [1]}})
+    # a worker placement that names a GPU no eerld serves, and an index the node does not have
+    rec = {"node_id": None, "host": "elsewhere", "pid": 1, "rank": 5,
+           "gpus": ["GPU-00000099-0000-0000-0000-000000000000"]}
+    with pytest.raises(ValueError) as e:
+        ad.locate({"generation": [rec], "training": [rec]})
+    assert "rank 5" in str(e.value) and rec["gpus"][0] in str(e.value) and \
+        "no eerld serves" in str(e.value) and nodes[0].uuids[1] in str(e.value)
+    with pytest.raises(ValueError, match="names GPU 1 by index"):
+        ad.locate({"generation": [dict(rec, gpus=[1])], "training": [dict(rec, gpus=[1])]})
+    assert nodes[0].locks() == [(None, None)] * 2
     ad.close()
 
 
-def test_ray_adapter_places_one_actor_per_gpu_node_and_relays(daemons, tmp_path):
-    import ray
-    ray.set_nodes([
-        {"NodeID": "aa01", "Alive": True, "Resources": {"GPU": 2.0, "CPU": 8.0}},
-        {"NodeID": "head", "Alive": True, "Resources": {"CPU": 4.0}},  # no GPU: no actor
-        {"NodeID": "bb02", "Alive": True, "Resources": {"GPU": 2.0}},
-        {"NodeID": "dead", "Alive": False, "Resources": {"GPU": 2.0}},
-    ])
-    ad = multinode.RayAdapter(sockets={"aa01": daemons[0], "bb02": daemons[1]})
-    assert ray.placements == [("aa01", False), ("bb02", False)]
-    trace = str(tmp_path / "ray.jsonl")
-    s = multinode.MultiNodeSession(ad, mode="disaggregated", pools={
-        "generation": [(0, 0), (0, 1)], "training": [(1, 0), (1, 1)]}, trace=trace)
-    for u in range(3):
-        for phase in ("generation", "training"):
-            with s.phase(phase):
-                time.sleep(0.005)
-        m = s.update_end(generated_tokens=100, valid_tokens=90, longest_response=20)
-        assert m["eerl/nodes"] == 2 and m["eerl/update_energy_j"] > 0
-    s.close()
-    ad.close()
-    assert len(ray.killed) == 2
-    rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True, timeout=60)
-    assert rp.returncode == 0 and "0 mismatches" in rp.stdout, rp.stderr
-    ray.set_nodes([{"NodeID": "head", "Alive": True, "Resources": {"CPU": 4.0}}])
-    with pytest.raises(RuntimeError, match="no alive Ray node with a GPU"):
-        multinode.RayAdapter()
+def test_local_gpus_reads_the_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb")
+    assert multinode.local_gpus() == ["GPU-aa", "GPU-bb"]
+    assert multinode.local_gpus(devices=[1]) == ["GPU-bb"]
+    with pytest.raises(ValueError, match="sees 2 GPU"):
+        multinode.local_gpus(devices=[2])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert multinode.local_gpus() == [3, 1]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with pytest.raises(RuntimeError, match="cannot tell which GPUs"):
+        multinode.local_gpus()
 
 
-def test_session_through_eerld_leases_switches_and_resets(daemons):
+def test_session_through_eerld_leases_switches_and_resets(nodes):
     from test_session import one_update
-    sock = daemons[0]
+    sock = nodes[0].socket
     s = eerl.Session(pools={"generation": [0, 1], "training": [0, 1]}, eerld=sock)
     watch = Agent(sock, heartbeat=False)
     seen = None

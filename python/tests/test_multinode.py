@@ -34,14 +34,16 @@ def nodes(tmp_path):
             n.stop()
 
 
-def start_ranks(script, nodes, tmp_path, world, *args):
+def start_ranks(script, nodes, tmp_path, world, per_node=1):
+    """world processes, per_node of them on each node (its eerld, its GPUs visible; LOCAL_RANK
+    as torchrun sets it)."""
     path = tmp_path / "rank.py"
     path.write_text(script)
     init = "file://" + str(tmp_path / "pg")
-    return [subprocess.Popen([sys.executable, str(path), str(r), str(world), str(tmp_path), init]
-                             + [str(a) for a in args],
-                             env=child_env(**nodes[r].env()), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    return [subprocess.Popen([sys.executable, str(path), str(r), str(world), str(tmp_path), init],
+                             env=child_env(LOCAL_RANK=r % per_node,
+                                           **nodes[r // per_node].env()),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for r in range(world)]
 
 
@@ -145,6 +147,56 @@ def test_torch_distributed_four_nodes(nodes, tmp_path):
             rp.stdout
 
     for n in nodes:  # everything back to the governor on every node
+        assert n.locks() == [(None, None)] * 2
+
+
+LEADERS_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    import torch.distributed as dist
+    from eerl import multinode
+    rank, world, out_dir, init = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    local = int(os.environ["LOCAL_RANK"])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    recs = multinode.torch_gather_gpus(devices=[local])   # each rank: the one GPU it uses
+    leaders = multinode.node_leaders()
+    if local == 0:
+        ad = multinode.TorchDistributedAdapter(group=leaders)
+        if not ad.is_driver:
+            ad.serve()
+        else:
+            pools = ad.locate({"generation": recs[:2], "training": recs[2:]})
+            s = multinode.MultiNodeSession(ad, mode="disaggregated", pools=pools,
+                                           trace=os.path.join(out_dir, "leaders.jsonl"))
+            for u in range(3):
+                for phase in ("generation", "training"):
+                    with s.phase(phase):
+                        time.sleep(0.005)
+                s.update_end(generated_tokens=100, valid_tokens=90, longest_response=20)
+            s.close()
+            ad.close()
+            json.dump({"records": recs, "pools": {k: {str(n): g for n, g in v.items()}
+                                                  for k, v in pools.items()},
+                       "names": [ad.describe(n) for n in ad.nodes]},
+                      open(os.path.join(out_dir, "result.json"), "w"))
+    dist.barrier()
+    dist.destroy_process_group()
+""")
+
+
+def test_torch_distributed_two_ranks_per_node_through_node_leaders(nodes, tmp_path):
+    """4 ranks on 2 nodes (LOCAL_RANK 0 and 1 on each), each rank using one of its node's two
+    GPUs: node_leaders() makes the adapter's group of ranks 0 and 2, the pools are each rank's
+    own GPU on its own node."""
+    procs = start_ranks(LEADERS_SCRIPT, nodes, tmp_path, 4, per_node=2)
+    outs = wait_ranks(procs)
+    for r, (p, (o, e)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, "rank %d: %s" % (r, e[-3000:])
+    res = json.load(open(str(tmp_path / "result.json")))
+    assert [r["gpus"] for r in res["records"]] == [[nodes[0].uuids[0]], [nodes[0].uuids[1]],
+                                                   [nodes[1].uuids[0]], [nodes[1].uuids[1]]]
+    assert res["pools"] == {"generation": {"0": [0, 1]}, "training": {"1": [0, 1]}}
+    assert res["names"] == ["node 0 (rank 0)", "node 1 (rank 2)"]
+    for n in nodes[:2]:
         assert n.locks() == [(None, None)] * 2
 
 

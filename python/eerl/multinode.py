@@ -1,26 +1,33 @@
-"""Many nodes through the framework's own engine (docs/python.md, "Several nodes").
+"""Many nodes through the framework's own engine (docs/integrations/multinode.md).
 
 The controller runs once, in the driver (MultiNodeSession). Every node runs eerld, which owns that
 node's clocks. The driver reaches the nodes through an adapter over the engine the framework
 already runs, never a network protocol of eerl's own:
 
-  RayAdapter               one Ray actor per node, placed on it with NodeAffinitySchedulingStrategy,
-                           relaying to that node's eerld socket;
+  RayAdapter               one Ray actor per node that holds a worker, placed on it with
+                           NodeAffinitySchedulingStrategy, relaying to that node's eerld socket;
   TorchDistributedAdapter  one rank per node (e.g. each node's local rank 0) in a
-                           torch.distributed group; the driver broadcasts a command, every node
-                           rank runs it against its eerld and the results are gathered back.
+                           torch.distributed group; the driver sends each node rank a command
+                           point to point, the rank runs it against its eerld and replies.
 
-Both carry the same few commands to a NodeServer on each node (hello, lease, set a phase, read the
-energy counters, close). At every phase boundary the driver sends one command to all nodes that
-switches the pools' clocks and reads every GPU's energy counter in the same round trip, so an
-update's energy is the sum over nodes of counter differences, and a phase's energy is the
-allocation's energy between its boundaries.
+The pools come from where the framework's workers are: each worker's record (where_am_i, asked
+of Ray actors by ray_worker_gpus, of placement-group bundles by ray_placement_group_gpus, of
+every rank by torch_gather_gpus) names its node and its GPUs by UUID, and the adapter's locate()
+finds each GPU's NVML index in the eerld of the worker's node.
+
+Both adapters carry the same few commands to a NodeServer on each node (devices, hello, lease,
+define pools, switch a phase and read the energy counters, close). At every phase boundary the
+driver sends one command to all nodes that switches the pools' clocks and reads every GPU's
+energy counter in the same round trip, so an update's energy is the sum over nodes of counter
+differences, and a phase's energy is the allocation's energy between its boundaries.
 
 MultiNodeSession has the Session interface (phase_begin/phase_end/phase(), update_end, metrics,
 status, close) for the synchronous modes (colocated, disaggregated); it builds the observation
 itself from the boundary readings and feeds the C controller (eerl_ctl_*), and writes a trace in
 eerl's trace format (docs/trace-format.md) that `eerl replay` checks. Closing it (or collecting
-it, or the process exiting) releases every lease; eerld resets those GPUs.
+it, or the process exiting) releases every lease; eerld resets those GPUs. A node lost or
+failing mid-run stops it: the others are released, the trace ends with a line naming the node,
+and NodeLost / NodeError is raised.
 """
 
 import atexit
@@ -120,48 +127,67 @@ def _norm_uuid(u):
 
 
 def _cuda_uuids(devices):
-    """UUIDs of this process's CUDA devices (positions in its visible list), or None without
-    CUDA. CUDA itself says which physical GPU an ordinal is, whatever CUDA_DEVICE_ORDER is."""
+    """UUIDs of this process's CUDA devices (ordinals in its visible list; None: all), or None
+    where PyTorch or a CUDA device is missing. CUDA itself says which physical GPU an ordinal
+    is, whatever CUDA_DEVICE_ORDER is."""
     try:
         import torch
-        if not torch.cuda.is_available():
-            return None
-        n = torch.cuda.device_count()
-        return ["GPU-%s" % torch.cuda.get_device_properties(k).uuid
-                for k in (range(n) if devices is None else devices)]
-    except Exception:
+    except ImportError:
         return None
+    if not torch.cuda.is_available():
+        return None
+    n = torch.cuda.device_count()
+    ks = list(range(n)) if devices is None else [int(k) for k in devices]
+    bad = [k for k in ks if not 0 <= k < n]
+    if bad:
+        raise ValueError("eerl.multinode.local_gpus: device %d, but this process sees %d CUDA "
+                         "device(s)" % (bad[0], n))
+    return ["GPU-%s" % torch.cuda.get_device_properties(k).uuid for k in ks]
+
+
+def _ray_gpu_ids():
+    """A Ray worker's assigned GPU ids in the order its CUDA_VISIBLE_DEVICES lists them, or
+    None outside a Ray worker."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    if ctx.worker.mode != ray.WORKER_MODE:
+        return None  # the driver holds no GPU of its own
+    ids = [str(x) for x in ctx.get_accelerator_ids().get("GPU", [])]
+    env = [x for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x]
+    return env if sorted(env) == sorted(ids) else ids
 
 
 def local_gpus(devices=None):
     """The GPUs this process uses, as the node's GPU ids: UUIDs ("GPU-...") where they can be
     known, else NVML indices. devices: positions in this process's visible device list (e.g.
-    [local_rank] when every rank of a node sees all its GPUs); None: every visible device.
+    [local_rank] when every rank of a node sees all its GPUs); None: every GPU it holds.
 
     Where the answer comes from, first that applies: CUDA in this process (torch.cuda: the
-    UUID of each device); a Ray worker's assigned GPU ids; CUDA_VISIBLE_DEVICES. Integer ids
-    are taken as NVML indices, which they are when the node's GPUs are one model or
+    UUID of each device; in a Ray worker that sees more devices than Ray gave it, those Ray
+    gave it); a Ray worker's assigned GPU ids; CUDA_VISIBLE_DEVICES. Integer ids are taken as
+    NVML indices, which they are when the node's GPUs are one model or
     CUDA_DEVICE_ORDER=PCI_BUS_ID; put UUIDs in CUDA_VISIBLE_DEVICES to be independent of it."""
-    got = _cuda_uuids(devices)
+    ray_ids = _ray_gpu_ids()
+    cuda_devices = devices
+    if devices is None and ray_ids is not None:
+        try:
+            import torch
+            many = torch.cuda.is_available() and torch.cuda.device_count() > len(ray_ids)
+        except ImportError:
+            many = False
+        if many:  # RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES: Ray's ids are CUDA ordinals
+            cuda_devices = [int(x) for x in ray_ids]
+    got = _cuda_uuids(cuda_devices)
     if got is not None:
         return got
-    ids = None
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        try:
-            ids = ray.get_runtime_context().get_accelerator_ids().get("GPU")
-        except Exception:
-            ids = None
-        if ids is not None:
-            # the order Ray gave the worker (CUDA_VISIBLE_DEVICES), not the set's
-            env = [x for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x]
-            if sorted(env) == sorted(ids):
-                ids = env
+    ids = ray_ids
     if ids is None:
         env = os.environ.get("CUDA_VISIBLE_DEVICES")
         if env is None:
             raise RuntimeError("eerl.multinode.local_gpus: cannot tell which GPUs this process "
-                               "uses: no CUDA device, not a Ray worker with GPUs, and "
+                               "uses: no CUDA device, not a Ray worker, and "
                                "CUDA_VISIBLE_DEVICES is not set")
         ids = [x.strip() for x in env.split(",") if x.strip()]
     if devices is not None:
@@ -179,9 +205,8 @@ def where_am_i(devices=None):
     "gpus": local_gpus(devices)}."""
     rec = {"node_id": None, "host": _socket.gethostname(), "pid": os.getpid(), "rank": None,
            "gpus": local_gpus(devices)}
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        rec["node_id"] = ray.get_runtime_context().get_node_id()
+    if _ray_gpu_ids() is not None:
+        rec["node_id"] = sys.modules["ray"].get_runtime_context().get_node_id()
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         rec["rank"] = dist.get_rank()

@@ -21,6 +21,7 @@ import eerl
 from eerl import multinode
 from eerl.agent import Agent
 
+EERLD = eerld_nodes.EERLD  # test_trl starts its own eerlds with it
 NODES = 4
 
 

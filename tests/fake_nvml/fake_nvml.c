@@ -825,6 +825,7 @@ static nvmlReturn_t copy_str(const char *s, char *buf, unsigned len)
 
 FAKE_EXPORT nvmlReturn_t nvmlInit_v2(void);
 FAKE_EXPORT nvmlReturn_t nvmlInit(void);
+FAKE_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
 FAKE_EXPORT nvmlReturn_t nvmlShutdown(void);
 FAKE_EXPORT const char *nvmlErrorString(nvmlReturn_t result);
 FAKE_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length);
@@ -835,6 +836,7 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlD
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int *arch);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                                 unsigned int *clock);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device,
@@ -925,6 +927,17 @@ nvmlReturn_t nvmlInit(void)
 {
     return init();
 }
+
+#ifndef FAKE_NVML_LEGACY
+/* What pynvml's nvmlInit() calls (other readers of the same counters, e.g. Zeus, go through it);
+ * the stand-in takes no flags. */
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    if (flags != 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return init();
+}
+#endif
 
 /* Like NVML, init and shutdown are counted; the last shutdown forgets everything, so the next
  * nvmlInit reads the file afresh and the energy counters start again at 0. */
@@ -1101,6 +1114,23 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
         return r;
     return leave(copy_str(g->uuid, uuid, length));
 }
+
+#ifndef FAKE_NVML_LEGACY
+/* Every stand-in GPU is a Hopper (NVML_DEVICE_ARCH_HOPPER = 9): readers such as Zeus ask before
+ * they read the energy counter (Volta and later have it). eerl does not call this. */
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int *arch)
+{
+    struct gpu *g;
+    nvmlReturn_t r = enter("nvmlDeviceGetArchitecture", device, &g);
+
+    if (r)
+        return r;
+    if (!arch)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *arch = 9;
+    return leave(NVML_SUCCESS);
+}
+#endif
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
 {

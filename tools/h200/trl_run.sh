@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# TRL's GRPOTrainer on the lent GPU machine with eerl observing (eerl.integrations.trl, observe-
+# only), Zeus's ZeusMonitor and an independent pynvml counter reading beside it, in one call:
+# installs the carried wheels (.whl/, when there), builds eerl (tools/h200/build.sh), records the
+# machine, starts the NVML sampler, runs tools/h200/trl_grpo.py, then the analysis
+# (tools/h200/trl_summary.py and eerl analyze --forward-test), and packs the run into OUTDIR.
+# Nothing here changes a GPU setting: no clock locks, no power limits, no resets.
+#   tools/h200/trl_run.sh OUTDIR SECONDS [more trl_grpo.py arguments]
+# SECONDS: training time (trl_grpo.py --seconds; it stops after the update that passes it).
+# OUTDIR gets trl-grpo.tar.gz (the whole run folder), summary.md, forward-test.txt and
+# eerl-vs-zeus.png; the end of the output is the short table.
+# Environment: TRL_PYTHON (default python3), RL_BUILT=1 with EERL_LIBRARY and EERL_BIN set to
+# skip the build (a CPU check), TRL_SAMPLER=0 to leave the sampler out.
+set -euo pipefail
+out=${1:?usage: trl_run.sh OUTDIR SECONDS [trl_grpo.py args]}
+secs=${2:?seconds of training}
+shift 2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$here"
+py=${TRL_PYTHON:-python3}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+run="$work/trl-grpo"  # outside OUTDIR: the device tool brings back few files
+mkdir -p "$run"
+t0=$(date +%s)
+stamp() { echo "trl_run.sh: $1 at +$(($(date +%s) - t0)) s"; }
+
+if ls .whl/*.whl >/dev/null 2>&1 && [ "${TRL_WHEELS:-1}" = 1 ]; then
+    site=$(mktemp -d)
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$site" .whl/*.whl >"$run/wheels.log" 2>&1 ||
+        { cat "$run/wheels.log"; echo "trl_run.sh: installing .whl/*.whl failed" >&2; exit 1; }
+    ls .whl >>"$run/wheels.log"
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+    stamp "wheels installed"
+fi
+if [ "${RL_BUILT:-0}" = 1 ] && [ -n "${EERL_LIBRARY:-}" ]; then
+    echo "built by the caller: $EERL_LIBRARY" >"$run/build.log"
+    eerl_bin=${EERL_BIN:?RL_BUILT=1 needs EERL_BIN}
+else
+    . tools/h200/build.sh "$run/build.log"
+    eerl_bin=build-dev/eerl
+    stamp "eerl built"
+fi
+{
+    echo "date: $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=index,name,uuid,driver_version,power.limit,clocks.sm,clocks.max.sm,persistence_mode --format=csv 2>&1 || echo "(no nvidia-smi)"
+    "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
+    "$py" -c 'import pynvml; pynvml.nvmlInit(); print("nvml", pynvml.nvmlSystemGetNVMLVersion())' 2>&1 || true
+    "$py" -m pip list 2>/dev/null | grep -iE '^(trl|transformers|accelerate|datasets|tokenizers|zeus|nvidia-ml-py|pyarrow|fsspec|huggingface.hub|safetensors|numpy|pandas|scikit-learn) ' || true
+    uname -r
+    nproc
+    "$eerl_bin" --version
+    "$eerl_bin" devices
+} >"$run/machine.txt" 2>&1
+sampler=
+rm -f "$run/.stop"
+if [ "${TRL_SAMPLER:-1}" = 1 ]; then
+    "$py" tools/h200/sampler.py --gpus 0 --interval-ms 50 --seconds $((secs + 400)) \
+        --stop-file "$run/.stop" --out "$run/samples.csv" >"$run/sampler.log" 2>&1 &
+    sampler=$!
+fi
+stamp "training starts"
+rc=0
+PYTHONUNBUFFERED=1 "$py" tools/h200/trl_grpo.py --out "$run" --seconds "$secs" "$@" \
+    >"$run/stdout.txt" 2>&1 || rc=$?
+touch "$run/.stop"
+if [ -n "$sampler" ]; then wait "$sampler" || echo "trl_run.sh: the sampler failed (sampler.log)"; fi
+rm -f "$run/.stop"
+[ -f "$run/samples.csv" ] && gzip -f "$run/samples.csv"
+stamp "training done (exit $rc)"
+tail -5 "$run/stdout.txt"
+if [ -s "$run/trace.jsonl" ]; then
+    "$eerl_bin" analyze --forward-test "$run/trace.jsonl" >"$run/forward-test.txt" 2>&1 ||
+        echo "trl_run.sh: eerl analyze --forward-test failed (forward-test.txt)"
+    "$py" tools/h200/trl_summary.py "$run" --plot "$run/eerl-vs-zeus.png" \
+        --json "$run/summary.json" >"$run/summary.md" 2>"$run/summary.err" ||
+        { echo "trl_run.sh: trl_summary.py failed:"; cat "$run/summary.err"; }
+fi
+tar -C "$work" -czf "$out/trl-grpo.tar.gz" trl-grpo
+for f in summary.md forward-test.txt eerl-vs-zeus.png; do
+    [ -f "$run/$f" ] && cp "$run/$f" "$out/$f"
+done
+stamp "packed into $out"
+if [ -f "$run/summary.md" ]; then
+    sed -n '/^| pair /,/^$/p' "$run/summary.md"
+    sed -n '/^| what /,/^$/p' "$run/summary.md"
+fi
+[ -f "$run/forward-test.txt" ] && sed -n '/pooled/,$p' "$run/forward-test.txt"
+echo "trl_run.sh: trl_grpo.py exit $rc, $(wc -l <"$run/log.jsonl" 2>/dev/null || echo 0) updates"
+exit $rc

@@ -4,13 +4,16 @@ eerl.integrations.trl (as docs/integrations/trl.md tells a user), Zeus's ZeusMon
 same windows in the same process, and an independent pynvml reading of the NVML energy counter at
 every update boundary. Read-only on the GPU: eerl runs observe-only, Zeus and pynvml only read.
 
-    python3 tools/h200/trl_grpo.py --out RUNDIR [--size gpu|tiny] [--seconds 420] [--updates N]
+    python3 tools/h200/trl_grpo.py --out RUNDIR [--size gpu|tiny] [--seconds S | --stop-by T]
+                                   [--updates N]
 
-The model is a Llama-architecture causal LM built from a config (--size gpu: 24 layers, hidden
-1024, about 400 M parameters; tiny: 2 layers, hidden 64, for a CPU check) with random weights,
+The model is a Llama-architecture causal LM built from a config (--size gpu: 8 layers, hidden
+2048, about 540 M parameters; tiny: 2 layers, hidden 64, for a CPU check) with random weights,
 saved to a scratch folder with a word-level tokenizer built here (no download), so that TRL loads
-the policy and its reference model the way it loads any checkpoint. Prompts are random words; the
-reward is synthetic (completions whose length is near --target-frac of the limit score higher).
+the policy and its reference model the way it loads any checkpoint. Prompts are random words, all
+of one length by default (left padding leaves query rows with nothing to attend to, whose
+backward gave NaN gradients in bf16 on the H200); the reward is synthetic (completions whose length
+is near --target-frac of the limit score higher).
 Generation is transformers' generate (TRL's default, no vLLM).
 
 What the script adds around the run, and nothing inside TRL or the hook:
@@ -42,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 SIZES = {  # layers, hidden, intermediate, heads, kv heads, words in the vocabulary
-    "gpu": dict(layers=24, hidden=1024, intermediate=4096, heads=16, kv_heads=16, words=1024),
+    "gpu": dict(layers=8, hidden=2048, intermediate=8192, heads=16, kv_heads=16, words=1024),
     "tiny": dict(layers=2, hidden=64, intermediate=128, heads=4, kv_heads=4, words=256),
 }
 
@@ -172,15 +175,19 @@ def main():
     ap.add_argument("--size", choices=sorted(SIZES), default="gpu")
     ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     ap.add_argument("--gpu", type=int, default=0, help="the GPU index (NVML and CUDA)")
-    ap.add_argument("--seconds", type=float, default=420.0,
+    ap.add_argument("--seconds", type=float, default=None,
                     help="stop after the update that ends past this many seconds of training")
+    ap.add_argument("--stop-by", type=float, default=None,
+                    help="CLOCK_MONOTONIC time (s) by which training must end: no update starts "
+                         "that would not, at 1.15 times the last update's length, end by then")
     ap.add_argument("--updates", type=int, default=1000, help="at most this many updates")
     ap.add_argument("--prompts", type=int, default=32, help="prompts per update")
     ap.add_argument("--generations", type=int, default=8, help="completions per prompt")
     ap.add_argument("--micro-batch", type=int, default=64, help="sequences per micro-batch")
-    ap.add_argument("--min-prompt", type=int, default=16)
-    ap.add_argument("--max-prompt", type=int, default=64)
-    ap.add_argument("--max-completion", type=int, default=384)
+    ap.add_argument("--min-prompt", type=int, default=32, help="words (= tokens) per prompt, "
+                    "at least")
+    ap.add_argument("--max-prompt", type=int, default=32, help="... and at most")
+    ap.add_argument("--max-completion", type=int, default=1024)
     ap.add_argument("--target-frac", type=float, default=0.5,
                     help="the reward's best completion length, as a share of --max-completion")
     ap.add_argument("--beta", type=float, default=0.04,
@@ -285,10 +292,15 @@ def main():
 
     # ---- eerl, as docs/integrations/trl.md tells a user (observe-only here) --------------
     before = thread_cpu()
-    session = eerl.Session(mode="colocated", pools={"generation": [a.gpu], "training": [a.gpu]},
-                           observe_only=True, trace=os.path.join(a.out, "trace.jsonl"),
-                           run_info={"seed": a.seed, "workload": "trl-grpo/%s" % a.size,
-                                     "framework": "trl %s" % trl.__version__})
+    session = None
+    if trainer.accelerator.is_main_process:          # one controller per job
+        session = eerl.Session(mode="colocated",
+                               pools={"generation": [a.gpu], "training": [a.gpu]},
+                               observe_only=True, trace=os.path.join(a.out, "trace.jsonl"),
+                               run_info={"seed": a.seed, "workload": "trl-grpo/%s" % a.size,
+                                         "framework": "trl %s" % trl.__version__})
+    if session is None:
+        sys.exit("trl_grpo: this script runs one process (python3, not accelerate launch)")
     eerl_threads = {t: v for t, v in thread_cpu().items() if t not in before}
     t_open = time.monotonic()
 
@@ -411,15 +423,28 @@ def main():
             state["t_train0"] = time.monotonic()
 
         def on_step_end(self, args, st, control, **kw):
-            if time.monotonic() - state["t_train0"] >= a.seconds:
+            now = time.monotonic()
+            last = now - state.setdefault("t_step", state["t_train0"])
+            state["t_step"] = now
+            if a.seconds is not None and now - state["t_train0"] >= a.seconds:
+                control.should_training_stop = True
+            if a.stop_by is not None and now + 1.15 * last > a.stop_by:
                 control.should_training_stop = True
             return control
 
         def on_log(self, args, st, control, logs=None, **kw):
+            logs = logs or {}
             trl_log.write(json.dumps({"step": st.global_step, "mono": time.monotonic(),
-                                      "logs": {k: v for k, v in (logs or {}).items()
+                                      "logs": {k: v for k, v in logs.items()
                                                if isinstance(v, (int, float))}}) + "\n")
             trl_log.flush()
+            g = logs.get("grad_norm")
+            if isinstance(g, float) and g != g:
+                state["nan_step"] = st.global_step
+                say("step %d: the gradient norm is NaN (the weights are now NaN and the next "
+                    "generation would fail); training stops here" % st.global_step)
+                control.should_training_stop = True
+            return control
 
     trainer.add_callback(Budget())
     say("training: %d sequences per update (%d prompts x %d), micro-batch %d, completions up "
@@ -432,7 +457,12 @@ def main():
     trainer.train()
     t_train = time.monotonic() - t_train
     rusage1 = _rusage()
+    # take our timers off the hook's wrappers, so that uninstall() finds its own and restores TRL
+    PC.__enter__ = PC.__enter__.__wrapped__
+    PC.__exit__ = PC.__exit__.__wrapped__
+    trainer._generate_and_score_completions = trainer._generate_and_score_completions.__wrapped__
     hook.uninstall()
+    PC.__enter__, PC.__exit__ = orig[0], orig[1]
     after = thread_cpu()
     t_close = time.monotonic()
     ecpu = {str(t): {"name": n, "cpu_s": after[t][1] - c0 if t in after else None,
@@ -446,7 +476,8 @@ def main():
              "categories": {k: {"wall_s": v[0], "cpu_s": v[1], "calls": v[2]}
                             for k, v in tot.items()},
              "eerl_threads": ecpu, "process_cpu_s": rusage1 - rusage0,
-             "zeus_errors": state["zeus_errors"], "unavailable": unavailable}
+             "zeus_errors": state["zeus_errors"], "unavailable": unavailable,
+             "nan_step": state.get("nan_step")}
     with open(os.path.join(a.out, "costs.json"), "w") as f:
         json.dump(costs, f, indent=1)
     run = {"args": vars(a), "dims": dims, "params": params, "vocab": vocab,
@@ -458,6 +489,9 @@ def main():
     say("%d updates in %.1f s of training" % (state["update"], t_train))
     if state["update"] == 0:
         sys.exit("trl_grpo: no update was recorded")
+    if state.get("nan_step"):
+        sys.exit("trl_grpo: training stopped at step %d on a NaN gradient norm"
+                 % state["nan_step"])
 
 
 def _dist_version(name):

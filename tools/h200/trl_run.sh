@@ -6,14 +6,15 @@
 # (tools/h200/trl_summary.py and eerl analyze --forward-test), and packs the run into OUTDIR.
 # Nothing here changes a GPU setting: no clock locks, no power limits, no resets.
 #   tools/h200/trl_run.sh OUTDIR SECONDS [more trl_grpo.py arguments]
-# SECONDS: training time (trl_grpo.py --seconds; it stops after the update that passes it).
+# SECONDS: the whole script's wall time (a device call's limit, less a margin): training stops
+# early enough (trl_grpo.py --stop-by) to leave 20 s for the analysis and packing.
 # OUTDIR gets trl-grpo.tar.gz (the whole run folder), summary.md, forward-test.txt and
 # eerl-vs-zeus.png; the end of the output is the short table.
 # Environment: TRL_PYTHON (default python3), RL_BUILT=1 with EERL_LIBRARY and EERL_BIN set to
 # skip the build (a CPU check), TRL_SAMPLER=0 to leave the sampler out.
 set -euo pipefail
 out=${1:?usage: trl_run.sh OUTDIR SECONDS [trl_grpo.py args]}
-secs=${2:?seconds of training}
+secs=${2:?seconds for the whole script}
 shift 2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$here"
@@ -24,6 +25,8 @@ work=$(mktemp -d)
 run="$work/trl-grpo"  # outside OUTDIR: the device tool brings back few files
 mkdir -p "$run"
 t0=$(date +%s)
+t0m=$("$py" -c 'import time; print(time.monotonic())')
+stop_by=$("$py" -c "print($t0m + $secs - 20)")
 stamp() { echo "trl_run.sh: $1 at +$(($(date +%s) - t0)) s"; }
 
 if ls .whl/*.whl >/dev/null 2>&1 && [ "${TRL_WHEELS:-1}" = 1 ]; then
@@ -57,14 +60,17 @@ fi
 sampler=
 rm -f "$run/.stop"
 if [ "${TRL_SAMPLER:-1}" = 1 ]; then
-    "$py" tools/h200/sampler.py --gpus 0 --interval-ms 50 --seconds $((secs + 400)) \
+    "$py" tools/h200/sampler.py --gpus 0 --interval-ms 50 --seconds "$secs" \
         --stop-file "$run/.stop" --out "$run/samples.csv" >"$run/sampler.log" 2>&1 &
     sampler=$!
 fi
 stamp "training starts"
 rc=0
-PYTHONUNBUFFERED=1 "$py" tools/h200/trl_grpo.py --out "$run" --seconds "$secs" "$@" \
-    >"$run/stdout.txt" 2>&1 || rc=$?
+# a hang must not eat the analysis: the run is stopped (SIGTERM: eerl's session closes) 12 s
+# before the script's end, and what it wrote by then is analysed
+left=$((secs - 12 - ($(date +%s) - t0)))
+PYTHONUNBUFFERED=1 timeout -k 5 "$left" "$py" tools/h200/trl_grpo.py --out "$run" \
+    --stop-by "$stop_by" "$@" >"$run/stdout.txt" 2>&1 || rc=$?
 touch "$run/.stop"
 if [ -n "$sampler" ]; then wait "$sampler" || echo "trl_run.sh: the sampler failed (sampler.log)"; fi
 rm -f "$run/.stop"

@@ -242,8 +242,22 @@ def test_uninstall_restores_trl(model_dir, tmp_path):
     assert profiling.ProfilingContext.__exit__ is exit_
     assert len(trainer.callback_handler.callbacks) == n
     assert "_generate_and_score_completions" not in vars(trainer)
-    assert eerl_trl.install(None, trainer).uninstall() is None  # the other processes' no-op
+    # None is for the other processes; in the main process it is refused.
+    with pytest.raises(ValueError, match="main process holds the job's session"):
+        eerl_trl.install(None, trainer)
     assert profiling.ProfilingContext.__enter__ is enter
+
+
+def test_blocks_of_another_trainer_class_are_not_this_hooks(model_dir, tmp_path):
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=1)
+    s = RecordingSession()
+    hook = eerl_trl.install(s, trainer)
+    try:
+        with profiling.ProfilingContext("RLOOTrainer.transformers.generate", report_to=[]):
+            pass
+        assert hook.driver.active is None and s.calls == []
+    finally:
+        hook.uninstall()
 
 
 def test_two_processes_one_controller(model_dir, node, tmp_path):

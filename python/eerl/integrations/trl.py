@@ -93,14 +93,20 @@ class TRLHook:
         self._orig_exit = profiling.ProfilingContext.__exit__
         hook = self
 
+        prefix = type(trainer).__name__ + "."  # this trainer's blocks, not another's
+
         def __enter__(ctx):
             r = hook._orig_enter(ctx)
-            hook._enter(getattr(ctx, "name", ""))
+            name = getattr(ctx, "name", "")
+            if name.startswith(prefix):
+                hook._enter(name)
             return r
 
         def __exit__(ctx, et, ev, tb):
             try:
-                hook._exit(getattr(ctx, "name", ""))
+                name = getattr(ctx, "name", "")
+                if name.startswith(prefix):
+                    hook._exit(name)
             except BaseException:
                 hook._orig_exit(ctx, et, ev, tb)
                 raise
@@ -274,12 +280,18 @@ def install(session, trainer, phases=None, strict=False, profiling_module=None):
 
     session: the job's one eerl session (eerl.Session, or eerl.multinode.MultiNodeSession across
         nodes), in TRL's main process (trainer.accelerator.is_main_process); None in every other
-        process, where install does nothing. phases: overrides of the block-name -> eerl phase
+        process, where install does nothing (None in the main process is refused: ValueError). phases: overrides of the block-name -> eerl phase
         table (a value of None drops a name). strict: let eerl errors and a missing generation
         phase stop the run. Raises IntegrationError when this TRL lacks a hook point."""
-    if session is None:
-        return _Inert()
     fw = framework()
+    acc = getattr(trainer, "accelerator", None)
+    main = getattr(acc, "is_main_process", True) if acc is not None else True
+    if session is None:
+        if main:
+            raise ValueError("eerl: install(None, trainer) in TRL's main process: the main process "
+                             "holds the job's session (%s); only the other processes pass None"
+                             % DOC)
+        return _Inert()
     if profiling_module is None:
         try:
             profiling_module = importlib.import_module("trl.extras.profiling")
@@ -300,8 +312,7 @@ def install(session, trainer, phases=None, strict=False, profiling_module=None):
         "a profiled %s._prepare_inputs" % cls: hasattr(
             getattr(type(trainer), "_prepare_inputs", None), "__wrapped__"),
     })
-    acc = getattr(trainer, "accelerator", None)
-    if acc is not None and not getattr(acc, "is_main_process", True):
+    if not main:
         raise IntegrationError(
             "eerl: the session must live in TRL's main process (trainer.accelerator."
             "is_main_process, global rank 0): one controller per job, and only that process "

@@ -890,25 +890,30 @@ class MultiNodeSession:
         NodeError) is raised naming the node."""
         lost = isinstance(e, NodeLost)
         n = e.node
-        others = [m for m in self.nodes if m != n and m not in getattr(self.adapter, "lost", ())]
-        if not lost:
-            others.append(n)
-        released, release_error = [], None
-        try:
-            self.adapter.call("close", {m: {"release": not self.observe_only} for m in others})
-            released = sorted(others)
-        except NodeError as e2:
-            release_error = str(e2)
+        gone = getattr(self.adapter, "lost", ())
+        released, failed = [], []
+        for m in self.nodes:  # one by one: each node's outcome is its own
+            if m in gone or (lost and m == n):
+                continue
+            try:
+                self.adapter.call("close", {m: {"release": not self.observe_only}})
+                released.append(m)
+            except NodeError as e2:
+                failed.append("%s (%s)" % (self.adapter.describe(m), e2.why))
+        release_error = "; ".join(failed) or None
         where = "update %d, at %s" % (self._update, at)
-        msg = ("%s in %s: %s. The session stopped: %s; %s; the trace keeps updates "
-               "0-%d" % ("%s was lost" % self.adapter.describe(n) if lost
-                         else "%s failed" % self.adapter.describe(n), where, e.why,
-                         "its eerld resets its GPUs as its connection drops" if lost
-                         else "its GPUs were released",
-                         ("nodes %s are back at the governor" % ", ".join(map(str, released))
-                          if released else "no other node to release")
-                         if release_error is None else "releasing the others failed: %s"
-                         % release_error, self._update - 1))
+        parts = ["the lost node's eerld resets its GPUs as its connection drops"] if lost else []
+        if released:
+            parts.append("node%s %s %s back at the governor" % (
+                "s" if len(released) > 1 else "", ", ".join(map(str, released)),
+                "are" if len(released) > 1 else "is"))
+        if failed:
+            parts.append("releasing failed on %s, whose eerld resets its GPUs when the "
+                         "connection closes or when it starts again" % release_error)
+        msg = "%s %s in %s: %s. The session stopped: %s; the trace keeps %s" % (
+            self.adapter.describe(n), "was lost" if lost else "failed", where, e.why,
+            "; ".join(parts) or "no node to release",
+            "updates 0-%d" % (self._update - 1) if self._update else "no update")
         if self._trace is not None:
             self._write({"type": "node_lost" if lost else "node_error", "node": n,
                          "name": self.adapter.describe(n), "update": self._update,

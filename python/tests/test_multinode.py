@@ -361,3 +361,37 @@ def test_session_through_eerld_leases_switches_and_resets(nodes):
         s.close()
     assert [r[2] for r in watch.read([0, 1])] == [1980, 1980]
     watch.close()
+
+
+def test_a_nodes_eerld_going_away_stops_the_session(nodes, tmp_path):
+    """The node's eerld is stopped mid-run (SIGTERM: it resets its GPUs and exits): the next
+    boundary fails on that node, the session stops with NodeError naming it, and the trace keeps
+    its updates and ends with a node_error line."""
+    from test_session import one_update
+    n0 = nodes[0]
+    ad = multinode.TorchDistributedAdapter(socket=n0.socket, dist=_FakeDist())
+    trace = str(tmp_path / "eerld-gone.jsonl")
+    s = multinode.MultiNodeSession(ad, pools={"generation": {0: [0, 1]}, "training": {0: [0, 1]}},
+                                   trace=trace)
+    try:
+        for u in range(40):
+            one_update(s, u)
+            if s.applied_setting()["gen_mhz"]:
+                break
+        s.phase_begin("generation")
+        assert all(lo is not None for lo, _ in n0.locks()), n0.locks()
+        n0.stop()
+        assert n0.locks() == [(None, None)] * 2  # eerld reset them on its way out
+        with pytest.raises(multinode.NodeError) as e:
+            s.phase_end("generation")
+        assert e.value.node == 0 and "node 0 (rank 0) failed" in str(e.value) and \
+            "session stopped" in str(e.value), str(e.value)
+    finally:
+        s.close()
+        ad.close()
+    lines = [json.loads(x) for x in open(trace)]
+    assert [x["update"] for x in lines if x["type"] == "update"] == list(range(u + 1))
+    last = lines[-1]
+    assert last["type"] == "node_error" and last["node"] == 0 and \
+        last["open_phases"] == ["generation"] and last["at"] == "the end of phase generation" \
+        and last["released"] == [] and "node 0 (rank 0)" in last["release_error"], last

@@ -352,3 +352,46 @@ def test_two_nodes_one_controller(model_dir, tmp_path):
         # 4 GPUs on 2 nodes: the energy is both nodes' (a real GPU's power, not half of it)
         per_gpu_w = u["energy_j"] / u["time_s"] / 4
         assert 60 < per_gpu_w < 800, per_gpu_w
+
+
+def test_resume_with_trls_checkpoint(model_dir, node, tmp_path):
+    # The EerlCheckpoint callback of docs/integrations/trl.md: eerl's state lands in TRL's own
+    # checkpoint directories, and a session opened on one of them resumes from it.
+    from transformers import TrainerCallback
+
+    out = str(tmp_path / "out")
+    session = eerl.Session(pools={"generation": [0], "training": [0]}, observe_only=True,
+                           strategy="eerl", resume_from=None)
+
+    class EerlCheckpoint(TrainerCallback):
+        def on_save(self, args, state, control, **kw):
+            session.save_state(os.path.join(args.output_dir, "checkpoint-%d" % state.global_step))
+
+    trainer = trl_tiny.trainer(model_dir, out, max_steps=2, beta=0.0, save_strategy="steps",
+                               save_steps=1)
+    trainer.add_callback(EerlCheckpoint())
+    hook = eerl_trl.install(session, trainer)
+    try:
+        trainer.train()
+    finally:
+        hook.uninstall()
+        session.close()
+    for step in (1, 2):
+        assert os.path.getsize(os.path.join(out, "checkpoint-%d" % step, "eerl-controller.state"))
+    resume = os.path.join(out, "checkpoint-1")
+    s2 = eerl.Session(pools={"generation": [0], "training": [0]}, observe_only=True,
+                      strategy="eerl", resume_from=resume)
+    try:
+        # The state was read from TRL's checkpoint; after 2 updates it is still calibrating, so
+        # it is refused for a fresh search, saying why (docs/controller.md, "Resume").
+        assert resume in s2.resume_detail and "too few to skip calibration" in s2.resume_detail
+        assert s2.resumed is False
+        trainer = trl_tiny.trainer(model_dir, out, max_steps=2, beta=0.0, save_strategy="no")
+        hook = eerl_trl.install(s2, trainer)
+        try:
+            trainer.train(resume_from_checkpoint=resume)
+        finally:
+            hook.uninstall()
+        assert trainer.state.global_step == 2 and hook.updates == 1  # step 2 only
+    finally:
+        s2.close()

@@ -12,6 +12,7 @@
 #include "eerl/error.h"
 #include "eerl/version.h"
 #include "core/controller.h"
+#include "core/monitor.h"
 
 static int cmp_desc(const void *a, const void *b)
 {
@@ -90,7 +91,8 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     ctl->refs = calloc(cfg->ref_window, sizeof(*ctl->refs));
     ctl->ref_ptrs = calloc(cfg->ref_window, sizeof(*ctl->ref_ptrs));
     ctl->st = calloc(1, ctl->ops->st_size);
-    if (!ctl->clocks || !ctl->refs || !ctl->ref_ptrs || !ctl->st)
+    ctl->mon = calloc(1, sizeof(*ctl->mon));
+    if (!ctl->clocks || !ctl->refs || !ctl->ref_ptrs || !ctl->st || !ctl->mon)
         goto fail;
     memcpy(ctl->clocks, clocks, n_clocks * sizeof(*clocks));
     qsort(ctl->clocks, n_clocks, sizeof(*ctl->clocks), cmp_desc);
@@ -99,6 +101,9 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
             ctl->clocks[k++] = ctl->clocks[i];
     ctl->n_clocks = k;
     err = eerl__pred_work_init(&ctl->work, cfg->ref_window);
+    if (err < 0)
+        goto fail;
+    err = eerl__monitor_init(ctl->mon, cfg->monitor_window);
     if (err < 0)
         goto fail;
     err = ctl->ops->init ? ctl->ops->init(ctl, ctl->st) : 0;
@@ -121,6 +126,9 @@ void eerl_ctl_free(eerl_ctl *ctl)
     if (ctl->ops && ctl->ops->fini && ctl->st)
         ctl->ops->fini(ctl, ctl->st);
     eerl__pred_work_free(&ctl->work);
+    if (ctl->mon)
+        eerl__monitor_fini(ctl->mon);
+    free(ctl->mon);
     free(ctl->st);
     free(ctl->ref_ptrs);
     free(ctl->refs);
@@ -133,11 +141,10 @@ static eerl_event *ev_at(eerl_ctl *ctl, size_t i)
     return &ctl->events[(ctl->ev_head + i) % EERL__EVENTS_CAP];
 }
 
-eerl_event *eerl__ctl_emit(eerl_ctl *ctl, eerl_event_kind kind, const eerl_setting *cand,
-                           const char *fmt, ...)
+static eerl_event *ev_vemit(eerl_ctl *ctl, eerl_event_kind kind, const eerl_setting *cand,
+                            const char *fmt, va_list ap)
 {
     eerl_event *ev;
-    va_list ap;
 
     if (ctl->ev_n == EERL__EVENTS_CAP) {
         ctl->ev_head = (ctl->ev_head + 1) % EERL__EVENTS_CAP;
@@ -156,10 +163,82 @@ eerl_event *eerl__ctl_emit(eerl_ctl *ctl, eerl_event_kind kind, const eerl_setti
     ev->energy_ratio = NAN;
     ev->meas_time_ratio = NAN;
     ev->meas_energy_ratio = NAN;
-    va_start(ap, fmt);
     vsnprintf(ev->reason, sizeof(ev->reason), fmt, ap);
+    return ev;
+}
+
+eerl_event *eerl__ctl_emit(eerl_ctl *ctl, eerl_event_kind kind, const eerl_setting *cand,
+                           const char *fmt, ...)
+{
+    eerl_event *ev;
+    va_list ap;
+
+    va_start(ap, fmt);
+    ev = ev_vemit(ctl, kind, cand, fmt, ap);
     va_end(ap);
     return ev;
+}
+
+/* ---- the life cycle's record ------------------------------------------------------------------
+ * The lock, its setting, the counters of trials and refreshes, the block length and the
+ * reference fit's floor are written here and nowhere else; strategies tell the controller what
+ * happened through these calls. */
+
+void eerl__ctl_lock(eerl_ctl *ctl, const eerl_setting *s, eerl_setting *next, const char *why)
+{
+    char b[48];
+
+    ctl->locked = 1;
+    ctl->locked_setting = *s;
+    if (next)
+        *next = *s;
+    eerl__ctl_emit(ctl, EERL_EV_LOCK, s, "lock %s: %s", eerl__setting_str(s, b, sizeof(b)), why);
+}
+
+void eerl__ctl_start_locked(eerl_ctl *ctl, const eerl_setting *s)
+{
+    ctl->locked = 1;
+    ctl->locked_setting = *s;
+    ctl->next = *s;
+}
+
+void eerl__ctl_adjust(eerl_ctl *ctl, const eerl_setting *s, eerl_setting *next, const char *fmt,
+                      ...)
+{
+    va_list ap;
+
+    ctl->locked_setting = *s;
+    *next = *s;
+    va_start(ap, fmt);
+    (void)ev_vemit(ctl, EERL_EV_ADJUST, s, fmt, ap);
+    va_end(ap);
+}
+
+void eerl__ctl_refresh(eerl_ctl *ctl, const eerl_setting *locked, eerl_setting *next,
+                       const char *fmt, ...)
+{
+    va_list ap;
+
+    ctl->refreshes++;
+    memset(next, 0, sizeof(*next));
+    va_start(ap, fmt);
+    (void)ev_vemit(ctl, EERL_EV_REFRESH, locked, fmt, ap);
+    va_end(ap);
+}
+
+void eerl__ctl_trial_done(eerl_ctl *ctl)
+{
+    ctl->trials++;
+}
+
+void eerl__ctl_set_block(eerl_ctl *ctl, unsigned updates)
+{
+    ctl->block_updates = updates;
+}
+
+void eerl__ctl_set_fit_floor(eerl_ctl *ctl, double min_t)
+{
+    ctl->pred_min_t = min_t;
 }
 
 /* Stamps the events of this observation with the state and request that followed it. */

@@ -1,6 +1,7 @@
 /* Internal view of the controller for its strategies: the struct behind eerl_ctl, the governor
- * reference set and predictor it keeps, the event ring, and clock helpers that only ever return
- * supported clocks. controller.c owns all of it; strategies read it and call these helpers. */
+ * reference set and predictor it keeps, the lock, the monitoring window, the event ring, and
+ * clock helpers that only ever return supported clocks. controller.c owns all of it; strategies
+ * read it and change it only through the calls below (tests/test_core_ownership.sh checks). */
 #ifndef EERL_CORE_CONTROLLER_H
 #define EERL_CORE_CONTROLLER_H
 
@@ -11,6 +12,8 @@
 #include "core/strategy.h"
 
 #define EERL__EVENTS_CAP 256
+
+struct eerl__monitor;
 
 struct eerl_ctl {
     eerl_mode mode;
@@ -37,6 +40,9 @@ struct eerl_ctl {
     size_t ev_head, ev_n, ev_mark;
     uint64_t ev_dropped;
 
+    /* After lock: the monitoring window (monitor.c) of the strategies that use it. */
+    struct eerl__monitor *mon;
+
     uint64_t cur_update;
     uint64_t observed, rejected, trials, refreshes;
     unsigned block_updates;
@@ -48,6 +54,29 @@ struct eerl_ctl {
  * next are filled in when the observation's decision is complete. Returns the event to fill. */
 eerl_event *eerl__ctl_emit(struct eerl_ctl *ctl, eerl_event_kind kind, const eerl_setting *cand,
                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* The life cycle's record. These are the only writers of locked, locked_setting, trials,
+ * refreshes, block_updates and pred_min_t (tests/test_core_ownership.sh checks it).
+ * lock: the search settled on s: locked, *next = s (next NULL: the request stays as it is),
+ * and the LOCK event "lock S: why".
+ * start_locked: at construction (a strategy's init): s locked and requested from the first
+ * update, no event. adjust: the locked setting moves to s (*next = s), ADJUST event.
+ * refresh: governor measurements while locked begin (counted, *next = governor), REFRESH event
+ * about the locked setting. */
+void eerl__ctl_lock(struct eerl_ctl *ctl, const eerl_setting *s, eerl_setting *next,
+                    const char *why);
+void eerl__ctl_start_locked(struct eerl_ctl *ctl, const eerl_setting *s);
+void eerl__ctl_adjust(struct eerl_ctl *ctl, const eerl_setting *s, eerl_setting *next,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void eerl__ctl_refresh(struct eerl_ctl *ctl, const eerl_setting *locked, eerl_setting *next,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A candidate's trial was judged (counted in the status). */
+void eerl__ctl_trial_done(struct eerl_ctl *ctl);
+/* In-flight: the block length chosen (updates per block, shown in the status). */
+void eerl__ctl_set_block(struct eerl_ctl *ctl, unsigned updates);
+/* The shortest phase time the reference fit uses (eerl__pred_fit_sel's min_t; 0 = the paper's
+ * fit); set by a strategy's init, before any reference. */
+void eerl__ctl_set_fit_floor(struct eerl_ctl *ctl, double min_t);
 
 /* Adds a governor observation to the references and refits the predictor. */
 void eerl__ctl_ref_add(struct eerl_ctl *ctl, const eerl_obs *obs);

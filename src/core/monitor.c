@@ -168,10 +168,7 @@ void eerl__refresh_begin(struct eerl_ctl *ctl, const eerl_setting *locked, unsig
                          eerl_setting *next, const char *why)
 {
     *count = 0;
-    ctl->refreshes++;
-    memset(next, 0, sizeof(*next));
-    eerl__ctl_emit(ctl, EERL_EV_REFRESH, locked, "%s: %u governor updates", why,
-                   ctl->cfg.refresh_updates);
+    eerl__ctl_refresh(ctl, locked, next, "%s: %u governor updates", why, ctl->cfg.refresh_updates);
 }
 
 int eerl__refresh_step(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *count,

@@ -1,8 +1,10 @@
 /* The strategy interface: one state machine per execution mode behind a small vtable, so other
  * strategies (governor, oracle, global clock, linear search, ...) can be added without touching
  * the controller. A strategy owns its state (allocated by the controller, st_size bytes, zeroed,
- * plus whatever its init allocates and its fini frees); it reads the controller's predictor and
- * references and emits events through controller.h's helpers. */
+ * plus whatever its init allocates and its fini frees); it reads the controller's predictor,
+ * references and lock, and tells the controller what happened through controller.h's calls
+ * (emit, ref_add/ref_count, lock, adjust, refresh, trial_done): it never writes the lock, the
+ * references, the counters or the events itself. */
 #ifndef EERL_CORE_STRATEGY_H
 #define EERL_CORE_STRATEGY_H
 

@@ -66,9 +66,7 @@ static int static_init(struct eerl_ctl *ctl, void *st)
     s.idle_mhz = ctl->cfg.static_setting.idle_mhz
                      ? eerl__ctl_snap(ctl, ctl->cfg.static_setting.idle_mhz)
                      : EERL_CLOCK_GOVERNOR;
-    ctl->next = s;
-    ctl->locked = 1;
-    ctl->locked_setting = s;
+    eerl__ctl_start_locked(ctl, &s);
     return 0;
 }
 
@@ -138,15 +136,11 @@ static eerl_ctl_state gc_state(const void *vst)
 
 static void gc_lock(struct eerl_ctl *ctl, struct gc_st *st, eerl_setting *next, const char *why)
 {
-    char b[48];
+    eerl_setting s = st->best_clock ? eerl__ctl_setting(ctl, st->best_clock, st->best_clock)
+                                    : eerl__ctl_setting(ctl, 0, 0);
 
     st->phase = 2;
-    *next = st->best_clock ? eerl__ctl_setting(ctl, st->best_clock, st->best_clock)
-                           : eerl__ctl_setting(ctl, 0, 0);
-    ctl->locked = 1;
-    ctl->locked_setting = *next;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, next, "lock %s: %s", eerl__setting_str(next, b, sizeof(b)),
-                   why);
+    eerl__ctl_lock(ctl, &s, next, why);
 }
 
 static void gc_try(struct eerl_ctl *ctl, struct gc_st *st, eerl_setting *next)
@@ -197,7 +191,7 @@ static void gc_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     eerl__judge_whole(ctl, &st->acc, &r);
     v = eerl__verdict(&ctl->cfg, &r, 1.0, &tf, why, sizeof(why));
-    ctl->trials++;
+    eerl__ctl_trial_done(ctl);
     ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, next, "%s", why);
     eerl__event_set(ev, &r, st->acc.n, v);
     if (v == EERL_VERDICT_PASS && r.energy < st->best_energy) {
@@ -259,14 +253,10 @@ static double group_ratio(const struct eerl_ctl *ctl, const eerl_obs *obs, int g
 
 static void ls_lock(struct eerl_ctl *ctl, struct ls_st *st, eerl_setting *next)
 {
-    char b[48];
+    eerl_setting s = eerl__ctl_setting(ctl, st->clk[0], st->clk[1]);
 
     st->phase = 2;
-    *next = eerl__ctl_setting(ctl, st->clk[0], st->clk[1]);
-    ctl->locked = 1;
-    ctl->locked_setting = *next;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, next, "lock %s: every group searched (one-shot)",
-                   eerl__setting_str(next, b, sizeof(b)));
+    eerl__ctl_lock(ctl, &s, next, "every group searched (one-shot)");
 }
 
 /* The next clock for the current group, or the next group, or the lock. */
@@ -328,7 +318,7 @@ static void ls_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     if (++st->n < BL_SAMPLES)
         return;
     loss = st->best / st->gov_best[st->group] - 1;
-    ctl->trials++;
+    eerl__ctl_trial_done(ctl);
     ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, next, "group %d at %u MHz: best-of-%u loss %.2f%%",
                         st->group, st->trying, BL_SAMPLES, 100 * loss);
     ev->time_ratio = 1 + loss;

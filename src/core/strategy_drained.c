@@ -29,26 +29,11 @@ struct drained_st {
     unsigned trials;
     struct eerl__acc acc;
     struct eerl__tried_set tried;
-    eerl_setting locked;
-    struct eerl__monitor mon;
 };
 
 static const char *group_name(int g)
 {
     return g == EERL_GROUP_GEN ? "generation" : "training";
-}
-
-static int dr_init(struct eerl_ctl *ctl, void *vst)
-{
-    struct drained_st *st = vst;
-    return eerl__monitor_init(&st->mon, ctl->cfg.monitor_window);
-}
-
-static void dr_fini(struct eerl_ctl *ctl, void *vst)
-{
-    struct drained_st *st = vst;
-    (void)ctl;
-    eerl__monitor_fini(&st->mon);
 }
 
 static eerl_ctl_state dr_state(const void *vst)
@@ -113,15 +98,9 @@ static void go_pending(struct eerl_ctl *ctl, struct drained_st *st, eerl_setting
 static void lock(struct eerl_ctl *ctl, struct drained_st *st, const eerl_setting *s,
                  eerl_setting *next, const char *why)
 {
-    char b[48];
-
-    st->locked = *s;
     st->phase = eerl_setting_is_governor(s) ? DR_DONE : DR_LOCKED;
-    ctl->locked = 1;
-    ctl->locked_setting = *s;
-    eerl__monitor_clear(&st->mon);
-    *next = *s;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, s, "lock %s: %s", eerl__setting_str(s, b, sizeof(b)), why);
+    eerl__monitor_clear(ctl->mon);
+    eerl__ctl_lock(ctl, s, next, why);
 }
 
 static void start_round(struct eerl_ctl *ctl, struct drained_st *st, eerl_setting *next)
@@ -191,7 +170,7 @@ static void start_refresh(struct eerl_ctl *ctl, struct drained_st *st, eerl_sett
                           const char *why)
 {
     st->phase = DR_REFRESH;
-    eerl__refresh_begin(ctl, &st->locked, &st->count, next, why);
+    eerl__refresh_begin(ctl, &ctl->locked_setting, &st->count, next, why);
 }
 
 static void on_locked(struct eerl_ctl *ctl, struct drained_st *st, const eerl_obs *obs,
@@ -205,34 +184,31 @@ static void on_locked(struct eerl_ctl *ctl, struct drained_st *st, const eerl_ob
     unsigned adjustable = 0;
     int act, g;
 
-    act = eerl__monitor_add(&st->mon, ctl, obs, &sum);
+    act = eerl__monitor_add(ctl->mon, ctl, obs, &sum);
     if (act == EERL__MON_REFRESH) {
         start_refresh(ctl, st, next, "work outside the predictor's range repeatedly");
         return;
     }
     if (act == EERL__MON_NONE) {
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->locked, "locked at %s; window %u/%u",
-                       eerl__setting_str(&st->locked, b, sizeof(b)), st->mon.n,
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked at %s; window %u/%u",
+                       eerl__setting_str(&ctl->locked_setting, b, sizeof(b)), ctl->mon->n,
                        ctl->cfg.monitor_window);
         return;
     }
-    judge(ctl, &st->locked, &sum, &r);
+    judge(ctl, &ctl->locked_setting, &sum, &r);
     for (g = 0; g < 2; g++)
-        if (st->locked.mhz[g] != EERL_CLOCK_GOVERNOR)
+        if (ctl->locked_setting.mhz[g] != EERL_CLOCK_GOVERNOR)
             adjustable |= 1u << g;
-    act =
-        eerl__monitor_decide(&st->mon, ctl, &st->locked, adjustable, &r, ctl->cfg.feedback_step_mhz,
-                             ctl->cfg.feedback_big_step_mhz, &nv, why, sizeof(why));
-    ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &st->locked, "%s", why);
+    act = eerl__monitor_decide(ctl->mon, ctl, &ctl->locked_setting, adjustable, &r,
+                               ctl->cfg.feedback_step_mhz, ctl->cfg.feedback_big_step_mhz, &nv, why,
+                               sizeof(why));
+    ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &ctl->locked_setting, "%s", why);
     eerl__event_set(ev, &r, sum.n,
                     act == EERL__MON_RAISE || act == EERL__MON_REFRESH_ENERGY ? EERL_VERDICT_FAIL
                                                                               : EERL_VERDICT_PASS);
     if (act == EERL__MON_RAISE || act == EERL__MON_LOWER) {
-        st->locked = nv;
-        ctl->locked_setting = nv;
-        eerl__monitor_reset(&st->mon);
-        *next = nv;
-        eerl__ctl_emit(ctl, EERL_EV_ADJUST, &nv, "%s", why);
+        eerl__monitor_reset(ctl->mon);
+        eerl__ctl_adjust(ctl, &nv, next, "%s", why);
         if (eerl_setting_is_governor(&nv))
             st->phase = DR_DONE;
     } else if (act == EERL__MON_REFRESH_ENERGY) {
@@ -313,7 +289,7 @@ static void dr_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         v = eerl__verdict(c, &r, cap, &tf, why, sizeof(why));
         if (!confirm) {
             st->trials++;
-            ctl->trials++;
+            eerl__ctl_trial_done(ctl);
             eerl__tried_put(&st->tried, &st->cand, v, tf, &r);
         } else if (v == EERL_VERDICT_FAIL && (t = eerl__tried_find(&st->tried, &st->cand))) {
             t->confirm_failed = 1;
@@ -342,7 +318,7 @@ static void dr_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         on_locked(ctl, st, obs, next);
         return;
     case DR_REFRESH:
-        if (eerl__refresh_step(ctl, obs, &st->count, &st->mon, &st->locked, next))
+        if (eerl__refresh_step(ctl, obs, &st->count, ctl->mon, &ctl->locked_setting, next))
             st->phase = DR_LOCKED;
         return;
     default:
@@ -354,8 +330,6 @@ static void dr_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
 const struct eerl__strategy_ops eerl__strategy_drained = {
     .name = "paper-drained",
     .st_size = sizeof(struct drained_st),
-    .init = dr_init,
-    .fini = dr_fini,
     .observe = dr_observe,
     .state = dr_state,
 };

@@ -137,7 +137,7 @@ static int ee_init(struct eerl_ctl *ctl, void *vst)
 
     int g;
 
-    ctl->pred_min_t = EERL__PRED_MIN_T;
+    eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
 
     st->step[EERL_GROUP_GEN] = ctl->cfg.start_drop_gen_mhz;
     for (g = 1; g < EE_GROUPS; g++)
@@ -222,13 +222,8 @@ static int lower_group(struct eerl_ctl *ctl, struct ee_st *st, int g, unsigned *
 
 static void lock_now(struct eerl_ctl *ctl, struct ee_st *st, const char *why)
 {
-    char b[48];
-
     st->locked = 1;
-    ctl->locked = 1;
-    ctl->locked_setting = st->cur;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, &st->cur, "lock %s: %s",
-                   eerl__setting_str(&st->cur, b, sizeof(b)), why);
+    eerl__ctl_lock(ctl, &st->cur, NULL, why);
 }
 
 /* The next move down, alternating groups; locks when no group can move. */
@@ -339,9 +334,8 @@ static void raise_one(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next
     st->prev = st->cur;
     s = with_groups(ctl, clk);
     apply(st, &s, next);
-    ctl->locked_setting = st->cur;
-    eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur, "raise to %s: the run's account falls short",
-                   eerl__setting_str(&st->cur, b, sizeof(b)));
+    eerl__ctl_adjust(ctl, &st->cur, next, "raise to %s: the run's account falls short",
+                     eerl__setting_str(&st->cur, b, sizeof(b)));
 }
 
 static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
@@ -372,7 +366,7 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
     ev->n_updates = st->n;
     ev->verdict = slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
     if (!st->locked)
-        ctl->trials++;
+        eerl__ctl_trial_done(ctl);
     if (slow || poor) {
         if (st->moved)
             revert(ctl, st, next, slow ? "too slow for the run's budget" : "no energy saved");
@@ -487,7 +481,6 @@ static int ee_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locke
                       eerl_setting *next)
 {
     struct ee_st *st = vst;
-    char b[48];
     int g;
 
     if (!ctl->pred.ready)
@@ -504,10 +497,7 @@ static int ee_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locke
         st->frozen[g] = 1;
     apply(st, locked, next);
     st->locked = 1;
-    ctl->locked = 1;
-    ctl->locked_setting = *locked;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, &st->cur, "lock %s: resumed from the saved state",
-                   eerl__setting_str(&st->cur, b, sizeof(b)));
+    eerl__ctl_lock(ctl, &st->cur, NULL, "resumed from the saved state");
     return 0;
 }
 
@@ -590,11 +580,9 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             st->cov_bits = 0;
             st->phase = EE_REFRESH;
             st->count = 0;
-            ctl->refreshes++;
-            memset(next, 0, sizeof(*next));
-            eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->cur,
-                           "work outside the predictor's range repeatedly: %u governor updates",
-                           EE_REFRESH_N(c));
+            eerl__ctl_refresh(ctl, &st->cur, next,
+                              "work outside the predictor's range repeatedly: %u governor updates",
+                              EE_REFRESH_N(c));
             return;
         }
         eerl__ctl_emit(ctl, EERL_EV_SKIP, &st->cur, "work outside the predictor's range");

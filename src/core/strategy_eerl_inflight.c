@@ -100,7 +100,7 @@ static int ei_init(struct eerl_ctl *ctl, void *vst)
 {
     struct ei_st *st = vst;
 
-    ctl->pred_min_t = EERL__PRED_MIN_T;
+    eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
     st->group = EERL_GROUP_TRAIN;
     st->step[EERL_GROUP_TRAIN] = ctl->cfg.start_drop_train_mhz;
     st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz;
@@ -212,17 +212,12 @@ static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
 
 static void lock_now(struct eerl_ctl *ctl, struct ei_st *st, const char *why)
 {
-    char b[48];
-
     st->locked = 1;
     st->group = -1;
     st->lock_rate = 0;
     if (!ctl->locked)
         st->since_check = 0;
-    ctl->locked = 1;
-    ctl->locked_setting = st->cur;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, &st->cur, "lock %s: %s",
-                   eerl__setting_str(&st->cur, b, sizeof(b)), why);
+    eerl__ctl_lock(ctl, &st->cur, NULL, why);
 }
 
 /* In-flight the training pool mostly waits for the next batch, so a training clock at which its
@@ -352,7 +347,7 @@ static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *nex
      * its best clock the pool's longer busy time costs more than the lower power saves). */
     fail = slow || poor || loss > r || (g == EERL_GROUP_TRAIN && epn >= st->prev_epn);
     verdict_event(ctl, st, EERL_EV_TRIAL, loss, se_l, epn, r, fail);
-    ctl->trials++;
+    eerl__ctl_trial_done(ctl);
     if (fail) {
         unsigned f = eerl__ctl_eff(ctl, st->cur.mhz[g]);
 
@@ -407,10 +402,8 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
                                   g == EERL_GROUP_TRAIN ? c : st->cur.mhz[EERL_GROUP_TRAIN]);
             apply(st, &s, next);
             st->lock_rate = 0;
-            ctl->locked_setting = st->cur;
-            eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur,
-                           "raise to %s: the run's account falls short",
-                           eerl__setting_str(&st->cur, b, sizeof(b)));
+            eerl__ctl_adjust(ctl, &st->cur, next, "raise to %s: the run's account falls short",
+                             eerl__setting_str(&st->cur, b, sizeof(b)));
             return;
         }
     }
@@ -434,12 +427,10 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
         st->count = 0;
         st->since_check = 0;
         block_reset(st);
-        ctl->refreshes++;
-        memset(next, 0, sizeof(*next));
-        eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->cur, "%s: %u governor updates",
-                       moved ? "the lock's rate moved more than its noise"
-                             : "periodic check of the governor reference",
-                       EI_GOV_N);
+        eerl__ctl_refresh(ctl, &st->cur, next, "%s: %u governor updates",
+                          moved ? "the lock's rate moved more than its noise"
+                                : "periodic check of the governor reference",
+                          EI_GOV_N);
         return;
     }
     block_reset(st);

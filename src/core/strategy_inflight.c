@@ -33,7 +33,6 @@ struct inflight_st {
     struct eerl__acc gov_prev, gov_cur, cand_acc;
     unsigned trials;
     struct eerl__tried_set tried;
-    eerl_setting locked;
     unsigned lock_blocks;
     struct eerl__acc lock_acc;
 };
@@ -92,17 +91,11 @@ static void start_block(struct eerl_ctl *ctl, struct inflight_st *st, const eerl
 static void lock(struct eerl_ctl *ctl, struct inflight_st *st, const eerl_setting *s,
                  eerl_setting *next, const char *why)
 {
-    char b[48];
-
-    st->locked = *s;
-    ctl->locked = 1;
-    ctl->locked_setting = *s;
     st->lock_blocks = 0;
     st->count = 0;
     eerl__acc_reset(&st->lock_acc);
     st->phase = eerl_setting_is_governor(s) ? IF_DONE : IF_LCAND;
-    *next = *s;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, s, "lock %s: %s", eerl__setting_str(s, b, sizeof(b)), why);
+    eerl__ctl_lock(ctl, s, next, why);
 }
 
 static void start_round(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setting *next)
@@ -189,7 +182,7 @@ static void judge_block(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setti
         eerl__judge_blocks(&st->cand_acc, &gov, &r);
         v = eerl__verdict(c, &r, cap, &tf, why, sizeof(why));
         st->trials++;
-        ctl->trials++;
+        eerl__ctl_trial_done(ctl);
         eerl__tried_put(&st->tried, &st->cand, v, tf, &r);
         ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, &st->cand, "%s", why);
         eerl__event_set(ev, &r, st->cand_acc.n, v);
@@ -270,7 +263,7 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
             break;
     }
     st->block = b;
-    ctl->block_updates = b;
+    eerl__ctl_set_block(ctl, b);
     eerl__ctl_emit(ctl, EERL_EV_BLOCK, next,
                    "noise %.2f%% per update, lag-1 correlation %.2f: blocks of %u give %.2f%% "
                    "standard error (target %.2f%%)",
@@ -349,7 +342,7 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             eerl__acc_reset(&st->gov_cur);
             eerl__judge_blocks(&st->lock_acc, &gov, &r);
             v = eerl__verdict(c, &r, 1.0, &tf, why, sizeof(why));
-            ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &st->locked, "%s", why);
+            ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &ctl->locked_setting, "%s", why);
             eerl__event_set(ev, &r, st->lock_acc.n, v);
             st->phase = IF_LCAND;
             st->count = 0;
@@ -357,39 +350,38 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             eerl__acc_reset(&st->lock_acc);
             if (v == EERL_VERDICT_FAIL) {
                 /* Raise the pool lowered last (round 2's if it was lowered) by its grid. */
-                int g = st->locked.mhz[st->group[1]] != EERL_CLOCK_GOVERNOR ? st->group[1]
-                                                                            : st->group[0];
+                int g = ctl->locked_setting.mhz[st->group[1]] != EERL_CLOCK_GOVERNOR ? st->group[1]
+                                                                                     : st->group[0];
                 unsigned grid = g == st->group[1] ? st->grid[1] : st->grid[0], nv = 0;
                 eerl_setting ns;
-                if (eerl__ctl_step(ctl, st->locked.mhz[g], (int)grid, &nv) < 0)
+                if (eerl__ctl_step(ctl, ctl->locked_setting.mhz[g], (int)grid, &nv) < 0)
                     nv = EERL_CLOCK_GOVERNOR;
-                ns = eerl__with_group(ctl, &st->locked, g, nv);
-                st->locked = ns;
-                ctl->locked_setting = ns;
-                eerl__ctl_emit(ctl, EERL_EV_ADJUST, &ns, "check failed: raise %s by %u MHz",
-                               group_name(g), grid);
+                ns = eerl__with_group(ctl, &ctl->locked_setting, g, nv);
+                eerl__ctl_adjust(ctl, &ns, next, "check failed: raise %s by %u MHz", group_name(g),
+                                 grid);
                 if (eerl_setting_is_governor(&ns))
                     st->phase = IF_DONE;
             }
-            *next = st->locked;
+            *next = ctl->locked_setting;
         }
         return;
     case IF_LCAND:
         eerl__acc_add(&st->lock_acc, ctl, obs);
         if (++st->count < st->block) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->locked, "locked at %s; block %u/%u",
-                           eerl__setting_str(&st->locked, b, sizeof(b)), st->count, st->block);
+            eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked at %s; block %u/%u",
+                           eerl__setting_str(&ctl->locked_setting, b, sizeof(b)), st->count,
+                           st->block);
             return;
         }
         st->count = 0;
         if (++st->lock_blocks < c->inflight_lock_candidate_blocks) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->locked, "locked block %u/%u done",
+            eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked block %u/%u done",
                            st->lock_blocks, c->inflight_lock_candidate_blocks);
             return;
         }
         st->phase = IF_LGOV;
         memset(next, 0, sizeof(*next));
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->locked,
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting,
                        "%u locked blocks done; governor check block follows", st->lock_blocks);
         return;
     default:

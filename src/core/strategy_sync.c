@@ -21,22 +21,7 @@ struct sync_st {
     unsigned trials;
     struct eerl__acc acc;
     struct eerl__tried_set tried;
-    eerl_setting locked;
-    struct eerl__monitor mon;
 };
-
-static int sync_init(struct eerl_ctl *ctl, void *vst)
-{
-    struct sync_st *st = vst;
-    return eerl__monitor_init(&st->mon, ctl->cfg.monitor_window);
-}
-
-static void sync_fini(struct eerl_ctl *ctl, void *vst)
-{
-    struct sync_st *st = vst;
-    (void)ctl;
-    eerl__monitor_fini(&st->mon);
-}
 
 static eerl_ctl_state sync_state(const void *vst)
 {
@@ -154,18 +139,12 @@ static void start_pending(struct eerl_ctl *ctl, struct sync_st *st, eerl_setting
 static void lock(struct eerl_ctl *ctl, struct sync_st *st, const eerl_setting *s,
                  eerl_setting *next, const char *why)
 {
-    char b[48];
     eerl_setting gov;
 
     memset(&gov, 0, sizeof(gov));
-    st->locked = s ? *s : gov;
     st->phase = s ? SY_LOCKED : SY_DONE;
-    ctl->locked = 1;
-    ctl->locked_setting = st->locked;
-    eerl__monitor_clear(&st->mon);
-    *next = st->locked;
-    eerl__ctl_emit(ctl, EERL_EV_LOCK, &st->locked, "lock %s: %s",
-                   eerl__setting_str(&st->locked, b, sizeof(b)), why);
+    eerl__monitor_clear(ctl->mon);
+    eerl__ctl_lock(ctl, s ? s : &gov, next, why);
 }
 
 /* After a verdict: the next trial, else confirmation of the best passing pair, else governor. */
@@ -196,7 +175,7 @@ static void start_refresh(struct eerl_ctl *ctl, struct sync_st *st, eerl_setting
                           const char *why)
 {
     st->phase = SY_REFRESH;
-    eerl__refresh_begin(ctl, &st->locked, &st->count, next, why);
+    eerl__refresh_begin(ctl, &ctl->locked_setting, &st->count, next, why);
 }
 
 static void on_locked(struct eerl_ctl *ctl, struct sync_st *st, const eerl_obs *obs,
@@ -209,30 +188,28 @@ static void on_locked(struct eerl_ctl *ctl, struct sync_st *st, const eerl_obs *
     char why[EERL_REASON_MAX], b[48];
     int act;
 
-    act = eerl__monitor_add(&st->mon, ctl, obs, &sum);
+    act = eerl__monitor_add(ctl->mon, ctl, obs, &sum);
     if (act == EERL__MON_REFRESH) {
         start_refresh(ctl, st, next, "work outside the predictor's range repeatedly");
         return;
     }
     if (act == EERL__MON_NONE) {
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->locked, "locked at %s; window %u/%u",
-                       eerl__setting_str(&st->locked, b, sizeof(b)), st->mon.n,
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked at %s; window %u/%u",
+                       eerl__setting_str(&ctl->locked_setting, b, sizeof(b)), ctl->mon->n,
                        ctl->cfg.monitor_window);
         return;
     }
     eerl__judge_parts(ctl, &sum, &r);
-    act = eerl__monitor_decide(&st->mon, ctl, &st->locked, 3u, &r, ctl->cfg.feedback_step_mhz,
-                               ctl->cfg.feedback_big_step_mhz, &nv, why, sizeof(why));
-    ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &st->locked, "%s", why);
+    act = eerl__monitor_decide(ctl->mon, ctl, &ctl->locked_setting, 3u, &r,
+                               ctl->cfg.feedback_step_mhz, ctl->cfg.feedback_big_step_mhz, &nv, why,
+                               sizeof(why));
+    ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &ctl->locked_setting, "%s", why);
     eerl__event_set(ev, &r, sum.n,
                     act == EERL__MON_RAISE || act == EERL__MON_REFRESH_ENERGY ? EERL_VERDICT_FAIL
                                                                               : EERL_VERDICT_PASS);
     if (act == EERL__MON_RAISE || act == EERL__MON_LOWER) {
-        st->locked = nv;
-        ctl->locked_setting = nv;
-        eerl__monitor_reset(&st->mon);
-        *next = nv;
-        eerl__ctl_emit(ctl, EERL_EV_ADJUST, &nv, "%s", why);
+        eerl__monitor_reset(ctl->mon);
+        eerl__ctl_adjust(ctl, &nv, next, "%s", why);
     } else if (act == EERL__MON_REFRESH_ENERGY) {
         start_refresh(ctl, st, next, "no saving against the reference");
     }
@@ -299,7 +276,7 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
         v = eerl__verdict(c, &r, 1.0, &tf, why, sizeof(why));
         if (!confirm) {
             st->trials++;
-            ctl->trials++;
+            eerl__ctl_trial_done(ctl);
             t = eerl__tried_put(&st->tried, &st->cand, v, tf, &r);
             (void)t;
         } else {
@@ -342,7 +319,7 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
         on_locked(ctl, st, obs, next);
         return;
     case SY_REFRESH:
-        if (eerl__refresh_step(ctl, obs, &st->count, &st->mon, &st->locked, next))
+        if (eerl__refresh_step(ctl, obs, &st->count, ctl->mon, &ctl->locked_setting, next))
             st->phase = SY_LOCKED;
         return;
     default:
@@ -354,8 +331,6 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
 const struct eerl__strategy_ops eerl__strategy_sync = {
     .name = "paper-sync",
     .st_size = sizeof(struct sync_st),
-    .init = sync_init,
-    .fini = sync_fini,
     .observe = sync_observe,
     .state = sync_state,
 };

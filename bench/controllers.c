@@ -22,17 +22,17 @@
 
 struct row {
     const char *name;
-    eerl_twin_mode mode;
+    eerl_mode mode;
     unsigned n_gen, n_train;
     char size;
     unsigned updates;
 };
 
 static const struct row rows[] = {
-    {"colocated 32", EERL_TWIN_COLOCATED, 32, 0, 'M', 107},
-    {"disaggregated 8/32", EERL_TWIN_DISAGGREGATED, 8, 32, 'M', 93},
-    {"drained 8/24", EERL_TWIN_DRAINED, 8, 24, 'S', 175},
-    {"in-flight 16/32", EERL_TWIN_INFLIGHT, 16, 32, 'S', 335},
+    {"colocated 32", EERL_MODE_COLOCATED, 32, 0, 'M', 107},
+    {"disaggregated 8/32", EERL_MODE_DISAGGREGATED, 8, 32, 'M', 93},
+    {"drained 8/24", EERL_MODE_DRAINED, 8, 24, 'S', 175},
+    {"in-flight 16/32", EERL_MODE_INFLIGHT, 16, 32, 'S', 335},
 };
 
 struct strat {

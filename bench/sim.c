@@ -17,7 +17,7 @@
 
 struct paper_row {
     const char *name;
-    eerl_twin_mode mode;
+    eerl_mode mode;
     unsigned n_gen, n_train;
     char size;
     unsigned updates;
@@ -28,11 +28,11 @@ struct paper_row {
 
 /* From the paper's controller_results.csv (Table 4 and Table 5 rows, Qwen3-30B-A3B, H100). */
 static const struct paper_row rows[] = {
-    {"colocated 32", EERL_TWIN_COLOCATED, 32, 0, 'M', 107, 7.00, -1.25, 8.04, -1.55, "1830/1425"},
-    {"disaggregated 8/32", EERL_TWIN_DISAGGREGATED, 8, 32, 'M', 93, 16.94, -1.39, 22.44, -1.60,
+    {"colocated 32", EERL_MODE_COLOCATED, 32, 0, 'M', 107, 7.00, -1.25, 8.04, -1.55, "1830/1425"},
+    {"disaggregated 8/32", EERL_MODE_DISAGGREGATED, 8, 32, 'M', 93, 16.94, -1.39, 22.44, -1.60,
      "1695/1425"},
-    {"drained 8/24", EERL_TWIN_DRAINED, 8, 24, 'S', 175, 14.51, -1.97, 19.23, -0.94, "Gov/varies"},
-    {"in-flight 16/32", EERL_TWIN_INFLIGHT, 16, 32, 'S', 335, 7.24, -1.08, 9.82, -1.70, "Gov/1125"},
+    {"drained 8/24", EERL_MODE_DRAINED, 8, 24, 'S', 175, 14.51, -1.97, 19.23, -0.94, "Gov/varies"},
+    {"in-flight 16/32", EERL_MODE_INFLIGHT, 16, 32, 'S', 335, 7.24, -1.08, 9.82, -1.70, "Gov/1125"},
 };
 
 #define SEEDS 4

@@ -10,6 +10,7 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "core/setting.h"
 #include "trace/trace.h"
 #include "cli.h"
 
@@ -63,19 +64,6 @@ static const char *diff_event(const eerl_event *a, const eerl_event *b)
     return NULL;
 }
 
-static const char *setting_text(const eerl_setting *s, char *buf, size_t len)
-{
-    char g[16], t[16];
-
-    snprintf(g, sizeof(g), s->mhz[0] ? "%u" : "gov", s->mhz[0]);
-    snprintf(t, sizeof(t), s->mhz[1] ? "%u" : "gov", s->mhz[1]);
-    if (s->idle_mhz)
-        snprintf(buf, len, "%s/%s idle %u", g, t, s->idle_mhz);
-    else
-        snprintf(buf, len, "%s/%s", g, t);
-    return buf;
-}
-
 static void print_event(const eerl_event *ev, int json)
 {
     char a[48], b[48];
@@ -90,7 +78,8 @@ static void print_event(const eerl_event *ev, int json)
     }
     printf("update %-5llu %-10s %-11s %-20s -> %-20s", (unsigned long long)ev->update,
            eerl_event_kind_name(ev->kind), eerl_state_name(ev->state),
-           setting_text(&ev->candidate, a, sizeof(a)), setting_text(&ev->next, b, sizeof(b)));
+           eerl__setting_str(&ev->candidate, a, sizeof(a)),
+           eerl__setting_str(&ev->next, b, sizeof(b)));
     if (ev->verdict != EERL_VERDICT_NONE)
         printf(" %s", eerl_verdict_name(ev->verdict));
     if (!isnan(ev->time_ratio))
@@ -213,7 +202,8 @@ int eerl_cmd_replay(int argc, char **argv)
                     "eerl replay: %s:%zu (update %llu): requested setting: recorded %s, "
                     "replayed %s\n",
                     path, lineno, (unsigned long long)u.obs.update,
-                    setting_text(&u.requested, a, sizeof(a)), setting_text(&before, b, sizeof(b)));
+                    eerl__setting_str(&u.requested, a, sizeof(a)),
+                    eerl__setting_str(&before, b, sizeof(b)));
         }
         err = eerl_ctl_observe(ctl, &u.obs, &next);
         if (err == EERL_EINVAL)
@@ -266,7 +256,7 @@ int eerl_cmd_replay(int argc, char **argv)
                 "state %s%s%s\n",
                 updates, rejected, events, mismatches, eerl_mode_name(st.mode),
                 eerl_state_name(st.state), st.locked ? ", locked at " : "",
-                st.locked ? setting_text(&st.locked_setting, a, sizeof(a)) : "");
+                st.locked ? eerl__setting_str(&st.locked_setting, a, sizeof(a)) : "");
     }
     rc = mismatches ? EERL_EXIT_FAIL : EERL_EXIT_OK;
 done:

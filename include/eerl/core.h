@@ -79,6 +79,8 @@ EERL_EXPORT const char *eerl_strategy_names(void);
 
 /* "colocated", "disaggregated", "drained", "inflight" (and back; EERL_EINVAL for other text). */
 EERL_EXPORT const char *eerl_mode_name(eerl_mode mode);
+/* The valid mode names, comma-separated (static). */
+EERL_EXPORT const char *eerl_mode_names(void);
 EERL_EXPORT int eerl_mode_from_name(const char *name, eerl_mode *ret_mode);
 EERL_EXPORT const char *eerl_strategy_name(eerl_strategy strategy);
 EERL_EXPORT int eerl_strategy_from_name(const char *name, eerl_strategy *ret_strategy);

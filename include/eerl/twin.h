@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eerl/core.h"
 #include "eerl/device.h"
 #include "eerl/export.h"
 
@@ -19,22 +20,22 @@ extern "C" {
 
 #define EERL_TWIN_GOV 0u
 
-typedef enum eerl_twin_mode {
-    EERL_TWIN_COLOCATED = 0,     /* generation and training take turns on the same GPUs */
-    EERL_TWIN_DISAGGREGATED = 1, /* two pools, synchronous: each waits while the other works */
-    EERL_TWIN_DRAINED = 2,       /* asynchronous, rendezvous per update, policy age 1 */
-    EERL_TWIN_INFLIGHT = 3       /* asynchronous, generation continues across updates, age 2 */
-} eerl_twin_mode;
+/* The twin runs the controller's execution modes and phases (eerl_mode, eerl_phase in core.h).
+ * These names stay for programs written against earlier releases; new code uses the core ones.
+ * EERL_TWIN_PH_WAIT is EERL_PHASE_OTHER (the time a pool waits). */
+typedef eerl_mode eerl_twin_mode;
+#define EERL_TWIN_COLOCATED EERL_MODE_COLOCATED
+#define EERL_TWIN_DISAGGREGATED EERL_MODE_DISAGGREGATED
+#define EERL_TWIN_DRAINED EERL_MODE_DRAINED
+#define EERL_TWIN_INFLIGHT EERL_MODE_INFLIGHT
 
-/* Phases of one update, in the order the per-update arrays below use. */
-typedef enum eerl_twin_phase {
-    EERL_TWIN_PH_GEN = 0,
-    EERL_TWIN_PH_LOGPROB = 1,
-    EERL_TWIN_PH_TRAIN = 2,
-    EERL_TWIN_PH_REFIT = 3,
-    EERL_TWIN_PH_WAIT = 4,
-    EERL_TWIN_PH_COUNT = 5
-} eerl_twin_phase;
+typedef eerl_phase eerl_twin_phase;
+#define EERL_TWIN_PH_GEN EERL_PHASE_GEN
+#define EERL_TWIN_PH_LOGPROB EERL_PHASE_LOGPROB
+#define EERL_TWIN_PH_TRAIN EERL_PHASE_TRAIN
+#define EERL_TWIN_PH_REFIT EERL_PHASE_REFIT
+#define EERL_TWIN_PH_WAIT EERL_PHASE_OTHER
+#define EERL_TWIN_PH_COUNT EERL_PHASE_COUNT
 
 typedef struct eerl_twin_preset eerl_twin_preset;
 typedef struct eerl_twin eerl_twin;
@@ -45,8 +46,8 @@ typedef struct eerl_twin eerl_twin;
 EERL_EXPORT const char *eerl_twin_model_names(void);
 EERL_EXPORT const char *eerl_twin_gpu_names(void);
 EERL_EXPORT const char *eerl_twin_mode_names(void);
-EERL_EXPORT int eerl_twin_mode_parse(const char *name, eerl_twin_mode *ret_mode);
-EERL_EXPORT const char *eerl_twin_mode_name(eerl_twin_mode mode);
+EERL_EXPORT int eerl_twin_mode_parse(const char *name, eerl_mode *ret_mode);
+EERL_EXPORT const char *eerl_twin_mode_name(eerl_mode mode);
 
 /* Loads the preset of (model, gpu) from a parameter file's JSON text, or from the parameters
  * embedded at build time when json_text is NULL. EERL_ENOENT: unknown model or GPU (or the file
@@ -67,7 +68,7 @@ EERL_EXPORT int eerl_twin_preset_clock_ok(const eerl_twin_preset *preset, unsign
  * divergence: run-to-run spread, the standard deviation of log throughput between two runs of
  * the same seed (the paper saw 0.02-0.03); 0 makes a run a pure function of its seed. */
 struct eerl_twin_config {
-    eerl_twin_mode mode;
+    eerl_mode mode;
     unsigned n_gen, n_train;
     char size; /* 'S', 'M' or 'L' */
     uint64_t seed;
@@ -120,8 +121,8 @@ EERL_EXPORT int eerl_twin_observe_at(eerl_twin *twin, double t_s);
  * (preset, mode, allocation, size) over updates [u_first, u_last], using the workload's expected
  * token counts: dq = throughput change in valid tokens/s, saving = reduction in whole-allocation
  * energy per valid token, both percent. The calibration tool fits through this function. */
-EERL_EXPORT int eerl_twin_expected(const eerl_twin_preset *preset, eerl_twin_mode mode,
-                                   unsigned n_gen, unsigned n_train, char size, unsigned gen_mhz,
+EERL_EXPORT int eerl_twin_expected(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
+                                   unsigned n_train, char size, unsigned gen_mhz,
                                    unsigned train_mhz, unsigned u_first, unsigned u_last,
                                    double *ret_dq_pct, double *ret_saving_pct);
 

@@ -33,6 +33,11 @@ static int name_lookup(const char *const *names, int n, const char *name, int *r
     return EERL_EINVAL;
 }
 
+const char *eerl_mode_names(void)
+{
+    return "colocated, disaggregated, drained, inflight";
+}
+
 const char *eerl_mode_name(eerl_mode mode)
 {
     return (unsigned)mode < EERL_MODE_COUNT ? mode_names[mode] : "unknown";
@@ -131,26 +136,6 @@ int eerl_verdict_from_name(const char *name, eerl_verdict *ret)
         return r;
     *ret = (eerl_verdict)v;
     return 0;
-}
-
-int eerl_setting_equal(const eerl_setting *a, const eerl_setting *b)
-{
-    int i;
-
-    for (i = 0; i < EERL_GROUPS_MAX; i++)
-        if (a->mhz[i] != b->mhz[i])
-            return 0;
-    return a->idle_mhz == b->idle_mhz;
-}
-
-int eerl_setting_is_governor(const eerl_setting *s)
-{
-    int i;
-
-    for (i = 0; i < EERL_GROUPS_MAX; i++)
-        if (s->mhz[i] != EERL_CLOCK_GOVERNOR)
-            return 0;
-    return s->idle_mhz == EERL_CLOCK_GOVERNOR;
 }
 
 int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)

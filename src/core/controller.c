@@ -370,25 +370,6 @@ eerl_setting eerl__ctl_setting(const eerl_ctl *ctl, unsigned gen, unsigned train
     return s;
 }
 
-const char *eerl__setting_str(const eerl_setting *s, char *buf, size_t len)
-{
-    char g[16], t[16];
-
-    if (s->mhz[0])
-        snprintf(g, sizeof(g), "%u", s->mhz[0]);
-    else
-        snprintf(g, sizeof(g), "gov");
-    if (s->mhz[1])
-        snprintf(t, sizeof(t), "%u", s->mhz[1]);
-    else
-        snprintf(t, sizeof(t), "gov");
-    if (s->idle_mhz)
-        snprintf(buf, len, "%s/%s idle %u", g, t, s->idle_mhz);
-    else
-        snprintf(buf, len, "%s/%s", g, t);
-    return buf;
-}
-
 int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next)
 {
     char why[EERL_REASON_MAX], a[48], b[48];

@@ -9,6 +9,7 @@
 
 #include "eerl/core.h"
 #include "core/predictor.h"
+#include "core/setting.h"
 #include "core/strategy.h"
 
 #define EERL__EVENTS_CAP 256
@@ -98,7 +99,5 @@ int eerl__ctl_step(const struct eerl_ctl *ctl, unsigned mhz, int delta, unsigned
 unsigned eerl__ctl_eff(const struct eerl_ctl *ctl, unsigned mhz);
 /* A setting with these group clocks and the configured idle clock (none if all governor). */
 eerl_setting eerl__ctl_setting(const struct eerl_ctl *ctl, unsigned gen, unsigned train);
-/* "1800/1620" or "gov/1185" (+ " idle 345"), into buf. */
-const char *eerl__setting_str(const eerl_setting *s, char *buf, size_t len);
 
 #endif

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "eerl/error.h"
+#include "core/lsq.h"
 #include "core/predictor.h"
+#include "core/setting.h"
 #include "runtime/analysis.h"
 #include "trace/trace.h"
 
@@ -360,19 +362,20 @@ static int features(const struct eerl__an_series *s, size_t i, double *x)
     return 0;
 }
 
-/* Ordinary least squares by normal equations on standardized features; a feature that does not
- * vary (Qwen's L sits at the 4096 limit) is dropped. */
-static void fit(const struct eerl__an_series *const *gov, size_t n_gov, int energy, double *beta,
-                double *mu, double *sd)
+/* Ordinary least squares (core/lsq.c, the predictor's solver) on standardized features; a
+ * feature that does not vary (Qwen's L sits at the 4096 limit) is dropped. Returns 0 or
+ * EERL_ENOMEM. */
+static int fit(const struct eerl__an_series *const *gov, size_t n_gov, int energy, double *beta,
+               double *mu, double *sd)
 {
-    double A[NF][NF + 1], x[NF];
+    double x[NF], b[NF], *X = NULL, *y = NULL;
     double cnt = 0;
-    size_t r, i, k, c;
+    size_t r, i, k, n = 0, row = 0, p = 0, col[NF];
     int used[NF];
+    unsigned rank;
 
-    memset(A, 0, sizeof(A));
     for (k = 0; k < NF; k++)
-        mu[k] = sd[k] = 0;
+        mu[k] = sd[k] = beta[k] = 0;
     for (r = 0; r < n_gov; r++)
         for (i = 0; i < gov[r]->n; i++) {
             if (gov[r]->update[i] < EERL__AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
@@ -382,6 +385,7 @@ static void fit(const struct eerl__an_series *const *gov, size_t n_gov, int ener
                 sd[k] += x[k] * x[k];
             }
             cnt++;
+            n++;
         }
     for (k = 1; k < NF; k++) {
         mu[k] = cnt > 0 ? mu[k] / cnt : 0;
@@ -389,58 +393,36 @@ static void fit(const struct eerl__an_series *const *gov, size_t n_gov, int ener
         used[k] = sd[k] > 1e-9 * (fabs(mu[k]) + 1);
     }
     used[0] = 1;
-    for (r = 0; r < n_gov; r++)
-        for (i = 0; i < gov[r]->n; i++) {
-            double y;
-            if (gov[r]->update[i] < EERL__AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
-                continue;
-            for (k = 1; k < NF; k++)
-                x[k] = used[k] ? (x[k] - mu[k]) / sd[k] : 0;
-            y = energy ? gov[r]->E[i] : gov[r]->T[i];
-            for (k = 0; k < NF; k++) {
-                for (c = 0; c < NF; c++)
-                    A[k][c] += x[k] * x[c];
-                A[k][NF] += x[k] * y;
-            }
-        }
     for (k = 0; k < NF; k++)
-        if (!used[k]) {
-            memset(A[k], 0, sizeof(A[k]));
-            A[k][k] = 1;
+        if (used[k])
+            col[p++] = k;
+    if (n > 0) {
+        X = malloc(n * p * sizeof(*X));
+        y = malloc(n * sizeof(*y));
+        if (!X || !y) {
+            free(X);
+            free(y);
+            return EERL_ENOMEM;
         }
-    /* Gaussian elimination with partial pivoting. */
-    for (k = 0; k < NF; k++) {
-        size_t p = k;
-        for (r = k + 1; r < NF; r++)
-            if (fabs(A[r][k]) > fabs(A[p][k]))
-                p = r;
-        if (p != k)
-            for (c = 0; c <= NF; c++) {
-                double t = A[k][c];
-                A[k][c] = A[p][c];
-                A[p][c] = t;
+        for (r = 0; r < n_gov; r++)
+            for (i = 0; i < gov[r]->n; i++) {
+                if (gov[r]->update[i] < EERL__AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
+                    continue;
+                for (k = 0; k < p; k++)
+                    X[k * n + row] = col[k] == 0 ? 1 : (x[col[k]] - mu[col[k]]) / sd[col[k]];
+                y[row++] = energy ? gov[r]->E[i] : gov[r]->T[i];
             }
-        if (fabs(A[k][k]) < 1e-12) {
-            A[k][k] = 1;
-            A[k][NF] = 0;
-            for (c = 0; c < NF; c++)
-                if (c != k)
-                    A[k][c] = 0;
-        }
-        for (r = 0; r < NF; r++) {
-            double f;
-            if (r == k)
-                continue;
-            f = A[r][k] / A[k][k];
-            for (c = k; c <= NF; c++)
-                A[r][c] -= f * A[k][c];
-        }
+        /* Non-finite work or measurements leave beta at 0, as a singular system did. */
+        if (eerl__lsq_solve(X, n, p, y, 1e-12, b, &rank) == 0)
+            for (k = 0; k < p; k++)
+                beta[col[k]] = b[k];
+        free(X);
+        free(y);
     }
-    for (k = 0; k < NF; k++)
-        beta[k] = used[k] ? A[k][NF] / A[k][k] : 0;
     for (k = 1; k < NF; k++)
         if (!used[k])
             sd[k] = 0;
+    return 0;
 }
 
 static double predict(const struct eerl__an_series *s, size_t i, const double *beta,
@@ -498,8 +480,8 @@ int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
 
     if (!res || n_gov == 0 || n_ctl == 0)
         return EERL_EINVAL;
-    fit(gov, n_gov, 0, bt, mut, sdt);
-    fit(gov, n_gov, 1, be, mue, sde);
+    if (fit(gov, n_gov, 0, bt, mut, sdt) < 0 || fit(gov, n_gov, 1, be, mue, sde) < 0)
+        return EERL_ENOMEM;
     for (r = 0; r < n_gov; r++) {
         double a, b;
         if (ratios(gov[r], EERL__AN_FIRST_UPDATE, UINT64_MAX, bt, be, mut, sdt, mue, sde, &a, &b) ==
@@ -846,16 +828,5 @@ json_t *eerl__an_window_json(const struct eerl__an_window *w, const eerl_setting
 
 const char *eerl__an_setting_str(const eerl_setting *s, char *buf, size_t len)
 {
-    char g[16], t[16];
-
-    if (s->mhz[0])
-        snprintf(g, sizeof(g), "%u", s->mhz[0]);
-    else
-        snprintf(g, sizeof(g), "Gov");
-    if (s->mhz[1])
-        snprintf(t, sizeof(t), "%u", s->mhz[1]);
-    else
-        snprintf(t, sizeof(t), "Gov");
-    snprintf(buf, len, "%s/%s", g, t);
-    return buf;
+    return eerl__setting_text(s, EERL__SETTING_TABLE, buf, len);
 }

@@ -67,25 +67,11 @@ static const char *watch_err(void *ctx)
 
 /* ---- modes ----------------------------------------------------------------------------------- */
 
-eerl_mode eerl__sim_ctl_mode(eerl_twin_mode mode)
-{
-    switch (mode) {
-    case EERL_TWIN_COLOCATED:
-        return EERL_MODE_COLOCATED;
-    case EERL_TWIN_DISAGGREGATED:
-        return EERL_MODE_DISAGGREGATED;
-    case EERL_TWIN_DRAINED:
-        return EERL_MODE_DRAINED;
-    default:
-        return EERL_MODE_INFLIGHT;
-    }
-}
-
-unsigned eerl__sim_calibration_updates(eerl_twin_mode mode)
+unsigned eerl__sim_calibration_updates(eerl_mode mode)
 {
     eerl_ctl_config c;
 
-    eerl_ctl_config_default(eerl__sim_ctl_mode(mode), &c);
+    eerl_ctl_config_default(mode, &c);
     return c.calibration_updates;
 }
 
@@ -126,30 +112,30 @@ static int cmp_mark(const void *a, const void *b)
 }
 
 /* The layout of src/twin/modes/cluster.c, told as phase intervals per pool. */
-static size_t phase_marks(eerl_twin_mode mode, const struct eerl_twin_update *u, struct mark *m)
+static size_t phase_marks(eerl_mode mode, const struct eerl_twin_update *u, struct mark *m)
 {
-    double t0 = u->t_start, gen = u->phase_s[EERL_TWIN_PH_GEN];
-    double lp = u->phase_s[EERL_TWIN_PH_LOGPROB], tr = u->phase_s[EERL_TWIN_PH_TRAIN];
-    double rf = u->phase_s[EERL_TWIN_PH_REFIT], ta = u->train_arrival, ga = u->gen_arrival;
+    double t0 = u->t_start, gen = u->phase_s[EERL_PHASE_GEN];
+    double lp = u->phase_s[EERL_PHASE_LOGPROB], tr = u->phase_s[EERL_PHASE_TRAIN];
+    double rf = u->phase_s[EERL_PHASE_REFIT], ta = u->train_arrival, ga = u->gen_arrival;
     double rv, end = t0 + u->duration;
     size_t n = 0;
-    unsigned tp = mode == EERL_TWIN_COLOCATED ? 0 : 1;
+    unsigned tp = mode == EERL_MODE_COLOCATED ? 0 : 1;
 
     switch (mode) {
-    case EERL_TWIN_COLOCATED:
-    case EERL_TWIN_DISAGGREGATED:
+    case EERL_MODE_COLOCATED:
+    case EERL_MODE_DISAGGREGATED:
         add(m, &n, t0 + ga - gen, t0 + ga, 0, EERL_PHASE_GEN);
         add(m, &n, t0 + ta - tr - lp, t0 + ta - tr, tp, EERL_PHASE_LOGPROB);
         add(m, &n, t0 + ta - tr, t0 + ta, tp, EERL_PHASE_TRAIN);
         add(m, &n, t0 + ta, fmin(t0 + ta + rf, end), tp, EERL_PHASE_REFIT);
-        if (mode == EERL_TWIN_DISAGGREGATED)
+        if (mode == EERL_MODE_DISAGGREGATED)
             add(m, &n, t0 + ta, fmin(t0 + ta + rf, end), 0, EERL_PHASE_REFIT);
         break;
-    case EERL_TWIN_DRAINED:
-    case EERL_TWIN_INFLIGHT: {
-        double kv = mode == EERL_TWIN_INFLIGHT ? gen - ga : 0;
+    case EERL_MODE_DRAINED:
+    case EERL_MODE_INFLIGHT: {
+        double kv = mode == EERL_MODE_INFLIGHT ? gen - ga : 0;
         rv = ga > ta ? ga : ta;
-        if (mode == EERL_TWIN_INFLIGHT)
+        if (mode == EERL_MODE_INFLIGHT)
             add(m, &n, t0, t0 + ga, 0, EERL_PHASE_GEN);
         else
             add(m, &n, t0 + ga - gen, t0 + ga, 0, EERL_PHASE_GEN);
@@ -161,6 +147,8 @@ static size_t phase_marks(eerl_twin_mode mode, const struct eerl_twin_update *u,
             add(m, &n, fmin(t0 + rv + rf, end), fmin(t0 + rv + rf + kv, end), 0, EERL_PHASE_GEN);
         break;
     }
+    case EERL_MODE_COUNT: /* not a mode: validated before */
+        break;
     }
     qsort(m, n, sizeof(*m), cmp_mark);
     return n;
@@ -263,7 +251,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     wo.restore = watch_restore;
     wo.last_error = watch_err;
 
-    eerl_rt_config_default(eerl__sim_ctl_mode(c->mode), &rc);
+    eerl_rt_config_default(c->mode, &rc);
     for (i = 0; i < c->n_gen; i++)
         rc.gen_gpus[i] = i;
     rc.n_gen = c->n_gen;
@@ -273,7 +261,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     rc.allowed_loss = c->allowed_loss;
     rc.strategy = c->strategy;
     /* Table 3 for the mode, with the strategies' own fields (unused by the paper's). */
-    eerl_ctl_config_default(eerl__sim_ctl_mode(c->mode), &cc);
+    eerl_ctl_config_default(c->mode, &cc);
     cc.allowed_loss = c->allowed_loss;
     cc.strategy = c->strategy;
     cc.expected_updates = c->expected_updates;
@@ -303,7 +291,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
              c->controller ? "controller" : "governor");
     out.series.has_seed = 1;
     out.series.seed = c->seed;
-    out.series.mode = eerl__sim_ctl_mode(c->mode);
+    out.series.mode = c->mode;
 
     for (u = 0; u < c->updates; u++) {
         struct eerl_twin_update up;
@@ -343,7 +331,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
                 unsigned gpu = m[k].pool ? c->n_gen : 0;
                 unsigned ran = (m[k].phase == EERL_PHASE_GEN ||
                                 (m[k].phase == EERL_PHASE_REFIT && m[k].pool == 0 &&
-                                 c->mode != EERL_TWIN_COLOCATED))
+                                 c->mode != EERL_MODE_COLOCATED))
                                    ? up.gen_mhz
                                    : up.train_mhz;
                 if (w.mhz[gpu] != ran) {
@@ -529,7 +517,7 @@ static long olast(struct osearch *s, size_t lo, size_t hi, size_t fixed, int tra
     return (long)lo;
 }
 
-int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_twin_mode mode, unsigned n_gen,
+int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
                      unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
                      size_t n_seeds, double allowed_loss, struct eerl__sim_oracle *ret)
 {
@@ -646,7 +634,7 @@ int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_twin_mode mode, unsign
     o.setting.mhz[EERL_GROUP_GEN] = best_g;
     o.setting.mhz[EERL_GROUP_TRAIN] = best_t;
     o.setting.idle_mhz =
-        ((best_g || best_t) && (mode == EERL_TWIN_DISAGGREGATED || mode == EERL_TWIN_DRAINED))
+        ((best_g || best_t) && (mode == EERL_MODE_DISAGGREGATED || mode == EERL_MODE_DRAINED))
             ? (unsigned)preset->gpu.idle_clock
             : EERL_CLOCK_GOVERNOR;
     o.saving_pct = best;

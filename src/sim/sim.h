@@ -17,7 +17,7 @@
 
 struct eerl__sim_config {
     const eerl_twin_preset *preset;
-    eerl_twin_mode mode;
+    eerl_mode mode;
     unsigned n_gen, n_train; /* colocated: n_train 0 */
     char size;
     unsigned updates;
@@ -51,8 +51,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
 void eerl__sim_run_free(struct eerl__sim_run *r);
 
 /* Calibration length of the controller for the mode (updates). */
-unsigned eerl__sim_calibration_updates(eerl_twin_mode mode);
-eerl_mode eerl__sim_ctl_mode(eerl_twin_mode mode);
+unsigned eerl__sim_calibration_updates(eerl_mode mode);
 
 /* Oracle: the best static generation/training setting (idle: the twin's idle clock in the modes
  * that have one) over updates [EERL__AN_FIRST_UPDATE, updates] of the given seeds, whose
@@ -64,7 +63,7 @@ struct eerl__sim_oracle {
     double seed_saving_pct[EERL__AN_SEEDS_MAX], seed_dq_pct[EERL__AN_SEEDS_MAX];
     unsigned evaluated; /* settings evaluated */
 };
-int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_twin_mode mode, unsigned n_gen,
+int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
                      unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
                      size_t n_seeds, double allowed_loss, struct eerl__sim_oracle *ret);
 

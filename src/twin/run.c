@@ -9,37 +9,30 @@
 #include "eerl/error.h"
 #include "twin/run.h"
 
-static const char *const mode_names[] = {"colocated", "disaggregated", "drained", "inflight"};
-
+/* The mode names are the controller's (config.c): one table. The twin's lookup keeps its
+ * documented EERL_ENOENT for an unknown name. */
 const char *eerl_twin_mode_names(void)
 {
-    return "colocated, disaggregated, drained, inflight";
+    return eerl_mode_names();
 }
 
-const char *eerl_twin_mode_name(eerl_twin_mode mode)
+const char *eerl_twin_mode_name(eerl_mode mode)
 {
-    return (unsigned)mode < 4 ? mode_names[mode] : "unknown";
+    return eerl_mode_name(mode);
 }
 
-int eerl_twin_mode_parse(const char *name, eerl_twin_mode *ret_mode)
+int eerl_twin_mode_parse(const char *name, eerl_mode *ret_mode)
 {
-    unsigned i;
-
     if (!name || !ret_mode)
         return EERL_EINVAL;
-    for (i = 0; i < 4; i++)
-        if (!strcmp(name, mode_names[i])) {
-            *ret_mode = (eerl_twin_mode)i;
-            return 0;
-        }
-    return EERL_ENOENT;
+    return eerl_mode_from_name(name, ret_mode) < 0 ? EERL_ENOENT : 0;
 }
 
-static int alloc_ok(eerl_twin_mode mode, unsigned n_gen, unsigned n_train)
+static int alloc_ok(eerl_mode mode, unsigned n_gen, unsigned n_train)
 {
-    if ((unsigned)mode > EERL_TWIN_INFLIGHT || n_gen == 0 || n_gen > 100000 || n_train > 100000)
+    if ((unsigned)mode > EERL_MODE_INFLIGHT || n_gen == 0 || n_gen > 100000 || n_train > 100000)
         return 0;
-    return mode == EERL_TWIN_COLOCATED ? n_train == 0 : n_train > 0;
+    return mode == EERL_MODE_COLOCATED ? n_train == 0 : n_train > 0;
 }
 
 int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
@@ -79,7 +72,7 @@ int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config 
      * alone, so every setting of the seed sees the same imbalance and a run's updates share it
      * (no per-update noise that the work cannot explain). The expected evaluation averages the
      * rendezvous over it (eerl__gpu_rendezvous). */
-    if (cfg->mode >= EERL_TWIN_DRAINED && preset->gpu.jitter > 0) {
+    if (cfg->mode >= EERL_MODE_DRAINED && preset->gpu.jitter > 0) {
         double j = preset->gpu.jitter;
         eerl__rng_seed(&r, cfg->seed ^ 0x94d049bb133111ebull, 3);
         t->jit_gen = exp(j * eerl__rng_normal(&r) - 0.5 * j * j);
@@ -166,7 +159,7 @@ int eerl_twin_step(eerl_twin *twin, struct eerl_twin_update *ret_update)
     in.n_train = twin->cfg.n_train;
     in.gen_batch = b;
     /* Asynchronous modes train on the batch generated one update earlier. */
-    in.train_batch = (in.mode >= EERL_TWIN_DRAINED && twin->have_prev) ? twin->prev : b;
+    in.train_batch = (in.mode >= EERL_MODE_DRAINED && twin->have_prev) ? twin->prev : b;
     in.first = !twin->have_prev;
     in.spill_in = twin->spill;
     in.req_gen = twin->req_gen;
@@ -224,7 +217,7 @@ unsigned eerl__twin_gpu_count(const eerl_twin *t)
 
 int eerl__twin_pool_of(const eerl_twin *t, unsigned gpu)
 {
-    return (t->cfg.mode == EERL_TWIN_COLOCATED || gpu < t->cfg.n_gen) ? 0 : 1;
+    return (t->cfg.mode == EERL_MODE_COLOCATED || gpu < t->cfg.n_gen) ? 0 : 1;
 }
 
 void eerl__twin_observe(const eerl_twin *t, unsigned gpu, struct eerl__obs *ret)
@@ -267,9 +260,9 @@ void eerl__twin_observe(const eerl_twin *t, unsigned gpu, struct eerl__obs *ret)
 }
 
 /* Expected-value evaluation: the same layout code, fed with expected batches. */
-static void expected_totals(const eerl_twin_preset *p, eerl_twin_mode mode, unsigned ng,
-                            unsigned nt, char size, unsigned rg, unsigned rt, unsigned u0,
-                            unsigned u1, double *N, double *T, double *E)
+static void expected_totals(const eerl_twin_preset *p, eerl_mode mode, unsigned ng, unsigned nt,
+                            char size, unsigned rg, unsigned rt, unsigned u0, unsigned u1,
+                            double *N, double *T, double *E)
 {
     struct eerl__wl_batch prev, cur;
     struct eerl__cluster_in in;
@@ -288,7 +281,7 @@ static void expected_totals(const eerl_twin_preset *p, eerl_twin_mode mode, unsi
         in.n_gen = ng;
         in.n_train = nt;
         in.gen_batch = cur;
-        in.train_batch = mode >= EERL_TWIN_DRAINED ? prev : cur;
+        in.train_batch = mode >= EERL_MODE_DRAINED ? prev : cur;
         in.first = u == 0;
         in.spill_in = u > 0 ? p->c.spill * prev.G : 0;
         in.req_gen = rg;
@@ -302,7 +295,7 @@ static void expected_totals(const eerl_twin_preset *p, eerl_twin_mode mode, unsi
     }
 }
 
-int eerl_twin_expected(const eerl_twin_preset *preset, eerl_twin_mode mode, unsigned n_gen,
+int eerl_twin_expected(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
                        unsigned n_train, char size, unsigned gen_mhz, unsigned train_mhz,
                        unsigned u_first, unsigned u_last, double *ret_dq_pct,
                        double *ret_saving_pct)

@@ -88,7 +88,7 @@ static int set_pool(eerl_device *dev, unsigned gpu, unsigned mhz)
     unsigned g = t->req_gen, tr = t->req_train;
     int e;
 
-    if (t->cfg.mode == EERL_TWIN_COLOCATED)
+    if (t->cfg.mode == EERL_MODE_COLOCATED)
         g = tr = mhz;
     else if (eerl__twin_pool_of(t, gpu) == 0)
         g = mhz;

@@ -49,7 +49,7 @@ static void seg(struct ctx *c, int pool, unsigned phase, double dt, double w, do
     j = dt * w * pl->n_gpus;
     c->out->phase_j[phase] += j;
     c->out->energy_j += j;
-    if (phase == EERL_TWIN_PH_WAIT)
+    if (phase == EERL_PHASE_OTHER)
         c->out->phase_s[phase] += dt;
     /* Merge with the previous segment when nothing changes (keeps the timeline short). */
     if (pl->n_segs > 0) {
@@ -97,7 +97,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     const struct eerl__gpu *g = &p->gpu;
     struct ctx c = {p, in, out};
     int pair = in->req_gen != 0 || in->req_train != 0;
-    int colo = in->mode == EERL_TWIN_COLOCATED;
+    int colo = in->mode == EERL_MODE_COLOCATED;
     double sc = in->time_scale > 0 ? in->time_scale : 1.0;
     unsigned ng = colo ? in->n_gen + in->n_train : in->n_gen;
     unsigned nt = colo ? ng : in->n_train;
@@ -111,7 +111,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     out->pool[0].n_gpus = ng;
     out->pool[1].n_gpus = colo ? 0 : nt;
 
-    if (in->mode == EERL_TWIN_INFLIGHT && !in->first) {
+    if (in->mode == EERL_MODE_INFLIGHT && !in->first) {
         gen_tokens = (1 - k->spill) * in->gen_batch.G + in->spill_in;
         gen_tail = k->c_tail * k->if_tail * in->train_batch.mean_len;
         gen_tok = k->c_tok * gen_tokens / ng;
@@ -123,23 +123,23 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         gen_tail = k->c_tail * in->gen_batch.L;
         gen_tok = k->c_tok * gen_tokens / ng;
     }
-    gen = active(p, EERL_TWIN_PH_GEN, in->req_gen, gen_tail, sc);
+    gen = active(p, EERL_PHASE_GEN, in->req_gen, gen_tail, sc);
     gen.t += gen_tok * eerl__phase_time_factor(g, &p->ph_tok, gen.f) * sc;
-    lp = active(p, EERL_TWIN_PH_LOGPROB, in->req_train, k->c_lp * C / nt, sc);
-    tr = active(p, EERL_TWIN_PH_TRAIN, in->req_train, k->c_tr * C / nt + k->t_tr0, sc);
-    rf_g = active(p, EERL_TWIN_PH_REFIT, in->req_gen, k->t_refit, sc);
-    rf_t = active(p, EERL_TWIN_PH_REFIT, in->req_train, k->t_refit, sc);
-    kv = active(p, EERL_TWIN_PH_GEN, in->req_gen, k->c_kv * kv_tokens / ng, sc);
+    lp = active(p, EERL_PHASE_LOGPROB, in->req_train, k->c_lp * C / nt, sc);
+    tr = active(p, EERL_PHASE_TRAIN, in->req_train, k->c_tr * C / nt + k->t_tr0, sc);
+    rf_g = active(p, EERL_PHASE_REFIT, in->req_gen, k->t_refit, sc);
+    rf_t = active(p, EERL_PHASE_REFIT, in->req_train, k->t_refit, sc);
+    kv = active(p, EERL_PHASE_GEN, in->req_gen, k->c_kv * kv_tokens / ng, sc);
     out->gen_eff_mhz = gen.f;
     out->train_eff_mhz = tr.f;
-    out->phase_s[EERL_TWIN_PH_GEN] = gen.t + kv.t;
-    out->phase_s[EERL_TWIN_PH_LOGPROB] = lp.t;
-    out->phase_s[EERL_TWIN_PH_TRAIN] = tr.t;
-    out->phase_s[EERL_TWIN_PH_REFIT] = rf_t.t;
+    out->phase_s[EERL_PHASE_GEN] = gen.t + kv.t;
+    out->phase_s[EERL_PHASE_LOGPROB] = lp.t;
+    out->phase_s[EERL_PHASE_TRAIN] = tr.t;
+    out->phase_s[EERL_PHASE_REFIT] = rf_t.t;
 
     /* Where waiting GPUs sit: the idle clock for separate pools of a pair run (drained and
      * disaggregated), their own clock otherwise (the governor idles at fmax). */
-    if (pair && (in->mode == EERL_TWIN_DISAGGREGATED || in->mode == EERL_TWIN_DRAINED)) {
+    if (pair && (in->mode == EERL_MODE_DISAGGREGATED || in->mode == EERL_MODE_DRAINED)) {
         f_wait_g = f_wait_t = g->idle_clock;
     } else {
         f_wait_g = in->req_gen ? in->req_gen - g->droop_mhz : g->fmax;
@@ -151,42 +151,42 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         sw = 0;
 
     switch (in->mode) {
-    case EERL_TWIN_COLOCATED: {
+    case EERL_MODE_COLOCATED: {
         /* The runtime applies each phase's setting at its boundary in every pair run (also for
          * equal pairs); a lock takes milliseconds, so this costs ~0.03% of an update. */
         double s2 = sw;
-        seg(&c, 0, EERL_TWIN_PH_GEN, gen.t, gen.w, gen.f, gen.flags);
-        seg(&c, 0, EERL_TWIN_PH_WAIT, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
-        seg(&c, 0, EERL_TWIN_PH_WAIT, s2, w_wait_t, f_wait_t, EERL__SEG_IDLE);
-        seg(&c, 0, EERL_TWIN_PH_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
-        seg(&c, 0, EERL_TWIN_PH_TRAIN, tr.t, tr.w, tr.f, tr.flags);
-        seg(&c, 0, EERL_TWIN_PH_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
-        seg(&c, 0, EERL_TWIN_PH_WAIT, s2, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_GEN, gen.t, gen.w, gen.f, gen.flags);
+        seg(&c, 0, EERL_PHASE_OTHER, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_OTHER, s2, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
+        seg(&c, 0, EERL_PHASE_TRAIN, tr.t, tr.w, tr.f, tr.flags);
+        seg(&c, 0, EERL_PHASE_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
+        seg(&c, 0, EERL_PHASE_OTHER, s2, w_wait_g, f_wait_g, EERL__SEG_IDLE);
         out->gen_arrival = gen.t;
         out->train_arrival = gen.t + other + s2 + lp.t + tr.t;
         out->duration = out->train_arrival + rf_t.t + s2;
         out->policy_age = 0;
         break;
     }
-    case EERL_TWIN_DISAGGREGATED: {
+    case EERL_MODE_DISAGGREGATED: {
         double tg = sw + gen.t, tt = sw + lp.t + tr.t;
-        seg(&c, 0, EERL_TWIN_PH_WAIT, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
-        seg(&c, 0, EERL_TWIN_PH_GEN, gen.t, gen.w, gen.f, gen.flags);
-        seg(&c, 0, EERL_TWIN_PH_WAIT, other + tt, w_wait_g, f_wait_g, EERL__SEG_IDLE);
-        seg(&c, 0, EERL_TWIN_PH_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
-        seg(&c, 1, EERL_TWIN_PH_WAIT, tg + other + sw, w_wait_t, f_wait_t, EERL__SEG_IDLE);
-        seg(&c, 1, EERL_TWIN_PH_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
-        seg(&c, 1, EERL_TWIN_PH_TRAIN, tr.t, tr.w, tr.f, tr.flags);
-        seg(&c, 1, EERL_TWIN_PH_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
+        seg(&c, 0, EERL_PHASE_OTHER, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_GEN, gen.t, gen.w, gen.f, gen.flags);
+        seg(&c, 0, EERL_PHASE_OTHER, other + tt, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
+        seg(&c, 1, EERL_PHASE_OTHER, tg + other + sw, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 1, EERL_PHASE_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
+        seg(&c, 1, EERL_PHASE_TRAIN, tr.t, tr.w, tr.f, tr.flags);
+        seg(&c, 1, EERL_PHASE_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
         out->gen_arrival = tg;
         out->train_arrival = tg + other + tt;
         out->duration = out->train_arrival + rf_t.t;
         out->policy_age = 0;
         break;
     }
-    case EERL_TWIN_DRAINED:
-    case EERL_TWIN_INFLIGHT: {
-        int infl = in->mode == EERL_TWIN_INFLIGHT;
+    case EERL_MODE_DRAINED:
+    case EERL_MODE_INFLIGHT: {
+        int infl = in->mode == EERL_MODE_INFLIGHT;
         double tg, tt, rv, pause;
 
         if (in->gen_jit > 0)
@@ -195,9 +195,9 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
             lp.t *= in->train_jit;
             tr.t *= in->train_jit;
         }
-        out->phase_s[EERL_TWIN_PH_GEN] = gen.t + kv.t;
-        out->phase_s[EERL_TWIN_PH_LOGPROB] = lp.t;
-        out->phase_s[EERL_TWIN_PH_TRAIN] = tr.t;
+        out->phase_s[EERL_PHASE_GEN] = gen.t + kv.t;
+        out->phase_s[EERL_PHASE_LOGPROB] = lp.t;
+        out->phase_s[EERL_PHASE_TRAIN] = tr.t;
         tg = gen.t;
         tt = lp.t + tr.t;
         if (!infl) {
@@ -211,27 +211,27 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         rv = in->expected ? eerl__gpu_rendezvous(g, tg, tt) : (tg > tt ? tg : tt);
         /* Generation pool: work, wait for the rendezvous, refit (+ KV recompute in flight). */
         if (!infl)
-            seg(&c, 0, EERL_TWIN_PH_WAIT, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
-        seg(&c, 0, EERL_TWIN_PH_GEN, gen.t, gen.w, gen.f, gen.flags);
-        seg(&c, 0, EERL_TWIN_PH_WAIT, rv - tg, w_wait_g, f_wait_g, EERL__SEG_IDLE);
-        seg(&c, 0, EERL_TWIN_PH_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
-        seg(&c, 0, EERL_TWIN_PH_GEN, kv.t, kv.w, kv.f, kv.flags);
+            seg(&c, 0, EERL_PHASE_OTHER, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_GEN, gen.t, gen.w, gen.f, gen.flags);
+        seg(&c, 0, EERL_PHASE_OTHER, rv - tg, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
+        seg(&c, 0, EERL_PHASE_GEN, kv.t, kv.w, kv.f, kv.flags);
         /* Training pool. */
         if (in->first)
-            seg(&c, 1, EERL_TWIN_PH_WAIT, tg, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+            seg(&c, 1, EERL_PHASE_OTHER, tg, w_wait_t, f_wait_t, EERL__SEG_IDLE);
         if (!infl)
-            seg(&c, 1, EERL_TWIN_PH_WAIT, sw, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+            seg(&c, 1, EERL_PHASE_OTHER, sw, w_wait_t, f_wait_t, EERL__SEG_IDLE);
         else
-            seg(&c, 1, EERL_TWIN_PH_WAIT, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);
-        seg(&c, 1, EERL_TWIN_PH_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
-        seg(&c, 1, EERL_TWIN_PH_TRAIN, tr.t, tr.w, tr.f, tr.flags);
-        seg(&c, 1, EERL_TWIN_PH_WAIT, rv - tt, w_wait_t, f_wait_t, EERL__SEG_IDLE);
-        seg(&c, 1, EERL_TWIN_PH_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
-        seg(&c, 1, EERL_TWIN_PH_WAIT, kv.t, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+            seg(&c, 1, EERL_PHASE_OTHER, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 1, EERL_PHASE_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
+        seg(&c, 1, EERL_PHASE_TRAIN, tr.t, tr.w, tr.f, tr.flags);
+        seg(&c, 1, EERL_PHASE_OTHER, rv - tt, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 1, EERL_PHASE_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
+        seg(&c, 1, EERL_PHASE_OTHER, kv.t, w_wait_t, f_wait_t, EERL__SEG_IDLE);
         pause = (rf_g.t > rf_t.t ? rf_g.t : rf_t.t) + kv.t;
         if (!infl) { /* host work after the rendezvous: both pools wait */
-            seg(&c, 0, EERL_TWIN_PH_WAIT, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
-            seg(&c, 1, EERL_TWIN_PH_WAIT, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+            seg(&c, 0, EERL_PHASE_OTHER, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+            seg(&c, 1, EERL_PHASE_OTHER, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);
             pause += other;
         }
         out->gen_arrival = tg;
@@ -240,5 +240,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         out->policy_age = infl ? 2 : 1;
         break;
     }
+    case EERL_MODE_COUNT: /* not a mode: validated before */
+        break;
     }
 }

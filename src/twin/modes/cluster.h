@@ -18,7 +18,7 @@ struct eerl__seg {
     double dt;      /* seconds */
     double w;       /* watts per GPU */
     double mhz;     /* clock the GPUs show */
-    unsigned phase; /* eerl_twin_phase */
+    unsigned phase; /* eerl_phase */
     unsigned flags;
 };
 
@@ -29,7 +29,7 @@ struct eerl__pool_plan {
 };
 
 struct eerl__cluster_in {
-    eerl_twin_mode mode;
+    eerl_mode mode;
     unsigned n_gen, n_train;
     struct eerl__wl_batch gen_batch;   /* generated during this update */
     struct eerl__wl_batch train_batch; /* consumed by training this update */
@@ -47,7 +47,7 @@ struct eerl__cluster_in {
 
 struct eerl__cluster_out {
     double duration, energy_j;
-    double phase_s[EERL_TWIN_PH_COUNT], phase_j[EERL_TWIN_PH_COUNT];
+    double phase_s[EERL_PHASE_COUNT], phase_j[EERL_PHASE_COUNT];
     double gen_arrival, train_arrival;
     double crossing_tokens, spill_out;
     double gen_eff_mhz, train_eff_mhz;

@@ -248,28 +248,15 @@ static int write_resume_line(eerl_rt *rt, const char *from, const unsigned char 
     return e;
 }
 
-int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
-                eerl_rt **ret_rt)
+/* ---- construction: one step per resource, in the order they depend on each other ---------- */
+
+/* The configuration against the device: mode, allowance, strategy, pools. */
+static int check_config(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len)
 {
-    unsigned char *saved = NULL;
-    size_t saved_len = 0;
-    char dummy[8];
-    eerl_rt *rt = NULL;
-    eerl_ctl_config cc;
-    unsigned count = 0, clocks[EERL_DEVICE_CLOCKS_MAX], peak;
-    size_t n_clocks = 0, p, i, j;
+    unsigned count = 0;
+    size_t i, j;
     int e;
 
-    if (!why) {
-        why = dummy;
-        why_len = sizeof(dummy);
-    }
-    if (why_len)
-        why[0] = '\0';
-    if (!dev || !cfg || !ret_rt) {
-        snprintf(why, why_len, "no device, configuration or result pointer");
-        return EERL_EINVAL;
-    }
     if ((unsigned)cfg->mode >= EERL_MODE_COUNT) {
         snprintf(why, why_len, "mode %d is unknown", (int)cfg->mode);
         return EERL_EINVAL;
@@ -302,23 +289,32 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
                      "training pool differs from the generation pool");
             return EERL_EINVAL;
         }
-    } else {
-        if (cfg->n_train == 0) {
-            snprintf(why, why_len, "%s mode needs a training pool", eerl_mode_name(cfg->mode));
-            return EERL_EINVAL;
-        }
-        for (i = 0; i < cfg->n_gen; i++)
-            for (j = 0; j < cfg->n_train; j++)
-                if (cfg->gen_gpus[i] == cfg->train_gpus[j]) {
-                    snprintf(why, why_len,
-                             "%s mode needs separate pools; GPU %u is in both (use colocated "
-                             "for shared GPUs)",
-                             eerl_mode_name(cfg->mode), cfg->gen_gpus[i]);
-                    return EERL_EINVAL;
-                }
+        return 0;
     }
+    if (cfg->n_train == 0) {
+        snprintf(why, why_len, "%s mode needs a training pool", eerl_mode_name(cfg->mode));
+        return EERL_EINVAL;
+    }
+    for (i = 0; i < cfg->n_gen; i++)
+        for (j = 0; j < cfg->n_train; j++)
+            if (cfg->gen_gpus[i] == cfg->train_gpus[j]) {
+                snprintf(why, why_len,
+                         "%s mode needs separate pools; GPU %u is in both (use colocated "
+                         "for shared GPUs)",
+                         eerl_mode_name(cfg->mode), cfg->gen_gpus[i]);
+                return EERL_EINVAL;
+            }
+    return 0;
+}
 
-    rt = calloc(1, sizeof(*rt));
+/* The session itself: its copy of the configuration (the pointers it does not keep cleared)
+ * and the pools' GPU lists. */
+static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
+                    eerl_rt **ret_rt)
+{
+    eerl_rt *rt = calloc(1, sizeof(*rt));
+    size_t p, i;
+
     if (!rt || !(rt->ev = calloc(EV_CAP, sizeof(*rt->ev)))) {
         free(rt);
         snprintf(why, why_len, "out of memory");
@@ -347,8 +343,22 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
     for (p = 0; p < (rt->colocated ? 1u : 2u); p++)
         for (i = 0; i < rt->n_pool[p]; i++)
             rt->all[rt->n_all++] = rt->pool_gpus[p][i];
+    rt->t_update0 = 0;
+    rt->refit_start[0] = rt->refit_start[1] = -1;
+    *ret_rt = rt;
+    return 0;
+}
 
-    /* Controller: Table 3 for the mode, over the first GPU's clocks. */
+/* The controller: Table 3 for the mode (or the caller's configuration) over the first GPU's
+ * clocks, then the saved state it resumes from. *saved: the state's bytes, for the trace. */
+static int init_controller(eerl_rt *rt, const eerl_rt_config *cfg, unsigned char **saved,
+                           size_t *saved_len, char *why, size_t why_len)
+{
+    unsigned clocks[EERL_DEVICE_CLOCKS_MAX], peak;
+    eerl_ctl_config cc;
+    size_t n_clocks = 0, i;
+    int e;
+
     if (cfg->ctl_cfg) {
         cc = *cfg->ctl_cfg;
     } else {
@@ -358,16 +368,14 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
     }
     rt->cfg.allowed_loss = cc.allowed_loss;
     rt->cfg.strategy = cc.strategy;
-    if (eerl_ctl_config_check(&cc, why, why_len) < 0) {
-        e = EERL_EINVAL;
-        goto fail;
-    }
-    e = eerl_device_supported_sm_clocks(dev, rt->all[0], clocks, EERL_DEVICE_CLOCKS_MAX, &n_clocks);
+    if (eerl_ctl_config_check(&cc, why, why_len) < 0)
+        return EERL_EINVAL;
+    e = eerl_device_supported_sm_clocks(rt->dev, rt->all[0], clocks, EERL_DEVICE_CLOCKS_MAX,
+                                        &n_clocks);
     if (e < 0 || n_clocks == 0) {
         snprintf(why, why_len, "reading GPU %u's supported clocks: %s", rt->all[0],
-                 e < 0 ? eerl_device_last_error(dev) : "the list is empty");
-        e = e < 0 ? e : EERL_ENOTSUP;
-        goto fail;
+                 e < 0 ? eerl_device_last_error(rt->dev) : "the list is empty");
+        return e < 0 ? e : EERL_ENOTSUP;
     }
     peak = cfg->governor_peak_mhz;
     if (!peak)
@@ -377,52 +385,64 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
     e = eerl_ctl_new(cfg->mode, &cc, clocks, n_clocks, peak, &rt->ctl);
     if (e < 0) {
         snprintf(why, why_len, "building the controller: %s", eerl_strerror(e));
-        goto fail;
+        return e;
     }
     e = make_tag(rt, cfg->resume_tag, why, why_len);
     if (e < 0)
-        goto fail;
+        return e;
     if (cfg->resume_from) {
-        e = resume(rt, cfg->resume_from, &saved, &saved_len, why, why_len);
+        e = resume(rt, cfg->resume_from, saved, saved_len, why, why_len);
         if (e < 0)
-            goto fail;
+            return e;
     }
     eerl_ctl_setting(rt->ctl, &rt->applied);
     if (cfg->observe_only)
         memset(&rt->applied, 0, sizeof(rt->applied));
+    return 0;
+}
+
+/* The meter over every GPU of the pools, on the injected clock when there is one. */
+static int init_meter(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t why_len)
+{
+    int e;
 
     if (rt->n_all > EERL_METER_GPUS_MAX) {
-        e = EERL_EINVAL;
         snprintf(why, why_len,
                  "the session's pools hold %zu GPUs together, more than the %d one meter reads "
                  "(run one session per node)",
                  rt->n_all, EERL_METER_GPUS_MAX);
-        goto fail;
+        return EERL_EINVAL;
     }
-    e = eerl_meter_new(dev, rt->all, rt->n_all, cfg->meter_interval_ms, &rt->meter);
+    e = eerl_meter_new(rt->dev, rt->all, rt->n_all, cfg->meter_interval_ms, &rt->meter);
     if (e < 0) {
         snprintf(why, why_len, "building the meter: %s (%s)", eerl_strerror(e),
-                 eerl_device_last_error(dev));
-        goto fail;
+                 eerl_device_last_error(rt->dev));
+        return e;
     }
-    if (cfg->clock) {
-        e = eerl_meter_set_clock(rt->meter, cfg->clock, cfg->clock_ctx);
-        if (e < 0) {
-            snprintf(why, why_len, "meter clock: %s", eerl_strerror(e));
-            goto fail;
-        }
-        /* An injected clock means virtual time (the simulated cluster): the automatic energy
-         * interval times real CPU cost and would make the read schedule depend on the host, so a
-         * replayed or repeated simulation reads its counters on a fixed schedule instead. */
-        e = eerl_meter_set_energy_interval(rt->meter, 2.0);
-        if (e < 0) {
-            snprintf(why, why_len, "meter energy interval: %s", eerl_strerror(e));
-            goto fail;
-        }
+    if (!cfg->clock)
+        return 0;
+    e = eerl_meter_set_clock(rt->meter, cfg->clock, cfg->clock_ctx);
+    if (e < 0) {
+        snprintf(why, why_len, "meter clock: %s", eerl_strerror(e));
+        return e;
     }
+    /* An injected clock means virtual time (the simulated cluster): the automatic energy
+     * interval times real CPU cost and would make the read schedule depend on the host, so a
+     * replayed or repeated simulation reads its counters on a fixed schedule instead. */
+    e = eerl_meter_set_energy_interval(rt->meter, 2.0);
+    if (e < 0)
+        snprintf(why, why_len, "meter energy interval: %s", eerl_strerror(e));
+    return e;
+}
+
+/* The clock owner: the caller's, else eerld where the node runs it, else our own actuator. */
+static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t why_len)
+{
+    int e;
+
     if (cfg->owner) {
         rt->owner = *cfg->owner;
-    } else if (!cfg->observe_only && !strcmp(eerl_device_backend(dev), "nvml") &&
+    } else if (!cfg->observe_only && !strcmp(eerl_device_backend(rt->dev), "nvml") &&
                eerl_agent_wanted()) {
         /* A node that runs eerld: the daemon owns the clocks ($EERL_SOCKET, or its default
          * socket exists). Going around it would make two owners of one GPU. */
@@ -436,65 +456,117 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
         if (e < 0) {
             snprintf(why, why_len, "eerld at %s: %s%s%s", eerl_agent_socket_path(),
                      eerl_strerror(e), awhy[0] ? ": " : "", awhy);
-            goto fail;
+            return e;
         }
     } else {
-        e = eerl__rt_owner_new(dev, cfg->observe_only, &rt->own);
+        e = eerl__rt_owner_new(rt->dev, cfg->observe_only, &rt->own);
         if (e < 0) {
             snprintf(why, why_len, "building the clock actuator: %s", eerl_strerror(e));
-            goto fail;
+            return e;
         }
         rt->owner = *eerl__rt_owner_iface(rt->own);
     }
     if (!rt->owner.lock || !rt->owner.restore) {
         snprintf(why, why_len, "the clock owner lacks lock or restore");
-        e = EERL_EINVAL;
-        goto fail;
+        return EERL_EINVAL;
     }
-    rt->t_update0 = 0;
-    rt->refit_start[0] = rt->refit_start[1] = -1;
+    return 0;
+}
 
-    /* The trace last, so a failure above leaves no file behind. */
-    if (cfg->trace_path) {
-        char producer[64];
-        rt->trace = fopen(cfg->trace_path, "w");
-        if (!rt->trace) {
-            snprintf(why, why_len, "cannot create trace '%s': %s", cfg->trace_path,
-                     strerror(errno));
-            e = EERL_ESYS;
-            goto fail;
-        }
-        snprintf(producer, sizeof(producer), "eerl %s runtime", eerl_version_string());
-        e = eerl__trace_write_header(rt->trace, rt->ctl, cfg->producer ? cfg->producer : producer);
-        if (e == 0)
-            e = write_run_line(rt, cfg->trace_run_json, why, why_len);
-        if (e == 0 && cfg->resume_from)
-            e = write_resume_line(rt, cfg->resume_from, saved, saved_len);
-        if (e == 0 && fflush(rt->trace) != 0)
-            e = EERL_EIO;
-        if (e < 0) {
-            if (!why[0])
-                snprintf(why, why_len, "cannot write trace '%s': %s", cfg->trace_path,
-                         strerror(errno));
+/* The trace: header, run line, resume record. On failure no file is left behind. */
+static int init_trace(eerl_rt *rt, const eerl_rt_config *cfg, const unsigned char *saved,
+                      size_t saved_len, char *why, size_t why_len)
+{
+    char producer[64];
+    int e;
+
+    if (!cfg->trace_path)
+        return 0;
+    rt->trace = fopen(cfg->trace_path, "w");
+    if (!rt->trace) {
+        snprintf(why, why_len, "cannot create trace '%s': %s", cfg->trace_path, strerror(errno));
+        return EERL_ESYS;
+    }
+    snprintf(producer, sizeof(producer), "eerl %s runtime", eerl_version_string());
+    e = eerl__trace_write_header(rt->trace, rt->ctl, cfg->producer ? cfg->producer : producer);
+    if (e == 0)
+        e = write_run_line(rt, cfg->trace_run_json, why, why_len);
+    if (e == 0 && cfg->resume_from)
+        e = write_resume_line(rt, cfg->resume_from, saved, saved_len);
+    if (e == 0 && fflush(rt->trace) != 0)
+        e = EERL_EIO;
+    if (e < 0) {
+        if (!why[0])
+            snprintf(why, why_len, "cannot write trace '%s': %s", cfg->trace_path, strerror(errno));
+        fclose(rt->trace);
+        rt->trace = NULL;
+        remove(cfg->trace_path);
+    }
+    return e;
+}
+
+/* The meter's sampling thread, when asked for; removes the trace if it cannot start. */
+static int start_sampling(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t why_len)
+{
+    int e;
+
+    if (!cfg->sample_thread)
+        return 0;
+    e = eerl_meter_start(rt->meter);
+    if (e < 0) {
+        snprintf(why, why_len, "starting the meter thread: %s", eerl_strerror(e));
+        if (rt->trace) {
             fclose(rt->trace);
             rt->trace = NULL;
             remove(cfg->trace_path);
-            goto fail;
         }
+        return e;
     }
-    if (cfg->sample_thread) {
-        e = eerl_meter_start(rt->meter);
-        if (e < 0) {
-            snprintf(why, why_len, "starting the meter thread: %s", eerl_strerror(e));
-            if (rt->trace) {
-                fclose(rt->trace);
-                rt->trace = NULL;
-                remove(cfg->trace_path);
-            }
-            goto fail;
-        }
-        rt->thread = 1;
+    rt->thread = 1;
+    return 0;
+}
+
+int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
+                eerl_rt **ret_rt)
+{
+    unsigned char *saved = NULL;
+    size_t saved_len = 0;
+    char dummy[8];
+    eerl_rt *rt = NULL;
+    int e;
+
+    if (!why) {
+        why = dummy;
+        why_len = sizeof(dummy);
     }
+    if (why_len)
+        why[0] = '\0';
+    if (!dev || !cfg || !ret_rt) {
+        snprintf(why, why_len, "no device, configuration or result pointer");
+        return EERL_EINVAL;
+    }
+    e = check_config(dev, cfg, why, why_len);
+    if (e < 0)
+        return e;
+    e = rt_alloc(dev, cfg, why, why_len, &rt);
+    if (e < 0)
+        return e;
+    e = init_controller(rt, cfg, &saved, &saved_len, why, why_len);
+    if (e < 0)
+        goto fail;
+    e = init_meter(rt, cfg, why, why_len);
+    if (e < 0)
+        goto fail;
+    e = init_owner(rt, cfg, why, why_len);
+    if (e < 0)
+        goto fail;
+    /* The trace last, so a failure above leaves no file behind. */
+    e = init_trace(rt, cfg, saved, saved_len, why, why_len);
+    if (e < 0)
+        goto fail;
+    e = start_sampling(rt, cfg, why, why_len);
+    if (e < 0)
+        goto fail;
     free(saved);
     *ret_rt = rt;
     return 0;

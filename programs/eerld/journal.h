@@ -16,13 +16,16 @@ struct eerld_journal_entry {
     unsigned uid, pid;
 };
 
-/* -1 on failure with why (path and errno). */
-int eerld_journal_write(const char *dir, const struct eerld_journal_entry *e, size_t n, char *why,
-                        size_t why_len);
+/* Writes the journal in the state dir open as dfd (dir: its path, for messages). -1 on failure
+ * with why (path and errno). */
+int eerld_journal_write(int dfd, const char *dir, const struct eerld_journal_entry *e, size_t n,
+                        char *why, size_t why_len);
 
-/* A missing journal is 0 entries. A malformed one is -1 with why; the caller then resets every
- * GPU, which is what a journal could at most ask for. *ret is malloc'd (free it). */
-int eerld_journal_read(const char *dir, struct eerld_journal_entry **ret, size_t *ret_n, char *why,
-                       size_t why_len);
+/* A missing journal is 0 entries. A malformed one (a field missing or of the wrong type, a
+ * uid that is not a number: never read as 0, root) or a symbolic link is -1 with why; the
+ * caller then resets every GPU, which is what a journal could at most ask for. *ret is
+ * malloc'd (free it). */
+int eerld_journal_read(int dfd, const char *dir, struct eerld_journal_entry **ret, size_t *ret_n,
+                       char *why, size_t why_len);
 
 #endif

@@ -1,21 +1,30 @@
-/* Textfile metrics (see metrics.h). The format is Prometheus text exposition 0.0.4. */
+/* Textfile metrics (see metrics.h). The format is Prometheus text exposition 0.0.4. The temp
+ * file is created afresh in the directory's fd (never through a link someone planted), then
+ * renamed over the file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "metrics.h"
+#include "safefile.h"
 
-int eerld_metrics_write(const char *path, eerl_device *dev, const struct eerld_metrics_gpu *g,
-                        unsigned n, char *why, size_t why_len)
+int eerld_metrics_write(int dfd, const char *path, const char *name, eerl_device *dev,
+                        const struct eerld_metrics_gpu *g, unsigned n, char *why, size_t why_len)
 {
-    char tmp[4200];
+    char tmp[4200], tmpname[300];
     FILE *f;
     unsigned i;
+    int fd;
 
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (!f) {
+    snprintf(tmpname, sizeof(tmpname), "%s.tmp", name);
+    fd = eerld_create_fresh(dfd, tmpname, 0644);
+    if (fd < 0 || !(f = fdopen(fd, "w"))) {
         snprintf(why, why_len, "cannot write %s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     fprintf(f, "# HELP eerl_gpu_energy_joules_total GPU energy since the driver loaded (NVML).\n"
@@ -54,13 +63,13 @@ int eerld_metrics_write(const char *path, eerl_device *dev, const struct eerld_m
     if (fflush(f) != 0 || ferror(f)) {
         snprintf(why, why_len, "cannot write %s: %s", tmp, strerror(errno));
         fclose(f);
-        remove(tmp);
+        unlinkat(dfd, tmpname, 0);
         return -1;
     }
     fclose(f);
-    if (rename(tmp, path) < 0) {
+    if (renameat(dfd, tmpname, dfd, name) < 0) {
         snprintf(why, why_len, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        remove(tmp);
+        unlinkat(dfd, tmpname, 0);
         return -1;
     }
     return 0;

@@ -14,8 +14,10 @@ struct eerld_metrics_gpu {
     unsigned uid, pid;
 };
 
-/* -1 with why on a write failure; a GPU that cannot be read just lacks that sample. */
-int eerld_metrics_write(const char *path, eerl_device *dev, const struct eerld_metrics_gpu *g,
-                        unsigned n, char *why, size_t why_len);
+/* Writes the file name in the directory open as dfd (path: the whole path, for messages): the
+ * temp file name.tmp is created afresh (O_EXCL | O_NOFOLLOW), then renamed over name. -1 with
+ * why on a write failure; a GPU that cannot be read just lacks that sample. */
+int eerld_metrics_write(int dfd, const char *path, const char *name, eerl_device *dev,
+                        const struct eerld_metrics_gpu *g, unsigned n, char *why, size_t why_len);
 
 #endif

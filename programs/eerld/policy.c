@@ -1,16 +1,21 @@
 /* Policy file parsing (libinih) and the decisions drawn from it. See policy.h. Every error says
  * which line and what value was wrong, because an operator reads it in the journal. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <libgen.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ini.h>
 
 #include "policy.h"
+#include "safefile.h"
 
 struct parse_ctx {
     struct eerld_policy *p;
@@ -180,6 +185,32 @@ int eerld_policy_parse(const char *text, size_t len, struct eerld_policy *p, cha
     return 0;
 }
 
+/* The file and the directory it lives in (after links) must be root's and writable by nobody
+ * else: whoever can change the policy decides who may lock clocks. */
+static int policy_safe(FILE *f, const char *path, char *why, size_t why_len)
+{
+    char real[PATH_MAX], sub[400];
+    struct stat st;
+
+    if (eerld_file_safe(fileno(f), "policy file", path, why, why_len) < 0)
+        return -1;
+    if (!realpath(path, real)) {
+        snprintf(why, why_len, "policy file %s: cannot resolve its path: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    if (stat(dirname(real), &st) < 0) {
+        snprintf(why, why_len, "policy file %s: cannot stat its directory %s: %s", path, real,
+                 strerror(errno));
+        return -1;
+    }
+    if (eerld_dir_safe(&st, "the directory", real, 1, sub, sizeof(sub)) < 0) {
+        snprintf(why, why_len, "policy file %s: %s", path, sub);
+        return -1;
+    }
+    return 0;
+}
+
 int eerld_policy_load(const char *path, struct eerld_policy *p, char *why, size_t why_len)
 {
     FILE *f = fopen(path, "rb");
@@ -190,6 +221,10 @@ int eerld_policy_load(const char *path, struct eerld_policy *p, char *why, size_
 
     if (!f) {
         snprintf(why, why_len, "cannot open policy file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (policy_safe(f, path, why, why_len) < 0) {
+        fclose(f);
         return -1;
     }
     buf = malloc(1 << 20);
@@ -218,13 +253,27 @@ static int name_is(const char *entry, const char *name, unsigned long id)
     return name && !strcmp(entry, name);
 }
 
-int eerld_policy_may_lease(const struct eerld_policy *p, uid_t uid, gid_t gid)
+/* 1 if gid matches a listed group (by number, or by the name NSS gives it). */
+static int group_listed(const struct eerld_policy *p, gid_t gid)
+{
+    struct group gr, *grr = NULL;
+    char gbuf[4096];
+    size_t i;
+
+    if (getgrgid_r(gid, &gr, gbuf, sizeof(gbuf), &grr) != 0)
+        grr = NULL;
+    for (i = 0; i < p->n_groups; i++)
+        if (name_is(p->groups[i], grr ? grr->gr_name : NULL, gid))
+            return 1;
+    return 0;
+}
+
+int eerld_policy_may_lease(const struct eerld_policy *p, uid_t uid, gid_t gid, const gid_t *groups,
+                           size_t n_groups)
 {
     struct passwd pw, *pwr = NULL;
     char buf[4096];
-    gid_t groups[256];
-    int ng = 256;
-    size_t i, k;
+    size_t i;
 
     if (uid == 0)
         return 1;
@@ -235,23 +284,11 @@ int eerld_policy_may_lease(const struct eerld_policy *p, uid_t uid, gid_t gid)
             return 1;
     if (!p->n_groups)
         return 0;
-    groups[0] = gid;
-    ng = 1;
-    if (pwr) {
-        ng = 256;
-        if (getgrouplist(pwr->pw_name, gid, groups, &ng) < 0)
-            ng = 256;
-    }
-    for (k = 0; k < (size_t)ng; k++) {
-        struct group gr, *grr = NULL;
-        char gbuf[4096];
-
-        if (getgrgid_r(groups[k], &gr, gbuf, sizeof(gbuf), &grr) != 0)
-            grr = NULL;
-        for (i = 0; i < p->n_groups; i++)
-            if (name_is(p->groups[i], grr ? grr->gr_name : NULL, groups[k]))
-                return 1;
-    }
+    if (group_listed(p, gid))
+        return 1;
+    for (i = 0; i < n_groups; i++)
+        if (group_listed(p, groups[i]))
+            return 1;
     return 0;
 }
 

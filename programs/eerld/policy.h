@@ -33,12 +33,15 @@ void eerld_policy_default(struct eerld_policy *p);
 int eerld_policy_parse(const char *text, size_t len, struct eerld_policy *p, char *why,
                        size_t why_len);
 
-/* Reads and parses a file; -1 on error (why says so, including a missing file). */
+/* Reads and parses a file; -1 on error (why says so, including a missing file, and a file or
+ * directory owned by another user than root or writable by group or others). */
 int eerld_policy_load(const char *path, struct eerld_policy *p, char *why, size_t why_len);
 
-/* 1 if uid (whose primary group is gid) may lease: root, a listed user, or a member of a
- * listed group. */
-int eerld_policy_may_lease(const struct eerld_policy *p, uid_t uid, gid_t gid);
+/* 1 if the peer may lease: root, a listed user, or a process whose group (gid) or one of whose
+ * supplementary groups (groups, n_groups: the peer's own, from SO_PEERGROUPS, never the user's
+ * groups in /etc/group) is listed. */
+int eerld_policy_may_lease(const struct eerld_policy *p, uid_t uid, gid_t gid, const gid_t *groups,
+                           size_t n_groups);
 
 /* The floor and ceiling for gpu (0: none). */
 void eerld_policy_bounds(const struct eerld_policy *p, unsigned gpu, unsigned *ret_floor,

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,11 +45,21 @@
 #include "journal.h"
 #include "metrics.h"
 #include "policy.h"
+#include "safefile.h"
 #include "server.h"
 
 #define POOLS_MAX 16
-#define OUT_MAX (4u << 20) /* a client that lets this much pile up unread is dropped */
+/* Output: while a connection has OUT_PAUSE bytes of replies unread, its requests wait (its
+ * input is not read), so a peer that pipelines requests and never reads holds at most this
+ * plus one reply; it is dropped once its heartbeat timeout passes without a request served.
+ * OUT_MAX bounds one connection's queue (the largest reply, status of 1024 GPUs, is ~0.3 MiB)
+ * and OUT_TOTAL_MAX all of them together. */
+#define OUT_PAUSE (64u << 10)
+#define OUT_MAX (8u << 20)
+#define OUT_TOTAL_MAX (64u << 20)
 #define RETRY_MS 1000
+#define ACCEPT_PAUSE_MS 100 /* after an accept error other than running out of descriptors */
+#define LOCK_FILE "eerld.lock"
 
 struct pool {
     char name[EERL_AGENT_POOL_NAME_MAX + 1];
@@ -62,6 +73,8 @@ struct conn {
     uid_t uid;
     gid_t gid;
     pid_t pid;
+    gid_t *groups; /* the peer's supplementary groups (SO_PEERGROUPS) */
+    size_t n_groups;
     char client[EERL__AGENT_CLIENT_MAX + 1];
     int hello;
     char *in;
@@ -71,12 +84,14 @@ struct conn {
     unsigned events; /* registered with epoll */
     int busy;        /* a device read for it is with the reader thread: its next lines wait */
     int zombie;      /* closed while busy: freed when the reader hands the job back */
-    double last_seen;
+    double last_seen; /* when its last request (a complete line) came, or it connected */
+    double accepted_at;
     int closing;
     char *refusal; /* over a connection limit: the answer to its first request, then close */
     struct pool pools[POOLS_MAX];
     size_t n_pools;
     unsigned n_leased;
+    struct server *srv; /* its queue counts in srv->out_total */
     struct conn *prev, *next;
 };
 
@@ -135,6 +150,15 @@ struct server {
     unsigned n_conns, n_refused;
     double next_metrics, next_retry;
     int stop;
+    int state_fd, lock_fd, metrics_fd; /* the state dir, its lock, the metrics dir */
+    const char *metrics_name;          /* the metrics file's name in its dir */
+    int reserve_fd;                    /* given up to accept-and-close when out of descriptors */
+    int fd_short;                      /* out of descriptors: logged once until it passes */
+    int accept_err;                    /* another accept error: logged once until it passes */
+    double accept_resume;              /* > 0: the listening socket is paused until then */
+    size_t out_total;                  /* replies queued, all connections */
+    gid_t sock_gid;                    /* the socket's group, if have_sock_gid */
+    int have_sock_gid;
     char why[512];
 };
 
@@ -195,7 +219,7 @@ static int journal_sync(struct server *s)
         e[k].pid = s->g[i].holder_pid;
         k++;
     }
-    r = eerld_journal_write(s->cfg->state_dir, e, k, s->why, sizeof(s->why));
+    r = eerld_journal_write(s->state_fd, s->cfg->state_dir, e, k, s->why, sizeof(s->why));
     free(e);
     if (r < 0)
         eerld_log(LOG_ERR, "%s", s->why);
@@ -263,6 +287,7 @@ static void retry_dirty(struct server *s)
 
 static void conn_release_memory(struct conn *c)
 {
+    free(c->groups);
     free(c->refusal);
     free(c->in);
     free(c->out);
@@ -273,7 +298,8 @@ static void conn_release_memory(struct conn *c)
  * output while replies wait. */
 static void update_events(struct server *s, struct conn *c)
 {
-    unsigned ev_mask = (c->busy ? 0u : (unsigned)EPOLLIN) | (c->out_len ? (unsigned)EPOLLOUT : 0u);
+    unsigned ev_mask = (c->busy || c->out_len >= OUT_PAUSE ? 0u : (unsigned)EPOLLIN) |
+                       (c->out_len ? (unsigned)EPOLLOUT : 0u);
 
     if (ev_mask != c->events && !c->zombie) {
         struct epoll_event ev = {.events = ev_mask, .data.ptr = c};
@@ -307,6 +333,8 @@ static void conn_free(struct server *s, struct conn *c, const char *why)
         c->next->prev = c->prev;
     s->n_conns--;
     s->n_refused -= c->refusal != NULL;
+    s->out_total -= c->out_len;
+    c->out_len = 0;
     if (c->busy) {
         c->zombie = 1; /* the reader still has its job: freed when it comes back */
         return;
@@ -331,6 +359,7 @@ static void flush_out(struct server *s, struct conn *c)
     }
     memmove(c->out, c->out + done, c->out_len - done);
     c->out_len -= done;
+    s->out_total -= done;
     if (!c->closing)
         update_events(s, c);
 }
@@ -341,7 +370,12 @@ static void queue_json(struct conn *c, json_t *o)
 
     if (need == 0)
         return;
-    if (c->out_len + need + 1 > OUT_MAX) {
+    if (c->out_len + need + 1 > OUT_MAX || c->srv->out_total + need + 1 > OUT_TOTAL_MAX) {
+        eerld_log(LOG_WARNING,
+                  "uid %u pid %u: %zu bytes of replies unread (%zu for all connections; limits "
+                  "%u and %u); connection closed",
+                  (unsigned)c->uid, (unsigned)c->pid, c->out_len, c->srv->out_total,
+                  OUT_MAX, OUT_TOTAL_MAX);
         c->closing = 1;
         return;
     }
@@ -362,6 +396,7 @@ static void queue_json(struct conn *c, json_t *o)
     json_dumpb(o, c->out + c->out_len, need, JSON_COMPACT);
     c->out_len += need;
     c->out[c->out_len++] = '\n';
+    c->srv->out_total += need + 1;
 }
 
 static json_t *reply_new(const struct eerl__agent_req *r)
@@ -567,15 +602,15 @@ static void apply_clocks(struct server *s, struct conn *c, const struct eerl__ag
     json_decref(o);
 }
 
-static void all_gpus(struct server *s, struct eerl__agent_req *r)
+/* The GPUs a read-only request names: its list, or every GPU (all of them, however many). */
+static size_t req_gpus(struct server *s, const struct eerl__agent_req *r,
+                       unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1])
 {
-    unsigned i;
+    size_t k, n = r->has_gpus ? r->n_gpus : s->n;
 
-    if (r->has_gpus)
-        return;
-    r->n_gpus = s->n < EERL_AGENT_GPUS_MAX ? s->n : EERL_AGENT_GPUS_MAX;
-    for (i = 0; i < r->n_gpus; i++)
-        r->gpus[i] = i;
+    for (k = 0; k < n; k++)
+        list[k] = r->has_gpus ? r->gpus[k] : (unsigned)k;
+    return n;
 }
 
 /* ---- handlers ---- */
@@ -593,7 +628,7 @@ static void h_hello(struct server *s, struct conn *c, struct eerl__agent_req *r)
     json_object_set_new(o, "uid", json_integer((json_int_t)c->uid));
     json_object_set_new(o, "pid", json_integer((json_int_t)c->pid));
     json_object_set_new(o, "may_lease",
-                        json_boolean(eerld_policy_may_lease(&s->policy, c->uid, c->gid)));
+                        json_boolean(eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups, c->n_groups)));
     queue_json(c, o);
     json_decref(o);
     c->hello = 1;
@@ -645,7 +680,8 @@ static void fill_job(struct server *s, eerl_device *dev, struct job *j)
     if (j->metrics) {
         char why[512];
 
-        if (eerld_metrics_write(s->cfg->metrics_path, dev, j->metrics, s->n, why, sizeof(why)) < 0)
+        if (eerld_metrics_write(s->metrics_fd, s->cfg->metrics_path, s->metrics_name, dev,
+                                j->metrics, s->n, why, sizeof(why)) < 0)
             eerld_log(LOG_WARNING, "%s", why);
         return;
     }
@@ -727,6 +763,7 @@ static void submit(struct server *s, struct conn *c, struct job *j)
 }
 
 static void process_lines(struct server *s, struct conn *c);
+static void serve_buffered(struct server *s, struct conn *c);
 
 static void finish_jobs(struct server *s)
 {
@@ -755,9 +792,8 @@ static void finish_jobs(struct server *s)
         } else {
             c->busy = 0;
             queue_json(c, j->reply);
-            process_lines(s, c); /* what it sent meanwhile */
             flush_out(s, c);
-            update_events(s, c);
+            serve_buffered(s, c); /* what it sent meanwhile */
             if (c->closing)
                 conn_free(s, c,
                           c->closing == 2 ? "connection closed" : "connection closed by eerld");
@@ -779,13 +815,14 @@ static struct job *job_new(const unsigned *gpus, size_t n)
 
 static void h_read(struct server *s, struct conn *c, struct eerl__agent_req *r)
 {
+    unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1];
+    size_t n = req_gpus(s, r, list);
     json_t *o, *arr;
     struct job *j;
 
-    all_gpus(s, r);
-    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
+    if (check_gpus(s, c, r, list, n, 0) < 0)
         return;
-    j = job_new(r->gpus, r->n_gpus);
+    j = job_new(list, n);
     if (!j) {
         reply_refuse(c, r, EERL_ENOMEM, "out of memory");
         return;
@@ -799,22 +836,23 @@ static void h_read(struct server *s, struct conn *c, struct eerl__agent_req *r)
 
 static void h_status(struct server *s, struct conn *c, struct eerl__agent_req *r)
 {
+    unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1];
+    size_t n = req_gpus(s, r, list);
     json_t *o, *arr;
     struct job *j;
     size_t k;
 
-    all_gpus(s, r);
-    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
+    if (check_gpus(s, c, r, list, n, 0) < 0)
         return;
-    j = job_new(r->gpus, r->n_gpus);
+    j = job_new(list, n);
     if (!j) {
         reply_refuse(c, r, EERL_ENOMEM, "out of memory");
         return;
     }
     o = reply_new(r);
     arr = json_array();
-    for (k = 0; k < r->n_gpus; k++) {
-        unsigned i = r->gpus[k], f, ce;
+    for (k = 0; k < n; k++) {
+        unsigned i = list[k], f, ce;
         struct gpu *g = &s->g[i];
         json_t *x = json_pack("{s:i}", "gpu", (json_int_t)i); /* readings: fill_job */
         eerl_actuator_gpu_state st;
@@ -858,7 +896,7 @@ static void h_lease(struct server *s, struct conn *c, struct eerl__agent_req *r)
     size_t k;
     json_t *o;
 
-    if (!eerld_policy_may_lease(&s->policy, c->uid, c->gid)) {
+    if (!eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups, c->n_groups)) {
         snprintf(msg, sizeof(msg),
                  "uid %u may not lease GPUs: not root and not in [access] users or groups of the "
                  "policy %s%s",
@@ -955,9 +993,10 @@ static void h_pool(struct server *s, struct conn *c, struct eerl__agent_req *r)
 
 static void h_phase(struct server *s, struct conn *c, struct eerl__agent_req *r)
 {
-    char msg[128];
-    size_t k;
+    char msg[512], full[600];
+    size_t k, g;
     unsigned mhz;
+    int e;
 
     for (k = 0; k < c->n_pools; k++)
         if (!strcmp(c->pools[k].name, r->pool))
@@ -971,6 +1010,14 @@ static void h_phase(struct server *s, struct conn *c, struct eerl__agent_req *r)
     if (check_gpus(s, c, r, c->pools[k].gpus, c->pools[k].n, 1) < 0)
         return;
     mhz = c->pools[k].mhz[r->phase];
+    /* Checked again now: a policy reloaded since the pool was defined applies. */
+    for (g = 0; mhz && g < c->pools[k].n; g++)
+        if ((e = check_clock(s, c, c->pools[k].gpus[g], mhz, msg, sizeof(msg))) < 0) {
+            snprintf(full, sizeof(full), "pool '%s', %s clock: %s", r->pool,
+                     eerl__agent_phase_name(r->phase), msg);
+            reply_refuse(c, r, e, full);
+            return;
+        }
     apply_clocks(s, c, r, c->pools[k].gpus, c->pools[k].n, mhz, mhz);
 }
 
@@ -1075,6 +1122,7 @@ static void handle_line(struct server *s, struct conn *c, const char *line, size
     int has_id = 0;
     json_t *o;
 
+    c->last_seen = now_s(); /* a request, not any byte, keeps a connection alive */
     if (c->refusal) {
         (void)eerl__agent_parse_request(line, len, &r, &id, &has_id, why, sizeof(why));
         reply_err_id(c, has_id, id, EERL_EBUSY, "%s", c->refusal);
@@ -1148,13 +1196,14 @@ static void process_lines(struct server *s, struct conn *c)
     size_t start = 0;
     char *nl;
 
-    while (!c->closing && !c->busy && (nl = memchr(c->in + start, '\n', c->in_len - start))) {
+    while (!c->closing && !c->busy && c->out_len < OUT_PAUSE &&
+           (nl = memchr(c->in + start, '\n', c->in_len - start))) {
         handle_line(s, c, c->in + start, (size_t)(nl - (c->in + start)));
         start = (size_t)(nl - c->in) + 1;
     }
     memmove(c->in, c->in + start, c->in_len - start);
     c->in_len -= start;
-    if (!c->closing && !c->busy && c->in_len == EERL_AGENT_MSG_MAX) {
+    if (!c->closing && !c->busy && c->out_len < OUT_PAUSE && c->in_len == EERL_AGENT_MSG_MAX) {
         reply_err_id(c, 0, 0, EERL_EPARSE,
                      "malformed request: no newline within %d bytes (the message limit); "
                      "closing the connection",
@@ -1171,8 +1220,8 @@ static void conn_readable(struct server *s, struct conn *c)
     for (;;) {
         ssize_t n;
 
-        if (c->closing || c->busy)
-            return;
+        if (c->closing || c->busy || c->out_len >= OUT_PAUSE)
+            return; /* replies wait to be read: its requests wait too */
         n = recv(c->fd, c->in + c->in_len, EERL_AGENT_MSG_MAX - c->in_len, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
@@ -1182,16 +1231,108 @@ static void conn_readable(struct server *s, struct conn *c)
             c->closing = 2; /* peer closed (or half-closed) its side */
             return;
         }
-        c->last_seen = now_s();
         c->in_len += (size_t)n;
         process_lines(s, c);
-        if (c->out_len > 64 * 1024)
+        if (c->out_len >= OUT_PAUSE)
             flush_out(s, c); /* a pipelining client: keep the reply queue short */
     }
 }
 
+/* After replies went out: serves the requests that waited in c's buffer while they were
+ * queued (the socket's own input is read again through the loop). */
+static void serve_buffered(struct server *s, struct conn *c)
+{
+    while (!c->closing && !c->busy && c->out_len < OUT_PAUSE && c->in_len &&
+           memchr(c->in, '\n', c->in_len)) {
+        size_t before = c->in_len;
+
+        process_lines(s, c);
+        flush_out(s, c);
+        if (c->in_len == before)
+            break;
+    }
+    update_events(s, c);
+}
+
+/* The peer's supplementary groups, as the kernel recorded them when it connected. */
+static int peer_groups(int fd, gid_t **ret, size_t *ret_n)
+{
+    socklen_t len = 64 * sizeof(gid_t);
+    gid_t *g = malloc(len);
+
+    if (!g)
+        return -1;
+    while (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) < 0) {
+        gid_t *bigger;
+
+        if (errno != ERANGE || len == 0) {
+            free(g);
+            return -1;
+        }
+        bigger = realloc(g, len);
+        if (!bigger) {
+            free(g);
+            return -1;
+        }
+        g = bigger;
+    }
+    *ret = g;
+    *ret_n = len / sizeof(gid_t);
+    return 0;
+}
+
+/* The listening socket stops being polled for a while (an accept error that would repeat on
+ * every wake-up: without this the loop would spin). */
+static int listen_tag, signal_tag; /* epoll data of the listening socket and the signalfd */
+
+static void pause_accept(struct server *s, double seconds)
+{
+    struct epoll_event ev = {.events = 0, .data.ptr = &listen_tag};
+
+    epoll_ctl(s->epfd, EPOLL_CTL_MOD, s->lfd, &ev);
+    s->accept_resume = now_s() + seconds;
+}
+
+static void resume_accept(struct server *s)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listen_tag};
+
+    if (s->accept_resume > 0 && now_s() >= s->accept_resume) {
+        s->accept_resume = 0;
+        epoll_ctl(s->epfd, EPOLL_CTL_MOD, s->lfd, &ev);
+    }
+}
+
+/* Out of descriptors (EMFILE, ENFILE): the classic reserve: give up the spare descriptor,
+ * accept the waiting connection and close it at once (the client sees it closed, instead of
+ * eerld waking up for it forever), take the spare back. Logged once until accepting works. */
+static void accept_short(struct server *s, int err)
+{
+    int fd;
+
+    if (!s->fd_short)
+        eerld_log(LOG_WARNING,
+                  "out of file descriptors (%s) with %u connections: closing new connections "
+                  "until some end (raise the descriptor limit, e.g. LimitNOFILE=)",
+                  strerror(err), s->n_conns);
+    s->fd_short = 1;
+    if (s->reserve_fd < 0) {
+        pause_accept(s, ACCEPT_PAUSE_MS / 1000.0);
+        return;
+    }
+    close(s->reserve_fd);
+    s->reserve_fd = -1;
+    while ((fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+        close(fd); /* every one waiting: none can be served now */
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (s->reserve_fd < 0)
+        pause_accept(s, ACCEPT_PAUSE_MS / 1000.0);
+}
+
 static void accept_all(struct server *s)
 {
+    if (s->accept_resume > 0)
+        return;
     for (;;) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
@@ -1202,11 +1343,26 @@ static void accept_all(struct server *s)
         struct epoll_event ev;
 
         if (fd < 0) {
-            if (errno == EINTR)
+            int err = errno;
+
+            if (err == EINTR || err == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                eerld_log(LOG_WARNING, "accept: %s", strerror(errno));
+            if (err == EAGAIN || err == EWOULDBLOCK)
+                return;
+            if (err == EMFILE || err == ENFILE) {
+                accept_short(s, err);
+                return;
+            }
+            if (!s->accept_err)
+                eerld_log(LOG_WARNING, "accept: %s; pausing new connections for %d ms",
+                          strerror(err), ACCEPT_PAUSE_MS);
+            s->accept_err = 1;
+            pause_accept(s, ACCEPT_PAUSE_MS / 1000.0);
             return;
+        }
+        if (s->fd_short || s->accept_err) {
+            eerld_log(LOG_INFO, "accepting connections again (%u open)", s->n_conns);
+            s->fd_short = s->accept_err = 0;
         }
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
             eerld_log(LOG_WARNING, "SO_PEERCRED: %s; connection refused", strerror(errno));
@@ -1227,6 +1383,14 @@ static void accept_all(struct server *s)
             close(fd);
             continue;
         }
+        if (peer_groups(fd, &c->groups, &c->n_groups) < 0) {
+            /* Only its primary group counts then: never the user's groups from NSS. */
+            eerld_log(LOG_WARNING,
+                      "uid %u pid %u: SO_PEERGROUPS: %s; its supplementary groups do not count",
+                      (unsigned)cred.uid, (unsigned)cred.pid, strerror(errno));
+            c->groups = NULL;
+            c->n_groups = 0;
+        }
         if (refuse) {
             /* Answered at its first request (the hello), so the client reads why instead of
              * finding a closed socket. */
@@ -1238,8 +1402,7 @@ static void accept_all(struct server *s)
                      s->policy.max_connections_per_user);
             c->refusal = strdup(msg);
             if (!c->refusal) {
-                free(c->in);
-                free(c);
+                conn_release_memory(c);
                 close(fd);
                 continue;
             }
@@ -1250,13 +1413,13 @@ static void accept_all(struct server *s)
         c->uid = cred.uid;
         c->gid = cred.gid;
         c->pid = cred.pid;
-        c->last_seen = now_s();
+        c->srv = s;
+        c->last_seen = c->accepted_at = now_s();
         ev.events = EPOLLIN;
         c->events = EPOLLIN;
         ev.data.ptr = c;
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            free(c->in);
-            free(c);
+            conn_release_memory(c);
             close(fd);
             continue;
         }
@@ -1357,7 +1520,7 @@ static int recover(struct server *s)
     unsigned i;
     int all = 0, changed = 0;
 
-    if (eerld_journal_read(s->cfg->state_dir, &e, &n, s->why, sizeof(s->why)) < 0) {
+    if (eerld_journal_read(s->state_fd, s->cfg->state_dir, &e, &n, s->why, sizeof(s->why)) < 0) {
         eerld_log(LOG_WARNING, "%s; resetting every GPU", s->why);
         all = 1;
     }
@@ -1421,12 +1584,146 @@ static int make_dirs(struct server *s)
     return 0;
 }
 
+/* The state dir: checked (root's, writable by nobody else), then locked, before anything in
+ * it is read or any GPU touched: a second eerld on the same state dir stops here. */
+static int lock_state_dir(struct server *s)
+{
+    char why[600], pid[32];
+    ssize_t n;
+
+    if (eerld_dir_open("state dir", s->cfg->state_dir, 0, &s->state_fd, why, sizeof(why)) < 0) {
+        eerld_log(LOG_ERR, "%s", why);
+        return -1;
+    }
+    s->lock_fd = openat(s->state_fd, LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) {
+        eerld_log(LOG_ERR, "cannot open %s/%s: %s", s->cfg->state_dir, LOCK_FILE, strerror(errno));
+        return -1;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        int err = errno;
+
+        n = pread(s->lock_fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (err == EWOULDBLOCK)
+            eerld_log(LOG_ERR,
+                      "another eerld (pid %s) holds the state dir %s: refusing to start; nothing "
+                      "was reset or changed",
+                      pid[0] ? pid : "unknown", s->cfg->state_dir);
+        else
+            eerld_log(LOG_ERR, "cannot lock %s/%s: %s", s->cfg->state_dir, LOCK_FILE,
+                      strerror(err));
+        close(s->lock_fd);
+        s->lock_fd = -1;
+        return -1;
+    }
+    n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
+        eerld_log(LOG_WARNING, "cannot write the pid to %s/%s: %s", s->cfg->state_dir, LOCK_FILE,
+                  strerror(errno));
+    return 0;
+}
+
+/* The socket's directory must be one nobody else can write (or a sticky one, like /tmp): the
+ * owner and mode are set by path after bind, and nobody may swap the path meanwhile. And a
+ * daemon already serving the socket means this one must not start: checked before any GPU
+ * is touched. */
+static int check_socket_path(struct server *s)
+{
+    char dir[4096], why[600];
+    const char *path = s->cfg->socket_path, *slash = strrchr(path, '/');
+    struct sockaddr_un sa;
+    struct stat st;
+    int dfd, probe;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        eerld_log(LOG_ERR, "--socket '%s' is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+        return -1;
+    }
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == path)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    if (eerld_dir_open("socket dir", dir, 1, &dfd, why, sizeof(why)) < 0) {
+        eerld_log(LOG_ERR, "%s", why);
+        return -1;
+    }
+    close(dfd);
+    if (s->cfg->socket_group) {
+        struct group *gr = getgrnam(s->cfg->socket_group);
+
+        if (!gr && s->cfg->group_explicit) {
+            eerld_log(LOG_ERR, "--socket-group '%s': no such group", s->cfg->socket_group);
+            return -1;
+        }
+        if (!gr)
+            eerld_log(LOG_WARNING,
+                      "group '%s' does not exist: the socket stays root's only (create it with "
+                      "'groupadd --system %s' and add the users who may talk to eerld)",
+                      s->cfg->socket_group, s->cfg->socket_group);
+        else {
+            s->sock_gid = gr->gr_gid;
+            s->have_sock_gid = 1;
+        }
+    }
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (!S_ISSOCK(st.st_mode)) {
+        eerld_log(LOG_ERR, "%s exists and is not a socket; refusing to replace it", path);
+        return -1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        close(probe);
+        eerld_log(LOG_ERR, "another eerld is serving %s: refusing to start; nothing was reset or "
+                           "changed",
+                  path);
+        return -1;
+    }
+    if (probe >= 0)
+        close(probe);
+    return 0;
+}
+
+/* The metrics file's directory, checked like the state dir and kept open: the file is
+ * written relative to it. */
+static int open_metrics_dir(struct server *s)
+{
+    char dir[4096], why[600];
+    const char *path = s->cfg->metrics_path, *slash;
+
+    if (!path)
+        return 0;
+    slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == path)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    s->metrics_name = slash ? slash + 1 : path;
+    if (!s->metrics_name[0]) {
+        eerld_log(LOG_ERR, "--metrics-textfile '%s' names a directory, not a file", path);
+        return -1;
+    }
+    if (eerld_dir_open("metrics textfile dir", dir, 0, &s->metrics_fd, why, sizeof(why)) < 0) {
+        eerld_log(LOG_ERR, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
 static int listen_socket(struct server *s)
 {
     struct sockaddr_un sa;
     const char *path = s->cfg->socket_path;
     struct stat st;
-    struct group *gr = NULL;
     mode_t old;
     int fd;
 
@@ -1454,18 +1751,6 @@ static int listen_socket(struct server *s)
             close(probe);
         unlink(path); /* stale, from a daemon that was killed */
     }
-    if (s->cfg->socket_group) {
-        gr = getgrnam(s->cfg->socket_group);
-        if (!gr && s->cfg->group_explicit) {
-            eerld_log(LOG_ERR, "--socket-group '%s': no such group", s->cfg->socket_group);
-            return -1;
-        }
-        if (!gr)
-            eerld_log(LOG_WARNING,
-                      "group '%s' does not exist: the socket stays root's only (create it with "
-                      "'groupadd --system %s' and add the users who may talk to eerld)",
-                      s->cfg->socket_group, s->cfg->socket_group);
-    }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         eerld_log(LOG_ERR, "socket: %s", strerror(errno));
@@ -1479,7 +1764,10 @@ static int listen_socket(struct server *s)
         return -1;
     }
     umask(old);
-    if ((gr && chown(path, (uid_t)-1, gr->gr_gid) < 0) || chmod(path, s->cfg->socket_mode) < 0) {
+    /* The directory is checked (check_socket_path): nobody else can swap the path between the
+     * bind and these; lchown would not follow a link anyway. */
+    if ((s->have_sock_gid && lchown(path, (uid_t)-1, s->sock_gid) < 0) ||
+        chmod(path, s->cfg->socket_mode) < 0) {
         eerld_log(LOG_ERR, "cannot set owner/mode of %s: %s", path, strerror(errno));
         close(fd);
         unlink(path);
@@ -1617,6 +1905,53 @@ static void stop_reader(struct server *s)
     rd->dev = NULL;
 }
 
+/* After a policy reload: a lease whose holder may no longer lease ends (its GPUs reset), and a
+ * clock locked outside the new floor or ceiling goes back to the governor (the lease stays).
+ * Pools are checked again at each phase switch (h_phase). */
+static void recheck_leases(struct server *s)
+{
+    struct conn *c;
+    unsigned i;
+    int changed = 0;
+
+    for (c = s->conns; c; c = c->next)
+        if (c->n_leased && !eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups,
+                                                   c->n_groups)) {
+            eerld_log(LOG_INFO,
+                      "uid %u pid %u may no longer lease GPUs (policy %s reloaded): its "
+                      "leases end and its GPUs are reset",
+                      (unsigned)c->uid, (unsigned)c->pid, s->cfg->policy_path);
+            for (i = 0; i < s->n && c->n_leased; i++)
+                if (s->g[i].holder == c)
+                    changed |= drop_lease(s, i, "policy reload");
+        }
+    for (i = 0; i < s->n; i++) {
+        struct gpu *g = &s->g[i];
+        eerl_actuator_gpu_state st;
+        unsigned f, ce;
+
+        if (!g->holder || g->holder->uid == 0)
+            continue;
+        memset(&st, 0, sizeof(st));
+        eerl_actuator_gpu(g->act, i, &st);
+        eerld_policy_bounds(&s->policy, i, &f, &ce);
+        if (!st.locked_max_mhz ||
+            !((f && st.locked_min_mhz < f) || (ce && st.locked_max_mhz > ce)))
+            continue;
+        eerld_log(LOG_INFO,
+                  "GPU %u: locked %u-%u MHz for uid %u pid %u is outside the reloaded policy's "
+                  "%u-%u MHz: back to the default governor (the lease stays)",
+                  i, st.locked_min_mhz, st.locked_max_mhz, g->holder_uid, g->holder_pid, f, ce);
+        if (eerl_actuator_restore(g->act) < 0) {
+            eerld_log(LOG_ERR, "GPU %u: reset failed: %s; retrying every %d ms", i,
+                      eerl_actuator_last_error(g->act), RETRY_MS);
+            g->dirty = 1;
+        }
+    }
+    if (changed)
+        journal_sync(s);
+}
+
 static void on_signal(struct server *s)
 {
     struct signalfd_siginfo si;
@@ -1630,6 +1965,7 @@ static void on_signal(struct server *s)
                 eerld_log(LOG_ERR, "SIGHUP: keeping the previous policy");
             } else {
                 eerld_log(LOG_INFO, "SIGHUP: policy reloaded from %s", s->cfg->policy_path);
+                recheck_leases(s);
             }
         } else {
             eerld_log(LOG_INFO, "signal %u: resetting every GPU and exiting", si.ssi_signo);
@@ -1644,15 +1980,33 @@ static void sweep(struct server *s)
     struct conn *c, *next;
 
     for (c = s->conns; c; c = next) {
-        next = c->next;
-        if (!c->closing && t - c->last_seen > limit) {
-            char why[96];
+        char why[160];
 
-            snprintf(why, sizeof(why), "no message for %.1f s (heartbeat timeout %u ms)",
-                     t - c->last_seen, s->cfg->heartbeat_ms);
-            conn_free(s, c, why);
+        next = c->next;
+        if (c->closing)
+            continue;
+        if (!c->hello && t - c->accepted_at > limit) {
+            snprintf(why, sizeof(why), "no hello within %.1f s of connecting (limit %u ms)",
+                     t - c->accepted_at, s->cfg->heartbeat_ms);
+        } else if (t - c->last_seen > limit) {
+            if (c->out_len >= OUT_PAUSE)
+                snprintf(why, sizeof(why),
+                         "not reading its replies (%zu bytes unread) for %.1f s (heartbeat "
+                         "timeout %u ms)",
+                         c->out_len, t - c->last_seen, s->cfg->heartbeat_ms);
+            else
+                snprintf(why, sizeof(why),
+                         "no request for %.1f s (heartbeat timeout %u ms; a partial line "
+                         "does not count)",
+                         t - c->last_seen, s->cfg->heartbeat_ms);
+        } else {
+            continue;
         }
+        eerld_log(LOG_INFO, "uid %u pid %u: %s; connection closed", (unsigned)c->uid,
+                  (unsigned)c->pid, why);
+        conn_free(s, c, why);
     }
+    resume_accept(s);
     if (t >= s->next_retry) {
         retry_dirty(s);
         s->next_retry = t + RETRY_MS / 1000.0;
@@ -1696,19 +2050,25 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
     sigset_t mask;
     int rc = 1, n, k, accept_pending = 0, done_pending = 0;
     unsigned i;
-    static int listen_tag, signal_tag;
 
     if (!s)
         return 1;
     s->cfg = cfg;
     s->lfd = s->epfd = s->sfd = s->rd.efd = -1;
+    s->state_fd = s->lock_fd = s->metrics_fd = s->reserve_fd = -1;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (load_policy(s) < 0 || make_dirs(s) < 0 || open_devices(s) < 0 || load_gpus(s) < 0)
+    /* Everything that can refuse the start comes before the GPUs are opened: a refused start
+     * resets nothing and writes nothing. */
+    if (load_policy(s) < 0 || make_dirs(s) < 0 || lock_state_dir(s) < 0 ||
+        check_socket_path(s) < 0 || open_metrics_dir(s) < 0)
+        goto out;
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (open_devices(s) < 0 || load_gpus(s) < 0)
         goto out;
     if (recover(s) < 0) {
         eerld_log(LOG_ERR, "the state dir %s must be writable (the journal lives there)",
@@ -1768,6 +2128,8 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
                 conn_readable(s, c);
             if (c->out_len)
                 flush_out(s, c); /* even after EOF: a client may half-close and read */
+            if (!c->closing)
+                serve_buffered(s, c);
             if (c->closing) {
                 conn_free(s, c,
                           c->closing == 2 ? "connection closed" : "connection closed by eerld");
@@ -1795,6 +2157,14 @@ out:
         close(s->epfd);
     if (s->sfd >= 0)
         close(s->sfd);
+    if (s->metrics_fd >= 0)
+        close(s->metrics_fd);
+    if (s->reserve_fd >= 0)
+        close(s->reserve_fd);
+    if (s->state_fd >= 0)
+        close(s->state_fd);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* the lock goes last: the journal is final by now */
     for (i = 0; s->g && i < s->n; i++)
         eerl_actuator_free(s->g[i].act);
     free(s->g);

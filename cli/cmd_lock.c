@@ -1,9 +1,12 @@
 /* eerl lock: leases GPUs from eerld, locks their SM clock, then runs a command (or holds until
- * interrupted), and releases. The lease lives as long as this process: a heartbeat thread keeps
- * it, and if eerl itself is killed the daemon resets the GPUs when the socket closes. The exit
- * status is the command's (128 + signal if it was killed). */
+ * interrupted), and releases. The lease lives as long as this process: its main loop sends the
+ * heartbeats, and if eerl itself is killed the daemon resets the GPUs when the socket closes.
+ * If eerld goes away (a heartbeat fails), the lock is gone: said at once; holding, it exits 1;
+ * with a command, the command runs on and the exit status is 1 if the command's was 0. The exit
+ * status is otherwise the command's (128 + signal if it was killed). */
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +43,13 @@ int eerl_cmd_lock(int argc, char **argv)
     const char *sock = NULL;
     char **cmdv = NULL;
     eerl_agent *a;
-    struct eerl_agent_gpu_status st[EERL_AGENT_GPUS_MAX];
+    struct eerl_agent_gpu_status *st = NULL;
+    struct eerl_agent_info info;
     size_t n_st = 0;
-    int e, k, have_mhz = 0, ret = EERL_EXIT_FAIL;
+    int e, k, have_mhz = 0, ret = EERL_EXIT_FAIL, lost = 0;
     sigset_t mask, old;
+    struct timespec beat;
+    pid_t pid = -1;
 
     for (k = 1; k < argc; k++) {
         if (!strcmp(argv[k], "--")) {
@@ -86,26 +92,30 @@ int eerl_cmd_lock(int argc, char **argv)
         eerl_cli_err(CMD, "%s", eerl_agent_last_error(a));
         goto out;
     }
-    if ((e = eerl_agent_start_heartbeat(a, 0)) < 0) {
-        eerl_cli_err(CMD, "cannot start the heartbeat thread: %s", eerl_strerror(e));
-        goto out;
-    }
-    if (eerl_agent_status(a, st, EERL_AGENT_GPUS_MAX, &n_st) == 0)
+    memset(&info, 0, sizeof(info));
+    eerl_agent_info(a, &info);
+    st = calloc(info.gpus + 1, sizeof(*st));
+    if (st && eerl_agent_status(a, st, info.gpus + 1, &n_st) == 0)
         for (i = 0; i < n; i++)
             if (gpus[i] < n_st)
                 fprintf(stderr, "eerl lock: GPU %u locked at %u MHz\n", gpus[i],
                         st[gpus[i]].locked_max_mhz);
+    /* A heartbeat a third of the daemon's timeout, from this loop, so a lost daemon is seen. */
+    k = info.heartbeat_ms ? (int)(info.heartbeat_ms / 3) : 1000;
+    if (k < 1)
+        k = 1;
+    beat.tv_sec = k / 1000;
+    beat.tv_nsec = (long)(k % 1000) * 1000000L;
     /* Ctrl-C and SIGTERM: a command gets them itself (same process group) and we wait for it;
      * without a command they end the hold. Either way we release afterwards. */
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGCHLD);
     sigprocmask(SIG_BLOCK, &mask, &old);
     if (cmdv) {
-        int status = 0;
-        pid_t pid = fork();
-
+        pid = fork();
         if (pid < 0) {
             eerl_cli_err(CMD, "fork: %s", strerror(errno));
             goto out;
@@ -116,15 +126,37 @@ int eerl_cmd_lock(int argc, char **argv)
             fprintf(stderr, "eerl lock: cannot run '%s': %s\n", cmdv[0], strerror(errno));
             _exit(127);
         }
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     } else {
-        int sig = 0;
-
         fprintf(stderr, "eerl lock: holding; interrupt (Ctrl-C) or SIGTERM to release\n");
-        sigwait(&mask, &sig);
-        ret = EERL_EXIT_OK;
+    }
+    for (;;) {
+        int status = 0, sig = sigtimedwait(&mask, NULL, &beat);
+
+        if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+            ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            break;
+        }
+        if (pid < 0 && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)) {
+            ret = EERL_EXIT_OK;
+            break;
+        }
+        if (sig < 0 && errno == EAGAIN && !lost && (e = eerl_agent_heartbeat(a)) < 0) {
+            eerl_cli_err(CMD,
+                         "lost eerld: %s; the GPUs are no longer held at %lu MHz (a restarted "
+                         "eerld resets them)%s",
+                         eerl_agent_last_error(a)[0] ? eerl_agent_last_error(a)
+                                                     : eerl_strerror(e),
+                         mhz, pid > 0 ? "; the command runs on without the lock" : "");
+            lost = 1;
+            if (pid < 0)
+                break;
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (lost) {
+        if (ret == EERL_EXIT_OK)
+            ret = EERL_EXIT_FAIL;
+        goto out;
     }
     if ((e = eerl_agent_release(a, NULL, 0)) < 0) {
         eerl_cli_err(CMD, "release failed: %s (the daemon resets the GPUs when we disconnect)",
@@ -135,6 +167,7 @@ int eerl_cmd_lock(int argc, char **argv)
         fprintf(stderr, "eerl lock: released; GPUs back to the default governor\n");
     }
 out:
+    free(st);
     eerl_agent_free(a);
     return ret;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -145,6 +146,37 @@ static int parse(int argc, char **argv, struct opts *o)
 
 /* Forks and execs the command. An exec failure comes back through a close-on-exec pipe so the
  * parent can name it. Returns the child's pid, or -1 (message printed, *ret_exit set). */
+/* A temp file beside path, made like fopen(path, "w") would make path (0666 less the umask),
+ * so a run that ends without a report leaves path as it was. *ret_tmp: its malloc'd name. */
+static FILE *open_report_tmp(const char *path, char **ret_tmp)
+{
+    size_t len = strlen(path) + 16;
+    char *tmp = malloc(len);
+    mode_t mask = umask(0);
+    FILE *f = NULL;
+    int fd;
+
+    umask(mask);
+    if (!tmp)
+        return NULL;
+    snprintf(tmp, len, "%s.tmp.XXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd >= 0 && (fchmod(fd, 0666 & ~mask) < 0 || !(f = fdopen(fd, "w")))) {
+        int e = errno;
+
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        fd = -1;
+    }
+    if (fd < 0) {
+        free(tmp);
+        return NULL;
+    }
+    *ret_tmp = tmp;
+    return f;
+}
+
 static pid_t spawn(char **argv, int *ret_exit)
 {
     sigset_t block, old;
@@ -350,6 +382,7 @@ int eerl_cmd_meter(int argc, char **argv)
     unsigned count = 0, snapped = 0;
     double t0 = 0, t1 = 0;
     FILE *report_file = NULL;
+    char *report_tmp = NULL; /* written there, renamed over --output once the report is whole */
     size_t i;
     pid_t pid;
 
@@ -423,7 +456,7 @@ int eerl_cmd_meter(int argc, char **argv)
         }
     }
     if (o.output) { /* open it now: an unwritable path must not cost a whole run */
-        report_file = fopen(o.output, "w");
+        report_file = open_report_tmp(o.output, &report_tmp);
         if (!report_file) {
             eerl_cli_err(CMD, "cannot write the report to '%s': %s", o.output, strerror(errno));
             exit_code = EERL_EXIT_USAGE;
@@ -500,10 +533,13 @@ int eerl_cmd_meter(int argc, char **argv)
         else
             print_text(out, &rep);
         report_file = NULL;
-        if (out != stdout && fclose(out) != 0) {
+        if (out != stdout && (fclose(out) != 0 || rename(report_tmp, o.output) != 0)) {
             eerl_cli_err(CMD, "writing '%s': %s", o.output, strerror(errno));
             if (exit_code == 0)
                 exit_code = EERL_EXIT_FAIL;
+        } else if (out != stdout) {
+            free(report_tmp);
+            report_tmp = NULL;
         } else if (out == stdout) {
             fflush(stdout);
         }
@@ -511,6 +547,10 @@ int eerl_cmd_meter(int argc, char **argv)
 out:
     if (report_file)
         fclose(report_file);
+    if (report_tmp) { /* no whole report: the file keeps what it held */
+        unlink(report_tmp);
+        free(report_tmp);
+    }
     eerl_meter_free(m);
     eerl_actuator_free(act); /* restores, if not done yet */
     if (handlers) {

@@ -791,6 +791,7 @@ static void finish_jobs(struct server *s)
             conn_release_memory(c);
         } else {
             c->busy = 0;
+            c->last_seen = now_s(); /* the time its read took was eerld's, not its silence */
             queue_json(c, j->reply);
             flush_out(s, c);
             serve_buffered(s, c); /* what it sent meanwhile */
@@ -1983,8 +1984,8 @@ static void sweep(struct server *s)
         char why[160];
 
         next = c->next;
-        if (c->closing)
-            continue;
+        if (c->closing || c->busy)
+            continue; /* busy: it waits for eerld's reader, not the other way round */
         if (!c->hello && t - c->accepted_at > limit) {
             snprintf(why, sizeof(why), "no hello within %.1f s of connecting (limit %u ms)",
                      t - c->accepted_at, s->cfg->heartbeat_ms);

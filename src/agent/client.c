@@ -36,7 +36,8 @@ struct eerl_agent {
     int fd;
     pthread_mutex_t mu;
     uint64_t next_id;
-    char *rbuf; /* EERL_AGENT_MSG_MAX bytes: what was read past the last answered line */
+    char *rbuf; /* rcap bytes: what was read past the last answered line */
+    size_t rcap;
     size_t rlen;
     char last_error[256];
     struct eerl_agent_info info;
@@ -120,10 +121,21 @@ static int read_line(eerl_agent *a, char **ret_line, size_t *ret_len, char *why,
             *ret_len = n;
             return 0;
         }
-        if (a->rlen >= EERL_AGENT_MSG_MAX)
-            return set_why(why, why_len, EERL_EPARSE, "eerld sent a line longer than %d bytes",
-                           EERL_AGENT_MSG_MAX);
-        r = recv(a->fd, a->rbuf + a->rlen, EERL_AGENT_MSG_MAX - a->rlen, 0);
+        if (a->rlen == a->rcap) {
+            /* Replies have no fixed size (status of 1024 GPUs is ~0.3 MiB): grow, up to a
+             * bound that only a broken daemon would reach. */
+            char *p;
+
+            if (a->rcap >= EERL__AGENT_REPLY_MAX)
+                return set_why(why, why_len, EERL_EPARSE,
+                               "eerld sent a line longer than %d bytes", EERL__AGENT_REPLY_MAX);
+            p = realloc(a->rbuf, a->rcap * 2);
+            if (!p)
+                return set_why(why, why_len, EERL_ENOMEM, "out of memory");
+            a->rbuf = p;
+            a->rcap *= 2;
+        }
+        r = recv(a->fd, a->rbuf + a->rlen, a->rcap - a->rlen, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -230,6 +242,7 @@ int eerl_agent_connect(const char *path, const char *client_name, char *why, siz
         free(a);
         return set_why(why, why_len, EERL_ENOMEM, "out of memory");
     }
+    a->rcap = EERL_AGENT_MSG_MAX;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->hb_cv, NULL);
     a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -16,6 +16,8 @@
 /* Highest clock a request may carry, MHz. */
 #define EERL__AGENT_MHZ_MAX 100000
 #define EERL__AGENT_CLIENT_MAX 64
+/* A reply line has no fixed size; the client reads one up to this (a broken daemon). */
+#define EERL__AGENT_REPLY_MAX (64 << 20)
 
 enum eerl__agent_op {
     EERL__OP_HELLO = 0,

@@ -144,8 +144,7 @@ int eerl_cmd_lock(int argc, char **argv)
             eerl_cli_err(CMD,
                          "lost eerld: %s; the GPUs are no longer held at %lu MHz (a restarted "
                          "eerld resets them)%s",
-                         eerl_agent_last_error(a)[0] ? eerl_agent_last_error(a)
-                                                     : eerl_strerror(e),
+                         eerl_agent_last_error(a)[0] ? eerl_agent_last_error(a) : eerl_strerror(e),
                          mhz, pid > 0 ? "; the command runs on without the lock" : "");
             lost = 1;
             if (pid < 0)

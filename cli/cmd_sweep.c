@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "eerl/error.h"
 #include "eerl/twin.h"
@@ -159,10 +160,16 @@ static char *read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
     char *buf = NULL;
+    struct stat st;
     long len;
 
     if (!f)
         return NULL;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR; /* else fseek/ftell give a size that makes malloc fail: ENOMEM */
+        return NULL;
+    }
     if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
         buf = malloc((size_t)len + 1);
         if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {

@@ -48,6 +48,24 @@ echo "hello" >"$tmp/junk.jsonl"
 "$EERL_BIN" analyze "$tmp/junk.jsonl" >"$tmp/out" 2>"$tmp/err"
 expect_rc 1 $? "not a trace"
 expect_in "$tmp/err" "$tmp/junk.jsonl:1: not a JSON line" "not a trace"
+# A negative energy on an update the controller took in is no measurement: refused, named.
+mkdir -p "$tmp/neg"
+cp "$tmp"/d/seed2-governor.jsonl "$tmp/neg/"
+/usr/bin/python3 - "$tmp"/d/seed2-controller.jsonl "$tmp/neg/seed2-controller.jsonl" <<'PY'
+import json, sys
+out, done = [], False
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if not done and o.get("type") == "update" and o.get("update", 0) >= 5:
+        o["energy_j"] = -2.05e6
+        done = True
+        line = json.dumps(o) + "\n"
+    out.append(line)
+open(sys.argv[2], "w").writelines(out)
+PY
+"$EERL_BIN" analyze "$tmp"/neg/*.jsonl >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "negative energy"
+expect_in "$tmp/err" '"energy_j" is -2.05e+06: a measurement is a finite number >= 0' "negative energy"
 "$EERL_BIN" analyze "$tmp"/d/seed*-governor.jsonl >"$tmp/out" 2>"$tmp/err"
 expect_rc 1 $? "governor runs only"
 expect_in "$tmp/err" "need governor and controller traces; got 2 governor and 0 controller" \

@@ -106,6 +106,11 @@ assert abs(t["energy_j"] - sum(g["energy_j"] for g in r["gpus"])) < 1e-6, t
 assert abs(t["peak_w"] - 400.0) < 1e-6, t
 assert r["samples"] >= 15, r["samples"]
 EOF
+# A command that cannot run leaves the earlier report as it was, and no temp file beside it.
+cp "$tmp/r.json" "$tmp/r.before"
+expect 127 "" "$EERL_BIN" meter --json --output "$tmp/r.json" -- "$tmp/no-such-command"
+cmp -s "$tmp/r.json" "$tmp/r.before" || fail "--output: the old report was lost when the command could not run"
+ls "$tmp"/r.json.tmp.* >/dev/null 2>&1 && fail "--output: a temp file was left: $(ls "$tmp"/r.json.tmp.*)"
 expect 0 "" "$EERL_BIN" meter --gpus 1 -- sleep 0.3
 grep -Eq "^1 +[0-9.]+ +[0-9.]+ +100\.0 " "$tmp/out" || fail "text report for --gpus 1: $(cat "$tmp/out")"
 grep -Eq "^0 " "$tmp/out" && fail "--gpus 1 reported GPU 0: $(cat "$tmp/out")"

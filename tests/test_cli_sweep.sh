@@ -73,6 +73,10 @@ bad "bad updates" "--updates '25-5' is malformed" "${base[@]}" "${p[@]}" --updat
 bad "missing pairs" "missing --pairs" "${base[@]}"
 bad "unknown option" "unknown option '--frobnicate'" "${base[@]}" "${p[@]}" --frobnicate x
 bad "bad params file" "no usable preset" "${base[@]}" "${p[@]}" --params /dev/null
+# A directory is said to be one (it once read as "Cannot allocate memory").
+"$EERL_BIN" "${base[@]}" "${p[@]}" --params "$tmp" >"$tmp/bo" 2>"$tmp/be"
+expect_rc 1 $? "--params names a directory"
+expect_in "$tmp/be" "cannot read parameter file '$tmp': Is a directory" "--params directory message"
 
 [ "$fails" -eq 0 ] && echo "test_cli_sweep: all passed"
 exit $((fails > 0))

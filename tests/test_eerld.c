@@ -38,7 +38,7 @@
 static char eerld_bin[1024];
 static char sock[100], statedir[512], logpath[512];
 static int test_no;
-static pid_t live_daemon; /* killed by the next start or the teardown if a test failed */
+static pid_t live_daemon;    /* killed by the next start or the teardown if a test failed */
 static rlim_t daemon_nofile; /* if set, the next daemon's descriptor limit */
 
 static double now_s(void)
@@ -1174,8 +1174,8 @@ static void test_symlinks_not_followed(void **state)
 {
     static const char *const args[] = {"--devices", "twin:h100x2", NULL};
     char victim[600], mdir[600], prom[700], link[700];
-    const char *margs[] = {"--devices", "twin:h100x2", "--metrics-textfile", prom,
-                           "--metrics-interval", "1", NULL};
+    const char *margs[] = {
+        "--devices", "twin:h100x2", "--metrics-textfile", prom, "--metrics-interval", "1", NULL};
     struct stat st;
     char *text;
     eerl_agent *a;
@@ -1310,7 +1310,7 @@ static void nobody_reload(void)
     CHILD_CHECK(eerl_agent_lease(a, &g, 1) == 0);
     CHILD_CHECK(eerl_agent_define_pool(a, "p", &g, 1, 1500, 1200, 900) == 0);
     CHILD_CHECK(eerl_agent_set_phase(a, "p", EERL_AGENT_PHASE_IDLE) == 0);
-    child_say('1'); /* GPU 0 locked at 900 */
+    child_say('1');  /* GPU 0 locked at 900 */
     child_wait_go(); /* the floor is 1500 now */
     CHILD_CHECK(eerl_agent_set_phase(a, "p", EERL_AGENT_PHASE_IDLE) == EERL_ERANGE);
     CHILD_CHECK(strstr(eerl_agent_last_error(a), "below GPU 0's floor of 1500 MHz") != NULL);
@@ -1344,8 +1344,8 @@ static void test_reload_reaches_sessions(void **state)
 {
     char pol[600], b;
     char gname[64];
-    const char *args[] = {"--devices", "twin:h100x4", "--policy", pol, "--socket-group", gname,
-                          NULL};
+    const char *args[] = {"--devices",      "twin:h100x4", "--policy", pol,
+                          "--socket-group", gname,         NULL};
     struct group *gr = getgrgid(65534);
     pid_t d, c;
     int st = 0;
@@ -1525,8 +1525,8 @@ static void test_trickle_is_not_a_heartbeat(void **state)
  * are dropped; others are served meanwhile. */
 static void test_unread_replies_bounded(void **state)
 {
-    static const char *const args[] = {"--devices", "twin:h100x16", "--heartbeat-timeout",
-                                       "2000", NULL};
+    static const char *const args[] = {"--devices", "twin:h100x16", "--heartbeat-timeout", "2000",
+                                       NULL};
     char req[2048];
     int fds[32], i, k, dropped = 0;
     long rss0, rss1;

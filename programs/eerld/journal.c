@@ -99,8 +99,8 @@ int eerld_journal_read(int dfd, const char *dir, struct eerld_journal_entry **re
             *ret_n = 0;
             return 0;
         }
-        snprintf(why, why_len, "journal %s/%s cannot be read: %s%s", dir, JOURNAL,
-                 strerror(errno), errno == ELOOP ? " (it is a symbolic link)" : "");
+        snprintf(why, why_len, "journal %s/%s cannot be read: %s%s", dir, JOURNAL, strerror(errno),
+                 errno == ELOOP ? " (it is a symbolic link)" : "");
         return -1;
     }
     o = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);

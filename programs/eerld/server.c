@@ -81,9 +81,9 @@ struct conn {
     size_t in_len;
     char *out;
     size_t out_len, out_cap;
-    unsigned events; /* registered with epoll */
-    int busy;        /* a device read for it is with the reader thread: its next lines wait */
-    int zombie;      /* closed while busy: freed when the reader hands the job back */
+    unsigned events;  /* registered with epoll */
+    int busy;         /* a device read for it is with the reader thread: its next lines wait */
+    int zombie;       /* closed while busy: freed when the reader hands the job back */
     double last_seen; /* when its last request (a complete line) came, or it connected */
     double accepted_at;
     int closing;
@@ -374,8 +374,8 @@ static void queue_json(struct conn *c, json_t *o)
         eerld_log(LOG_WARNING,
                   "uid %u pid %u: %zu bytes of replies unread (%zu for all connections; limits "
                   "%u and %u); connection closed",
-                  (unsigned)c->uid, (unsigned)c->pid, c->out_len, c->srv->out_total,
-                  OUT_MAX, OUT_TOTAL_MAX);
+                  (unsigned)c->uid, (unsigned)c->pid, c->out_len, c->srv->out_total, OUT_MAX,
+                  OUT_TOTAL_MAX);
         c->closing = 1;
         return;
     }
@@ -627,8 +627,9 @@ static void h_hello(struct server *s, struct conn *c, struct eerl__agent_req *r)
     json_object_set_new(o, "heartbeat_ms", json_integer(s->cfg->heartbeat_ms));
     json_object_set_new(o, "uid", json_integer((json_int_t)c->uid));
     json_object_set_new(o, "pid", json_integer((json_int_t)c->pid));
-    json_object_set_new(o, "may_lease",
-                        json_boolean(eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups, c->n_groups)));
+    json_object_set_new(
+        o, "may_lease",
+        json_boolean(eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups, c->n_groups)));
     queue_json(c, o);
     json_decref(o);
     c->hello = 1;
@@ -1682,8 +1683,9 @@ static int check_socket_path(struct server *s)
     probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
         close(probe);
-        eerld_log(LOG_ERR, "another eerld is serving %s: refusing to start; nothing was reset or "
-                           "changed",
+        eerld_log(LOG_ERR,
+                  "another eerld is serving %s: refusing to start; nothing was reset or "
+                  "changed",
                   path);
         return -1;
     }
@@ -1916,8 +1918,8 @@ static void recheck_leases(struct server *s)
     int changed = 0;
 
     for (c = s->conns; c; c = c->next)
-        if (c->n_leased && !eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups,
-                                                   c->n_groups)) {
+        if (c->n_leased &&
+            !eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups, c->n_groups)) {
             eerld_log(LOG_INFO,
                       "uid %u pid %u may no longer lease GPUs (policy %s reloaded): its "
                       "leases end and its GPUs are reset",
@@ -1936,8 +1938,7 @@ static void recheck_leases(struct server *s)
         memset(&st, 0, sizeof(st));
         eerl_actuator_gpu(g->act, i, &st);
         eerld_policy_bounds(&s->policy, i, &f, &ce);
-        if (!st.locked_max_mhz ||
-            !((f && st.locked_min_mhz < f) || (ce && st.locked_max_mhz > ce)))
+        if (!st.locked_max_mhz || !((f && st.locked_min_mhz < f) || (ce && st.locked_max_mhz > ce)))
             continue;
         eerld_log(LOG_INFO,
                   "GPU %u: locked %u-%u MHz for uid %u pid %u is outside the reloaded policy's "

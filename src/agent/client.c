@@ -127,8 +127,8 @@ static int read_line(eerl_agent *a, char **ret_line, size_t *ret_len, char *why,
             char *p;
 
             if (a->rcap >= EERL__AGENT_REPLY_MAX)
-                return set_why(why, why_len, EERL_EPARSE,
-                               "eerld sent a line longer than %d bytes", EERL__AGENT_REPLY_MAX);
+                return set_why(why, why_len, EERL_EPARSE, "eerld sent a line longer than %d bytes",
+                               EERL__AGENT_REPLY_MAX);
             p = realloc(a->rbuf, a->rcap * 2);
             if (!p)
                 return set_why(why, why_len, EERL_ENOMEM, "out of memory");

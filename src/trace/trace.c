@@ -551,6 +551,48 @@ static int parse_event(json_t *o, eerl_event *ev)
     return 0;
 }
 
+/* 1 if a measure of o is negative or infinite (NaN is a measurement that was missing, which
+ * the controller refuses and the analysis leaves out): the first such, its key in the trace
+ * line in key and its value in *ret_v. 0 when none is. */
+static int measure_bad(const eerl_obs *o, double *ret_v, char *key, size_t key_len)
+{
+    size_t i;
+
+#define CHECK(v, name)                                                                             \
+    do {                                                                                           \
+        if (!isnan(v) && !(isfinite(v) && (v) >= 0)) {                                             \
+            *ret_v = (v);                                                                          \
+            snprintf(key, key_len, "%s", name);                                                    \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+    CHECK(o->gen_tokens, "work.G");
+    CHECK(o->valid_tokens, "work.N");
+    CHECK(o->longest_tokens, "work.L");
+    CHECK(o->time_s, "time_s");
+    CHECK(o->energy_j, "energy_j");
+    for (i = 0; i < EERL_PHASE_COUNT; i++) {
+        char n[48];
+
+        snprintf(n, sizeof(n), "phases.%s.time_s", phase_keys[i]);
+        CHECK(o->phase_time_s[i], n);
+        snprintf(n, sizeof(n), "phases.%s.energy_j", phase_keys[i]);
+        CHECK(o->phase_energy_j[i], n);
+    }
+    for (i = 0; i < EERL_POOLS_MAX; i++) {
+        char n[48];
+
+        snprintf(n, sizeof(n), "pools.%s.arrival_s", pool_keys[i]);
+        if (o->flags & EERL_OBS_ARRIVALS)
+            CHECK(o->arrival_s[i], n);
+        snprintf(n, sizeof(n), "pools.%s.energy_j", pool_keys[i]);
+        if (o->flags & EERL_OBS_POOL_ENERGY)
+            CHECK(o->pool_energy_j[i], n);
+    }
+#undef CHECK
+    return 0;
+}
+
 int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
                              size_t cap, char *why, size_t len)
 {
@@ -648,6 +690,21 @@ int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, e
                 FAIL("\"events\"[%zu] is malformed", i);
             ev[i].update = u.obs.update;
         }
+    }
+    /* A measurement is never negative or infinite: a line that says so was not written by eerl
+     * (or was edited), unless its events say the observation was refused, which keeps what was
+     * observed (replay needs it as it was). */
+    for (i = 0; u.has_events && i < u.n_events && i < cap; i++)
+        if (ev[i].kind == EERL_EV_REJECT)
+            break;
+    if (!u.has_events || i == u.n_events || i == cap) {
+        char bad[48];
+        double d;
+
+        if (measure_bad(&u.obs, &d, bad, sizeof(bad)))
+            FAIL("\"%s\" is %g: a measurement is a finite number >= 0 (or \"nan\" when it is "
+                 "missing); no event says this update was refused",
+                 bad, d);
     }
     *ret = u;
     err = 0;

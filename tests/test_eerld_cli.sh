@@ -55,7 +55,7 @@ grep -q '"locked_mhz": \[' "$tmp/out" && fail "a GPU is still locked after eerl 
 # --- lock without a command holds until SIGTERM, then releases
 "$EERL_BIN" lock --gpu 3 --mhz 1005 --socket "$sock" 2>"$tmp/err" &
 lpid=$!
-for _ in $(seq 100); do grep -q holding "$tmp/err" && break; sleep 0.02; done
+for _ in $(seq 1000); do grep -q holding "$tmp/err" && break; sleep 0.02; done
 "$EERL_BIN" status --socket "$sock" >"$tmp/out"
 expect_in "$tmp/out" "1005" "lock (hold): GPU 3 locked"
 # A second writer is refused, naming the holder.
@@ -79,7 +79,7 @@ grep -q '"locked_mhz": \[' "$tmp/out" && fail "GPU 3 still locked after the hold
 # --- reset: root resets a GPU another client holds
 "$EERL_BIN" lock --gpu 2 --mhz 1100 --socket "$sock" 2>"$tmp/err" &
 lpid=$!
-for _ in $(seq 100); do grep -q holding "$tmp/err" && break; sleep 0.02; done
+for _ in $(seq 1000); do grep -q holding "$tmp/err" && break; sleep 0.02; done
 "$EERL_BIN" reset --gpu 2 --socket "$sock" >"$tmp/out" 2>&1
 expect_rc 0 $? "eerl reset --gpu 2"
 expect_in "$tmp/out" "reset GPU 2 to the default governor" "reset: message"

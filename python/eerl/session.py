@@ -16,6 +16,7 @@ there is safe.
 import atexit
 import ctypes as C
 import json
+import operator
 import os
 import signal
 import threading
@@ -80,15 +81,41 @@ def _agent_fns():
     }
 
 
+_U32_MAX = 2 ** 32 - 1
+_U64_MAX = 2 ** 64 - 1
+_I64_MAX = 2 ** 63 - 1
+
+
+def _ranged_int(what, v, lo, hi):
+    """v as an int in [lo, hi], else ValueError naming what and v. Called wherever a number
+    reaches a ctypes integer field, which would otherwise wrap it silently (2**32 + 1 -> 1,
+    -1 -> 4294967295). Accepts ints (and integer-valued floats, numpy ints), not bools."""
+    if isinstance(v, bool):
+        raise ValueError("%s must be an integer, not %r" % (what, v))
+    try:
+        n = operator.index(v)
+    except TypeError:
+        if isinstance(v, float) and v.is_integer():
+            n = int(v)
+        else:
+            raise ValueError("%s must be an integer, not %r" % (what, v)) from None
+    if not lo <= n <= hi:
+        raise ValueError("%s = %d is out of range: it must be %d-%d" % (what, n, lo, hi))
+    return n
+
+
 def _gpu_list(pools, key):
     v = pools.get(key, [])
-    try:
-        out = [int(g) for g in v]
-    except (TypeError, ValueError):
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
         raise ValueError("pools[%r] must be a list of GPU indices, not %r" % (key, v))
-    for g in out:
-        if g < 0:
+    out = []
+    for g in v:
+        if isinstance(g, (int, float)) and not isinstance(g, bool) and g < 0:
             raise ValueError("pools[%r]: GPU index %d is negative" % (key, g))
+        try:
+            out.append(_ranged_int("pools[%r] GPU index" % key, g, 0, _U32_MAX))
+        except ValueError as e:
+            raise ValueError("%s (pools[%r] is %r)" % (e, key, v)) from None
     if len(out) > T.RT_POOL_GPUS_MAX:
         raise ValueError("pools[%r]: %d GPUs, at most %d" % (key, len(out), T.RT_POOL_GPUS_MAX))
     return out
@@ -179,8 +206,8 @@ class Session:
         cfg.trace_run_json = self._run_b
         cfg.producer = ("eerl %s python" % _lib.__version__).encode()
         self._producer_b = cfg.producer
-        cfg.governor_peak_mhz = int(governor_peak_mhz)
-        cfg.meter_interval_ms = int(meter_interval_ms)
+        cfg.governor_peak_mhz = _ranged_int("governor_peak_mhz", governor_peak_mhz, 0, _U32_MAX)
+        cfg.meter_interval_ms = _ranged_int("meter_interval_ms", meter_interval_ms, 0, _U32_MAX)
         cfg.sample_thread = 1
         self._resume_b = os.fsencode(resume_from) if resume_from is not None else None
         self._resume_tag_b = resume_tag.encode() if resume_tag is not None else None
@@ -337,11 +364,12 @@ class Session:
                 except (TypeError, ValueError):
                     raise ValueError("%s must be a number, not %r" % (name, v))
         w = T.RtWork()
-        w.update = self._update if update is None else int(update)
+        w.update = self._update if update is None else _ranged_int("update", update, 0, _U64_MAX)
         w.gen_tokens = float(generated_tokens)
         w.valid_tokens = float(valid_tokens)
         w.longest_tokens = float(longest_response)
-        w.policy_version = -1 if policy_version is None else int(policy_version)
+        w.policy_version = (-1 if policy_version is None
+                            else _ranged_int("policy_version", policy_version, -1, _I64_MAX))
         info = T.RtUpdateInfo()
         _lib.check(_c()["rt_update_end"](self._rt, C.byref(w), C.byref(info)),
                    "ending update %d" % w.update, self._err)

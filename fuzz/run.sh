@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS, one job at a
 # time, starting from the committed seeds in fuzz/corpus/<target>/ (the grown corpus goes to the
-# work dir, never into the repository). Prints executions and crashes per target.
+# work dir, never into the repository). Prints executions and crashes per target; exits 1 if a
+# target crashed, leaked or timed out (or libFuzzer failed), so `tools/run test` can run it.
 #   fuzz/run.sh SECONDS [message|policy ...]
 #   FUZZ_DIR=DIR   work dir (default: build-fuzz/ at the repository root)
 set -euo pipefail
@@ -13,6 +14,7 @@ targets=("$@")
 case $secs in '' | *[!0-9]*) echo "fuzz/run.sh: SECONDS '$secs' is not a whole number" >&2; exit 2 ;; esac
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang not found: apt-get install clang" >&2; exit 1; }
 work=${FUZZ_DIR:-$here/build-fuzz}
+bad=0
 mkdir -p "$work"
 flags=(-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -I"$here/include" -I"$here/src" -I"$here/programs/eerld")
@@ -37,4 +39,9 @@ for t in "${targets[@]}"; do
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
     crashes=$(find "$work/artifacts_$t" -type f | wc -l)
     echo "fuzz_$t: ${secs}s, ${execs} executions, ${crashes} crash/leak/timeout artifacts, exit $rc (log $log)"
+    if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ]; then
+        bad=1
+        tail -n 30 "$log" >&2
+    fi
 done
+exit $bad

@@ -17,6 +17,7 @@ Needs a build (build/eerld, build/libeerl.so, build/fake_nvml) and the test virt
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -123,6 +124,7 @@ def main():
         cluster.shutdown()
         for n in nodes:
             n.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def uuid(node, g):
 class Node:
     """One node's eerld: socket, state (the stand-in NVML state file), uuids, proc."""
 
-    def __init__(self, root, k, n_gpus):
+    def __init__(self, root, k, n_gpus, **gpu_fields):
         self.k = k
         self.dir = os.path.join(str(root), "node%d" % k)
         os.makedirs(self.dir, mode=0o700)
@@ -34,6 +34,7 @@ class Node:
         for g in range(n_gpus):
             d = gpu(g)
             d["uuid"] = self.uuids[g]
+            d.update(gpu_fields)
             gpus.append(d)
         self.state = write_state(os.path.join(self.dir, "nvml.json"), n_gpus=n_gpus, gpus=gpus)
         policy = os.path.join(self.dir, "policy.conf")
@@ -63,8 +64,10 @@ class Node:
             self.proc.wait()
 
 
-def start_nodes(root, n_nodes, n_gpus=2, first=0):
-    nodes = [Node(root, first + k, n_gpus) for k in range(n_nodes)]
+def start_nodes(root, n_nodes, n_gpus=2, first=0, **gpu_fields):
+    """n_nodes nodes of n_gpus stand-in GPUs each (gpu_fields: overrides of the stand-in's GPU
+    description, e.g. sm_clocks_mhz)."""
+    nodes = [Node(root, first + k, n_gpus, **gpu_fields) for k in range(n_nodes)]
     try:
         deadline = time.time() + 30
         while not all(os.path.exists(n.socket) for n in nodes):

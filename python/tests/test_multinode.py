@@ -395,3 +395,36 @@ def test_a_nodes_eerld_going_away_stops_the_session(nodes, tmp_path):
     assert last["type"] == "node_error" and last["node"] == 0 and \
         last["open_phases"] == ["generation"] and last["at"] == "the end of phase generation" \
         and last["released"] == [] and "node 0 (rank 0)" in last["release_error"], last
+
+
+class _LocalAdapter(multinode._Adapter):
+    """An adapter whose nodes are NodeServers in this process, each on its own eerld: for the
+    checks that need several eerlds but no second process."""
+
+    def __init__(self, sockets):
+        self.servers = [multinode.NodeServer(s) for s in sockets]
+        self.nodes = list(range(len(sockets)))
+
+    def call(self, cmd, per_node):
+        nodes = sorted(per_node)
+        return self._unwrap(nodes, [self.servers[n].handle(cmd, per_node[n]) for n in nodes])
+
+
+def test_nodes_that_disagree_are_refused(nodes, tmp_path):
+    other = eerld_nodes.start_nodes(tmp_path / "other", 1, first=7,
+                                    sm_clocks_mhz={"max": 1755, "min": 345, "step": 15})[0]
+    try:
+        ad = _LocalAdapter([nodes[0].socket, other.socket])
+        pools = {"generation": {0: [0], 1: [0]}, "training": {0: [0], 1: [0]}}
+        with pytest.raises(ValueError) as e:
+            multinode.MultiNodeSession(ad, pools=pools)
+        assert "node 1 supports other clocks than node 0" in str(e.value) and \
+            "1755" in str(e.value) and "1980" in str(e.value), str(e.value)
+        # two "nodes" reaching one eerld: each GPU would be served twice
+        twice = _LocalAdapter([nodes[0].socket, nodes[0].socket])
+        rec = {"node_id": None, "host": "h", "pid": 1, "rank": 0, "gpus": [nodes[0].uuids[0]]}
+        with pytest.raises(ValueError, match="is served by the eerld of node 0 and of node 1"):
+            twice.locate({"generation": [rec], "training": [rec]})
+        assert nodes[0].locks() == [(None, None)] * 2 and other.locks() == [(None, None)] * 2
+    finally:
+        other.stop()

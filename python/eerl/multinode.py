@@ -512,16 +512,19 @@ class TorchDistributedAdapter(_Adapter):
                         self.lost.add(n)
 
 
-def node_leaders(group=None):
-    """Collective: a torch.distributed group of each node's first rank (LOCAL_RANK 0, as
-    torchrun sets it), for TorchDistributedAdapter(group=...). Every rank calls it (new_group is
-    collective); ranks that are not leaders get the group too and must not use it."""
+def node_leaders(timeout=None):
+    """Collective: a gloo group of each node's first rank (LOCAL_RANK 0, as torchrun sets it)
+    for TorchDistributedAdapter(group=...), beside whatever backend the job's own group uses
+    (the adapter sends CPU tensors). Every rank of the default group calls it (new_group is
+    collective); ranks that are not leaders get the group too and must not use it. timeout: the
+    group's (default: the default group's); a node rank waits up to it in serve()."""
     import torch.distributed as dist
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    ranks = [None] * dist.get_world_size(group)
-    dist.all_gather_object(ranks, local, group=group)
+    ranks = [None] * dist.get_world_size()
+    dist.all_gather_object(ranks, local)
     leaders = [r for r, lr in enumerate(ranks) if lr == 0]
-    return dist.new_group(ranks=leaders)
+    kw = {"timeout": timeout} if timeout is not None else {}
+    return dist.new_group(ranks=leaders, backend="gloo", **kw)
 
 
 class RayAdapter(_Adapter):

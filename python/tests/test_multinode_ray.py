@@ -8,7 +8,9 @@ small machine); every wait is bounded; nothing here depends on how fast the mach
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -42,9 +44,11 @@ class RayCluster:
         self.ray_nodes = []  # the matching ray._private.node.Node
         # Ray's own waits for a node to register are 30 s; on a small shared machine that is
         # not always enough, so the nodes are waited for here, with a generous bound.
+        # and its files in a folder of its own, never another Ray's on this machine
+        self.temp = tempfile.mkdtemp(prefix="eerl-ray-")
         self.cluster = Cluster()
         head = self.cluster.add_node(wait=False, num_cpus=1, num_gpus=0,
-                                     include_dashboard=False)
+                                     include_dashboard=False, temp_dir=self.temp)
         self.cluster.connect()
         self.wait_alive(head)
 
@@ -74,6 +78,7 @@ class RayCluster:
         finally:
             for n in self.nodes:
                 n.stop()
+            shutil.rmtree(self.temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -47,10 +47,15 @@ class RayCluster:
         # and its files in a folder of its own, never another Ray's on this machine
         self.temp = tempfile.mkdtemp(prefix="eerl-ray-")
         self.cluster = Cluster()
+        self.head_socket = os.path.join(str(root), "no-eerld-here.sock")
         head = self.cluster.add_node(wait=False, num_cpus=1, num_gpus=0,
-                                     include_dashboard=False, temp_dir=self.temp)
+                                     include_dashboard=False, temp_dir=self.temp,
+                                     env_vars={"PYTHONPATH": os.pathsep.join([PYROOT, HERE]),
+                                               "EERL_LIBRARY": LIB,
+                                               "EERL_SOCKET": self.head_socket})
         self.cluster.connect()
         self.wait_alive(head)
+        self.head = head
 
     @staticmethod
     def wait_alive(rn):
@@ -217,6 +222,16 @@ def test_bad_placement_is_refused_naming_the_gpu(rc, tmp_path):
         finally:
             ad.close()
         assert a.locks() == [(None, None)] * 2  # nothing was leased
+        # a node without an eerld (the head: nothing listens at its socket)
+        head = rc.head.node_id
+        ad = multinode.RayAdapter([head])
+        try:
+            with pytest.raises(multinode.NodeError) as e:
+                ad.locate({"generation": recs, "training": recs})
+            assert head in str(e.value) and "connecting to eerld at %s" % rc.head_socket in \
+                str(e.value), str(e.value)
+        finally:
+            ad.close()
     finally:
         ray.kill(w)
         ray.kill(ok)

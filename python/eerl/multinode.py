@@ -290,7 +290,7 @@ class NodeLost(NodeError):
     resets its GPUs when the connection drops), or it did not answer within the timeout."""
 
     def __init__(self, node, why, name=None):
-        NodeError.__init__(self, node, -5, why, name)
+        NodeError.__init__(self, node, -10, why, name)  # EERL_EIO
 
 
 class _Adapter:

@@ -245,8 +245,107 @@ def test_uninstall_puts_verl_back():
               mu.compute_data_metrics, tb.PPOTrainer._compute_metrics)
     hook = eerl_verl.install(RecordingSession())
     assert tb.marked_timer is not before[0] and rt.compute_data_metrics is not before[1]
-    assert tb.marked_timer is debug.marked_timer
+    assert tb.marked_timer.__wrapped__ is before[0] and debug.marked_timer.__wrapped__ is before[0]
     hook.uninstall()
     after = (tb.marked_timer, tb.compute_data_metrics, rt.marked_timer, debug.marked_timer,
              mu.compute_data_metrics, tb.PPOTrainer._compute_metrics)
     assert all(a is b for a, b in zip(before, after))
+
+
+def test_legacy_trainer():
+    s = PoolSession("colocated")
+    hook = eerl_verl.install(s, strict=True)
+    try:
+        run = verl_cpu.LegacyRun(steps=3)
+        run.fit()
+    finally:
+        hook.uninstall()
+    assert steps_of(s) == [["generation", "logprob", "logprob", "training", "refit"]] * 3
+    check_work(s, run)
+    assert [v for _, _, _, v in s.updates] == [0, 1, 2]  # age 0 from the batch's versions
+    assert "verl.trainer.ppo.ray_trainer" in hook.modules
+    assert run.logged[0]["eerl/observed"] == 1
+
+
+def test_legacy_trainer_rollout_correction_rewrites_the_mask():
+    s = PoolSession("colocated")
+    hook = eerl_verl.install(s, strict=True)
+    try:
+        run = verl_cpu.LegacyRun(steps=2, correction=True)
+        run.fit()
+    finally:
+        hook.uninstall()
+    check_work(s, run)
+    assert all(N < G for G, N, _, _ in s.updates), s.updates
+
+
+def test_one_step_off_policy_drained():
+    s = PoolSession("drained")
+    hook = eerl_verl.install(s, strict=True)
+    try:
+        run = verl_cpu.OneStepOffRun(steps=3)
+        run.fit()
+    finally:
+        hook.uninstall()
+    gen, rest = ("generation", "generation"), [("logprob", None), ("logprob", None),
+                                               ("training", None)]
+    refit = ("refit", None)
+    # the initial weight push, then per step: the weight sync, the next batch's generation on
+    # the rollout pool (overlapping this step's log-prob and training); the last step starts none
+    assert pools_of(s) == [[refit, gen, refit, gen] + rest, [refit, gen] + rest, [refit] + rest]
+    assert s.open == []
+    check_work(s, run)
+    ages = [u - v for u, (_, _, _, v) in enumerate(s.updates)]
+    assert ages == [0, 1, 1], ages
+    assert "verl.experimental.one_step_off_policy.ray_trainer" in hook.modules
+
+
+def test_every_trainer_module_is_reached():
+    hook = eerl_verl.install(RecordingSession())
+    try:
+        want = {"verl.trainer.ppo.v1.trainer_base", "verl.trainer.ppo.v1.trainer_sync",
+                "verl.trainer.ppo.v1.trainer_colocate_async",
+                "verl.trainer.ppo.v1.trainer_separate_async", "verl.trainer.ppo.ray_trainer",
+                "verl.experimental.separation.ray_trainer",
+                "verl.experimental.one_step_off_policy.ray_trainer",
+                "verl.experimental.fully_async_policy.fully_async_trainer"}
+        assert want <= set(hook.modules), want - set(hook.modules)
+        assert hook.skipped == {}
+        # a module imported after install() binds the wrapper: verl.utils.debug is patched
+        import verl.utils.debug as debug
+        assert debug.marked_timer.__wrapped__ is not None
+    finally:
+        hook.uninstall()
+
+
+def test_a_recipe_without_its_hook_point_is_refused(monkeypatch):
+    import verl.experimental.one_step_off_policy.ray_trainer as osop
+    monkeypatch.delattr(osop, "marked_timer")
+    with pytest.raises(IntegrationError,
+                       match="verl.experimental.one_step_off_policy.ray_trainer.marked_timer"):
+        eerl_verl.install(RecordingSession())
+
+
+@pytest.mark.parametrize("mode", ["disaggregated", "inflight"])
+def test_modes_verl_does_not_run_are_refused(mode):
+    with pytest.raises(IntegrationError, match="drained") as e:
+        eerl_verl.install(RecordingSession(mode))
+    assert "verl 0.9.1" in str(e.value) and repr(mode) in str(e.value)
+
+
+def test_a_step_without_compute_data_metrics_is_named(tq):
+    import verl.trainer.ppo.v1.trainer_base as tb
+    s = PoolSession("colocated")
+    hook = eerl_verl.install(s)
+    hooked = tb.compute_data_metrics
+    tb.compute_data_metrics = hooked.__wrapped__  # a verl that reports its metrics elsewhere
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            verl_cpu.V1Run("sync", steps=3).fit()
+    finally:
+        tb.compute_data_metrics = hooked
+        hook.uninstall()
+    msgs = [str(x.message) for x in w if "compute_data_metrics" in str(x.message)]
+    assert len(msgs) == 1 and "verl 0.9.1" in msgs[0], msgs
+    assert s.updates == [] and hook.driver.blind_updates == 2

@@ -284,6 +284,191 @@ class V1Run:
             return orig(self_, data, step, *a, **k)
         tracking.Tracking.log = log
         try:
-            self.trainer.fit(self.rollout)
+            if isinstance(self, V1Run):
+                self.trainer.fit(self.rollout)
+            else:
+                self.trainer.fit()
+        finally:
+            tracking.Tracking.log = orig
+
+
+# ---- the legacy trainer (trainer.use_v1=False): DataProto batches, no TransferQueue ----------
+
+
+class LegacyRollout(Rollout):
+    """The rollout engine and agent loop for the legacy trainer (ours): a padded DataProto as
+    verl's AgentLoopManager returns it (prompts left-, responses right-padded; response_mask 0
+    on tool-result tokens; min/max_global_steps per trajectory)."""
+
+    def __init__(self, seed=1):
+        Rollout.__init__(self, n=1, seed=seed, logprobs=True)
+        self.steps = []  # per call: (generated tokens, longest)
+
+    def generate_sequences(self, gen):
+        from verl.protocol import DataProto
+        n = len(gen)
+        P, R = 6, 14
+        prompts = torch.zeros(n, P, dtype=torch.int64)
+        responses = torch.zeros(n, R, dtype=torch.int64)
+        attn = torch.zeros(n, P + R, dtype=torch.int64)
+        rmask = torch.zeros(n, R, dtype=torch.int64)
+        lps = torch.zeros(n, R)
+        scores = torch.zeros(n, R)
+        for i in range(n):
+            plen = int(self.rng.randint(3, P + 1))
+            a, tool, b = (int(self.rng.randint(2, 9)), int(self.rng.randint(0, 3)),
+                          int(self.rng.randint(0, 3)))
+            mask = [1] * a + [0] * tool + [1] * b
+            rlen = len(mask)
+            prompts[i, P - plen:] = torch.from_numpy(self.rng.randint(3, 50, plen))
+            responses[i, :rlen] = torch.from_numpy(self.rng.randint(3, 50, rlen))
+            attn[i, P - plen:P + rlen] = 1
+            rmask[i, :rlen] = torch.tensor(mask)
+            lps[i, :rlen] = -torch.from_numpy(self.rng.rand(rlen)).float()
+            scores[i, rlen - 1] = float(self.rng.rand())
+        pos = torch.clamp(torch.cumsum(attn, dim=1) - 1, min=0)
+        versions = np.array([self.version] * n, dtype=object)
+        self.steps.append((float(rmask.sum()), float(rmask.sum(-1).max())))
+        return DataProto.from_dict(
+            tensors={"prompts": prompts, "responses": responses,
+                     "input_ids": torch.cat([prompts, responses], dim=1), "attention_mask": attn,
+                     "position_ids": pos, "response_mask": rmask, "rollout_log_probs": lps,
+                     "rm_scores": scores},
+            non_tensors={"__num_turns__": np.array([2] * n, dtype=np.int32),
+                         "multi_modal_inputs": np.array([{} for _ in range(n)], dtype=object),
+                         "min_global_steps": versions, "max_global_steps": versions.copy()},
+            meta_info={"timing": {}})
+
+
+class LegacyActor:
+    """The actor / reference worker group for the legacy trainer (ours): the padding-free
+    TensorDict in and out, as verl's engine workers take and return it."""
+
+    def __init__(self, seed=2):
+        self.rng = torch.Generator().manual_seed(seed)
+        self.trained = []
+
+    def _per_token(self, td):
+        ids = td["input_ids"]
+        return torch.nested.nested_tensor_from_jagged(
+            -torch.rand(ids.values().shape[0], generator=self.rng), offsets=ids.offsets())
+
+    def compute_log_prob(self, td):
+        from verl.utils import tensordict_utils as tu
+        return tu.get_tensordict({"log_probs": self._per_token(td), "entropy": self._per_token(td)},
+                                 non_tensor_dict={"metrics": {"mfu": 0.0}})
+
+    compute_ref_log_prob = compute_log_prob
+
+    def update_actor(self, td):
+        from verl.utils import tensordict_utils as tu
+        self.trained.append(float(td["response_mask"].sum()))
+        return tu.get_tensordict({"dummy": torch.zeros(1)},
+                                 non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": [0.0]}})
+
+
+class LegacyRun:
+    """verl's legacy RayPPOTrainer (trainer.use_v1=False), built by verl, run by verl."""
+
+    def __init__(self, steps=3, correction=False):
+        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+        from verl.trainer.ppo.utils import Role
+        from verl.utils.dataset.rl_dataset import collate_fn
+        cfg = config("sync", steps, correction,
+                     ["trainer.use_v1=False", "trainer.balance_batch=False",
+                      "actor_rollout_ref.rollout.n=1", "data.dataloader_num_workers=0"])
+        self.steps = steps
+        self.rollout = LegacyRollout()
+        self.actor = LegacyActor()
+        # what verl's RLHFDataset yields for the agent loop (text, a dummy tensor)
+        data = [{"raw_prompt": "prompt %d" % i, "index": i, "dummy_tensor": torch.tensor([0])}
+                for i in range(4 * (steps + 1))]
+        t = RayPPOTrainer(config=cfg, tokenizer=SimpleNamespace(eos_token_id=2, pad_token_id=0),
+                          role_worker_mapping={Role.ActorRollout: object},
+                          resource_pool_manager=SimpleNamespace(get_n_gpus=lambda: 2),
+                          train_dataset=data, val_dataset=data[:4], collate_fn=collate_fn)
+        t.actor_rollout_wg = self.actor
+        t.ref_policy_wg = self.actor
+        t.async_rollout_manager = self.rollout
+        t.checkpoint_manager = Checkpoints(self.rollout)
+        self.trainer = t
+        self.logged = []
+
+    @property
+    def trained(self):
+        return [{"generated": g, "trained": n, "longest": l}
+                for (g, l), n in zip(self.rollout.steps, self.actor.trained)]
+
+    def fit(self):
+        V1Run.fit(self)
+
+
+# ---- the one-step-off-policy recipe (verl.experimental.one_step_off_policy) ------------------
+
+
+class AsyncRollout(LegacyRollout):
+    """The rollout pool for one-step-off (ours): generate_sequences is awaited beside the
+    trainer's step. Batch i (from 0) finishes once the actor has trained i times, so the
+    generation of the next batch overlaps the current step's log-prob and training, as on its
+    own GPUs, in an order that does not depend on machine speed."""
+
+    def __init__(self, actor):
+        LegacyRollout.__init__(self)
+        self.actor = actor
+        self.batches = 0
+
+    async def generate_sequences(self, gen):
+        import asyncio
+        i = self.batches
+        self.batches += 1
+        version = self.version
+        while len(self.actor.trained) < i:
+            await asyncio.sleep(0)
+        self.version, v = version, self.version
+        out = LegacyRollout.generate_sequences(self, gen)
+        self.version = v
+        return out
+
+
+class OneStepOffRun(LegacyRun):
+    """verl's OneStepOffRayTrainer (separate rollout and trainer pools), built and run by verl."""
+
+    def __init__(self, steps=3):
+        from verl.experimental.one_step_off_policy.ray_trainer import OneStepOffRayTrainer
+        from verl.trainer.ppo.utils import Role
+        from verl.utils.dataset.rl_dataset import collate_fn
+        cfg = config("sync", steps, False,
+                     ["trainer.use_v1=False", "trainer.balance_batch=False",
+                      "actor_rollout_ref.rollout.n=1", "data.dataloader_num_workers=0",
+                      "actor_rollout_ref.hybrid_engine=False"])
+        self.steps = steps
+        self.actor = LegacyActor()
+        self.rollout = AsyncRollout(self.actor)
+        data = [{"raw_prompt": "prompt %d" % i, "index": i, "dummy_tensor": torch.tensor([0])}
+                for i in range(4 * (steps + 1))]
+        t = OneStepOffRayTrainer(config=cfg,
+                                 tokenizer=SimpleNamespace(eos_token_id=2, pad_token_id=0),
+                                 role_worker_mapping={Role.Actor: object},
+                                 resource_pool_manager=SimpleNamespace(get_n_gpus=lambda: 2),
+                                 train_dataset=data, val_dataset=data[:4], collate_fn=collate_fn)
+        t.actor_rollout_wg = t.actor_wg = self.actor
+        t.ref_policy_wg = self.actor
+        t.async_rollout_manager = self.rollout
+        t.checkpoint_manager = Checkpoints(self.rollout)
+        self.trainer = t
+        self.logged = []
+
+    def fit(self):
+        import asyncio
+        from verl.utils import tracking
+        logged = self.logged
+        orig = tracking.Tracking.log
+
+        def log(self_, data, step, *a, **k):
+            logged.append(dict(data))
+            return orig(self_, data, step, *a, **k)
+        tracking.Tracking.log = log
+        try:
+            asyncio.run(self.trainer.fit())
         finally:
             tracking.Tracking.log = orig

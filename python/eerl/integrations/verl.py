@@ -44,15 +44,14 @@ Hook points, as found in the verl release it is tested against (verl 0.9.1 from 
     current_param_version) minus that; eerl gets update - age.
 
 Modes (the session's mode says which schedule runs):
-  * "colocated" (v1 sync and colocate_async, the legacy trainer): the stages as mapped above.
-  * "disaggregated" (generation and training on separate pools, one after the other): "gen" is
-    the generation pool's generation, the rest the training pool's.
-  * "drained" / "inflight" (v1 separate_async with actor_rollout_ref.hybrid_engine=False,
-    one_step_off_policy, fully_async_policy): rollout runs on its own pool while the trainer
-    trains; "gen" is the trainer waiting for samples (no phase). With a "generate_async" stage
-    (one-step-off) the generation pool generates while that stage runs; otherwise it generates
-    throughout, except, drained, during a refit (verl's checkpoint engine aborts and resumes
-    rollout around a weight update). In-flight, the refit is the training pool's phase only.
+  * "colocated" (v1 sync and colocate_async, the legacy trainer; one pool): the stages as mapped.
+  * "drained" (v1 separate_async with actor_rollout_ref.hybrid_engine=False, one_step_off_policy,
+    fully_async_policy; rollout on a pool of its own): "gen" is the trainer waiting for samples
+    (no phase). With a "generate_async" stage (one-step-off) the generation pool generates while
+    that stage runs; otherwise it generates throughout, except during a refit (verl's checkpoint
+    engine aborts rollout for a weight update and resumes it after).
+  * "disaggregated" and "inflight" are refused: verl 0.9.1 runs no such schedule (the legacy
+    trainer asserts its hybrid engine; rollout never goes on during a weight update).
 
 Fails loudly (_common): install() refuses a verl without these hook points (naming each and
 the installed version); an update with no phase, or without a generation phase, warns once
@@ -80,6 +79,11 @@ PHASES = {
     "timing_s/param_sync": "refit",
 }
 GENERATION_POOL_STAGES = {"generate_async"}  # run by the rollout pool beside the trainer's stack
+# Trainers whose rollout generates one batch at a time (in GENERATION_POOL_STAGES), not throughout
+DISCRETE_GENERATION = {"verl.experimental.one_step_off_policy.ray_trainer"}
+# Trainers that label the weights they send before training a step with that step's number
+# (one-step-off: update_weights(global_steps) runs before the step trains; 0 is the initial push)
+LABEL_BEFORE_TRAINING = ("OneStepOffRayTrainer",)
 TESTED = "0.9.1"
 DOC = "docs/integrations/verl.md"
 
@@ -101,6 +105,16 @@ RECIPES = {  # hooked where they import (they need more of verl's optional depen
     "verl.experimental.fully_async_policy.fully_async_trainer": ("marked_timer",),
 }
 V1_BASE = "verl.trainer.ppo.v1.trainer_base"
+MODES = ("colocated", "drained")
+MODES_REFUSED = {
+    "disaggregated": "generation and training on separate pools one after the other would need "
+                     "the legacy trainer without its hybrid engine, which it asserts; separate "
+                     "pools run asynchronously there (v1 separate_async with "
+                     "actor_rollout_ref.hybrid_engine=False, one_step_off_policy, "
+                     "fully_async_policy): use mode=\"drained\"",
+    "inflight": "its checkpoint engine aborts rollout for every weight update and resumes it "
+                "after, so rollout does not go on during a refit: use mode=\"drained\"",
+}
 
 
 def framework():
@@ -133,10 +147,12 @@ class VerlHook:
         self.framework = fw
         self.strict = strict
         self.log_metrics = log_metrics
-        self.driver = PhaseDriver(session, strict=strict, framework=fw, expect=("generation",))
         self.mode = getattr(session, "mode", "colocated")
-        self.separate = self.mode in ("disaggregated", "drained", "inflight")
-        self.asynchronous = self.mode in ("drained", "inflight")
+        self.asynchronous = self.mode == "drained"
+        # Every synchronous step generates; asynchronous rollout may not produce within a step
+        # (one-step-off's last step), while the trainer always trains.
+        expect = ("training",) if self.asynchronous else ("generation",)
+        self.driver = PhaseDriver(session, strict=strict, framework=fw, expect=expect)
         self.updates = 0
         self.modules = []
         self.skipped = {}
@@ -158,9 +174,9 @@ class VerlHook:
         setattr(owner, attr, replacement)
         self._patches.append((owner, attr, orig, replacement))
 
-    def _patch_everywhere(self, attr, originals, replacement, sources):
-        """Replaces attr wherever a loaded module holds one of originals; returns the module
-        names."""
+    def _patch_everywhere(self, attr, originals, make, sources):
+        """Replaces attr wherever a loaded module holds one of originals with make(module name);
+        returns the module names (the defining modules, sources, left out)."""
         names = []
         for name, mod in list(sys.modules.items()):
             d = getattr(mod, "__dict__", None)
@@ -169,7 +185,7 @@ class VerlHook:
             v = d.get(attr)
             if v is None or not any(v is o for o in originals):
                 continue
-            self._patch(mod, attr, replacement)
+            self._patch(mod, attr, make(name))
             if name not in sources:
                 names.append(name)
         return names
@@ -207,11 +223,13 @@ class VerlHook:
 
     # ---- stages -------------------------------------------------------------------------------
 
-    def _enter(self, name):
+    def _enter(self, name, module=None):
         label = str(name)
         with self._lock:
             phase = self.phases.get(label)
             if label == "step":
+                if module in DISCRETE_GENERATION:
+                    self._discrete = True
                 self._step_start()
             if phase is not None:
                 self._step_phases = True
@@ -223,14 +241,10 @@ class VerlHook:
                 return
             if phase == "generation" and self.asynchronous:
                 phase = None  # the trainer waits for rollout's samples: not a phase of its own
-            pool = None
             if phase == "refit" and self.asynchronous:
-                if self.mode == "inflight":
-                    pool = "training"  # rollout goes on while the trainer sends the weights
-                else:
-                    self._continuous_paused = True
-                    self._sync_generation()
-            self.driver.enter(label, phase, pool)
+                self._continuous_paused = True  # verl's checkpoint engine aborts rollout for it
+                self._sync_generation()
+            self.driver.enter(label, phase)
 
     def _exit(self, name):
         label = str(name)
@@ -293,6 +307,9 @@ class VerlHook:
             if current is None:
                 steps = getattr(trainer, "global_steps", None)
                 current = None if steps is None else int(steps) - 1
+                if oldest is not None and any(c.__name__ in LABEL_BEFORE_TRAINING
+                                              for c in type(trainer).__mro__):
+                    oldest = max(int(oldest), 1) - 1  # label v: the weights after v-1 steps
         if oldest is None or current is None:
             return None
         return max(0, current - oldest)
@@ -331,6 +348,12 @@ def install(session, phases=None, strict=False, log_metrics=True):
     errors and an update without phases stop the run. log_metrics: add eerl's figures to what verl
     logs. Raises IntegrationError when verl lacks a hook point."""
     fw = framework()
+    mode = getattr(session, "mode", "colocated")
+    if mode not in MODES:
+        raise IntegrationError(
+            "eerl: %s runs no schedule that is a %r session: %s. %s"
+            % (fw, mode, MODES_REFUSED.get(mode, "the modes it runs are %s" % ", ".join(MODES)),
+               fw._known()), fw.name, fw.version, [mode])
     mods = {}
     for name in (METRICS_SOURCE, CORRECTION_SOURCE) + TIMER_SOURCES + tuple(TRAINERS):
         try:
@@ -380,14 +403,14 @@ def install(session, phases=None, strict=False, log_metrics=True):
             fw.refuse(["%s.%s" % (name, a) for a in missing])
 
     class _Timer:
-        __slots__ = ("name", "inner")
+        __slots__ = ("name", "inner", "module")
 
-        def __init__(self, name, inner):
-            self.name, self.inner = name, inner
+        def __init__(self, name, inner, module):
+            self.name, self.inner, self.module = name, inner, module
 
         def __enter__(self):
             r = self.inner.__enter__()
-            hook._enter(self.name)
+            hook._enter(self.name, self.module)
             return r
 
         def __exit__(self, et, ev, tb):
@@ -399,10 +422,12 @@ def install(session, phases=None, strict=False, log_metrics=True):
             return self.inner.__exit__(et, ev, tb)
 
     def make_timer(orig):
-        def marked_timer(name, timing_raw, *args, **kwargs):
-            return _Timer(name, orig(name, timing_raw, *args, **kwargs))
-        marked_timer.__wrapped__ = orig
-        return marked_timer
+        def make(module):
+            def marked_timer(name, timing_raw, *args, **kwargs):
+                return _Timer(name, orig(name, timing_raw, *args, **kwargs), module)
+            marked_timer.__wrapped__ = orig
+            return marked_timer
+        return make
 
     def compute_data_metrics(batch, *args, **kwargs):
         out = metrics_fn(batch, *args, **kwargs)
@@ -438,10 +463,10 @@ def install(session, phases=None, strict=False, log_metrics=True):
             hook.modules += hook._patch_everywhere("marked_timer", [orig], make_timer(orig),
                                                    sources)
         hook.modules += hook._patch_everywhere("compute_data_metrics", [metrics_fn],
-                                               compute_data_metrics, sources)
+                                               lambda m: compute_data_metrics, sources)
         if corr_fn is not None:
             hook._patch_everywhere("compute_rollout_correction_and_add_to_batch", [corr_fn],
-                                   compute_rollout_correction_and_add_to_batch, set())
+                                   lambda m: compute_rollout_correction_and_add_to_batch, set())
         hook._patch(base, "_compute_metrics", _compute_metrics)
     hook.modules = sorted(set(hook.modules))
     return hook

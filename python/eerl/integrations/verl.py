@@ -292,7 +292,8 @@ class VerlHook:
             self._corrected = (pg + g, max(pl, l))
 
     def _versions(self, batch, caller):
-        """(policy age, current version) of the batch, or (None, None)."""
+        """The policy age of the batch (trainer's version - the oldest trajectory's), or None
+        when the batch carries no version tags or they are ahead of the trainer."""
         if self._v1 is not None:
             tags, steps = self._v1
             oldest = _oldest(t.get("min_global_steps") for t in tags
@@ -310,9 +311,9 @@ class VerlHook:
                 if oldest is not None and any(c.__name__ in LABEL_BEFORE_TRAINING
                                               for c in type(trainer).__mro__):
                     oldest = max(int(oldest), 1) - 1  # label v: the weights after v-1 steps
-        if oldest is None or current is None:
+        if oldest is None or current is None or current < oldest:
             return None
-        return max(0, current - oldest)
+        return current - oldest
 
     def _update_end(self, batch, caller):
         N, L = _mask_counts(batch.batch["response_mask"])

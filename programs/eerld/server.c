@@ -9,7 +9,13 @@
  *   EERL_AGENT_MSG_MAX bytes, no hello first) gets an error reply and its connection is closed.
  *   A well-formed request that is refused (busy, policy, range) gets an error and the
  *   connection stays.
- * - Identity is SO_PEERCRED at accept time; nothing a client says about itself is trusted. */
+ * - Identity is SO_PEERCRED and SO_PEERGROUPS at accept time; nothing a client says about
+ *   itself is trusted. A policy reload applies to the leases and clocks that exist.
+ * - Nothing is read or reset before the state dir is checked and locked (flock) and the socket
+ *   found free: a refused start touches nothing. Files are written relative to checked
+ *   directory fds, never through a link (safefile.h).
+ * - Only complete requests keep a connection alive; a peer whose replies pile up unread is not
+ *   read until it reads (OUT_PAUSE), so memory per peer stays bounded. */
 #define _GNU_SOURCE /* accept4, struct ucred */
 #include <errno.h>
 #include <fcntl.h>

@@ -629,7 +629,7 @@ class RayAdapter(_Adapter):
             self.ray.get([a.handle.remote("close", None) for a in live],
                          timeout=self.timeout_s)
         except Exception:
-            pass  # a lost node's eerld resets its own GPUs
+            pass  # the actors are killed next: each node's eerld resets what its actor held
         finally:
             for a in self.actors:
                 try:

@@ -250,6 +250,8 @@ def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_
     try:
         recs = multinode.ray_worker_gpus(ws)
         ad = multinode.RayAdapter.for_workers(recs, timeout_s=90)
+        # three GPU nodes in the cluster; the job's workers are on two: only those are reached
+        assert ad.node_ids == [rc.ray_nodes[0].node_id, rnc.node_id]
         pools = ad.locate({"generation": recs, "training": recs})
         assert pools["generation"] == {0: [0, 1], 1: [0, 1]}
         trace = str(tmp_path / "killed.jsonl")
@@ -260,6 +262,7 @@ def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_
                     lo is not None for n in (a, c) for lo, _ in n.locks())
             u = run_updates(s, 40, until=locked)
             assert u is not None, "no clock was locked: %s %s" % (a.locks(), c.locks())
+            assert rc.nodes[1].locks() == [(None, None)] * 2  # the node without a worker
             rnc.kill_raylet()
             deadline = time.time() + 300  # the actor's death, or the adapter's timeout
             with pytest.raises(multinode.NodeLost) as e:

@@ -368,11 +368,15 @@ class LegacyActor:
 
 
 class LegacyRun:
-    """verl's legacy RayPPOTrainer (trainer.use_v1=False), built by verl, run by verl."""
+    """verl's legacy RayPPOTrainer (trainer.use_v1=False), or the separation recipe's
+    SeparateRayPPOTrainer built on it, built by verl, run by verl."""
 
-    def __init__(self, steps=3, correction=False):
+    def __init__(self, steps=3, correction=False, separation=False):
         from verl.trainer.ppo.ray_trainer import RayPPOTrainer
         from verl.trainer.ppo.utils import Role
+        if separation:  # verl.experimental.separation: the same schedule, split into _fit_* steps
+            from verl.experimental.separation.ray_trainer import SeparateRayPPOTrainer
+            RayPPOTrainer = SeparateRayPPOTrainer
         from verl.utils.dataset.rl_dataset import collate_fn
         cfg = config("sync", steps, correction,
                      ["trainer.use_v1=False", "trainer.balance_batch=False",

@@ -387,9 +387,10 @@ class TorchDistributedAdapter(_Adapter):
 
     Commands go point to point (one send to each node named and one reply from each, all in
     flight together), so a node that dies is named: its reply fails (the connection closes, or
-    after timeout_s) and call() raises NodeLost for it. A node waiting in serve() waits up to
-    the process group's own timeout (init_process_group(timeout=...)) for the next command:
-    make it longer than the longest phase."""
+    after timeout_s) and call() raises NodeLost for it. After a timeout gloo closes every
+    connection of the group, so the other node ranks' serve() then raises NodeLost (the driver
+    is gone) and each releases its own GPUs. A node waiting in serve() waits up to the group's
+    own timeout for the next command: make it longer than the longest phase."""
 
     def __init__(self, group=None, driver=0, socket=None, dist=None, timeout_s=120.0):
         if dist is None:
@@ -905,7 +906,8 @@ class MultiNodeSession:
                 failed.append("%s (%s)" % (self.adapter.describe(m), e2.why))
         release_error = "; ".join(failed) or None
         where = "update %d, at %s" % (self._update, at)
-        parts = ["the lost node's eerld resets its GPUs as its connection drops"] if lost else []
+        parts = (["the lost node's eerld resets its GPUs as its connection drops or its "
+                  "heartbeats stop"] if lost else [])
         if released:
             parts.append("node%s %s %s back at the governor" % (
                 "s" if len(released) > 1 else "", ", ".join(map(str, released)),

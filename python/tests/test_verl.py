@@ -350,3 +350,23 @@ def test_a_step_without_compute_data_metrics_is_named(tq):
     msgs = [str(x.message) for x in w if "compute_data_metrics" in str(x.message)]
     assert len(msgs) == 1 and "verl 0.9.1" in msgs[0], msgs
     assert s.updates == [] and hook.driver.blind_updates == 2
+
+
+def test_fully_async_policy_drained(tq):
+    s = PoolSession("drained")
+    hook = eerl_verl.install(s, strict=True)
+    try:
+        run = verl_cpu.FullyAsyncRun(steps=3)
+        run.fit()
+    finally:
+        hook.uninstall()
+    gen = ("generation", "generation")
+    # this recipe's config takes the rollout's log-probs as old (rollout_correction bypass_mode):
+    # the one log-prob stage is the reference's, as verl's own timings say
+    one = [gen, ("logprob", None), ("training", None), ("refit", None), gen]
+    assert pools_of(s) == [one] * 3, pools_of(s)
+    assert run.logged and all("timing_s/ref" in m and "timing_s/old_log_prob" not in m
+                              and "eerl/observed" in m for m in run.logged)
+    check_work(s, run)
+    ages = [u - v for u, (_, _, _, v) in enumerate(s.updates)]
+    assert ages == [0, 1, 1], ages  # the rollouter ran one step ahead

@@ -476,3 +476,135 @@ class OneStepOffRun(LegacyRun):
             asyncio.run(self.trainer.fit())
         finally:
             tracking.Tracking.log = orig
+
+
+# ---- the fully-async recipe (verl.experimental.fully_async_policy) --------------------------
+
+
+class SampleQueue:
+    """The rollouter's side of the message queue (ours): one RolloutSample per prompt (its
+    rollout.n responses, as verl's FullyAsyncRollouter puts them), produced by the stand-in
+    rollout at the weights version it holds. `ahead` samples wait in the queue before the
+    trainer asks (the rollouter runs ahead); after `total` samples it sends None (the end)."""
+
+    def __init__(self, rollout, n, ahead, total):
+        self.rollout, self.n, self.total = rollout, n, total
+        self.sent = 0
+        self.queue = [self._make() for _ in range(ahead)]
+
+    def _make(self):
+        import ray
+        from verl.experimental.fully_async_policy.detach_utils import RolloutSample
+        out = LegacyRollout.generate_sequences(self.rollout, list(range(self.n)))
+        n = len(out)
+        out.non_tensor_batch["uid"] = np.array(["p%d" % self.sent] * n, dtype=object)
+        out.meta_info["metrics"] = [{"generate_sequences": 0.0, "tool_calls": 0.0}] * n
+        out.meta_info.pop("timing", None)
+        return ray.cloudpickle.dumps(RolloutSample(full_batch=out, sample_id="s%d" % self.sent,
+                                                   epoch=0, rollout_status={}))
+
+    async def get_sample(self):
+        if self.sent >= self.total:
+            return None, 0
+        self.queue.append(self._make())
+        self.sent += 1
+        return self.queue.pop(0), len(self.queue)
+
+    async def get_queue_size(self):
+        return len(self.queue)
+
+    def get_queue_size_sync(self):
+        return len(self.queue)
+
+
+def _rollouter_actor():
+    """The rollouter as the trainer calls it: a Ray actor (defined here, so Ray ships it by
+    value). It reports no produced samples and resets nothing."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Rollouter:
+        def get_total_produced_samples(self):
+            return 0
+
+        def get_completed_steps(self):
+            return 0
+
+        def reset_staleness(self):
+            return {}
+
+    return Rollouter.remote()
+
+
+class AsyncCheckpoints(Checkpoints):
+    async def update_weights(self, global_steps=None):
+        return Checkpoints.update_weights(self, global_steps)
+
+
+class FullyAsyncRun(LegacyRun):
+    """verl's FullyAsyncTrainer (rollout on GPUs of its own feeding a message queue), built by
+    verl, run by verl's fit() on a local Ray instance (the rollouter is a Ray actor)."""
+
+    def __init__(self, steps=3):
+        import verl
+        from hydra import compose, initialize_config_dir
+        from verl.experimental.fully_async_policy.fully_async_trainer import FullyAsyncTrainer
+        from verl.trainer.ppo.utils import Role
+        from verl.utils import tracking
+        d = os.path.join(os.path.dirname(verl.__file__), "experimental", "fully_async_policy",
+                         "config")
+        ov = ["data.train_batch_size=4", "actor_rollout_ref.rollout.n=2",
+              "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+              "actor_rollout_ref.actor.use_kl_loss=True", "algorithm.adv_estimator=grpo",
+              "trainer.test_freq=-1", "trainer.save_freq=-1", "trainer.logger=[]",
+              "trainer.resume_mode=disable", "trainer.balance_batch=False",
+              "actor_rollout_ref.hybrid_engine=False", "rollout.nnodes=1",
+              "rollout.n_gpus_per_node=1", "async_training.trigger_parameter_sync_step=1",
+              "async_training.require_batches=1"]
+        with initialize_config_dir(config_dir=d, version_base=None):
+            cfg = compose(config_name="fully_async_ppo_trainer", overrides=ov)
+        self.steps = steps
+        self.actor = LegacyActor()
+        self.rollout = LegacyRollout()
+        self.logged = []
+        logged, orig = self.logged, tracking.Tracking.log
+
+        def log(self_, data, step, *a, **k):
+            if any(k.startswith("response_length/") for k in data):
+                logged.append(dict(data))
+            return orig(self_, data, step, *a, **k)
+        self._log = (tracking.Tracking, orig, log)
+        # verl makes it a Ray actor (its own process in a real job); its class runs here
+        t = FullyAsyncTrainer.__ray_actor_class__(cfg, SimpleNamespace(eos_token_id=2, pad_token_id=0),
+            {Role.Actor: object}, SimpleNamespace(get_n_gpus=lambda: 2))
+        per = cfg.actor_rollout_ref.actor.ppo_mini_batch_size * cfg.async_training.require_batches
+        t.actor_rollout_wg = t.actor_wg = self.actor
+        self.actor.save_model_to_cpu = self.actor.restore_model_from_cpu = lambda n: None
+        self.actor.clear_cpu_model = lambda n: None
+        t.ref_policy_wg = self.actor
+        t.checkpoint_manager = AsyncCheckpoints(self.rollout)
+        t.message_queue_client = SampleQueue(self.rollout, cfg.actor_rollout_ref.rollout.n,
+                                             ahead=per, total=per * steps)
+        t.rollouter = _rollouter_actor()
+        t.set_total_train_steps(steps)
+        self.per_step = per
+        self.trainer = t
+
+    @property
+    def trained(self):
+        # the rollout made `ahead` samples before the first step; each step consumed `per`
+        out, g = [], self.rollout.steps
+        for i, n in enumerate(self.actor.trained):
+            batch = g[i * self.per_step:(i + 1) * self.per_step]
+            out.append({"generated": sum(b[0] for b in batch), "trained": n,
+                        "longest": max(b[1] for b in batch)})
+        return out
+
+    def fit(self):
+        import asyncio
+        cls, orig, log = self._log
+        cls.log = log
+        try:
+            asyncio.run(self.trainer.fit())
+        finally:
+            cls.log = orig

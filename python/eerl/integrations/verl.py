@@ -40,8 +40,9 @@ Hook points, as found in the verl release it is tested against (verl 0.9.1 from 
   * Policy version: from the batch's own tags, the weights version each trajectory was generated
     under (min_global_steps; v1: KVBatchMeta.tags, recorded by wrapping
     PPOTrainer._compute_metrics; the others: batch.non_tensor_batch["min_global_steps"]), the
-    oldest of the batch. Its age is the trainer's version (global_steps - 1; fully_async:
-    current_param_version) minus that; eerl gets update - age.
+    oldest of the batch. Its age is the trainer's version (global_steps - 1; one-step-off labels
+    weights before training them; fully_async: current_param_version before the step's sync)
+    minus that; eerl gets update - age.
 
 Modes (the session's mode says which schedule runs):
   * "colocated" (v1 sync and colocate_async, the legacy trainer; one pool): the stages as mapped.
@@ -305,7 +306,12 @@ class VerlHook:
             oldest = None if col is None else _oldest(list(col))
             trainer = caller.f_locals.get("self") if caller is not None else None
             current = getattr(trainer, "current_param_version", None)
-            if current is None:
+            if current is not None:
+                # fully_async reports after _fit_update_local_step: a step that ended a sync
+                # cycle (local_trigger_step back at 1) has already counted the new version
+                if getattr(trainer, "local_trigger_step", None) == 1:
+                    current = int(current) - 1
+            else:
                 steps = getattr(trainer, "global_steps", None)
                 current = None if steps is None else int(steps) - 1
                 if oldest is not None and any(c.__name__ in LABEL_BEFORE_TRAINING

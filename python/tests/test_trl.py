@@ -19,7 +19,7 @@ from conftest import HERE, RecordingSession, child_env
 
 import eerl
 from eerl.integrations import trl as eerl_trl
-from eerl.integrations._common import IntegrationError
+from eerl.integrations import IntegrationError
 
 torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")

@@ -1,175 +1,435 @@
-"""The NeMo-RL hook against the NeMo-RL stand-in (python/tests/stubs/nemo_rl): phases from the
-Timer's DEBUG log lines, N from global_valid_toks, G and L from the rollout metrics, eerl's figures
-logged back, quiet logging, async modes, uninstall."""
+"""The NeMo-RL hook against eerl's NeMo-RL stand-in (python/tests/stubs/nemo_rl, README there),
+as the newest release (v0.7.0: the Timer logs nothing, the hook wraps Timer.start/stop) and as
+main (7ea279a: the Timer's DEBUG lines), in synchronous GRPO and async GRPO (drained, in-flight,
+colocated), against a real eerl.Session on the stand-in NVML node: phases and token counts per
+step, loud failures, refusals, uninstall."""
 
 import io
 import json
 import logging
-import time
+import re
+import types
+import warnings
 
 import pytest
 
-from conftest import RecordingSession
+from conftest import RecordingSession, read_locks
 
 import eerl
 from eerl.integrations import nemo_rl as eerl_nemo
-from nemo_rl.algorithms.grpo import grpo_train
+from nemo_rl import _standin
+from nemo_rl.algorithms import grpo
 from nemo_rl.utils import logger as nemo_logger
-from nemo_rl.utils.timer import Timer
+from nemo_rl.utils import timer as nemo_timer
 
-STEPS = [([10, 20, 30, 40], 95), ([5, 5, 50, 20], 80), ([8, 8, 8, 8], 32)]
+# (generated length of each of the 4 responses, valid training tokens, avg trajectory age)
+STEPS = [([10, 20, 30, 40], 95, 0.0), ([5, 5, 50, 20], 80, 1.0), ([8, 8, 8, 8], 32, 1.0)]
+VERSION = {"v0.7.0": "0.7.0", "main": "0.6.0+7ea279a"}
+SOURCE = {"v0.7.0": "methods", "main": "log"}
 
 
-def run(session, steps=STEPS, **kw):
-    hook = eerl_nemo.install(session, samples_per_step=4, logger_module=nemo_logger,
-                             **kw.pop("install", {}))
+@pytest.fixture(params=["v0.7.0", "main"])
+def rev(request):
+    _standin.select(request.param)
+    yield request.param
+    _standin.select("main")
+
+
+@pytest.fixture(autouse=True)
+def clean_timer_logger():
+    lg = logging.getLogger("nemo_rl.utils.timer")
+    yield
+    # every test's hook is uninstalled: nothing of eerl's is left on NeMo-RL
+    assert lg.filters == [] and lg.handlers == [] and lg.level == logging.NOTSET
+    assert "start" in nemo_timer.ReleaseTimer.__dict__
+    assert not hasattr(nemo_timer.ReleaseTimer.start, "__wrapped__")
+    assert not hasattr(nemo_logger.Logger.log_metrics, "__wrapped__")
+
+
+def config(async_=False, colocated=True, in_flight=False, prompts=2, generations=2):
+    return {"grpo": {"num_prompts_per_step": prompts, "num_generations_per_prompt": generations,
+                     "async_grpo": {"enabled": async_, "in_flight_weight_updates": in_flight}},
+            "policy": {"generation": {"colocated": {"enabled": colocated}}}}
+
+
+class Tap:
+    """A real eerl.Session with its phase and update calls recorded on the way through."""
+
+    def __init__(self, session):
+        self._s = session
+        self.calls = []
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+    def phase_begin(self, name, pool=None):
+        self.calls.append(("begin", name, pool))
+        return self._s.phase_begin(name, pool)
+
+    def phase_end(self, name, pool=None):
+        self.calls.append(("end", name, pool))
+        return self._s.phase_end(name, pool)
+
+    def update_end(self, **kw):
+        self.calls.append(("update",))
+        return self._s.update_end(**kw)
+
+    def steps(self):
+        """Per update, the phases begun: (phase, pool) where a pool was named."""
+        out, cur = [], []
+        for c in self.calls:
+            if c[0] == "begin":
+                cur.append(c[1] if c[2] is None else (c[1], c[2]))
+            elif c[0] == "update":
+                out.append(cur)
+                cur = []
+        return out
+
+
+def open_session(mode, trace, **kw):
+    pools = {"generation": [0], "training": [0] if mode == "colocated" else [1]}
+    return Tap(eerl.Session(mode=mode, pools=pools, trace=str(trace), **kw))
+
+
+def trace_updates(path):
+    return [json.loads(l) for l in open(str(path)) if '"type":"update"' in l.replace(" ", "")]
+
+
+def work(u):
+    w = u["work"]
+    return (w["G"], w["N"], w["L"], w.get("policy_age"))
+
+
+SYNC_STEP = ["refit", "generation", "logprob", "logprob", "training", "training"]
+
+
+@pytest.mark.parametrize("mode", ["colocated", "disaggregated"])
+def test_sync_grpo_phases_and_work(node, tmp_path, rev, mode):
+    trace = tmp_path / "nemo.jsonl"
+    s = open_session(mode, trace, observe_only=True)
     log = nemo_logger.Logger()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clean run warns about nothing
+        hook = eerl_nemo.install(s, config(colocated=mode == "colocated"), strict=True)
+        assert hook.source == SOURCE[rev] and hook.version == VERSION[rev]
+        try:
+            grpo.grpo_train([st[:2] for st in STEPS], log, stage_s=0.002)
+        finally:
+            hook.uninstall()
+            s.close()
+    # every step refits first (the first one too: the weights start stale), then generates
+    assert s.steps() == [SYNC_STEP] * 3
+    ups = trace_updates(trace)
+    # G = mean generated length x 4 samples, N = global_valid_toks, L = the longest; the
+    # generation of each step ran on the weights of the step before (age 0)
+    assert [work(u) for u in ups] == [(100.0, 95.0, 40.0, 0), (80.0, 80.0, 50.0, 0),
+                                      (32.0, 32.0, 8.0, 0)]
+    for u in ups:
+        assert {"generation", "logprob", "training", "refit"} <= set(u["phases"])
+        assert all(u["phases"][p]["time_s"] > 0 for p in ("generation", "logprob", "training"))
+    logged = [m for p, _, m in log.logged if p == "train" and "eerl/observed" in m]
+    assert [m["eerl/observed"] for m in logged] == [1, 2, 3]
+    assert all(m["eerl/accepted"] == 1 and m["eerl/l_from_mean"] == 0 for m in logged)
+    assert hook.complaints == 0
+
+
+@pytest.mark.parametrize("mode", ["drained", "inflight"])
+def test_async_grpo_phases_and_work(node, tmp_path, rev, mode):
+    trace = tmp_path / "nemo.jsonl"
+    s = open_session(mode, trace, observe_only=True)
+    log = nemo_logger.Logger()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hook = eerl_nemo.install(s, config(async_=True, colocated=False,
+                                           in_flight=mode == "inflight"), strict=True)
+        try:
+            # main: the buffer runs short once before step 2 (idle/buffer_starvation)
+            grpo.async_grpo_train(STEPS, log, stage_s=0.002, starve_before=(1,))
+        finally:
+            hook.uninstall()
+            s.close()
+    gen, lp, tr = ("generation", "generation"), "logprob", "training"
+    if mode == "drained":  # generation stops for the weight update (both pools refit)
+        one = [lp, lp, tr, tr, "refit", gen]
+    else:  # in-flight: generation runs on; the weight update is the training pool's
+        one = [lp, lp, tr, tr, ("refit", "training")]
+    assert s.steps() == [[gen] + one, [gen] + one, [gen] + one]
+    ups = trace_updates(trace)
+    # version = update - round(avg_trajectory_age): age 0, then 1
+    assert [work(u) for u in ups] == [(100.0, 95.0, 40.0, 0), (80.0, 80.0, 50.0, 1),
+                                      (32.0, 32.0, 8.0, 1)]
+    assert [m["eerl/accepted"] for p, _, m in log.logged if "eerl/accepted" in m] == [1, 1, 1]
+    assert s.calls[-1] == ("end", "generation", "generation")  # uninstall ended it
+
+
+def test_colocated_async_grpo_on_main(node, tmp_path):
+    cfg = config(async_=True, colocated=True)
+    assert eerl_nemo.mode_for(cfg) == "colocated"  # a mode Session takes for shared GPUs
+    trace = tmp_path / "nemo.jsonl"
+    s = open_session("colocated", trace, observe_only=True)
+    log = nemo_logger.Logger()
+    hook = eerl_nemo.install(s, cfg, strict=True)
     try:
-        grpo_train(steps, log, stage_s=kw.pop("stage_s", 0.001), **kw)
+        grpo.async_grpo_train(STEPS, log, colocated=True, stage_s=0.002)
     finally:
         hook.uninstall()
-    return hook, log
+        s.close()
+    # the shared GPUs generate until the log-prob stage (the engine stands down), then log-prob,
+    # train, refit in turn, and generate again from the end of the weight update; an update end
+    # splits that generation
+    one = ["generation", "logprob", "logprob", "training", "training", "refit", "generation"]
+    assert s.steps() == [one, ["generation"] + one[1:], ["generation"] + one[1:]]
+    assert [work(u) for u in trace_updates(trace)] == [
+        (100.0, 95.0, 40.0, 0), (80.0, 80.0, 50.0, 1), (32.0, 32.0, 8.0, 1)]
+    assert [m["eerl/accepted"] for p, _, m in log.logged if "eerl/accepted" in m] == [1, 1, 1]
 
 
-def test_sync_grpo_phases_and_work():
-    s = RecordingSession()
-    hook, log = run(s)
-    # step 1 generates on the initial weights; later steps refit first
-    assert s.phases() == ["refit", "generation", "logprob", "logprob", "training", "training", "|",
-                          "refit", "generation", "logprob", "logprob", "training", "training", "|",
-                          "refit", "generation", "logprob", "logprob", "training", "training", "|"]
-    assert s.updates == [(100.0, 95.0, 40.0, 0), (80.0, 80.0, 50.0, 1), (32.0, 32.0, 8.0, 2)]
-    eerl_lines = [m for p, _, m in log.logged if "eerl/observed" in m]
-    assert [m["eerl/observed"] for m in eerl_lines] == [1, 2, 3]
-    assert all(m["eerl/l_from_mean"] == 0 for m in eerl_lines)
-
-
-def test_without_a_max_length_l_is_the_mean_and_says_so():
-    s = RecordingSession()
-    with pytest.warns(RuntimeWarning, match="L is the mean"):
-        hook, log = run(s, rollout_has_max=False)
-    assert [u[2] for u in s.updates] == [25.0, 20.0, 8.0]
-    assert all(m["eerl/l_from_mean"] == 1 for p, _, m in log.logged if "eerl/observed" in m)
-
-
-def test_message_format_parsing():
-    s = RecordingSession()
-    hook = eerl_nemo.install(s, logger_module=nemo_logger, context={"worker": "driver"})
+def test_colocated_async_is_refused_by_the_release_itself():
+    _standin.select("v0.7.0")
     try:
-        Timer(context={"worker": "collector"}).start("generation")  # another timer: ignored
-        t = Timer(context={"worker": "driver"})
-        with t.time("generation"):
-            pass
-        lg = logging.getLogger("nemo_rl.utils.timer")
-        lg.debug("policy_training start")  # not the Timer's format: ignored
-        lg.debug("[worker=driver hostname=h] policy_training start ts=2026-01-01T00:00:00.000000Z")
-        lg.debug("[worker=driver hostname=h] policy_training end elapsed=0.1000s ts=2026-01-01T00:00:00.100000Z")
+        with pytest.raises(AssertionError, match="Colocated inference is not supported"):
+            grpo.async_grpo_train(STEPS, nemo_logger.Logger(), colocated=True)
+    finally:
+        _standin.select("main")
+
+
+def test_dynamic_sampling_rounds_add_up(rev):
+    s = RecordingSession()
+    hook = eerl_nemo.install(s, samples_per_step=4, strict=True)
+    try:  # the first step needed two generation rounds to fill its batch
+        grpo.grpo_train([([[10, 10, 10, 10], [20, 30, 40, 50]], 70), ([8, 8, 8, 8], 32)],
+                        nemo_logger.Logger(), stage_s=0.0)
     finally:
         hook.uninstall()
-    assert s.calls == [("begin", "generation"), ("end", "generation"),
-                       ("begin", "training"), ("end", "training")]
+    assert s.phases() == ["refit", "generation", "refit", "generation", "logprob", "logprob",
+                          "training", "training", "|"] + SYNC_STEP + ["|"]
+    assert s.updates == [(40.0 + 140.0, 70.0, 50.0, 0), (32.0, 32.0, 8.0, 1)]
 
 
-def test_quiet_keeps_timer_lines_out_of_the_application_log():
+@pytest.mark.parametrize("max_key", ["gen_tokens_per_sample/max", None])
+def test_longest_response_from_either_metric_or_the_mean_flagged(max_key):
+    s = RecordingSession()
+    log = nemo_logger.Logger()
+    hook = eerl_nemo.install(s, samples_per_step=4, strict=True)
+    try:
+        if max_key is None:
+            with pytest.warns(RuntimeWarning, match="L is the mean") as w:
+                grpo.grpo_train([st[:2] for st in STEPS], log, stage_s=0.0, max_key=None)
+            assert len(w) == 1
+        else:
+            grpo.grpo_train([st[:2] for st in STEPS], log, stage_s=0.0, max_key=max_key)
+    finally:
+        hook.uninstall()
+    assert [u[2] for u in s.updates] == ([40.0, 50.0, 8.0] if max_key else [25.0, 20.0, 8.0])
+    assert [m["eerl/l_from_mean"] for p, _, m in log.logged if "eerl/observed" in m] == \
+        [0 if max_key else 1] * 3
+
+
+class Renamed:
+    """A NeMo-RL whose stage labels changed: every label the driver times gets a prefix."""
+
+    @staticmethod
+    def timer_class(base):
+        class RenamedTimer(base):
+            def start(self, label, *a):
+                return super().start("stage/" + label, *a)
+
+            def stop(self, label, *a):
+                return super().stop("stage/" + label, *a)
+        return RenamedTimer
+
+
+def test_timer_output_matching_nothing_raises_when_strict(node, tmp_path, rev, monkeypatch):
+    monkeypatch.setattr(grpo, "Timer", Renamed.timer_class(nemo_timer.Timer))
+    trace = tmp_path / "nemo.jsonl"
+    s = open_session("colocated", trace)
+    hook = eerl_nemo.install(s, config(), strict=True)
+    try:
+        with pytest.raises(eerl_nemo.NemoRLHookError) as e:
+            grpo.grpo_train([st[:2] for st in STEPS], nemo_logger.Logger(), stage_s=0.0)
+    finally:
+        hook.uninstall()
+        s.close()
+    msg = str(e.value)
+    assert "NeMo-RL %s" % VERSION[rev] in msg
+    assert "without its generation, logprob, training, refit phases" in msg
+    assert "policy_training" in msg and "stage/policy_training" in msg  # expected and found
+    assert ("wrapping Timer.start/stop" if rev == "v0.7.0" else "DEBUG log lines") in msg
+    assert s.steps() == []  # the first update never ended: nothing half-observed
+
+
+def test_timer_output_matching_nothing_warns_once(rev, monkeypatch):
+    monkeypatch.setattr(grpo, "Timer", Renamed.timer_class(nemo_timer.Timer))
+    s = RecordingSession()
+    hook = eerl_nemo.install(s, samples_per_step=4)
+    try:
+        with pytest.warns(RuntimeWarning) as w:
+            grpo.grpo_train([st[:2] for st in STEPS], nemo_logger.Logger(), stage_s=0.0)
+    finally:
+        hook.uninstall()
+    ours = [str(x.message) for x in w if "eerl:" in str(x.message)]
+    assert len(ours) == 1, ours
+    assert "NeMo-RL %s" % VERSION[rev] in ours[0] and "training" in ours[0]
+    assert hook.complaints == 1  # the renamed labels in the timing metrics map to nothing either
+    assert len(s.updates) == 3 and s.phases() == ["|"] * 3  # the run went on, all "other"
+
+
+def test_a_sync_hook_on_async_grpo_says_what_to_install(rev):
+    s = RecordingSession(mode="disaggregated")
+    hook = eerl_nemo.install(s, samples_per_step=4, strict=True)
+    try:
+        with pytest.raises(eerl_nemo.NemoRLHookError, match="async GRPO's labels"):
+            grpo.async_grpo_train(STEPS, nemo_logger.Logger(), stage_s=0.0)
+    finally:
+        hook.uninstall()
+
+
+def test_losing_the_timer_mid_run_fails_loudly_restores_clocks_keeps_the_trace(node, tmp_path):
+    """main: the Timer's log lines stop reaching the hook after the clocks were locked (here the
+    logger is disabled); the step's timing metrics show what ran unseen and strict stops the run;
+    closing the session puts the clocks back to the governor and keeps the trace."""
+    trace = tmp_path / "nemo.jsonl"
+    s = open_session("colocated", trace)
+    hook = eerl_nemo.install(s, config(), strict=True)
+    lg = logging.getLogger("nemo_rl.utils.timer")
+    log = nemo_logger.Logger()
+    steps = [([10, 20, 30, 40], 95)] * 40
+    try:
+        for i in range(len(steps)):
+            grpo.grpo_train(steps[i:i + 1], log, stage_s=0.003)
+            if read_locks(node)[0][0] is not None:  # the session's GPU 0 is locked
+                break
+        assert read_locks(node)[0][0] is not None, read_locks(node)
+        done = i + 1
+        lg.disabled = True
+        with pytest.raises(eerl_nemo.NemoRLHookError, match="did not see .*policy_training"):
+            grpo.grpo_train(steps[:1], log, stage_s=0.003)
+    finally:
+        lg.disabled = False
+        hook.uninstall()
+        s.close()
+    assert read_locks(node) == [(None, None), (None, None)]
+    ups = trace_updates(trace)
+    assert len(ups) == done + 1  # every update so far, the unseen one too (all "other")
+    assert set(ups[-2]["phases"]) == {"generation", "logprob", "training", "refit"}
+    assert ups[-1]["phases"] == {}  # the step whose stages went unseen: all "other"
+
+
+def test_a_renamed_hook_point_is_refused_at_install(node, rev):
+    s = eerl.Session(mode="colocated", pools={"generation": [0], "training": [0]})
+    try:
+        no_start = types.ModuleType("nemo_rl.utils.timer")
+        no_start.Timer = type("Timer", (), {"begin": lambda self, label: None,
+                                            "stop": lambda self, label: 0.0})
+        with pytest.raises(RuntimeError, match=r"cannot hook NeMo-RL %s: nemo_rl.utils.timer."
+                           r"Timer has no start\(\).*nothing was changed" % re.escape(VERSION[rev])):
+            eerl_nemo.install(s, config(), timer_module=no_start)
+        no_log = types.ModuleType("nemo_rl.utils.logger")
+        no_log.Logger = type("Logger", (), {"log": lambda self, m, step: None})
+        with pytest.raises(RuntimeError, match="has no Logger.log_metrics"):
+            eerl_nemo.install(s, config(), logger_module=no_log)
+        if rev == "v0.7.0":  # the release's Timer has no log lines to read
+            with pytest.raises(RuntimeError, match="logs no DEBUG line.*no release does"):
+                eerl_nemo.install(s, config(), timer_source="log")
+            with pytest.raises(ValueError, match="context=.*has none"):
+                eerl_nemo.install(s, config(), context={"worker": "driver"})
+        assert s.status()["observed"] == 0
+    finally:
+        s.close()
+    assert read_locks(node) == [(None, None), (None, None)]
+
+
+def test_config_and_session_must_agree():
+    s = RecordingSession(mode="colocated")
+    with pytest.raises(ValueError, match="runs as eerl mode 'drained'.*session's mode is "
+                                         "'colocated'"):
+        eerl_nemo.install(s, config(async_=True, colocated=False))
+    with pytest.raises(ValueError, match="samples_per_step is needed"):
+        eerl_nemo.install(s)
+    with pytest.raises(ValueError, match="samples_per_step must be positive"):
+        eerl_nemo.install(s, samples_per_step=0)
+    with pytest.raises(ValueError, match="'drained'.*not 'disaggregated'"):
+        eerl_nemo.install(RecordingSession(mode="disaggregated"), samples_per_step=4,
+                          async_grpo=True)
+    with pytest.raises(ValueError, match="synchronous GRPO is mode"):
+        eerl_nemo.install(RecordingSession(mode="inflight"), samples_per_step=4,
+                          async_grpo=False)
+
+
+def test_mode_for_reads_the_config():
+    assert eerl_nemo.mode_for(config()) == "colocated"
+    assert eerl_nemo.mode_for(config(colocated=False)) == "disaggregated"
+    assert eerl_nemo.mode_for(config(async_=True, colocated=False)) == "drained"
+    assert eerl_nemo.mode_for(config(async_=True, colocated=False, in_flight=True)) == "inflight"
+    assert eerl_nemo.mode_for(config(async_=True, colocated=True)) == "colocated"
+    attr = types.SimpleNamespace(  # main's MasterConfig: attributes, policy a dict
+        grpo=types.SimpleNamespace(async_grpo=types.SimpleNamespace(
+            enabled=True, in_flight_weight_updates=True)),
+        policy={"generation": {"colocated": {"enabled": False}}})
+    assert eerl_nemo.mode_for(attr) == "inflight"
+
+
+def test_main_log_lines_context_and_quiet():
+    _standin.select("main")
+    s = RecordingSession()
     buf = io.StringIO()
     h = logging.StreamHandler(buf)
     root = logging.getLogger()
     root.addHandler(h)
     old = root.level
     root.setLevel(logging.DEBUG)
+    hook = eerl_nemo.install(s, samples_per_step=4, context={"worker": "driver"})
     try:
-        s = RecordingSession()
-        run(s, steps=STEPS[:1])
-        assert "generation start" not in buf.getvalue()
-        assert len(s.updates) == 1
-        s = RecordingSession()
-        run(s, steps=STEPS[:1], install={"quiet": False})
-        assert "generation start" in buf.getvalue()
-        assert len(s.updates) == 1
+        nemo_timer.Timer(context={"worker": "validator"}).start("generation")  # not the driver
+        t = nemo_timer.Timer(context={"worker": "driver"})
+        with t.time("generation"):
+            pass
+        t.record("policy_training", 0.5)  # a record line is no start or stop
+        lg = logging.getLogger("nemo_rl.utils.timer")
+        lg.debug("policy_training start")  # not the Timer's format
+        lg.debug("[worker=driver hostname=h] policy_training start ts=2026-01-01T00:00:00.0Z")
+        lg.debug("[worker=driver hostname=h] policy_training end elapsed=0.1000s ts=2026-01-01T0")
     finally:
+        hook.uninstall()
         root.removeHandler(h)
         root.setLevel(old)
-    lg = logging.getLogger("nemo_rl.utils.timer")
-    assert lg.filters == [] and lg.handlers == [] and lg.level == logging.NOTSET
+    assert s.calls == [("begin", "generation"), ("end", "generation"),
+                       ("begin", "training"), ("end", "training")]
+    assert "generation start" not in buf.getvalue()  # quiet: kept from the application's log
+    s = RecordingSession()
+    root.addHandler(h)
+    root.setLevel(logging.DEBUG)
+    hook = eerl_nemo.install(s, samples_per_step=4, quiet=False)
+    try:
+        grpo.grpo_train([STEPS[0][:2]], nemo_logger.Logger(), stage_s=0.0)
+    finally:
+        hook.uninstall()
+        root.removeHandler(h)
+        root.setLevel(old)
+    assert "generation start" in buf.getvalue() and len(s.updates) == 1
 
 
-def test_uninstall_restores_the_logger_class():
-    orig = nemo_logger.Logger.log_metrics
-    hook = eerl_nemo.install(RecordingSession(), logger_module=nemo_logger)
-    assert nemo_logger.Logger.log_metrics is not orig
+def test_thread_safe_timer_is_seen_through_either_source():
+    _standin.select("main")
+    for source in ("log", "methods"):
+        s = RecordingSession()
+        hook = eerl_nemo.install(s, samples_per_step=4, timer_source=source)
+        try:
+            t = nemo_timer.ThreadSafeTimer(context={"worker": "driver"})
+            with t.time("policy_training"):
+                pass
+        finally:
+            hook.uninstall()
+        assert s.calls == [("begin", "training"), ("end", "training")], source
+
+
+def test_uninstall_restores_nemo_rl(rev):
+    orig_log = nemo_logger.Logger.log_metrics
+    orig_start, orig_stop = nemo_timer.Timer.start, nemo_timer.Timer.stop
+    hook = eerl_nemo.install(RecordingSession(), samples_per_step=4)
+    assert nemo_logger.Logger.log_metrics is not orig_log
+    assert (nemo_timer.Timer.start is not orig_start) == (rev == "v0.7.0")
     hook.uninstall()
-    assert nemo_logger.Logger.log_metrics is orig
-
-
-def test_mode_for_reads_the_config():
-    cfg = {"grpo": {"async_grpo": {"enabled": False}},
-           "policy": {"generation": {"colocated": {"enabled": True}}}}
-    assert eerl_nemo.mode_for(cfg) == "colocated"
-    cfg["policy"]["generation"]["colocated"]["enabled"] = False
-    assert eerl_nemo.mode_for(cfg) == "disaggregated"
-    cfg["grpo"]["async_grpo"] = {"enabled": True, "in_flight_weight_updates": False}
-    assert eerl_nemo.mode_for(cfg) == "drained"
-    cfg["grpo"]["async_grpo"]["in_flight_weight_updates"] = True
-    assert eerl_nemo.mode_for(cfg) == "inflight"
-    with pytest.raises(ValueError, match="samples_per_step"):
-        eerl_nemo.install(RecordingSession(), samples_per_step=0, logger_module=nemo_logger)
-
-
-def async_driver(log, steps, stage_s=0.001):
-    """The training side of async GRPO as the driver's timer shows it."""
-    t = Timer(context={"worker": "driver"})
-    for i, (lengths, valid) in enumerate(steps):
-        log.log_metrics({"mean_gen_tokens_per_sample": sum(lengths) / len(lengths),
-                         "max_gen_tokens_per_sample": max(lengths)}, i + 1, prefix="train")
-        with t.time("policy_and_reference_logprobs"):
-            time.sleep(stage_s)
-        with t.time("policy_training"):
-            time.sleep(stage_s)
-        with t.time("prepare_for_generation/total"):
-            time.sleep(stage_s)
-        log.log_metrics({"global_valid_toks": valid}, i + 1, prefix="train")
-
-
-@pytest.mark.parametrize("mode", ["inflight", "drained"])
-def test_async_modes_keep_generation_running(mode):
-    s = RecordingSession(mode=mode)
-    hook = eerl_nemo.install(s, samples_per_step=4, logger_module=nemo_logger)
-    try:
-        async_driver(nemo_logger.Logger(), STEPS)
-    finally:
-        hook.uninstall()
-    assert len(s.updates) == 3 and all(u[3] is None for u in s.updates)
-    if mode == "inflight":  # generation runs on through the weight update
-        one = ["logprob", "training", "refit", "|", "generation"]
-    else:  # drained: generation stops for the weight update and starts again after it
-        one = ["logprob", "training", "refit", "generation", "|", "generation"]
-    assert s.phases() == ["generation"] + one * 3
-    assert s.open == []  # uninstall ended the last generation phase
-
-
-def test_with_a_real_session(node, tmp_path):
-    trace = str(tmp_path / "nemo.jsonl")
-    s = eerl.Session(mode="colocated", pools={"generation": [0], "training": [0]}, trace=trace,
-                     observe_only=True)
-    try:
-        hook, log = run(s, stage_s=0.004)
-    finally:
-        s.close()
-    ups = [json.loads(l) for l in open(trace) if '"update"' in l]
-    assert len(ups) == 3
-    last = [m for p, _, m in log.logged if "eerl/accepted" in m][-1]
-    assert last["eerl/accepted"] == 1 and last["eerl/update_energy_j"] > 0
-
-
-@pytest.mark.parametrize("mode", ["inflight", "drained"])
-def test_async_modes_with_a_real_session(node, mode):
-    s = eerl.Session(mode=mode, pools={"generation": [0], "training": [1]})
-    hook = eerl_nemo.install(s, samples_per_step=4, logger_module=nemo_logger, strict=True)
-    log = nemo_logger.Logger()
-    try:
-        async_driver(log, STEPS, stage_s=0.004)
-    finally:
-        hook.uninstall()
-        s.close()
-    # every observation accepted: no pool's energy is counted in two phases at once
-    assert [m["eerl/accepted"] for p, _, m in log.logged if "eerl/accepted" in m] == [1, 1, 1]
+    hook.uninstall()  # a second call does nothing
+    assert nemo_logger.Logger.log_metrics is orig_log
+    assert nemo_timer.Timer.start is orig_start and nemo_timer.Timer.stop is orig_stop

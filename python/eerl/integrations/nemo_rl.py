@@ -1,43 +1,50 @@
-"""eerl for NeMo-RL's GRPO, without a fork (docs/integrations/nemo_rl.md).
+"""eerl for NeMo-RL's GRPO (synchronous and asynchronous), without a fork
+(docs/integrations/nemo_rl.md).
 
     import eerl
     from eerl.integrations import nemo_rl as eerl_nemo
-    mode = eerl_nemo.mode_for(master_config)          # colocated / disaggregated / drained / inflight
-    session = eerl.Session(mode=mode, pools=..., trace="eerl-run.jsonl")
-    hook = eerl_nemo.install(session, samples_per_step=num_prompts_per_step * num_generations)
+    session = eerl.Session(mode=eerl_nemo.mode_for(master_config), pools=...,
+                           trace="eerl-run.jsonl")
+    hook = eerl_nemo.install(session, master_config)  # in the driver, before grpo_train
     grpo_train(...)                                   # or async_grpo_train(...)
     hook.uninstall(); session.close()
 
-Hook points, as found in NeMo-RL (NVIDIA-NeMo/RL: nemo_rl/utils/timer.py at commit
-05c502c0cc044ca6f6af30578b9055dfd277bf01, nemo_rl/algorithms/grpo.py at 002cdc27b8019eafc470f0aab22d4a7206d0de81,
-nemo_rl/utils/logger.py at 0275e75840b11fd622e58886ae3f462dc334c1fa):
-  * Timer.start/stop log "[k=v ...] LABEL start ts=..." and "[k=v ...] LABEL end elapsed=Xs ts=..."
-    at DEBUG on the logger "nemo_rl.utils.timer". A logging handler there turns them into phases:
-        "generation"                                             -> generation
-        "prepare_for_generation", "prepare_for_generation/total" -> refit
-        "logprob_inference_prep", "policy_and_reference_logprobs" -> logprob
-        "training_prep", "policy_training"                       -> training
-    Nested labels ("prepare_for_generation/transfer_and_update_weights") stay inside their parent.
-  * Logger.log_metrics(metrics, step, prefix="", step_metric=None, step_finished=False): grpo_train
-    logs the rollout metrics (prefix "train": "mean_gen_tokens_per_sample", and where the version
-    has them "max_gen_tokens_per_sample" or "gen_tokens_per_sample/max") after generation, and the
-    step's training metrics (prefix "train", with "global_valid_toks") at the end of the step.
-    The second call ends the eerl update: N = global_valid_toks, G = mean generated tokens per
-    sample x samples_per_step, L = the max generated tokens per sample (when the rollout metrics
-    lack a max, L falls back to the mean and eerl/l_from_mean is 1 in the logged figures).
-    eerl's figures are then logged through the same Logger with prefix "train" ("train/eerl/...").
-    The policy version of a step's batch is the number of "policy_training" stages finished before
-    the step's "generation" began.
-  * Async GRPO (grpo.async_grpo.enabled): generation runs continuously in the trajectory
-    collector; the driver's timer shows the training side only. mode_for() picks "inflight" when
-    grpo.async_grpo.in_flight_weight_updates is set (generation goes on during the weight update)
-    and "drained" otherwise (generation pauses for it). The hook keeps the generation pool in its
-    generation phase between updates (split at each update end) and, drained, out of it during
-    refit; in-flight, the refit is the training pool's phase only. The async loop's own timer labels were not checked beyond the names above.
+Follows NVIDIA-NeMo/RL at tag v0.7.0 (81aa43d, 2026-07-29), the newest release, and main at
+7ea279a (2026-08-22). Not run against NeMo-RL itself (it cannot be installed on the build
+machine): tested against python/tests/stubs/nemo_rl, eerl's stand-in of both revisions.
 
-Not run against NeMo-RL itself (it cannot be installed on the build machine): tested against
-python/tests/stubs/nemo_rl, a stand-in with the same logger name, message format, labels and
-Logger.log_metrics signature.
+Phases come from the driver's nemo_rl.utils.timer.Timer, read one of two ways, chosen at install
+by trying a Timer:
+  * "log": main since 1687d23 (2026-07-08) logs at DEBUG on the logger "nemo_rl.utils.timer"
+    "[k=v ...] LABEL start ts=..." and "[k=v ...] LABEL end elapsed=Xs ts=..." at every start and
+    stop. A logging filter there reads them (and, quiet, keeps them from the application's own
+    handlers).
+  * "methods": v0.7.0 and every earlier release log nothing; Timer.start and Timer.stop are
+    wrapped on the class (grpo.py imports the class by name, so the class is what is patched).
+Either way only the outermost mapped label is a phase (PHASES). The labels are those of
+grpo_train and async_grpo_train in both revisions (the refit of async GRPO is "weight_sync",
+inside main's "idle/refit_bubble").
+
+Work comes from Logger.log_metrics(metrics, step, prefix="", ...): the step's training metrics
+(prefix "train", with "global_valid_toks") end the eerl update. N = global_valid_toks; G = the
+mean generated tokens per sample x samples per step, summed over the step's generation rounds
+(each logged with prefix "train" in synchronous GRPO; in async GRPO the consumed groups' rollout
+metrics are in the training metrics); L = the longest response ("max_gen_tokens_per_sample" or
+"gen_tokens_per_sample/max"; the mean, flagged, where neither is logged). The policy version of
+the batch: synchronous, the number of "policy_training" stages finished before the step's
+"generation"; async, the update number less NeMo-RL's "avg_trajectory_age" (rounded).
+
+Schedules (mode_for): synchronous GRPO in "colocated" or "disaggregated"; async GRPO on separate
+generation GPUs in "drained" (generation stops for the weight update) or "inflight"
+(in_flight_weight_updates: generation goes on through it); async GRPO with colocated generation
+(main, Megatron generation) in "colocated": the shared GPUs generate from the end of a weight
+update until the next log-prob stage, then log-prob, train and refit in turn.
+
+Nothing passes silently: install() refuses a NeMo-RL whose Timer or Logger.log_metrics it does not
+find; the first update that ends without the phases the schedule always has (synchronous:
+generation, logprob, training, refit; async: logprob, training), and any step whose
+"timing/train" metrics show a mapped label the hook did not see, raise NemoRLHookError (strict)
+or warn once, naming NeMo-RL's version, the timer source, the labels seen and those missing.
 """
 
 import importlib
@@ -48,217 +55,380 @@ import warnings
 
 from ._common import PhaseDriver, numeric_metrics
 
+FRAMEWORK = "NeMo-RL"
+FOLLOWS = "v0.7.0 (81aa43d, 2026-07-29) and main at 7ea279a (2026-08-22)"
+
 PHASES = {
     "generation": "generation",
-    "prepare_for_generation": "refit",
+    "prepare_for_generation": "refit",  # the name before prepare_for_generation/total
     "prepare_for_generation/total": "refit",
+    "weight_sync": "refit",  # async GRPO (main: inside idle/refit_bubble)
     "logprob_inference_prep": "logprob",
     "policy_and_reference_logprobs": "logprob",
     "training_prep": "training",
     "policy_training": "training",
 }
 
+# Phases every first update of the schedule has, in every revision followed.
+EXPECTED = {"sync": ("generation", "logprob", "training", "refit"),
+            "async": ("logprob", "training")}
+ASYNC_LABELS = ("weight_sync", "exposed_generation", "idle/refit_bubble")
+
 TIMER_LOGGER = "nemo_rl.utils.timer"
 _LINE = re.compile(r"^(?:\[(?P<ctx>[^\]]*)\] )?(?P<label>\S(?:.*\S)?) "
                    r"(?P<event>start|end elapsed=\S+) ts=\S+$")
+_PROBE = "eerl/install_probe"
+_GEN = "<async generation>"  # the hook's own label for a colocated collector's generation
+
+
+class NemoRLHookError(RuntimeError):
+    """The hook saw less of NeMo-RL than it needs (strict=True)."""
+
+
+def _get(obj, *path, default=None):
+    for k in path:
+        if obj is None:
+            return default
+        obj = obj.get(k) if isinstance(obj, dict) else getattr(obj, k, None)
+    return default if obj is None else obj
 
 
 def mode_for(master_config):
     """eerl's mode for a NeMo-RL master config (dict-like or attribute-style)."""
-    def get(obj, *path, default=None):
-        for k in path:
-            if obj is None:
-                return default
-            if isinstance(obj, dict):
-                obj = obj.get(k)
-            else:
-                obj = getattr(obj, k, None)
-        return default if obj is None else obj
-
-    if get(master_config, "grpo", "async_grpo", "enabled", default=False):
-        if get(master_config, "grpo", "async_grpo", "in_flight_weight_updates", default=False):
+    colocated = bool(_get(master_config, "policy", "generation", "colocated", "enabled",
+                          default=True))
+    if _get(master_config, "grpo", "async_grpo", "enabled", default=False):
+        if colocated:
+            return "colocated"  # main: the engine stands down for training; phases alternate
+        if _get(master_config, "grpo", "async_grpo", "in_flight_weight_updates", default=False):
             return "inflight"
         return "drained"
-    if get(master_config, "policy", "generation", "colocated", "enabled", default=True):
-        return "colocated"
-    return "disaggregated"
+    return "colocated" if colocated else "disaggregated"
 
 
-class _TimerHandler(logging.Handler):
-    def __init__(self, hook):
-        super().__init__(level=logging.DEBUG)
-        self.hook = hook
-
-    def emit(self, record):
-        try:
-            msg = record.getMessage()
-        except Exception:
-            return
-        m = _LINE.match(msg)
-        if m is None:
-            return
-        if self.hook.context is not None:
-            ctx = dict(kv.split("=", 1) for kv in (m.group("ctx") or "").split() if "=" in kv)
-            if any(ctx.get(k) != str(v) for k, v in self.hook.context.items()):
-                return
-        if m.group("event") == "start":
-            self.hook._start(m.group("label"))
-        else:
-            self.hook._stop(m.group("label"))
+def _samples_per_step(master_config):
+    p = _get(master_config, "grpo", "num_prompts_per_step")
+    g = _get(master_config, "grpo", "num_generations_per_prompt")
+    return None if p is None or g is None else int(p) * int(g)
 
 
-class _QuietFilter(logging.Filter):
-    """Feeds DEBUG timer records to the handler and keeps them from the application's own
-    handlers (which would otherwise print every start/stop once the level is DEBUG)."""
+# ---- reading the Timer -----------------------------------------------------------------------
 
-    def __init__(self, handler):
+
+def _ctx_of(text):
+    return dict(kv.split("=", 1) for kv in (text or "").split() if "=" in kv)
+
+
+class _LogFilter(logging.Filter):
+    """On the timer's logger: every DEBUG record goes to the hook; quiet, it stops there (the
+    application's handlers would otherwise print every start and stop once the level is DEBUG)."""
+
+    def __init__(self, hook, quiet):
         super().__init__()
-        self.handler = handler
+        self.hook = hook
+        self.quiet = quiet
 
     def filter(self, record):
-        if record.levelno <= logging.DEBUG:
-            self.handler.handle(record)
+        if record.levelno > logging.DEBUG:
+            return True
+        try:
+            m = _LINE.match(record.getMessage())
+        except Exception:
+            m = None
+        if m is not None:
+            kind = "start" if m.group("event") == "start" else "end"
+            self.hook._event(m.group("label"), kind, _ctx_of(m.group("ctx")))
+        return not self.quiet
+
+
+def _probe_logs(timer_cls, lg):
+    """Does this Timer log its start and stop? Tries one on a throwaway label, out of sight."""
+    got = []
+
+    class _Catch(logging.Filter):
+        def filter(self, record):
+            try:
+                got.append(record.getMessage())
+            except Exception:
+                pass
             return False
-        return True
+
+    catch, old = _Catch(), lg.level
+    lg.addFilter(catch)
+    lg.setLevel(logging.DEBUG)
+    try:
+        t = timer_cls()
+        t.start(_PROBE)
+        t.stop(_PROBE)
+    finally:
+        lg.removeFilter(catch)
+        lg.setLevel(old)
+    events = [m.group("event")[:3] for m in map(_LINE.match, got)
+              if m is not None and m.group("label") == _PROBE]
+    return events == ["sta", "end"], t
+
+
+# ---- the hook ----------------------------------------------------------------------------------
 
 
 class NemoRLHook:
-    def __init__(self, session, samples_per_step, phases, strict, log_metrics, context, quiet,
-                 logger_module):
+    def __init__(self, session, schedule, samples_per_step, phases, strict, log_metrics, context,
+                 quiet, source, version, timer_cls, timer_logger, logger_cls):
         self.session = session
+        self.schedule = schedule  # "sync" or "async"
+        self.mode = getattr(session, "mode", "colocated")
         self.samples_per_step = samples_per_step
         self.phases = dict(phases)
-        self.context = context
+        self.context = None if context is None else {k: str(v) for k, v in context.items()}
         self.driver = PhaseDriver(session, strict=strict)
+        self.strict = strict
         self.log_metrics = log_metrics
-        self.mode = getattr(session, "mode", "colocated")
-        self.async_mode = self.mode in ("drained", "inflight")
+        self.source = source  # "log" or "methods"
+        self.version = version
         self.refits = 0
         self.trainings = 0  # finished "policy_training": the version a generation runs on
         self.updates = 0
+        self.complaints = 0
+        self._lock = threading.RLock()
         self._gen_version = None
-        self._rollout = None
-        self._lock = threading.Lock()
-        self._async_gen_on = False
-        self._warned_l = False
+        self._rounds = []  # (mean, longest) per generation round since the last update end
+        self._gen_on = False  # async: the collector's generation is open as a phase
+        self._checked = False
+        self._warned = set()
+        self._labels = []  # labels seen this update, in order
+        self._labels_prev = set()  # ... in the update that ended last
+        self._seen_phases = set()
+        self._dropped = 0  # timer events another context's (context=)
+        self._installed = False
 
-        self._logger = logging.getLogger(TIMER_LOGGER)
-        self._old_level = self._logger.level
-        self._handler = _TimerHandler(self)
+        self._timer_cls = timer_cls
+        self._lg = timer_logger
         self._filter = None
-        if quiet:
-            self._filter = _QuietFilter(self._handler)
-            self._logger.addFilter(self._filter)
+        self._old_level = None
+        self._own, self._wrappers = {}, {}
+        if source == "log":
+            self._filter = _LogFilter(self, quiet)
+            self._lg.addFilter(self._filter)
+            self._old_level = self._lg.level
+            if self._lg.getEffectiveLevel() > logging.DEBUG:
+                self._lg.setLevel(logging.DEBUG)
         else:
-            self._logger.addHandler(self._handler)
-        if self._logger.getEffectiveLevel() > logging.DEBUG:
-            self._logger.setLevel(logging.DEBUG)
+            self._wrap_timer()
 
-        self._logger_cls = None
-        if logger_module is not None:
-            cls = getattr(logger_module, "Logger", None)
-            if cls is None or not hasattr(cls, "log_metrics"):
-                raise RuntimeError("%s has no Logger.log_metrics: this NeMo-RL is not the one the "
-                                   "integration knows (docs/integrations/nemo_rl.md)"
-                                   % logger_module.__name__)
-            self._logger_cls = cls
-            self._orig_log_metrics = cls.log_metrics
-            hook = self
+        self._logger_cls = logger_cls
+        self._orig_log_metrics = logger_cls.log_metrics
+        hook = self
 
-            def log_metrics(self_, metrics, step, prefix="", *args, **kwargs):
-                r = hook._orig_log_metrics(self_, metrics, step, prefix, *args, **kwargs)
-                extra = hook._on_metrics(metrics, prefix)
-                if extra and hook.log_metrics:
-                    hook._orig_log_metrics(self_, extra, step, prefix, *args, **kwargs)
-                return r
+        def log_metrics(self_, metrics, step, prefix="", *args, **kwargs):
+            r = hook._orig_log_metrics(self_, metrics, step, prefix, *args, **kwargs)
+            extra = hook._on_metrics(metrics, prefix, step)
+            if extra and hook.log_metrics:
+                hook._orig_log_metrics(self_, extra, step, prefix, *args, **kwargs)
+            return r
 
-            log_metrics.__wrapped__ = self._orig_log_metrics
-            cls.log_metrics = log_metrics
-            self._installed = log_metrics
-        if self.async_mode:
-            self._async_gen(True)
+        log_metrics.__wrapped__ = self._orig_log_metrics
+        logger_cls.log_metrics = log_metrics
+        self._log_metrics_wrapper = log_metrics
+        self._installed = True
+        if self.schedule == "async":
+            self._gen(True)  # the collector generates from the start
+
+    def _wrap_timer(self):
+        cls, hook = self._timer_cls, self
+        # Put back on uninstall: the class's own methods, or nothing where it inherited them.
+        self._own = {n: cls.__dict__.get(n) for n in ("start", "stop")}
+        orig_start, orig_stop = cls.start, cls.stop
+
+        def start(self_, label, *args, **kwargs):
+            r = orig_start(self_, label, *args, **kwargs)
+            hook._event(label, "start", getattr(self_, "_context", None))
+            return r
+
+        def stop(self_, label, *args, **kwargs):
+            r = orig_stop(self_, label, *args, **kwargs)
+            hook._event(label, "end", getattr(self_, "_context", None))
+            return r
+
+        start.__wrapped__, stop.__wrapped__ = orig_start, orig_stop
+        cls.start, cls.stop = start, stop
+        self._wrappers = {"start": start, "stop": stop}
+
+    def __repr__(self):
+        return "<NemoRLHook NeMo-RL %s, %s GRPO, mode %s, timer read by %s>" % (
+            self.version, self.schedule, self.mode, self.source)
+
+    # ---- saying so, loudly -----------------------------------------------------------------
+
+    def _complain(self, what):
+        """The one place the hook reports that it saw less than it needs: strict raises; else the
+        first such report is a RuntimeWarning and later ones are only counted (complaints), so a
+        long run warns once; the run goes on and the time counts as "other"."""
+        self.complaints += 1
+        msg = "eerl: %s %s (timer read by %s): %s" % (
+            FRAMEWORK, self.version, "its DEBUG log lines" if self.source == "log"
+            else "wrapping Timer.start/stop", what)
+        if self.strict:
+            raise NemoRLHookError(msg)
+        if self.complaints == 1:
+            warnings.warn(msg + " (strict=True makes this fatal; later reports are only counted "
+                          "in hook.complaints)", RuntimeWarning, stacklevel=4)
+
+    def _check_first_update(self, seen, labels):
+        if self._checked:
+            return
+        self._checked = True
+        missing = [p for p in EXPECTED[self.schedule] if p not in seen]
+        if not missing:
+            return
+        want = lambda p: "/".join(sorted(l for l, q in self.phases.items() if q == p))
+        what = "the first update ended without its %s phase%s (labels %s)" % (
+            ", ".join(missing), "s" if len(missing) > 1 else "",
+            "; ".join("%s: %s" % (p, want(p) or "none mapped") for p in missing))
+        if labels:
+            what += "; the driver's Timer showed %s" % ", ".join(labels[:24])
+        else:
+            what += "; the hook saw no Timer start or stop at all"
+        if self._dropped:
+            what += " (%d timer events dropped by context=%r)" % (self._dropped, self.context)
+        if self.schedule == "sync" and any(l in ASYNC_LABELS for l in labels):
+            what += ". These are async GRPO's labels: install with the run's master_config (or " \
+                    "async_grpo=True)"
+        elif self.schedule == "async" and "generation" in labels:
+            what += ". These are synchronous GRPO's labels: install with the run's " \
+                    "master_config (or async_grpo=False)"
+        what += ". eerl maps the labels of NeMo-RL %s; map others with install(phases={label: " \
+                "phase}) (docs/integrations/nemo_rl.md)" % FOLLOWS
+        self._complain(what)
+
+    def _check_timing(self, metrics, step):
+        ran = sorted(l for l in metrics if self.phases.get(l) is not None
+                     and isinstance(metrics[l], (int, float)))
+        unseen = [l for l in ran if l not in self._labels_prev]
+        if unseen:
+            self._complain("NeMo-RL's timing metrics of step %s show %s ran, but the hook did not "
+                           "see %s start and stop; that time counted as \"other\""
+                           % (step, ", ".join(ran), ", ".join(unseen)))
 
     # ---- phases from the timer ---------------------------------------------------------------
 
-    def _async_gen(self, on):
-        if on and not self._async_gen_on:
+    def _event(self, label, kind, ctx):
+        with self._lock:
+            if self.context is not None:
+                ctx = {k: str(v) for k, v in (ctx or {}).items()}
+                if any(ctx.get(k) != v for k, v in self.context.items()):
+                    self._dropped += 1
+                    return
+            if kind == "start":
+                if label not in self._labels:
+                    self._labels.append(label)
+                self._start(label)
+            else:
+                self._stop(label)
+
+    def _gen(self, on):
+        """Async: the trajectory collector's generation, which the driver's Timer never shows."""
+        if on == self._gen_on:
+            return
+        if self.mode == "colocated":  # through the driver: the shared pool is in one phase
+            if on:
+                self.driver.enter(_GEN, "generation")
+            else:
+                self.driver.exit(_GEN)
+        elif on:
             self.driver.call(self.session.phase_begin, "generation", "generation")
-            self._async_gen_on = True
-        elif not on and self._async_gen_on:
+        else:
             self.driver.call(self.session.phase_end, "generation", "generation")
-            self._async_gen_on = False
+        self._gen_on = on
+        if on:
+            self._seen_phases.add("generation")
 
     def _start(self, label):
-        with self._lock:
-            phase = self.phases.get(label)
-            if self.async_mode and phase == "generation":
-                return  # the collector's generation is tracked as a whole
-            if phase == "generation" and self._gen_version is None:
-                self._gen_version = self.trainings
-            if phase == "refit" and self.mode == "drained":
-                self._async_gen(False)
-            # In-flight, the generation pool keeps generating while it takes the new weights:
-            # the weight update is the training pool's phase only.
-            pool = "training" if phase == "refit" and self.mode == "inflight" else None
-            self.driver.enter(label, phase, pool)
+        phase = self.phases.get(label)
+        if phase is None:
+            self.driver.enter(label, None)
+            return
+        if self.schedule == "async":
+            if phase == "generation":
+                return  # a synchronous label under an async hook: the first-update check says so
+            if self.mode == "colocated" or (phase == "refit" and self.mode == "drained"):
+                self._gen(False)  # colocated: the engine stood down; drained: it drains
+        elif phase == "generation" and self._gen_version is None:
+            self._gen_version = self.trainings
+        # In-flight, the generation pool keeps generating while it takes the new weights: the
+        # weight update is the training pool's phase only.
+        pool = "training" if phase == "refit" and self.mode == "inflight" else None
+        self.driver.enter(label, phase, pool)
+        self._seen_phases.add(phase)
 
     def _stop(self, label):
-        with self._lock:
-            phase = self.phases.get(label)
-            if self.async_mode and phase == "generation":
-                return
-            self.driver.exit(label)
-            if label == "policy_training":
-                self.trainings += 1
-            if phase == "refit":
-                self.refits += 1
-                if self.mode == "drained":
-                    self._async_gen(True)
+        phase = self.phases.get(label)
+        if self.schedule == "async" and phase == "generation":
+            return
+        self.driver.exit(label)
+        if label == "policy_training":
+            self.trainings += 1
+        if phase == "refit" and self.driver.active is None:
+            self.refits += 1
+            if self.schedule == "async" and self.mode in ("colocated", "drained"):
+                self._gen(True)
 
     # ---- work from the metrics -----------------------------------------------------------------
 
-    def _on_metrics(self, metrics, prefix):
-        if prefix != "train" or not isinstance(metrics, dict):
-            return None
-        if "mean_gen_tokens_per_sample" in metrics:
-            self._rollout = dict(metrics)
-        if "global_valid_toks" not in metrics:
+    @staticmethod
+    def _longest(m):
+        v = m.get("max_gen_tokens_per_sample", m.get("gen_tokens_per_sample/max"))
+        return None if v is None else float(v)
+
+    def _on_metrics(self, metrics, prefix, step=None):
+        if not isinstance(metrics, dict):
             return None
         with self._lock:
+            if prefix == "timing/train":
+                self._check_timing(metrics, step)
+                return None
+            if prefix != "train":
+                return None
+            if "global_valid_toks" not in metrics:
+                if "mean_gen_tokens_per_sample" in metrics:  # a generation round (synchronous)
+                    self._rounds.append((float(metrics["mean_gen_tokens_per_sample"]),
+                                         self._longest(metrics)))
+                return None
             return self._update_end(metrics)
 
     def _update_end(self, metrics):
         N = float(metrics["global_valid_toks"])
-        ro = self._rollout or {}
-        self._rollout = None
-        mean = ro.get("mean_gen_tokens_per_sample")
-        longest = ro.get("max_gen_tokens_per_sample", ro.get("gen_tokens_per_sample/max"))
+        rounds, self._rounds = self._rounds, []
+        if not rounds and "mean_gen_tokens_per_sample" in metrics:  # async: merged in
+            rounds = [(float(metrics["mean_gen_tokens_per_sample"]), self._longest(metrics))]
         l_from_mean = 0
-        if longest is None and mean is not None:
-            longest, l_from_mean = mean, 1
-            if not self._warned_l:
-                self._warned_l = True
-                warnings.warn("eerl: the rollout metrics have no max generated length; L is the "
-                              "mean (eerl/l_from_mean = 1)", RuntimeWarning, stacklevel=4)
-        if mean is not None and self.samples_per_step:
-            G = float(mean) * self.samples_per_step
+        if rounds:
+            G = sum(mean for mean, _ in rounds) * self.samples_per_step
+            if any(longest is None for _, longest in rounds):
+                l_from_mean = 1
+                self._warn_once("the rollout metrics have no max generated length; L is the mean "
+                                "(eerl/l_from_mean = 1)")
+            L = max(mean if longest is None else longest for mean, longest in rounds)
         else:
-            G = N  # without the rollout figures the consumed tokens are the best count we have
-        if longest is None:
-            longest = N / max(1, self.samples_per_step or 1)
-            l_from_mean = 1
-        gen_was_on = self._async_gen_on
-        self._async_gen(False)
+            G, L, l_from_mean = N, N / self.samples_per_step, 1
+            self._warn_once("the step's metrics have no mean_gen_tokens_per_sample; G is taken "
+                            "as N and L as N / samples_per_step (eerl/l_from_mean = 1)")
+        gen_was_on = self._gen_on
+        self._gen(False)
         self.driver.close_all()
+        labels, self._labels = self._labels, []
+        self._labels_prev = set(labels)
+        seen, self._seen_phases = self._seen_phases, set()
         version, self._gen_version = self._gen_version, None
-        if self.async_mode:
-            version = None  # the consumed batch's version is the collector's, not visible here
+        if self.schedule == "async":
+            age = metrics.get("avg_trajectory_age")
+            version = None if age is None else max(0, self.updates - int(round(float(age))))
+        self._check_first_update(seen, labels)
         r = None
         if N > 0:
             r = self.driver.call(self.session.update_end, generated_tokens=G, valid_tokens=N,
-                                 longest_response=float(longest), policy_version=version)
+                                 longest_response=float(L), policy_version=version)
         if gen_was_on:
-            self._async_gen(True)
+            self._gen(True)
         if r is None:
             return None
         self.updates += 1
@@ -266,41 +436,137 @@ class NemoRLHook:
         out["eerl/l_from_mean"] = l_from_mean
         return out
 
+    def _warn_once(self, what):
+        msg = "eerl: %s %s: %s" % (FRAMEWORK, self.version, what)
+        if msg not in self._warned:
+            self._warned.add(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=5)
+
     def uninstall(self):
+        """Restores the Timer (or its logger) and Logger.log_metrics and ends any open phase.
+        Call it before session.close(); a second call does nothing."""
+        if not self._installed:
+            return
+        self._installed = False
         if self._filter is not None:
-            self._logger.removeFilter(self._filter)
+            self._lg.removeFilter(self._filter)
+            self._lg.setLevel(self._old_level)
         else:
-            self._logger.removeHandler(self._handler)
-        self._logger.setLevel(self._old_level)
-        if self._logger_cls is not None and self._logger_cls.log_metrics is self._installed:
+            for name, wrapper in self._wrappers.items():
+                if self._timer_cls.__dict__.get(name) is not wrapper:
+                    continue  # wrapped again since: leave it
+                if self._own[name] is None:
+                    delattr(self._timer_cls, name)
+                else:
+                    setattr(self._timer_cls, name, self._own[name])
+        if self._logger_cls.__dict__.get("log_metrics") is self._log_metrics_wrapper:
             self._logger_cls.log_metrics = self._orig_log_metrics
         with self._lock:
-            self._async_gen(False)
+            self._gen(False)
             self.driver.close_all()
 
 
-def install(session, samples_per_step=None, phases=None, strict=False, log_metrics=True,
-            context=None, quiet=True, logger_module=None):
-    """Hooks NeMo-RL's timer log and Logger.log_metrics for session.
+def _import(name, module):
+    if module is not None:
+        return module
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise ImportError("eerl.integrations.nemo_rl needs NeMo-RL (%s): %s" % (name, e))
 
-    samples_per_step: responses per step (num_prompts_per_step x num_generations_per_prompt),
-        to turn the mean generated length into G. context: only timer lines whose "[k=v ...]"
-        prefix has these values count (e.g. {"worker": "driver"}). quiet: keep the timer's DEBUG
-        lines from the application's log handlers. logger_module: nemo_rl.utils.logger (imported
-        by name when None)."""
-    if samples_per_step is not None and int(samples_per_step) <= 0:
+
+def install(session, master_config=None, samples_per_step=None, async_grpo=None, phases=None,
+            strict=False, log_metrics=True, context=None, quiet=True, timer_source="auto",
+            timer_module=None, logger_module=None):
+    """Hooks NeMo-RL's driver Timer and Logger.log_metrics for session; call it in the driver
+    process (where grpo_train / async_grpo_train runs), before the training loop.
+
+    master_config: the run's MasterConfig (or its dict): gives samples_per_step
+        (num_prompts_per_step x num_generations_per_prompt) and the schedule (async GRPO or not),
+        and session.mode must be mode_for(master_config).
+    samples_per_step / async_grpo: the same without a master_config (async_grpo defaults to
+        session.mode being "drained" or "inflight").
+    phases: {label: phase or None} added to (or removed from) PHASES.
+    strict: raise NemoRLHookError (and EerlError) instead of warning.
+    context: count only Timers whose context has these values, e.g. {"worker": "driver"}
+        (NeMo-RL's Timer has a context on main only).
+    quiet: keep the Timer's DEBUG lines from the application's log handlers ("log" source).
+    timer_source: "auto" (try a Timer: "log" where it logs its starts and stops, else
+        "methods"), "log" or "methods".
+    timer_module / logger_module: nemo_rl.utils.timer / nemo_rl.utils.logger (imported when None).
+    """
+    if timer_source not in ("auto", "log", "methods"):
+        raise ValueError("timer_source %r: use 'auto', 'log' or 'methods'" % (timer_source,))
+    mode = getattr(session, "mode", None)
+    if master_config is not None:
+        want = mode_for(master_config)
+        if mode != want:
+            raise ValueError("this NeMo-RL config runs as eerl mode %r (mode_for(master_config)),"
+                             " but the session's mode is %r: open the session with "
+                             "mode=eerl_nemo.mode_for(master_config)" % (want, mode))
+        if samples_per_step is None:
+            samples_per_step = _samples_per_step(master_config)
+        if async_grpo is None:
+            async_grpo = bool(_get(master_config, "grpo", "async_grpo", "enabled", default=False))
+    if async_grpo is None:
+        async_grpo = mode in ("drained", "inflight")
+    if async_grpo and mode == "disaggregated":
+        raise ValueError("async GRPO on separate generation GPUs is mode 'drained' (or 'inflight'"
+                         " with in_flight_weight_updates), not 'disaggregated'")
+    if not async_grpo and mode in ("drained", "inflight"):
+        raise ValueError("synchronous GRPO is mode 'colocated' or 'disaggregated', not %r "
+                         "(pass the run's master_config, or async_grpo=True)" % (mode,))
+    if samples_per_step is None:
+        raise ValueError("samples_per_step is needed (num_prompts_per_step x "
+                         "num_generations_per_prompt): pass master_config or samples_per_step")
+    if int(samples_per_step) <= 0:
         raise ValueError("samples_per_step must be positive, not %r" % (samples_per_step,))
-    if logger_module is None:
-        try:
-            logger_module = importlib.import_module("nemo_rl.utils.logger")
-        except ImportError as e:
-            raise ImportError("eerl.integrations.nemo_rl needs NeMo-RL (nemo_rl.utils.logger): %s"
-                              % e)
+
+    timer_mod = _import("nemo_rl.utils.timer", timer_module)
+    logger_mod = _import("nemo_rl.utils.logger", logger_module)
+    try:
+        version = str(importlib.import_module("nemo_rl").__version__)
+    except Exception:
+        version = "(version unknown)"
+
+    def refuse(what):
+        raise RuntimeError("eerl: cannot hook %s %s: %s. eerl follows NeMo-RL %s "
+                           "(docs/integrations/nemo_rl.md); nothing was changed"
+                           % (FRAMEWORK, version, what, FOLLOWS))
+
+    timer_cls = getattr(timer_mod, "Timer", None)
+    if not isinstance(timer_cls, type):
+        refuse("%s has no Timer class" % timer_mod.__name__)
+    for name in ("start", "stop"):
+        if not callable(getattr(timer_cls, name, None)):
+            refuse("%s.Timer has no %s()" % (timer_mod.__name__, name))
+    logger_cls = getattr(logger_mod, "Logger", None)
+    if not isinstance(logger_cls, type) or not callable(getattr(logger_cls, "log_metrics", None)):
+        refuse("%s has no Logger.log_metrics" % logger_mod.__name__)
+    lg = getattr(timer_mod, "logger", None)
+    if not isinstance(lg, logging.Logger):
+        lg = logging.getLogger(timer_mod.__name__)
+    try:
+        logs, probe = _probe_logs(timer_cls, lg)
+    except Exception as e:
+        refuse("trying a %s.Timer() failed: %s: %s" % (timer_mod.__name__, type(e).__name__, e))
+    source = timer_source
+    if source == "auto":
+        source = "log" if logs else "methods"
+    elif source == "log" and not logs:
+        refuse("its Timer logs no DEBUG line at start and stop on the logger %r (NeMo-RL main "
+               "has them since 2026-07-08, no release does): use timer_source='auto'" % lg.name)
+    if context is not None and not isinstance(getattr(probe, "_context", None), dict):
+        raise ValueError("context=%r filters on the Timer's context, which NeMo-RL's Timer has "
+                         "only on main since 2026-07-08; this NeMo-RL (%s) has none: leave "
+                         "context out" % (context, version))
+
     table = dict(PHASES)
     for k, v in (phases or {}).items():
         if v is None:
             table.pop(k, None)
         else:
             table[k] = v
-    return NemoRLHook(session, samples_per_step and int(samples_per_step), table, strict,
-                      log_metrics, context, quiet, logger_module)
+    return NemoRLHook(session, "async" if async_grpo else "sync", int(samples_per_step), table,
+                      strict, log_metrics, context, quiet, source, version, timer_cls, lg,
+                      logger_cls)

@@ -17,6 +17,7 @@ from conftest import RecordingSession, read_locks
 
 import eerl
 from eerl.integrations import nemo_rl as eerl_nemo
+from eerl.integrations._common import IntegrationError
 from nemo_rl import _standin
 from nemo_rl.algorithms import grpo
 from nemo_rl.utils import logger as nemo_logger
@@ -245,17 +246,19 @@ def test_timer_output_matching_nothing_raises_when_strict(node, tmp_path, rev, m
     s = open_session("colocated", trace)
     hook = eerl_nemo.install(s, config(), strict=True)
     try:
-        with pytest.raises(eerl_nemo.NemoRLHookError) as e:
+        with pytest.raises(IntegrationError) as e:
             grpo.grpo_train([st[:2] for st in STEPS], nemo_logger.Logger(), stage_s=0.0)
     finally:
         hook.uninstall()
         s.close()
     msg = str(e.value)
-    assert "NeMo-RL %s" % VERSION[rev] in msg
-    assert "without its generation, logprob, training, refit phases" in msg
-    assert "policy_training" in msg and "stage/policy_training" in msg  # expected and found
+    assert e.value.framework == "NeMo-RL" and e.value.version == VERSION[rev]
+    assert "update 1 ended with no phase seen" in msg and "NeMo-RL %s" % VERSION[rev] in msg
     assert ("wrapping Timer.start/stop" if rev == "v0.7.0" else "DEBUG log lines") in msg
-    assert s.steps() == []  # the first update never ended: nothing half-observed
+    assert "stage/generation" in msg  # the renamed labels it did see
+    # the runtime takes no update in which no phase began: none was recorded, the trace is kept
+    assert s.steps() == [] and trace_updates(trace) == []
+    assert json.loads(open(str(trace)).readline())["type"] == "header"
 
 
 def test_timer_output_matching_nothing_warns_once(rev, monkeypatch):
@@ -269,25 +272,35 @@ def test_timer_output_matching_nothing_warns_once(rev, monkeypatch):
         hook.uninstall()
     ours = [str(x.message) for x in w if "eerl:" in str(x.message)]
     assert len(ours) == 1, ours
-    assert "NeMo-RL %s" % VERSION[rev] in ours[0] and "training" in ours[0]
-    assert hook.complaints == 1  # the renamed labels in the timing metrics map to nothing either
-    assert len(s.updates) == 3 and s.phases() == ["|"] * 3  # the run went on, all "other"
+    assert "no phase seen" in ours[0] and "NeMo-RL %s" % VERSION[rev] in ours[0]
+    assert hook.driver.blind_updates == 3  # every update counted; warned once
+    assert hook.complaints == 0  # the renamed labels in the timing metrics map to nothing either
+    assert s.updates == []  # nothing to observe: no update was ended in the session
 
 
 def test_a_sync_hook_on_async_grpo_says_what_to_install(rev):
     s = RecordingSession(mode="disaggregated")
     hook = eerl_nemo.install(s, samples_per_step=4, strict=True)
     try:
-        with pytest.raises(eerl_nemo.NemoRLHookError, match="async GRPO's labels"):
+        with pytest.raises(IntegrationError, match="no generation phase seen.*async GRPO's "
+                                                   "labels.*install with the run's master_config"):
             grpo.async_grpo_train(STEPS, nemo_logger.Logger(), stage_s=0.0)
     finally:
         hook.uninstall()
+    s = RecordingSession(mode="drained")
+    hook = eerl_nemo.install(s, samples_per_step=4)
+    try:  # not strict: the run goes on, and the warning says what to install
+        with pytest.warns(RuntimeWarning, match="synchronous GRPO's label generation"):
+            grpo.grpo_train([STEPS[0][:2]], nemo_logger.Logger(), stage_s=0.0)
+    finally:
+        hook.uninstall()
+    assert len(s.updates) == 1
 
 
 def test_losing_the_timer_mid_run_fails_loudly_restores_clocks_keeps_the_trace(node, tmp_path):
     """main: the Timer's log lines stop reaching the hook after the clocks were locked (here the
-    logger is disabled); the step's timing metrics show what ran unseen and strict stops the run;
-    closing the session puts the clocks back to the governor and keeps the trace."""
+    logger is disabled); strict stops the run at that update's end; closing the session puts the
+    clocks back to the governor and keeps the trace."""
     trace = tmp_path / "nemo.jsonl"
     s = open_session("colocated", trace)
     hook = eerl_nemo.install(s, config(), strict=True)
@@ -302,7 +315,7 @@ def test_losing_the_timer_mid_run_fails_loudly_restores_clocks_keeps_the_trace(n
         assert read_locks(node)[0][0] is not None, read_locks(node)
         done = i + 1
         lg.disabled = True
-        with pytest.raises(eerl_nemo.NemoRLHookError, match="did not see .*policy_training"):
+        with pytest.raises(IntegrationError, match="update %d ended with no phase seen" % (i + 2)):
             grpo.grpo_train(steps[:1], log, stage_s=0.003)
     finally:
         lg.disabled = False
@@ -310,9 +323,24 @@ def test_losing_the_timer_mid_run_fails_loudly_restores_clocks_keeps_the_trace(n
         s.close()
     assert read_locks(node) == [(None, None), (None, None)]
     ups = trace_updates(trace)
-    assert len(ups) == done + 1  # every update so far, the unseen one too (all "other")
-    assert set(ups[-2]["phases"]) == {"generation", "logprob", "training", "refit"}
-    assert ups[-1]["phases"] == {}  # the step whose stages went unseen: all "other"
+    assert len(ups) == done  # every update so far
+    assert all(set(u["phases"]) == {"generation", "logprob", "training", "refit"} for u in ups)
+
+
+def test_timing_metrics_show_a_stage_the_hook_missed():
+    """The step's "timing/train" metrics (what every revision logs) are checked against what the
+    hook saw: a mapped stage that ran unseen is an error too."""
+    s = RecordingSession()
+    log = nemo_logger.Logger()
+    hook = eerl_nemo.install(s, samples_per_step=4, strict=True)
+    try:
+        grpo.grpo_train([STEPS[0][:2]], log, stage_s=0.0)  # its own timing metrics: all seen
+        with pytest.raises(IntegrationError, match="timing metrics of step 1 show .*weight_sync "
+                                                   "ran, but the hook did not see weight_sync"):
+            log.log_metrics({"policy_training": 0.1, "weight_sync": 0.2}, 1, prefix="timing/train")
+    finally:
+        hook.uninstall()
+    assert hook.complaints == 1
 
 
 def test_a_renamed_hook_point_is_refused_at_install(node, rev):
@@ -321,15 +349,16 @@ def test_a_renamed_hook_point_is_refused_at_install(node, rev):
         no_start = types.ModuleType("nemo_rl.utils.timer")
         no_start.Timer = type("Timer", (), {"begin": lambda self, label: None,
                                             "stop": lambda self, label: 0.0})
-        with pytest.raises(RuntimeError, match=r"cannot hook NeMo-RL %s: nemo_rl.utils.timer."
-                           r"Timer has no start\(\).*nothing was changed" % re.escape(VERSION[rev])):
+        with pytest.raises(IntegrationError, match=r"NeMo-RL %s has no nemo_rl.utils.timer."
+                           r"Timer.start\(\): there is nothing" % re.escape(VERSION[rev])):
             eerl_nemo.install(s, config(), timer_module=no_start)
         no_log = types.ModuleType("nemo_rl.utils.logger")
         no_log.Logger = type("Logger", (), {"log": lambda self, m, step: None})
-        with pytest.raises(RuntimeError, match="has no Logger.log_metrics"):
+        with pytest.raises(IntegrationError, match=r"has no nemo_rl.utils.logger.Logger."
+                                                   r"log_metrics\(\)"):
             eerl_nemo.install(s, config(), logger_module=no_log)
         if rev == "v0.7.0":  # the release's Timer has no log lines to read
-            with pytest.raises(RuntimeError, match="logs no DEBUG line.*no release does"):
+            with pytest.raises(IntegrationError, match="has no DEBUG line.*no release does"):
                 eerl_nemo.install(s, config(), timer_source="log")
             with pytest.raises(ValueError, match="context=.*has none"):
                 eerl_nemo.install(s, config(), context={"worker": "driver"})
@@ -407,6 +436,18 @@ def test_main_log_lines_context_and_quiet():
         root.removeHandler(h)
         root.setLevel(old)
     assert "generation start" in buf.getvalue() and len(s.updates) == 1
+
+
+def test_a_context_that_matches_no_timer_says_so():
+    _standin.select("main")
+    s = RecordingSession()
+    hook = eerl_nemo.install(s, samples_per_step=4, strict=True, context={"worker": "trainer"})
+    try:
+        with pytest.raises(IntegrationError, match=r"no phase seen.*context=\{'worker': 'trainer'\}"
+                                                   r" dropped all \d+ Timer events"):
+            grpo.grpo_train([STEPS[0][:2]], nemo_logger.Logger(), stage_s=0.0)
+    finally:
+        hook.uninstall()
 
 
 def test_thread_safe_timer_is_seen_through_either_source():

@@ -40,11 +40,14 @@ generation GPUs in "drained" (generation stops for the weight update) or "inflig
 (main, Megatron generation) in "colocated": the shared GPUs generate from the end of a weight
 update until the next log-prob stage, then log-prob, train and refit in turn.
 
-Nothing passes silently: install() refuses a NeMo-RL whose Timer or Logger.log_metrics it does not
-find; the first update that ends without the phases the schedule always has (synchronous:
-generation, logprob, training, refit; async: logprob, training), and any step whose
-"timing/train" metrics show a mapped label the hook did not see, raise NemoRLHookError (strict)
-or warn once, naming NeMo-RL's version, the timer source, the labels seen and those missing.
+Nothing passes silently (the rules of _common.Framework and PhaseDriver.update_end): install()
+refuses a NeMo-RL whose Timer or Logger.log_metrics it does not find; an update that ends without
+the phases the schedule always has (synchronous: generation, logprob, training, refit; async:
+logprob, training) is recorded, then raises IntegrationError (strict) or warns once, naming
+NeMo-RL's version, what was missing and the unmapped labels seen. Two checks of NeMo-RL's own
+do the same: a step whose "timing/train" metrics show a mapped label the hook did not see start
+and stop (the Timer's log lines stopped reaching it), and a synchronous hook on async GRPO's
+labels (or the reverse), which says what to install instead.
 """
 
 import importlib
@@ -53,7 +56,7 @@ import re
 import threading
 import warnings
 
-from ._common import PhaseDriver, numeric_metrics
+from ._common import Framework, IntegrationError, PhaseDriver, numeric_metrics, version_of
 
 FRAMEWORK = "NeMo-RL"
 FOLLOWS = "v0.7.0 (81aa43d, 2026-07-29) and main at 7ea279a (2026-08-22)"
@@ -79,10 +82,6 @@ _LINE = re.compile(r"^(?:\[(?P<ctx>[^\]]*)\] )?(?P<label>\S(?:.*\S)?) "
                    r"(?P<event>start|end elapsed=\S+) ts=\S+$")
 _PROBE = "eerl/install_probe"
 _GEN = "<async generation>"  # the hook's own label for a colocated collector's generation
-
-
-class NemoRLHookError(RuntimeError):
-    """The hook saw less of NeMo-RL than it needs (strict=True)."""
 
 
 def _get(obj, *path, default=None):
@@ -173,31 +172,33 @@ def _probe_logs(timer_cls, lg):
 
 class NemoRLHook:
     def __init__(self, session, schedule, samples_per_step, phases, strict, log_metrics, context,
-                 quiet, source, version, timer_cls, timer_logger, logger_cls):
+                 quiet, source, framework, timer_cls, timer_logger, logger_cls):
         self.session = session
         self.schedule = schedule  # "sync" or "async"
         self.mode = getattr(session, "mode", "colocated")
         self.samples_per_step = samples_per_step
         self.phases = dict(phases)
         self.context = None if context is None else {k: str(v) for k, v in context.items()}
-        self.driver = PhaseDriver(session, strict=strict)
+        self.framework = framework
+        self.driver = PhaseDriver(session, strict=strict, framework=framework,
+                                  expect=EXPECTED[schedule])
         self.strict = strict
         self.log_metrics = log_metrics
         self.source = source  # "log" or "methods"
-        self.version = version
+        self.version = framework.version
         self.refits = 0
         self.trainings = 0  # finished "policy_training": the version a generation runs on
         self.updates = 0
-        self.complaints = 0
+        self.complaints = 0  # NeMo-RL's own findings (the driver counts blind_updates)
         self._lock = threading.RLock()
         self._gen_version = None
         self._rounds = []  # (mean, longest) per generation round since the last update end
         self._gen_on = False  # async: the collector's generation is open as a phase
-        self._checked = False
+        self._hinted = False
+        self._phased = False  # a mapped phase began in this update
         self._warned = set()
         self._labels = []  # labels seen this update, in order
         self._labels_prev = set()  # ... in the update that ended last
-        self._seen_phases = set()
         self._dropped = 0  # timer events another context's (context=)
         self._installed = False
 
@@ -259,55 +260,52 @@ class NemoRLHook:
 
     # ---- saying so, loudly -----------------------------------------------------------------
 
-    def _complain(self, what):
-        """The one place the hook reports that it saw less than it needs: strict raises; else the
-        first such report is a RuntimeWarning and later ones are only counted (complaints), so a
-        long run warns once; the run goes on and the time counts as "other"."""
+    def _describe(self, what):
+        return "eerl: %s (timer read by %s): %s. %s" % (
+            self.framework, "its DEBUG log lines" if self.source == "log"
+            else "wrapping Timer.start/stop", what, self.framework._known())
+
+    def _complain(self, what, missing):
+        """NeMo-RL's own findings, by the rule of PhaseDriver.check_update: strict raises
+        IntegrationError; else the first one warns and later ones are only counted."""
         self.complaints += 1
-        msg = "eerl: %s %s (timer read by %s): %s" % (
-            FRAMEWORK, self.version, "its DEBUG log lines" if self.source == "log"
-            else "wrapping Timer.start/stop", what)
+        msg = self._describe(what)
         if self.strict:
-            raise NemoRLHookError(msg)
+            raise IntegrationError(msg, self.framework.name, self.version, missing)
         if self.complaints == 1:
-            warnings.warn(msg + " (strict=True makes this fatal; later reports are only counted "
+            warnings.warn(msg + " (strict=True makes this fatal; later findings are only counted "
                           "in hook.complaints)", RuntimeWarning, stacklevel=4)
 
-    def _check_first_update(self, seen, labels):
-        if self._checked:
-            return
-        self._checked = True
-        missing = [p for p in EXPECTED[self.schedule] if p not in seen]
-        if not missing:
-            return
-        want = lambda p: "/".join(sorted(l for l, q in self.phases.items() if q == p))
-        what = "the first update ended without its %s phase%s (labels %s)" % (
-            ", ".join(missing), "s" if len(missing) > 1 else "",
-            "; ".join("%s: %s" % (p, want(p) or "none mapped") for p in missing))
-        if labels:
-            what += "; the driver's Timer showed %s" % ", ".join(labels[:24])
-        else:
-            what += "; the hook saw no Timer start or stop at all"
-        if self._dropped:
-            what += " (%d timer events dropped by context=%r)" % (self._dropped, self.context)
-        if self.schedule == "sync" and any(l in ASYNC_LABELS for l in labels):
-            what += ". These are async GRPO's labels: install with the run's master_config (or " \
-                    "async_grpo=True)"
-        elif self.schedule == "async" and "generation" in labels:
-            what += ". These are synchronous GRPO's labels: install with the run's " \
-                    "master_config (or async_grpo=False)"
-        what += ". eerl maps the labels of NeMo-RL %s; map others with install(phases={label: " \
-                "phase}) (docs/integrations/nemo_rl.md)" % FOLLOWS
-        self._complain(what)
+    def _hint(self, labels, phased):
+        """What to do instead, where the update's labels say the hook is set up for another run:
+        context= dropped every event, or the Timer shows the other GRPO loop's labels."""
+        if self._hinted:
+            return None
+        if not phased and self._dropped:
+            self._hinted = True
+            return ("context=%r dropped all %d Timer events so far: leave context out, or give "
+                    "the driver Timer's own values" % (self.context, self._dropped))
+        if self.schedule == "sync" and "generation" not in labels and \
+                any(l in ASYNC_LABELS for l in labels):
+            self._hinted = True
+            return ("The Timer shows async GRPO's labels (%s): install with the run's "
+                    "master_config (or async_grpo=True) and a session of mode_for(master_config)"
+                    % ", ".join(l for l in labels if l in ASYNC_LABELS))
+        if self.schedule == "async" and "generation" in labels:
+            self._hinted = True
+            return ("The Timer shows synchronous GRPO's label generation: install with the run's "
+                    "master_config (or async_grpo=False) and a session of "
+                    "mode_for(master_config)")
+        return None
 
     def _check_timing(self, metrics, step):
         ran = sorted(l for l in metrics if self.phases.get(l) is not None
                      and isinstance(metrics[l], (int, float)))
         unseen = [l for l in ran if l not in self._labels_prev]
         if unseen:
-            self._complain("NeMo-RL's timing metrics of step %s show %s ran, but the hook did not "
-                           "see %s start and stop; that time counted as \"other\""
-                           % (step, ", ".join(ran), ", ".join(unseen)))
+            self._complain("its timing metrics of step %s show %s ran, but the hook did not see "
+                           "%s start and stop, so eerl counted that time as other"
+                           % (step, ", ".join(ran), ", ".join(unseen)), unseen)
 
     # ---- phases from the timer ---------------------------------------------------------------
 
@@ -340,7 +338,8 @@ class NemoRLHook:
             self.driver.call(self.session.phase_end, "generation", "generation")
         self._gen_on = on
         if on:
-            self._seen_phases.add("generation")
+            self.driver.saw("generation")
+            self._phased = True
 
     def _start(self, label):
         phase = self.phases.get(label)
@@ -358,7 +357,7 @@ class NemoRLHook:
         # weight update is the training pool's phase only.
         pool = "training" if phase == "refit" and self.mode == "inflight" else None
         self.driver.enter(label, phase, pool)
-        self._seen_phases.add(phase)
+        self._phased = True
 
     def _stop(self, label):
         phase = self.phases.get(label)
@@ -414,21 +413,36 @@ class NemoRLHook:
                             "as N and L as N / samples_per_step (eerl/l_from_mean = 1)")
         gen_was_on = self._gen_on
         self._gen(False)
-        self.driver.close_all()
         labels, self._labels = self._labels, []
         self._labels_prev = set(labels)
-        seen, self._seen_phases = self._seen_phases, set()
         version, self._gen_version = self._gen_version, None
         if self.schedule == "async":
             age = metrics.get("avg_trajectory_age")
             version = None if age is None else max(0, self.updates - int(round(float(age))))
-        self._check_first_update(seen, labels)
+        hint = self._hint(labels, self._phased)
+        phased, self._phased = self._phased, False
         r = None
-        if N > 0:
-            r = self.driver.call(self.session.update_end, generated_tokens=G, valid_tokens=N,
-                                 longest_response=float(L), policy_version=version)
-        if gen_was_on:
-            self._gen(True)
+        try:
+            if N > 0 and phased:
+                r = self.driver.update_end(generated_tokens=G, valid_tokens=N,
+                                           longest_response=float(L), policy_version=version)
+            elif N > 0:
+                # The runtime refuses an update in which no phase began (there is nothing to
+                # record); the check still says so, naming NeMo-RL and what it did see.
+                self.driver.close_all()
+                self.driver.check_update()
+            else:  # nothing to observe: the runtime takes no update without valid tokens
+                self.driver.close_all()
+        except IntegrationError as e:
+            if hint is None:
+                raise
+            raise IntegrationError("%s %s." % (e, hint), e.framework, e.version,
+                                   e.missing) from None
+        finally:
+            if gen_was_on:
+                self._gen(True)
+        if hint is not None:  # not strict (or the update's phases were all there): say it
+            self._complain(hint[0].lower() + hint[1:], [hint.split(":")[0]])
         if r is None:
             return None
         self.updates += 1
@@ -487,7 +501,7 @@ def install(session, master_config=None, samples_per_step=None, async_grpo=None,
     samples_per_step / async_grpo: the same without a master_config (async_grpo defaults to
         session.mode being "drained" or "inflight").
     phases: {label: phase or None} added to (or removed from) PHASES.
-    strict: raise NemoRLHookError (and EerlError) instead of warning.
+    strict: raise IntegrationError (and EerlError) instead of warning.
     context: count only Timers whose context has these values, e.g. {"worker": "driver"}
         (NeMo-RL's Timer has a context on main only).
     quiet: keep the Timer's DEBUG lines from the application's log handlers ("log" source).
@@ -524,38 +538,39 @@ def install(session, master_config=None, samples_per_step=None, async_grpo=None,
 
     timer_mod = _import("nemo_rl.utils.timer", timer_module)
     logger_mod = _import("nemo_rl.utils.logger", logger_module)
-    try:
+    try:  # what the running code says: a source checkout's pip metadata may be stale
         version = str(importlib.import_module("nemo_rl").__version__)
     except Exception:
-        version = "(version unknown)"
-
-    def refuse(what):
-        raise RuntimeError("eerl: cannot hook %s %s: %s. eerl follows NeMo-RL %s "
-                           "(docs/integrations/nemo_rl.md); nothing was changed"
-                           % (FRAMEWORK, version, what, FOLLOWS))
+        version = version_of("nemo-rl")
+    fw = Framework(FRAMEWORK, version=version, hooks="the mapped stages of the driver's Timer",
+                   tested="%s, in eerl's stand-in only (NeMo-RL itself untested)" % FOLLOWS,
+                   doc="docs/integrations/nemo_rl.md")
 
     timer_cls = getattr(timer_mod, "Timer", None)
-    if not isinstance(timer_cls, type):
-        refuse("%s has no Timer class" % timer_mod.__name__)
-    for name in ("start", "stop"):
-        if not callable(getattr(timer_cls, name, None)):
-            refuse("%s.Timer has no %s()" % (timer_mod.__name__, name))
     logger_cls = getattr(logger_mod, "Logger", None)
-    if not isinstance(logger_cls, type) or not callable(getattr(logger_cls, "log_metrics", None)):
-        refuse("%s has no Logger.log_metrics" % logger_mod.__name__)
+    tname, lname = timer_mod.__name__ + ".Timer", logger_mod.__name__ + ".Logger"
+    fw.require({tname: isinstance(timer_cls, type),
+                lname + ".log_metrics()": isinstance(logger_cls, type)
+                and callable(getattr(logger_cls, "log_metrics", None))})
+    fw.require({"%s.%s()" % (tname, n): callable(getattr(timer_cls, n, None))
+                for n in ("start", "stop")})
     lg = getattr(timer_mod, "logger", None)
     if not isinstance(lg, logging.Logger):
         lg = logging.getLogger(timer_mod.__name__)
     try:
         logs, probe = _probe_logs(timer_cls, lg)
     except Exception as e:
-        refuse("trying a %s.Timer() failed: %s: %s" % (timer_mod.__name__, type(e).__name__, e))
+        fw.refuse("a %s() that starts and stops (trying one raised %s: %s)"
+                  % (tname, type(e).__name__, e))
     source = timer_source
     if source == "auto":
         source = "log" if logs else "methods"
     elif source == "log" and not logs:
-        refuse("its Timer logs no DEBUG line at start and stop on the logger %r (NeMo-RL main "
-               "has them since 2026-07-08, no release does): use timer_source='auto'" % lg.name)
+        fw.refuse("DEBUG line at a Timer start and stop on the logger %r (NeMo-RL main has them "
+                  "since 2026-07-08, no release does; timer_source='auto' wraps Timer.start/stop "
+                  "instead)" % lg.name)
+    fw.hooks += (" (read from its DEBUG log lines)" if source == "log"
+                 else " (read by wrapping Timer.start/stop)")
     if context is not None and not isinstance(getattr(probe, "_context", None), dict):
         raise ValueError("context=%r filters on the Timer's context, which NeMo-RL's Timer has "
                          "only on main since 2026-07-08; this NeMo-RL (%s) has none: leave "
@@ -568,5 +583,4 @@ def install(session, master_config=None, samples_per_step=None, async_grpo=None,
         else:
             table[k] = v
     return NemoRLHook(session, "async" if async_grpo else "sync", int(samples_per_step), table,
-                      strict, log_metrics, context, quiet, source, version, timer_cls, lg,
-                      logger_cls)
+                      strict, log_metrics, context, quiet, source, fw, timer_cls, lg, logger_cls)

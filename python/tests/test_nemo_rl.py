@@ -14,8 +14,11 @@ import warnings
 import pytest
 
 from conftest import RecordingSession, read_locks
+from test_multinode import daemons  # noqa: F401 (a fixture: one eerld per "node")
 
 import eerl
+from eerl import multinode
+from eerl.agent import Agent
 from eerl.integrations import nemo_rl as eerl_nemo
 from eerl.integrations._common import IntegrationError
 from nemo_rl import _standin
@@ -474,3 +477,69 @@ def test_uninstall_restores_nemo_rl(rev):
     hook.uninstall()  # a second call does nothing
     assert nemo_logger.Logger.log_metrics is orig_log
     assert nemo_timer.Timer.start is orig_start and nemo_timer.Timer.stop is orig_stop
+
+
+class TwoNodes:
+    """Two "nodes" in this process, one NodeServer per eerld, as RayAdapter's actors would run
+    on NeMo-RL's Ray cluster (the adapter interface: nodes, call, close)."""
+
+    def __init__(self, sockets):
+        self.servers = [multinode.NodeServer(s) for s in sockets]
+        self.nodes = list(range(len(sockets)))
+
+    def call(self, cmd, per_node):
+        nodes = sorted(per_node)
+        out = {}
+        for n in nodes:
+            r = self.servers[n].handle(cmd, per_node[n])
+            if r[0] != "ok":
+                raise multinode.NodeError(n, r[1], r[2])
+            out[n] = r[1]
+        return out
+
+    def close(self):
+        for s in self.servers:
+            s.handle("close", None)
+
+
+@pytest.fixture
+def revision(request):
+    _standin.select(request.param)
+    yield request.param
+    _standin.select("main")
+
+
+@pytest.mark.parametrize("revision,run", [
+    ("v0.7.0", "sync colocated"), ("main", "sync colocated"), ("v0.7.0", "sync disaggregated"),
+    ("main", "sync disaggregated"), ("main", "async colocated")], indirect=["revision"])
+def test_grpo_across_two_nodes(daemons, tmp_path, revision, run):
+    """The driver's hook over a MultiNodeSession: one controller, two eerld nodes. (v0.7.0 has no
+    colocated async GRPO; async GRPO on separate generation GPUs, drained or in-flight, has no
+    multi-node session.)"""
+    mode = run.split()[1]
+    ad = TwoNodes(daemons[:2])
+    pools = ({"generation": {0: [0, 1], 1: [0, 1]}, "training": {0: [0, 1], 1: [0, 1]}}
+             if mode == "colocated" else
+             {"generation": {0: [0, 1]}, "training": {1: [0, 1]}})
+    trace = tmp_path / "nemo.jsonl"
+    s = multinode.MultiNodeSession(ad, mode=mode, pools=pools, trace=str(trace))
+    log = nemo_logger.Logger()
+    async_ = run.startswith("async")
+    hook = eerl_nemo.install(s, config(async_=async_, colocated=mode == "colocated"), strict=True)
+    try:
+        if async_:
+            grpo.async_grpo_train(STEPS, log, colocated=True, stage_s=0.002)
+        else:
+            grpo.grpo_train([st[:2] for st in STEPS], log, stage_s=0.002)
+    finally:
+        hook.uninstall()
+        s.close()
+        ad.close()
+    ups = trace_updates(trace)
+    assert [(u["work"]["G"], u["work"]["N"], u["work"]["L"]) for u in ups] == [
+        (100.0, 95.0, 40.0), (80.0, 80.0, 50.0), (32.0, 32.0, 8.0)]
+    assert all({"generation", "logprob", "training", "refit"} <= set(u["phases"]) for u in ups)
+    assert [m["eerl/observed"] for p, _, m in log.logged if "eerl/observed" in m] == [1, 2, 3]
+    for sock in daemons[:2]:  # every GPU of both nodes back to the governor
+        with Agent(sock, heartbeat=False) as a:
+            assert [r[2] for r in a.read([0, 1])] == [1980, 1980]

@@ -43,11 +43,13 @@ update until the next log-prob stage, then log-prob, train and refit in turn.
 Nothing passes silently (the rules of _common.Framework and PhaseDriver.update_end): install()
 refuses a NeMo-RL whose Timer or Logger.log_metrics it does not find; an update that ends without
 the phases the schedule always has (synchronous: generation, logprob, training, refit; async:
-logprob, training) is recorded, then raises IntegrationError (strict) or warns once, naming
-NeMo-RL's version, what was missing and the unmapped labels seen. Two checks of NeMo-RL's own
+logprob, training) is recorded (an update with no phase at all the runtime does not take), then
+raises IntegrationError (strict) or warns once, naming NeMo-RL's version, what was missing and the
+unmapped labels seen. Two checks of NeMo-RL's own
 do the same: a step whose "timing/train" metrics show a mapped label the hook did not see start
-and stop (the Timer's log lines stopped reaching it), and a synchronous hook on async GRPO's
-labels (or the reverse), which says what to install instead.
+and stop, and labels that say the hook is set up for another run (a synchronous hook on async
+GRPO's labels or the reverse, or a context= that dropped every Timer event), which say what to
+install instead.
 """
 
 import importlib
@@ -348,7 +350,7 @@ class NemoRLHook:
             return
         if self.schedule == "async":
             if phase == "generation":
-                return  # a synchronous label under an async hook: the first-update check says so
+                return  # a synchronous label under an async hook: _hint says so at update end
             if self.mode == "colocated" or (phase == "refit" and self.mode == "drained"):
                 self._gen(False)  # colocated: the engine stood down; drained: it drains
         elif phase == "generation" and self._gen_version is None:

@@ -267,16 +267,11 @@ class NemoRLHook:
             self.framework, "its DEBUG log lines" if self.source == "log"
             else "wrapping Timer.start/stop", what, self.framework._known())
 
-    def _complain(self, what, missing):
-        """NeMo-RL's own findings, by the rule of PhaseDriver.check_update: strict raises
-        IntegrationError; else the first one warns and later ones are only counted."""
+    def _complain(self, what, missing, kind):
+        """NeMo-RL's own findings, through PhaseDriver.warn_once: strict raises IntegrationError,
+        else one warning per kind of finding; hook.complaints counts them all."""
         self.complaints += 1
-        msg = self._describe(what)
-        if self.strict:
-            raise IntegrationError(msg, self.framework.name, self.version, missing)
-        if self.complaints == 1:
-            warnings.warn(msg + " (strict=True makes this fatal; later findings are only counted "
-                          "in hook.complaints)", RuntimeWarning, stacklevel=4)
+        self.driver.warn_once(self._describe(what), missing, key=("nemo_rl", kind))
 
     def _hint(self, labels, phased):
         """What to do instead, where the update's labels say the hook is set up for another run:
@@ -307,7 +302,7 @@ class NemoRLHook:
         if unseen:
             self._complain("its timing metrics of step %s show %s ran, but the hook did not see "
                            "%s start and stop, so eerl counted that time as other"
-                           % (step, ", ".join(ran), ", ".join(unseen)), unseen)
+                           % (step, ", ".join(ran), ", ".join(unseen)), unseen, "timing")
 
     # ---- phases from the timer ---------------------------------------------------------------
 
@@ -444,7 +439,7 @@ class NemoRLHook:
             if gen_was_on:
                 self._gen(True)
         if hint is not None:  # not strict (or the update's phases were all there): say it
-            self._complain(hint[0].lower() + hint[1:], [hint.split(":")[0]])
+            self._complain(hint[0].lower() + hint[1:], [hint.split(":")[0]], "hint")
         if r is None:
             return None
         self.updates += 1

@@ -14,11 +14,10 @@ import warnings
 import pytest
 
 from conftest import RecordingSession, read_locks
-from test_multinode import daemons  # noqa: F401 (a fixture: one eerld per "node")
+import eerld_nodes
 
 import eerl
 from eerl import multinode
-from eerl.agent import Agent
 from eerl.integrations import nemo_rl as eerl_nemo
 from eerl.integrations._common import IntegrationError
 from nemo_rl import _standin
@@ -479,27 +478,37 @@ def test_uninstall_restores_nemo_rl(rev):
     assert nemo_timer.Timer.start is orig_start and nemo_timer.Timer.stop is orig_stop
 
 
-class TwoNodes:
+class TwoNodes(multinode._Adapter):
     """Two "nodes" in this process, one NodeServer per eerld, as RayAdapter's actors would run
-    on NeMo-RL's Ray cluster (the adapter interface: nodes, call, close)."""
+    them on NeMo-RL's Ray cluster (the adapter's transport only; locate() is multinode's own)."""
 
-    def __init__(self, sockets):
-        self.servers = [multinode.NodeServer(s) for s in sockets]
-        self.nodes = list(range(len(sockets)))
+    def __init__(self, nodes):
+        self.servers = [multinode.NodeServer(n.socket) for n in nodes]
+        self.nodes = list(range(len(nodes)))
 
     def call(self, cmd, per_node):
-        nodes = sorted(per_node)
-        out = {}
-        for n in nodes:
-            r = self.servers[n].handle(cmd, per_node[n])
-            if r[0] != "ok":
-                raise multinode.NodeError(n, r[1], r[2])
-            out[n] = r[1]
-        return out
+        ns = sorted(per_node)
+        return self._unwrap(ns, [self.servers[n].handle(cmd, per_node[n]) for n in ns])
 
     def close(self):
         for s in self.servers:
             s.handle("close", None)
+
+
+@pytest.fixture
+def two_nodes(tmp_path):
+    ns = eerld_nodes.start_nodes(tmp_path, 2)
+    try:
+        yield ns
+    finally:
+        for n in ns:
+            n.stop()
+
+
+def workers(node, host="stand-in"):
+    """Worker records as multinode.ray_worker_gpus gives them: one worker per GPU, by UUID."""
+    return [{"node_id": None, "host": host, "pid": 0, "rank": i, "gpus": [u]}
+            for i, u in enumerate(node.uuids)]
 
 
 @pytest.fixture
@@ -512,15 +521,15 @@ def revision(request):
 @pytest.mark.parametrize("revision,run", [
     ("v0.7.0", "sync colocated"), ("main", "sync colocated"), ("v0.7.0", "sync disaggregated"),
     ("main", "sync disaggregated"), ("main", "async colocated")], indirect=["revision"])
-def test_grpo_across_two_nodes(daemons, tmp_path, revision, run):
+def test_grpo_across_two_nodes(two_nodes, tmp_path, revision, run):
     """The driver's hook over a MultiNodeSession: one controller, two eerld nodes. (v0.7.0 has no
     colocated async GRPO; async GRPO on separate generation GPUs, drained or in-flight, has no
     multi-node session.)"""
     mode = run.split()[1]
-    ad = TwoNodes(daemons[:2])
-    pools = ({"generation": {0: [0, 1], 1: [0, 1]}, "training": {0: [0, 1], 1: [0, 1]}}
-             if mode == "colocated" else
-             {"generation": {0: [0, 1]}, "training": {1: [0, 1]}})
+    ad = TwoNodes(two_nodes)
+    a, b = workers(two_nodes[0]), workers(two_nodes[1])
+    pools = ad.locate({"generation": a + b, "training": a + b} if mode == "colocated" else
+                      {"generation": a, "training": b})
     trace = tmp_path / "nemo.jsonl"
     s = multinode.MultiNodeSession(ad, mode=mode, pools=pools, trace=str(trace))
     log = nemo_logger.Logger()
@@ -540,6 +549,7 @@ def test_grpo_across_two_nodes(daemons, tmp_path, revision, run):
         (100.0, 95.0, 40.0), (80.0, 80.0, 50.0), (32.0, 32.0, 8.0)]
     assert all({"generation", "logprob", "training", "refit"} <= set(u["phases"]) for u in ups)
     assert [m["eerl/observed"] for p, _, m in log.logged if "eerl/observed" in m] == [1, 2, 3]
-    for sock in daemons[:2]:  # every GPU of both nodes back to the governor
-        with Agent(sock, heartbeat=False) as a:
-            assert [r[2] for r in a.read([0, 1])] == [1980, 1980]
+    # the energy is the whole allocation's, both nodes' 4 GPUs at the stand-in's 300 W (one
+    # node's counters alone would give half of that per GPU)
+    per_gpu_w = sum(u["energy_j"] for u in ups) / sum(u["time_s"] for u in ups) / 4
+    assert 200 < per_gpu_w < 450, per_gpu_w

@@ -536,10 +536,12 @@ def test_grpo_across_two_nodes(two_nodes, tmp_path, revision, run):
     async_ = run.startswith("async")
     hook = eerl_nemo.install(s, config(async_=async_, colocated=mode == "colocated"), strict=True)
     try:
+        # stages of several ms: the energy check below compares counters read at boundaries
+        # with the driver's time, so a scheduling hiccup on a loaded machine must stay small
         if async_:
-            grpo.async_grpo_train(STEPS, log, colocated=True, stage_s=0.002)
+            grpo.async_grpo_train(STEPS, log, colocated=True, stage_s=0.01)
         else:
-            grpo.grpo_train([st[:2] for st in STEPS], log, stage_s=0.002)
+            grpo.grpo_train([st[:2] for st in STEPS], log, stage_s=0.01)
     finally:
         hook.uninstall()
         s.close()

@@ -144,7 +144,13 @@ EERL_EXPORT int eerl_obs_check(eerl_mode mode, const eerl_obs *obs, double toler
 
 #define EERL_BLOCK_CHOICES_MAX 4
 
+/* Size-tagged (docs/controller.md, "Configuration and the ABI"): size is the sizeof of the
+ * struct the caller was compiled with, set by eerl_ctl_config_default / eerl_ctl_config_init.
+ * A later release appends its new fields after the last one and reads a shorter (older)
+ * struct's fields, taking the mode's defaults for the rest; a size it does not know is refused
+ * (EERL_EINVAL). Start every configuration from eerl_ctl_config_default. */
 typedef struct eerl_ctl_config {
+    size_t size;
     eerl_strategy strategy;
     double allowed_loss;            /* 0.02: throughput may fall to 98% of the governor's */
     double min_saving;              /* 0: energy per valid token must fall by more than this */
@@ -188,8 +194,15 @@ typedef struct eerl_ctl_config {
     char group_names[EERL_GROUPS_MAX][16];
 } eerl_ctl_config;
 
-/* Table 3's defaults for the mode (strategy EERL_STRATEGY_PAPER). */
+/* Table 3's defaults for the mode (strategy EERL_STRATEGY_PAPER) into the first size bytes of
+ * *ret_cfg (size: the caller's sizeof(eerl_ctl_config); at least the 0.2 struct's), with
+ * ret_cfg->size set. eerl_ctl_config_default passes the size of the header it is compiled
+ * with (a macro: the function of that name is there for bindings, and writes this release's
+ * struct). */
+EERL_EXPORT int eerl_ctl_config_init(eerl_mode mode, eerl_ctl_config *ret_cfg, size_t size);
 EERL_EXPORT int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg);
+#define eerl_ctl_config_default(mode, ret_cfg)                                                     \
+    eerl_ctl_config_init((mode), (ret_cfg), sizeof(*(ret_cfg)))
 /* Checks a configuration; EERL_EINVAL with a reason naming the bad field and value. */
 EERL_EXPORT int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len);
 
@@ -302,7 +315,9 @@ typedef struct eerl_ctl_status {
 EERL_EXPORT int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_status);
 
 /* The construction arguments, for writing a trace header that rebuilds an identical controller.
- * clocks receives the deduplicated clock list, highest first (EERL_EOVERFLOW if cap is short). */
+ * ret_cfg receives this release's whole struct (size = sizeof(eerl_ctl_config) of this header;
+ * NULL: not wanted). clocks receives the deduplicated clock list, highest first
+ * (EERL_EOVERFLOW if cap is short). */
 EERL_EXPORT int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks,
                                   size_t cap, size_t *ret_n_clocks, unsigned *ret_peak_mhz);
 

@@ -50,7 +50,10 @@ typedef struct eerl_rt_clock_owner {
     const char *(*last_error)(void *ctx);
 } eerl_rt_clock_owner;
 
+/* Size-tagged like eerl_ctl_config (core.h): size is the caller's sizeof(eerl_rt_config), set
+ * by eerl_rt_config_default; fields a later release adds go at the end. */
 typedef struct eerl_rt_config {
+    size_t size;
     eerl_mode mode;
     /* Pools as device GPU indices. Colocated: one set (train_gpus may repeat it or be empty). */
     unsigned gen_gpus[EERL_RT_POOL_GPUS_MAX];
@@ -85,8 +88,14 @@ typedef struct eerl_rt_config {
     const char *resume_tag;
 } eerl_rt_config;
 
-/* Defaults for the mode: allowed loss 0.02, paper strategy, no trace, real time, no GPUs. */
+/* Defaults for the mode: allowed loss 0.02, paper strategy, no trace, real time, no GPUs, into
+ * the first size bytes of *ret_cfg (the caller's sizeof; at least the 0.2 struct's), size set.
+ * eerl_rt_config_default is a macro passing the compiled header's size (the function of that
+ * name, for bindings, writes this release's struct). */
+EERL_EXPORT int eerl_rt_config_init(eerl_mode mode, eerl_rt_config *ret_cfg, size_t size);
 EERL_EXPORT int eerl_rt_config_default(eerl_mode mode, eerl_rt_config *ret_cfg);
+#define eerl_rt_config_default(mode, ret_cfg)                                                      \
+    eerl_rt_config_init((mode), (ret_cfg), sizeof(*(ret_cfg)))
 
 /* Opens a session: checks the configuration (EERL_EINVAL), builds the meter over both pools,
  * the controller over the first GPU's supported clocks and the clock owner, creates the trace.

@@ -6,11 +6,11 @@
 #include "eerl/export.h"
 
 #define EERL_VERSION_MAJOR 0
-#define EERL_VERSION_MINOR 1
+#define EERL_VERSION_MINOR 2
 #define EERL_VERSION_PATCH 0
 #define EERL_VERSION_HEX                                                                           \
     ((EERL_VERSION_MAJOR << 16) | (EERL_VERSION_MINOR << 8) | EERL_VERSION_PATCH)
-#define EERL_VERSION_STRING "0.1.0"
+#define EERL_VERSION_STRING "0.2.0"
 
 #ifdef __cplusplus
 extern "C" {

@@ -17,7 +17,7 @@ import glob
 import os
 import threading
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 VERSION_MAJOR = 0
 
 _lock = threading.Lock()

@@ -100,7 +100,10 @@ class RtClockOwner(C.Structure):
 
 
 class RtConfig(C.Structure):
+    # Size-tagged (include/eerl/runtime.h): "size" is this mirror's sizeof, set by
+    # eerl_rt_config_init(mode, cfg, sizeof(RtConfig)).
     _fields_ = [
+        ("size", C.c_size_t),
         ("mode", C.c_int),
         ("gen_gpus", C.c_uint * RT_POOL_GPUS_MAX),
         ("n_gen", C.c_size_t),
@@ -180,7 +183,10 @@ def phase_id(name):
 
 
 class CtlConfig(C.Structure):
+    # Size-tagged (include/eerl/core.h): "size" is this mirror's sizeof, set by
+    # eerl_ctl_config_init(mode, cfg, sizeof(CtlConfig)).
     _fields_ = [
+        ("size", C.c_size_t),
         ("strategy", C.c_int),
         ("allowed_loss", C.c_double),
         ("min_saving", C.c_double),

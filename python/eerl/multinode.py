@@ -652,7 +652,7 @@ def _ctl_fns():
         d = _lib.declare
         P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
         _ctl = {
-            "config_default": d("eerl_ctl_config_default", I, [I, C.POINTER(T.CtlConfig)]),
+            "config_init": d("eerl_ctl_config_init", I, [I, C.POINTER(T.CtlConfig), S]),
             "new": d("eerl_ctl_new", I, [I, C.POINTER(T.CtlConfig), C.POINTER(U), S, U,
                                          C.POINTER(P)]),
             "free": d("eerl_ctl_free", None, [P]),
@@ -755,7 +755,8 @@ class MultiNodeSession:
                                     max(clocks), min(clocks), len(clocks)))
         self.peak = max(clocks)
         cfg = T.CtlConfig()
-        _lib.check(f["config_default"](T.MODES[mode], C.byref(cfg)), "controller defaults")
+        _lib.check(f["config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
+                   "controller defaults")
         cfg.allowed_loss = float(allowed_loss)
         arr = (C.c_uint * len(clocks))(*clocks)
         h = C.c_void_p()

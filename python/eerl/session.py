@@ -45,7 +45,7 @@ def _c():
         "device_free": d("eerl_device_free", None, [P]),
         "device_count": d("eerl_device_count", I, [P, C.POINTER(U)]),
         "device_last_error": d("eerl_device_last_error", C.c_char_p, [P]),
-        "rt_config_default": d("eerl_rt_config_default", I, [I, C.POINTER(T.RtConfig)]),
+        "rt_config_init": d("eerl_rt_config_init", I, [I, C.POINTER(T.RtConfig), S]),
         "rt_new": d("eerl_rt_new", I, [P, C.POINTER(T.RtConfig), C.c_char_p, S, C.POINTER(P)]),
         "rt_free": d("eerl_rt_free", None, [P]),
         "rt_close": d("eerl_rt_close", I, [P]),
@@ -187,7 +187,8 @@ class Session:
         f = _c()
 
         cfg = T.RtConfig()
-        _lib.check(f["rt_config_default"](T.MODES[mode], C.byref(cfg)), "eerl_rt_config_default")
+        _lib.check(f["rt_config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
+                   "eerl_rt_config_init")
         for i, g in enumerate(gen):
             cfg.gen_gpus[i] = g
         cfg.n_gen = len(gen)

@@ -2,11 +2,13 @@
  * enums (modes, strategies, states, events, verdicts) used by traces and the CLI. Pure data: no
  * state, no I/O. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "core/config.h"
 
 static const char *const mode_names[EERL_MODE_COUNT] = {"colocated", "disaggregated", "drained",
                                                         "inflight"};
@@ -138,13 +140,19 @@ int eerl_verdict_from_name(const char *name, eerl_verdict *ret)
     return 0;
 }
 
-int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)
+/* The end of the last field of 0.2, the first size-tagged release: the shortest struct a caller
+ * may pass. Fields added later go after group_names. */
+#define CFG_SIZE_MIN                                                                               \
+    (offsetof(eerl_ctl_config, group_names) + sizeof(((eerl_ctl_config *)0)->group_names))
+
+int eerl_ctl_config_init(eerl_mode mode, eerl_ctl_config *ret_cfg, size_t size)
 {
     eerl_ctl_config c;
 
-    if ((unsigned)mode >= EERL_MODE_COUNT || !ret_cfg)
+    if ((unsigned)mode >= EERL_MODE_COUNT || !ret_cfg || size < CFG_SIZE_MIN)
         return EERL_EINVAL;
     memset(&c, 0, sizeof(c));
+    c.size = size < sizeof(c) ? size : sizeof(c);
     c.strategy = EERL_STRATEGY_PAPER;
     c.allowed_loss = 0.02;
     c.min_saving = 0.0;
@@ -200,7 +208,23 @@ int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)
     snprintf(c.group_names[1], sizeof(c.group_names[1]), "training");
     snprintf(c.group_names[2], sizeof(c.group_names[2]), "group2");
     snprintf(c.group_names[3], sizeof(c.group_names[3]), "group3");
-    *ret_cfg = c;
+    memcpy(ret_cfg, &c, c.size);
+    return 0;
+}
+
+/* The function behind the header's macro, for bindings that call the symbol. */
+int(eerl_ctl_config_default)(eerl_mode mode, eerl_ctl_config *ret_cfg)
+{
+    return eerl_ctl_config_init(mode, ret_cfg, sizeof(*ret_cfg));
+}
+
+int eerl__ctl_config_import(eerl_mode mode, const eerl_ctl_config *in, eerl_ctl_config *ret_cfg)
+{
+    if (!in || in->size < CFG_SIZE_MIN || in->size > sizeof(*in) ||
+        eerl_ctl_config_init(mode, ret_cfg, sizeof(*ret_cfg)) < 0)
+        return EERL_EINVAL;
+    memcpy(ret_cfg, in, in->size);
+    ret_cfg->size = sizeof(*ret_cfg);
     return 0;
 }
 
@@ -211,11 +235,20 @@ int eerl_ctl_config_default(eerl_mode mode, eerl_ctl_config *ret_cfg)
         return EERL_EINVAL;                                                                        \
     } while (0)
 
-int eerl_ctl_config_check(const eerl_ctl_config *c, char *why, size_t why_len)
+int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
 {
+    eerl_ctl_config full;
+    const eerl_ctl_config *c = &full;
     int i;
 
-    if (!c)
+    if (!cfg)
+        BAD("no configuration");
+    if (cfg->size < CFG_SIZE_MIN || cfg->size > sizeof(*cfg))
+        BAD("configuration size %zu is not one this eerl reads (%zu to %zu): start from "
+            "eerl_ctl_config_default",
+            cfg->size, (size_t)CFG_SIZE_MIN, sizeof(*cfg));
+    /* Fields past a shorter (older) struct's end take their defaults, which pass. */
+    if (eerl__ctl_config_import(EERL_MODE_COLOCATED, cfg, &full) < 0)
         BAD("no configuration");
     if ((unsigned)c->strategy >= EERL_STRATEGY_COUNT)
         BAD("strategy %d is unknown (valid: %s)", (int)c->strategy, eerl_strategy_names());

@@ -11,6 +11,7 @@
 
 #include "eerl/error.h"
 #include "eerl/version.h"
+#include "core/config.h"
 #include "core/controller.h"
 #include "core/monitor.h"
 
@@ -77,7 +78,9 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     if (!ctl)
         return EERL_ENOMEM;
     ctl->mode = mode;
-    ctl->cfg = *cfg;
+    if (eerl__ctl_config_import(mode, cfg, &ctl->cfg) < 0)
+        goto fail;
+    cfg = &ctl->cfg;
     ctl->peak = governor_peak_mhz;
     ctl->layout = eerl__layout_of(mode);
     ctl->ops = pick_strategy(cfg->strategy, mode);
@@ -648,9 +651,12 @@ int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len
             (unsigned)h.ref_n);
         return EERL_EPARSE;
     }
-    if (h.version != EERL_VERSION_HEX)
+    /* The layout is the state format's (SAVE_MAGIC's last letter changes with it); within one
+     * major version a state saved by another release is read as compatible. */
+    if (h.version >> 16 != EERL_VERSION_MAJOR)
         return refuse(ctl, EERL_EVERSION, why, why_len,
-                      "saved by eerl version 0x%08x, this is 0x%08x: fresh search",
+                      "saved by eerl version 0x%08x, this is 0x%08x (another major version): "
+                      "fresh search",
                       (unsigned)h.version, (unsigned)EERL_VERSION_HEX);
     for (i = 0; i < h.ref_n; i++) {
         eerl_obs o;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "eerl/meter.h"
 #include "eerl/runtime.h"
 #include "eerl/version.h"
+#include "core/config.h"
 #include "runtime/owner.h"
 #include "runtime/resume.h"
 #include "trace/trace.h"
@@ -78,15 +80,30 @@ static int fail(eerl_rt *rt, int e, const char *fmt, ...)
     return e;
 }
 
-int eerl_rt_config_default(eerl_mode mode, eerl_rt_config *ret_cfg)
+/* The end of the last field of 0.2, the first size-tagged release: the shortest struct a caller
+ * may pass. Fields added later go after resume_tag. */
+#define RT_CFG_SIZE_MIN                                                                            \
+    (offsetof(eerl_rt_config, resume_tag) + sizeof(((eerl_rt_config *)0)->resume_tag))
+
+int eerl_rt_config_init(eerl_mode mode, eerl_rt_config *ret_cfg, size_t size)
 {
-    if (!ret_cfg || (unsigned)mode >= EERL_MODE_COUNT)
+    eerl_rt_config c;
+
+    if (!ret_cfg || (unsigned)mode >= EERL_MODE_COUNT || size < RT_CFG_SIZE_MIN)
         return EERL_EINVAL;
-    memset(ret_cfg, 0, sizeof(*ret_cfg));
-    ret_cfg->mode = mode;
-    ret_cfg->allowed_loss = 0.02;
-    ret_cfg->strategy = EERL_STRATEGY_PAPER;
+    memset(&c, 0, sizeof(c));
+    c.size = size < sizeof(c) ? size : sizeof(c);
+    c.mode = mode;
+    c.allowed_loss = 0.02;
+    c.strategy = EERL_STRATEGY_PAPER;
+    memcpy(ret_cfg, &c, c.size);
     return 0;
+}
+
+/* The function behind the header's macro, for bindings that call the symbol. */
+int(eerl_rt_config_default)(eerl_mode mode, eerl_rt_config *ret_cfg)
+{
+    return eerl_rt_config_init(mode, ret_cfg, sizeof(*ret_cfg));
 }
 
 static double now(const eerl_rt *rt)
@@ -360,7 +377,8 @@ static int init_controller(eerl_rt *rt, const eerl_rt_config *cfg, unsigned char
     int e;
 
     if (cfg->ctl_cfg) {
-        cc = *cfg->ctl_cfg;
+        if (eerl__ctl_config_import(cfg->mode, cfg->ctl_cfg, &cc) < 0)
+            return eerl_ctl_config_check(cfg->ctl_cfg, why, why_len);
     } else {
         eerl_ctl_config_default(cfg->mode, &cc);
         cc.allowed_loss = cfg->allowed_loss;
@@ -526,9 +544,11 @@ static int start_sampling(eerl_rt *rt, const eerl_rt_config *cfg, char *why, siz
     return 0;
 }
 
-int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
+int eerl_rt_new(eerl_device *dev, const eerl_rt_config *caller_cfg, char *why, size_t why_len,
                 eerl_rt **ret_rt)
 {
+    const eerl_rt_config *cfg = caller_cfg;
+    eerl_rt_config full;
     unsigned char *saved = NULL;
     size_t saved_len = 0;
     char dummy[8];
@@ -545,6 +565,19 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t w
         snprintf(why, why_len, "no device, configuration or result pointer");
         return EERL_EINVAL;
     }
+    /* This release's struct: the defaults (the mode's field is the caller's), then the caller's
+     * fields, all of them or the first cfg->size bytes of a shorter (older) struct. */
+    if (cfg->size < RT_CFG_SIZE_MIN || cfg->size > sizeof(*cfg)) {
+        snprintf(why, why_len,
+                 "configuration size %zu is not one this eerl reads (%zu to %zu): start from "
+                 "eerl_rt_config_default",
+                 cfg->size, (size_t)RT_CFG_SIZE_MIN, sizeof(*cfg));
+        return EERL_EINVAL;
+    }
+    (void)eerl_rt_config_init(EERL_MODE_COLOCATED, &full, sizeof(full));
+    memcpy(&full, cfg, cfg->size);
+    full.size = sizeof(full);
+    cfg = &full;
     e = check_config(dev, cfg, why, why_len);
     if (e < 0)
         return e;

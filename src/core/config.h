@@ -1,0 +1,12 @@
+/* Internal side of the configuration (config.c): reading a caller's size-tagged
+ * eerl_ctl_config into this release's struct. */
+#ifndef EERL_CORE_CONFIG_H
+#define EERL_CORE_CONFIG_H
+
+#include "eerl/core.h"
+
+/* *ret_cfg = the mode's defaults overwritten by the first in->size bytes of *in, with size set
+ * to this release's. EERL_EINVAL when in->size is not a size this release reads. */
+int eerl__ctl_config_import(eerl_mode mode, const eerl_ctl_config *in, eerl_ctl_config *ret_cfg);
+
+#endif

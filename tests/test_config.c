@@ -1,0 +1,172 @@
+/* Configuration structs and the ABI (src/core/config.c, src/runtime/session.c): eerl_ctl_config
+ * and eerl_rt_config are size-tagged. The defaults set the size; a caller's shorter struct
+ * (down to the first tagged release's fields) is read with the defaults for the rest and builds
+ * the same controller; an unknown size (0, too small, larger than this release's) is refused
+ * with EERL_EINVAL and a message naming it, by the check, the controller and the session. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eerl/core.h"
+#include "eerl/error.h"
+#include "eerl/runtime.h"
+#include "eerl/twin.h"
+#include "synth_stream.h"
+#include "testutil.h"
+
+#define CTL_MIN                                                                                    \
+    (offsetof(eerl_ctl_config, group_names) + sizeof(((eerl_ctl_config *)0)->group_names))
+#define RT_MIN (offsetof(eerl_rt_config, resume_tag) + sizeof(((eerl_rt_config *)0)->resume_tag))
+
+static void test_defaults_set_the_size(void **state)
+{
+    eerl_ctl_config c;
+    eerl_rt_config r;
+
+    (void)state;
+    memset(&c, 0xab, sizeof(c));
+    assert_int_equal(eerl_ctl_config_default(EERL_MODE_DRAINED, &c), 0);
+    assert_int_equal(c.size, sizeof(c));
+    assert_int_equal(c.idle_mhz, 345);
+    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
+    memset(&r, 0xab, sizeof(r));
+    assert_int_equal(eerl_rt_config_default(EERL_MODE_DRAINED, &r), 0);
+    assert_int_equal(r.size, sizeof(r));
+    assert_int_equal(r.mode, EERL_MODE_DRAINED);
+    /* The function of the macro's name, as a binding calls it, does the same. */
+    memset(&c, 0, sizeof(c));
+    assert_int_equal((eerl_ctl_config_default)(EERL_MODE_COLOCATED, &c), 0);
+    assert_int_equal(c.size, sizeof(c));
+    /* Too small a struct for even the first tagged release's fields. */
+    assert_int_equal(eerl_ctl_config_init(EERL_MODE_COLOCATED, &c, CTL_MIN - 1), EERL_EINVAL);
+    assert_int_equal(eerl_rt_config_init(EERL_MODE_COLOCATED, &r, RT_MIN - 1), EERL_EINVAL);
+}
+
+/* A caller built with a shorter struct: init writes only its bytes, and the controller built
+ * from it decides as one built from this release's struct. */
+static void test_shorter_struct_is_read(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), i;
+    unsigned char *buf = malloc(sizeof(eerl_ctl_config) + 16);
+    eerl_ctl_config *shortc = (eerl_ctl_config *)buf, full;
+    eerl_ctl *a = NULL, *b = NULL;
+    struct synth s;
+
+    (void)state;
+    assert_non_null(buf);
+    memset(buf, 0x5a, sizeof(eerl_ctl_config) + 16);
+    assert_int_equal(eerl_ctl_config_init(EERL_MODE_COLOCATED, shortc, CTL_MIN), 0);
+    assert_int_equal(shortc->size, CTL_MIN);
+    for (i = CTL_MIN; i < sizeof(eerl_ctl_config) + 16; i++)
+        assert_int_equal(buf[i], 0x5a);
+    shortc->strategy = EERL_STRATEGY_EERL;
+    assert_int_equal(eerl_ctl_config_check(shortc, NULL, 0), 0);
+    eerl_ctl_config_default(EERL_MODE_COLOCATED, &full);
+    full.strategy = EERL_STRATEGY_EERL;
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, shortc, clocks, nc, 1980, &a), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &full, clocks, nc, 1980, &b), 0);
+    synth_init(&s, EERL_MODE_COLOCATED, 3);
+    for (i = 0; i < 80; i++) {
+        eerl_setting sa, sb;
+        eerl_obs o;
+        assert_int_equal(eerl_ctl_setting(a, &sa), 0);
+        assert_int_equal(eerl_ctl_setting(b, &sb), 0);
+        assert_true(eerl_setting_equal(&sa, &sb));
+        o = synth_step(&s, &sa);
+        assert_int_equal(eerl_ctl_observe(a, &o, &sa), 0);
+        assert_int_equal(eerl_ctl_observe(b, &o, &sb), 0);
+        assert_true(eerl_setting_equal(&sa, &sb));
+    }
+    eerl_ctl_free(a);
+    eerl_ctl_free(b);
+    free(buf);
+}
+
+static void test_unknown_sizes_are_refused(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    const size_t bad[] = {0, CTL_MIN - 1, sizeof(eerl_ctl_config) + 8};
+    eerl_ctl_config c;
+    eerl_ctl *ctl = (eerl_ctl *)0x1;
+    char why[200];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[64];
+        eerl_ctl_config_default(EERL_MODE_COLOCATED, &c);
+        c.size = bad[i];
+        why[0] = '\0';
+        assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+        snprintf(want, sizeof(want), "configuration size %zu ", bad[i]);
+        assert_non_null(strstr(why, want));
+        assert_non_null(strstr(why, "eerl_ctl_config_default"));
+        assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl),
+                         EERL_EINVAL);
+        assert_ptr_equal(ctl, (eerl_ctl *)0x1);
+    }
+}
+
+static void test_session_refuses_unknown_sizes(void **state)
+{
+    struct eerl_twin_config tc;
+    eerl_twin_preset *p = NULL;
+    eerl_twin *tw = NULL;
+    eerl_device *dev = NULL;
+    eerl_rt_config rc;
+    eerl_ctl_config cc;
+    eerl_rt *rt = (eerl_rt *)0x1;
+    char why[300];
+
+    (void)state;
+    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p), 0);
+    memset(&tc, 0, sizeof(tc));
+    tc.mode = EERL_MODE_COLOCATED;
+    tc.n_gen = 2;
+    tc.size = 'M';
+    tc.seed = 7;
+    assert_int_equal(eerl_twin_new(p, &tc, &tw), 0);
+    assert_int_equal(eerl_twin_device(tw, &dev), 0);
+    eerl_rt_config_default(EERL_MODE_COLOCATED, &rc);
+    rc.gen_gpus[0] = 0;
+    rc.gen_gpus[1] = 1;
+    rc.n_gen = 2;
+    rc.observe_only = 1;
+    rc.size = 0;
+    assert_int_equal(eerl_rt_new(dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "configuration size 0 "));
+    assert_ptr_equal(rt, (eerl_rt *)0x1);
+    /* A controller configuration of an unknown size inside a good session configuration. */
+    rc.size = sizeof(rc);
+    eerl_ctl_config_default(EERL_MODE_COLOCATED, &cc);
+    cc.size = 3;
+    rc.ctl_cfg = &cc;
+    assert_int_equal(eerl_rt_new(dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "configuration size 3 "));
+    /* And with both right, the session opens. */
+    cc.size = sizeof(cc);
+    assert_int_equal(eerl_rt_new(dev, &rc, why, sizeof(why), &rt), 0);
+    eerl_rt_free(rt);
+    eerl_twin_free(tw);
+    eerl_twin_preset_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_set_the_size),
+        cmocka_unit_test(test_shorter_struct_is_read),
+        cmocka_unit_test(test_unknown_sizes_are_refused),
+        cmocka_unit_test(test_session_refuses_unknown_sizes),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_cleanup();
+    return r;
+}

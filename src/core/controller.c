@@ -244,10 +244,15 @@ void eerl__ctl_set_fit_floor(eerl_ctl *ctl, double min_t)
     ctl->pred_min_t = min_t;
 }
 
+static eerl_ctl_state state_of(const eerl_ctl *ctl)
+{
+    return ctl->after != EERL__AFTER_NONE ? eerl__ctl_after_state(ctl) : ctl->ops->state(ctl->st);
+}
+
 /* Stamps the events of this observation with the state and request that followed it. */
 static void ev_finish(eerl_ctl *ctl)
 {
-    eerl_ctl_state st = ctl->ops->state(ctl->st);
+    eerl_ctl_state st = state_of(ctl);
     size_t i;
 
     for (i = ctl->ev_mark; i < ctl->ev_n; i++) {
@@ -401,7 +406,10 @@ int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next)
         usable = 0;
     }
     next = ctl->next;
-    ctl->ops->observe(ctl, ctl->st, obs, usable, &next);
+    if (ctl->after == EERL__AFTER_NONE)
+        ctl->ops->observe(ctl, ctl->st, obs, usable, &next);
+    else if (usable)
+        eerl__ctl_after_observe(ctl, obs, &next);
     ctl->next = next;
     ev_finish(ctl);
     *ret_next = next;
@@ -441,7 +449,7 @@ int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_status)
     memset(&s, 0, sizeof(s));
     s.mode = ctl->mode;
     s.strategy = ctl->cfg.strategy;
-    s.state = ctl->ops->state(ctl->st);
+    s.state = state_of(ctl);
     s.setting = ctl->next;
     s.locked = ctl->locked;
     s.locked_setting = ctl->locked_setting;

@@ -14,6 +14,13 @@
 
 #define EERL__EVENTS_CAP 256
 
+enum {
+    EERL__AFTER_NONE = 0, /* the strategy runs the updates */
+    EERL__AFTER_WATCH,    /* locked: the monitoring window */
+    EERL__AFTER_REFRESH,  /* locked: governor updates refresh the reference */
+    EERL__AFTER_DONE,     /* nothing qualified: the governor is kept */
+};
+
 struct eerl__monitor;
 
 struct eerl_ctl {
@@ -41,7 +48,10 @@ struct eerl_ctl {
     size_t ev_head, ev_n, ev_mark;
     uint64_t ev_dropped;
 
-    /* After lock: the monitoring window (monitor.c) of the strategies that use it. */
+    /* After lock (lifecycle.c), for the strategies with a judge: where the controller is
+     * (EERL__AFTER_*), the refresh's count, and the monitoring window (monitor.c). */
+    int after;
+    unsigned after_count;
     struct eerl__monitor *mon;
 
     uint64_t cur_update;
@@ -78,6 +88,14 @@ void eerl__ctl_set_block(struct eerl_ctl *ctl, unsigned updates);
 /* The shortest phase time the reference fit uses (eerl__pred_fit_sel's min_t; 0 = the paper's
  * fit); set by a strategy's init, before any reference. */
 void eerl__ctl_set_fit_floor(struct eerl_ctl *ctl, double min_t);
+
+/* After lock (lifecycle.c): a strategy with a judge hands the updates over at its lock; the
+ * controller monitors the locked setting (governor_kept: nothing qualified, the governor stays
+ * and is not monitored). after_state is the state while it does; after_observe takes one
+ * usable update. */
+void eerl__ctl_watch(struct eerl_ctl *ctl, int governor_kept);
+eerl_ctl_state eerl__ctl_after_state(const struct eerl_ctl *ctl);
+void eerl__ctl_after_observe(struct eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *next);
 
 /* Adds a governor observation to the references and refits the predictor. */
 void eerl__ctl_ref_add(struct eerl_ctl *ctl, const eerl_obs *obs);

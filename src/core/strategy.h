@@ -13,6 +13,8 @@
 #include "eerl/core.h"
 
 struct eerl_ctl;
+struct eerl__acc;
+struct eerl__ratios;
 
 struct eerl__strategy_ops {
     const char *name;
@@ -29,6 +31,14 @@ struct eerl__strategy_ops {
     /* Optional (eerl_ctl_restore): the saved references are back in the controller; start from
      * the saved lock (NULL: none) and write the setting for the first update to *next. */
     int (*restore)(struct eerl_ctl *ctl, void *st, const eerl_setting *locked, eerl_setting *next);
+    /* The judge (strategies that hand the life cycle after lock to the controller,
+     * eerl__ctl_watch): the ratios of a setting's updates against the governor, as this mode
+     * estimates them (search.c's eerl__judge_*). */
+    void (*judge)(const struct eerl_ctl *ctl, const eerl_setting *s, const struct eerl__acc *a,
+                  struct eerl__ratios *r);
+    /* After lock the monitor moves only the groups not at the governor, and a lock moved to
+     * the governor ends the monitoring (drained); 0: both groups (sync). */
+    int monitor_own_groups;
 };
 
 /* The paper's strategies (strategy_sync.c, strategy_drained.c, strategy_inflight.c). */

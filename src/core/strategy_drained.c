@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/monitor.h"
 #include "core/search.h"
 
-enum { DR_CAL, DR_TRIAL, DR_GAP, DR_CONFIRM, DR_LOCKED, DR_REFRESH, DR_DONE };
+/* DR_LOCKED: the search is over; the controller runs the updates (lifecycle.c). */
+enum { DR_CAL, DR_TRIAL, DR_GAP, DR_CONFIRM, DR_LOCKED };
 
 struct drained_st {
     int phase;
@@ -49,8 +49,6 @@ static eerl_ctl_state dr_state(const void *vst)
         return st->pending_confirm ? EERL_STATE_CONFIRMING : EERL_STATE_SEARCHING;
     case DR_CONFIRM:
         return EERL_STATE_CONFIRMING;
-    case DR_REFRESH:
-        return EERL_STATE_MONITORING;
     default:
         return EERL_STATE_LOCKED;
     }
@@ -98,8 +96,8 @@ static void go_pending(struct eerl_ctl *ctl, struct drained_st *st, eerl_setting
 static void lock(struct eerl_ctl *ctl, struct drained_st *st, const eerl_setting *s,
                  eerl_setting *next, const char *why)
 {
-    st->phase = eerl_setting_is_governor(s) ? DR_DONE : DR_LOCKED;
-    eerl__monitor_clear(ctl->mon);
+    st->phase = DR_LOCKED;
+    eerl__ctl_watch(ctl, eerl_setting_is_governor(s));
     eerl__ctl_lock(ctl, s, next, why);
 }
 
@@ -163,56 +161,6 @@ static void advance(struct eerl_ctl *ctl, struct drained_st *st, eerl_verdict v,
         go_pending(ctl, st, next);
     } else {
         end_round(ctl, st, NULL, 0, next);
-    }
-}
-
-static void start_refresh(struct eerl_ctl *ctl, struct drained_st *st, eerl_setting *next,
-                          const char *why)
-{
-    st->phase = DR_REFRESH;
-    eerl__refresh_begin(ctl, &ctl->locked_setting, &st->count, next, why);
-}
-
-static void on_locked(struct eerl_ctl *ctl, struct drained_st *st, const eerl_obs *obs,
-                      eerl_setting *next)
-{
-    struct eerl__acc sum;
-    struct eerl__ratios r;
-    eerl_setting nv;
-    eerl_event *ev;
-    char why[EERL_REASON_MAX], b[48];
-    unsigned adjustable = 0;
-    int act, g;
-
-    act = eerl__monitor_add(ctl->mon, ctl, obs, &sum);
-    if (act == EERL__MON_REFRESH) {
-        start_refresh(ctl, st, next, "work outside the predictor's range repeatedly");
-        return;
-    }
-    if (act == EERL__MON_NONE) {
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked at %s; window %u/%u",
-                       eerl__setting_str(&ctl->locked_setting, b, sizeof(b)), ctl->mon->n,
-                       ctl->cfg.monitor_window);
-        return;
-    }
-    judge(ctl, &ctl->locked_setting, &sum, &r);
-    for (g = 0; g < 2; g++)
-        if (ctl->locked_setting.mhz[g] != EERL_CLOCK_GOVERNOR)
-            adjustable |= 1u << g;
-    act = eerl__monitor_decide(ctl->mon, ctl, &ctl->locked_setting, adjustable, &r,
-                               ctl->cfg.feedback_step_mhz, ctl->cfg.feedback_big_step_mhz, &nv, why,
-                               sizeof(why));
-    ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &ctl->locked_setting, "%s", why);
-    eerl__event_set(ev, &r, sum.n,
-                    act == EERL__MON_RAISE || act == EERL__MON_REFRESH_ENERGY ? EERL_VERDICT_FAIL
-                                                                              : EERL_VERDICT_PASS);
-    if (act == EERL__MON_RAISE || act == EERL__MON_LOWER) {
-        eerl__monitor_reset(ctl->mon);
-        eerl__ctl_adjust(ctl, &nv, next, "%s", why);
-        if (eerl_setting_is_governor(&nv))
-            st->phase = DR_DONE;
-    } else if (act == EERL__MON_REFRESH_ENERGY) {
-        start_refresh(ctl, st, next, "no saving against the reference");
     }
 }
 
@@ -314,15 +262,7 @@ static void dr_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         advance(ctl, st, v, next);
         return;
     }
-    case DR_LOCKED:
-        on_locked(ctl, st, obs, next);
-        return;
-    case DR_REFRESH:
-        if (eerl__refresh_step(ctl, obs, &st->count, ctl->mon, &ctl->locked_setting, next))
-            st->phase = DR_LOCKED;
-        return;
-    default:
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor kept: no setting qualified");
+    default: /* DR_LOCKED: the controller has the updates */
         return;
     }
 }
@@ -332,4 +272,6 @@ const struct eerl__strategy_ops eerl__strategy_drained = {
     .st_size = sizeof(struct drained_st),
     .observe = dr_observe,
     .state = dr_state,
+    .judge = judge,
+    .monitor_own_groups = 1,
 };

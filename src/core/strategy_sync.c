@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/monitor.h"
 #include "core/search.h"
 
-enum { SY_CAL, SY_TRIAL, SY_GAP, SY_CONFIRM, SY_LOCKED, SY_REFRESH, SY_DONE };
+/* SY_LOCKED: the search is over; the controller runs the updates (lifecycle.c). */
+enum { SY_CAL, SY_TRIAL, SY_GAP, SY_CONFIRM, SY_LOCKED };
 
 struct sync_st {
     int phase;
@@ -36,8 +36,6 @@ static eerl_ctl_state sync_state(const void *vst)
                                                           : EERL_STATE_SEARCHING;
     case SY_CONFIRM:
         return EERL_STATE_CONFIRMING;
-    case SY_REFRESH:
-        return EERL_STATE_MONITORING;
     default:
         return EERL_STATE_LOCKED;
     }
@@ -142,8 +140,8 @@ static void lock(struct eerl_ctl *ctl, struct sync_st *st, const eerl_setting *s
     eerl_setting gov;
 
     memset(&gov, 0, sizeof(gov));
-    st->phase = s ? SY_LOCKED : SY_DONE;
-    eerl__monitor_clear(ctl->mon);
+    st->phase = SY_LOCKED;
+    eerl__ctl_watch(ctl, s == NULL);
     eerl__ctl_lock(ctl, s ? s : &gov, next, why);
 }
 
@@ -171,48 +169,12 @@ static void advance(struct eerl_ctl *ctl, struct sync_st *st, const eerl_setting
     }
 }
 
-static void start_refresh(struct eerl_ctl *ctl, struct sync_st *st, eerl_setting *next,
-                          const char *why)
+/* Section 6.1: per-phase ratios at the observed work applied to the governor references. */
+static void sync_judge(const struct eerl_ctl *ctl, const eerl_setting *s, const struct eerl__acc *a,
+                       struct eerl__ratios *r)
 {
-    st->phase = SY_REFRESH;
-    eerl__refresh_begin(ctl, &ctl->locked_setting, &st->count, next, why);
-}
-
-static void on_locked(struct eerl_ctl *ctl, struct sync_st *st, const eerl_obs *obs,
-                      eerl_setting *next)
-{
-    struct eerl__acc sum;
-    struct eerl__ratios r;
-    eerl_setting nv;
-    eerl_event *ev;
-    char why[EERL_REASON_MAX], b[48];
-    int act;
-
-    act = eerl__monitor_add(ctl->mon, ctl, obs, &sum);
-    if (act == EERL__MON_REFRESH) {
-        start_refresh(ctl, st, next, "work outside the predictor's range repeatedly");
-        return;
-    }
-    if (act == EERL__MON_NONE) {
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked at %s; window %u/%u",
-                       eerl__setting_str(&ctl->locked_setting, b, sizeof(b)), ctl->mon->n,
-                       ctl->cfg.monitor_window);
-        return;
-    }
-    eerl__judge_parts(ctl, &sum, &r);
-    act = eerl__monitor_decide(ctl->mon, ctl, &ctl->locked_setting, 3u, &r,
-                               ctl->cfg.feedback_step_mhz, ctl->cfg.feedback_big_step_mhz, &nv, why,
-                               sizeof(why));
-    ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &ctl->locked_setting, "%s", why);
-    eerl__event_set(ev, &r, sum.n,
-                    act == EERL__MON_RAISE || act == EERL__MON_REFRESH_ENERGY ? EERL_VERDICT_FAIL
-                                                                              : EERL_VERDICT_PASS);
-    if (act == EERL__MON_RAISE || act == EERL__MON_LOWER) {
-        eerl__monitor_reset(ctl->mon);
-        eerl__ctl_adjust(ctl, &nv, next, "%s", why);
-    } else if (act == EERL__MON_REFRESH_ENERGY) {
-        start_refresh(ctl, st, next, "no saving against the reference");
-    }
+    (void)s;
+    eerl__judge_parts(ctl, a, r);
 }
 
 static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
@@ -315,15 +277,7 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
         advance(ctl, st, &st->cand, v, &r, next);
         return;
     }
-    case SY_LOCKED:
-        on_locked(ctl, st, obs, next);
-        return;
-    case SY_REFRESH:
-        if (eerl__refresh_step(ctl, obs, &st->count, ctl->mon, &ctl->locked_setting, next))
-            st->phase = SY_LOCKED;
-        return;
-    default:
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor kept: no setting qualified");
+    default: /* SY_LOCKED: the controller has the updates */
         return;
     }
 }
@@ -333,4 +287,5 @@ const struct eerl__strategy_ops eerl__strategy_sync = {
     .st_size = sizeof(struct sync_st),
     .observe = sync_observe,
     .state = sync_state,
+    .judge = sync_judge,
 };

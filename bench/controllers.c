@@ -9,7 +9,9 @@
  * budget against the horizon are told the run's length. Progress on stderr. Prints figures;
  * never fails on how they compare.
  *
- *   bench_controllers [SEEDS]   (default 8) */
+ *   bench_controllers [SEEDS] [--noise fitted]   (default 8 seeds, no per-update noise; with
+ *   --noise fitted the governor and controller runs carry the twin's fitted per-update noise,
+ *   docs/twin.md; the oracle's search stays on the noise-free twin) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,8 @@ static const struct strat strats[] = {
 #define NSTRAT (sizeof(strats) / sizeof(strats[0]))
 #define SEEDS_MAX 64
 
+static unsigned noise = EERL_TWIN_NOISE_NONE; /* --noise */
+
 static double wall(void)
 {
     struct timespec ts;
@@ -76,6 +80,7 @@ static int run(const eerl_twin_preset *p, const struct row *row, uint64_t seed, 
     c.updates = row->updates;
     c.seed = seed;
     c.divergence = 0;
+    c.noise = noise;
     c.controller = controller;
     c.allowed_loss = 0.02;
     c.strategy = s;
@@ -93,15 +98,27 @@ int main(int argc, char **argv)
 {
     eerl_twin_preset *p = NULL;
     unsigned n_seeds = 8;
+    int ai;
     size_t r, k, si;
     double t_all = wall();
     int e;
 
-    if (argc > 1) {
+    for (ai = 1; ai < argc; ai++) {
         char *end;
-        unsigned long v = strtoul(argv[1], &end, 10);
+        unsigned long v;
+
+        if (!strcmp(argv[ai], "--noise")) {
+            if (ai + 1 >= argc || eerl_twin_noise_parse(argv[ai + 1], &noise) < 0) {
+                fprintf(stderr, "bench_controllers: --noise takes none or fitted, got '%s'\n",
+                        ai + 1 < argc ? argv[ai + 1] : "");
+                return 2;
+            }
+            ai++;
+            continue;
+        }
+        v = strtoul(argv[ai], &end, 10);
         if (*end || v < 1 || v > SEEDS_MAX) {
-            fprintf(stderr, "bench_controllers: seeds '%s' must be 1-%d\n", argv[1], SEEDS_MAX);
+            fprintf(stderr, "bench_controllers: seeds '%s' must be 1-%d\n", argv[ai], SEEDS_MAX);
             return 2;
         }
         n_seeds = (unsigned)v;
@@ -112,8 +129,8 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("controllers side by side: Qwen3-30B-A3B on H100, %u seeds per mode, allowed loss 2%%, "
-           "divergence 0 (matched workloads)\n\n",
-           n_seeds);
+           "divergence 0 (matched workloads)%s\n\n",
+           n_seeds, noise ? ", per-update noise fitted" : "");
     printf("%-19s %-14s | %8s %9s | %7s | %7s | %-16s | %s\n", "config", "strategy", "saving", "dq",
            "within", "capture", "locked", "lock at (median)");
     for (r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {

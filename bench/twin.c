@@ -18,7 +18,8 @@ static double wall(void)
 
 int main(void)
 {
-    struct eerl_twin_config cfg = {EERL_MODE_DISAGGREGATED, 8, 32, 'L', 1, 0, 0.025};
+    struct eerl_twin_config cfg = {EERL_MODE_DISAGGREGATED, 8, 32, 'L', 1, 0, 0.025,
+                                   EERL_TWIN_NOISE_NONE};
     eerl_twin_preset *p = NULL;
     eerl_twin *t = NULL;
     eerl_device *dev = NULL;

@@ -34,7 +34,7 @@ static void usage(FILE *out)
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json]\n"
-            "                [--divergence 0.025]\n"
+            "                [--divergence 0.025] [--noise none]\n"
             "                [--save-state DIR] [--resume-from DIR]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster with matched seeds, both through the runtime session (meter, actuator and\n"
@@ -50,6 +50,8 @@ static void usage(FILE *out)
             "  --trace DIR: writes DIR/seed<N>-governor.jsonl and DIR/seed<N>-controller.jsonl\n"
             "               (eerl replay / eerl analyze / eerl report read them)\n"
             "  --divergence: run-to-run spread of log throughput between runs of one seed\n"
+            "  --noise: per-update noise the work cannot explain: none (default) or fitted\n"
+            "              (the preset's phase-level noise, docs/twin.md)\n"
             "  --strategy: %s\n"
             "              (default eerl: run-level budget; paper: the faithful EE-RL controller)\n"
             "              (oracle: the best static setting found offline, held from update 1)\n"
@@ -70,7 +72,7 @@ static int known(const char *opt)
                                        "--alloc",      "--size",         "--trace",
                                        "--strategy",   "--updates",      "--seeds",
                                        "--divergence", "--allowed-loss", "--expected-updates",
-                                       "--save-state", "--resume-from"};
+                                       "--noise",      "--save-state",   "--resume-from"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -164,6 +166,7 @@ int eerl_cmd_sim(int argc, char **argv)
     unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0;
     int oracle_run = 0, have_oracle = 0;
     double loss = 0.02, divergence = 0.025;
+    unsigned noise = EERL_TWIN_NOISE_NONE;
     int json = 0, rc = EERL_EXIT_USAGE, e, i, made_dir = 0, alloc_given = 0;
     eerl_twin_mode mode;
     eerl_strategy strategy;
@@ -228,6 +231,11 @@ int eerl_cmd_sim(int argc, char **argv)
         } else if (!strcmp(a, "--seeds")) {
             if (eerl_cli_parse_uint(CMD, "--seeds", v, 1, SEEDS_MAX, &n_seeds) < 0)
                 return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--noise")) {
+            if (eerl_twin_noise_parse(v, &noise) < 0) {
+                eerl_cli_err(CMD, "unknown noise model '%s'; valid: none, fitted", v);
+                return EERL_EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--divergence")) {
             if (eerl_cli_parse_double(CMD, "--divergence", v, 0, 0.5, &divergence) < 0)
                 return EERL_EXIT_USAGE;
@@ -359,6 +367,7 @@ int eerl_cmd_sim(int argc, char **argv)
         c.updates = (unsigned)updates;
         c.seed = seeds[k];
         c.divergence = divergence;
+        c.noise = noise;
         c.allowed_loss = loss;
         c.strategy = strategy;
         c.expected_updates = (unsigned)expected;
@@ -381,9 +390,9 @@ int eerl_cmd_sim(int argc, char **argv)
             snprintf(meta, sizeof(meta),
                      "{\"role\":\"%s\",\"seed\":%llu,\"model\":\"%s\",\"gpu\":\"%s\","
                      "\"alloc\":\"%s\",\"size\":\"%s\",\"updates\":%lu,\"divergence\":%.17g,"
-                     "\"backend\":\"twin\"}",
+                     "%s\"backend\":\"twin\"}",
                      role ? "controller" : "governor", (unsigned long long)seeds[k], model, gpu,
-                     alloc, size, updates, divergence);
+                     alloc, size, updates, divergence, noise ? "\"noise\":\"fitted\"," : "");
             c.trace_path = trace ? path[role] : NULL;
             c.trace_run_json = meta;
             e = eerl__sim_run(&c, role ? &ctl[k] : &gov[k], why, sizeof(why));

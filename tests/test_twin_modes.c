@@ -27,7 +27,7 @@
 static eerl_twin *mk(const eerl_twin_preset *p, eerl_twin_mode mode, unsigned ng, unsigned nt,
                      char size, uint64_t seed)
 {
-    struct eerl_twin_config c = {mode, ng, nt, size, seed, 0, 0.0};
+    struct eerl_twin_config c = {mode, ng, nt, size, seed, 0, 0.0, EERL_TWIN_NOISE_NONE};
     eerl_twin *t = NULL;
 
     assert_int_equal(eerl_twin_new(p, &c, &t), 0);
@@ -261,7 +261,7 @@ static void test_inflight_rendezvous_pause_and_no_wake(void **state)
 static void test_expected_agrees_with_sampled_async_runs(void **state)
 {
     json_t *root = json_loads(eerl_twin_embedded_params(), 0, NULL);
-    struct eerl_twin_config c = {EERL_TWIN_DRAINED, 8, 24, 'M', 0, 0, 0.0};
+    struct eerl_twin_config c = {EERL_TWIN_DRAINED, 8, 24, 'M', 0, 0, 0.0, EERL_TWIN_NOISE_NONE};
     struct eerl_twin_totals g, q;
     eerl_twin_preset *p = NULL;
     double dq, sv, lq = 0, le = 0;
@@ -481,7 +481,7 @@ static void test_meter_on_twin_device(void **state)
 static void test_expected_agrees_with_sampled_runs(void **state)
 {
     eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
-    struct eerl_twin_config c = {EERL_TWIN_COLOCATED, 32, 0, 'M', 0, 0, 0.0};
+    struct eerl_twin_config c = {EERL_TWIN_COLOCATED, 32, 0, 'M', 0, 0, 0.0, EERL_TWIN_NOISE_NONE};
     struct eerl_twin_totals g, q;
     double dq, sv, lq = 0, le = 0;
     unsigned s, n = 6;

@@ -89,7 +89,7 @@ class Twin:
 class Config(ctypes.Structure):
     _fields_ = [("mode", ctypes.c_int), ("n_gen", ctypes.c_uint), ("n_train", ctypes.c_uint),
                 ("size", ctypes.c_char), ("seed", ctypes.c_uint64), ("run_id", ctypes.c_uint64),
-                ("divergence", ctypes.c_double)]
+                ("divergence", ctypes.c_double), ("noise", ctypes.c_uint)]
 
 
 class Totals(ctypes.Structure):

@@ -74,7 +74,17 @@ struct eerl_twin_config {
     uint64_t seed;
     uint64_t run_id; /* distinguishes runs that share a seed (their divergence streams) */
     double divergence;
+    /* Per-update noise the work cannot explain (docs/twin.md, "Per-update noise"):
+     * EERL_TWIN_NOISE_NONE (0, the default: update time is a function of the work) or
+     * EERL_TWIN_NOISE_FITTED (the preset's fitted phase-level noise, keyed by seed and run_id). */
+    unsigned noise;
 };
+
+#define EERL_TWIN_NOISE_NONE 0u
+#define EERL_TWIN_NOISE_FITTED 1u
+
+/* "none" or "fitted" to EERL_TWIN_NOISE_*; EERL_ENOENT for another name. */
+EERL_EXPORT int eerl_twin_noise_parse(const char *name, unsigned *ret_noise);
 
 /* Checks the allocation fits the mode (colocated: n_gen >= 1, n_train == 0; others both >= 1)
  * and the size is known; copies the preset (the twin does not keep a pointer to it). */

@@ -223,9 +223,13 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     tc.seed = c->seed;
     tc.run_id = c->controller ? 1 : 0;
     tc.divergence = c->divergence;
+    tc.noise = c->noise;
     e = eerl_twin_new(c->preset, &tc, &r.twin);
     if (e < 0) {
-        snprintf(why, len, "simulated cluster: %s", eerl_strerror(e));
+        snprintf(why, len, "simulated cluster: %s%s", eerl_strerror(e),
+                 c->noise ? " (per-update noise asked for: the preset must have a fitted "
+                            "\"noise\" entry)"
+                          : "");
         return e;
     }
     e = eerl_twin_device(r.twin, &dev);

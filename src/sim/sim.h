@@ -23,6 +23,7 @@ struct eerl__sim_config {
     unsigned updates;
     uint64_t seed;
     double divergence;
+    unsigned noise; /* EERL_TWIN_NOISE_*: per-update noise of the twin (0: none) */
     int controller; /* 0: governor run (observe-only session); 1: controller run */
     double allowed_loss;
     eerl_strategy strategy;

@@ -212,6 +212,29 @@ fail:
     return EERL_EPARSE;
 }
 
+/* Optional "noise" object of a preset (presets.h); absent: the preset has no fitted noise. */
+static int parse_noise(json_t *o, struct eerl__noise *n)
+{
+    memset(n, 0, sizeof(*n));
+    if (!o)
+        return 0;
+    if (!json_is_object(o))
+        return EERL_EPARSE;
+    NUM(o, "gen_rel", 0, 0.5, n->gen_rel);
+    NUM(o, "gen_abs_s", 0, 60, n->gen_abs_s);
+    NUM(o, "gen_root", 0, 10, n->gen_root);
+    NUM(o, "gen_rho", -0.95, 0.95, n->gen_rho);
+    NUM(o, "train_rel", 0, 0.5, n->train_rel);
+    NUM(o, "train_abs_s", 0, 60, n->train_abs_s);
+    NUM(o, "train_root", 0, 10, n->train_root);
+    NUM(o, "train_rho", -0.95, 0.95, n->train_rho);
+    NUM(o, "energy_exp", 0, 1, n->energy_exp);
+    n->have = 1;
+    return 0;
+fail:
+    return EERL_EPARSE;
+}
+
 int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_text,
                          eerl_twin_preset **ret_preset)
 {
@@ -244,7 +267,7 @@ int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_te
     }
     if (parse_gpu(json_object_get(json_object_get(root, "gpus"), gpu), &p->gpu) < 0 ||
         parse_model(json_object_get(json_object_get(root, "models"), model), &p->wl) < 0 ||
-        parse_costs(o, p) < 0)
+        parse_costs(o, p) < 0 || parse_noise(json_object_get(o, "noise"), &p->noise) < 0)
         goto fail;
     {
         static const char sz[] = "SML";

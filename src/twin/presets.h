@@ -24,6 +24,20 @@ struct eerl__costs {
     double c_kv;    /* in-flight: KV recompute per spilled token per generation GPU */
 };
 
+/* Per-update noise of a preset (optional "noise" object; used only when a run asks for it).
+ * Each phase group (generation; log-prob + training) has a log-time deviation of standard
+ * deviation sqrt(abs_s^2 + root^2 t + (rel t)^2) / t at its time t: a fixed part (seconds),
+ * one that grows as the square root of the phase's length (s^1/2: many small independent
+ * delays) and a relative one that dominates long phases; it follows an AR(1) process over
+ * updates with lag-1 correlation rho. Power in the phase scales as factor^(energy_exp - 1), so
+ * energy varies as factor^energy_exp. */
+struct eerl__noise {
+    int have;
+    double gen_rel, gen_abs_s, gen_root, gen_rho;
+    double train_rel, train_abs_s, train_root, train_rho;
+    double energy_exp;
+};
+
 struct eerl_twin_preset {
     char model[32], gpu_name[16];
     struct eerl__gpu gpu;
@@ -34,6 +48,7 @@ struct eerl_twin_preset {
      * traffic) when it differs from the tail term's (gen: the last few sequences); power is
      * gen's. Optional "gen_tok" object of a preset; defaults to gen's b and r. */
     struct eerl__phase_phys ph_tok;
+    struct eerl__noise noise;
     /* Expected batches of updates 0..EERL__EXP_CACHE-1 per size, computed once at load. */
     struct eerl__wl_batch expc[3][EERL__EXP_CACHE];
 };

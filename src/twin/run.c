@@ -28,6 +28,19 @@ int eerl_twin_mode_parse(const char *name, eerl_mode *ret_mode)
     return eerl_mode_from_name(name, ret_mode) < 0 ? EERL_ENOENT : 0;
 }
 
+int eerl_twin_noise_parse(const char *name, unsigned *ret_noise)
+{
+    if (!name || !ret_noise)
+        return EERL_EINVAL;
+    if (!strcmp(name, "none"))
+        *ret_noise = EERL_TWIN_NOISE_NONE;
+    else if (!strcmp(name, "fitted"))
+        *ret_noise = EERL_TWIN_NOISE_FITTED;
+    else
+        return EERL_ENOENT;
+    return 0;
+}
+
 static int alloc_ok(eerl_mode mode, unsigned n_gen, unsigned n_train)
 {
     if ((unsigned)mode > EERL_MODE_INFLIGHT || n_gen == 0 || n_gen > 100000 || n_train > 100000)
@@ -45,6 +58,9 @@ int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config 
     if (!preset || !cfg || !ret_twin || !alloc_ok(cfg->mode, cfg->n_gen, cfg->n_train))
         return EERL_EINVAL;
     if (eerl__wl_size_index(cfg->size) < 0 || !(cfg->divergence >= 0 && cfg->divergence < 1))
+        return EERL_EINVAL;
+    if (cfg->noise > EERL_TWIN_NOISE_FITTED ||
+        (cfg->noise == EERL_TWIN_NOISE_FITTED && !preset->noise.have))
         return EERL_EINVAL;
     t = calloc(1, sizeof(*t));
     if (!t)
@@ -77,6 +93,14 @@ int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config 
         eerl__rng_seed(&r, cfg->seed ^ 0x94d049bb133111ebull, 3);
         t->jit_gen = exp(j * eerl__rng_normal(&r) - 0.5 * j * j);
         t->jit_train = exp(j * eerl__rng_normal(&r) - 0.5 * j * j);
+    }
+    /* Per-update noise: its own stream, keyed by (seed, run id) like the divergence (two runs
+     * of a seed see different noise, as two real runs do); drawn only when asked for, so a run
+     * without it is what it was before. The AR(1) states start from their stationary law. */
+    if (cfg->noise == EERL_TWIN_NOISE_FITTED) {
+        eerl__rng_seed(&t->noise_rng, cfg->seed ^ 0xd6e8feb86659fd93ull, 5000 + cfg->run_id);
+        t->noise_xg = eerl__rng_normal(&t->noise_rng);
+        t->noise_xt = eerl__rng_normal(&t->noise_rng);
     }
     *ret_twin = t;
     return 0;
@@ -168,6 +192,20 @@ int eerl_twin_step(eerl_twin *twin, struct eerl_twin_update *ret_update)
     in.power_scale = twin->power_scale;
     in.gen_jit = twin->jit_gen;
     in.train_jit = twin->jit_train;
+    if (twin->cfg.noise == EERL_TWIN_NOISE_FITTED) {
+        const struct eerl__noise *nz = &twin->p.noise;
+        double zg = eerl__rng_normal(&twin->noise_rng), zt = eerl__rng_normal(&twin->noise_rng);
+
+        if (twin->next_update > 0) {
+            twin->noise_xg =
+                nz->gen_rho * twin->noise_xg + sqrt(1 - nz->gen_rho * nz->gen_rho) * zg;
+            twin->noise_xt =
+                nz->train_rho * twin->noise_xt + sqrt(1 - nz->train_rho * nz->train_rho) * zt;
+        }
+        in.noise = 1;
+        in.noise_zg = twin->noise_xg;
+        in.noise_zt = twin->noise_xt;
+    }
     eerl__cluster_update(&twin->p, &in, &out);
     for (i = 0; i < 2; i++) {
         e = tl_append(&twin->tl[i], &out.pool[i], twin->now);

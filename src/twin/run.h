@@ -27,8 +27,10 @@ struct eerl_twin {
     struct eerl_twin_config cfg;
     struct eerl__wl wl;
     double time_scale, power_scale;
-    double jit_gen, jit_train; /* this seed's pool speed factors (asynchronous modes; 0: none),
-                                * keyed by the seed alone: matched across its settings */
+    double jit_gen, jit_train;  /* this seed's pool speed factors (asynchronous modes; 0: none),
+                                 * keyed by the seed alone: matched across its settings */
+    struct eerl__rng noise_rng; /* per-update noise (cfg.noise), keyed by seed and run id */
+    double noise_xg, noise_xt;  /* its AR(1) states: generation, log-prob + training */
     double now, obs_t;
     unsigned next_update;
     unsigned req_gen, req_train;

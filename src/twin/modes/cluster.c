@@ -25,6 +25,7 @@
  * Waiting GPUs draw eerl__gpu_wait_w at the clock they wait at. In the asynchronous modes each
  * pool's speed spreads from seed to seed (gpu.jitter): a sampled run carries its seed's factors
  * (run.c), the expected evaluation takes E[max] of the rendezvous (eerl__gpu_rendezvous). */
+#include <math.h>
 #include <string.h>
 
 #include "twin/modes/cluster.h"
@@ -90,6 +91,20 @@ static struct act active(const eerl_twin_preset *p, int ph, unsigned req, double
     return a;
 }
 
+/* Mean-one lognormal factor of a phase group of time t: log sd
+ * sqrt(abs^2 + root^2 t + (rel t)^2) / t (presets.h). */
+static double noise_factor(double rel, double abs_s, double root, double t, double z)
+{
+    double s;
+
+    if (!(t > 0))
+        return 1.0;
+    s = sqrt(abs_s * abs_s + root * root * t + rel * rel * t * t) / t;
+    if (s > 0.5) /* a phase of a few milliseconds: keep its factor bounded */
+        s = 0.5;
+    return exp(s * z - 0.5 * s * s);
+}
+
 void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_in *in,
                           struct eerl__cluster_out *out)
 {
@@ -130,6 +145,25 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     rf_g = active(p, EERL_PHASE_REFIT, in->req_gen, k->t_refit, sc);
     rf_t = active(p, EERL_PHASE_REFIT, in->req_train, k->t_refit, sc);
     kv = active(p, EERL_PHASE_GEN, in->req_gen, k->c_kv * kv_tokens / ng, sc);
+    if (in->noise && p->noise.have) {
+        /* What the work cannot explain, per update and phase group; power follows so that
+         * energy varies as factor^energy_exp (stalls draw less). */
+        const struct eerl__noise *nz = &p->noise;
+        double fg =
+            noise_factor(nz->gen_rel, nz->gen_abs_s, nz->gen_root, gen.t + kv.t, in->noise_zg);
+        double ft =
+            noise_factor(nz->train_rel, nz->train_abs_s, nz->train_root, lp.t + tr.t, in->noise_zt);
+        double pg = pow(fg, nz->energy_exp - 1), pt = pow(ft, nz->energy_exp - 1);
+
+        gen.t *= fg;
+        kv.t *= fg;
+        lp.t *= ft;
+        tr.t *= ft;
+        gen.w *= pg;
+        kv.w *= pg;
+        lp.w *= pt;
+        tr.w *= pt;
+    }
     out->gen_eff_mhz = gen.f;
     out->train_eff_mhz = tr.f;
     out->phase_s[EERL_PHASE_GEN] = gen.t + kv.t;

@@ -43,6 +43,11 @@ struct eerl__cluster_in {
      * takes E[max] over their spread (physics.h) instead of the max of two numbers. */
     double gen_jit, train_jit;
     int expected;
+    /* Per-update noise (presets.h struct eerl__noise), sampled runs that ask for it: this
+     * update's standard-normal deviations of generation and of log-prob + training (AR(1) over
+     * updates, run.c), scaled here by the phase's spread at its time. noise 0: none. */
+    int noise;
+    double noise_zg, noise_zt;
 };
 
 struct eerl__cluster_out {

@@ -534,9 +534,10 @@ class RayAdapter(_Adapter):
     (RayAdapter.for_workers(records) takes them from the workers' records), never "every GPU
     node". sockets: {node_id: eerld socket path} where a node's eerld is not at that node's
     default socket ($EERL_SOCKET, else /run/eerl/eerld.sock). A node whose actor dies (its
-    raylet or machine gone) or does not answer within timeout_s raises NodeLost naming it."""
+    raylet or machine gone) or does not answer within timeout_s raises NodeLost naming it
+    (start_timeout_s bounds the actors' start, a new worker process on each node)."""
 
-    def __init__(self, nodes, sockets=None, timeout_s=120.0, ray=None):
+    def __init__(self, nodes, sockets=None, timeout_s=120.0, start_timeout_s=600.0, ray=None):
         if ray is None:
             import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -566,8 +567,8 @@ class RayAdapter(_Adapter):
             actor_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
                 node_id=nid, soft=False)).remote(sockets.get(nid))
             for nid in self.node_ids]
-        try:
-            self.call("ping", {n: {} for n in self.nodes})
+        try:  # a new actor is a new worker process: its start gets a bound of its own
+            self.call("ping", {n: {} for n in self.nodes}, timeout_s=start_timeout_s)
         except BaseException:
             self.close()
             raise
@@ -598,14 +599,15 @@ class RayAdapter(_Adapter):
                              "reaches %s)" % (_worker_name(rec), nid, ", ".join(self.node_ids)))
         return self.node_ids.index(nid)
 
-    def call(self, cmd, per_node):
+    def call(self, cmd, per_node, timeout_s=None):
         from ray.exceptions import GetTimeoutError, RayActorError
+        timeout_s = self.timeout_s if timeout_s is None else float(timeout_s)
         nodes = sorted(per_node)
         gone = [n for n in nodes if n in self.lost]
         if gone:
             raise NodeLost(gone[0], "lost earlier", self.describe(gone[0]))
         refs = [self.actors[n].handle.remote(cmd, per_node[n]) for n in nodes]
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + timeout_s
         results, lost = [], []
         for n, ref in zip(nodes, refs):
             try:
@@ -615,7 +617,7 @@ class RayAdapter(_Adapter):
                     type(e).__name__, (str(e).strip().splitlines() or [""])[-1][:300])))
                 results.append(None)
             except GetTimeoutError:
-                lost.append((n, "no answer to %r within %g s" % (cmd, self.timeout_s)))
+                lost.append((n, "no answer to %r within %g s" % (cmd, timeout_s)))
                 results.append(None)
         if lost:
             for n, _ in lost:

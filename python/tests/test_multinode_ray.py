@@ -9,6 +9,7 @@ small machine); every wait is bounded; nothing here depends on how fast the mach
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -294,3 +295,49 @@ def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_
                 ray.kill(w)
             except Exception:
                 pass
+
+
+def test_a_hung_node_is_lost_after_the_timeout(rc, tmp_path):
+    """The NodeServer actor of one node stops answering (SIGSTOP: a hung process): its eerld
+    resets its GPUs once its heartbeats stop; the session's next boundary raises NodeLost after
+    the adapter's timeout; the other node is released through Ray as usual."""
+    a, b = rc.nodes[0], rc.nodes[1]
+    ws = [ray_workers.Worker.options(
+        num_gpus=2, scheduling_strategy=NodeAffinitySchedulingStrategy(rn.node_id, soft=False))
+        .remote() for rn in rc.ray_nodes[:2]]
+    stopped = None
+    try:
+        recs = multinode.ray_worker_gpus(ws)
+        ad = multinode.RayAdapter.for_workers(recs, timeout_s=10)
+        servers = ad.call("ping", {n: {} for n in ad.nodes})
+        pools = ad.locate({"generation": recs, "training": recs})
+        trace = str(tmp_path / "hung.jsonl")
+        s = multinode.MultiNodeSession(ad, mode="colocated", pools=pools, trace=trace)
+        try:
+            def locked(s):
+                return s.applied_setting()["gen_mhz"] and all(
+                    lo is not None for n in (a, b) for lo, _ in n.locks())
+            assert run_updates(s, 40, until=locked) is not None, (a.locks(), b.locks())
+            stopped = servers[1]["pid"]
+            os.kill(stopped, signal.SIGSTOP)
+            eerld_nodes.wait_for(lambda: b.locks() == [(None, None)] * 2, 90,
+                                 "the hung node's eerld resetting its GPUs (heartbeat timeout)")
+            with pytest.raises(multinode.NodeLost) as e:
+                s.phase_end("generation")
+            msg = str(e.value)
+            assert e.value.node == 1 and rc.ray_nodes[1].node_id in msg and \
+                "no answer to 'step' within 10 s" in msg, msg
+            assert a.locks() == [(None, None)] * 2
+        finally:
+            s.close()
+            ad.close()
+        last = [json.loads(x) for x in open(trace)][-1]
+        assert last["type"] == "node_lost" and last["released"] == [0], last
+    finally:
+        if stopped is not None:
+            try:
+                os.kill(stopped, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for w in ws:
+            ray.kill(w)

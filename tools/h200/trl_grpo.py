@@ -321,11 +321,13 @@ def main():
     def ref_now():
         return prof.wrap("reference", ref_read)() if ref_read else None
 
-    def start_update():
-        state["ref0"] = ref_now()
+    def start_update(ref=None):
+        # the reference is continuous: an update starts at the previous one's end reading
+        state["ref0"] = ref if ref is not None else ref_now()
         state["t_prev"] = time.monotonic()
         if zeus_mon is not None:
             zeus_call(zeus_mon.begin_window, "update", sync_execution=zeus_sync)
+        state["zeus_begin"] = [state["t_prev"], time.monotonic()]  # Zeus's start read in here
         state["zeus_phase"] = {}
 
     s_begin = prof.wrap("eerl_session", session.phase_begin)
@@ -379,12 +381,12 @@ def main():
                and state["ref0"] is not None else None,
                "ref_counter_mj": ref1,
                "zeus": None if zu is None else dict(zu, phases=state["zeus_phase"],
-                                                    sync=zeus_sync),
+                                                    sync=zeus_sync, begin=state["zeus_begin"]),
                "cost": {k: [round(v[0], 7), round(v[1], 7), v[2]] for k, v in cost.items()}}
         log_f.write(json.dumps(rec) + "\n")
         log_f.flush()
         state["update"] += 1
-        start_update()
+        start_update(ref1)
         return r
 
     session.phase_begin = phase_begin

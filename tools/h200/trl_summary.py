@@ -55,11 +55,17 @@ def load(rundir):
         if os.path.exists(path):
             opener = gzip.open if name.endswith(".gz") else open
             with opener(path, "rt") as f:
-                samples = [(float(r["mono"]), float(r["power_inst_w"] or r["power_w"]))
-                           for r in csv.DictReader(f)]
+                samples = [(float(r["mono"]), float(r["power_inst_w"] or r["power_w"]),
+                            int(r["util_gpu"])) for r in csv.DictReader(f)]
             samples.sort()
             break
-    return ups, {r["update"]: r for r in log}, costs, run, samples
+    zeus = None
+    path = os.path.join(rundir, "zeus.csv")
+    if os.path.exists(path):
+        with open(path) as f:
+            zeus = sorted(((r["window_name"], float(r["start_time"]), float(r["elapsed_time"]))
+                           for r in csv.DictReader(f)), key=lambda w: w[1])
+    return ups, {r["update"]: r for r in log}, costs, run, samples, zeus
 
 
 def pct(a, b):
@@ -84,12 +90,25 @@ def power_at(samples, t):
 
 
 def rows_of(ups, log, first):
+    """One row per update from `first` on. The counter reference is the difference of the
+    counter readings taken right after eerl's update mark at this update's end and the previous
+    one's (ref_counter_mj), so the reference is continuous; the first update logged has no
+    previous reading and uses its ref_energy_mj."""
     rows = []
-    for k in sorted(ups):
-        if k < first or k not in log:
+    prev_counter = None
+    for k in sorted(log):
+        r = log[k]
+        counter = r.get("ref_counter_mj")
+        if counter is not None and prev_counter is not None:
+            ref = (counter - prev_counter) / 1000.0
+        elif r.get("ref_energy_mj"):
+            ref = sum(r["ref_energy_mj"]) / 1000.0
+        else:
+            ref = None
+        prev_counter = counter
+        if k < first or k not in ups:
             continue
-        u, r = ups[k], log[k]
-        ref = sum(r["ref_energy_mj"]) / 1000.0 if r.get("ref_energy_mj") else None
+        u = ups[k]
         z = r["zeus"]["energy_j"] if r.get("zeus") else None
         m = r["mono"]  # [previous boundary, before eerl's update_end, after it, after the
         # reference read, after Zeus's end_window]
@@ -142,23 +161,29 @@ def meter_table(rows, samples):
               % (name, len(xs), sa, sb, pct(sa, sb), out[name]["median_abs"],
                  out[name]["max_abs"], out[name]["over"], "%.2f" % c if c is not None else "-"))
     print()
-    # What the boundary offsets are worth: energy the later reader puts in this update that
-    # eerl puts in the next (power at the boundary x offset), against the measured difference.
-    if samples and all(r["zeus"] is not None for r in rows):
-        print("Boundary offsets in joules (Zeus reads later than eerl at both ends of an update, so "
-              "Zeus - eerl should be about P(end) x offset(end) - P(start) x offset(start), with P "
-              "the sampler's power at the boundary):\n")
-        print("| update | Zeus - eerl J | offsets x power J | rest J |")
-        print("|---|---|---|---|")
-        prev = None
-        for r in rows:
+    # Where two readers differ by more than 0.5%: the counter readings around that update's
+    # boundaries. NVML's counter moves in steps (about every 100 ms): a reader that reads a few
+    # ms later than another can see one more step, which the next update gives back.
+    flagged = [i for i, r in enumerate(rows) if r["zeus"] is not None and r["ref"] is not None
+               and (abs(pct(r["eerl"], r["zeus"])) > 0.5 or abs(pct(r["eerl"], r["ref"])) > 0.5
+                    or abs(pct(r["zeus"], r["ref"])) > 0.5)]
+    if flagged:
+        print("Updates where two readers differ by more than 0.5%, with each reader's difference "
+              "from the counter reference (J), how much later than eerl's mark Zeus read at the "
+              "update's end, and the power there (the sampler's, when present) times 0.1 s, the "
+              "counter's update interval:\n")
+        print("| update | eerl - counter J | Zeus - counter J | Zeus - counter J, next update "
+              "| Zeus read after eerl's mark, ms | power at the end W | power x 0.1 s J |")
+        print("|---|---|---|---|---|---|---|")
+        for i in flagged:
+            r = rows[i]
+            nxt = rows[i + 1] if i + 1 < len(rows) else None
             p = power_at(samples, r["t_eerl"])
-            shift = p * (r["t_zeus"] - r["t_eerl"]) if p is not None else None
-            if prev is not None and shift is not None and prev[1] is not None:
-                want = shift - prev[1]
-                got = r["zeus"] - r["eerl"]
-                print("| %d | %+.2f | %+.2f | %+.2f |" % (r["k"], got, want, got - want))
-            prev = (r["k"], shift)
+            print("| %d | %+.1f | %+.1f | %s | %.1f | %s | %s |"
+                  % (r["k"], r["eerl"] - r["ref"], r["zeus"] - r["ref"],
+                     "%+.1f" % (nxt["zeus"] - nxt["ref"]) if nxt else "-",
+                     1000 * (r["t_zeus"] - r["t_eerl"]), "%.0f" % p if p else "-",
+                     "%.1f" % (0.1 * p) if p else "-"))
         print()
     return out
 
@@ -237,6 +262,74 @@ def cost_table(rows, costs, run):
     return out
 
 
+def corr_of(xs, ys):
+    mx, my = st.mean(xs), st.mean(ys)
+    sx = sum((x - mx) ** 2 for x in xs) ** 0.5
+    sy = sum((y - my) ** 2 for y in ys) ** 0.5
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / (sx * sy) if sx and sy else None
+
+
+def generation_windows(rows, log, zeus):
+    """{update: (t0, t1)} of each update's generation on CLOCK_MONOTONIC, from Zeus's phase
+    windows (zeus.csv, wall-clock starts) shifted by the median offset between Zeus's update
+    windows and the log's boundary stamps (Zeus's update window k opens right after update k-1
+    ends: log[k-1]["mono"][4])."""
+    ups = [w for w in zeus if w[0] == "update"]
+    gens = [w for w in zeus if w[0] == "phase:generation"]
+    offs = [ups[k][1] - log[k - 1]["mono"][4] for k in range(1, len(ups)) if k - 1 in log]
+    if not offs or len(gens) != len(ups):
+        return {}
+    off = st.median(offs)
+    return {k: (gens[k][1] - off, gens[k][1] - off + gens[k][2]) for k in range(len(gens))}
+
+
+def spread_table(rows, log, samples, zeus):
+    """What the token counts do not explain: the spread of generation time (every update runs
+    to the completion limit) and of log-probs + training, and the GPU's idle share during
+    generation from the sampler."""
+    gen = [r["phases_e"].get("generation", {}).get("time_s", 0.0) for r in rows]
+    sc = [r["phases_e"].get("logprob", {}).get("time_s", 0.0)
+          + r["phases_e"].get("training", {}).get("time_s", 0.0) for r in rows]
+    G = [r["work"]["G"] for r in rows]
+    L = [r["work"]["L"] for r in rows]
+    out = {"gen_median": st.median(gen), "gen_min": min(gen), "gen_max": max(gen),
+           "gen_mad": st.median(abs(x - st.median(gen)) for x in gen),
+           "score_median": st.median(sc), "score_mad": st.median(abs(x - st.median(sc))
+                                                                 for x in sc),
+           "gen_corr_G": corr_of(gen, G), "L_min": min(L), "L_max": max(L)}
+    print("### Phase-time spread that the token counts do not explain (updates %d-%d)\n"
+          % (rows[0]["k"], rows[-1]["k"]))
+    print("| what | median | min-max | median abs deviation |")
+    print("|---|---|---|---|")
+    print("| generation s (L %d-%d tokens; correlation with G %s) | %.2f | %.2f-%.2f | %.3f |"
+          % (out["L_min"], out["L_max"], "%.2f" % out["gen_corr_G"] if out["gen_corr_G"]
+             is not None else "-", out["gen_median"], out["gen_min"], out["gen_max"],
+             out["gen_mad"]))
+    print("| log-probs + training s | %.3f | %.3f-%.3f | %.4f |"
+          % (out["score_median"], min(sc), max(sc), out["score_mad"]))
+    win = generation_windows(rows, log, zeus) if zeus and samples else {}
+    if win:
+        ts = [x[0] for x in samples]
+        idle, gk = [], []
+        for r, g in zip(rows, gen):
+            if r["k"] not in win:
+                continue
+            t0, t1 = win[r["k"]]
+            u = [x[2] for x in samples[bisect.bisect_left(ts, t0 + 0.3):
+                                       bisect.bisect_left(ts, t1 - 0.1)]]
+            if u:
+                idle.append(sum(x < 50 for x in u) / len(u))
+                gk.append(g)
+        if idle:
+            out["gen_low_util_share"] = [min(idle), max(idle)]
+            out["gen_corr_low_util"] = corr_of(gk, idle)
+            print("| share of generation's 50 ms samples under 50%% GPU utilization "
+                  "(correlation with generation time %.2f) | %.2f | %.2f-%.2f | |"
+                  % (out["gen_corr_low_util"], st.median(idle), min(idle), max(idle)))
+    print()
+    return out
+
+
 def plot(rows, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -252,7 +345,8 @@ def plot(rows, path):
         ax.plot(ks, [r["ref"] / 1000 if r["ref"] is not None else float("nan") for r in rows],
                 ".", color="black", label="NVML counter (pynvml)", ms=4)
     ax.set_ylabel("energy per update, kJ")
-    ax.set_title("TRL GRPOTrainer on one H200, observe-only: energy of each update")
+    ax.set_title("TRL GRPOTrainer on one H200, observe-only: energy of each update "
+                 "(eerl, Zeus, NVML counter)")
     ax.legend(loc="best")
     ax.grid(alpha=0.3)
     if any(r["zeus"] is not None for r in rows):
@@ -261,8 +355,17 @@ def plot(rows, path):
     if any(r["ref"] is not None for r in rows):
         bx.plot(ks, [pct(r["eerl"], r["ref"]) if r["ref"] is not None else float("nan")
                      for r in rows], ".-", color="black", label="eerl vs counter", lw=0.8)
+    for r in rows:  # label the big ones with what Zeus's window differs from the counter by
+        if r["zeus"] is not None and r["ref"] is not None and abs(pct(r["eerl"], r["zeus"])) > 0.5:
+            y = pct(r["eerl"], r["zeus"])
+            bx.annotate("Zeus %+.0f J" % (r["zeus"] - r["ref"]), (r["k"], y),
+                        textcoords="offset points", xytext=(6, -4 if y < 0 else 2), fontsize=8,
+                        color="tab:orange")
+    bx.set_title("difference from eerl; labels: Zeus's window minus the counter reading, where "
+                 "beyond 0.5%", fontsize=9)
     bx.axhline(0.5, color="gray", ls=":", lw=1)
     bx.axhline(-0.5, color="gray", ls=":", lw=1, label="±0.5%")
+    bx.margins(y=0.15)
     bx.set_ylabel("difference, %")
     bx.set_xlabel("update")
     bx.legend(loc="best")
@@ -279,7 +382,7 @@ def main():
     ap.add_argument("--plot", default=None, help="write the eerl-vs-Zeus plot here (.png)")
     ap.add_argument("--json", default=None, help="also write the figures here (JSON)")
     a = ap.parse_args()
-    ups, log, costs, run, samples = load(a.rundir)
+    ups, log, costs, run, samples, zeus = load(a.rundir)
     rows = rows_of(ups, log, a.first)
     if not rows:
         sys.exit("trl_summary.py: no update from %d on in %s" % (a.first, a.rundir))
@@ -297,6 +400,7 @@ def main():
     figs["meter"] = meter_table(rows, samples)
     figs["phases"] = phase_table(rows)
     figs["costs"] = cost_table(rows, costs, run)
+    figs["spread"] = spread_table(rows, log, samples, zeus)
     if a.plot:
         plot(rows, a.plot)
     if a.json:

@@ -1,0 +1,193 @@
+"""TRL's GRPOTrainer on an H200 with eerl observing and Zeus beside it
+(data/h200/trl-2026-12-01): the committed run against what docs/validation.md says of it, the
+summary script's figures against sums computed here from the raw files, the forward test on the
+trace; and tools/h200/trl_grpo.py itself, end to end on the CPU against the real TRL with the
+stand-in NVML node."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EERL_BIN, FAKE_NVML, PYROOT, REPO, write_state
+
+DATA = os.path.join(REPO, "data", "h200", "trl-2026-12-01", "trl-grpo")
+TOOLS = os.path.join(REPO, "tools", "h200")
+SUMMARY = os.path.join(TOOLS, "trl_summary.py")
+
+
+def jsonl(name, where=DATA):
+    with open(os.path.join(where, name)) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load(where=DATA):
+    trace = jsonl("trace.jsonl", where)
+    ups = {t["update"]: t for t in trace if t["type"] == "update"}
+    log = {r["update"]: r for r in jsonl("log.jsonl", where)}
+    return trace, ups, log
+
+
+def reference(log):
+    """{update: J} from consecutive counter readings (the first from its own ref_energy_mj)."""
+    out, prev = {}, None
+    for k in sorted(log):
+        c = log[k]["ref_counter_mj"]
+        out[k] = (c - prev) / 1000.0 if prev is not None else log[k]["ref_energy_mj"][0] / 1000.0
+        prev = c
+    return out
+
+
+def test_the_run_is_trl_observe_only_and_long_updates():
+    trace, ups, log = load()
+    info = [t for t in trace if t["type"] == "run"][0]
+    assert info["observe_only"] is True and info["framework"] == "trl 1.16.0"
+    with open(os.path.join(DATA, "run.json")) as f:
+        run = json.load(f)
+    assert run["versions"]["trl"] == "1.16.0" and run["versions"]["zeus"] == "0.16.0"
+    assert run["params"] > 5e8 and run["sequences_per_update"] == 256 and run["gpu"] is True
+    assert sorted(ups) == sorted(log) == list(range(24))
+    for k, u in ups.items():
+        assert u["setting"]["observed"]["gen_mhz"] == "governor"
+        assert set(u["phases"]) == {"generation", "logprob", "training"}
+        assert log[k]["zeus"]["sync"] is True
+        assert log[k]["zeus"]["phases"]["training"]["n"] == 5  # 4 micro-batches + step begin
+        if k >= 1:  # update 0 warms up (97 s); every other one takes 10 s or more
+            assert u["time_s"] >= 10.0
+    # eerl's update boundaries are continuous, and the log's stamps are eerl's
+    for k in range(1, 24):
+        assert ups[k]["runtime"]["t_start"] == pytest.approx(ups[k - 1]["runtime"]["t_end"])
+        assert log[k]["mono"][1] <= ups[k]["runtime"]["t_end"] <= log[k]["mono"][2]
+
+
+def test_meter_against_the_counter_and_zeus_on_every_update():
+    """docs/validation.md: eerl within 0.14% of the counter on every update from 2 on; Zeus off
+    by more than 0.5% only where one counter step (57-64 J) fell between its read and the
+    reference's, given back at the next update."""
+    _, ups, log = load()
+    ref = reference(log)
+    worst = max(abs(ups[k]["energy_j"] / ref[k] - 1) for k in range(2, 24))
+    assert worst < 0.0014
+    flagged = []
+    for k in range(2, 24):
+        z = log[k]["zeus"]["energy_j"] - ref[k]
+        if abs(z) > 0.005 * ref[k]:
+            flagged.append(k)
+            assert 50 < abs(z) < 70
+        else:
+            assert abs(z) < 0.01  # otherwise Zeus and pynvml read the same counter value
+    assert flagged == [8, 9, 19, 20, 23]
+    for k in (8, 19):
+        assert log[k]["zeus"]["energy_j"] - ref[k] == pytest.approx(
+            ref[k + 1] - log[k + 1]["zeus"]["energy_j"], abs=0.01)
+
+
+def summary(*args):
+    r = subprocess.run([sys.executable, SUMMARY, DATA] + list(args), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_summary_figures_match_the_raw_files():
+    out = summary()
+    _, ups, log = load()
+    ref = reference(log)
+    keys = range(2, 24)
+    row = re.search(r"\| eerl vs counter \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([-+\d.]+)%", out)
+    assert row, out
+    assert int(row.group(1)) == 22
+    assert float(row.group(2)) == pytest.approx(sum(ups[k]["energy_j"] for k in keys), abs=0.06)
+    assert float(row.group(3)) == pytest.approx(sum(ref[k] for k in keys), abs=0.06)
+    row = re.search(r"\| eerl vs Zeus \| 22 \| [\d.]+ \| ([\d.]+) \|.*\| (\d+) \| [-\d.]+ \|", out)
+    assert float(row.group(1)) == pytest.approx(
+        sum(log[k]["zeus"]["energy_j"] for k in keys), abs=0.06)
+    assert int(row.group(2)) == 5
+    # eerl's overhead: its session calls and hook on the training thread over the update time
+    share = sum(log[k]["cost"]["eerl_session"][0] + log[k]["cost"]["eerl_hook"][0]
+                for k in keys) / sum(ups[k]["time_s"] for k in keys)
+    m = re.search(r"\*\*eerl in all \(session \+ hook\)\*\* \| \| [\d.]+ \| [\d.]+ \| "
+                  r"\*\*([\d.]+)%\*\*", out)
+    assert float(m.group(1)) == pytest.approx(100 * share, abs=0.0006)
+    assert 0.004 < share < 0.006  # 0.52%: just over the issue's 0.5% (docs/validation.md)
+    # generation's spread, and the host stalls it follows
+    assert "correlation with G -0.11" in out and "correlation with generation time 0.91" in out
+
+
+def test_summary_plot_and_bad_input(tmp_path):
+    summary("--plot", str(tmp_path / "p.png"), "--json", str(tmp_path / "s.json"))
+    assert os.path.getsize(tmp_path / "p.png") > 10000
+    with open(tmp_path / "s.json") as f:
+        figs = json.load(f)
+    assert figs["meter"]["eerl vs counter"]["over"] == 0
+    r = subprocess.run([sys.executable, SUMMARY, str(tmp_path / "nope")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "nope" in r.stderr
+    r = subprocess.run([sys.executable, SUMMARY, DATA, "--from", "500"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "500" in r.stderr
+
+
+def test_forward_test_on_the_trl_trace():
+    """Both predictors miss on this run (docs/validation.md): generation, 74% of the update,
+    varies 10.5-15.0 s for the same 1024 decode steps with the host's stalls, not the work."""
+    r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
+                        os.path.join(DATA, "trace.jsonl")], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)["pooled"]
+    assert p["blocks"] == 2 and p["predictions"] == 6
+    assert p["token_work"]["throughput_median_pct"] == pytest.approx(10.25, abs=0.01)
+    assert p["constant"]["throughput_median_pct"] == pytest.approx(9.00, abs=0.01)
+
+
+def test_the_script_end_to_end_on_the_cpu(tmp_path):
+    """tools/h200/trl_grpo.py with the real TRL: a tiny model, three updates, eerl on the
+    stand-in NVML node, the pynvml reference reading the same stand-in (pynvml finds it through
+    LD_LIBRARY_PATH), Zeus where it is installed (else the script says it is unavailable)."""
+    node = write_state(tmp_path / "nvml.json", n_gpus=1)
+    env = dict(os.environ, EERL_FAKE_NVML_STATE=node, HF_HUB_OFFLINE="1",
+               LD_LIBRARY_PATH=os.path.dirname(FAKE_NVML), PYTHONPATH=PYROOT)
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "trl_grpo.py"), "--out", str(out),
+                        "--size", "tiny", "--updates", "3", "--prompts", "4", "--generations",
+                        "4", "--micro-batch", "8", "--max-completion", "12", "--min-prompt", "6",
+                        "--max-prompt", "6"], capture_output=True, text=True, env=env,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    has_zeus = importlib.util.find_spec("zeus") is not None and \
+        importlib.util.find_spec("sklearn") is not None
+    if not has_zeus:
+        assert "Zeus is unavailable" in r.stdout
+    trace, ups, log = load(str(out))
+    assert sorted(ups) == sorted(log) == [0, 1, 2]
+    with open(out / "costs.json") as f:
+        costs = json.load(f)
+    assert costs["updates"] == 3 and ("zeus" in costs["unavailable"]) == (not has_zeus)
+    assert "reference" not in costs["unavailable"]
+    ref = reference(log)
+    watts = 300.0  # the stand-in GPU's constant draw (conftest.gpu)
+    for k in (1, 2):
+        assert set(ups[k]["phases"]) == {"generation", "logprob", "training"}
+        assert log[k]["cost"]["eerl_session"][2] > 0
+        # at constant power each reader's energy is the power times its own window: eerl's
+        # between its marks, the reference's between its two reads (each between the stamps
+        # mono[2] and mono[3]), Zeus's between its own time stamps (its Measurement.time)
+        # (each read lies between two stamps of the log, so these bounds hold however slow
+        # the machine; 1 J for the stand-in counter's 1 ms steps)
+        m, mp = log[k]["mono"], log[k - 1]["mono"]
+        slack = (m[2] - m[1]) + (mp[2] - mp[1])  # eerl's marks lie inside update_end
+        assert abs(ups[k]["energy_j"] - watts * ups[k]["time_s"]) <= watts * slack + 1.0
+        assert watts * (m[2] - mp[3]) - 1.0 <= ref[k] <= watts * (m[3] - mp[2]) + 1.0
+        if has_zeus:
+            z = log[k]["zeus"]
+            b = z["begin"]  # Zeus's start read; its end read lies between mono[3] and mono[4]
+            assert watts * (m[3] - b[1]) - 1.0 <= z["energy_j"] <= watts * (m[4] - b[0]) + 1.0
+    r = subprocess.run([sys.executable, SUMMARY, str(out), "--from", "1"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "| eerl vs counter | 2 |" in r.stdout

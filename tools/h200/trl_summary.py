@@ -8,8 +8,10 @@ update. Prints Markdown; --plot FILE.png draws eerl against Zeus (and the counte
     python3 tools/h200/trl_summary.py RUNDIR [--from 2] [--plot eerl-vs-zeus.png]
 
 RUNDIR holds trace.jsonl, log.jsonl, costs.json and run.json (trl_grpo.py), and optionally
-samples.csv.gz (tools/h200/sampler.py), whose power at each update's end turns the boundary
-offsets between the readers into joules.
+zeus.csv (ZeusMonitor's log, which places each generation on the clock) and samples.csv.gz
+(tools/h200/sampler.py: the power at each update's end, the GPU's utilization during
+generation). The counter reference is the difference of consecutive readings taken right after
+eerl's update marks (log.jsonl's ref_counter_mj).
 """
 import argparse
 import bisect

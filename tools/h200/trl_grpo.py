@@ -11,9 +11,10 @@ The model is a Llama-architecture causal LM built from a config (--size gpu: 8 l
 2048, about 540 M parameters; tiny: 2 layers, hidden 64, for a CPU check) with random weights,
 saved to a scratch folder with a word-level tokenizer built here (no download), so that TRL loads
 the policy and its reference model the way it loads any checkpoint. Prompts are random words, all
-of one length by default (left padding leaves query rows with nothing to attend to, whose
-backward gave NaN gradients in bf16 on the H200); the reward is synthetic (completions whose length
-is near --target-frac of the limit score higher).
+of one length by default (with prompts of 16-64 words a probe on the H200 got a NaN gradient norm
+at its first step, taken to come from left-padded query rows that attend to nothing; one length
+also lets later updates reuse the first one's decode shapes); the reward is synthetic
+(completions whose length is near --target-frac of the limit score higher).
 Generation is transformers' generate (TRL's default, no vLLM).
 
 What the script adds around the run, and nothing inside TRL or the hook:
@@ -26,8 +27,9 @@ What the script adds around the run, and nothing inside TRL or the hook:
     wrappers, the work counter, the callback), of Zeus's calls and of the reference reads; the CPU
     time of the threads eerl starts (its sampler), from /proc.
 
-Writes to RUNDIR: trace.jsonl (eerl's), log.jsonl (one line per update: the reference counter
-difference, Zeus's update and phase energies, the boundary times, the costs), trl-log.jsonl (TRL's
+Writes to RUNDIR: trace.jsonl (eerl's), log.jsonl (one line per update: the counter reading after
+eerl's update mark and its difference from the previous one's, Zeus's update and phase energies,
+the boundary times, the costs; data/h200/trl-2026-12-01/README.md), trl-log.jsonl (TRL's
 logged metrics per step), zeus.csv (ZeusMonitor's own log), costs.json (totals, thread CPU, what
 was unavailable and why), run.json (the configuration, versions, parameter count).
 """
@@ -482,7 +484,7 @@ def main():
              "nan_step": state.get("nan_step")}
     with open(os.path.join(a.out, "costs.json"), "w") as f:
         json.dump(costs, f, indent=1)
-    run = {"args": vars(a), "dims": dims, "params": params, "vocab": vocab,
+    run = {"args": dict(vars(a), out=os.path.basename(os.path.normpath(a.out))), "dims": dims, "params": params, "vocab": vocab,
            "sequences_per_update": seqs, "target_length": target, "versions": versions,
            "gpu": gpu, "zeus_sync": zeus_sync}
     with open(os.path.join(a.out, "run.json"), "w") as f:

@@ -575,8 +575,9 @@ class FullyAsyncRun(LegacyRun):
             return orig(self_, data, step, *a, **k)
         self._log = (tracking.Tracking, orig, log)
         # verl makes it a Ray actor (its own process in a real job); its class runs here
-        t = FullyAsyncTrainer.__ray_actor_class__(cfg, SimpleNamespace(eos_token_id=2, pad_token_id=0),
-            {Role.Actor: object}, SimpleNamespace(get_n_gpus=lambda: 2))
+        t = FullyAsyncTrainer.__ray_actor_class__(
+            cfg, SimpleNamespace(eos_token_id=2, pad_token_id=0), {Role.Actor: object},
+            SimpleNamespace(get_n_gpus=lambda: 2))
         per = cfg.actor_rollout_ref.actor.ppo_mini_batch_size * cfg.async_training.require_batches
         t.actor_rollout_wg = t.actor_wg = self.actor
         self.actor.save_model_to_cpu = self.actor.restore_model_from_cpu = lambda n: None

@@ -23,7 +23,7 @@ Hook points, as found in the verl release it is tested against (verl 0.9.1 from 
     verl's own function (and in the defining modules, so a module imported later binds the
     wrapper too). By stage name:
         "gen"                                     -> generation (see the modes below)
-        "generate_async"                          -> generation on the generation pool (one-step-off)
+        "generate_async"                          -> generation, generation pool (one-step-off)
         "old_log_prob", "ref", "values"           -> logprob   (training clock)
         "update_actor", "update_critic"           -> training
         "update_weights", "sync_rollout_weights",

@@ -8,15 +8,9 @@ set -u
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
 export EERL_FAKE_NVML_STATE="$tmp/state.json"
-fails=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
 
 # Two GPUs at 300 W and 100 W, real time.
 write_state() {
@@ -86,25 +80,32 @@ expect 143 "" "$EERL_BIN" meter -- sh -c 'kill -TERM $$'
 grep -q "killed by signal 15" "$tmp/out" || fail "report lacks the signal: $(cat "$tmp/out")"
 
 # --- the report: energy matches power x time within the counter's 100 ms granularity -----------
+# Bounds that hold whatever the machine's speed or load: eerl's marks come before the command
+# starts and after it ends (so at least its 1 s apart) and within eerl's own lifetime (s0..s1).
+s0=$(date +%s.%N)
 expect 0 "" "$EERL_BIN" meter --json --interval-ms 50 --output "$tmp/r.json" -- sleep 1
+s1=$(date +%s.%N)
 [ -s "$tmp/out" ] && fail "--output still printed to stdout: $(cat "$tmp/out")"
-"$py" - "$tmp/r.json" <<'EOF' || fail "JSON report check failed"
+"$py" - "$tmp/r.json" "$s0" "$s1" <<'EOF' || fail "JSON report check failed"
 import json, sys
 r = json.load(open(sys.argv[1]))
+life = float(sys.argv[3]) - float(sys.argv[2])
 d = r["duration_s"]
 assert r["exit_status"] == 0 and r["signal"] is None, r
-assert 0.95 <= d < 3, d
+assert 1.0 <= d <= life, (d, life)
 assert [g["index"] for g in r["gpus"]] == [0, 1], r["gpus"]
 assert [g["uuid"] for g in r["gpus"]] == ["GPU-t0", "GPU-t1"], r["gpus"]
 for g, w in zip(r["gpus"], (300.0, 100.0)):
-    assert abs(g["energy_j"] - w * d) <= w * 0.1 + 1e-6, (g, w, d)
+    # the counter reads at the marks span the command (>= 1 s), +-100 ms of counter steps; a
+    # last mark the counter has not moved for adds power over at most eerl's lifetime
+    assert w * (1.0 - 0.1) - 1e-6 <= g["energy_j"] <= w * (2 * life + 0.1) + 1e-6, (g, w, d, life)
     assert abs(g["peak_w"] - w) < 1e-6, g
     assert abs(g["mean_w"] - g["energy_j"] / d) < 1e-6, g
     assert g["flags"] == [], g
 t = r["total"]
 assert abs(t["energy_j"] - sum(g["energy_j"] for g in r["gpus"])) < 1e-6, t
 assert abs(t["peak_w"] - 400.0) < 1e-6, t
-assert r["samples"] >= 15, r["samples"]
+assert r["samples"] >= 3, r["samples"]  # the two marks and the sampler thread's ticks between
 EOF
 # A command that cannot run leaves the earlier report as it was, and no temp file beside it.
 cp "$tmp/r.json" "$tmp/r.before"
@@ -126,21 +127,18 @@ grep -q "locked at 1500 MHz (requested 1507 MHz)" "$tmp/out" || fail "report lac
 # --- --clock and a signal to eerl: forwarded, clocks reset, 128 + signal ------------------------
 for sig in TERM INT; do
     write_state
-    "$EERL_BIN" meter --clock 1200 -- sleep 30 >"$tmp/out" 2>"$tmp/err" &
+    rm -f "$tmp/started"
+    "$EERL_BIN" meter --clock 1200 -- sh -c 'touch "$0"; exec sleep 30' "$tmp/started" \
+        >"$tmp/out" 2>"$tmp/err" &
     pid=$!
-    for _ in $(seq 100); do
-        [ "$(lock_of 0)" = "1200-1200" ] && break
-        sleep 0.05
-    done
-    [ "$(lock_of 0)" = "1200-1200" ] || fail "SIG$sig: GPU 0 never got locked at 1200"
-    sleep 0.2
-    start=$(date +%s)
+    # the command runs (so eerl is past its set-up); a hang guard, not a speed check
+    wait_until 120 test -e "$tmp/started" || fail "SIG$sig: the command never started"
+    [ "$(lock_of 0)" = "1200-1200" ] || fail "SIG$sig: GPU 0 was not locked at 1200 while the command ran"
     kill -"$sig" "$pid"
     wait "$pid"
     rc=$?
     num=$(kill -l "$sig")
     [ "$rc" -eq $((128 + num)) ] || fail "SIG$sig: eerl meter exited $rc, want $((128 + num))"
-    [ $(($(date +%s) - start)) -lt 10 ] || fail "SIG$sig: the command was not stopped"
     [ "$(lock_of 0)-$(lock_of 1)" = "null-null-null-null" ] ||
         fail "SIG$sig: clocks not reset: $(lock_of 0) $(lock_of 1)"
     grep -q "killed by signal $num" "$tmp/out" || fail "SIG$sig: report: $(cat "$tmp/out")"

@@ -23,12 +23,23 @@ fail() {
 }
 expect_rc() { [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"; }
 expect_in() { grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }; }
+# wait_until SECONDS CMD...: CMD every 20 ms until it succeeds (status 1 after SECONDS). A hang
+# guard for what must happen, never a speed check (as in testlib.sh).
+wait_until() {
+    local limit=$1 start
+    shift
+    start=$(date +%s)
+    until "$@"; do
+        [ $(($(date +%s) - start)) -ge "$limit" ] && return 1
+        sleep 0.02
+    done
+}
 
 sock=$tmp/eerld.sock
 "$EERLD" --foreground --socket "$sock" --state-dir "$tmp/state" --devices twin:h100x4 \
     --metrics-textfile "$tmp/eerl.prom" --metrics-interval 1 2>"$tmp/eerld.log" &
 dpid=$!
-for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.02; done
+wait_until 120 test -S "$sock"
 [ -S "$sock" ] || { fail "eerld did not start"; cat "$tmp/eerld.log" >&2; exit 1; }
 
 # --- status: table and JSON
@@ -55,7 +66,7 @@ grep -q '"locked_mhz": \[' "$tmp/out" && fail "a GPU is still locked after eerl 
 # --- lock without a command holds until SIGTERM, then releases
 "$EERL_BIN" lock --gpu 3 --mhz 1005 --socket "$sock" 2>"$tmp/err" &
 lpid=$!
-for _ in $(seq 1000); do grep -q holding "$tmp/err" && break; sleep 0.02; done
+wait_until 120 grep -q holding "$tmp/err" || fail "eerl lock never said it was holding"
 "$EERL_BIN" status --socket "$sock" >"$tmp/out"
 expect_in "$tmp/out" "1005" "lock (hold): GPU 3 locked"
 # A second writer is refused, naming the holder.
@@ -63,7 +74,9 @@ expect_in "$tmp/out" "1005" "lock (hold): GPU 3 locked"
 expect_rc 1 $? "second lock on a held GPU"
 expect_in "$tmp/out2" "GPU 3 is leased by uid $(id -u) pid $lpid" "busy names the holder"
 # The metrics file shows the lease and the lock.
-sleep 1.2
+# (written every second: wait for the one after the lease)
+wait_until 120 grep -qF "pid=\"$lpid\"} 1" "$tmp/eerl.prom"
+wait_until 120 grep -qF 'eerl_gpu_sm_clock_mhz{gpu="3",UUID="TWIN-h100-idle-0003"} 1005' "$tmp/eerl.prom"
 expect_in "$tmp/eerl.prom" "eerl_gpu_lease_info{gpu=\"3\",UUID=\"TWIN-h100-idle-0003\",uid=\"$(id -u)\",pid=\"$lpid\"} 1" "metrics: lease"
 expect_in "$tmp/eerl.prom" 'eerl_gpu_locked_clock_mhz{gpu="3",UUID="TWIN-h100-idle-0003"} 1005' "metrics: locked clock"
 expect_in "$tmp/eerl.prom" 'eerl_gpu_energy_joules_total{gpu="0",UUID="TWIN-h100-idle-0000"}' "metrics: energy"
@@ -79,7 +92,7 @@ grep -q '"locked_mhz": \[' "$tmp/out" && fail "GPU 3 still locked after the hold
 # --- reset: root resets a GPU another client holds
 "$EERL_BIN" lock --gpu 2 --mhz 1100 --socket "$sock" 2>"$tmp/err" &
 lpid=$!
-for _ in $(seq 1000); do grep -q holding "$tmp/err" && break; sleep 0.02; done
+wait_until 120 grep -q holding "$tmp/err" || fail "eerl lock never said it was holding"
 "$EERL_BIN" reset --gpu 2 --socket "$sock" >"$tmp/out" 2>&1
 expect_rc 0 $? "eerl reset --gpu 2"
 expect_in "$tmp/out" "reset GPU 2 to the default governor" "reset: message"

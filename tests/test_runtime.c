@@ -6,6 +6,7 @@
  * every clock on close, also in the middle of a trial. The driver here is a hand-written
  * colocated/disaggregated loop, independent of src/sim. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,6 +92,10 @@ struct rig_resume {
 static int rig_try(struct rig *r, eerl_twin_mode mode, int rt_mode, unsigned ng, unsigned nt,
                    const char *trace, int observe_only, struct rig_resume *res);
 
+/* The rigs open now: a failing assertion leaves its test at once, and the teardown closes them. */
+#define OPEN_RIGS_MAX 4
+static struct rig *open_rigs[OPEN_RIGS_MAX];
+
 /* rt_mode: the session's execution mode, -1 for the one matching the twin's (colocated or
  * disaggregated). */
 static void rig_open_mode(struct rig *r, eerl_twin_mode mode, int rt_mode, unsigned ng, unsigned nt,
@@ -111,6 +116,10 @@ static int rig_try(struct rig *r, eerl_twin_mode mode, int rt_mode, unsigned ng,
     int e;
 
     memset(r, 0, sizeof(*r));
+    for (i = 0; i < OPEN_RIGS_MAX && open_rigs[i] && open_rigs[i] != r; i++)
+        ;
+    assert_true(i < OPEN_RIGS_MAX);
+    open_rigs[i] = r;
     r->mode = mode;
     r->n_gen = ng;
     r->n_train = nt;
@@ -164,11 +173,28 @@ static void rig_open(struct rig *r, eerl_twin_mode mode, unsigned ng, unsigned n
 
 static void rig_close(struct rig *r)
 {
+    unsigned i;
+
     eerl_rt_free(r->rt);
     eerl__rt_owner_free(r->w.inner);
     eerl_device_free(r->dev);
     eerl_twin_free(r->twin);
     eerl_twin_preset_free(r->preset);
+    memset(r, 0, sizeof(*r));
+    for (i = 0; i < OPEN_RIGS_MAX; i++)
+        if (open_rigs[i] == r)
+            open_rigs[i] = NULL;
+}
+
+static int rigs_teardown(void **state)
+{
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < OPEN_RIGS_MAX; i++)
+        if (open_rigs[i])
+            rig_close(open_rigs[i]);
+    return 0;
 }
 
 /* Moves virtual time forward to t (a clock never goes back: phase ends computed from the twin's
@@ -243,7 +269,7 @@ static void one_update(struct rig *r, unsigned idx, struct eerl_twin_update *ret
  * to more than the update's, and every update is accepted. */
 static void test_nested_phases_inflight(void **state)
 {
-    struct rig r;
+    static struct rig r; /* static: the teardown closes it when an assertion fails */
     struct eerl_twin_update u;
     eerl_rt_update_info info;
     eerl_rt_work w;
@@ -292,7 +318,7 @@ static void test_nested_phases_inflight(void **state)
 
 static void test_config_errors(void **state)
 {
-    struct rig r;
+    static struct rig r; /* static: the teardown closes it when an assertion fails */
     eerl_rt_config rc;
     eerl_rt *rt = (eerl_rt *)0x1;
     char why[512], path[600];
@@ -346,7 +372,7 @@ static void test_config_errors(void **state)
 
 static void test_phase_order(void **state)
 {
-    struct rig r;
+    static struct rig r; /* static: the teardown closes it when an assertion fails */
     eerl_rt_work w;
 
     (void)state;
@@ -386,7 +412,7 @@ static size_t count_lines(const char *path, const char *type)
  * close in the middle of a trial restores the device. */
 static void test_colocated_locks_measures_restores(void **state)
 {
-    struct rig r;
+    static struct rig r; /* static: the teardown closes it when an assertion fails */
     char path[600];
     unsigned u, searched = 0, lg, lt;
     eerl_rt_update_info info;
@@ -442,7 +468,7 @@ static void test_colocated_locks_measures_restores(void **state)
  * session naming the file; a missing one is a fresh start. */
 static void test_resume_session(void **state)
 {
-    struct rig r;
+    static struct rig r; /* static: the teardown closes it when an assertion fails */
     struct rig_resume rr;
     char dir[600], trace[600], file[700];
     const char *detail = NULL;
@@ -540,7 +566,7 @@ static void test_resume_session(void **state)
 /* Disaggregated: a waiting pool goes to the idle clock; observe-only never writes a clock. */
 static void test_disaggregated_idle_and_observe_only(void **state)
 {
-    struct rig r;
+    static struct rig r; /* static: the teardown closes it when an assertion fails */
     unsigned u, lg, lt, idle_seen = 0;
     eerl_rt_update_info info;
     struct eerl_twin_update up;
@@ -585,7 +611,7 @@ static void test_disaggregated_idle_and_observe_only(void **state)
     rig_close(&r);
 }
 
-/* ---- real time on the stand-in NVML library ---------------------------------------------- */
+/* ---- the stand-in NVML library, with the sampler thread -------------------------------------- */
 
 static void sleep_ms(long ms)
 {
@@ -609,10 +635,6 @@ static long file_lock_max(const char *state, unsigned gpu)
     return v;
 }
 
-/* The session on the real NVML backend (the stand-in library), in real time with the meter's
- * sampler thread: after calibration the controller's first trial is locked on the GPUs (the
- * stand-in's state file shows it), a waiting pool sits at the idle clock, and closing the session
- * resets every GPU. */
 /* Starts eerld (next to $EERL_BIN) on the stand-in NVML library with a socket in the scratch
  * directory, and points EERL_SOCKET at it. Returns its pid. */
 static pid_t start_eerld(void)
@@ -639,11 +661,13 @@ static pid_t start_eerld(void)
         perror(bin);
         _exit(127);
     }
-    for (i = 0; i < 1000 && access(sock, F_OK) != 0; i++)
+    /* A hang guard, not a speed check: a daemon that has not started in minutes is broken. */
+    for (i = 0; i < 30000 && access(sock, F_OK) != 0; i++)
         sleep_ms(10);
     if (access(sock, F_OK) != 0) {
         kill(pid, SIGKILL);
-        fail_msg("eerld did not create %s within 10 s", sock);
+        waitpid(pid, NULL, 0);
+        fail_msg("eerld did not create %s within 300 s", sock);
     }
     setenv("EERL_SOCKET", sock, 1);
     return pid;
@@ -665,20 +689,98 @@ static long eerld_holder(unsigned gpu)
     return holder;
 }
 
-/* through_eerld: the session finds eerld through EERL_SOCKET and every clock change goes
+/* The stand-in tests' resources, freed by their teardown whether the test passed or failed. */
+struct standin {
+    char path[700];
+    eerl_device *dev;
+    eerl_rt *rt;
+    pid_t daemon;
+    pthread_mutex_t mu; /* guards now_ms: the meter's sampler thread reads the clock */
+    long now_ms;
+};
+
+/* The session's clock: the virtual time the stand-in's state file says. */
+static double standin_now(void *ctx)
+{
+    struct standin *si = ctx;
+    long t;
+
+    pthread_mutex_lock(&si->mu);
+    t = si->now_ms;
+    pthread_mutex_unlock(&si->mu);
+    return (double)t / 1000.0;
+}
+
+/* Moves virtual time forward by ms: the state file first (keeping the locked ranges the stand-in
+ * wrote into it), then the session's clock. In that order a sampler tick between the two reads
+ * the counters at the new time with the clock still at the old one, where the last mark already
+ * stands, so the meter keeps that mark's reading and takes nothing from the tick. */
+static void standin_advance(struct standin *si, long ms)
+{
+    char tmp[800];
+    json_error_t je;
+    json_t *doc = json_load_file(si->path, 0, &je);
+    long t = si->now_ms + ms;
+
+    if (!doc)
+        fail_msg("state file %s: %s", si->path, je.text);
+    json_object_set_new(doc, "virtual_time_ms", json_integer(t));
+    snprintf(tmp, sizeof(tmp), "%s.test", si->path);
+    if (json_dump_file(doc, tmp, JSON_INDENT(1)) != 0 || rename(tmp, si->path) != 0) {
+        json_decref(doc);
+        fail_msg("rewriting %s failed", si->path);
+    }
+    json_decref(doc);
+    pthread_mutex_lock(&si->mu);
+    si->now_ms = t;
+    pthread_mutex_unlock(&si->mu);
+}
+
+static int standin_setup(void **state)
+{
+    struct standin *si = calloc(1, sizeof(*si));
+
+    if (!si)
+        return -1;
+    si->daemon = -1;
+    pthread_mutex_init(&si->mu, NULL);
+    *state = si;
+    return 0;
+}
+
+static int standin_teardown(void **state)
+{
+    struct standin *si = *state;
+    int st;
+
+    eerl_rt_free(si->rt); /* restores every clock it changed */
+    eerl_device_free(si->dev);
+    if (si->daemon > 0) {
+        kill(si->daemon, SIGTERM);
+        waitpid(si->daemon, &st, 0);
+    }
+    unsetenv("EERL_SOCKET");
+    pthread_mutex_destroy(&si->mu);
+    free(si);
+    return 0;
+}
+
+/* The session on the real NVML backend (the stand-in library) with the meter's sampler thread
+ * running: after calibration the controller's first trial is locked on the GPUs (the stand-in's
+ * state file shows it), a waiting pool sits at the idle clock, the energies are the GPUs' power
+ * times the phases' time, and closing the session resets every GPU. The stand-in and the session
+ * share one virtual clock the test moves, so every figure is exact whatever the machine's speed
+ * or load; the sampler thread still ticks in real time against the session's marks.
+ * through_eerld: the session finds eerld through EERL_SOCKET and every clock change goes
  * through the daemon (which writes the stand-in's state file); the session's own process only
  * reads the counters. */
-static void standin_real_time(int through_eerld)
+static void standin_run(struct standin *si, int through_eerld)
 {
     char gpus[3][400], text[2000], why[512];
-    const char *path;
-    eerl_device *dev = NULL;
-    eerl_rt *rt = NULL;
     eerl_rt_config rc;
     eerl_rt_update_info info;
     eerl_setting s;
     unsigned u, g, locked_seen = 0, idle_seen = 0;
-    pid_t daemon = -1;
     int e, st;
 
     unsetenv("EERL_SOCKET");
@@ -690,103 +792,108 @@ static void standin_real_time(int through_eerld)
                  "\"sm_clock_mhz\": 1980, \"power_mw\": %u, \"locked_min_mhz\": null, "
                  "\"locked_max_mhz\": null}",
                  g, 200000 + 50000 * g);
+    si->now_ms = 1000;
     snprintf(text, sizeof(text),
              "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\", "
-             "\"virtual_time_ms\": null, \"energy_update_ms\": 1, \"lock_permitted\": true, "
+             "\"virtual_time_ms\": %ld, \"energy_update_ms\": 1, \"lock_permitted\": true, "
              "\"gpus\": [%s, %s, %s]}\n",
-             gpus[0], gpus[1], gpus[2]);
-    path = tu_write_file("standin.json", text);
-    {
-        static char keep[600];
-        snprintf(keep, sizeof(keep), "%s", path);
-        path = keep;
-    }
-    setenv("EERL_FAKE_NVML_STATE", path, 1);
+             si->now_ms, gpus[0], gpus[1], gpus[2]);
+    snprintf(si->path, sizeof(si->path), "%s", tu_write_file("standin.json", text));
+    setenv("EERL_FAKE_NVML_STATE", si->path, 1);
     if (through_eerld)
-        daemon = start_eerld();
-    e = eerl_device_open_nvml(&dev);
+        si->daemon = start_eerld();
+    e = eerl_device_open_nvml(&si->dev);
     if (e < 0)
         fail_msg("stand-in NVML: %s", eerl_strerror(e));
     eerl_rt_config_default(EERL_MODE_DISAGGREGATED, &rc);
+    rc.strategy = EERL_STRATEGY_PAPER; /* its first trial comes right after calibration */
     rc.gen_gpus[0] = 0;
     rc.n_gen = 1;
     rc.train_gpus[0] = 1;
     rc.train_gpus[1] = 2;
     rc.n_train = 2;
     rc.sample_thread = 1;
-    rc.meter_interval_ms = 5;
-    e = eerl_rt_new(dev, &rc, why, sizeof(why), &rt);
+    rc.meter_interval_ms = 1;
+    rc.clock = standin_now;
+    rc.clock_ctx = si;
+    e = eerl_rt_new(si->dev, &rc, why, sizeof(why), &si->rt);
     if (e < 0)
         fail_msg("eerl_rt_new on the stand-in: %s", why);
     for (u = 1; u <= 18; u++) {
         eerl_rt_work w = {u, 1000.0 + u, 900.0 + u, 100.0, (int64_t)u};
-        eerl_rt_applied_setting(rt, &s);
-        assert_int_equal(eerl_rt_phase_begin(rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+        eerl_rt_applied_setting(si->rt, &s);
+        assert_int_equal(eerl_rt_phase_begin(si->rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
         if (s.mhz[EERL_GROUP_GEN]) {
-            assert_int_equal(file_lock_max(path, 0), (long)s.mhz[EERL_GROUP_GEN]);
+            assert_int_equal(file_lock_max(si->path, 0), (long)s.mhz[EERL_GROUP_GEN]);
             if (through_eerld && !locked_seen)
                 assert_true(eerld_holder(0) == getpid()); /* the daemon did it, for us */
             locked_seen++;
         }
-        sleep_ms(12);
-        assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+        standin_advance(si, 12);
+        sleep_ms(2); /* room for the sampler thread to tick inside the phase */
+        assert_int_equal(eerl_rt_phase_end(si->rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
         if (s.idle_mhz) {
-            assert_int_equal(file_lock_max(path, 0), (long)s.idle_mhz);
+            assert_int_equal(file_lock_max(si->path, 0), (long)s.idle_mhz);
             idle_seen++;
         }
-        assert_int_equal(eerl_rt_phase_begin(rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
-        sleep_ms(12);
-        assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
-        assert_int_equal(eerl_rt_update_end(rt, &w, &info), 0);
+        assert_int_equal(eerl_rt_phase_begin(si->rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+        standin_advance(si, 12);
+        sleep_ms(2);
+        assert_int_equal(eerl_rt_phase_end(si->rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+        assert_int_equal(eerl_rt_update_end(si->rt, &w, &info), 0);
         if (!info.accepted)
             fail_msg("update %u refused: energy %g J, time %g s", u, info.obs.energy_j,
                      info.obs.time_s);
-        assert_true(info.obs.time_s > 0.02 && info.obs.time_s < 1.0);
-        /* The three GPUs draw 750 W together; the counters move in 1 ms steps. */
-        if (fabs(info.obs.energy_j / (750 * info.obs.time_s) - 1) > 0.2)
-            fail_msg("update %u: %g J in %g s, not about 750 W", u, info.obs.energy_j,
+        if (fabs(info.obs.time_s - 0.024) > 1e-9)
+            fail_msg("update %u: time %.9f s, not the 24 ms the clock moved", u, info.obs.time_s);
+        /* The three GPUs draw 750 W together; the counters move in 1 ms steps, the clock too. */
+        if (fabs(info.obs.energy_j - 750 * 0.024) > 1e-6)
+            fail_msg("update %u: %.9f J in %.3f s, not 750 W x 24 ms = 18 J", u, info.obs.energy_j,
                      info.obs.time_s);
     }
     assert_true(locked_seen > 0);
     assert_true(idle_seen > 0);
-    assert_int_equal(eerl_rt_close(rt), 0);
+    assert_int_equal(eerl_rt_close(si->rt), 0);
     for (g = 0; g < 3; g++)
-        assert_int_equal(file_lock_max(path, g), -1);
-    eerl_rt_free(rt);
-    eerl_device_free(dev);
+        assert_int_equal(file_lock_max(si->path, g), -1);
+    eerl_rt_free(si->rt);
+    si->rt = NULL;
+    eerl_device_free(si->dev);
+    si->dev = NULL;
     if (through_eerld) {
         unsetenv("EERL_SOCKET");
-        kill(daemon, SIGTERM);
-        assert_int_equal(waitpid(daemon, &st, 0), daemon);
+        kill(si->daemon, SIGTERM);
+        assert_int_equal(waitpid(si->daemon, &st, 0), si->daemon);
+        si->daemon = -1;
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
 }
 
-static void test_nvml_standin_real_time(void **state)
+static void test_nvml_standin_sampler_thread(void **state)
 {
-    (void)state;
-    standin_real_time(0);
+    standin_run(*state, 0);
 }
 
 /* The same session on a node that runs eerld: the daemon owns the clocks, the session leases
  * them through it, and closing the session hands them back. */
 static void test_nvml_standin_through_eerld(void **state)
 {
-    (void)state;
-    standin_real_time(1);
+    standin_run(*state, 1);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_config_errors),
-        cmocka_unit_test(test_phase_order),
-        cmocka_unit_test(test_nested_phases_inflight),
-        cmocka_unit_test(test_colocated_locks_measures_restores),
-        cmocka_unit_test(test_resume_session),
-        cmocka_unit_test(test_disaggregated_idle_and_observe_only),
-        cmocka_unit_test(test_nvml_standin_real_time),
-        cmocka_unit_test(test_nvml_standin_through_eerld),
+        cmocka_unit_test_teardown(test_config_errors, rigs_teardown),
+        cmocka_unit_test_teardown(test_phase_order, rigs_teardown),
+        cmocka_unit_test_teardown(test_nested_phases_inflight, rigs_teardown),
+        cmocka_unit_test_teardown(test_colocated_locks_measures_restores, rigs_teardown),
+        cmocka_unit_test_teardown(test_resume_session, rigs_teardown),
+        cmocka_unit_test_teardown(test_disaggregated_idle_and_observe_only, rigs_teardown),
+        cmocka_unit_test_setup_teardown(test_nvml_standin_sampler_thread, standin_setup,
+                                        standin_teardown),
+        cmocka_unit_test_setup_teardown(test_nvml_standin_through_eerld, standin_setup,
+                                        standin_teardown),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tu_cleanup();

@@ -20,3 +20,15 @@ expect_rc() {
 expect_in() {
     grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }
 }
+
+# wait_until SECONDS CMD...: runs CMD every 20 ms until it succeeds; fails (status 1) after
+# SECONDS. A hang guard for something that must happen, never a speed check: give it minutes.
+wait_until() {
+    local limit=$1 start
+    shift
+    start=$(date +%s)
+    until "$@"; do
+        [ $(($(date +%s) - start)) -ge "$limit" ] && return 1
+        sleep 0.02
+    done
+}

@@ -128,7 +128,7 @@ def test_manual_collection_runs_between_updates_and_is_undone(capsys):
     mod = load_script()
     assert mod.main(["--config", "tiny", "--updates", "2", "--eerl", "off"]) == 0
     recs = [json.loads(l) for l in capsys.readouterr().out.splitlines() if l.startswith("{")]
-    assert len(recs) == 2 and all(0 <= r["t_gc"] < 5 for r in recs)
+    assert len(recs) == 2 and all(r["t_gc"] >= 0 for r in recs)
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 

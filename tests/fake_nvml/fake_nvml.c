@@ -121,6 +121,7 @@ struct state {
     double update_ms;
     bool lock_permitted;
     double energy_read_cpu_us;
+    char energy_read_hold[4096]; /* while this file exists, energy reads wait ("": never) */
     char driver_version[FAKE_STR_MAX];
     char nvml_version[FAKE_STR_MAX];
     struct gpu *gpus;
@@ -451,9 +452,16 @@ static int parse_faults(json_t *arr, struct state *s, char *err, size_t len)
 /* Reads and checks a whole state text into s (nothing adopted yet). */
 static int parse_text(const char *text, size_t text_len, struct state *s, char *err, size_t len)
 {
-    static const char *const known[] = {"driver_version",   "nvml_version",       "virtual_time_ms",
-                                        "energy_update_ms", "lock_permitted",     "gpus",
-                                        "faults",           "energy_read_cpu_us", NULL};
+    static const char *const known[] = {"driver_version",
+                                        "nvml_version",
+                                        "virtual_time_ms",
+                                        "energy_update_ms",
+                                        "lock_permitted",
+                                        "gpus",
+                                        "faults",
+                                        "energy_read_cpu_us",
+                                        "energy_read_hold_file",
+                                        NULL};
     json_error_t je;
     json_t *doc, *v, *gpus;
     double d;
@@ -492,6 +500,15 @@ static int parse_text(const char *text, size_t text_len, struct state *s, char *
     if (get_uint(doc, "energy_read_cpu_us", false, 0, 1e6, "top level", &d, err, len))
         return -1;
     s->energy_read_cpu_us = d;
+    /* Optional: a file whose presence holds every energy read (it waits, burning nothing, until
+     * the file is gone) after creating "<file>.entered", so a test can have a read in flight for
+     * as long as it needs, whatever the machine's speed. */
+    v = json_object_get(doc, "energy_read_hold_file");
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v) || strlen(json_string_value(v)) + 9 >= sizeof(s->energy_read_hold))
+            return perr(err, len, "\"energy_read_hold_file\" must be a path (a string)");
+        snprintf(s->energy_read_hold, sizeof(s->energy_read_hold), "%s", json_string_value(v));
+    }
     if (get_bool(doc, "lock_permitted", true, "top level", &s->lock_permitted, err, len))
         return -1;
     gpus = json_object_get(doc, "gpus");
@@ -758,12 +775,25 @@ static void count_call(const char *fn)
     calls[i].n++;
 }
 
-/* Burns the CPU time an energy counter read costs on the stand-in's pretend driver. */
+/* Burns the CPU time an energy counter read costs on the stand-in's pretend driver, and holds
+ * the read while the hold file exists. */
 static void burn_energy_read(void)
 {
     struct timespec ts;
     double t0, t;
 
+    if (S.energy_read_hold[0] && access(S.energy_read_hold, F_OK) == 0) {
+        char entered[4200];
+        struct timespec nap = {0, 1000000};
+        FILE *f;
+
+        snprintf(entered, sizeof(entered), "%s.entered", S.energy_read_hold);
+        f = fopen(entered, "w");
+        if (f)
+            fclose(f);
+        while (access(S.energy_read_hold, F_OK) == 0)
+            nanosleep(&nap, NULL);
+    }
     if (S.energy_read_cpu_us <= 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
         return;
     t0 = (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;

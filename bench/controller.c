@@ -33,6 +33,7 @@ static void bench_decisions(eerl_mode mode, unsigned n)
     eerl_ctl *ctl;
     eerl_setting st;
     eerl_event ev[64];
+    eerl_ctl_config cfg;
     double *t = malloc(n * sizeof(double)), sum = 0;
     unsigned i;
 
@@ -40,7 +41,9 @@ static void bench_decisions(eerl_mode mode, unsigned n)
         return;
     synth_init(&s, mode, 1);
     s.drift = 0.0005; /* some refreshes and refits along the way */
-    if (eerl_ctl_new(mode, NULL, clocks, nc, 1980, &ctl) < 0) {
+    eerl_ctl_config_default(mode, &cfg);
+    cfg.strategy = EERL_STRATEGY_PAPER; /* the figures in docs are the paper controller's */
+    if (eerl_ctl_new(mode, &cfg, clocks, nc, 1980, &ctl) < 0) {
         free(t);
         return;
     }

@@ -14,6 +14,7 @@
 #include "eerl/core.h"
 #include "eerl/error.h"
 #include "synth_stream.h"
+#include "testutil.h"
 
 static int verbose(void)
 {
@@ -31,7 +32,9 @@ static size_t run(struct synth *s, unsigned n, eerl_event *out, size_t cap,
     eerl_event buf[64];
     unsigned i, g;
 
-    assert_int_equal(eerl_ctl_new(EERL_MODE_DRAINED, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(
+        eerl_ctl_new(EERL_MODE_DRAINED, tu_paper_cfg(EERL_MODE_DRAINED), clocks, nc, 1980, &ctl),
+        0);
     memset(rs, 0, sizeof(*rs));
     eerl_ctl_setting(ctl, &set);
     for (i = 0; i < n; i++) {

@@ -14,6 +14,7 @@
 #include "eerl/core.h"
 #include "eerl/error.h"
 #include "synth_stream.h"
+#include "testutil.h"
 
 static int verbose(void)
 {
@@ -47,7 +48,9 @@ static void run(struct synth *s, unsigned n, struct trace *t, struct synth_run_s
     assert_non_null(t->ev);
     assert_non_null(t->req);
     assert_non_null(t->carry);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_INFLIGHT, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(
+        eerl_ctl_new(EERL_MODE_INFLIGHT, tu_paper_cfg(EERL_MODE_INFLIGHT), clocks, nc, 1980, &ctl),
+        0);
     memset(rs, 0, sizeof(*rs));
     eerl_ctl_setting(ctl, &set);
     for (i = 0; i < n; i++) {

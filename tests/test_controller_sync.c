@@ -15,6 +15,7 @@
 #include "eerl/core.h"
 #include "eerl/error.h"
 #include "synth_stream.h"
+#include "testutil.h"
 
 static int verbose(void)
 {
@@ -45,7 +46,7 @@ static void run_and_check(eerl_mode mode, uint64_t seed, double noise, unsigned 
 
     synth_init(&s, mode, seed);
     s.noise = noise;
-    assert_int_equal(eerl_ctl_new(mode, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(mode, tu_paper_cfg(mode), clocks, nc, 1980, &ctl), 0);
     memset(rs, 0, sizeof(*rs));
     synth_run(&s, ctl, n, clocks, nc, rs, verbose());
     synth_oracle(&s, clocks, nc, idle, 0.98, &oracle, &oracle_e);
@@ -113,7 +114,9 @@ static void test_search_starts_reduced_then_raises_the_slower_phase(void **state
 
     (void)state;
     synth_init(&s, EERL_MODE_COLOCATED, 3);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
+                                  nc, 1980, &ctl),
+                     0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < 20; i++) {
         eerl_obs o = synth_step(&s, &st);
@@ -133,7 +136,9 @@ static void test_search_starts_reduced_then_raises_the_slower_phase(void **state
     eerl_ctl_free(ctl);
     synth_init(&s, EERL_MODE_COLOCATED, 4);
     s.gen_knee = 1950;
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
+                                  nc, 1980, &ctl),
+                     0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < 40 && !checked_raise; i++) {
         eerl_obs o = synth_step(&s, &st);
@@ -173,7 +178,9 @@ static void test_response_length_drift_remeasures_governor(void **state)
     synth_init(&s, EERL_MODE_COLOCATED, 7);
     s.drift = 0.005;
     s.drift_from = 120;
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
+                                  nc, 1980, &ctl),
+                     0);
     memset(&a, 0, sizeof(a));
     synth_run(&s, ctl, 300, clocks, nc, &a, verbose());
     eerl_ctl_get_status(ctl, &st);
@@ -186,7 +193,9 @@ static void test_response_length_drift_remeasures_governor(void **state)
     eerl_ctl_free(ctl);
 
     synth_init(&s, EERL_MODE_COLOCATED, 7);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
+                                  nc, 1980, &ctl),
+                     0);
     memset(&b, 0, sizeof(b));
     synth_run(&s, ctl, 300, clocks, nc, &b, 0);
     eerl_ctl_get_status(ctl, &st);
@@ -207,7 +216,9 @@ static void test_long_tail_update_does_not_derail(void **state)
     (void)state;
     synth_init(&s, EERL_MODE_COLOCATED, 9);
     s.long_tail_at = 20; /* inside the first trial */
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
+                                  nc, 1980, &ctl),
+                     0);
     memset(&rs, 0, sizeof(rs));
     synth_run(&s, ctl, 250, clocks, nc, &rs, verbose());
     assert_int_equal(rs.bad_clocks, 0);
@@ -289,8 +300,12 @@ static void test_bad_inputs_refused_and_later_decisions_unchanged(void **state)
     assert_non_null(eb);
     synth_init(&s1, EERL_MODE_DISAGGREGATED, 5);
     synth_init(&s2, EERL_MODE_DISAGGREGATED, 5);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_DISAGGREGATED, NULL, clocks, nc, 1980, &c1), 0);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_DISAGGREGATED, NULL, clocks, nc, 1980, &c2), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_DISAGGREGATED, tu_paper_cfg(EERL_MODE_DISAGGREGATED),
+                                  clocks, nc, 1980, &c1),
+                     0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_DISAGGREGATED, tu_paper_cfg(EERL_MODE_DISAGGREGATED),
+                                  clocks, nc, 1980, &c2),
+                     0);
     eerl_ctl_setting(c1, &st1);
     eerl_ctl_setting(c2, &st2);
     for (i = 0; i < 200; i++) {
@@ -351,7 +366,7 @@ static void test_odd_clock_list_is_respected(void **state)
     (void)state;
     for (m = EERL_MODE_COLOCATED; m < EERL_MODE_COUNT; m++) {
         synth_init(&s, m, 31);
-        assert_int_equal(eerl_ctl_new(m, NULL, clocks, nc, 1980, &ctl), 0);
+        assert_int_equal(eerl_ctl_new(m, tu_paper_cfg(m), clocks, nc, 1980, &ctl), 0);
         memset(&rs, 0, sizeof(rs));
         synth_run(&s, ctl, 300, clocks, nc, &rs, 0);
         assert_int_equal(rs.bad_clocks, 0);
@@ -373,8 +388,12 @@ static void test_same_stream_same_decisions(void **state)
     (void)state;
     synth_init(&s1, EERL_MODE_COLOCATED, 77);
     synth_init(&s2, EERL_MODE_COLOCATED, 77);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &c1), 0);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &c2), 0);
+    assert_int_equal(
+        eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks, nc, 1980, &c1),
+        0);
+    assert_int_equal(
+        eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks, nc, 1980, &c2),
+        0);
     eerl_ctl_setting(c1, &a);
     eerl_ctl_setting(c2, &b);
     for (i = 0; i < 200; i++) {
@@ -403,6 +422,8 @@ static void test_construction_and_config_errors(void **state)
 
     (void)state;
     assert_int_equal(eerl_ctl_config_default(EERL_MODE_COLOCATED, &cfg), 0);
+    /* the one default strategy, as in eerl_rt_config_default, eerl sim and eerl.Session */
+    assert_int_equal(cfg.strategy, EERL_STRATEGY_EERL);
     /* Table 3 */
     assert_true(cfg.allowed_loss == 0.02);
     assert_int_equal(cfg.calibration_updates, 15);

@@ -15,6 +15,7 @@
 #include "core/controller.h"
 #include "core/monitor.h"
 #include "synth_stream.h"
+#include "testutil.h"
 
 static eerl_ctl *calibrated(struct synth *s)
 {
@@ -26,7 +27,9 @@ static eerl_ctl *calibrated(struct synth *s)
     int i;
 
     synth_init(s, EERL_MODE_COLOCATED, 42);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, NULL, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
+                                  nc, 1980, &ctl),
+                     0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < 15; i++) {
         eerl_obs o = synth_step(s, &st);

@@ -171,6 +171,7 @@ static void test_group_config_errors(void **state)
     assert_string_equal(c.group_names[0], "generation");
     assert_string_equal(c.group_names[1], "training");
     c.n_groups = 3;
+    c.strategy = EERL_STRATEGY_PAPER;
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
     assert_non_null(strstr(why, "n_groups 3: strategy paper"));
     c.strategy = EERL_STRATEGY_EERL;

@@ -73,3 +73,13 @@ void tu_cleanup(void)
         fprintf(stderr, "could not remove %s\n", tmpdir);
     tmpdir[0] = '\0';
 }
+
+const eerl_ctl_config *tu_paper_cfg(eerl_mode mode)
+{
+    static eerl_ctl_config c[EERL_MODE_COUNT];
+
+    if ((unsigned)mode >= EERL_MODE_COUNT || eerl_ctl_config_default(mode, &c[mode]) < 0)
+        abort();
+    c[mode].strategy = EERL_STRATEGY_PAPER;
+    return &c[mode];
+}

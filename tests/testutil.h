@@ -13,4 +13,9 @@ char *tu_read_file(const char *path);
 /* Removes the scratch directory and everything in it. */
 void tu_cleanup(void);
 
+#include "eerl/core.h"
+/* Table 3's defaults for the mode with the paper's strategy (EERL_STRATEGY_PAPER), for the
+ * tests of that controller (the library's default strategy is eerl's). Static storage. */
+const eerl_ctl_config *tu_paper_cfg(eerl_mode mode);
+
 #endif

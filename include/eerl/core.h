@@ -61,10 +61,14 @@ typedef enum eerl_mode {
     EERL_MODE_COUNT
 } eerl_mode;
 
+/* The default strategy everywhere (eerl_ctl_config_default, eerl_rt_config_default, eerl sim,
+ * eerl.Session, MultiNodeSession) is EERL_STRATEGY_EERL: it saves the most within the allowance
+ * (docs/controller.md) and is the one that resumes from a saved state. */
 typedef enum eerl_strategy {
     EERL_STRATEGY_PAPER =
         0,                  /* faithful EE-RL: the state machine of the mode (docs/controller.md) */
-    EERL_STRATEGY_EERL = 1, /* eerl's own: run-level throughput budget, sequential tests */
+    EERL_STRATEGY_EERL = 1, /* the default; eerl's own: run-level throughput budget, sequential
+                               tests */
     EERL_STRATEGY_GOVERNOR = 2, /* baseline: the default governor throughout */
     EERL_STRATEGY_STATIC = 3,   /* baseline: cfg.static_setting from the first update (oracle) */
     EERL_STRATEGY_GLOBAL_CLOCK = 4,  /* baseline: one clock for every group, downward sweep with
@@ -194,7 +198,8 @@ typedef struct eerl_ctl_config {
     char group_names[EERL_GROUPS_MAX][16];
 } eerl_ctl_config;
 
-/* Table 3's defaults for the mode (strategy EERL_STRATEGY_PAPER) into the first size bytes of
+/* Table 3's defaults for the mode with the default strategy EERL_STRATEGY_EERL (set
+ * EERL_STRATEGY_PAPER for the paper's own controller), into the first size bytes of
  * *ret_cfg (size: the caller's sizeof(eerl_ctl_config); at least the 0.2 struct's), with
  * ret_cfg->size set. eerl_ctl_config_default passes the size of the header it is compiled
  * with (a macro: the function of that name is there for bindings, and writes this release's

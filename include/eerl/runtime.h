@@ -88,8 +88,9 @@ typedef struct eerl_rt_config {
     const char *resume_tag;
 } eerl_rt_config;
 
-/* Defaults for the mode: allowed loss 0.02, paper strategy, no trace, real time, no GPUs, into
- * the first size bytes of *ret_cfg (the caller's sizeof; at least the 0.2 struct's), size set.
+/* Defaults for the mode: allowed loss 0.02, strategy
+ * EERL_STRATEGY_EERL (the default everywhere, see eerl_strategy), no trace, real time, no GPUs,
+ * into the first size bytes of *ret_cfg (the caller's sizeof; at least the 0.2 struct's), size set.
  * eerl_rt_config_default is a macro passing the compiled header's size (the function of that
  * name, for bindings, writes this release's struct). */
 EERL_EXPORT int eerl_rt_config_init(eerl_mode mode, eerl_rt_config *ret_cfg, size_t size);

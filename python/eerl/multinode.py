@@ -760,6 +760,8 @@ class MultiNodeSession:
         _lib.check(f["config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
                    "controller defaults")
         cfg.allowed_loss = float(allowed_loss)
+        # the default strategy, eerl's (as in eerl.Session and the C API)
+        self.strategy = {v: k for k, v in T.STRATEGIES.items()}[cfg.strategy]
         arr = (C.c_uint * len(clocks))(*clocks)
         h = C.c_void_p()
         _lib.check(f["new"](T.MODES[mode], C.byref(cfg), arr, len(clocks), self.peak,
@@ -779,7 +781,7 @@ class MultiNodeSession:
                 self._trace = open(trace, "w")
                 self._write({"type": "header", "format": "eerl-trace", "version": 1,
                              "producer": "eerl %s python multinode" % _lib.__version__,
-                             "mode": mode, "strategy": "paper", "governor_peak_mhz": self.peak,
+                             "mode": mode, "strategy": self.strategy, "governor_peak_mhz": self.peak,
                              "clocks_mhz": self.clocks,
                              "config": {"allowed_loss": self.allowed_loss}})
                 run = {"type": "run", "nodes": len(self.nodes),

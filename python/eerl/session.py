@@ -130,6 +130,9 @@ class Session:
     allowed_loss: throughput may fall to (1 - allowed_loss) of the governor's.
     observe_only: measure, decide and trace, but never change a clock (needs no privilege).
     trace: path of the JSON-lines trace (docs/trace-format.md), or None.
+    strategy: "eerl" (the default here, in the C API and in `eerl sim`: it saves the most within
+        the allowance and resumes), "paper" (the paper's own controller) or a baseline
+        ("governor", "global-clock", "linear-search").
     run_info: a dict merged into the trace's "run" line (model, framework, ...).
     eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
         True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path.
@@ -146,7 +149,7 @@ class Session:
     """
 
     def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
-                 trace=None, strategy="paper", run_info=None, governor_peak_mhz=0,
+                 trace=None, strategy="eerl", run_info=None, governor_peak_mhz=0,
                  meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
                  resume_tag=None):
         self._rt = None

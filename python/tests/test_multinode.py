@@ -143,6 +143,8 @@ def test_torch_distributed_four_nodes(nodes, tmp_path):
         assert switched >= 3, "%s: the controller never left the governor: %s" % (mode, recs[-1])
 
         trace = str(tmp_path / (mode + ".jsonl"))
+        # the one default strategy, as in eerl.Session and the C API
+        assert json.loads(open(trace).readline())["strategy"] == "eerl"
         rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True,
                             timeout=60)
         assert rp.returncode == 0, rp.stderr
@@ -368,9 +370,12 @@ def test_session_through_eerld_leases_switches_and_resets(nodes):
         for u in range(25):
             one_update(s, u)
             a = s.applied_setting()
-            if a["gen_mhz"]:
-                with s.phase("generation"):
-                    seen = ([r[2] for r in watch.read([0, 1])], a["gen_mhz"])
+            # the default strategy (eerl's) probes one phase's clock at a time
+            phase = "generation" if a["gen_mhz"] else "training" if a["train_mhz"] else None
+            if phase:
+                with s.phase(phase):
+                    key = "gen_mhz" if phase == "generation" else "train_mhz"
+                    seen = ([r[2] for r in watch.read([0, 1])], a[key])
                 break
         assert seen is not None, "the controller never left the governor"
         assert seen[0] == [seen[1]] * 2  # eerld locked both GPUs for this session

@@ -33,15 +33,17 @@ def one_update(s, u, gen_s=0.012, train_s=0.008):
 
 
 def run_until_locked(s, state, limit=40):
-    """Runs updates until the stand-in shows a locked clock on every GPU (calibration is 15
-    governor updates, then the search's first candidate is applied at the next phase)."""
+    """Runs updates until the stand-in shows a locked clock on every GPU in a phase
+    (calibration, then the search's first candidate is applied at the next phase begin: the
+    default strategy, eerl's, probes one phase's clock at a time), and leaves the session in
+    that phase, mid-update, as a crash would."""
     for u in range(limit):
         one_update(s, u)
-        with s.phase("generation"):  # the next setting is applied at a phase begin
-            locks = read_locks(state)
-        if all(lo is not None for lo, _ in locks):
-            s.phase_begin("training")  # leave the session mid-update, as a crash would
-            return u
+        for phase in ("generation", "training"):
+            s.phase_begin(phase)  # the next setting is applied at a phase begin
+            if all(lo is not None for lo, _ in read_locks(state)):
+                return u
+            s.phase_end(phase)
     pytest.fail("no clock was locked after %d updates: %s" % (limit, read_locks(state)))
 
 
@@ -65,6 +67,7 @@ def test_measures_decides_and_traces(node, tmp_path):
         assert s.status()["observed"] == 2
     lines = [json.loads(l) for l in open(trace)]
     assert lines[0]["type"] == "header" and lines[0]["mode"] == "colocated"
+    assert lines[0]["strategy"] == "eerl"  # the one default, as in the C API and eerl sim
     run = [l for l in lines if l.get("type") == "run"]
     assert run and run[0]["pools"] == POOLS
     assert sum(1 for l in lines if l.get("type") == "update") == 2

@@ -153,7 +153,7 @@ int eerl_ctl_config_init(eerl_mode mode, eerl_ctl_config *ret_cfg, size_t size)
         return EERL_EINVAL;
     memset(&c, 0, sizeof(c));
     c.size = size < sizeof(c) ? size : sizeof(c);
-    c.strategy = EERL_STRATEGY_PAPER;
+    c.strategy = EERL_STRATEGY_EERL;
     c.allowed_loss = 0.02;
     c.min_saving = 0.0;
     c.calibration_updates = mode == EERL_MODE_INFLIGHT ? 45 : 15;

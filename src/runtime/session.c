@@ -95,7 +95,7 @@ int eerl_rt_config_init(eerl_mode mode, eerl_rt_config *ret_cfg, size_t size)
     c.size = size < sizeof(c) ? size : sizeof(c);
     c.mode = mode;
     c.allowed_loss = 0.02;
-    c.strategy = EERL_STRATEGY_PAPER;
+    c.strategy = EERL_STRATEGY_EERL;
     memcpy(ret_cfg, &c, c.size);
     return 0;
 }

@@ -53,6 +53,25 @@ struct eerl__an_window;
 void eerl_cli_window_row(const char *name, const struct eerl__an_window *w, const char *setting,
                          int name_w, int setting_w);
 
+/* "1800/1305", or "1800/1305 idle 345" where a waiting pool has a clock of its own. */
+struct eerl_setting;
+const char *eerl_cli_setting_str(const struct eerl_setting *s, char *buf, size_t len);
+
+/* The comparison tables `eerl sim` and `eerl analyze` print (docs/quickstart.md defines every
+ * word): a line saying what the rows are, the rows (the verdict's figure first), the allowance
+ * verdict (allowed_loss 0: none), the capture ratio and the per-seed table. exact: a seed's runs
+ * did the same work (divergence 0); divergence < 0: unknown (traces of a real cluster). The
+ * oracle (NULL: none) adds its row, the capture ratio and a capture column. */
+struct eerl__an_result;
+struct eerl_cli_oracle {
+    const struct eerl__an_window *w;
+    const struct eerl_setting *setting;
+    const double *seed_saving_pct; /* per seed, in the result's seed order */
+};
+void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, double divergence,
+                               double allowed_loss, const char *updates_desc,
+                               const struct eerl_cli_oracle *oracle);
+
 /* Checks what a command runs on the simulated cluster: model, GPU, mode, size ('S', 'M', 'L')
  * and allocation (one GPU count for colocated, GEN/TRAIN pool sizes otherwise, each 1 to
  * max_pool). On an error prints a message naming the value and the valid choices and returns

@@ -214,7 +214,7 @@ int eerl_cmd_analyze(int argc, char **argv)
     size_t n = 0, i, j, np = 0, ng = 0, nc = 0;
     int json = 0, rc = EERL_EXIT_USAGE, e, fwd = 0, fwd_opt = 0;
     struct eerl__an_fwd_cfg fc = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
-    char why[1024], set[64];
+    char why[1024];
 
     for (i = 1; i < (size_t)argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -347,76 +347,40 @@ int eerl_cmd_analyze(int argc, char **argv)
         eerl_cli_err(CMD, "analysis: %s", eerl_strerror(e));
         goto out;
     }
-    if (json) {
-        json_t *jo = json_object(), *a = json_array(), *nm;
+    {
+        /* A seed's runs did the same work when every trace says divergence 0 (eerl sim's
+         * default); traces of a real cluster say nothing, and are judged workload-normalized.
+         * The allowance is the controller runs' own (their trace headers). */
+        double div = s[0].divergence, loss = allc[0]->allowed_loss;
+        int exact = 1;
 
-        json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
-        json_object_set_new(jo, "saving_pct", eerl__an_num(res->whole.saving_pct));
-        json_object_set_new(jo, "dq_pct", eerl__an_num(res->whole.dq_pct));
-        json_object_set_new(jo, "before_lock", eerl__an_window_json(&res->before, NULL, 0));
-        json_object_set_new(jo, "after_lock",
-                            eerl__an_window_json(&res->after,
-                                                 res->lock_same ? &res->lock_setting : NULL,
-                                                 res->any_locked && !res->lock_same));
-        if (!res->any_locked)
-            json_object_set_new(json_object_get(jo, "after_lock"), "setting", json_null());
-        nm = json_object();
-        json_object_set_new(nm, "governors", json_integer(res->norm_governors));
-        json_object_set_new(nm, "whole", eerl__an_window_json(&res->norm_whole, NULL, 0));
-        json_object_set_new(nm, "after_lock", eerl__an_window_json(&res->norm_after, NULL, 0));
-        json_object_set_new(nm, "governor_time_spread_pct", eerl__an_num(res->gov_time_spread_pct));
-        json_object_set_new(nm, "governor_energy_spread_pct",
-                            eerl__an_num(res->gov_energy_spread_pct));
-        json_object_set_new(jo, "normalized", nm);
-        for (i = 0; i < np; i++) {
-            const struct eerl__an_seed *sd = &res->seed[i];
-            json_t *o = json_object();
-            json_object_set_new(o, "seed", json_integer((json_int_t)sd->seed));
-            json_object_set_new(o, "saving_pct", eerl__an_num(sd->whole.saving_pct));
-            json_object_set_new(o, "dq_pct", eerl__an_num(sd->whole.dq_pct));
-            json_object_set_new(o, "before_lock", eerl__an_window_json(&sd->before, NULL, 0));
-            json_object_set_new(
-                o, "after_lock",
-                eerl__an_window_json(&sd->after, sd->locked ? &sd->lock_setting : NULL, 0));
-            if (!sd->locked)
-                json_object_set_new(json_object_get(o, "after_lock"), "setting", json_null());
-            json_array_append_new(a, o);
+        for (i = 0; i < n; i++) {
+            if (s[i].divergence != 0)
+                exact = 0;
+            if (s[i].divergence != div)
+                div = -1;
         }
-        json_object_set_new(jo, "seeds", a);
-        eerl_cli_print_json(jo);
-    } else {
-        printf("eerl analyze: %s mode, %zu seed pair%s, updates %d and later\n\n",
-               eerl_mode_name(s[0].mode), np, np == 1 ? "" : "s", EERL__AN_FIRST_UPDATE);
-        printf("  %-26s %8s  %-14s %10s  %10s\n", "interval", "updates", "gen/train MHz", "saving",
-               "throughput");
-        eerl_cli_window_row("whole run", &res->whole, "varies", 26, 14);
-        eerl_cli_window_row("before lock", &res->before, "varies", 26, 14);
-        if (res->lock_same)
-            eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
-        else
-            snprintf(set, sizeof(set), res->any_locked ? "varies" : "(no lock)");
-        eerl_cli_window_row("after lock", &res->after, set, 26, 14);
-        eerl_cli_window_row("whole run, normalized", &res->norm_whole, "varies", 26, 14);
-        eerl_cli_window_row("after lock, normalized", &res->norm_after, set, 26, 14);
-        printf("\n  normalized: governor model fitted by least squares on %u pooled governor "
-               "run%s;\n  the governors' own ratios spread %.2f%% in time and %.2f%% in energy\n",
-               res->norm_governors, res->norm_governors == 1 ? "" : "s", res->gov_time_spread_pct,
-               res->gov_energy_spread_pct);
-        printf("\n  %-6s %-12s %10s %10s %10s %10s\n", "seed", "locked", "saving", "throughput",
-               "after", "after dq");
-        for (i = 0; i < np; i++) {
-            const struct eerl__an_seed *sd = &res->seed[i];
-            char a1[32], a2[32], a3[32], a4[32];
-            eerl_cli_fmt_pct(a1, sizeof(a1), sd->whole.saving_pct, 0);
-            eerl_cli_fmt_pct(a2, sizeof(a2), sd->whole.dq_pct, 1);
-            eerl_cli_fmt_pct(a3, sizeof(a3), sd->after.saving_pct, 0);
-            eerl_cli_fmt_pct(a4, sizeof(a4), sd->after.dq_pct, 1);
-            if (sd->locked)
-                eerl__an_setting_str(&sd->lock_setting, set, sizeof(set));
-            else
-                snprintf(set, sizeof(set), "-");
-            printf("  %-6llu %-12s %10s %10s %10s %10s\n", (unsigned long long)sd->seed, set, a1,
-                   a2, a3, a4);
+        for (i = 0; i < nc; i++)
+            if (allc[i]->allowed_loss != loss)
+                loss = 0;
+        if (json) {
+            json_t *jo = eerl__an_result_json(res, exact, loss);
+
+            json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
+            json_object_set_new(jo, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
+            json_object_set_new(jo, "pairs", json_integer((json_int_t)np));
+            json_object_set_new(jo, "governor_traces", json_integer((json_int_t)ng));
+            json_object_set_new(jo, "controller_traces", json_integer((json_int_t)nc));
+            json_object_set_new(jo, "divergence", div >= 0 ? json_real(div) : json_null());
+            eerl_cli_print_json(jo);
+        } else {
+            char from[32];
+
+            printf("eerl analyze: %s mode, %zu seed pair%s, %zu governor and %zu controller "
+                   "trace%s\n",
+                   eerl_mode_name(s[0].mode), np, np == 1 ? "" : "s", ng, nc, nc == 1 ? "" : "s");
+            snprintf(from, sizeof(from), "%d and later", EERL__AN_FIRST_UPDATE);
+            eerl_cli_print_comparison(res, exact, div, loss, from, NULL);
         }
     }
     rc = EERL_EXIT_OK;

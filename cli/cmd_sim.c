@@ -34,10 +34,10 @@ static void usage(FILE *out)
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json]\n"
-            "                [--divergence 0.025] [--noise none]\n"
+            "                [--divergence 0] [--noise none]\n"
             "                [--save-state DIR] [--resume-from DIR]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
-            "cluster with matched seeds, both through the runtime session (meter, actuator and\n"
+            "cluster on the same work, both through the runtime session (meter, actuator and\n"
             "controller in virtual time), and prints the energy-per-valid-token saving and the\n"
             "throughput change over the whole run, before and after the lock (updates from 2 on,\n"
             "matched-seed geometric means), the oracle (best static setting meeting the\n"
@@ -49,7 +49,10 @@ static void usage(FILE *out)
             "  --allowed-loss: fraction (0.02) or percent (2%%), above 0 and below 50%%\n"
             "  --trace DIR: writes DIR/seed<N>-governor.jsonl and DIR/seed<N>-controller.jsonl\n"
             "               (eerl replay / eerl analyze / eerl report read them)\n"
-            "  --divergence: run-to-run spread of log throughput between runs of one seed\n"
+            "  --json: one JSON object holding every figure the text prints (docs/runtime.md)\n"
+            "  --divergence: run-to-run spread of log throughput between runs of one seed;\n"
+            "              0 (default): a seed's runs do the same work and compare exactly;\n"
+            "              above 0 (0.025 as real runs): judged on the workload-normalized rows\n"
             "  --noise: per-update noise the work cannot explain: none (default) or fitted\n"
             "              (the preset's phase-level noise, docs/twin.md)\n"
             "  --strategy: %s\n"
@@ -117,27 +120,14 @@ static const char *size_desc(const eerl_twin_preset *preset, char size, char *bu
     return buf;
 }
 
-static json_t *seed_json(const struct eerl__an_seed *sd, const struct eerl__sim_oracle *o, size_t k)
+/* P, K and B of the preset's workload size. */
+static void size_pkb(const eerl_twin_preset *preset, char size, int ret[3])
 {
-    json_t *j = json_object(), *oj = json_object();
+    int i = size == 'S' ? 0 : size == 'M' ? 1 : 2;
 
-    json_object_set_new(j, "seed", json_integer((json_int_t)sd->seed));
-    json_object_set_new(j, "saving_pct", eerl__an_num(sd->whole.saving_pct));
-    json_object_set_new(j, "dq_pct", eerl__an_num(sd->whole.dq_pct));
-    json_object_set_new(j, "before_lock", eerl__an_window_json(&sd->before, NULL, 0));
-    json_object_set_new(j, "after_lock",
-                        eerl__an_window_json(&sd->after, sd->locked ? &sd->lock_setting : NULL, 0));
-    if (!sd->locked)
-        json_object_set_new(json_object_get(j, "after_lock"), "setting", json_null());
-    json_object_set_new(oj, "setting", eerl__an_setting_json(&o->setting));
-    json_object_set_new(oj, "saving_pct", eerl__an_num(o->seed_saving_pct[k]));
-    json_object_set_new(oj, "dq_pct", eerl__an_num(o->seed_dq_pct[k]));
-    json_object_set_new(j, "oracle", oj);
-    json_object_set_new(j, "capture_ratio",
-                        eerl__an_num(o->seed_saving_pct[k] > 0
-                                         ? sd->whole.saving_pct / o->seed_saving_pct[k]
-                                         : NAN));
-    return j;
+    ret[0] = (int)preset->wl.P[i];
+    ret[1] = (int)preset->wl.K[i];
+    ret[2] = (int)preset->wl.B[i];
 }
 
 /* Removes what this run wrote under the trace directory (and the directory if it made it). */
@@ -165,7 +155,7 @@ int eerl_cmd_sim(int argc, char **argv)
     const char *save_dir = NULL, *resume_dir = NULL;
     unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0;
     int oracle_run = 0, have_oracle = 0;
-    double loss = 0.02, divergence = 0.025;
+    double loss = 0.02, divergence = 0;
     unsigned noise = EERL_TWIN_NOISE_NONE;
     int json = 0, rc = EERL_EXIT_USAGE, e, i, made_dir = 0, alloc_given = 0;
     eerl_twin_mode mode;
@@ -340,10 +330,9 @@ int eerl_cmd_sim(int argc, char **argv)
         goto out;
     }
     fprintf(stderr,
-            "eerl sim: %s on %s, %s %s, size %s (%s), %lu updates, %lu seed%s, "
-            "allowed loss %g%%\n",
-            model, gpu, mode_s, alloc, size, size_desc(preset, size[0], pkb, sizeof(pkb)), updates,
-            n_seeds, n_seeds == 1 ? "" : "s", loss * 100);
+            "eerl sim: %lu seed%s, each a governor run and a controller run (%s), then "
+            "the oracle search; the results follow on stdout\n",
+            n_seeds, n_seeds == 1 ? "" : "s", strategy_s);
     if (oracle_run) {
         e = eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds, loss,
                              orc);
@@ -409,10 +398,10 @@ int eerl_cmd_sim(int argc, char **argv)
             fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): %s%s\n", (unsigned long long)seeds[k],
                     k + 1, n_seeds, ctl[k].resumed ? "" : "not resumed: ", ctl[k].resume_detail);
         if (ctl[k].series.locked)
-            fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): locked %s idle %s at update %llu\n",
+            fprintf(stderr,
+                    "eerl sim: seed %llu (%zu/%lu): locked %s (gen/train MHz) after update %llu\n",
                     (unsigned long long)seeds[k], k + 1, n_seeds,
-                    eerl__an_setting_str(&ctl[k].series.lock_setting, buf, sizeof(buf)),
-                    ctl[k].series.lock_setting.idle_mhz ? "on" : "gov",
+                    eerl_cli_setting_str(&ctl[k].series.lock_setting, buf, sizeof(buf)),
                     (unsigned long long)ctl[k].series.lock_update);
         else
             fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): no lock in %lu updates\n",
@@ -444,110 +433,71 @@ int eerl_cmd_sim(int argc, char **argv)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     {
-        double capture = orc->saving_pct > 0 ? res->whole.saving_pct / orc->saving_pct : NAN;
+        double capture;
         double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 
+        /* With the same work in a seed's two runs (divergence 0) the matched-seed comparison
+         * is exact; when the runs diverge, the workload-normalized one (Appendix E) takes the
+         * work out. The headline is the figure the verdict is judged on. */
+        int exact = divergence == 0;
+        const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
+        struct eerl__an_window ow = {(double)updates - 1, orc->saving_pct, orc->dq_pct,
+                                     (unsigned)n_seeds};
+        struct eerl_cli_oracle oracle = {&ow, &orc->setting, orc->seed_saving_pct};
+
+        capture = orc->saving_pct > 0 ? vw->saving_pct / orc->saving_pct : NAN;
         if (json) {
-            json_t *j = json_object(), *a, *o;
+            json_t *j = eerl__an_result_json(res, exact, loss), *o, *wl, *sj;
+            int pkbv[3];
 
             json_object_set_new(j, "model", json_string(model));
             json_object_set_new(j, "gpu", json_string(gpu));
             json_object_set_new(j, "mode", json_string(mode_s));
             json_object_set_new(j, "alloc", json_string(alloc));
+            json_object_set_new(j, "n_gen", json_integer(ng));
+            json_object_set_new(j, "n_train", json_integer(nt));
             json_object_set_new(j, "size", json_string(size));
+            wl = json_object();
+            size_pkb(preset, size[0], pkbv);
+            json_object_set_new(wl, "size", json_string(size));
+            json_object_set_new(wl, "P", json_integer(pkbv[0]));
+            json_object_set_new(wl, "K", json_integer(pkbv[1]));
+            json_object_set_new(wl, "B", json_integer(pkbv[2]));
+            json_object_set_new(j, "workload", wl);
             json_object_set_new(j, "updates", json_integer((json_int_t)updates));
+            json_object_set_new(j, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
+            json_object_set_new(j, "n_seeds", json_integer((json_int_t)n_seeds));
             json_object_set_new(j, "allowed_loss", json_real(loss));
             json_object_set_new(j, "strategy", json_string(strategy_s));
-            json_object_set_new(j, "saving_pct", eerl__an_num(res->whole.saving_pct));
-            json_object_set_new(j, "dq_pct", eerl__an_num(res->whole.dq_pct));
-            json_object_set_new(j, "before_lock", eerl__an_window_json(&res->before, NULL, 0));
-            json_object_set_new(j, "after_lock",
-                                eerl__an_window_json(&res->after,
-                                                     res->lock_same ? &res->lock_setting : NULL,
-                                                     res->any_locked && !res->lock_same));
-            if (!res->any_locked)
-                json_object_set_new(json_object_get(j, "after_lock"), "setting", json_null());
-            o = json_object();
-            json_object_set_new(o, "setting", eerl__an_setting_json(&orc->setting));
-            json_object_set_new(o, "saving_pct", eerl__an_num(orc->saving_pct));
-            json_object_set_new(o, "dq_pct", eerl__an_num(orc->dq_pct));
+            json_object_set_new(j, "divergence", json_real(divergence));
+            o = eerl__an_window_json(&ow, &orc->setting, 0);
             json_object_set_new(j, "oracle", o);
             json_object_set_new(j, "capture_ratio", eerl__an_num(capture));
-            a = json_array();
-            for (k = 0; k < n_seeds; k++)
-                json_array_append_new(a, seed_json(&res->seed[k], orc, k));
-            json_object_set_new(j, "seeds", a);
+            json_array_foreach(json_object_get(j, "seeds"), k, sj)
+            {
+                json_t *oj = json_object();
+
+                json_object_set_new(oj, "setting", eerl__an_setting_json(&orc->setting));
+                json_object_set_new(oj, "saving_pct", eerl__an_num(orc->seed_saving_pct[k]));
+                json_object_set_new(oj, "dq_pct", eerl__an_num(orc->seed_dq_pct[k]));
+                json_object_set_new(sj, "oracle", oj);
+                json_object_set_new(
+                    sj, "capture_ratio",
+                    eerl__an_num(orc->seed_saving_pct[k] > 0
+                                     ? res->seed[k].whole.saving_pct / orc->seed_saving_pct[k]
+                                     : NAN));
+            }
             json_object_set_new(j, "wall_s", json_real(wall));
             eerl_cli_print_json(j);
         } else {
-            char set[64], o1[64], o2[96], range[32];
+            char range[32];
 
-            printf("eerl sim: %s on %s, %s %s, workload %s (P/K/B %s), %lu updates, %lu seed%s\n",
+            printf("eerl sim: %s on %s, %s %s, workload %s (P/K/B %s), %lu updates, %lu seed%s, "
+                   "allowed loss %g%%\n",
                    model, gpu, mode_s, alloc, size, size_desc(preset, size[0], pkb, sizeof(pkb)),
-                   updates, n_seeds, n_seeds == 1 ? "" : "s");
-            printf("controller vs matched governor runs (geometric mean over seeds, updates "
-                   "%d-%lu, allowed loss %g%%)\n",
-                   EERL__AN_FIRST_UPDATE, updates, loss * 100);
-            if (divergence > 0)
-                printf("raw rows: the runs of a seed also differ in their work (divergence %g, "
-                       "as real runs do);\nthe allowance is judged on the workload-normalized "
-                       "figure below (Appendix E)\n",
-                       divergence);
-            printf("\n");
-            printf("  %-22s %8s  %-16s %10s  %10s\n", "interval", "updates", "gen/train MHz",
-                   "saving", "throughput");
-            eerl_cli_window_row("whole run", &res->whole, "varies", 22, 16);
-            eerl_cli_window_row("before lock", &res->before, "varies", 22, 16);
-            if (res->lock_same)
-                eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
-            else
-                snprintf(set, sizeof(set), res->any_locked ? "varies" : "(no lock)");
-            eerl_cli_window_row("after lock", &res->after, set, 22, 16);
-            {
-                struct eerl__an_window ow = {(double)updates - 1, orc->saving_pct, orc->dq_pct,
-                                             (unsigned)n_seeds};
-                eerl__an_setting_str(&orc->setting, o1, sizeof(o1));
-                if (orc->setting.idle_mhz)
-                    snprintf(o2, sizeof(o2), "%s idle %u", o1, orc->setting.idle_mhz);
-                else
-                    snprintf(o2, sizeof(o2), "%s", o1);
-                eerl_cli_window_row("oracle (best static)", &ow, o2, 22, 16);
-            }
-            if (isfinite(capture))
-                printf("\n  capture ratio (controller saving / oracle saving): %.2f\n", capture);
-            else
-                printf("\n  capture ratio: - (the oracle saves nothing)\n");
-            if (res->normalized)
-                printf("  workload-normalized (Appendix E, %u pooled governor runs): whole run "
-                       "%.2f%% saving, %+.2f%% throughput; governors' own spread %.2f%% time, "
-                       "%.2f%% energy\n",
-                       res->norm_governors, res->norm_whole.saving_pct, res->norm_whole.dq_pct,
-                       res->gov_time_spread_pct, res->gov_energy_spread_pct);
-            if (res->normalized)
-                printf("  allowance (%g%%) on the workload-normalized whole run: %s\n", loss * 100,
-                       res->norm_whole.dq_pct >= -100 * loss ? "met" : "NOT met");
-            printf("\n  %-6s %-12s %-8s %10s %10s %10s %10s %8s\n", "seed", "locked", "at",
-                   "saving", "throughput", "after", "after dq", "capture");
-            for (k = 0; k < n_seeds; k++) {
-                const struct eerl__an_seed *sd = &res->seed[k];
-                char s1[32], s2[32], s3[32], s4[32];
-                eerl_cli_fmt_pct(s1, sizeof(s1), sd->whole.saving_pct, 0);
-                eerl_cli_fmt_pct(s2, sizeof(s2), sd->whole.dq_pct, 1);
-                eerl_cli_fmt_pct(s3, sizeof(s3), sd->after.saving_pct, 0);
-                eerl_cli_fmt_pct(s4, sizeof(s4), sd->after.dq_pct, 1);
-                if (sd->locked) {
-                    eerl__an_setting_str(&sd->lock_setting, set, sizeof(set));
-                    snprintf(range, sizeof(range), "%llu",
-                             (unsigned long long)ctl[k].series.lock_update);
-                } else {
-                    snprintf(set, sizeof(set), "-");
-                    snprintf(range, sizeof(range), "-");
-                }
-                printf("  %-6llu %-12s %-8s %10s %10s %10s %10s %8.2f\n",
-                       (unsigned long long)sd->seed, set, range, s1, s2, s3, s4,
-                       orc->seed_saving_pct[k] > 0 ? sd->whole.saving_pct / orc->seed_saving_pct[k]
-                                                   : NAN);
-            }
+                   updates, n_seeds, n_seeds == 1 ? "" : "s", loss * 100);
+            snprintf(range, sizeof(range), "%d-%lu", EERL__AN_FIRST_UPDATE, updates);
+            eerl_cli_print_comparison(res, exact, divergence, loss, range, &oracle);
             if (trace)
                 printf("\n  traces: %s/seed<N>-{governor,controller}.jsonl (eerl analyze, eerl "
                        "report, eerl replay)\n",

@@ -255,3 +255,140 @@ struct eerl_device *eerl_cli_open_devices(const char *cmd)
     }
     return dev;
 }
+
+const char *eerl_cli_setting_str(const eerl_setting *s, char *buf, size_t len)
+{
+    char g[40];
+
+    eerl__an_setting_str(s, g, sizeof(g));
+    if (s->idle_mhz)
+        snprintf(buf, len, "%s idle %u", g, s->idle_mhz);
+    else
+        snprintf(buf, len, "%s", g);
+    return buf;
+}
+
+/* One row; range: the per-seed update range ("27-29"), or NULL for the window's own count. */
+static void cmp_row(const char *name, const char *range, const struct eerl__an_window *w,
+                    const char *setting)
+{
+    char s[32], q[32], u[32];
+
+    eerl_cli_fmt_pct(s, sizeof(s), w->saving_pct, 0);
+    eerl_cli_fmt_pct(q, sizeof(q), w->dq_pct, 1);
+    if (range)
+        snprintf(u, sizeof(u), "%s", range);
+    else if (w->seeds == 0)
+        snprintf(u, sizeof(u), "-");
+    else
+        snprintf(u, sizeof(u), "%.0f", w->updates);
+    printf("  %-28s %8s  %-20s %8s  %10s\n", name, u, setting, s, q);
+}
+
+static const char *range_str(const struct eerl__an_result *res, int after, char *buf, size_t n)
+{
+    double lo, hi;
+
+    eerl__an_window_range(res, after, &lo, &hi);
+    if (lo == hi)
+        snprintf(buf, n, "%.0f", lo);
+    else
+        snprintf(buf, n, "%.0f-%.0f", lo, hi);
+    return buf;
+}
+
+void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, double divergence,
+                               double allowed_loss, const char *updates_desc,
+                               const struct eerl_cli_oracle *oracle)
+{
+    const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
+    int norm = vw != &res->whole;
+    char set[64], o2[96], r1[32], r2[32], dv[64];
+    size_t k;
+
+    if (!norm)
+        printf("rows: the controller run against its seed's governor run, on the same work "
+               "(exact); geometric means over seeds of updates %s\n",
+               updates_desc);
+    else {
+        if (divergence >= 0)
+            snprintf(dv, sizeof(dv), "divergence %g", divergence);
+        else
+            snprintf(dv, sizeof(dv), "as real runs do");
+        printf("rows: the runs of a seed differ in their work (%s); \"normalized\" rows score the "
+               "controller runs against a governor model fitted on the %u governor runs' work "
+               "(Appendix E), the verdict's figure; \"matched seeds\" rows compare each "
+               "controller run with its seed's governor run as they ran; geometric means over "
+               "seeds of updates %s\n",
+               dv, res->norm_governors, updates_desc);
+    }
+    printf("\n  %-28s %8s  %-20s %8s  %10s\n", "interval", "updates", "gen/train MHz", "saving",
+           "throughput");
+    if (res->lock_same)
+        eerl_cli_setting_str(&res->lock_setting, set, sizeof(set));
+    else
+        snprintf(set, sizeof(set), res->any_locked ? "varies" : "(no lock)");
+    range_str(res, 0, r1, sizeof(r1));
+    range_str(res, 1, r2, sizeof(r2));
+    if (!norm) {
+        cmp_row("whole run", NULL, &res->whole, "varies");
+        cmp_row("before lock", r1, &res->before, "varies");
+        cmp_row("after lock", r2, &res->after, set);
+    } else {
+        cmp_row("whole run, normalized", NULL, &res->norm_whole, "varies");
+        cmp_row("after lock, normalized", r2, &res->norm_after, set);
+        cmp_row("whole run, matched seeds", NULL, &res->whole, "varies");
+        cmp_row("before lock, matched seeds", r1, &res->before, "varies");
+        cmp_row("after lock, matched seeds", r2, &res->after, set);
+    }
+    if (oracle) {
+        eerl_cli_setting_str(oracle->setting, o2, sizeof(o2));
+        cmp_row("oracle (best static)", NULL, oracle->w, o2);
+    }
+    printf("\n");
+    if (allowed_loss > 0)
+        printf("  allowance (%g%%) on the %swhole run: %s (throughput %+.2f%%)\n",
+               allowed_loss * 100, norm ? "normalized " : "",
+               isfinite(vw->dq_pct) && vw->dq_pct >= -100 * allowed_loss ? "met" : "NOT met",
+               vw->dq_pct);
+    if (oracle) {
+        if (oracle->w->saving_pct > 0)
+            printf("  capture ratio (controller saving / oracle saving): %.2f\n",
+                   vw->saving_pct / oracle->w->saving_pct);
+        else
+            printf("  capture ratio: - (the oracle saves nothing)\n");
+    }
+    if (norm)
+        printf("  the governor runs' own spread against their model: %.2f%% in time, %.2f%% in "
+               "energy\n",
+               res->gov_time_spread_pct, res->gov_energy_spread_pct);
+    printf("\n  %-6s %-20s %-7s %21s %21s\n", "", "lock", "",
+           norm ? "- whole, matched -" : "--- whole run ---", "--- after lock ---");
+    printf("  %-6s %-20s %-7s %10s %10s %10s %10s%s\n", "seed", "gen/train MHz", "after", "saving",
+           "throughput", "saving", "throughput", oracle ? "  capture" : "");
+    for (k = 0; k < res->n_seeds; k++) {
+        const struct eerl__an_seed *sd = &res->seed[k];
+        char s1[32], s2[32], s3[32], s4[32], at[32], cap[32] = "";
+
+        eerl_cli_fmt_pct(s1, sizeof(s1), sd->whole.saving_pct, 0);
+        eerl_cli_fmt_pct(s2, sizeof(s2), sd->whole.dq_pct, 1);
+        eerl_cli_fmt_pct(s3, sizeof(s3), sd->after.saving_pct, 0);
+        eerl_cli_fmt_pct(s4, sizeof(s4), sd->after.dq_pct, 1);
+        if (sd->locked) {
+            eerl_cli_setting_str(&sd->lock_setting, set, sizeof(set));
+            snprintf(at, sizeof(at), "%llu", (unsigned long long)sd->lock_update);
+        } else {
+            snprintf(set, sizeof(set), "-");
+            snprintf(at, sizeof(at), "-");
+        }
+        if (oracle && oracle->seed_saving_pct[k] > 0)
+            snprintf(cap, sizeof(cap), "  %7.2f",
+                     sd->whole.saving_pct / oracle->seed_saving_pct[k]);
+        else if (oracle)
+            snprintf(cap, sizeof(cap), "  %7s", "-");
+        printf("  %-6llu %-20s %-7s %10s %10s %10s %10s%s\n", (unsigned long long)sd->seed, set, at,
+               s1, s2, s3, s4, cap);
+    }
+    printf("  (lock after: the update whose measurement locked the setting; the after-lock rows "
+           "count the updates after it)\n");
+}

@@ -557,7 +557,18 @@ def main(argv=None):
                                              cfg["group"], args.eerl), flush=True)
 
     ref_read = open_reference(args) if args.nvml_reference else None
-    sess = open_session(args)
+    try:
+        sess = open_session(args)
+    except Exception as e:  # eerl.EerlError: say what is missing in one line, no traceback
+        if type(e).__name__ not in ("EerlError", "LibraryNotFound"):
+            raise
+        hint = ""
+        if getattr(e, "name", "") == "EERL_ENODRIVER":
+            hint = ("; --eerl needs an NVIDIA GPU and driver (or an eerld serving simulated GPUs: "
+                    "eerld --devices twin:h100x1 --socket S, then EERL_SOCKET=S), or run with "
+                    "--eerl off")
+        print("grpo_tiny: --eerl %s: %s%s" % (args.eerl, e, hint), file=sys.stderr, flush=True)
+        return 2
     phase = sess.phase if sess is not None else (lambda name: contextlib.nullcontext())
     logf = open(args.log, "w") if args.log else None
 
@@ -573,7 +584,7 @@ def main(argv=None):
             gc.collect()
             gc.freeze()
             gc.disable()
-        for update in range(args.updates):
+        for update in range(1, args.updates + 1):  # numbered from 1, as eerl numbers them
             t0 = time.perf_counter()
             m0 = time.monotonic()
             items = make_prompts(cfg["prompts"], cfg, gen)
@@ -697,7 +708,7 @@ def main(argv=None):
                 logf.flush()
             if args.time_budget is not None and time.monotonic() - start >= args.time_budget:
                 print("grpo_tiny: time budget of %g s spent after %d update(s)"
-                      % (args.time_budget, update + 1), flush=True)
+                      % (args.time_budget, update), flush=True)
                 break
     finally:
         if args.gc == "manual":

@@ -22,7 +22,7 @@ want_j=$(jq "$preset.source.measured_update_j" "$params")
 "$EERL_BIN" sim --model grpo-tiny --gpu h200 --mode colocated --alloc 1 --size M --updates 40 \
     --seeds 1 --strategy governor --divergence 0 --trace "$tmp/run" >"$tmp/out" 2>"$tmp/err" ||
     { fail "eerl sim grpo-tiny/h200: exit $?"; sed 's/^/    /' "$tmp/err" >&2; }
-grep -qF "size M (40/8/320)" "$tmp/err" || fail "workload size not described from the preset"
+grep -qF "workload M (P/K/B 40/8/320)" "$tmp/out" || fail "workload size not described from the preset"
 jq -e -s --argjson s "$want_s" --argjson j "$want_j" '
     [.[] | select(.type == "update" and .update >= 2)] as $u
     | ($u | map(.time_s) | add / length) as $t

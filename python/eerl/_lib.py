@@ -40,7 +40,9 @@ class EerlError(Exception):
         self.what = what
         self.detail = detail or ""
         text = self.message
-        if self.detail:
+        if self.detail.startswith(self.message.split(":")[0]):
+            text = self.detail  # the detail already says what the code says: say it once
+        elif self.detail:
             text += ": " + self.detail
         if what:
             text = "%s: %s" % (what, text)

@@ -803,7 +803,7 @@ class MultiNodeSession:
         self._phase_energy = [0.0] * 5
         self._t_update0 = None
         self._e_update0 = None
-        self._update = 0
+        self._update = 1  # numbered from 1, as in eerl.Session and eerl sim
         self._last = None
         self.last_sm_mhz = {}
         _live.add(self)

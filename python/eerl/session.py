@@ -158,7 +158,7 @@ class Session:
         self._closed = True
         self._open_phases = []
         self._resume_cache = (False, "")
-        self._update = 0
+        self._update = 1  # updates are numbered from 1, as in eerl sim and the CLI
         self._last = None
         if mode not in T.MODES:
             raise ValueError("mode %r: use one of %s" % (mode, ", ".join(T.MODES)))
@@ -357,7 +357,8 @@ class Session:
                    update=None):
         """Ends one RL update with its work: G generated tokens, N valid training tokens, L tokens
         of the longest response, the policy version that generated the consumed batch (None:
-        unknown). update: the framework's update number (default: counts from 0). Returns a dict
+        unknown). update: the framework's update number (default: counts from 1, as eerl sim,
+        the CLI and the trace do). Returns a dict
         of what eerl measured and decided (also what metrics() reports)."""
         self._require_open()
         for name, v in (("generated_tokens", generated_tokens), ("valid_tokens", valid_tokens),

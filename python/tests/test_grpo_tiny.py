@@ -21,12 +21,31 @@ def run_grpo(mode, trace, updates=3):
     return [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
 
 
+def test_observe_without_a_gpu_says_so_in_one_line(tmp_path):
+    """No NVIDIA driver: one line naming what is missing and what to do, no traceback, the
+    driver's message said once."""
+    env = child_env()
+    env["EERL_NVML_LIBRARY"] = str(tmp_path / "no-driver" / "libnvidia-ml.so.1")
+    env.pop("EERL_SOCKET", None)
+    r = subprocess.run([sys.executable, SCRIPT, "--config", "tiny", "--updates", "2",
+                        "--eerl", "observe"], env=env, capture_output=True, text=True,
+                       timeout=120, cwd=str(tmp_path))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("grpo_tiny: --eerl observe: opening NVML: no NVIDIA driver"), r.stderr
+    assert lines[0].count("no NVIDIA driver") == 1, r.stderr
+    assert "eerld --devices twin" in lines[0] and "--eerl off" in lines[0], r.stderr
+
+
 def test_grpo_tiny_observe_only_writes_a_trace_the_cli_reads(node, tmp_path):
     trace = str(tmp_path / "governor.jsonl")
     recs = run_grpo("observe", trace)
-    assert [x["update"] for x in recs] == [0, 1, 2]
+    # updates numbered from 1, the same in the log, in eerl/update and in the trace
+    assert [x["update"] for x in recs] == [1, 2, 3]
+    assert [x["eerl/update"] for x in recs] == [1, 2, 3]
     for x in recs:
-        assert x["N"] <= x["G"] and x["L"] <= x["G"] and x["version"] == x["update"] + 1
+        assert x["N"] <= x["G"] and x["L"] <= x["G"] and x["version"] == x["update"]
         assert x["eerl/accepted"] == 1 and x["eerl/update_energy_j"] > 0
         assert x["eerl/gen_mhz"] == 0  # observe-only: the governor runs
         # scoring work: the scored rows' prompts and responses (N of it), then the padding
@@ -35,6 +54,7 @@ def test_grpo_tiny_observe_only_writes_a_trace_the_cli_reads(node, tmp_path):
     run = [l for l in lines if l["type"] == "run"][0]
     assert run["seed"] == 7 and run["role"] == "governor" and run["observe_only"] is True
     ups = [l for l in lines if l["type"] == "update"]
+    assert [u["update"] for u in ups] == [1, 2, 3]
     assert [(u["work"]["G"], u["work"]["N"], u["work"]["L"]) for u in ups] == \
         [(x["G"], x["N"], x["L"]) for x in recs]
     assert set(ups[0]["phases"]) == {"generation", "logprob", "training", "refit"}

@@ -54,6 +54,7 @@ def test_measures_decides_and_traces(node, tmp_path):
         m = one_update(s, 0)
         t1 = time.monotonic()
         assert m["eerl/state"] == "calibrating"
+        assert m["eerl/update"] == 1  # numbered from 1, as eerl sim and the CLI number them
         assert m["eerl/gen_mhz"] == 0 and m["eerl/train_mhz"] == 0  # governor while calibrating
         assert m["eerl/accepted"] == 1
         # two GPUs at 300 W: energy is real and of the right size, within bounds that hold
@@ -70,7 +71,7 @@ def test_measures_decides_and_traces(node, tmp_path):
     assert lines[0]["strategy"] == "eerl"  # the one default, as in the C API and eerl sim
     run = [l for l in lines if l.get("type") == "run"]
     assert run and run[0]["pools"] == POOLS
-    assert sum(1 for l in lines if l.get("type") == "update") == 2
+    assert [l["update"] for l in lines if l.get("type") == "update"] == [1, 2]
 
 
 def test_run_info_reaches_the_trace(node, tmp_path):

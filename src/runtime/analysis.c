@@ -18,6 +18,7 @@ void eerl__an_series_init(struct eerl__an_series *s)
 {
     memset(s, 0, sizeof(*s));
     s->mode = EERL_MODE_COLOCATED;
+    s->divergence = -1;
 }
 
 void eerl__an_series_free(struct eerl__an_series *s)
@@ -139,6 +140,7 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
             s.mode = h->mode;
             s.peak_mhz = h->peak;
             s.time_tolerance = h->cfg.time_tolerance;
+            s.allowed_loss = h->cfg.allowed_loss;
             free(h);
             if (e < 0) {
                 snprintf(why, len, "%s:%zu: %s", path, lineno, w2);
@@ -155,6 +157,9 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
                 s.has_seed = 1;
                 s.seed = (uint64_t)json_integer_value(v);
             }
+            if ((v = json_object_get(o, "divergence")) && json_is_number(v) &&
+                json_number_value(v) >= 0)
+                s.divergence = json_number_value(v);
             json_decref(o);
         } else if (!strcmp(type, "update")) {
             struct eerl__trace_update u;
@@ -314,6 +319,7 @@ int eerl__an_compare(const struct eerl__an_series *const *gov,
         sd->seed = c->has_seed ? c->seed : (g->has_seed ? g->seed : i + 1);
         sd->locked = c->locked;
         sd->lock_setting = c->lock_setting;
+        sd->lock_update = c->lock_update;
         seed_window(g, c, EERL__AN_FIRST_UPDATE, last, &sd->whole, &aw);
         if (c->locked) {
             seed_window(g, c, EERL__AN_FIRST_UPDATE, c->lock_update, &sd->before, &ab);
@@ -829,4 +835,102 @@ json_t *eerl__an_window_json(const struct eerl__an_window *w, const eerl_setting
 const char *eerl__an_setting_str(const eerl_setting *s, char *buf, size_t len)
 {
     return eerl__setting_text(s, EERL__SETTING_TABLE, buf, len);
+}
+
+const struct eerl__an_window *eerl__an_verdict_window(const struct eerl__an_result *res, int exact)
+{
+    return exact || !res->normalized ? &res->whole : &res->norm_whole;
+}
+
+void eerl__an_window_range(const struct eerl__an_result *res, int after, double *ret_min,
+                           double *ret_max)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    size_t k;
+
+    for (k = 0; k < res->n_seeds; k++) {
+        const struct eerl__an_window *w = after ? &res->seed[k].after : &res->seed[k].before;
+        if (w->seeds == 0)
+            continue;
+        lo = w->updates < lo ? w->updates : lo;
+        hi = w->updates > hi ? w->updates : hi;
+    }
+    *ret_min = isfinite(lo) ? lo : 0;
+    *ret_max = isfinite(hi) ? hi : 0;
+}
+
+static json_t *ranged_window_json(const struct eerl__an_result *res, int after,
+                                  const struct eerl__an_window *w, const eerl_setting *setting,
+                                  int varies)
+{
+    json_t *o = eerl__an_window_json(w, setting, varies);
+    double lo, hi;
+
+    eerl__an_window_range(res, after, &lo, &hi);
+    json_object_set_new(o, "updates_min", json_integer((json_int_t)lo));
+    json_object_set_new(o, "updates_max", json_integer((json_int_t)hi));
+    return o;
+}
+
+json_t *eerl__an_result_json(const struct eerl__an_result *res, int exact, double allowed_loss)
+{
+    const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
+    int use_norm = vw != &res->whole;
+    json_t *j = json_object(), *a = json_array(), *nm, *v;
+    size_t k;
+
+    json_object_set_new(j, "saving_pct", eerl__an_num(vw->saving_pct));
+    json_object_set_new(j, "dq_pct", eerl__an_num(vw->dq_pct));
+    json_object_set_new(j, "rows", json_string(use_norm ? "normalized" : "same-work"));
+    json_object_set_new(j, "whole", eerl__an_window_json(&res->whole, NULL, 1));
+    json_object_set_new(j, "before_lock", ranged_window_json(res, 0, &res->before, NULL, 0));
+    json_object_set_new(j, "after_lock",
+                        ranged_window_json(res, 1, &res->after,
+                                           res->lock_same ? &res->lock_setting : NULL,
+                                           res->any_locked && !res->lock_same));
+    if (!res->any_locked)
+        json_object_set_new(json_object_get(j, "after_lock"), "setting", json_null());
+    if (res->normalized) {
+        nm = json_object();
+        json_object_set_new(nm, "governors", json_integer(res->norm_governors));
+        json_object_set_new(nm, "whole", eerl__an_window_json(&res->norm_whole, NULL, 0));
+        json_object_set_new(nm, "after_lock", eerl__an_window_json(&res->norm_after, NULL, 0));
+        json_object_set_new(nm, "governor_time_spread_pct", eerl__an_num(res->gov_time_spread_pct));
+        json_object_set_new(nm, "governor_energy_spread_pct",
+                            eerl__an_num(res->gov_energy_spread_pct));
+        json_object_set_new(j, "normalized", nm);
+    } else {
+        json_object_set_new(j, "normalized", json_null());
+    }
+    if (allowed_loss > 0) {
+        v = json_object();
+        json_object_set_new(v, "figure", json_string(use_norm ? "normalized.whole" : "whole"));
+        json_object_set_new(v, "saving_pct", eerl__an_num(vw->saving_pct));
+        json_object_set_new(v, "dq_pct", eerl__an_num(vw->dq_pct));
+        json_object_set_new(v, "allowed_loss_pct", json_real(100 * allowed_loss));
+        json_object_set_new(
+            v, "met", json_boolean(isfinite(vw->dq_pct) && vw->dq_pct >= -100 * allowed_loss));
+        json_object_set_new(j, "verdict", v);
+    } else {
+        json_object_set_new(j, "verdict", json_null());
+    }
+    for (k = 0; k < res->n_seeds; k++) {
+        const struct eerl__an_seed *sd = &res->seed[k];
+        json_t *o = json_object();
+
+        json_object_set_new(o, "seed", json_integer((json_int_t)sd->seed));
+        json_object_set_new(o, "saving_pct", eerl__an_num(sd->whole.saving_pct));
+        json_object_set_new(o, "dq_pct", eerl__an_num(sd->whole.dq_pct));
+        json_object_set_new(o, "before_lock", eerl__an_window_json(&sd->before, NULL, 0));
+        json_object_set_new(
+            o, "after_lock",
+            eerl__an_window_json(&sd->after, sd->locked ? &sd->lock_setting : NULL, 0));
+        if (!sd->locked)
+            json_object_set_new(json_object_get(o, "after_lock"), "setting", json_null());
+        json_object_set_new(o, "lock_update",
+                            sd->locked ? json_integer((json_int_t)sd->lock_update) : json_null());
+        json_array_append_new(a, o);
+    }
+    json_object_set_new(j, "seeds", a);
+    return j;
 }

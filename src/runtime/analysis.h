@@ -37,6 +37,11 @@ struct eerl__an_series {
      * forward test, and the header's time tolerance for checking it. */
     eerl_obs *obs;
     double time_tolerance;
+    /* From a trace's header and run line (eerl sim writes them): the allowed loss the run was
+     * configured with (0 unknown) and the run-to-run divergence of its work (-1 unknown: a real
+     * cluster's runs differ by whatever they differ). */
+    double allowed_loss;
+    double divergence;
 };
 
 void eerl__an_series_init(struct eerl__an_series *s);
@@ -60,6 +65,7 @@ struct eerl__an_seed {
     struct eerl__an_window whole, before, after;
     int locked;
     eerl_setting lock_setting;
+    uint64_t lock_update; /* the update whose observation locked (valid when locked) */
 };
 
 #define EERL__AN_SEEDS_MAX 256
@@ -92,6 +98,19 @@ int eerl__an_compare(const struct eerl__an_series *const *gov,
 int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
                        const struct eerl__an_series *const *ctl, size_t n_ctl,
                        struct eerl__an_result *res);
+
+/* The figure a comparison's verdict is judged on, and its headline: the matched-seed whole run
+ * when a seed's runs did the same work (exact: the comparison is exact), else the
+ * workload-normalized whole run (Appendix E), which takes the work out. */
+const struct eerl__an_window *eerl__an_verdict_window(const struct eerl__an_result *res, int exact);
+/* The fewest and most updates the before (after = 0) or after-lock window counted per seed. */
+void eerl__an_window_range(const struct eerl__an_result *res, int after, double *ret_min,
+                           double *ret_max);
+/* The comparison as JSON, shared by `eerl sim --json` and `eerl analyze --json`: the headline
+ * (saving_pct, dq_pct: the verdict's figure), "rows" ("same-work" or "normalized"), "whole",
+ * "before_lock", "after_lock" (matched seeds, with the per-seed update range), "normalized",
+ * "verdict" (allowed_loss 0: no verdict, null) and "seeds". */
+json_t *eerl__an_result_json(const struct eerl__an_result *res, int exact, double allowed_loss);
 
 /* ---- Appendix B: forward test of the governor predictor ------------------------------------ */
 

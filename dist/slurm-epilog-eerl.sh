@@ -4,7 +4,8 @@
 # next job on the node. eerld already resets a client's GPUs when it disconnects or dies; this
 # is the belt to those braces, and it also clears a lock a job made in-process as root.
 #
-# slurm.conf:   Epilog=/etc/slurm/epilog.d/eerl-reset.sh
+# slurm.conf:   Epilog=P/share/eerl/slurm-epilog-eerl.sh (installed there by `cmake --install
+# build --prefix P`, with the eerl below made P/bin/eerl)
 # Runs as root. SLURM_JOB_GPUS (set in the epilog on nodes with GPU GRES) names the job's GPUs;
 # on a node without it, every GPU is reset (right for whole-node allocations). The indices must
 # match NVML's (the usual case when gres.conf uses AutoDetect=nvml).

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "eerl/core.h"
 #include "eerl/error.h"
 #include "core/setting.h"
@@ -71,7 +73,23 @@ static void print_event(const eerl_event *ev, int json)
     if (json) {
         char *text = NULL;
         if (eerl__trace_event_json(ev, &text) == 0) {
-            puts(text);
+            /* The trace keeps a missing ratio as the string "nan" (so it reads back exactly);
+             * printed here for a program, it is null, as in every other --json. */
+            json_t *o = json_loads(text, 0, NULL), *v;
+            const char *k;
+
+            json_object_foreach(o, k, v)
+            {
+                if (json_is_string(v) && !strcmp(json_string_value(v), "nan"))
+                    json_object_set_new(o, k, json_null());
+            }
+            char *out =
+                o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17))
+                  : NULL;
+
+            puts(out ? out : text);
+            free(out);
+            json_decref(o);
             free(text);
         }
         return;

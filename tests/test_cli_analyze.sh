@@ -41,6 +41,13 @@ a=$(jq -c '.seeds[] | select(.seed == 2) | [.saving_pct, .dq_pct]' "$tmp/sim.jso
 b=$(jq -c '[.whole.saving_pct, .whole.dq_pct]' "$tmp/one.json")
 [ "$a" = "$b" ] || fail "one pair: sim says $a for seed 2, analyze $b"
 
+# replay --json: a missing ratio is null, not the trace's string "nan"
+"$EERL_BIN" replay --json "$tmp/d/seed1-controller.jsonl" >"$tmp/rp.json" 2>/dev/null
+expect_rc 0 $? "replay --json"
+grep -q '"nan"' "$tmp/rp.json" && fail "replay --json writes NaN as the string \"nan\""
+jq -e -s 'length > 0 and any(.[]; .time_ratio == null)' "$tmp/rp.json" >/dev/null ||
+    fail "replay --json: no event with a null ratio"
+
 # Bad input.
 "$EERL_BIN" analyze >"$tmp/out" 2>"$tmp/err"
 expect_rc 2 $? "no traces"

@@ -69,6 +69,7 @@ lpid=$!
 wait_until 120 grep -q holding "$tmp/err" || fail "eerl lock never said it was holding"
 "$EERL_BIN" status --socket "$sock" >"$tmp/out"
 expect_in "$tmp/out" "1005" "lock (hold): GPU 3 locked"
+expect_in "$tmp/eerld.log" "uid $(id -u) pid $lpid: leased GPU 3" "eerld logs the lease grant"
 # A second writer is refused, naming the holder.
 "$EERL_BIN" lock --gpu 3 --mhz 1200 --socket "$sock" -- true >"$tmp/out2" 2>&1
 expect_rc 1 $? "second lock on a held GPU"

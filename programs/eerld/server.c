@@ -924,8 +924,10 @@ static void h_lease(struct server *s, struct conn *c, struct eerl__agent_req *r)
             return;
         }
     }
+    msg[0] = '\0';
     for (k = 0; k < r->n_gpus; k++) {
         struct gpu *g = &s->g[r->gpus[k]];
+        size_t used = strlen(msg);
 
         if (g->holder == c)
             continue;
@@ -933,7 +935,11 @@ static void h_lease(struct server *s, struct conn *c, struct eerl__agent_req *r)
         g->holder_uid = (unsigned)c->uid;
         g->holder_pid = (unsigned)c->pid;
         c->n_leased++;
+        snprintf(msg + used, sizeof(msg) - used, "%s%u", used ? "," : "", r->gpus[k]);
     }
+    if (msg[0]) /* grants are logged as their ends are (disconnect, release, reset) */
+        eerld_log(LOG_INFO, "uid %u pid %u: leased GPU%s %s", (unsigned)c->uid, (unsigned)c->pid,
+                  strchr(msg, ',') ? "s" : "", msg);
     o = reply_new(r);
     queue_json(c, o);
     json_decref(o);

@@ -1,6 +1,7 @@
 """ctypes mirrors of the C structures the binding passes (include/eerl/core.h, runtime.h, agent.h).
 
-Owns nothing but layouts and the enum name tables. tests/test_layout.py compiles a small C
+Owns nothing but layouts and the enum name tables. python/tests/test_binding.py
+(test_struct_layouts_match_the_headers) compiles a small C
 program against the headers and compares every size and offset with these, so a header change
 that is not mirrored here fails the tests instead of corrupting memory.
 """

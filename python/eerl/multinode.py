@@ -705,16 +705,19 @@ class MultiNodeSession:
     """The controller in the driver, clocks and energy on every node through adapter.
 
     pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists of
-    (node, gpu) pairs). Colocated: the same GPUs in both; disaggregated: disjoint."""
+    (node, gpu) pairs). Colocated: the same GPUs in both; disaggregated: disjoint.
+    strategy: as in eerl.Session ("eerl", the default everywhere; "paper"; a baseline)."""
 
     GEN, TRAIN = "eerl-gen", "eerl-train"
 
     def __init__(self, adapter, mode="colocated", pools=None, allowed_loss=0.02,
-                 observe_only=False, trace=None, clock=time.monotonic):
+                 observe_only=False, trace=None, clock=time.monotonic, strategy="eerl"):
         self._ctl_h = None
         self._closed = True
         self._trace = None
         self._stopped = None
+        if strategy not in T.STRATEGIES:
+            raise ValueError("strategy %r: use one of %s" % (strategy, ", ".join(T.STRATEGIES)))
         if mode not in ("colocated", "disaggregated"):
             raise ValueError("MultiNodeSession mode %r: colocated or disaggregated (the "
                              "asynchronous modes run in one eerl.Session per job)" % (mode,))
@@ -760,8 +763,8 @@ class MultiNodeSession:
         _lib.check(f["config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
                    "controller defaults")
         cfg.allowed_loss = float(allowed_loss)
-        # the default strategy, eerl's (as in eerl.Session and the C API)
-        self.strategy = {v: k for k, v in T.STRATEGIES.items()}[cfg.strategy]
+        cfg.strategy = T.STRATEGIES[strategy]
+        self.strategy = strategy
         arr = (C.c_uint * len(clocks))(*clocks)
         h = C.c_void_p()
         _lib.check(f["new"](T.MODES[mode], C.byref(cfg), arr, len(clocks), self.peak,

@@ -219,7 +219,8 @@ KILL_SCRIPT = textwrap.dedent("""
         ad.serve()
         sys.exit(0)
     pools = ad.locate({"generation": recs, "training": recs})
-    s = multinode.MultiNodeSession(ad, mode="colocated", pools=pools,
+    # the paper's strategy: its search sets the generation clock first, which the test waits for
+    s = multinode.MultiNodeSession(ad, mode="colocated", pools=pools, strategy="paper",
                                    trace=os.path.join(out_dir, "killed.jsonl"))
     res = {}
     try:
@@ -297,7 +298,7 @@ def test_torch_distributed_node_lost_mid_run(nodes, tmp_path, monkeypatch, how):
         assert n.locks() == [(None, None)] * 2
     lines = [json.loads(x) for x in open(str(tmp_path / "killed.jsonl"))]
     ups = [x["update"] for x in lines if x["type"] == "update"]
-    assert ups == list(range(res["locked_at"])), ups
+    assert ups == list(range(1, res["locked_at"] + 1)), ups  # updates are numbered from 1
     last = lines[-1]
     assert last["type"] == "node_lost" and last["node"] == 2 and last["action"] == "stopped" \
         and last["open_phases"] == ["generation"], last
@@ -396,7 +397,8 @@ def test_a_nodes_eerld_going_away_stops_the_session(nodes, tmp_path):
     n0 = nodes[0]
     ad = multinode.TorchDistributedAdapter(socket=n0.socket, dist=_FakeDist())
     trace = str(tmp_path / "eerld-gone.jsonl")
-    s = multinode.MultiNodeSession(ad, pools={"generation": {0: [0, 1]}, "training": {0: [0, 1]}},
+    s = multinode.MultiNodeSession(ad, strategy="paper",  # it sets the generation clock first
+                                   pools={"generation": {0: [0, 1]}, "training": {0: [0, 1]}},
                                    trace=trace)
     try:
         for u in range(40):
@@ -415,7 +417,7 @@ def test_a_nodes_eerld_going_away_stops_the_session(nodes, tmp_path):
         s.close()
         ad.close()
     lines = [json.loads(x) for x in open(trace)]
-    assert [x["update"] for x in lines if x["type"] == "update"] == list(range(u + 1))
+    assert [x["update"] for x in lines if x["type"] == "update"] == list(range(1, u + 2))
     last = lines[-1]
     assert last["type"] == "node_error" and last["node"] == 0 and \
         last["open_phases"] == ["generation"] and last["at"] == "the end of phase generation" \

@@ -157,7 +157,8 @@ def test_pools_come_from_where_the_workers_are(rc, tmp_path):
             assert pools == {"generation": {0: [0, 1]},
                              "training": {1: [tnode.uuids.index(used)]}}, pools
             trace = str(tmp_path / "ray.jsonl")
-            s = multinode.MultiNodeSession(ad, mode="disaggregated", pools=pools, trace=trace)
+            s = multinode.MultiNodeSession(ad, mode="disaggregated", pools=pools, trace=trace,
+                                           strategy="paper")  # generation's clock first
             try:
                 def locked(s):
                     a = s.applied_setting()
@@ -256,7 +257,8 @@ def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_
         pools = ad.locate({"generation": recs, "training": recs})
         assert pools["generation"] == {0: [0, 1], 1: [0, 1]}
         trace = str(tmp_path / "killed.jsonl")
-        s = multinode.MultiNodeSession(ad, mode="colocated", pools=pools, trace=trace)
+        s = multinode.MultiNodeSession(ad, mode="colocated", pools=pools, trace=trace,
+                                       strategy="paper")  # generation's clock first
         try:
             def locked(s):
                 return s.applied_setting()["gen_mhz"] and all(
@@ -283,7 +285,7 @@ def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_
             ad.close()
         lines = [json.loads(x) for x in open(trace)]
         ups = [x["update"] for x in lines if x["type"] == "update"]
-        assert ups == list(range(len(ups))) and len(ups) >= u
+        assert ups == list(range(1, len(ups) + 1)) and len(ups) >= u  # numbered from 1
         last = lines[-1]
         assert last["type"] == "node_lost" and last["node"] == 1 and \
             rnc.node_id in last["name"] and last["action"] == "stopped" and \

@@ -1,5 +1,5 @@
-"""python -m eerl.report: the three panels of eerl report from traces, the figures behind
-panel 2, and its errors."""
+"""python -m eerl.report: the panels of eerl report from traces (with a controller run, and
+governor-only), the figures behind them, and its errors."""
 
 import json
 import math
@@ -15,7 +15,8 @@ from eerl import report
 
 
 def write_trace(path, role, seed, rows, peak=1980):
-    """rows: (update, N, T, E, gen_mhz, train_mhz, [event kinds], state)."""
+    """rows: (update, N, T, E, gen_mhz, train_mhz, [event kinds], state); generation takes 60%
+    of each update's time and energy, training the rest."""
     with open(path, "w") as f:
         f.write(json.dumps({"type": "header", "format": "eerl-trace", "version": 1,
                             "mode": "colocated", "governor_peak_mhz": peak,
@@ -26,6 +27,8 @@ def write_trace(path, role, seed, rows, peak=1980):
             f.write(json.dumps({
                 "type": "update", "update": u, "work": {"G": n, "N": n, "L": 10},
                 "time_s": t, "energy_j": e, "setting": {"observed": s},
+                "phases": {"generation": {"time_s": 0.6 * t, "energy_j": 0.6 * e},
+                           "training": {"time_s": 0.4 * t, "energy_j": 0.4 * e}},
                 "events": [{"kind": k, "state": state} for k in kinds]}) + "\n")
     return str(path)
 
@@ -69,13 +72,48 @@ def test_cli_writes_png_and_svg(tmp_path):
     titles = [a.get_title() for a in fig.axes]
     assert "SM clocks per update" in titles[0]
     assert "energy/token %+.2f%%" % (100 * (28400 / 30000 - 1)) in titles[1]
-    assert titles[2] == "energy per valid training token"
+    assert "power per phase" in titles[2] and "per setting" in titles[3]
+    assert titles[4] == "energy per valid training token"
+    # the allowance (2%, Table 3's default) as a line on the throughput panel and per setting
+    for a in (fig.axes[1], fig.axes[3]):
+        assert any(l.get_label() == "allowance (-2%)" and list(l.get_ydata()) == [-2, -2]
+                   for l in a.get_lines()), [l.get_label() for l in a.get_lines()]
+    # Figure 1: generation power, governor 5000 * 0.6 / 6 = 500 W, controller 4600 * 0.6 / 6.3
+    gen = [l for l in fig.axes[2].get_lines() if l.get_color() == "#1f77b4"]
+    assert [round(1000 * v, 6) for v in gen[0].get_ydata()[-1:]] == [round(4600 / 10.5, 6)]
+    assert round(1000 * gen[1].get_ydata()[-1], 6) == 500.0
+
+
+def test_per_setting_and_phase_power(tmp_path):
+    g, c = pair(tmp_path)
+    ctl, gov = report._pair([report.load(g), report.load(c)])
+    rows = report.per_setting(ctl, gov)
+    assert [r[0] for r in rows] == ["Gov/Gov", "1500/1500"] and [r[4] for r in rows] == [2, 4]
+    assert rows[0][1:4] == (0.0, 0.0, 0.0)
+    assert rows[1][1] == pytest.approx(100 * (10 / 10.5 - 1))
+    assert rows[1][2] == pytest.approx(100 * ((4600 / 10.5) / 500 - 1))
+    assert rows[1][3] == pytest.approx(100 * (4600 / 5000 - 1))
+    assert report.phase_power(gov, "training")[0] == pytest.approx(500.0)
+    assert math.isnan(report.phase_power(gov, "logprob")[0])
+
+
+def test_governor_only_traces_are_plotted(tmp_path):
+    """Observe-only, a cluster's first run: power and energy per phase and energy per token."""
+    g, _ = pair(tmp_path)
+    fig = report.figure([g])
+    titles = [a.get_title() for a in fig.axes]
+    assert len(titles) == 3 and "observe-only" in titles[0] and "power per phase" in titles[0]
+    assert "energy per phase" in titles[1] and titles[2] == "energy per valid training token"
+    labels = [l.get_label() for l in fig.axes[0].get_lines()]
+    assert labels[:3] == ["generation", "logprob", "training"]
+    out = str(tmp_path / "gov.png")
+    assert report.main([g]) == 0 and open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_errors(tmp_path, capsys):
     g, c = pair(tmp_path)
-    assert report.main([g, "-o", str(tmp_path / "x.png")]) == 1
-    assert "no controller trace among the 1 given" in capsys.readouterr().err
+    assert report.main([str(tmp_path), "-o", str(tmp_path / "x.png")]) == 1
+    assert "is a directory; give the traces in it" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         report.main([c, "-o", str(tmp_path / "x.pdf")])
     assert e.value.code == 2 and "must end in .png or .svg" in capsys.readouterr().err
@@ -88,4 +126,15 @@ def test_errors(tmp_path, capsys):
         report.load(str(bad))
     with pytest.raises(ValueError, match="cannot read"):
         report.load(str(tmp_path / "missing.jsonl"))
+    assert not os.path.exists(str(tmp_path / "x.png"))
+
+
+def test_without_matplotlib_says_what_to_install(tmp_path):
+    g, c = pair(tmp_path)
+    code = ("import sys; sys.modules['matplotlib'] = None; from eerl import report; "
+            "sys.exit(report.main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, g, c, "-o", str(tmp_path / "x.png")],
+                       env=child_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "matplotlib is not installed: pip install matplotlib" in r.stderr, r.stderr
     assert not os.path.exists(str(tmp_path / "x.png"))

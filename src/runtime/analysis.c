@@ -3,6 +3,7 @@
  * forward test through the controller's predictor (core/predictor.c, no least squares here). */
 #include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,9 +111,17 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
     struct eerl__an_series s;
     int e = 0, have_header = 0;
 
+    struct stat st;
+
     if (!f) {
         snprintf(why, len, "cannot open trace '%s': %s", path, strerror(errno));
         return EERL_ESYS;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        snprintf(why, len, "'%s' is a directory; give the traces in it (e.g. '%s'/*.jsonl)", path,
+                 path);
+        return EERL_EINVAL;
     }
     eerl__an_series_init(&s);
     snprintf(s.role, sizeof(s.role), "controller");

@@ -50,7 +50,7 @@ static const struct {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: eerl devices [--json]\n\n"
+    fprintf(out, "usage: eerl devices [--json] [--socket PATH]\n\n"
                  "Lists the GPUs NVML sees: index, UUID, name, supported SM clocks at the highest\n"
                  "memory clock (min-max/step MHz, or the number of values when the steps are\n"
                  "irregular), current SM clock, power draw, the energy counter since the driver\n"

@@ -23,15 +23,16 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: eerl lock --gpu LIST --mhz F [--socket PATH] [-- CMD [ARGS...]]\n\n"
-            "Leases the GPUs from eerld and locks their SM clock at F MHz (snapped down to a\n"
+            "usage: eerl lock --gpus LIST --clock MHZ [--socket PATH] [-- CMD [ARGS...]]\n\n"
+            "Leases the GPUs from eerld and locks their SM clock at MHZ (snapped down to a\n"
             "supported clock), runs CMD and releases them when it ends; without CMD, holds\n"
             "the lock until interrupted (Ctrl-C, SIGTERM). Exits with CMD's status.\n\n"
-            "options:\n"
-            "  --gpu LIST      GPU indices like 0,1 or 0-3\n"
-            "  --mhz F         the SM clock to lock at\n"
+            "options (the same names as eerl meter's):\n"
+            "  --gpus LIST     GPU indices like 0,1 or 0-3\n"
+            "  --clock MHZ     the SM clock to lock at\n"
             "  --socket PATH   eerld's socket (default: $EERL_SOCKET, else %s)\n"
-            "  --help          show this help\n",
+            "  --help          show this help\n"
+            "  (--gpu and --mhz, the earlier names, still work and are deprecated)\n",
             EERL_AGENT_DEFAULT_SOCKET);
 }
 
@@ -59,12 +60,13 @@ int eerl_cmd_lock(int argc, char **argv)
                 return EERL_EXIT_USAGE;
             }
             break;
-        } else if (!strcmp(argv[k], "--gpu") && k + 1 < argc) {
-            if (eerl_cli_parse_index_list(CMD, "--gpu", argv[++k], gpus, EERL_AGENT_GPUS_MAX, &n) <
-                0)
+        } else if ((!strcmp(argv[k], "--gpus") || !strcmp(argv[k], "--gpu")) && k + 1 < argc) {
+            const char *o = argv[k];
+            if (eerl_cli_parse_index_list(CMD, o, argv[++k], gpus, EERL_AGENT_GPUS_MAX, &n) < 0)
                 return EERL_EXIT_USAGE;
-        } else if (!strcmp(argv[k], "--mhz") && k + 1 < argc) {
-            if (eerl_cli_parse_uint(CMD, "--mhz", argv[++k], 1, 100000, &mhz) < 0)
+        } else if ((!strcmp(argv[k], "--clock") || !strcmp(argv[k], "--mhz")) && k + 1 < argc) {
+            const char *o = argv[k];
+            if (eerl_cli_parse_uint(CMD, o, argv[++k], 1, 100000, &mhz) < 0)
                 return EERL_EXIT_USAGE;
             have_mhz = 1;
         } else if (!strcmp(argv[k], "--socket") && k + 1 < argc) {
@@ -74,14 +76,14 @@ int eerl_cmd_lock(int argc, char **argv)
             return EERL_EXIT_OK;
         } else {
             eerl_cli_err(CMD,
-                         "unknown %s '%s'; valid options: --gpu LIST, --mhz F, --socket PATH, "
+                         "unknown %s '%s'; valid options: --gpus LIST, --clock MHZ, --socket PATH, "
                          "--help, then -- CMD",
                          argv[k][0] == '-' ? "option" : "argument", argv[k]);
             return EERL_EXIT_USAGE;
         }
     }
     if (!n || !have_mhz) {
-        eerl_cli_err(CMD, "%s is required (see eerl lock --help)", !n ? "--gpu" : "--mhz");
+        eerl_cli_err(CMD, "%s is required (see eerl lock --help)", !n ? "--gpus" : "--clock");
         return EERL_EXIT_USAGE;
     }
     a = eerl_cli_connect_agent(CMD, sock);

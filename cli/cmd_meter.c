@@ -45,7 +45,7 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: eerl meter [--interval-ms N] [--gpus LIST] [--json] [--output FILE]\n"
+            "usage: eerl meter [--interval-ms N] [--gpus LIST] [--json] [-o|--output FILE]\n"
             "                  [--clock MHZ [--observe-only]] -- CMD [ARGS...]\n\n"
             "Runs CMD, samples the energy counters of the GPUs while it runs, and reports per\n"
             "GPU and in total: energy (J), duration (s), mean and peak power (W). Exits with\n"
@@ -55,7 +55,7 @@ static void usage(FILE *out)
             "  --interval-ms N  sampling interval in milliseconds (10-60000, default 200)\n"
             "  --gpus LIST      GPUs to meter, e.g. 0,1 or 0-3 (default: all)\n"
             "  --json           print the report as one JSON object\n"
-            "  --output FILE    write the report to FILE instead of standard output\n"
+            "  -o, --output FILE  write the report to FILE instead of standard output\n"
             "  --clock MHZ      lock the metered GPUs' SM clock at MHZ (snapped down to a\n"
             "                   supported clock) while CMD runs; reset afterwards, also on\n"
             "                   SIGINT/SIGTERM. Needs root or CAP_SYS_ADMIN\n"
@@ -104,7 +104,7 @@ static int parse(int argc, char **argv, struct opts *o)
         } else if (!strcmp(a, "--observe-only")) {
             o->observe_only = 1;
         } else if (!strcmp(a, "--interval-ms") || !strcmp(a, "--gpus") || !strcmp(a, "--output") ||
-                   !strcmp(a, "--clock")) {
+                   !strcmp(a, "-o") || !strcmp(a, "--clock")) {
             if (i + 1 >= argc) {
                 eerl_cli_err(CMD, "%s needs a value", a);
                 return -1;
@@ -119,7 +119,7 @@ static int parse(int argc, char **argv, struct opts *o)
                                               &o->n_gpus) < 0)
                     return -1;
                 o->have_gpus = 1;
-            } else if (!strcmp(a, "--output")) {
+            } else if (!strcmp(a, "--output") || !strcmp(a, "-o")) {
                 o->output = argv[i];
             } else if (eerl_cli_parse_uint(CMD, "--clock", argv[i], 1, 100000, &o->clock_mhz) < 0) {
                 return -1;

@@ -1,6 +1,6 @@
 /* eerl reset: asks eerld to return GPUs to the default governor. Root may reset any GPU (which
  * ends whoever's lease, and also clears a lock eerld did not make); others only GPUs their uid
- * holds. With no --gpu: every GPU (root), or every GPU the caller's uid holds. The Slurm epilog
+ * holds. With no --gpus: every GPU (root), or every GPU the caller's uid holds. The Slurm epilog
  * example in dist/ runs it after each job. */
 #include <stdio.h>
 #include <string.h>
@@ -14,13 +14,14 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: eerl reset [--gpu LIST] [--socket PATH]\n\n"
+            "usage: eerl reset [--gpus LIST] [--socket PATH]\n\n"
             "Returns GPUs to the default clock governor through eerld. Root may reset any\n"
             "GPU; other users only GPUs they hold a lease on.\n\n"
             "options:\n"
-            "  --gpu LIST      GPU indices like 0,1 or 0-3 (default: all you may reset)\n"
+            "  --gpus LIST     GPU indices like 0,1 or 0-3 (default: all you may reset)\n"
             "  --socket PATH   eerld's socket (default: $EERL_SOCKET, else %s)\n"
-            "  --help          show this help\n",
+            "  --help          show this help\n"
+            "  (--gpu, the earlier name, still works and is deprecated)\n",
             EERL_AGENT_DEFAULT_SOCKET);
 }
 
@@ -33,9 +34,9 @@ int eerl_cmd_reset(int argc, char **argv)
     int e, k;
 
     for (k = 1; k < argc; k++) {
-        if (!strcmp(argv[k], "--gpu") && k + 1 < argc) {
-            if (eerl_cli_parse_index_list(CMD, "--gpu", argv[++k], gpus, EERL_AGENT_GPUS_MAX, &n) <
-                0)
+        if ((!strcmp(argv[k], "--gpus") || !strcmp(argv[k], "--gpu")) && k + 1 < argc) {
+            const char *o = argv[k];
+            if (eerl_cli_parse_index_list(CMD, o, argv[++k], gpus, EERL_AGENT_GPUS_MAX, &n) < 0)
                 return EERL_EXIT_USAGE;
         } else if (!strcmp(argv[k], "--socket") && k + 1 < argc) {
             sock = argv[++k];
@@ -43,7 +44,7 @@ int eerl_cmd_reset(int argc, char **argv)
             usage(stdout);
             return EERL_EXIT_OK;
         } else {
-            eerl_cli_err(CMD, "unknown %s '%s'; valid options: --gpu LIST, --socket PATH, --help",
+            eerl_cli_err(CMD, "unknown %s '%s'; valid options: --gpus LIST, --socket PATH, --help",
                          argv[k][0] == '-' ? "option" : "argument", argv[k]);
             return EERL_EXIT_USAGE;
         }

@@ -30,7 +30,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: eerl sim [--model qwen3-30b-a3b] [--gpu h100] [--mode disaggregated]\n"
+            "usage: eerl sim [--model qwen3-30b-a3b] [--gpu-model h100] [--mode disaggregated]\n"
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json]\n"
@@ -45,6 +45,8 @@ static void usage(FILE *out)
             "oracle saving). With no options: Qwen3-30B-A3B, disaggregated 8/32 H100, medium\n"
             "workload (64/8/512), 93 updates, 4 seeds.\n"
             "  models: %s\n  GPUs:   %s\n  modes:  %s\n"
+            "  --gpu-model: the GPU model (--gpu, its earlier name, still works and is\n"
+            "              deprecated: elsewhere --gpus are GPU indices)\n"
             "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
             "  --allowed-loss: fraction (0.02) or percent (2%%), above 0 and below 50%%\n"
             "  --trace DIR: writes DIR/seed<N>-governor.jsonl and DIR/seed<N>-controller.jsonl\n"
@@ -71,11 +73,11 @@ static void usage(FILE *out)
 
 static int known(const char *opt)
 {
-    static const char *const opts[] = {"--model",      "--gpu",          "--mode",
-                                       "--alloc",      "--size",         "--trace",
-                                       "--strategy",   "--updates",      "--seeds",
-                                       "--divergence", "--allowed-loss", "--expected-updates",
-                                       "--noise",      "--save-state",   "--resume-from"};
+    static const char *const opts[] = {
+        "--model",      "--gpu",          "--gpu-model",        "--mode",    "--alloc",
+        "--size",       "--trace",        "--strategy",         "--updates", "--seeds",
+        "--divergence", "--allowed-loss", "--expected-updates", "--noise",   "--save-state",
+        "--resume-from"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -192,7 +194,7 @@ int eerl_cmd_sim(int argc, char **argv)
             return EERL_EXIT_USAGE;
         } else if (!strcmp(a, "--model")) {
             model = v;
-        } else if (!strcmp(a, "--gpu")) {
+        } else if (!strcmp(a, "--gpu-model") || !strcmp(a, "--gpu")) {
             gpu = v;
         } else if (!strcmp(a, "--mode")) {
             mode_s = v;

@@ -62,13 +62,16 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: eerl sweep --model MODEL --gpu GPU --mode MODE --alloc N|GEN/TRAIN --size S|M|L\n"
-        "                  --pairs GEN/TRAIN[,GEN/TRAIN...] [--seeds 4] [--updates 5-25]\n"
-        "                  [--csv|--json] [--divergence 0.025] [--seed0 1] [--params FILE]\n\n"
+        "usage: eerl sweep --pairs GEN/TRAIN[,GEN/TRAIN...] [--model qwen3-30b-a3b]\n"
+        "                  [--gpu-model h100] [--mode disaggregated] [--alloc 8/32] [--size M]\n"
+        "                  [--seeds 4] [--updates 5-25] [--csv|--json] [--divergence 0.025]\n"
+        "                  [--seed0 1] [--params FILE]\n\n"
         "Runs the governor and each clock pair (MHz, or Gov for a phase left to the governor)\n"
         "with matched seeds on the simulated cluster and prints per pair\n"
         "gen_mhz,train_mhz,dq_pct,saving_pct,seeds (Appendix A of the EE-RL paper).\n"
         "  models: %s\n  GPUs:   %s\n  modes:  %s\n"
+        "  The defaults are eerl sim's (colocated: --alloc 32); --gpu-model is the GPU model\n"
+        "  (--gpu, its earlier name, still works and is deprecated: --gpus are indices).\n"
         "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
         "  --divergence: run-to-run spread of log throughput (0 = runs are pure functions of\n"
         "                their seed); --params: a parameter file instead of the built-in one\n",
@@ -185,7 +188,8 @@ static char *read_file(const char *path)
 
 int eerl_cmd_sweep(int argc, char **argv)
 {
-    const char *model = NULL, *gpu = NULL, *mode_s = NULL, *alloc = NULL, *size = NULL;
+    const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated", *alloc = NULL;
+    const char *size = "M";
     const char *pairs_s = NULL, *params = NULL;
     unsigned long seeds = 4, u_first = 5, u_last = 25, seed0 = 1;
     double divergence = 0.025;
@@ -220,7 +224,7 @@ int eerl_cmd_sweep(int argc, char **argv)
             return EERL_EXIT_USAGE;
         } else if (!strcmp(a, "--model")) {
             model = v;
-        } else if (!strcmp(a, "--gpu")) {
+        } else if (!strcmp(a, "--gpu-model") || !strcmp(a, "--gpu")) {
             gpu = v;
         } else if (!strcmp(a, "--mode")) {
             mode_s = v;
@@ -267,16 +271,14 @@ int eerl_cmd_sweep(int argc, char **argv)
         }
         i += takes;
     }
-    if (!model || !gpu || !mode_s || !alloc || !size || !pairs_s) {
-        eerl_cli_err(CMD, "missing %s; see eerl sweep --help",
-                     !model    ? "--model"
-                     : !gpu    ? "--gpu"
-                     : !mode_s ? "--mode"
-                     : !alloc  ? "--alloc"
-                     : !size   ? "--size"
-                               : "--pairs");
+    if (!pairs_s) {
+        eerl_cli_err(CMD, "missing --pairs (the clock pairs to sweep, e.g. 1800/1500,Gov/1200); "
+                          "see eerl sweep --help");
         return EERL_EXIT_USAGE;
     }
+    if (!alloc) /* eerl sim's defaults */
+        alloc =
+            eerl_twin_mode_parse(mode_s, &mode) == 0 && mode == EERL_TWIN_COLOCATED ? "32" : "8/32";
     if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, 100000, &mode, &ng, &nt) < 0)
         return EERL_EXIT_USAGE;
     if (parse_pairs(pairs_s, pairs, &n_pairs) < 0)

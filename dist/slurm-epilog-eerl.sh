@@ -16,7 +16,7 @@ SOCK=${EERL_SOCKET:-/run/eerl/eerld.sock}
 
 [ -S "$SOCK" ] || exit 0 # eerld not running on this node: nothing of ours to reset
 if [ -n "${SLURM_JOB_GPUS:-}" ]; then
-    out=$("$EERL" reset --socket "$SOCK" --gpu "$SLURM_JOB_GPUS" 2>&1)
+    out=$("$EERL" reset --socket "$SOCK" --gpus "$SLURM_JOB_GPUS" 2>&1)
 else
     out=$("$EERL" reset --socket "$SOCK" 2>&1)
 fi

@@ -112,6 +112,8 @@ cp "$tmp/r.json" "$tmp/r.before"
 expect 127 "" "$EERL_BIN" meter --json --output "$tmp/r.json" -- "$tmp/no-such-command"
 cmp -s "$tmp/r.json" "$tmp/r.before" || fail "--output: the old report was lost when the command could not run"
 ls "$tmp"/r.json.tmp.* >/dev/null 2>&1 && fail "--output: a temp file was left: $(ls "$tmp"/r.json.tmp.*)"
+expect 0 "" "$EERL_BIN" meter --json -o "$tmp/o.json" -- true
+jq -e '.gpus | length == 2' "$tmp/o.json" >/dev/null || fail "meter -o (as report's -o) wrote no report"
 expect 0 "" "$EERL_BIN" meter --gpus 1 -- sleep 0.3
 grep -Eq "^1 +[0-9.]+ +[0-9.]+ +100\.0 " "$tmp/out" || fail "text report for --gpus 1: $(cat "$tmp/out")"
 grep -Eq "^0 " "$tmp/out" && fail "--gpus 1 reported GPU 0: $(cat "$tmp/out")"

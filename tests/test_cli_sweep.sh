@@ -78,5 +78,22 @@ bad "bad params file" "no usable preset" "${base[@]}" "${p[@]}" --params /dev/nu
 expect_rc 1 $? "--params names a directory"
 expect_in "$tmp/be" "cannot read parameter file '$tmp': Is a directory" "--params directory message"
 
+# eerl sim's defaults: only --pairs is needed; --gpu-model names the GPU model, --gpu (its
+# earlier name) still works
+"$EERL_BIN" sweep --pairs 1800/1500 --seeds 1 --updates 5-8 >"$tmp/d1" 2>/dev/null
+expect_rc 0 $? "sweep with only --pairs"
+"$EERL_BIN" sweep --model qwen3-30b-a3b --gpu-model h100 --mode disaggregated --alloc 8/32 \
+    --size M --pairs 1800/1500 --seeds 1 --updates 5-8 >"$tmp/d2" 2>/dev/null
+"$EERL_BIN" sweep --gpu h100 --pairs 1800/1500 --seeds 1 --updates 5-8 >"$tmp/d3" 2>/dev/null
+cmp -s "$tmp/d1" "$tmp/d2" || fail "sweep defaults are not eerl sim's: $(cat "$tmp/d1") vs $(cat "$tmp/d2")"
+cmp -s "$tmp/d1" "$tmp/d3" || fail "sweep --gpu (deprecated alias) differs from --gpu-model"
+"$EERL_BIN" sweep --mode colocated --pairs 1800/1500 --seeds 1 --updates 5-8 >"$tmp/d4" 2>/dev/null
+expect_rc 0 $? "sweep colocated takes eerl sim's colocated allocation (32)"
+"$EERL_BIN" sim --gpu-model h200 --seeds 1 --updates 20 --json >"$tmp/s.json" 2>/dev/null
+expect_rc 0 $? "sim --gpu-model"
+jq -e '.gpu == "h200"' "$tmp/s.json" >/dev/null || fail "sim --gpu-model h200: $(jq -c .gpu "$tmp/s.json")"
+"$EERL_BIN" sim --help | grep -q -- "--json: one JSON object" || fail "sim --help does not describe --json"
+"$EERL_BIN" devices --help | grep -q -- "--socket PATH" || fail "devices usage omits --socket"
+
 [ "$fails" -eq 0 ] && echo "test_cli_sweep: all passed"
 exit $((fails > 0))

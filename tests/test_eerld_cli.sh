@@ -52,7 +52,7 @@ expect_rc 0 $? "eerl status --json via EERL_SOCKET"
 expect_in "$tmp/out" '"holder": null' "status --json: no holder"
 
 # --- lock with a command: the command sees the lock, its status comes back, then release
-"$EERL_BIN" lock --gpu 1,2 --mhz 1400 --socket "$sock" -- \
+"$EERL_BIN" lock --gpus 1,2 --clock 1400 --socket "$sock" -- \
     "$EERL_BIN" status --json --socket "$sock" >"$tmp/out" 2>"$tmp/err"
 expect_rc 0 $? "eerl lock -- eerl status"
 expect_in "$tmp/err" "GPU 1 locked at 1395 MHz" "lock: snapped clock reported"
@@ -64,14 +64,14 @@ expect_rc 7 $? "eerl lock passes the command's exit status"
 grep -q '"locked_mhz": \[' "$tmp/out" && fail "a GPU is still locked after eerl lock ended"
 
 # --- lock without a command holds until SIGTERM, then releases
-"$EERL_BIN" lock --gpu 3 --mhz 1005 --socket "$sock" 2>"$tmp/err" &
+"$EERL_BIN" lock --gpus 3 --clock 1005 --socket "$sock" 2>"$tmp/err" &
 lpid=$!
 wait_until 120 grep -q holding "$tmp/err" || fail "eerl lock never said it was holding"
 "$EERL_BIN" status --socket "$sock" >"$tmp/out"
 expect_in "$tmp/out" "1005" "lock (hold): GPU 3 locked"
 expect_in "$tmp/eerld.log" "uid $(id -u) pid $lpid: leased GPU 3" "eerld logs the lease grant"
 # A second writer is refused, naming the holder.
-"$EERL_BIN" lock --gpu 3 --mhz 1200 --socket "$sock" -- true >"$tmp/out2" 2>&1
+"$EERL_BIN" lock --gpus 3 --clock 1200 --socket "$sock" -- true >"$tmp/out2" 2>&1
 expect_rc 1 $? "second lock on a held GPU"
 expect_in "$tmp/out2" "GPU 3 is leased by uid $(id -u) pid $lpid" "busy names the holder"
 # The metrics file shows the lease and the lock.
@@ -91,11 +91,11 @@ expect_in "$tmp/err" "released" "lock (hold): released"
 grep -q '"locked_mhz": \[' "$tmp/out" && fail "GPU 3 still locked after the holder was stopped"
 
 # --- reset: root resets a GPU another client holds
-"$EERL_BIN" lock --gpu 2 --mhz 1100 --socket "$sock" 2>"$tmp/err" &
+"$EERL_BIN" lock --gpus 2 --clock 1100 --socket "$sock" 2>"$tmp/err" &
 lpid=$!
 wait_until 120 grep -q holding "$tmp/err" || fail "eerl lock never said it was holding"
-"$EERL_BIN" reset --gpu 2 --socket "$sock" >"$tmp/out" 2>&1
-expect_rc 0 $? "eerl reset --gpu 2"
+"$EERL_BIN" reset --gpus 2 --socket "$sock" >"$tmp/out" 2>&1
+expect_rc 0 $? "eerl reset --gpus 2"
 expect_in "$tmp/out" "reset GPU 2 to the default governor" "reset: message"
 "$EERL_BIN" status --json --socket "$sock" >"$tmp/out"
 grep -q '"locked_mhz": \[' "$tmp/out" && fail "GPU 2 still locked after eerl reset"
@@ -115,9 +115,17 @@ expect_in "$tmp/out" "GPU 9 does not exist (4 GPUs: 0-3)" "reset: bad GPU named"
 "$EERL_BIN" lock --gpu 0 --mhz 99999 --socket "$sock" -- true >"$tmp/out" 2>&1
 expect_rc 1 $? "lock at an unsupported clock"
 expect_in "$tmp/out" "99999" "lock: bad clock named"
-"$EERL_BIN" lock --gpu 0 --socket "$sock" >"$tmp/out" 2>&1
-expect_rc 2 $? "lock without --mhz"
-expect_in "$tmp/out" "--mhz is required" "lock: missing --mhz"
+"$EERL_BIN" lock --gpus 0 --socket "$sock" >"$tmp/out" 2>&1
+expect_rc 2 $? "lock without --clock"
+expect_in "$tmp/out" "--clock is required" "lock: missing --clock"
+# one name per concept across commands (eerl meter's), the earlier ones kept as deprecated aliases
+for c in lock reset; do
+    "$EERL_BIN" $c --help >"$tmp/out"
+    expect_in "$tmp/out" "--gpus LIST" "$c --help names --gpus"
+    expect_in "$tmp/out" "deprecated" "$c --help says the old spelling is deprecated"
+done
+expect_in "$tmp/out" "--gpu, the earlier name" "reset --help: --gpu alias"
+"$EERL_BIN" lock --help | grep -q -- "--clock MHZ" || fail "lock --help names --clock"
 "$EERL_BIN" lock --gpu 0 --mhz 1200 --socket "$sock" -- >"$tmp/out" 2>&1
 expect_rc 2 $? "lock with nothing after --"
 "$EERL_BIN" status --socket "$tmp/nope.sock" >"$tmp/out" 2>&1

@@ -30,6 +30,26 @@ import ray_workers  # noqa: E402
 
 GPU_NODES = 2
 
+# ray._private.node.Node waits a fixed 30 s for a new raylet to register with the GCS, polling
+# ray._private.services.get_node; on a loaded 2-core machine a raylet once took longer and the
+# node's start raised "timed out during startup" (its processes left running). The test cluster
+# instead lets each lookup wait, with a generous bound: a guard against hanging, not a speed check.
+_ray_get_node = ray._private.services.get_node
+
+
+def _patient_get_node(*args, **kwargs):
+    deadline = time.time() + 300
+    while True:
+        try:
+            return _ray_get_node(*args, **kwargs)
+        except RuntimeError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+ray._private.services.get_node = _patient_get_node
+
 
 def node_env(node):
     env = node.env()

@@ -154,6 +154,7 @@ static void test_session_refuses_unknown_sizes(void **state)
     cc.size = sizeof(cc);
     assert_int_equal(eerl_rt_new(dev, &rc, why, sizeof(why), &rt), 0);
     eerl_rt_free(rt);
+    eerl_device_free(dev); /* the device borrows the twin: freed first */
     eerl_twin_free(tw);
     eerl_twin_preset_free(p);
 }

@@ -17,156 +17,7 @@
  * - Only complete requests keep a connection alive; a peer whose replies pile up unread is not
  *   read until it reads (OUT_PAUSE), so memory per peer stays bounded. */
 #define _GNU_SOURCE /* accept4, struct ucred */
-#include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/file.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <syslog.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <jansson.h>
-
-#include "eerl/actuator.h"
-#include "eerl/agent.h"
-#include "eerl/device.h"
-#include "eerl/error.h"
-#include "eerl/twin.h"
-#include "eerl/version.h"
-#include "agent/protocol.h"
-#include "twin/idle_device.h"
-
-#include "journal.h"
-#include "metrics.h"
-#include "policy.h"
-#include "safefile.h"
-#include "server.h"
-
-#define POOLS_MAX 16
-/* Output: while a connection has OUT_PAUSE bytes of replies unread, its requests wait (its
- * input is not read), so a peer that pipelines requests and never reads holds at most this
- * plus one reply; it is dropped once its heartbeat timeout passes without a request served.
- * OUT_MAX bounds one connection's queue (the largest reply, status of 1024 GPUs, is ~0.3 MiB)
- * and OUT_TOTAL_MAX all of them together. */
-#define OUT_PAUSE (64u << 10)
-#define OUT_MAX (8u << 20)
-#define OUT_TOTAL_MAX (64u << 20)
-#define RETRY_MS 1000
-#define ACCEPT_PAUSE_MS 100 /* after an accept error other than running out of descriptors */
-#define LOCK_FILE "eerld.lock"
-
-struct pool {
-    char name[EERL_AGENT_POOL_NAME_MAX + 1];
-    unsigned gpus[EERL_AGENT_GPUS_MAX];
-    size_t n;
-    unsigned mhz[3];
-};
-
-struct conn {
-    int fd;
-    uid_t uid;
-    gid_t gid;
-    pid_t pid;
-    gid_t *groups; /* the peer's supplementary groups (SO_PEERGROUPS) */
-    size_t n_groups;
-    char client[EERL__AGENT_CLIENT_MAX + 1];
-    int hello;
-    char *in;
-    size_t in_len;
-    char *out;
-    size_t out_len, out_cap;
-    unsigned events;  /* registered with epoll */
-    int busy;         /* a device read for it is with the reader thread: its next lines wait */
-    int zombie;       /* closed while busy: freed when the reader hands the job back */
-    double last_seen; /* when its last request (a complete line) came, or it connected */
-    double accepted_at;
-    int closing;
-    char *refusal; /* over a connection limit: the answer to its first request, then close */
-    struct pool pools[POOLS_MAX];
-    size_t n_pools;
-    unsigned n_leased;
-    struct server *srv; /* its queue counts in srv->out_total */
-    struct conn *prev, *next;
-};
-
-struct gpu {
-    char uuid[EERL_DEVICE_UUID_MAX];
-    char name[EERL_DEVICE_NAME_MAX];
-    unsigned clocks[EERL_DEVICE_CLOCKS_MAX];
-    size_t n_clocks;
-    eerl_actuator *act; /* one per GPU, so a GPU can be reset alone */
-    struct conn *holder;
-    unsigned holder_uid, holder_pid; /* of the holder, or the last one while dirty */
-    int journaled;                   /* named in the journal */
-    int dirty;                       /* a reset failed: retry */
-};
-
-/* Device reads (read, status, metrics) run on a reader thread with its own device handle when
- * the backend is NVML: an H200's energy counter read takes 3-4 ms of driver time, and the event
- * loop must not make a set-phase wait behind it. The loop hands over a job and pauses that
- * connection's input (its replies stay in order); the reader fills in the readings and wakes
- * the loop through an eventfd. The reader touches nothing but its device handle and the job. */
-struct job {
-    struct conn *c; /* NULL: a metrics job */
-    unsigned gpus[EERL__AGENT_GPU_INDEX_MAX + 1];
-    size_t n;
-    json_t *reply; /* built by the loop; the reader adds readings */
-    json_t *items; /* status: the per-GPU objects to add readings to (borrowed from reply) */
-    struct eerld_metrics_gpu *metrics; /* metrics job: snapshot of lease state */
-    struct job *next;
-};
-
-struct reader {
-    eerl_device *dev;
-    pthread_t t;
-    int running;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct job *todo, *todo_tail, *done;
-    int stop;
-    int efd;
-    const char *metrics_path;
-    unsigned n_gpus;
-};
-
-struct server {
-    const struct eerld_config *cfg;
-    eerl_device *dev;
-    unsigned n;
-    struct gpu *g;
-    struct eerld_policy policy;
-    int have_policy_file;
-    int lfd, epfd, sfd;
-    struct reader rd; /* rd.running: reads go through it */
-    void *reader_tag;
-    int metrics_pending;
-    struct conn *conns;
-    unsigned n_conns, n_refused;
-    double next_metrics, next_retry;
-    int stop;
-    int state_fd, lock_fd, metrics_fd; /* the state dir, its lock, the metrics dir */
-    const char *metrics_name;          /* the metrics file's name in its dir */
-    int reserve_fd;                    /* given up to accept-and-close when out of descriptors */
-    int fd_short;                      /* out of descriptors: logged once until it passes */
-    int accept_err;                    /* another accept error: logged once until it passes */
-    double accept_resume;              /* > 0: the listening socket is paused until then */
-    size_t out_total;                  /* replies queued, all connections */
-    gid_t sock_gid;                    /* the socket's group, if have_sock_gid */
-    int have_sock_gid;
-    char why[512];
-};
+#include "server_impl.h"
 
 static int log_syslog;
 
@@ -195,7 +46,7 @@ void eerld_log(int prio, const char *fmt, ...)
     va_end(ap);
 }
 
-static double now_s(void)
+double eerld__now_s(void)
 {
     struct timespec ts;
 
@@ -205,7 +56,7 @@ static double now_s(void)
 
 /* ---- journal ---- */
 
-static int journal_sync(struct server *s)
+int eerld__journal_sync(struct server *s)
 {
     struct eerld_journal_entry *e = calloc(s->n + 1, sizeof(*e));
     size_t k = 0;
@@ -251,7 +102,7 @@ static int reset_gpu(struct server *s, unsigned i, const char *why)
 }
 
 /* Ends c's lease on GPU i and resets it. Returns 1 if the journal must be rewritten. */
-static int drop_lease(struct server *s, unsigned i, const char *why)
+int eerld__drop_lease(struct server *s, unsigned i, const char *why)
 {
     struct gpu *g = &s->g[i];
     int gone;
@@ -286,12 +137,12 @@ static void retry_dirty(struct server *s)
         }
     }
     if (changed)
-        journal_sync(s);
+        eerld__journal_sync(s);
 }
 
 /* ---- connections ---- */
 
-static void conn_release_memory(struct conn *c)
+void eerld__conn_release_memory(struct conn *c)
 {
     free(c->groups);
     free(c->refusal);
@@ -302,7 +153,7 @@ static void conn_release_memory(struct conn *c)
 
 /* Registers what the loop wants to hear about c: input unless a read for it is in flight,
  * output while replies wait. */
-static void update_events(struct server *s, struct conn *c)
+void eerld__update_events(struct server *s, struct conn *c)
 {
     unsigned ev_mask = (c->busy || c->out_len >= OUT_PAUSE ? 0u : (unsigned)EPOLLIN) |
                        (c->out_len ? (unsigned)EPOLLOUT : 0u);
@@ -316,16 +167,16 @@ static void update_events(struct server *s, struct conn *c)
 }
 
 /* Ends a connection: resets its GPUs at once (even with a read in flight), closes the socket. */
-static void conn_free(struct server *s, struct conn *c, const char *why)
+void eerld__conn_free(struct server *s, struct conn *c, const char *why)
 {
     unsigned i;
     int changed = 0, had = c->n_leased > 0;
 
     for (i = 0; i < s->n && c->n_leased; i++)
         if (s->g[i].holder == c)
-            changed |= drop_lease(s, i, why);
+            changed |= eerld__drop_lease(s, i, why);
     if (changed)
-        journal_sync(s);
+        eerld__journal_sync(s);
     if (had)
         eerld_log(LOG_INFO, "uid %u pid %u: %s; its GPUs are reset", (unsigned)c->uid,
                   (unsigned)c->pid, why);
@@ -345,10 +196,10 @@ static void conn_free(struct server *s, struct conn *c, const char *why)
         c->zombie = 1; /* the reader still has its job: freed when it comes back */
         return;
     }
-    conn_release_memory(c);
+    eerld__conn_release_memory(c);
 }
 
-static void flush_out(struct server *s, struct conn *c)
+void eerld__flush_out(struct server *s, struct conn *c)
 {
     size_t done = 0;
 
@@ -367,10 +218,10 @@ static void flush_out(struct server *s, struct conn *c)
     c->out_len -= done;
     s->out_total -= done;
     if (!c->closing)
-        update_events(s, c);
+        eerld__update_events(s, c);
 }
 
-static void queue_json(struct conn *c, json_t *o)
+void eerld__queue_json(struct conn *c, json_t *o)
 {
     size_t need = json_dumpb(o, NULL, 0, JSON_COMPACT);
 
@@ -405,805 +256,6 @@ static void queue_json(struct conn *c, json_t *o)
     c->srv->out_total += need + 1;
 }
 
-static json_t *reply_new(const struct eerl__agent_req *r)
-{
-    json_t *o = json_object();
-
-    if (r && r->has_id)
-        json_object_set_new(o, "id", json_integer((json_int_t)r->id));
-    json_object_set_new(o, "ok", json_true());
-    return o;
-}
-
-static void reply_err_id(struct conn *c, int has_id, uint64_t id, int err, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static void reply_err_id(struct conn *c, int has_id, uint64_t id, int err, const char *fmt, ...)
-{
-    char msg[1024];
-    json_t *o = json_object();
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (has_id)
-        json_object_set_new(o, "id", json_integer((json_int_t)id));
-    json_object_set_new(o, "ok", json_false());
-    json_object_set_new(o, "error", json_string(eerl_err_name(err)));
-    json_object_set_new(o, "message", json_string(msg));
-    queue_json(c, o);
-    json_decref(o);
-}
-
-/* A refusal keeps the connection; the message is built by the caller. */
-static void reply_refuse(struct conn *c, const struct eerl__agent_req *r, int err, const char *msg)
-{
-    reply_err_id(c, r->has_id, r->id, err, "%s", msg);
-}
-
-static int is_root(const struct conn *c)
-{
-    return c->uid == 0;
-}
-
-static void holder_text(const struct gpu *g, unsigned i, char *buf, size_t len)
-{
-    snprintf(buf, len, "GPU %u is leased by uid %u pid %u%s%s%s", i, g->holder_uid, g->holder_pid,
-             g->holder && g->holder->client[0] ? " ('" : "",
-             g->holder && g->holder->client[0] ? g->holder->client : "",
-             g->holder && g->holder->client[0] ? "')" : "");
-}
-
-/* Checks every GPU of r exists (and, if own, is held by c). 0, or a refusal already sent. */
-static int check_gpus(struct server *s, struct conn *c, const struct eerl__agent_req *r,
-                      const unsigned *gpus, size_t n, int own)
-{
-    char msg[512];
-    size_t k;
-
-    for (k = 0; k < n; k++) {
-        unsigned i = gpus[k];
-
-        if (i >= s->n) {
-            snprintf(msg, sizeof(msg), "GPU %u does not exist (%u GPUs: 0-%u)", i, s->n, s->n - 1);
-            reply_refuse(c, r, EERL_ENODEV, msg);
-            return -1;
-        }
-        if (own && s->g[i].holder != c) {
-            if (s->g[i].holder) {
-                holder_text(&s->g[i], i, msg, sizeof(msg));
-                reply_refuse(c, r, EERL_EBUSY, msg);
-            } else {
-                snprintf(msg, sizeof(msg),
-                         "GPU %u is not leased by this connection; lease it first", i);
-                reply_refuse(c, r, EERL_ESTATE, msg);
-            }
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Checks mhz (a requested upper or lower bound, not 0) against gpu's policy and clock table. */
-static int check_clock(struct server *s, struct conn *c, unsigned i, unsigned mhz, char *msg,
-                       size_t len)
-{
-    unsigned floor_mhz = 0, ceiling_mhz = 0, snapped;
-    int e;
-
-    if (!is_root(c)) {
-        eerld_policy_bounds(&s->policy, i, &floor_mhz, &ceiling_mhz);
-        if (floor_mhz && mhz < floor_mhz) {
-            snprintf(msg, len, "requested %u MHz is below GPU %u's floor of %u MHz (policy %s)",
-                     mhz, i, floor_mhz, s->cfg->policy_path);
-            return EERL_ERANGE;
-        }
-        if (ceiling_mhz && mhz > ceiling_mhz) {
-            snprintf(msg, len, "requested %u MHz is above GPU %u's ceiling of %u MHz (policy %s)",
-                     mhz, i, ceiling_mhz, s->cfg->policy_path);
-            return EERL_ERANGE;
-        }
-    }
-    e = eerl_actuator_snap(s->g[i].act, i, mhz, &snapped);
-    if (e < 0) {
-        snprintf(msg, len, "%s", eerl_actuator_last_error(s->g[i].act));
-        return e;
-    }
-    /* Snapping goes down: a floor between two supported clocks must not be undercut. */
-    if (!is_root(c) && floor_mhz && snapped < floor_mhz) {
-        snprintf(msg, len,
-                 "requested %u MHz snaps down to GPU %u's supported %u MHz, below its floor of "
-                 "%u MHz (policy %s)",
-                 mhz, i, snapped, floor_mhz, s->cfg->policy_path);
-        return EERL_ERANGE;
-    }
-    return 0;
-}
-
-/* Journals every GPU of the list not journaled yet (one write). */
-static int journal_add(struct server *s, struct conn *c, const unsigned *gpus, size_t n)
-{
-    size_t k;
-    int need = 0;
-
-    for (k = 0; k < n; k++) {
-        struct gpu *g = &s->g[gpus[k]];
-
-        if (!g->journaled) {
-            g->journaled = 2; /* 2: added by this call, undone if the write fails */
-            need = 1;
-        }
-        g->holder_uid = (unsigned)c->uid;
-        g->holder_pid = (unsigned)c->pid;
-    }
-    if (!need)
-        return 0;
-    if (journal_sync(s) < 0) {
-        for (k = 0; k < n; k++)
-            if (s->g[gpus[k]].journaled == 2)
-                s->g[gpus[k]].journaled = 0;
-        return -1;
-    }
-    for (k = 0; k < n; k++)
-        s->g[gpus[k]].journaled = 1;
-    return 0;
-}
-
-/* Applies [lo, hi] (0, 0: governor) to each GPU; every GPU is tried; failures are listed in
- * the reply. The GPUs are already checked. */
-static void apply_clocks(struct server *s, struct conn *c, const struct eerl__agent_req *r,
-                         const unsigned *gpus, size_t n, unsigned lo, unsigned hi)
-{
-    char msg[1024] = "";
-    json_t *failed = NULL;
-    size_t k, off = 0;
-    int first = 0;
-
-    if (hi && journal_add(s, c, gpus, n) < 0) {
-        reply_refuse(c, r, EERL_EIO, "cannot write the journal; no clock was changed");
-        return;
-    }
-    for (k = 0; k < n; k++) {
-        unsigned i = gpus[k];
-        int e;
-
-        if (hi == 0) {
-            e = eerl_actuator_restore(s->g[i].act);
-        } else {
-            e = eerl_actuator_set_range(s->g[i].act, i, lo, hi);
-        }
-        if (e < 0) {
-            const char *d = eerl_actuator_last_error(s->g[i].act);
-
-            if (!d[0])
-                d = eerl_device_last_error(s->dev);
-            if (!first)
-                first = e;
-            if (!failed)
-                failed = json_array();
-            json_array_append_new(failed, json_integer(i));
-            if (off < sizeof(msg))
-                off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%sGPU %u: %s (%s)",
-                                        off ? "; " : "", i, eerl_strerror(e), d);
-            eerld_log(LOG_WARNING, "GPU %u: setting %u-%u MHz for uid %u pid %u failed: %s (%s)", i,
-                      lo, hi, (unsigned)c->uid, (unsigned)c->pid, eerl_strerror(e), d);
-        }
-    }
-    if (first) {
-        json_t *o = json_object();
-
-        if (r->has_id)
-            json_object_set_new(o, "id", json_integer((json_int_t)r->id));
-        json_object_set_new(o, "ok", json_false());
-        json_object_set_new(o, "error", json_string(eerl_err_name(first)));
-        json_object_set_new(o, "message", json_string(msg));
-        json_object_set_new(o, "failed", failed);
-        queue_json(c, o);
-        json_decref(o);
-        return;
-    }
-    json_t *o = reply_new(r);
-    queue_json(c, o);
-    json_decref(o);
-}
-
-/* The GPUs a read-only request names: its list, or every GPU (all of them, however many). */
-static size_t req_gpus(struct server *s, const struct eerl__agent_req *r,
-                       unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1])
-{
-    size_t k, n = r->has_gpus ? r->n_gpus : s->n;
-
-    for (k = 0; k < n; k++)
-        list[k] = r->has_gpus ? r->gpus[k] : (unsigned)k;
-    return n;
-}
-
-/* ---- handlers ---- */
-
-static void h_hello(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    json_t *o = reply_new(r);
-    char ver[64];
-
-    snprintf(ver, sizeof(ver), "eerld %s", eerl_version_string());
-    json_object_set_new(o, "v", json_integer(EERL_AGENT_PROTOCOL_VERSION));
-    json_object_set_new(o, "server", json_string(ver));
-    json_object_set_new(o, "gpus", json_integer(s->n));
-    json_object_set_new(o, "heartbeat_ms", json_integer(s->cfg->heartbeat_ms));
-    json_object_set_new(o, "uid", json_integer((json_int_t)c->uid));
-    json_object_set_new(o, "pid", json_integer((json_int_t)c->pid));
-    json_object_set_new(
-        o, "may_lease",
-        json_boolean(eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups, c->n_groups)));
-    queue_json(c, o);
-    json_decref(o);
-    c->hello = 1;
-    snprintf(c->client, sizeof(c->client), "%s", r->client);
-}
-
-static void h_devices(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    json_t *o = reply_new(r), *arr = json_array();
-    unsigned i;
-    size_t k;
-
-    for (i = 0; i < s->n; i++) {
-        json_t *cl = json_array();
-        unsigned f, ce;
-
-        for (k = 0; k < s->g[i].n_clocks; k++)
-            json_array_append_new(cl, json_integer(s->g[i].clocks[k]));
-        eerld_policy_bounds(&s->policy, i, &f, &ce);
-        json_array_append_new(arr,
-                              json_pack("{s:i,s:s,s:s,s:o,s:i,s:i}", "gpu", (json_int_t)i, "uuid",
-                                        s->g[i].uuid, "name", s->g[i].name, "clocks", cl,
-                                        "floor_mhz", (json_int_t)f, "ceiling_mhz", (json_int_t)ce));
-    }
-    json_object_set_new(o, "gpus", arr);
-    queue_json(c, o);
-    json_decref(o);
-}
-
-static json_t *reading(eerl_device *dev, unsigned i)
-{
-    uint64_t mj;
-    unsigned mw, mhz;
-    int e;
-
-    if ((e = eerl_device_energy_mj(dev, i, &mj)) < 0 ||
-        (e = eerl_device_power_mw(dev, i, &mw)) < 0 || (e = eerl_device_sm_clock(dev, i, &mhz)) < 0)
-        return json_pack("{s:i,s:s,s:s}", "gpu", (json_int_t)i, "error", eerl_err_name(e),
-                         "message", eerl_device_last_error(dev));
-    return json_pack("{s:i,s:I,s:i,s:i}", "gpu", (json_int_t)i, "energy_mj", (json_int_t)mj,
-                     "power_mw", (json_int_t)mw, "sm_mhz", (json_int_t)mhz);
-}
-
-/* Does a job's device reads on dev (the reader thread's handle, or the loop's when inline). */
-static void fill_job(struct server *s, eerl_device *dev, struct job *j)
-{
-    size_t k;
-
-    if (j->metrics) {
-        char why[512];
-
-        if (eerld_metrics_write(s->metrics_fd, s->cfg->metrics_path, s->metrics_name, dev,
-                                j->metrics, s->n, why, sizeof(why)) < 0)
-            eerld_log(LOG_WARNING, "%s", why);
-        return;
-    }
-    for (k = 0; k < j->n; k++) {
-        json_t *x = reading(dev, j->gpus[k]);
-
-        if (j->items) {
-            json_object_update(json_array_get(j->items, k), x);
-            json_decref(x);
-        } else {
-            json_array_append_new(json_object_get(j->reply, "readings"), x);
-        }
-    }
-}
-
-static void *reader_main(void *arg)
-{
-    struct server *s = arg;
-    struct reader *rd = &s->rd;
-
-    pthread_mutex_lock(&rd->mu);
-    for (;;) {
-        struct job *j;
-        uint64_t one = 1;
-
-        while (!rd->stop && !rd->todo)
-            pthread_cond_wait(&rd->cv, &rd->mu);
-        if (rd->stop)
-            break;
-        j = rd->todo;
-        rd->todo = j->next;
-        if (!rd->todo)
-            rd->todo_tail = NULL;
-        pthread_mutex_unlock(&rd->mu);
-        fill_job(s, rd->dev, j);
-        pthread_mutex_lock(&rd->mu);
-        j->next = rd->done;
-        rd->done = j;
-        (void)!write(rd->efd, &one, sizeof(one));
-    }
-    pthread_mutex_unlock(&rd->mu);
-    return NULL;
-}
-
-static void free_job(struct job *j)
-{
-    json_decref(j->reply);
-    free(j->metrics);
-    free(j);
-}
-
-/* Runs j: on the reader thread (pausing c's input until the reply is queued) or, without one
- * (simulated GPUs, whose reads cost nanoseconds), right here. */
-static void submit(struct server *s, struct conn *c, struct job *j)
-{
-    j->c = c;
-    if (!s->rd.running) {
-        fill_job(s, s->dev, j);
-        if (c)
-            queue_json(c, j->reply);
-        free_job(j);
-        return;
-    }
-    if (c) {
-        c->busy = 1;
-        update_events(s, c);
-    } else {
-        s->metrics_pending = 1;
-    }
-    pthread_mutex_lock(&s->rd.mu);
-    j->next = NULL;
-    if (s->rd.todo_tail)
-        s->rd.todo_tail->next = j;
-    else
-        s->rd.todo = j;
-    s->rd.todo_tail = j;
-    pthread_cond_signal(&s->rd.cv);
-    pthread_mutex_unlock(&s->rd.mu);
-}
-
-static void process_lines(struct server *s, struct conn *c);
-static void serve_buffered(struct server *s, struct conn *c);
-
-static void finish_jobs(struct server *s)
-{
-    struct job *list, *rev = NULL, *j;
-    uint64_t v;
-
-    (void)!read(s->rd.efd, &v, sizeof(v));
-    pthread_mutex_lock(&s->rd.mu);
-    list = s->rd.done;
-    s->rd.done = NULL;
-    pthread_mutex_unlock(&s->rd.mu);
-    while (list) { /* oldest first */
-        j = list;
-        list = j->next;
-        j->next = rev;
-        rev = j;
-    }
-    while ((j = rev)) {
-        struct conn *c = j->c;
-
-        rev = j->next;
-        if (!c) {
-            s->metrics_pending = 0;
-        } else if (c->zombie) {
-            conn_release_memory(c);
-        } else {
-            c->busy = 0;
-            c->last_seen = now_s(); /* the time its read took was eerld's, not its silence */
-            queue_json(c, j->reply);
-            flush_out(s, c);
-            serve_buffered(s, c); /* what it sent meanwhile */
-            if (c->closing)
-                conn_free(s, c,
-                          c->closing == 2 ? "connection closed" : "connection closed by eerld");
-        }
-        free_job(j);
-    }
-}
-
-static struct job *job_new(const unsigned *gpus, size_t n)
-{
-    struct job *j = calloc(1, sizeof(*j));
-
-    if (j) {
-        memcpy(j->gpus, gpus, n * sizeof(*gpus));
-        j->n = n;
-    }
-    return j;
-}
-
-static void h_read(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1];
-    size_t n = req_gpus(s, r, list);
-    json_t *o, *arr;
-    struct job *j;
-
-    if (check_gpus(s, c, r, list, n, 0) < 0)
-        return;
-    j = job_new(list, n);
-    if (!j) {
-        reply_refuse(c, r, EERL_ENOMEM, "out of memory");
-        return;
-    }
-    o = reply_new(r);
-    arr = json_array();
-    json_object_set_new(o, "readings", arr);
-    j->reply = o;
-    submit(s, c, j);
-}
-
-static void h_status(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1];
-    size_t n = req_gpus(s, r, list);
-    json_t *o, *arr;
-    struct job *j;
-    size_t k;
-
-    if (check_gpus(s, c, r, list, n, 0) < 0)
-        return;
-    j = job_new(list, n);
-    if (!j) {
-        reply_refuse(c, r, EERL_ENOMEM, "out of memory");
-        return;
-    }
-    o = reply_new(r);
-    arr = json_array();
-    for (k = 0; k < n; k++) {
-        unsigned i = list[k], f, ce;
-        struct gpu *g = &s->g[i];
-        json_t *x = json_pack("{s:i}", "gpu", (json_int_t)i); /* readings: fill_job */
-        eerl_actuator_gpu_state st;
-
-        json_object_set_new(x, "uuid", json_string(g->uuid));
-        json_object_set_new(x, "name", json_string(g->name));
-        eerld_policy_bounds(&s->policy, i, &f, &ce);
-        json_object_set_new(x, "floor_mhz", json_integer(f));
-        json_object_set_new(x, "ceiling_mhz", json_integer(ce));
-        if (g->n_clocks) {
-            json_object_set_new(x, "min_mhz", json_integer(g->clocks[g->n_clocks - 1]));
-            json_object_set_new(x, "max_mhz", json_integer(g->clocks[0]));
-        }
-        memset(&st, 0, sizeof(st));
-        eerl_actuator_gpu(g->act, i, &st);
-        if (st.locked_max_mhz)
-            json_object_set_new(
-                x, "locked",
-                json_pack("[i,i]", (json_int_t)st.locked_min_mhz, (json_int_t)st.locked_max_mhz));
-        else
-            json_object_set_new(x, "locked", json_null());
-        if (g->holder)
-            json_object_set_new(x, "holder",
-                                json_pack("{s:i,s:i,s:s}", "uid", (json_int_t)g->holder_uid, "pid",
-                                          (json_int_t)g->holder_pid, "client", g->holder->client));
-        else
-            json_object_set_new(x, "holder", json_null());
-        if (g->dirty)
-            json_object_set_new(x, "reset_pending", json_true());
-        json_array_append_new(arr, x);
-    }
-    json_object_set_new(o, "gpus", arr);
-    j->reply = o;
-    j->items = arr;
-    submit(s, c, j);
-}
-
-static void h_lease(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    char msg[512];
-    size_t k;
-    json_t *o;
-
-    if (!eerld_policy_may_lease(&s->policy, c->uid, c->gid, c->groups, c->n_groups)) {
-        snprintf(msg, sizeof(msg),
-                 "uid %u may not lease GPUs: not root and not in [access] users or groups of the "
-                 "policy %s%s",
-                 (unsigned)c->uid, s->cfg->policy_path,
-                 s->have_policy_file ? "" : " (no policy file: only root may lease)");
-        reply_refuse(c, r, EERL_ENOPERM, msg);
-        return;
-    }
-    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
-        return;
-    for (k = 0; k < r->n_gpus; k++) {
-        struct gpu *g = &s->g[r->gpus[k]];
-
-        if (g->holder && g->holder != c) {
-            holder_text(g, r->gpus[k], msg, sizeof(msg));
-            reply_refuse(c, r, EERL_EBUSY, msg);
-            return;
-        }
-    }
-    msg[0] = '\0';
-    for (k = 0; k < r->n_gpus; k++) {
-        struct gpu *g = &s->g[r->gpus[k]];
-        size_t used = strlen(msg);
-
-        if (g->holder == c)
-            continue;
-        g->holder = c;
-        g->holder_uid = (unsigned)c->uid;
-        g->holder_pid = (unsigned)c->pid;
-        c->n_leased++;
-        snprintf(msg + used, sizeof(msg) - used, "%s%u", used ? "," : "", r->gpus[k]);
-    }
-    if (msg[0]) /* grants are logged as their ends are (disconnect, release, reset) */
-        eerld_log(LOG_INFO, "uid %u pid %u: leased GPU%s %s", (unsigned)c->uid, (unsigned)c->pid,
-                  strchr(msg, ',') ? "s" : "", msg);
-    o = reply_new(r);
-    queue_json(c, o);
-    json_decref(o);
-}
-
-static void h_set(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    char msg[512];
-    size_t k;
-    int e;
-
-    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 1) < 0)
-        return;
-    if (r->max_mhz) {
-        for (k = 0; k < r->n_gpus; k++) {
-            if ((e = check_clock(s, c, r->gpus[k], r->min_mhz, msg, sizeof(msg))) < 0 ||
-                (e = check_clock(s, c, r->gpus[k], r->max_mhz, msg, sizeof(msg))) < 0) {
-                reply_refuse(c, r, e, msg);
-                return;
-            }
-        }
-    }
-    apply_clocks(s, c, r, r->gpus, r->n_gpus, r->min_mhz, r->max_mhz);
-}
-
-static void h_pool(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    char msg[512];
-    struct pool *p = NULL;
-    size_t k;
-    int ph, e;
-    json_t *o;
-
-    if (check_gpus(s, c, r, r->gpus, r->n_gpus, 1) < 0)
-        return;
-    for (ph = 0; ph < 3; ph++)
-        for (k = 0; r->pool_mhz[ph] && k < r->n_gpus; k++)
-            if ((e = check_clock(s, c, r->gpus[k], r->pool_mhz[ph], msg, sizeof(msg))) < 0) {
-                char full[600];
-
-                snprintf(full, sizeof(full), "pool '%s', %s clock: %s", r->pool,
-                         eerl__agent_phase_name((eerl_agent_phase)ph), msg);
-                reply_refuse(c, r, e, full);
-                return;
-            }
-    for (k = 0; k < c->n_pools; k++)
-        if (!strcmp(c->pools[k].name, r->pool))
-            p = &c->pools[k];
-    if (!p) {
-        if (c->n_pools == POOLS_MAX) {
-            snprintf(msg, sizeof(msg), "a connection may define at most %d pools", POOLS_MAX);
-            reply_refuse(c, r, EERL_EOVERFLOW, msg);
-            return;
-        }
-        p = &c->pools[c->n_pools++];
-    }
-    snprintf(p->name, sizeof(p->name), "%s", r->pool);
-    memcpy(p->gpus, r->gpus, r->n_gpus * sizeof(unsigned));
-    p->n = r->n_gpus;
-    memcpy(p->mhz, r->pool_mhz, sizeof(p->mhz));
-    o = reply_new(r);
-    queue_json(c, o);
-    json_decref(o);
-}
-
-static void h_phase(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    char msg[512], full[600];
-    size_t k, g;
-    unsigned mhz;
-    int e;
-
-    for (k = 0; k < c->n_pools; k++)
-        if (!strcmp(c->pools[k].name, r->pool))
-            break;
-    if (k == c->n_pools) {
-        snprintf(msg, sizeof(msg), "no pool named '%s' on this connection; define it first",
-                 r->pool);
-        reply_refuse(c, r, EERL_ENOENT, msg);
-        return;
-    }
-    if (check_gpus(s, c, r, c->pools[k].gpus, c->pools[k].n, 1) < 0)
-        return;
-    mhz = c->pools[k].mhz[r->phase];
-    /* Checked again now: a policy reloaded since the pool was defined applies. */
-    for (g = 0; mhz && g < c->pools[k].n; g++)
-        if ((e = check_clock(s, c, c->pools[k].gpus[g], mhz, msg, sizeof(msg))) < 0) {
-            snprintf(full, sizeof(full), "pool '%s', %s clock: %s", r->pool,
-                     eerl__agent_phase_name(r->phase), msg);
-            reply_refuse(c, r, e, full);
-            return;
-        }
-    apply_clocks(s, c, r, c->pools[k].gpus, c->pools[k].n, mhz, mhz);
-}
-
-static void h_release(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    size_t k;
-    int changed = 0;
-    json_t *o;
-
-    if (r->has_gpus) {
-        if (check_gpus(s, c, r, r->gpus, r->n_gpus, 1) < 0)
-            return;
-        for (k = 0; k < r->n_gpus; k++)
-            changed |= drop_lease(s, r->gpus[k], "release");
-    } else {
-        unsigned i;
-        for (i = 0; i < s->n; i++)
-            if (s->g[i].holder == c)
-                changed |= drop_lease(s, i, "release");
-    }
-    if (changed)
-        journal_sync(s);
-    o = reply_new(r);
-    queue_json(c, o);
-    json_decref(o);
-}
-
-static void h_reset(struct server *s, struct conn *c, struct eerl__agent_req *r)
-{
-    char msg[512];
-    unsigned list[1024];
-    size_t n = 0, k;
-    int changed = 0, first = 0;
-    json_t *o, *done;
-
-    if (r->has_gpus) {
-        if (check_gpus(s, c, r, r->gpus, r->n_gpus, 0) < 0)
-            return;
-        for (k = 0; k < r->n_gpus; k++)
-            list[n++] = r->gpus[k];
-    } else {
-        unsigned i;
-        for (i = 0; i < s->n && n < 1024; i++)
-            if (is_root(c) || (s->g[i].holder && s->g[i].holder_uid == (unsigned)c->uid))
-                list[n++] = i;
-    }
-    if (!is_root(c))
-        for (k = 0; k < n; k++) {
-            struct gpu *g = &s->g[list[k]];
-
-            if (!g->holder || g->holder_uid != (unsigned)c->uid) {
-                if (g->holder)
-                    holder_text(g, list[k], msg, sizeof(msg));
-                else
-                    snprintf(msg, sizeof(msg), "GPU %u is not leased", list[k]);
-                snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
-                         "; only root or the holder may reset it");
-                reply_refuse(c, r, EERL_ENOPERM, msg);
-                return;
-            }
-        }
-    done = json_array();
-    msg[0] = '\0';
-    for (k = 0; k < n; k++) {
-        unsigned i = list[k];
-        struct gpu *g = &s->g[i];
-        int e;
-
-        if (g->holder && g->holder != c)
-            eerld_log(LOG_INFO, "GPU %u: uid %u pid %u reset it, ending the lease of uid %u pid %u",
-                      i, (unsigned)c->uid, (unsigned)c->pid, g->holder_uid, g->holder_pid);
-        changed |= drop_lease(s, i, "reset");
-        /* Root's reset also clears a lock eerld did not make (a job that locked in-process). */
-        e = g->dirty ? EERL_EIO : is_root(c) ? eerl_device_reset_sm_clocks(s->dev, i) : 0;
-        if (e < 0) {
-            if (!first)
-                first = e;
-            snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%sGPU %u: %s (%s)",
-                     msg[0] ? "; " : "", i, eerl_strerror(e), eerl_device_last_error(s->dev));
-        } else {
-            json_array_append_new(done, json_integer(i));
-        }
-    }
-    if (changed)
-        journal_sync(s);
-    if (first) {
-        json_decref(done);
-        reply_refuse(c, r, first, msg);
-        return;
-    }
-    o = reply_new(r);
-    json_object_set_new(o, "reset", done);
-    queue_json(c, o);
-    json_decref(o);
-}
-
-static void handle_line(struct server *s, struct conn *c, const char *line, size_t len)
-{
-    struct eerl__agent_req r;
-    char why[256];
-    uint64_t id = 0;
-    int has_id = 0;
-    json_t *o;
-
-    c->last_seen = now_s(); /* a request, not any byte, keeps a connection alive */
-    if (c->refusal) {
-        (void)eerl__agent_parse_request(line, len, &r, &id, &has_id, why, sizeof(why));
-        reply_err_id(c, has_id, id, EERL_EBUSY, "%s", c->refusal);
-        c->closing = 1;
-        return;
-    }
-    if (eerl__agent_parse_request(line, len, &r, &id, &has_id, why, sizeof(why)) < 0) {
-        reply_err_id(c, has_id, id, EERL_EPARSE, "malformed request: %s; closing the connection",
-                     why);
-        eerld_log(LOG_WARNING, "uid %u pid %u: malformed request (%s); connection closed",
-                  (unsigned)c->uid, (unsigned)c->pid, why);
-        c->closing = 1;
-        return;
-    }
-    if (!c->hello && r.op != EERL__OP_HELLO) {
-        reply_err_id(c, has_id, id, EERL_EPARSE,
-                     "the first request must be hello; closing the connection");
-        c->closing = 1;
-        return;
-    }
-    switch (r.op) {
-    case EERL__OP_HELLO:
-        if (r.version != EERL_AGENT_PROTOCOL_VERSION) {
-            reply_err_id(c, has_id, id, EERL_EVERSION,
-                         "protocol version %u is not supported; this eerld speaks version %d",
-                         r.version, EERL_AGENT_PROTOCOL_VERSION);
-            c->closing = 1;
-            return;
-        }
-        h_hello(s, c, &r);
-        break;
-    case EERL__OP_DEVICES:
-        h_devices(s, c, &r);
-        break;
-    case EERL__OP_STATUS:
-        h_status(s, c, &r);
-        break;
-    case EERL__OP_READ:
-        h_read(s, c, &r);
-        break;
-    case EERL__OP_LEASE:
-        h_lease(s, c, &r);
-        break;
-    case EERL__OP_SET:
-        h_set(s, c, &r);
-        break;
-    case EERL__OP_POOL:
-        h_pool(s, c, &r);
-        break;
-    case EERL__OP_PHASE:
-        h_phase(s, c, &r);
-        break;
-    case EERL__OP_RELEASE:
-        h_release(s, c, &r);
-        break;
-    case EERL__OP_RESET:
-        h_reset(s, c, &r);
-        break;
-    case EERL__OP_HEARTBEAT:
-    default:
-        o = reply_new(&r);
-        queue_json(c, o);
-        json_decref(o);
-        break;
-    }
-}
-
 /* Handles every complete line in c's buffer, until one hands a read to the reader thread. */
 static void process_lines(struct server *s, struct conn *c)
 {
@@ -1212,16 +264,16 @@ static void process_lines(struct server *s, struct conn *c)
 
     while (!c->closing && !c->busy && c->out_len < OUT_PAUSE &&
            (nl = memchr(c->in + start, '\n', c->in_len - start))) {
-        handle_line(s, c, c->in + start, (size_t)(nl - (c->in + start)));
+        eerld__handle_line(s, c, c->in + start, (size_t)(nl - (c->in + start)));
         start = (size_t)(nl - c->in) + 1;
     }
     memmove(c->in, c->in + start, c->in_len - start);
     c->in_len -= start;
     if (!c->closing && !c->busy && c->out_len < OUT_PAUSE && c->in_len == EERL_AGENT_MSG_MAX) {
-        reply_err_id(c, 0, 0, EERL_EPARSE,
-                     "malformed request: no newline within %d bytes (the message limit); "
-                     "closing the connection",
-                     EERL_AGENT_MSG_MAX);
+        eerld__reply_err_id(c, 0, 0, EERL_EPARSE,
+                            "malformed request: no newline within %d bytes (the message limit); "
+                            "closing the connection",
+                            EERL_AGENT_MSG_MAX);
         eerld_log(LOG_WARNING, "uid %u pid %u: message over %d bytes; connection closed",
                   (unsigned)c->uid, (unsigned)c->pid, EERL_AGENT_MSG_MAX);
         c->closing = 1;
@@ -1248,24 +300,24 @@ static void conn_readable(struct server *s, struct conn *c)
         c->in_len += (size_t)n;
         process_lines(s, c);
         if (c->out_len >= OUT_PAUSE)
-            flush_out(s, c); /* a pipelining client: keep the reply queue short */
+            eerld__flush_out(s, c); /* a pipelining client: keep the reply queue short */
     }
 }
 
 /* After replies went out: serves the requests that waited in c's buffer while they were
  * queued (the socket's own input is read again through the loop). */
-static void serve_buffered(struct server *s, struct conn *c)
+void eerld__serve_buffered(struct server *s, struct conn *c)
 {
     while (!c->closing && !c->busy && c->out_len < OUT_PAUSE && c->in_len &&
            memchr(c->in, '\n', c->in_len)) {
         size_t before = c->in_len;
 
         process_lines(s, c);
-        flush_out(s, c);
+        eerld__flush_out(s, c);
         if (c->in_len == before)
             break;
     }
-    update_events(s, c);
+    eerld__update_events(s, c);
 }
 
 /* The peer's supplementary groups, as the kernel recorded them when it connected. */
@@ -1304,14 +356,14 @@ static void pause_accept(struct server *s, double seconds)
     struct epoll_event ev = {.events = 0, .data.ptr = &listen_tag};
 
     epoll_ctl(s->epfd, EPOLL_CTL_MOD, s->lfd, &ev);
-    s->accept_resume = now_s() + seconds;
+    s->accept_resume = eerld__now_s() + seconds;
 }
 
 static void resume_accept(struct server *s)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listen_tag};
 
-    if (s->accept_resume > 0 && now_s() >= s->accept_resume) {
+    if (s->accept_resume > 0 && eerld__now_s() >= s->accept_resume) {
         s->accept_resume = 0;
         epoll_ctl(s->epfd, EPOLL_CTL_MOD, s->lfd, &ev);
     }
@@ -1416,7 +468,7 @@ static void accept_all(struct server *s)
                      s->policy.max_connections_per_user);
             c->refusal = strdup(msg);
             if (!c->refusal) {
-                conn_release_memory(c);
+                eerld__conn_release_memory(c);
                 close(fd);
                 continue;
             }
@@ -1428,12 +480,12 @@ static void accept_all(struct server *s)
         c->gid = cred.gid;
         c->pid = cred.pid;
         c->srv = s;
-        c->last_seen = c->accepted_at = now_s();
+        c->last_seen = c->accepted_at = eerld__now_s();
         ev.events = EPOLLIN;
         c->events = EPOLLIN;
         ev.data.ptr = c;
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            conn_release_memory(c);
+            eerld__conn_release_memory(c);
             close(fd);
             continue;
         }
@@ -1573,8 +625,8 @@ static int recover(struct server *s)
     }
     free(e);
     if (changed || all || n)
-        return journal_sync(s);
-    return journal_sync(s); /* also proves the state dir is writable before serving */
+        return eerld__journal_sync(s);
+    return eerld__journal_sync(s); /* also proves the state dir is writable before serving */
 }
 
 static int make_dirs(struct server *s)
@@ -1816,110 +868,6 @@ static int load_policy(struct server *s)
     return 0;
 }
 
-static void write_metrics(struct server *s)
-{
-    struct eerld_metrics_gpu *m;
-    struct job *j;
-    unsigned i;
-
-    if (s->metrics_pending)
-        return; /* the last one is still being read */
-    m = calloc(s->n, sizeof(*m));
-    j = calloc(1, sizeof(*j));
-    if (!m || !j) {
-        free(m);
-        free(j);
-        return;
-    }
-    for (i = 0; i < s->n; i++) {
-        eerl_actuator_gpu_state st;
-
-        memset(&st, 0, sizeof(st));
-        eerl_actuator_gpu(s->g[i].act, i, &st);
-        m[i].uuid = s->g[i].uuid;
-        m[i].locked_max_mhz = st.locked_max_mhz;
-        m[i].leased = s->g[i].holder != NULL;
-        m[i].uid = s->g[i].holder_uid;
-        m[i].pid = s->g[i].holder_pid;
-    }
-    j->metrics = m;
-    submit(s, NULL, j);
-}
-
-/* The reader thread, for a backend whose reads are slow (NVML). Without one, reads run inline. */
-static void start_reader(struct server *s)
-{
-    struct reader *rd = &s->rd;
-    char why[512] = "";
-    struct epoll_event ev;
-    static int reader_tag;
-
-    if (strcmp(eerl_device_backend(s->dev), "nvml") != 0)
-        return;
-    if (eerl_device_open_nvml_ex(why, sizeof(why), &rd->dev) < 0) {
-        eerld_log(LOG_WARNING, "a second NVML handle for reads failed (%s); reads run inline", why);
-        return;
-    }
-    rd->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    ev.events = EPOLLIN;
-    ev.data.ptr = &reader_tag;
-    s->reader_tag = &reader_tag;
-    if (rd->efd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, rd->efd, &ev) < 0)
-        goto fail;
-    pthread_mutex_init(&rd->mu, NULL);
-    pthread_cond_init(&rd->cv, NULL);
-    /* Signals stay blocked in it: they are inherited from this thread's mask. */
-    if (pthread_create(&rd->t, NULL, reader_main, s) != 0) {
-        pthread_cond_destroy(&rd->cv);
-        pthread_mutex_destroy(&rd->mu);
-        goto fail;
-    }
-    rd->running = 1;
-    return;
-fail:
-    eerld_log(LOG_WARNING, "cannot start the reader thread; reads run inline");
-    if (rd->efd >= 0)
-        close(rd->efd);
-    rd->efd = -1;
-    eerl_device_free(rd->dev);
-    rd->dev = NULL;
-}
-
-/* Stops the reader and drops what it still had: called before the connections go. */
-static void stop_reader(struct server *s)
-{
-    struct reader *rd = &s->rd;
-    struct job *lists[2], *j;
-    int k;
-
-    if (!rd->running)
-        return;
-    pthread_mutex_lock(&rd->mu);
-    rd->stop = 1;
-    pthread_cond_signal(&rd->cv);
-    pthread_mutex_unlock(&rd->mu);
-    pthread_join(rd->t, NULL);
-    rd->running = 0;
-    lists[0] = rd->todo;
-    lists[1] = rd->done;
-    rd->todo = rd->todo_tail = rd->done = NULL;
-    for (k = 0; k < 2; k++)
-        while ((j = lists[k])) {
-            lists[k] = j->next;
-            if (j->c && j->c->zombie)
-                conn_release_memory(j->c);
-            else if (j->c)
-                j->c->busy = 0;
-            free_job(j);
-        }
-    pthread_cond_destroy(&rd->cv);
-    pthread_mutex_destroy(&rd->mu);
-    close(rd->efd);
-    rd->efd = -1;
-    eerl_device_free(rd->dev);
-    rd->dev = NULL;
-}
-
 /* After a policy reload: a lease whose holder may no longer lease ends (its GPUs reset), and a
  * clock locked outside the new floor or ceiling goes back to the governor (the lease stays).
  * Pools are checked again at each phase switch (h_phase). */
@@ -1938,7 +886,7 @@ static void recheck_leases(struct server *s)
                       (unsigned)c->uid, (unsigned)c->pid, s->cfg->policy_path);
             for (i = 0; i < s->n && c->n_leased; i++)
                 if (s->g[i].holder == c)
-                    changed |= drop_lease(s, i, "policy reload");
+                    changed |= eerld__drop_lease(s, i, "policy reload");
         }
     for (i = 0; i < s->n; i++) {
         struct gpu *g = &s->g[i];
@@ -1963,7 +911,7 @@ static void recheck_leases(struct server *s)
         }
     }
     if (changed)
-        journal_sync(s);
+        eerld__journal_sync(s);
 }
 
 static void on_signal(struct server *s)
@@ -1990,7 +938,7 @@ static void on_signal(struct server *s)
 
 static void sweep(struct server *s)
 {
-    double t = now_s(), limit = (double)s->cfg->heartbeat_ms / 1000.0;
+    double t = eerld__now_s(), limit = (double)s->cfg->heartbeat_ms / 1000.0;
     struct conn *c, *next;
 
     for (c = s->conns; c; c = next) {
@@ -2018,7 +966,7 @@ static void sweep(struct server *s)
         }
         eerld_log(LOG_INFO, "uid %u pid %u: %s; connection closed", (unsigned)c->uid,
                   (unsigned)c->pid, why);
-        conn_free(s, c, why);
+        eerld__conn_free(s, c, why);
     }
     resume_accept(s);
     if (t >= s->next_retry) {
@@ -2026,7 +974,7 @@ static void sweep(struct server *s)
         s->next_retry = t + RETRY_MS / 1000.0;
     }
     if (s->cfg->metrics_path && t >= s->next_metrics) {
-        write_metrics(s);
+        eerld__write_metrics(s);
         s->next_metrics = t + (double)s->cfg->metrics_interval_ms / 1000.0;
     }
 }
@@ -2037,7 +985,7 @@ static int shutdown_all(struct server *s)
     int bad = 0;
 
     while (s->conns)
-        conn_free(s, s->conns, "eerld is stopping");
+        eerld__conn_free(s, s->conns, "eerld is stopping");
     for (i = 0; i < s->n; i++) {
         /* Everything eerld changed, and anything it was still retrying. */
         if (s->g[i].journaled || s->g[i].dirty) {
@@ -2053,7 +1001,7 @@ static int shutdown_all(struct server *s)
             }
         }
     }
-    journal_sync(s);
+    eerld__journal_sync(s);
     return bad;
 }
 
@@ -2098,7 +1046,7 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
     epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
     ev.data.ptr = &signal_tag;
     epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->sfd, &ev);
-    start_reader(s);
+    eerld__start_reader(s);
     eerld_log(LOG_INFO, "serving %u GPUs (%s) on %s; heartbeat timeout %u ms; policy %s%s", s->n,
               eerl_device_backend(s->dev), cfg->socket_path, cfg->heartbeat_ms, cfg->policy_path,
               s->have_policy_file ? "" : " (absent)");
@@ -2107,9 +1055,9 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
         close(ready_fd);
     }
     if (cfg->metrics_path)
-        write_metrics(s);
-    s->next_metrics = now_s() + (double)cfg->metrics_interval_ms / 1000.0;
-    s->next_retry = now_s() + RETRY_MS / 1000.0;
+        eerld__write_metrics(s);
+    s->next_metrics = eerld__now_s() + (double)cfg->metrics_interval_ms / 1000.0;
+    s->next_retry = eerld__now_s() + RETRY_MS / 1000.0;
     while (!s->stop) {
         n = epoll_wait(s->epfd, evs, 64, 50);
         if (n < 0 && errno != EINTR) {
@@ -2141,16 +1089,16 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
             else if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                 conn_readable(s, c);
             if (c->out_len)
-                flush_out(s, c); /* even after EOF: a client may half-close and read */
+                eerld__flush_out(s, c); /* even after EOF: a client may half-close and read */
             if (!c->closing)
-                serve_buffered(s, c);
+                eerld__serve_buffered(s, c);
             if (c->closing) {
-                conn_free(s, c,
-                          c->closing == 2 ? "connection closed" : "connection closed by eerld");
+                eerld__conn_free(
+                    s, c, c->closing == 2 ? "connection closed" : "connection closed by eerld");
             }
         }
         if (done_pending)
-            finish_jobs(s);
+            eerld__finish_jobs(s);
         done_pending = 0;
         if (accept_pending)
             accept_all(s);
@@ -2159,7 +1107,7 @@ int eerld_run(const struct eerld_config *cfg, int ready_fd)
     }
     rc = 0;
 out_reset:
-    stop_reader(s);
+    eerld__stop_reader(s);
     if (shutdown_all(s))
         rc = 1;
 out:

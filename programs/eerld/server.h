@@ -1,8 +1,9 @@
 /* eerld's server: the GPU table with its leases, the Unix socket, one event loop (epoll) over
- * the listening socket, every client connection and a signalfd, and the request handlers. One
- * thread: a request is handled to the end (including its NVML call) before the next, so the
- * lease table needs no locks. Owns the device handle, the per-GPU actuators, the journal writes,
- * the connections and the socket file. */
+ * the listening socket, every client connection and a signalfd (server.c), the request handlers
+ * (handlers.c) and the reader thread for slow device reads (reader.c). The lease table is the
+ * loop's alone: a request is handled to the end on the loop's thread, and the reader touches only
+ * its device handle and the job, so the table needs no locks. Owns the device handle, the per-GPU
+ * actuators, the journal writes, the connections and the socket file. */
 #ifndef EERLD_SERVER_H
 #define EERLD_SERVER_H
 

@@ -1,5 +1,6 @@
 /* eerl's own strategy (beyond the paper, docs/controller.md "Beyond the paper"): one state
- * machine for every mode, built on the paper's governor predictor but judged differently.
+ * machine for every mode, built on the paper's governor predictor (section 5.1, Eq. 2) and pass
+ * rule (section 5.2), in place of Algorithm 1's fixed trials, governor gaps and confirmation.
  *
  * - Run-level throughput budget: every update after calibration adds its estimated slowdown
  *   (measured time minus the governor prediction at its work; governor updates add none) to an

@@ -1,4 +1,5 @@
-/* eerl's strategy in in-flight mode (issue 9 item 2; docs/controller.md "The eerl strategy").
+/* eerl's strategy in in-flight mode (beyond the paper, in place of section 6.3's governor-
+ * bracketed candidate blocks; docs/controller.md "The eerl strategy").
  *
  * In-flight, generation never stops: the update time follows the work carried across updates,
  * so the whole-update predictor reads noise as slowdown, and the paper brackets every candidate
@@ -60,15 +61,17 @@ struct ei_st {
     unsigned step[2];
     unsigned floor_[2]; /* effective clock known to fall short */
     /* governor reference */
-    double rate_g, epn_g;
-    double c4_r, g_r, c4_e, g_e; /* noise of block means (block_noise) */
-    double se_ref;               /* noise of the reference rate itself */
+    double gov_rate, gov_epn; /* valid tokens per second, joules per valid token */
+    /* noise of a block mean (block_noise): se4 of a 4-update block, falling with the block's
+     * length n as (4 / n)^slope (block_se), for the rate and the energy per token */
+    double rate_se4, rate_se_slope, epn_se4, epn_se_slope;
+    double se_ref; /* noise of the reference rate itself */
     unsigned n_ref;
     /* the current block (a move, a monitoring window or a governor block) */
     unsigned n;
-    double bn, bt, be;
-    unsigned b_arr;  /* of the block's updates, those with pool arrivals */
-    double bag, bat; /* and the sums of their generation and training arrivals */
+    double blk_tokens, blk_time_s, blk_energy_j; /* its sums of valid tokens, time, energy */
+    unsigned blk_n_arrivals; /* of the block's updates, those with pool arrivals */
+    double blk_gen_arrival_s, blk_train_arrival_s; /* and their generation and training arrivals */
     /* training's arrival (its busy time) over generation's, at the governor and at the last
      * training setting that passed (f_pass, MHz; 0 before one has) */
     double q_gov, q_pass;
@@ -128,9 +131,9 @@ static double target_rate(const struct eerl_ctl *ctl, const struct ei_st *st)
 static void block_reset(struct ei_st *st)
 {
     st->n = 0;
-    st->bn = st->bt = st->be = 0;
-    st->b_arr = 0;
-    st->bag = st->bat = 0;
+    st->blk_tokens = st->blk_time_s = st->blk_energy_j = 0;
+    st->blk_n_arrivals = 0;
+    st->blk_gen_arrival_s = st->blk_train_arrival_s = 0;
 }
 
 static void apply(struct ei_st *st, const eerl_setting *s, eerl_setting *next)
@@ -201,12 +204,12 @@ static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
     st->q_gov = na && ag > 0 ? at / ag : 0;
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
-    st->rate_g = sn / stt;
-    st->epn_g = se / sn;
-    block_noise(ctl, 0, st->rate_g, &st->c4_r, &st->g_r);
-    block_noise(ctl, 1, st->epn_g, &st->c4_e, &st->g_e);
+    st->gov_rate = sn / stt;
+    st->gov_epn = se / sn;
+    block_noise(ctl, 0, st->gov_rate, &st->rate_se4, &st->rate_se_slope);
+    block_noise(ctl, 1, st->gov_epn, &st->epn_se4, &st->epn_se_slope);
     st->n_ref = (unsigned)n;
-    st->se_ref = block_se(st->c4_r, st->g_r, n);
+    st->se_ref = block_se(st->rate_se4, st->rate_se_slope, n);
     return 0;
 }
 
@@ -283,7 +286,7 @@ static void start_search(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
 {
     st->phase = EI_RUN;
     st->cur = *next;
-    st->prev_epn = st->epn_g;
+    st->prev_epn = st->gov_epn;
     st->prev_n = st->n_ref;
     move(ctl, st, next);
 }
@@ -295,10 +298,12 @@ static void block_figures(const struct ei_st *st, unsigned n_other, double *loss
 {
     double n = st->n;
 
-    *loss = 1 - (st->bn / st->bt) / st->rate_g;
-    *epn = st->be / st->bn;
-    *se_l = hypot(block_se(st->c4_r, st->g_r, n), block_se(st->c4_r, st->g_r, st->n_ref));
-    *se_e = hypot(block_se(st->c4_e, st->g_e, n), block_se(st->c4_e, st->g_e, n_other));
+    *loss = 1 - (st->blk_tokens / st->blk_time_s) / st->gov_rate;
+    *epn = st->blk_energy_j / st->blk_tokens;
+    *se_l = hypot(block_se(st->rate_se4, st->rate_se_slope, n),
+                  block_se(st->rate_se4, st->rate_se_slope, st->n_ref));
+    *se_e = hypot(block_se(st->epn_se4, st->epn_se_slope, n),
+                  block_se(st->epn_se4, st->epn_se_slope, n_other));
 }
 
 static eerl_event *verdict_event(struct eerl_ctl *ctl, struct ei_st *st, eerl_event_kind kind,
@@ -311,9 +316,9 @@ static eerl_event *verdict_event(struct eerl_ctl *ctl, struct ei_st *st, eerl_ev
                         "%s over %u updates: rate loss %.2f%% +- %.2f%%, energy per token %.3f of "
                         "the governor's; budget allows %.2f%%",
                         eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * loss, 100 * se_l,
-                        epn / st->epn_g, 100 * r);
+                        epn / st->gov_epn, 100 * r);
     ev->time_ratio = 1 / (1 - loss);
-    ev->energy_ratio = epn / st->epn_g;
+    ev->energy_ratio = epn / st->gov_epn;
     ev->n_updates = st->n;
     ev->verdict = fail ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
     return ev;
@@ -361,9 +366,10 @@ static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *nex
     } else {
         st->prev_epn = epn;
         st->prev_n = st->n;
-        if (g == EERL_GROUP_TRAIN && st->b_arr == st->n) {
+        if (g == EERL_GROUP_TRAIN && st->blk_n_arrivals == st->n) {
             st->f_pass = eerl__ctl_eff(ctl, st->cur.mhz[EERL_GROUP_TRAIN]);
-            st->q_pass = st->bag > 0 ? st->bat / st->bag : 0;
+            st->q_pass =
+                st->blk_gen_arrival_s > 0 ? st->blk_train_arrival_s / st->blk_gen_arrival_s : 0;
         }
     }
     move(ctl, st, next);
@@ -381,10 +387,11 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
     if (st->n < EI_WINDOW)
         return;
     block_figures(st, st->n_ref, &loss, &se_l, &epn, &se_e);
-    rate = st->bn / st->bt;
+    rate = st->blk_tokens / st->blk_time_s;
     slow = loss - se_l > r;
-    moved = st->lock_rate > 0 && fabs(rate / st->lock_rate - 1) >
-                                     3 * sqrt(2.0) * block_se(st->c4_r, st->g_r, EI_WINDOW) + 0.005;
+    moved = st->lock_rate > 0 &&
+            fabs(rate / st->lock_rate - 1) >
+                3 * sqrt(2.0) * block_se(st->rate_se4, st->rate_se_slope, EI_WINDOW) + 0.005;
     verdict_event(ctl, st, EERL_EV_MONITOR, loss, se_l, epn, r, slow);
     if (st->lock_rate <= 0)
         st->lock_rate = rate;
@@ -440,22 +447,23 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
  * the noise explains (the workload moved), else joins it; back to the lock. */
 static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
 {
-    double rate = st->bn / st->bt, epn = st->be / st->bn;
-    double se = hypot(block_se(st->c4_r, st->g_r, st->n), block_se(st->c4_r, st->g_r, st->n_ref));
-    int moved = fabs(rate / st->rate_g - 1) > 3 * se;
+    double rate = st->blk_tokens / st->blk_time_s, epn = st->blk_energy_j / st->blk_tokens;
+    double se = hypot(block_se(st->rate_se4, st->rate_se_slope, st->n),
+                      block_se(st->rate_se4, st->rate_se_slope, st->n_ref));
+    int moved = fabs(rate / st->gov_rate - 1) > 3 * se;
     char b[48];
 
     if (moved) {
-        st->rate_g = rate;
-        st->epn_g = epn;
+        st->gov_rate = rate;
+        st->gov_epn = epn;
         st->n_ref = st->n;
     } else {
         double w = (double)st->n / (st->n + st->n_ref);
-        st->rate_g = (1 - w) * st->rate_g + w * rate;
-        st->epn_g = (1 - w) * st->epn_g + w * epn;
+        st->gov_rate = (1 - w) * st->gov_rate + w * rate;
+        st->gov_epn = (1 - w) * st->gov_epn + w * epn;
         st->n_ref += st->n;
     }
-    st->se_ref = block_se(st->c4_r, st->g_r, st->n_ref);
+    st->se_ref = block_se(st->rate_se4, st->rate_se_slope, st->n_ref);
     st->phase = EI_RUN;
     st->lock_rate = 0;
     apply(st, &st->cur, next);
@@ -474,7 +482,7 @@ static int ei_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locke
     if (!locked) {
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
                        "resumed: governor rate %.1f tokens/s from %zu saved governor updates",
-                       st->rate_g, ctl->ref_n);
+                       st->gov_rate, ctl->ref_n);
         start_search(ctl, st, next);
         return 0;
     }
@@ -495,10 +503,10 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     /* The account: every update, usable or not; the first, which fills the pipeline, counts at
      * its own time (the governor run has the same start). */
     st->seen++;
-    if (gov || st->rate_g <= 0 || !st->first_seen) {
+    if (gov || st->gov_rate <= 0 || !st->first_seen) {
         st->gov_s += obs->time_s;
     } else {
-        double p = obs->valid_tokens / st->rate_g;
+        double p = obs->valid_tokens / st->gov_rate;
         st->gov_s += p;
         st->excess_s += obs->time_s - p;
     }
@@ -533,7 +541,8 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
                        "governor rate %.1f valid tokens/s, %.4g J per token; noise of a 4-update "
                        "mean %.2f%% (rate), %.2f%% (energy), falling as n^-%.2f, n^-%.2f",
-                       st->rate_g, st->epn_g, 100 * st->c4_r, 100 * st->c4_e, st->g_r, st->g_e);
+                       st->gov_rate, st->gov_epn, 100 * st->rate_se4, 100 * st->epn_se4,
+                       st->rate_se_slope, st->epn_se_slope);
         start_search(ctl, st, next);
         return;
     }
@@ -542,13 +551,13 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     }
     st->n++;
-    st->bn += obs->valid_tokens;
-    st->bt += obs->time_s;
-    st->be += obs->energy_j;
+    st->blk_tokens += obs->valid_tokens;
+    st->blk_time_s += obs->time_s;
+    st->blk_energy_j += obs->energy_j;
     if (obs->flags & EERL_OBS_ARRIVALS) {
-        st->b_arr++;
-        st->bag += obs->arrival_s[EERL_POOL_GEN];
-        st->bat += obs->arrival_s[EERL_POOL_TRAIN];
+        st->blk_n_arrivals++;
+        st->blk_gen_arrival_s += obs->arrival_s[EERL_POOL_GEN];
+        st->blk_train_arrival_s += obs->arrival_s[EERL_POOL_TRAIN];
     }
     if (st->phase == EI_GOV) {
         eerl__ctl_ref_add(ctl, obs);

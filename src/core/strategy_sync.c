@@ -145,6 +145,19 @@ static void lock(struct eerl_ctl *ctl, struct sync_st *st, const eerl_setting *s
     eerl__ctl_lock(ctl, s ? s : &gov, next, why);
 }
 
+/* The pending trial or confirmation, after cfg.governor_between governor updates (references)
+ * if there are any. */
+static void go_pending(struct eerl_ctl *ctl, struct sync_st *st, eerl_setting *next)
+{
+    if (ctl->cfg.governor_between > 0) {
+        memset(next, 0, sizeof(*next));
+        st->phase = SY_GAP;
+        st->count = 0;
+    } else {
+        start_pending(ctl, st, next);
+    }
+}
+
 /* After a verdict: the next trial, else confirmation of the best passing pair, else governor. */
 static void advance(struct eerl_ctl *ctl, struct sync_st *st, const eerl_setting *from,
                     eerl_verdict v, const struct eerl__ratios *r, eerl_setting *next)
@@ -160,13 +173,7 @@ static void advance(struct eerl_ctl *ctl, struct sync_st *st, const eerl_setting
         lock(ctl, st, NULL, next, "no tested setting passed; the governor stays");
         return;
     }
-    if (ctl->cfg.governor_between > 0) {
-        memset(next, 0, sizeof(*next));
-        st->phase = SY_GAP;
-        st->count = 0;
-    } else {
-        start_pending(ctl, st, next);
-    }
+    go_pending(ctl, st, next);
 }
 
 /* Section 6.1: per-phase ratios at the observed work applied to the governor references. */
@@ -264,13 +271,7 @@ static void sync_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, i
             if (best) {
                 st->pending = best->s;
                 st->pending_confirm = 1;
-                if (c->governor_between > 0) {
-                    memset(next, 0, sizeof(*next));
-                    st->phase = SY_GAP;
-                    st->count = 0;
-                } else {
-                    start_pending(ctl, st, next);
-                }
+                go_pending(ctl, st, next);
                 return;
             }
         }

@@ -164,14 +164,14 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
     if not has_zeus:
         assert "Zeus is unavailable" in r.stdout
     trace, ups, log = load(str(out))
-    assert sorted(ups) == sorted(log) == [0, 1, 2]
+    assert sorted(ups) == sorted(log) == [1, 2, 3]  # numbered from 1, in the trace and the log
     with open(out / "costs.json") as f:
         costs = json.load(f)
     assert costs["updates"] == 3 and ("zeus" in costs["unavailable"]) == (not has_zeus)
     assert "reference" not in costs["unavailable"]
     ref = reference(log)
     watts = 300.0  # the stand-in GPU's constant draw (conftest.gpu)
-    for k in (1, 2):
+    for k in (2, 3):  # each with the update before it (numbered from 1)
         assert set(ups[k]["phases"]) == {"generation", "logprob", "training"}
         assert log[k]["cost"]["eerl_session"][2] > 0
         # at constant power each reader's energy is the power times its own window: eerl's
@@ -187,7 +187,7 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
             z = log[k]["zeus"]
             b = z["begin"]  # Zeus's start read; its end read lies between mono[3] and mono[4]
             assert watts * (m[3] - b[1]) - 1.0 <= z["energy_j"] <= watts * (m[4] - b[0]) + 1.0
-    r = subprocess.run([sys.executable, SUMMARY, str(out), "--from", "1"], capture_output=True,
+    r = subprocess.run([sys.executable, SUMMARY, str(out), "--from", "2"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "| eerl vs counter | 2 |" in r.stdout

@@ -206,7 +206,8 @@ def test_dynamic_sampling_rounds_add_up(rev):
         hook.uninstall()
     assert s.phases() == ["refit", "generation", "refit", "generation", "logprob", "logprob",
                           "training", "training", "|"] + SYNC_STEP + ["|"]
-    assert s.updates == [(40.0 + 140.0, 70.0, 50.0, 0), (32.0, 32.0, 8.0, 1)]
+    # policy versions in eerl's numbering, which counts updates from 1
+    assert s.updates == [(40.0 + 140.0, 70.0, 50.0, 1), (32.0, 32.0, 8.0, 2)]
 
 
 @pytest.mark.parametrize("max_key", ["gen_tokens_per_sample/max", None])

@@ -377,7 +377,8 @@ def main():
         snap = prof.snapshot()
         cost = diff(state["snap"], snap)
         state["snap"] = snap
-        rec = {"update": state["update"], "step": trainer.state.global_step,
+        rec = {"update": state["update"] + 1,  # numbered from 1, as eerl's trace does
+               "step": trainer.state.global_step,
                "mono": [state["t_prev"], t0, t1, t2, t3],
                "ref_energy_mj": [ref1 - state["ref0"]] if ref1 is not None
                and state["ref0"] is not None else None,

@@ -413,9 +413,12 @@ class NemoRLHook:
         labels, self._labels = self._labels, []
         self._labels_prev = set(labels)
         version, self._gen_version = self._gen_version, None
+        # in eerl's numbering, which counts updates from 1: the policy after k trainings is
+        # version k + 1, and this update is self.updates + 1
+        version = None if version is None else version + 1
         if self.schedule == "async":
             age = metrics.get("avg_trajectory_age")
-            version = None if age is None else max(0, self.updates - int(round(float(age))))
+            version = None if age is None else max(0, self.updates + 1 - int(round(float(age))))
         hint = self._hint(labels, self._phased)
         phased, self._phased = self._phased, False
         r = None

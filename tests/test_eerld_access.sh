@@ -11,23 +11,15 @@ set -uo pipefail
 EERLD=$(dirname "$EERL_BIN")/eerld
 [ -x "$EERLD" ] || { echo "FAIL: $EERLD not built" >&2; exit 1; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
 dpid=
 user= groups_made=()
-cleanup() {
+cleanup_hook() {
     [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
     [ -n "$user" ] && userdel "$user" 2>/dev/null
     for g in "${groups_made[@]}"; do groupdel "$g" 2>/dev/null; done
-    rm -rf "$tmp"
 }
-trap cleanup EXIT
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
-expect_rc() { [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"; }
-expect_in() { grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }; }
 
 # start_eerld LOG ARGS...: eerld in the foreground; waits (up to 20 s) until it serves $sock.
 start_eerld() {

@@ -9,30 +9,11 @@ set -uo pipefail
 EERLD=$(dirname "$EERL_BIN")/eerld
 [ -x "$EERLD" ] || { echo "FAIL: $EERLD not built" >&2; exit 1; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
 dpid=
-cleanup() {
+cleanup_hook() {
     [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
-expect_rc() { [ "$1" -eq "$2" ] || fail "$3: exit status $2, expected $1"; }
-expect_in() { grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output:"; sed 's/^/    /' "$1" >&2; }; }
-# wait_until SECONDS CMD...: CMD every 20 ms until it succeeds (status 1 after SECONDS). A hang
-# guard for what must happen, never a speed check (as in testlib.sh).
-wait_until() {
-    local limit=$1 start
-    shift
-    start=$(date +%s)
-    until "$@"; do
-        [ $(($(date +%s) - start)) -ge "$limit" ] && return 1
-        sleep 0.02
-    done
 }
 
 sock=$tmp/eerld.sock

@@ -1,9 +1,15 @@
 # Shared by the shell tests (sourced, not run): a scratch directory removed on exit, a failure
-# counter and the checks the tests use. A test ends with `exit $((fails > 0))`.
+# counter and the checks the tests use. A test ends with `exit $((fails > 0))`. A test that
+# starts something it must stop on exit (a daemon, a user) defines `cleanup_hook`; it runs on
+# exit before the scratch directory goes.
 # shellcheck shell=bash
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/eerl-test-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+testlib_exit() {
+    if declare -F cleanup_hook >/dev/null; then cleanup_hook; fi
+    rm -rf "$tmp"
+}
+trap testlib_exit EXIT
 fails=0
 
 fail() {

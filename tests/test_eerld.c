@@ -81,19 +81,15 @@ static int can_connect(void)
     return ok;
 }
 
-/* Starts eerld --foreground on sock/statedir with extra arguments (NULL-terminated); returns
- * once it accepts connections. */
-static pid_t start_eerld(const char *const *extra)
+/* Forks eerld --foreground on sock/statedir with extra arguments (NULL-terminated), its stderr
+ * appended to (append) or replacing the log, its stdout discarded. The child dies with the test
+ * (an assertion, a sanitizer abort), and takes daemon_nofile as its descriptor limit if set. */
+static pid_t spawn_eerld(const char *const *extra, int append)
 {
     const char *argv[32];
     int n = 0, i;
     pid_t pid;
-    double t0;
 
-    if (live_daemon > 0) {
-        kill(live_daemon, SIGKILL);
-        waitpid(live_daemon, NULL, 0);
-    }
     argv[n++] = eerld_bin;
     argv[n++] = "--foreground";
     argv[n++] = "--socket";
@@ -106,10 +102,9 @@ static pid_t start_eerld(const char *const *extra)
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        FILE *f = freopen(logpath, "a", stderr);
+        FILE *f = freopen(logpath, append ? "a" : "w", stderr);
         (void)f;
         f = freopen("/dev/null", "w", stdout);
-        /* A test that dies (an assertion, a sanitizer abort) takes its daemon with it. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (daemon_nofile) {
             struct rlimit rl = {daemon_nofile, daemon_nofile};
@@ -119,6 +114,20 @@ static pid_t start_eerld(const char *const *extra)
         perror("execv eerld");
         _exit(127);
     }
+    return pid;
+}
+
+/* Starts eerld with extra arguments (NULL-terminated); returns once it accepts connections. */
+static pid_t start_eerld(const char *const *extra)
+{
+    pid_t pid;
+    double t0;
+
+    if (live_daemon > 0) {
+        kill(live_daemon, SIGKILL);
+        waitpid(live_daemon, NULL, 0);
+    }
+    pid = spawn_eerld(extra, 1);
     t0 = now_s();
     while (!can_connect()) {
         int st;
@@ -222,19 +231,42 @@ static int file_locked(unsigned gpu)
     return v;
 }
 
-static void set_lost(unsigned gpu, int lost)
+/* Sets keys of GPU gpu in the stand-in's state file (NULL-terminated key, value pairs; the values
+ * are stolen), written whole and renamed into place as the stand-in expects. */
+static void edit_gpu_state(unsigned gpu, const char *key, json_t *value, ...)
 {
     char tmp[600];
     json_error_t err;
-    json_t *o = json_load_file(nvml_state, 0, &err);
+    json_t *o = json_load_file(nvml_state, 0, &err), *g;
+    va_list ap;
 
     assert_non_null(o);
-    json_object_set_new(json_array_get(json_object_get(o, "gpus"), gpu), "lost",
-                        json_boolean(lost));
+    g = json_array_get(json_object_get(o, "gpus"), gpu);
+    assert_non_null(g);
+    va_start(ap, value);
+    while (key) {
+        json_object_set_new(g, key, value);
+        key = va_arg(ap, const char *);
+        if (key)
+            value = va_arg(ap, json_t *);
+    }
+    va_end(ap);
     snprintf(tmp, sizeof(tmp), "%s.tmp", nvml_state);
     assert_int_equal(json_dump_file(o, tmp, 0), 0);
     assert_int_equal(rename(tmp, nvml_state), 0);
     json_decref(o);
+}
+
+static void set_lost(unsigned gpu, int lost)
+{
+    edit_gpu_state(gpu, "lost", json_boolean(lost), NULL);
+}
+
+/* GPU gpu left locked at mhz by someone, as the stand-in's state says. */
+static void set_left_locked(unsigned gpu, int mhz)
+{
+    edit_gpu_state(gpu, "locked_min_mhz", json_integer(mhz), "locked_max_mhz", json_integer(mhz),
+                   NULL);
 }
 
 /* ---- tests ---- */
@@ -270,14 +302,30 @@ static pid_t locking_child(unsigned gpu, unsigned mhz, int heartbeat)
     return pid;
 }
 
+/* Waits (hang guard HANG_GUARD_S) until GPU gpu's lock is gone, polling every poll_ms; returns
+ * the seconds since t0. The caller asserts what it expects. */
+static double wait_unlocked(unsigned gpu, double t0, unsigned poll_ms)
+{
+    while (gpu_status(gpu).locked_max_mhz != 0 && now_s() - t0 < HANG_GUARD_S)
+        sleep_ms(poll_ms);
+    return now_s() - t0;
+}
+
+/* Kills a locking_child, stopped or not, and reaps it. */
+static void kill_child(pid_t c)
+{
+    kill(c, SIGKILL);
+    kill(c, SIGCONT);
+    waitpid(c, NULL, 0);
+}
+
 /* With an hour's heartbeat timeout, only the closed socket can have reset the GPU. */
 static void test_client_killed(void **state)
 {
     static const char *const args[] = {"--devices", "twin:h100x4", "--heartbeat-timeout", "3600000",
                                        NULL};
     pid_t d, c;
-    double t0, dt;
-    int st;
+    double dt;
 
     (void)state;
     fresh_paths();
@@ -287,12 +335,8 @@ static void test_client_killed(void **state)
     assert_int_equal(gpu_status(1).sm_mhz, 1200);
     sleep_ms(300); /* the heartbeat thread keeps it alive meanwhile */
     assert_int_equal(gpu_status(1).locked_max_mhz, 1200);
-    kill(c, SIGKILL);
-    waitpid(c, &st, 0); /* its socket is closed now */
-    t0 = now_s();
-    while (gpu_status(1).locked_max_mhz != 0 && now_s() - t0 < HANG_GUARD_S)
-        sleep_ms(2);
-    dt = now_s() - t0;
+    kill_child(c); /* its socket is closed now */
+    dt = wait_unlocked(1, now_s(), 2);
     print_message("client SIGKILL -> GPU reset after %.1f ms\n", dt * 1000);
     assert_int_equal(gpu_status(1).locked_max_mhz, 0);
     assert_int_equal(gpu_status(1).leased, 0);
@@ -306,7 +350,6 @@ static void test_client_hung(void **state)
                                        NULL};
     pid_t d, c;
     double t0, dt;
-    int st;
 
     (void)state;
     fresh_paths();
@@ -314,15 +357,12 @@ static void test_client_hung(void **state)
     t0 = now_s();
     c = locking_child(2, 1005, 0); /* no heartbeats: silent after its set */
     assert_int_equal(gpu_status(2).locked_max_mhz, 1005);
-    while (gpu_status(2).locked_max_mhz != 0 && now_s() - t0 < HANG_GUARD_S)
-        sleep_ms(5);
-    dt = now_s() - t0;
+    dt = wait_unlocked(2, t0, 5);
     print_message("hung client (timeout 400 ms) -> GPU reset %.0f ms after it connected\n",
                   dt * 1000);
     assert_int_equal(gpu_status(2).locked_max_mhz, 0);
     assert_true(dt >= 0.35); /* not before the timeout (t0 came before the client connected) */
-    kill(c, SIGKILL);
-    waitpid(c, &st, 0);
+    kill_child(c);
     assert_int_equal(stop_eerld(d, SIGTERM), 0);
 }
 
@@ -364,9 +404,7 @@ static void test_restart_after_kill(void **state)
 static void test_unreadable_journal(void **state)
 {
     static const char *const args[] = {"--devices", "nvml", NULL};
-    char path[600], tmp[700];
-    json_error_t err;
-    json_t *o;
+    char path[600];
     FILE *f;
     pid_t d;
 
@@ -374,16 +412,7 @@ static void test_unreadable_journal(void **state)
     fresh_paths();
     write_nvml_state(2);
     /* GPU 1 left locked by someone, and a journal torn beyond reading. */
-    o = json_load_file(nvml_state, 0, &err);
-    assert_non_null(o);
-    json_object_set_new(json_array_get(json_object_get(o, "gpus"), 1), "locked_min_mhz",
-                        json_integer(1200));
-    json_object_set_new(json_array_get(json_object_get(o, "gpus"), 1), "locked_max_mhz",
-                        json_integer(1200));
-    snprintf(tmp, sizeof(tmp), "%s.tmp", nvml_state);
-    assert_int_equal(json_dump_file(o, tmp, 0), 0);
-    assert_int_equal(rename(tmp, nvml_state), 0);
-    json_decref(o);
+    set_left_locked(1, 1200);
     assert_int_equal(file_locked(1), 1200);
     assert_int_equal(mkdir(statedir, 0700), 0);
     snprintf(path, sizeof(path), "%s/journal.json", statedir);
@@ -1037,30 +1066,11 @@ static void test_64_clients(void **state)
  * start: exit 1 within 20 s, its log holding want. */
 static void expect_refused_start(const char *const *extra, const char *want)
 {
-    const char *argv[32];
-    int n = 0, i, st = 0;
+    int st = 0;
     double t0 = now_s();
     char *log;
-    pid_t pid;
+    pid_t pid = spawn_eerld(extra, 0);
 
-    argv[n++] = eerld_bin;
-    argv[n++] = "--foreground";
-    argv[n++] = "--socket";
-    argv[n++] = sock;
-    argv[n++] = "--state-dir";
-    argv[n++] = statedir;
-    for (i = 0; extra && extra[i] && n < 30; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        FILE *f = freopen(logpath, "w", stderr);
-        (void)f;
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execv(eerld_bin, (char *const *)argv);
-        _exit(127);
-    }
     while (waitpid(pid, &st, WNOHANG) != pid) {
         if (now_s() - t0 > 20) {
             kill(pid, SIGKILL);
@@ -1665,13 +1675,11 @@ static void test_bad_journals_reset_all(void **state)
         "\"uid\":1000,\"pid\":-4}]}",
         "{\"v\":1,\"gpus\":[{\"gpu\":0,\"uuid\":\"GPU-00000000-0000-0000-0000-000000000000\"}]}",
     };
-    char path[600], tmp[700];
+    char path[600];
     size_t k;
 
     (void)state;
     for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-        json_error_t err;
-        json_t *o;
         FILE *f;
         pid_t d;
         size_t len = k == 1 ? 18 : strlen(bad[k]);
@@ -1679,16 +1687,7 @@ static void test_bad_journals_reset_all(void **state)
         fresh_paths();
         write_nvml_state(2);
         /* GPU 1 left locked, and a journal that does not name it (or cannot be read). */
-        o = json_load_file(nvml_state, 0, &err);
-        assert_non_null(o);
-        json_object_set_new(json_array_get(json_object_get(o, "gpus"), 1), "locked_min_mhz",
-                            json_integer(1200));
-        json_object_set_new(json_array_get(json_object_get(o, "gpus"), 1), "locked_max_mhz",
-                            json_integer(1200));
-        snprintf(tmp, sizeof(tmp), "%s.tmp", nvml_state);
-        assert_int_equal(json_dump_file(o, tmp, 0), 0);
-        assert_int_equal(rename(tmp, nvml_state), 0);
-        json_decref(o);
+        set_left_locked(1, 1200);
         assert_int_equal(mkdir(statedir, 0700), 0);
         snprintf(path, sizeof(path), "%s/journal.json", statedir);
         f = fopen(path, "w");
@@ -1710,8 +1709,7 @@ static void test_stopped_client_expires(void **state)
     static const char *const args[] = {"--devices", "twin:h100x4", "--heartbeat-timeout", "500",
                                        NULL};
     pid_t d, c;
-    double t0, dt;
-    int st;
+    double dt;
 
     (void)state;
     fresh_paths();
@@ -1720,16 +1718,11 @@ static void test_stopped_client_expires(void **state)
     sleep_ms(800); /* its heartbeats keep it past the timeout */
     assert_int_equal(gpu_status(1).locked_max_mhz, 1200);
     kill(c, SIGSTOP);
-    t0 = now_s();
-    while (gpu_status(1).locked_max_mhz != 0 && now_s() - t0 < 20)
-        sleep_ms(10);
-    dt = now_s() - t0;
+    dt = wait_unlocked(1, now_s(), 10);
     print_message("SIGSTOPped client (timeout 500 ms): GPU reset after %.0f ms\n", dt * 1000);
     assert_int_equal(gpu_status(1).locked_max_mhz, 0);
     assert_int_equal(gpu_status(1).leased, 0);
-    kill(c, SIGKILL);
-    kill(c, SIGCONT);
-    waitpid(c, &st, 0);
+    kill_child(c);
     assert_int_equal(stop_eerld(d, SIGTERM), 0);
 }
 

@@ -58,6 +58,18 @@ def per_update(calls):
     return out
 
 
+def train_hooked(trainer, session=None, **install):
+    """trainer.train() with eerl's hook installed on session (a new RecordingSession if None) and
+    uninstalled after, whatever happened; returns (session, hook)."""
+    session = RecordingSession() if session is None else session
+    hook = eerl_trl.install(session, trainer, **install)
+    try:
+        trainer.train()
+    finally:
+        hook.uninstall()
+    return session, hook
+
+
 def test_grpo_trainer_phases_work_eval_and_trace(model_dir, node, tmp_path, monkeypatch):
     # 3 optimizer steps of 2 micro-batches, a reference model (beta > 0), evaluation every 2 steps.
     trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=3, eval_steps=2)
@@ -113,12 +125,7 @@ def test_generate_batch_path(model_dir, tmp_path, monkeypatch):
     trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.0,
                                use_transformers_continuous_batching=True)
     rec = trl_tiny.Record(trainer, monkeypatch)
-    s = RecordingSession()
-    hook = eerl_trl.install(s, trainer)
-    try:
-        trainer.train()
-    finally:
-        hook.uninstall()
+    s, _ = train_hooked(trainer)
     assert rec.steps == [[["transformers.generate_batch"], []]] * 2
     assert s.phases() == ["training", "generation", "training", "training", "|"] * 2
     assert [(u[0], u[1], u[2]) for u in s.updates] == [(g["G"], g["N"], g["L"]) for g in rec.gens]
@@ -130,12 +137,7 @@ def test_vllm_path_sync_weights_is_refit(model_dir, tmp_path, monkeypatch):
     trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.1)
     trl_tiny.use_standin_vllm(trainer)
     rec = trl_tiny.Record(trainer, monkeypatch)
-    s = RecordingSession()
-    hook = eerl_trl.install(s, trainer)
-    try:
-        trainer.train()
-    finally:
-        hook.uninstall()
+    s, _ = train_hooked(trainer)
     assert rec.steps == [[["sync_weights", "vLLM.generate", "_get_per_token_logps_and_entropies",
                            "_get_per_token_logps_and_entropies"], []]] * 2
     one = ["training", "refit", "generation", "logprob", "logprob", "training", "training", "|"]
@@ -150,12 +152,7 @@ def test_n_honours_the_env_and_tool_mask(model_dir, tmp_path, monkeypatch):
                                rollout_func=trl_tiny.rollout_with_env_tokens,
                                mask_truncated_completions=True)
     rec = trl_tiny.Record(trainer, monkeypatch)
-    s = RecordingSession()
-    hook = eerl_trl.install(s, trainer)
-    try:
-        trainer.train()
-    finally:
-        hook.uninstall()
+    s, _ = train_hooked(trainer)
     assert s.phases() == ["training", "generation", "training", "training", "|"] * 2
     for u, g in zip(s.updates, rec.gens):
         assert g["tool_tokens"] > 0 and g["N"] < g["all_completion_tokens"]
@@ -173,13 +170,8 @@ def test_a_renamed_generation_block_warns_once_or_stops_when_strict(model_dir, t
 
     monkeypatch.setattr(grpo_module, "profiling_context", renamed)
     trainer = trl_tiny.trainer(model_dir, str(tmp_path / "a"), max_steps=2, beta=0.0)
-    s = RecordingSession()
-    hook = eerl_trl.install(s, trainer)
-    try:
-        with pytest.warns(RuntimeWarning) as w:
-            trainer.train()
-    finally:
-        hook.uninstall()
+    with pytest.warns(RuntimeWarning) as w:
+        s, hook = train_hooked(trainer)
     msgs = [str(x.message) for x in w if "no generation phase" in str(x.message)]
     assert len(msgs) == 1, [str(x.message) for x in w]
     assert "TRL %s" % trl.__version__ in msgs[0] and "hf.generate" in msgs[0]
@@ -187,21 +179,12 @@ def test_a_renamed_generation_block_warns_once_or_stops_when_strict(model_dir, t
 
     trainer = trl_tiny.trainer(model_dir, str(tmp_path / "b"), max_steps=2, beta=0.0)
     s = RecordingSession()
-    hook = eerl_trl.install(s, trainer, strict=True)
-    try:
-        with pytest.raises(IntegrationError, match="update 1 ended with no generation phase"):
-            trainer.train()
-    finally:
-        hook.uninstall()
+    with pytest.raises(IntegrationError, match="update 1 ended with no generation phase"):
+        train_hooked(trainer, s, strict=True)
     assert len(s.updates) == 1  # recorded before the check stopped the run
     # The user's way out: map the name this TRL uses.
     trainer = trl_tiny.trainer(model_dir, str(tmp_path / "c"), max_steps=1, beta=0.0)
-    s = RecordingSession()
-    hook = eerl_trl.install(s, trainer, strict=True, phases={"hf.generate": "generation"})
-    try:
-        trainer.train()
-    finally:
-        hook.uninstall()
+    s, _ = train_hooked(trainer, strict=True, phases={"hf.generate": "generation"})
     assert s.phases() == ["training", "generation", "training", "training", "|"]
 
 

@@ -215,19 +215,28 @@ def test_renamed_stages_stop_a_strict_run_clocks_back_trace_kept(node, tq, tmp_p
     del locks_during
 
 
+def fit_with(hook, module, name, replacement, fit):
+    """fit() with module.name replaced by replacement (put back after, and the hook uninstalled);
+    returns every warning it gave."""
+    orig = getattr(module, name)
+    setattr(module, name, replacement)
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fit()
+    finally:
+        setattr(module, name, orig)
+        hook.uninstall()
+    return w
+
+
 def test_renamed_stages_warn_once_when_not_strict(tq):
     import verl.trainer.ppo.v1.trainer_base as tb
     s = PoolSession("colocated")
     hook = eerl_verl.install(s)
     hooked = tb.marked_timer
-    tb.marked_timer = lambda name, *a, **k: hooked({"gen": "generate"}.get(name, name), *a, **k)
-    try:
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            verl_cpu.V1Run("sync", steps=2).fit()
-    finally:
-        tb.marked_timer = hooked
-        hook.uninstall()
+    renamed = lambda name, *a, **k: hooked({"gen": "generate"}.get(name, name), *a, **k)  # noqa
+    w = fit_with(hook, tb, "marked_timer", renamed, lambda: verl_cpu.V1Run("sync", steps=2).fit())
     msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)
             and "eerl:" in str(x.message)]
     assert len(msgs) == 1, msgs
@@ -338,15 +347,9 @@ def test_a_step_without_compute_data_metrics_is_named(tq):
     import verl.trainer.ppo.v1.trainer_base as tb
     s = PoolSession("colocated")
     hook = eerl_verl.install(s)
-    hooked = tb.compute_data_metrics
-    tb.compute_data_metrics = hooked.__wrapped__  # a verl that reports its metrics elsewhere
-    try:
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            verl_cpu.V1Run("sync", steps=3).fit()
-    finally:
-        tb.compute_data_metrics = hooked
-        hook.uninstall()
+    # a verl that reports its metrics elsewhere
+    w = fit_with(hook, tb, "compute_data_metrics", tb.compute_data_metrics.__wrapped__,
+                 lambda: verl_cpu.V1Run("sync", steps=3).fit())
     msgs = [str(x.message) for x in w if "compute_data_metrics" in str(x.message)]
     assert len(msgs) == 1 and "verl 0.9.1" in msgs[0], msgs
     assert s.updates == [] and hook.driver.blind_updates == 2

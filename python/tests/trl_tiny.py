@@ -251,8 +251,6 @@ def free_port():
 def main():
     """torchrun worker: rank 0 holds the job's one eerl.Session over both GPUs of the node;
     every rank runs the same install line (a no-op where the session is None)."""
-    import warnings
-
     import eerl
     from eerl.integrations import trl as eerl_trl
     from eerl.integrations._common import IntegrationError
@@ -273,17 +271,25 @@ def main():
             eerl_trl.install(object.__new__(Spy), t)
         except IntegrationError as e:
             result["refused"] = str(e)
-    hook = eerl_trl.install(session, t)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        t.train()
-    hook.uninstall()
+    train_warning_free(eerl_trl.install(session, t), t)
     if session is not None:
         result["calls"] = session.calls
         session.s.close()
     result["gens"] = rec.gens
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
         json.dump(result, f)
+
+
+def train_warning_free(hook, t):
+    """t.train() with any RuntimeWarning (eerl's among them) an error: a good run gives none. The
+    hook is uninstalled after, whatever happened."""
+    import warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            t.train()
+    finally:
+        hook.uninstall()
 
 
 def main_nodes():
@@ -294,7 +300,6 @@ def main_nodes():
     docs/integrations/trl.md gives for several nodes."""
     import datetime
     import threading
-    import warnings
 
     from eerl import multinode
     from eerl.integrations import trl as eerl_trl
@@ -319,11 +324,7 @@ def main_nodes():
         else:
             server = threading.Thread(target=ad.serve, name="eerl-node", daemon=True)
             server.start()
-    hook = eerl_trl.install(session, t)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        t.train()
-    hook.uninstall()
+    train_warning_free(eerl_trl.install(session, t), t)
     if session is not None:
         result["calls"] = session.calls
         session.s.close()

@@ -81,6 +81,22 @@ def transfer_queue():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def logging_into(logged):
+    """verl's Tracking.log also appends each step's metrics to logged, for as long as it lasts."""
+    from verl.utils import tracking
+    orig = tracking.Tracking.log
+
+    def log(self_, data, step, *a, **k):
+        logged.append(dict(data))
+        return orig(self_, data, step, *a, **k)
+    tracking.Tracking.log = log
+    try:
+        yield
+    finally:
+        tracking.Tracking.log = orig
+
+
 class Rollout:
     """The rollout engine and agent loop (ours; see the module docstring)."""
 
@@ -275,21 +291,11 @@ class V1Run:
         return self.actor.trained
 
     def fit(self):
-        from verl.utils import tracking
-        logged = self.logged
-        orig = tracking.Tracking.log
-
-        def log(self_, data, step, *a, **k):
-            logged.append(dict(data))
-            return orig(self_, data, step, *a, **k)
-        tracking.Tracking.log = log
-        try:
+        with logging_into(self.logged):
             if isinstance(self, V1Run):
                 self.trainer.fit(self.rollout)
             else:
                 self.trainer.fit()
-        finally:
-            tracking.Tracking.log = orig
 
 
 # ---- the legacy trainer (trainer.use_v1=False): DataProto batches, no TransferQueue ----------
@@ -464,18 +470,8 @@ class OneStepOffRun(LegacyRun):
 
     def fit(self):
         import asyncio
-        from verl.utils import tracking
-        logged = self.logged
-        orig = tracking.Tracking.log
-
-        def log(self_, data, step, *a, **k):
-            logged.append(dict(data))
-            return orig(self_, data, step, *a, **k)
-        tracking.Tracking.log = log
-        try:
+        with logging_into(self.logged):
             asyncio.run(self.trainer.fit())
-        finally:
-            tracking.Tracking.log = orig
 
 
 # ---- the fully-async recipe (verl.experimental.fully_async_policy) --------------------------

@@ -22,6 +22,8 @@
 #include "runtime/analysis.h"
 #include "sim/sim.h"
 #include "twin/presets.h"
+#include "twin/scenario.h"
+#include "workload_opt.h"
 
 #define CMD "sim"
 #define SEEDS_MAX 64
@@ -34,7 +36,7 @@ static void usage(FILE *out)
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json]\n"
-            "                [--divergence 0] [--noise none]\n"
+            "                [--divergence 0] [--noise none] [--workload steady]\n"
             "                [--save-state DIR] [--resume-from DIR]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster on the same work, both through the runtime session (meter, actuator and\n"
@@ -56,7 +58,7 @@ static void usage(FILE *out)
             "              0 (default): a seed's runs do the same work and compare exactly;\n"
             "              above 0 (0.025 as real runs): judged on the workload-normalized rows\n"
             "  --noise: per-update noise the work cannot explain: none (default) or fitted\n"
-            "              (the preset's phase-level noise, docs/twin.md)\n"
+            "              (the preset's phase-level noise, docs/twin.md)\n" EERL_CLI_WORKLOAD_USAGE
             "  --strategy: %s\n"
             "              (default eerl: run-level budget; paper: the faithful EE-RL controller)\n"
             "              (oracle: the best static setting found offline, held from update 1)\n"
@@ -173,7 +175,11 @@ int eerl_cmd_sim(int argc, char **argv)
     size_t k;
     char why[1024], buf[64];
     struct timespec t0, t1;
+    struct eerl_cli_workload wopt;
+    struct eerl__wl_scenario scn;
+    char scn_desc[128];
 
+    memset(&wopt, 0, sizeof(wopt));
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -186,6 +192,9 @@ int eerl_cmd_sim(int argc, char **argv)
         } else if (!strcmp(a, "--json")) {
             json = 1;
             takes = 0;
+        } else if ((e = eerl_cli_workload_opt(CMD, a, v, &wopt)) != 0) {
+            if (e < 0)
+                return EERL_EXIT_USAGE;
         } else if (!known(a)) {
             eerl_cli_err(CMD, "unknown option '%s'; see eerl sim --help", a);
             return EERL_EXIT_USAGE;
@@ -265,12 +274,21 @@ int eerl_cmd_sim(int argc, char **argv)
                      updates, calib, mode_s, calib);
         return EERL_EXIT_USAGE;
     }
+    if (eerl_cli_workload_resolve(CMD, &wopt, updates, &scn) < 0)
+        return EERL_EXIT_USAGE;
+    eerl_cli_workload_desc(&scn, scn_desc, sizeof(scn_desc));
     for (k = 0; k < n_seeds; k++)
         seeds[k] = seed0 + k;
     e = eerl_twin_preset_new(model, gpu, NULL, &preset);
     if (e < 0) {
         eerl_cli_err(CMD, "no preset for %s on %s in the built-in parameters: %s", model, gpu,
                      eerl_strerror(e));
+        return EERL_EXIT_USAGE;
+    }
+    e = eerl__preset_set_scenario(preset, &scn);
+    if (e < 0) {
+        eerl_cli_err(CMD, "--workload %s: %s", scn_desc, eerl_strerror(e));
+        eerl_twin_preset_free(preset);
         return EERL_EXIT_USAGE;
     }
     rc = EERL_EXIT_FAIL;
@@ -381,9 +399,11 @@ int eerl_cmd_sim(int argc, char **argv)
             snprintf(meta, sizeof(meta),
                      "{\"role\":\"%s\",\"seed\":%llu,\"model\":\"%s\",\"gpu\":\"%s\","
                      "\"alloc\":\"%s\",\"size\":\"%s\",\"updates\":%lu,\"divergence\":%.17g,"
-                     "%s\"backend\":\"twin\"}",
+                     "%s%s%s%s\"backend\":\"twin\"}",
                      role ? "controller" : "governor", (unsigned long long)seeds[k], model, gpu,
-                     alloc, size, updates, divergence, noise ? "\"noise\":\"fitted\"," : "");
+                     alloc, size, updates, divergence, noise ? "\"noise\":\"fitted\"," : "",
+                     scn.kind ? "\"scenario\":\"" : "",
+                     scn.kind ? eerl__wl_scenario_name(scn.kind) : "", scn.kind ? "\"," : "");
             c.trace_path = trace ? path[role] : NULL;
             c.trace_run_json = meta;
             e = eerl__sim_run(&c, role ? &ctl[k] : &gov[k], why, sizeof(why));
@@ -465,6 +485,17 @@ int eerl_cmd_sim(int argc, char **argv)
             json_object_set_new(wl, "P", json_integer(pkbv[0]));
             json_object_set_new(wl, "K", json_integer(pkbv[1]));
             json_object_set_new(wl, "B", json_integer(pkbv[2]));
+            json_object_set_new(wl, "scenario", json_string(eerl__wl_scenario_name(scn.kind)));
+            if (scn.kind != EERL__WL_STEADY)
+                json_object_set_new(wl, "factor", json_real(scn.factor));
+            if (scn.kind == EERL__WL_GROWING)
+                json_object_set_new(wl, "over_updates", json_integer(scn.span));
+            if (scn.kind == EERL__WL_COLLAPSING) {
+                json_object_set_new(wl, "spread", json_real(scn.spread));
+                json_object_set_new(wl, "tau_updates", json_real(scn.tau));
+            }
+            if (scn.kind == EERL__WL_STEP)
+                json_object_set_new(wl, "step_at", json_integer(scn.at + 1));
             json_object_set_new(j, "workload", wl);
             json_object_set_new(j, "updates", json_integer((json_int_t)updates));
             json_object_set_new(j, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
@@ -498,6 +529,8 @@ int eerl_cmd_sim(int argc, char **argv)
                    "allowed loss %g%%\n",
                    model, gpu, mode_s, alloc, size, size_desc(preset, size[0], pkb, sizeof(pkb)),
                    updates, n_seeds, n_seeds == 1 ? "" : "s", loss * 100);
+            if (scn.kind != EERL__WL_STEADY)
+                printf("workload drift: %s\n", scn_desc);
             snprintf(range, sizeof(range), "%d-%lu", EERL__AN_FIRST_UPDATE, updates);
             eerl_cli_print_comparison(res, exact, divergence, loss, range, &oracle);
             if (trace)

@@ -11,10 +11,20 @@
 #include <cmocka.h>
 
 #include "eerl/error.h"
+#include "twin/scenario.h"
 #include "twin/workload.h"
 
-static const struct eerl__wl_params qwen = {
-    4096, 1300, 0.8, 0.004, 0.15, {32, 64, 128}, {4, 8, 16}, {128, 512, 2048}, 0, 0};
+static const struct eerl__wl_params qwen = {4096,
+                                            1300,
+                                            0.8,
+                                            0.004,
+                                            0.15,
+                                            {32, 64, 128},
+                                            {4, 8, 16},
+                                            {128, 512, 2048},
+                                            0,
+                                            0,
+                                            {0, 0, 0, 0, 0, 0}};
 
 static void test_same_seed_same_batches(void **state)
 {
@@ -181,6 +191,162 @@ static void test_bad_size_rejected(void **state)
     assert_int_equal(eerl__wl_init(&w, &qwen, 'S', 1, 0, -0.1), EERL_EINVAL);
 }
 
+/* Mean response length over updates [u0, u1) of sampled batches, seed 11. */
+static double sampled_mean(const struct eerl__wl_params *p, unsigned u0, unsigned u1, double *L)
+{
+    struct eerl__wl w;
+    struct eerl__wl_batch b;
+    double s = 0, l = 0;
+    unsigned u;
+
+    assert_int_equal(eerl__wl_init(&w, p, 'M', 11, 0, 0), 0);
+    for (u = 0; u < u1; u++) {
+        eerl__wl_next(&w, u, &b);
+        if (u >= u0) {
+            s += b.mean_len;
+            l += b.L;
+        }
+    }
+    if (L)
+        *L = l / (u1 - u0);
+    return s / (u1 - u0);
+}
+
+/* Qwen's lengths with a limit far above them: the scenario's shape is not hidden by clipping. */
+static struct eerl__wl_params unclipped(int kind, unsigned updates)
+{
+    struct eerl__wl_params p = qwen;
+
+    p.seq_limit = 1000000;
+    eerl__wl_scenario_default(kind, updates, &p.scn);
+    return p;
+}
+
+static void test_scenario_steady_is_the_preset_drift(void **state)
+{
+    struct eerl__wl_params p = qwen;
+    struct eerl__wl_batch a, b;
+    unsigned u;
+
+    (void)state;
+    eerl__wl_scenario_default(EERL__WL_STEADY, 500, &p.scn);
+    assert_int_equal(p.scn.kind, EERL__WL_STEADY);
+    for (u = 0; u < 600; u += 50) {
+        double shift, spread;
+
+        eerl__wl_scenario_at(&p, u, &shift, &spread);
+        assert_true(shift == qwen.drift * u && spread == 1.0);
+        assert_int_equal(eerl__wl_expected(&p, 'M', u, &a), 0);
+        assert_int_equal(eerl__wl_expected(&qwen, 'M', u, &b), 0);
+        assert_true(a.G == b.G && a.L == b.L);
+    }
+}
+
+static void test_scenario_growing_multiplies_the_length_over_the_run(void **state)
+{
+    struct eerl__wl_params p = unclipped(EERL__WL_GROWING, 1000);
+    struct eerl__wl_batch a, b;
+    double r;
+
+    (void)state;
+    assert_true(p.scn.factor >= 2 && p.scn.factor <= 3);
+    assert_int_equal(eerl__wl_expected(&p, 'M', 0, &a), 0);
+    assert_int_equal(eerl__wl_expected(&p, 'M', 999, &b), 0);
+    r = b.mean_len / a.mean_len;
+    assert_true(fabs(r - p.scn.factor) < 0.01 * p.scn.factor);
+    /* Sampled: the last 20 updates against the first 20 (the ramp moves 5% across 20). */
+    r = sampled_mean(&p, 980, 1000, NULL) / sampled_mean(&p, 0, 20, NULL);
+    assert_true(r > 0.9 * p.scn.factor && r < 1.1 * p.scn.factor);
+    /* Half way: the geometric middle. */
+    assert_int_equal(eerl__wl_expected(&p, 'M', 499, &b), 0);
+    r = b.mean_len / a.mean_len;
+    assert_true(fabs(r - sqrt(p.scn.factor)) < 0.02);
+    /* Past its span it holds. */
+    assert_int_equal(eerl__wl_expected(&p, 'M', 999, &a), 0);
+    assert_int_equal(eerl__wl_expected(&p, 'M', 1500, &b), 0);
+    assert_true(a.mean_len == b.mean_len);
+}
+
+/* Grounded in the H200 run data/h200/grpo-2026-11-30/colocated-long: 192 responses of at most
+ * 2048 tokens, mean ~800 at the start with the longest at the limit, mean ~300 and longest ~600
+ * after 40 updates. The twin's collapsing scenario from a start like that run's. */
+static void test_scenario_collapsing_as_the_h200_run(void **state)
+{
+    struct eerl__wl_params p = qwen;
+    double m0, m1, l0, l1;
+
+    (void)state;
+    p.seq_limit = 2048;
+    p.len_median = 700;
+    p.len_sigma = 0.55;
+    p.P[1] = 24; /* 24 x 8 = 192 responses, as the run */
+    p.B[1] = 192;
+    eerl__wl_scenario_default(EERL__WL_COLLAPSING, 100, &p.scn);
+    m0 = sampled_mean(&p, 0, 4, &l0);
+    m1 = sampled_mean(&p, 50, 100, &l1);
+    assert_true(m0 > 650 && m0 < 950);
+    assert_true(l0 > 1900);
+    assert_true(m1 > 230 && m1 < 400);
+    assert_true(l1 > 400 && l1 < 900);
+}
+
+static void test_scenario_collapsing_shape(void **state)
+{
+    struct eerl__wl_params p = unclipped(EERL__WL_COLLAPSING, 300);
+    struct eerl__wl_batch a, b;
+    double s0 = p.len_sigma, s1 = p.len_sigma * p.scn.spread, want;
+
+    (void)state;
+    assert_int_equal(eerl__wl_expected(&p, 'M', 0, &a), 0);
+    /* After ten time constants the median and the shape have arrived. */
+    assert_int_equal(eerl__wl_expected(&p, 'M', (unsigned)(10 * p.scn.tau), &b), 0);
+    want = p.scn.factor * exp(s1 * s1 / 2) / exp(s0 * s0 / 2);
+    assert_true(fabs(b.mean_len / a.mean_len - want) < 0.01 * want);
+    /* Within 30 updates most of the fall is done (the H200 run's "within 30 updates"). */
+    assert_int_equal(eerl__wl_expected(&p, 'M', 30, &b), 0);
+    assert_true(b.mean_len / a.mean_len < 1 - 0.8 * (1 - want));
+}
+
+static void test_scenario_step_switches_at_its_update(void **state)
+{
+    struct eerl__wl_params p = unclipped(EERL__WL_STEP, 400);
+    struct eerl__wl_batch a, b, c;
+
+    (void)state;
+    assert_int_equal(p.scn.at, 200);
+    assert_int_equal(eerl__wl_expected(&p, 'M', 0, &a), 0);
+    assert_int_equal(eerl__wl_expected(&p, 'M', 199, &b), 0);
+    assert_int_equal(eerl__wl_expected(&p, 'M', 200, &c), 0);
+    assert_true(a.mean_len == b.mean_len); /* no drift of its own */
+    assert_true(fabs(c.mean_len / b.mean_len - p.scn.factor) < 1e-9 * p.scn.factor);
+    assert_true(sampled_mean(&p, 200, 220, NULL) / sampled_mean(&p, 180, 200, NULL) > 1.7);
+}
+
+static void test_scenario_names_and_bad_parameters(void **state)
+{
+    struct eerl__wl_params p = qwen;
+    struct eerl__wl w;
+    int k = -1;
+
+    (void)state;
+    assert_int_equal(eerl__wl_scenario_parse("growing", &k), 0);
+    assert_int_equal(k, EERL__WL_GROWING);
+    assert_int_equal(eerl__wl_scenario_parse("Growing", &k), EERL_ENOENT);
+    assert_int_equal(eerl__wl_scenario_parse("", &k), EERL_ENOENT);
+    assert_string_equal(eerl__wl_scenario_name(EERL__WL_STEP), "step");
+    eerl__wl_scenario_default(EERL__WL_COLLAPSING, 100, &p.scn);
+    p.scn.tau = 0;
+    assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
+    eerl__wl_scenario_default(EERL__WL_GROWING, 100, &p.scn);
+    p.scn.factor = 0;
+    assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
+    p.scn.kind = 17;
+    assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
+    eerl__wl_scenario_default(EERL__WL_STEADY, 100, &p.scn);
+    p.scn.factor = 2; /* a steady scenario has no parameters */
+    assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +357,12 @@ int main(void)
         cmocka_unit_test(test_valid_tokens_are_the_loss_mask_and_the_filter_option),
         cmocka_unit_test(test_overlong_filter_option),
         cmocka_unit_test(test_bad_size_rejected),
+        cmocka_unit_test(test_scenario_steady_is_the_preset_drift),
+        cmocka_unit_test(test_scenario_growing_multiplies_the_length_over_the_run),
+        cmocka_unit_test(test_scenario_collapsing_as_the_h200_run),
+        cmocka_unit_test(test_scenario_collapsing_shape),
+        cmocka_unit_test(test_scenario_step_switches_at_its_update),
+        cmocka_unit_test(test_scenario_names_and_bad_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,10 @@
 /* Workload generator. N = C = G unless the dynamic-sampling filter is on (then the tokens of
- * groups with nonzero advantage). The lognormal draw for response i of update u is exp(mu_u + sigma
- * z) with mu_u = log(median) + drift u; divergence d multiplies all lengths of a run by one
- * lognormal factor exp(d z) (the policy drifting apart between runs: a run's responses stay
- * longer or shorter) and those of each update by another exp(d z) (sampling), both from the
- * run's own stream, leaving the shared stream untouched. */
+ * groups with nonzero advantage). The lognormal draw for response i of update u is exp(mu_u +
+ * sigma_u z) with mu_u = log(median) + shift(u) and sigma_u = sigma spread(u), the scenario's
+ * (steady: shift = drift u, spread 1, as before scenarios existed); divergence d multiplies all
+ * lengths of a run by one lognormal factor exp(d z) (the policy drifting apart between runs: a
+ * run's responses stay longer or shorter) and those of each update by another exp(d z) (sampling),
+ * both from the run's own stream, leaving the shared stream untouched. */
 #include <math.h>
 
 #include "eerl/error.h"
@@ -23,11 +24,55 @@ int eerl__wl_size_index(char size)
     }
 }
 
+int eerl__wl_scenario_ok(const struct eerl__wl_scenario *s)
+{
+    switch (s->kind) {
+    case EERL__WL_STEADY:
+        return s->factor == 0 && s->spread == 0 && s->tau == 0 && s->span == 0 && s->at == 0;
+    case EERL__WL_GROWING:
+        return s->factor >= 0.01 && s->factor <= 100 && s->span >= 1;
+    case EERL__WL_COLLAPSING:
+        return s->factor >= 0.01 && s->factor <= 100 && s->spread >= 0.05 && s->spread <= 1 &&
+               s->tau > 0 && s->tau <= 1e6;
+    case EERL__WL_STEP:
+        return s->factor >= 0.01 && s->factor <= 100;
+    default:
+        return 0;
+    }
+}
+
+void eerl__wl_scenario_at(const struct eerl__wl_params *p, unsigned u, double *ret_shift,
+                          double *ret_spread)
+{
+    const struct eerl__wl_scenario *s = &p->scn;
+    double shift = 0, spread = 1;
+
+    switch (s->kind) {
+    case EERL__WL_GROWING:
+        shift = log(s->factor) * (s->span > 1 ? fmin(1.0, (double)u / (s->span - 1)) : 1.0);
+        break;
+    case EERL__WL_COLLAPSING: {
+        double f = 1 - exp(-(double)u / s->tau);
+        shift = log(s->factor) * f;
+        spread = 1 + (s->spread - 1) * f;
+        break;
+    }
+    case EERL__WL_STEP:
+        shift = u >= s->at ? log(s->factor) : 0;
+        break;
+    default: /* steady: the preset's fitted drift */
+        shift = p->drift * u;
+        break;
+    }
+    *ret_shift = shift;
+    *ret_spread = spread;
+}
+
 static int params_ok(const struct eerl__wl_params *p)
 {
-    return p->seq_limit >= 1 && p->len_median >= 1 && p->len_sigma > 0 && p->len_sigma < 5 &&
-           p->p_zero >= 0 && p->p_zero < 1 && isfinite(p->drift) &&
-           (p->dyn_filter == 0 || p->dyn_filter == 1) &&
+    return eerl__wl_scenario_ok(&p->scn) && p->seq_limit >= 1 && p->len_median >= 1 &&
+           p->len_sigma > 0 && p->len_sigma < 5 && p->p_zero >= 0 && p->p_zero < 1 &&
+           isfinite(p->drift) && (p->dyn_filter == 0 || p->dyn_filter == 1) &&
            (p->overlong_filter == 0 || p->overlong_filter == 1);
 }
 
@@ -53,11 +98,14 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
 
 void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
 {
-    double mu = log(w->p.len_median) + w->p.drift * u;
+    double shift, spread, mu, sigma;
     double f = 1.0, lim = w->p.seq_limit;
     struct eerl__wl_batch b = {0};
     unsigned g, k;
 
+    eerl__wl_scenario_at(&w->p, u, &shift, &spread);
+    mu = log(w->p.len_median) + shift;
+    sigma = w->p.len_sigma * spread;
     if (w->div_sigma > 0)
         f = w->run_f * exp(w->div_sigma * eerl__rng_normal(&w->div));
     for (g = 0; g < w->P; g++) {
@@ -65,7 +113,7 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
         int zero = eerl__rng_uniform(&w->rng) < w->p.p_zero;
 
         for (k = 0; k < w->K; k++) {
-            double len = floor(exp(mu + w->p.len_sigma * eerl__rng_normal(&w->rng)) * f) + 1;
+            double len = floor(exp(mu + sigma * eerl__rng_normal(&w->rng)) * f) + 1;
 
             if (len >= lim) {
                 len = lim;
@@ -99,13 +147,14 @@ int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
                       struct eerl__wl_batch *ret)
 {
     int i = eerl__wl_size_index(size);
-    double mu, s, c, lc, mean, emax = 0, n;
+    double mu, s, c, lc, mean, emax = 0, n, shift, spread;
     int j, steps = 256;
 
     if (i < 0 || !params_ok(p) || !p->P[i] || !p->K[i])
         return EERL_EINVAL;
-    mu = log(p->len_median) + p->drift * u;
-    s = p->len_sigma;
+    eerl__wl_scenario_at(p, u, &shift, &spread);
+    mu = log(p->len_median) + shift;
+    s = p->len_sigma * spread;
     c = p->seq_limit;
     lc = log(c);
     n = (double)p->P[i] * p->K[i];

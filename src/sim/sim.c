@@ -428,10 +428,27 @@ struct eval {
     double lq, le;
 };
 
+/* The totals of a seed's run held at (g, t) over updates 1..updates-1, its batches replayed. */
+static int held_totals(const eerl_twin_preset *p, const struct eerl_twin_config *cfg,
+                       unsigned updates, const struct eerl__wl_batch *batches, unsigned g,
+                       unsigned t, struct eerl_twin_totals *ret)
+{
+    double T, E, N;
+    int e = eerl__sim_twin_windows(p, cfg, &g, &t, 1, updates, updates, batches, &T, &E, &N);
+
+    if (e < 0)
+        return e;
+    ret->valid_tokens = N;
+    ret->seconds = T;
+    ret->joules = E;
+    ret->updates = updates - 1;
+    return 0;
+}
+
 static int eval_pair(const eerl_twin_preset *p, const struct eerl_twin_config *base,
                      const uint64_t *seeds, size_t n, unsigned updates,
-                     const struct eerl_twin_totals *gov, unsigned g, unsigned t, double *dq,
-                     double *sav, double *sd_dq, double *sd_sav)
+                     const struct eerl__wl_batch *batches, const struct eerl_twin_totals *gov,
+                     unsigned g, unsigned t, double *dq, double *sav, double *sd_dq, double *sd_sav)
 {
     double lq = 0, le = 0;
     size_t i;
@@ -443,7 +460,7 @@ static int eval_pair(const eerl_twin_preset *p, const struct eerl_twin_config *b
         double q, en;
 
         cfg.seed = seeds[i];
-        e = eerl_twin_run(p, &cfg, g, t, EERL__AN_FIRST_UPDATE - 1, updates - 1, &c);
+        e = held_totals(p, &cfg, updates, batches + i * updates, g, t, &c);
         if (e < 0)
             return e;
         q = (c.valid_tokens / c.seconds) / (gov[i].valid_tokens / gov[i].seconds);
@@ -469,6 +486,7 @@ struct osearch {
     size_t n_seeds, n; /* n: candidates */
     unsigned updates;
     const struct eerl_twin_totals *gov;
+    const struct eerl__wl_batch *batches; /* [seed * updates + u] */
     const unsigned *cand;
     double allowed_pct;
     signed char *done; /* [g * n + t]: 0 not yet, 1 evaluated */
@@ -485,8 +503,8 @@ static int opair(struct osearch *s, size_t g, size_t t, double *sav)
     size_t k = g * s->n + t;
 
     if (!s->done[k]) {
-        int e = eval_pair(s->preset, s->base, s->seeds, s->n_seeds, s->updates, s->gov, s->cand[g],
-                          s->cand[t], &s->dq[k], &s->sav[k], NULL, NULL);
+        int e = eval_pair(s->preset, s->base, s->seeds, s->n_seeds, s->updates, s->batches, s->gov,
+                          s->cand[g], s->cand[t], &s->dq[k], &s->sav[k], NULL, NULL);
         if (e < 0)
             return e;
         s->done[k] = 1;
@@ -527,6 +545,7 @@ int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_
 {
     unsigned clocks[EERL_DEVICE_CLOCKS_MAX], cand[EERL_DEVICE_CLOCKS_MAX + 1];
     struct eerl_twin_totals *gov = NULL;
+    struct eerl__wl_batch *batches = NULL;
     struct eerl_twin_config base;
     struct eerl__sim_oracle o;
     struct osearch s;
@@ -549,21 +568,25 @@ int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_
     base.divergence = 0;
     memset(&s, 0, sizeof(s));
     gov = calloc(n_seeds, sizeof(*gov));
+    batches = calloc(n_seeds * (size_t)updates, sizeof(*batches));
     cand[n_cand++] = EERL_TWIN_GOV;
     for (i = 0; i < n_clocks; i++)
         cand[n_cand++] = clocks[i];
     s.done = calloc(n_cand * n_cand, 1);
     s.dq = calloc(n_cand * n_cand, sizeof(double));
     s.sav = calloc(n_cand * n_cand, sizeof(double));
-    if (!gov || !s.done || !s.dq || !s.sav) {
+    if (!gov || !batches || !s.done || !s.dq || !s.sav) {
         e = EERL_ENOMEM;
         goto out;
     }
+    /* Every setting of a seed sees the same batches: drawn once. */
     for (i = 0; i < n_seeds; i++) {
         struct eerl_twin_config cfg = base;
         cfg.seed = seeds[i];
-        e = eerl_twin_run(preset, &cfg, EERL_TWIN_GOV, EERL_TWIN_GOV, EERL__AN_FIRST_UPDATE - 1,
-                          updates - 1, &gov[i]);
+        e = eerl__wl_draw(&preset->wl, size, seeds[i], updates, batches + i * updates);
+        if (e == 0)
+            e = held_totals(preset, &cfg, updates, batches + i * updates, EERL_TWIN_GOV,
+                            EERL_TWIN_GOV, &gov[i]);
         if (e < 0)
             goto out;
     }
@@ -586,6 +609,7 @@ int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_
     s.n = n_cand;
     s.updates = updates;
     s.gov = gov;
+    s.batches = batches;
     s.cand = cand;
     s.allowed_pct = 100 * allowed_loss;
     s.best = -INFINITY;
@@ -631,8 +655,8 @@ int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_
         best = 0;
         best_dq = 0;
     }
-    e = eval_pair(preset, &base, seeds, n_seeds, updates, gov, best_g, best_t, &best_dq, &best,
-                  o.seed_dq_pct, o.seed_saving_pct);
+    e = eval_pair(preset, &base, seeds, n_seeds, updates, batches, gov, best_g, best_t, &best_dq,
+                  &best, o.seed_dq_pct, o.seed_saving_pct);
     if (e < 0)
         goto out;
     o.setting.mhz[EERL_GROUP_GEN] = best_g;
@@ -648,6 +672,7 @@ int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_
     e = 0;
 out:
     free(gov);
+    free(batches);
     free(s.done);
     free(s.dq);
     free(s.sav);

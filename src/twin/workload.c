@@ -90,6 +90,8 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
     w->K = p->K[i];
     w->B = p->B[i];
     w->div_sigma = divergence;
+    w->replay = NULL;
+    w->n_replay = 0;
     eerl__rng_seed(&w->rng, seed, 1);
     eerl__rng_seed(&w->div, seed ^ (run_id * 0x9e3779b97f4a7c15ull), 2 + run_id);
     w->run_f = divergence > 0 ? exp(0.7 * divergence * eerl__rng_normal(&w->div)) : 1.0;
@@ -103,6 +105,10 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
     struct eerl__wl_batch b = {0};
     unsigned g, k;
 
+    if (w->replay && u < w->n_replay && w->div_sigma == 0) {
+        *ret = w->replay[u];
+        return;
+    }
     eerl__wl_scenario_at(&w->p, u, &shift, &spread);
     mu = log(w->p.len_median) + shift;
     sigma = w->p.len_sigma * spread;
@@ -136,6 +142,20 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
     b.n_resp = w->P * w->K;
     b.mean_len = b.G / b.n_resp;
     *ret = b;
+}
+
+int eerl__wl_draw(const struct eerl__wl_params *p, char size, uint64_t seed, unsigned n,
+                  struct eerl__wl_batch *ret)
+{
+    struct eerl__wl w;
+    unsigned u;
+    int e = eerl__wl_init(&w, p, size, seed, 0, 0);
+
+    if (e < 0)
+        return e;
+    for (u = 0; u < n; u++)
+        eerl__wl_next(&w, u, &ret[u]);
+    return 0;
 }
 
 static double phi(double x)

@@ -66,6 +66,11 @@ struct eerl__wl {
     double run_f; /* this run's length factor (divergence: the policy drifting apart), 1 without */
     struct eerl__rng rng; /* shared by matched seeds */
     struct eerl__rng div; /* per run */
+    /* Batches drawn before (eerl__wl_draw), handed out instead of drawing again for updates
+     * below n_replay: the oracles run every candidate setting on the same seeds, whose batches
+     * are the same under every setting. Borrowed; only without divergence. NULL: draw. */
+    const struct eerl__wl_batch *replay;
+    unsigned n_replay;
 };
 
 /* The median's log shift (drift included) and the shape's multiplier at update u. */
@@ -81,6 +86,9 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
 /* Draws update u's batch. Consumes a fixed number of workload draws per update whatever the
  * divergence, so matched seeds see the same stream in every setting. */
 void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret);
+/* The batches of updates 0..n-1 of a seed without divergence, as eerl__wl_next draws them. */
+int eerl__wl_draw(const struct eerl__wl_params *p, char size, uint64_t seed, unsigned n,
+                  struct eerl__wl_batch *ret);
 /* The expected batch of update u (no randomness): E[G], E[N], E[C], E[L]. */
 int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
                       struct eerl__wl_batch *ret);

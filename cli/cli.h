@@ -67,6 +67,9 @@ struct eerl_cli_oracle {
     const struct eerl__an_window *w;
     const struct eerl_setting *setting;
     const double *seed_saving_pct; /* per seed, in the result's seed order */
+    /* The windowed oracle (NULL: none): its row and the capture against it. */
+    const struct eerl__an_window *win;
+    unsigned window, win_changes;
 };
 void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, double divergence,
                                double allowed_loss, const char *updates_desc,

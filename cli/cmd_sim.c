@@ -35,7 +35,7 @@ static void usage(FILE *out)
             "usage: eerl sim [--model qwen3-30b-a3b] [--gpu-model h100] [--mode disaggregated]\n"
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
-            "                [--trace DIR] [--json]\n"
+            "                [--trace DIR] [--json] [--oracle-window 50]\n"
             "                [--divergence 0] [--noise none] [--workload steady]\n"
             "                [--save-state DIR] [--resume-from DIR]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
@@ -64,6 +64,8 @@ static void usage(FILE *out)
             "              (oracle: the best static setting found offline, held from update 1)\n"
             "  --expected-updates: updates the job runs in all, for strategies that budget\n"
             "              exploration against the horizon (eerl); default: learned\n"
+            "  --oracle-window W: the windowed oracle may change setting every W updates\n"
+            "              (default 50; the best such schedule within the same allowance)\n"
             "  --save-state DIR: saves each seed's controller state after the last update\n"
             "              to DIR/seed<N>-controller.state (a job saves it by its checkpoint)\n"
             "  --resume-from DIR: each seed's controller resumes from\n"
@@ -76,10 +78,10 @@ static void usage(FILE *out)
 static int known(const char *opt)
 {
     static const char *const opts[] = {
-        "--model",      "--gpu",          "--gpu-model",        "--mode",    "--alloc",
-        "--size",       "--trace",        "--strategy",         "--updates", "--seeds",
-        "--divergence", "--allowed-loss", "--expected-updates", "--noise",   "--save-state",
-        "--resume-from"};
+        "--model",       "--gpu",          "--gpu-model",        "--mode",    "--alloc",
+        "--size",        "--trace",        "--strategy",         "--updates", "--seeds",
+        "--divergence",  "--allowed-loss", "--expected-updates", "--noise",   "--save-state",
+        "--resume-from", "--oracle-window"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -134,6 +136,36 @@ static void size_pkb(const eerl_twin_preset *preset, char size, int ret[3])
     ret[2] = (int)preset->wl.B[i];
 }
 
+/* The windowed oracle for --json: its figures and the schedule as the settings in force from
+ * each change on (1-based updates). */
+static json_t *sim_schedule_json(const eerl_twin_preset *preset, eerl_mode mode,
+                                 const struct eerl__sim_schedule *s)
+{
+    json_t *o = json_object(), *a = json_array();
+    unsigned k;
+
+    json_object_set_new(o, "window", json_integer(s->window));
+    json_object_set_new(o, "saving_pct", eerl__an_num(s->saving_pct));
+    json_object_set_new(o, "dq_pct", eerl__an_num(s->dq_pct));
+    json_object_set_new(o, "changes", json_integer(s->changes));
+    json_object_set_new(o, "held_static", json_boolean(s->held_static));
+    json_object_set_new(o, "candidates", json_integer(s->candidates));
+    for (k = 0; k < s->n_windows; k++) {
+        eerl_setting st;
+        json_t *e;
+
+        if (k > 0 && s->gen_mhz[k] == s->gen_mhz[k - 1] && s->train_mhz[k] == s->train_mhz[k - 1])
+            continue;
+        eerl__sim_schedule_setting(preset, mode, s, k, &st);
+        e = json_object();
+        json_object_set_new(e, "from_update", json_integer((json_int_t)k * s->window + 1));
+        json_object_set_new(e, "setting", eerl__an_setting_json(&st));
+        json_array_append_new(a, e);
+    }
+    json_object_set_new(o, "schedule", a);
+    return o;
+}
+
 /* Removes what this run wrote under the trace directory (and the directory if it made it). */
 static void remove_traces(const char *dir, const uint64_t *seeds, size_t n, int made_dir)
 {
@@ -157,7 +189,7 @@ int eerl_cmd_sim(int argc, char **argv)
     const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated";
     const char *alloc = "8/32", *size = "M", *trace = NULL, *strategy_s = "eerl";
     const char *save_dir = NULL, *resume_dir = NULL;
-    unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0;
+    unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0, owin = 50;
     int oracle_run = 0, have_oracle = 0;
     double loss = 0.02, divergence = 0;
     unsigned noise = EERL_TWIN_NOISE_NONE;
@@ -172,6 +204,7 @@ int eerl_cmd_sim(int argc, char **argv)
     const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
     struct eerl__an_result *res = NULL;
     struct eerl__sim_oracle *orc = NULL;
+    struct eerl__sim_schedule wsc;
     size_t k;
     char why[1024], buf[64];
     struct timespec t0, t1;
@@ -180,6 +213,7 @@ int eerl_cmd_sim(int argc, char **argv)
     char scn_desc[128];
 
     memset(&wopt, 0, sizeof(wopt));
+    memset(&wsc, 0, sizeof(wsc));
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -228,6 +262,9 @@ int eerl_cmd_sim(int argc, char **argv)
                 return EERL_EXIT_USAGE;
         } else if (!strcmp(a, "--expected-updates")) {
             if (eerl_cli_parse_uint(CMD, "--expected-updates", v, 1, 100000000, &expected) < 0)
+                return EERL_EXIT_USAGE;
+        } else if (!strcmp(a, "--oracle-window")) {
+            if (eerl_cli_parse_uint(CMD, "--oracle-window", v, 1, 100000, &owin) < 0)
                 return EERL_EXIT_USAGE;
         } else if (!strcmp(a, "--seeds")) {
             if (eerl_cli_parse_uint(CMD, "--seeds", v, 1, SEEDS_MAX, &n_seeds) < 0)
@@ -453,6 +490,12 @@ int eerl_cmd_sim(int argc, char **argv)
         eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
         goto out;
     }
+    e = eerl__sim_oracle_windowed(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds,
+                                  loss, (unsigned)owin, orc, &wsc);
+    if (e < 0) {
+        eerl_cli_err(CMD, "windowed oracle: %s", eerl_strerror(e));
+        goto out;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     {
         double capture;
@@ -465,7 +508,10 @@ int eerl_cmd_sim(int argc, char **argv)
         const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
         struct eerl__an_window ow = {(double)updates - 1, orc->saving_pct, orc->dq_pct,
                                      (unsigned)n_seeds};
-        struct eerl_cli_oracle oracle = {&ow, &orc->setting, orc->seed_saving_pct};
+        struct eerl__an_window oww = {(double)updates - 1, wsc.saving_pct, wsc.dq_pct,
+                                      (unsigned)n_seeds};
+        struct eerl_cli_oracle oracle = {&ow,  &orc->setting, orc->seed_saving_pct,
+                                         &oww, wsc.window,    wsc.changes};
 
         capture = orc->saving_pct > 0 ? vw->saving_pct / orc->saving_pct : NAN;
         if (json) {
@@ -506,6 +552,10 @@ int eerl_cmd_sim(int argc, char **argv)
             o = eerl__an_window_json(&ow, &orc->setting, 0);
             json_object_set_new(j, "oracle", o);
             json_object_set_new(j, "capture_ratio", eerl__an_num(capture));
+            json_object_set_new(j, "oracle_windowed", sim_schedule_json(preset, mode, &wsc));
+            json_object_set_new(
+                j, "capture_ratio_windowed",
+                eerl__an_num(wsc.saving_pct > 0 ? vw->saving_pct / wsc.saving_pct : NAN));
             json_array_foreach(json_object_get(j, "seeds"), k, sj)
             {
                 json_t *oj = json_object();
@@ -514,6 +564,10 @@ int eerl_cmd_sim(int argc, char **argv)
                 json_object_set_new(oj, "saving_pct", eerl__an_num(orc->seed_saving_pct[k]));
                 json_object_set_new(oj, "dq_pct", eerl__an_num(orc->seed_dq_pct[k]));
                 json_object_set_new(sj, "oracle", oj);
+                oj = json_object();
+                json_object_set_new(oj, "saving_pct", eerl__an_num(wsc.seed_saving_pct[k]));
+                json_object_set_new(oj, "dq_pct", eerl__an_num(wsc.seed_dq_pct[k]));
+                json_object_set_new(sj, "oracle_windowed", oj);
                 json_object_set_new(
                     sj, "capture_ratio",
                     eerl__an_num(orc->seed_saving_pct[k] > 0
@@ -553,6 +607,7 @@ out:
     free(ctl);
     free(res);
     free(orc);
+    eerl__sim_schedule_free(&wsc);
     eerl_twin_preset_free(preset);
     return rc;
 }

@@ -344,6 +344,17 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
     if (oracle) {
         eerl_cli_setting_str(oracle->setting, o2, sizeof(o2));
         cmp_row("oracle (best static)", NULL, oracle->w, o2);
+        if (oracle->win) {
+            char lbl[64], ch[32];
+
+            snprintf(lbl, sizeof(lbl), "oracle (a setting per %u)", oracle->window);
+            if (oracle->win_changes)
+                snprintf(ch, sizeof(ch), "%u change%s", oracle->win_changes,
+                         oracle->win_changes == 1 ? "" : "s");
+            else
+                snprintf(ch, sizeof(ch), "held static");
+            cmp_row(lbl, NULL, oracle->win, ch);
+        }
     }
     printf("\n");
     if (allowed_loss > 0)
@@ -352,11 +363,21 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
                isfinite(vw->dq_pct) && vw->dq_pct >= -100 * allowed_loss ? "met" : "NOT met",
                vw->dq_pct);
     if (oracle) {
-        if (oracle->w->saving_pct > 0)
-            printf("  capture ratio (controller saving / oracle saving): %.2f\n",
-                   vw->saving_pct / oracle->w->saving_pct);
-        else
+        if (oracle->w->saving_pct > 0) {
+            double c = vw->saving_pct / oracle->w->saving_pct;
+
+            printf("  capture ratio (controller saving / oracle saving): %.2f%s\n", c,
+                   c > 1.0 ? " (above 1.0: more than the best static setting saves, as a "
+                             "controller that follows a drifting run can)"
+                           : "");
+        } else {
             printf("  capture ratio: - (the oracle saves nothing)\n");
+        }
+        if (oracle->win && oracle->win->saving_pct > 0)
+            printf("  capture against the windowed oracle (a setting per %u updates): %.2f\n",
+                   oracle->window, vw->saving_pct / oracle->win->saving_pct);
+        else if (oracle->win)
+            printf("  capture against the windowed oracle: - (it saves nothing)\n");
     }
     if (norm)
         printf("  the governor runs' own spread against their model: %.2f%% in time, %.2f%% in "

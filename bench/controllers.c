@@ -1,18 +1,33 @@
-/* Controllers side by side (issue 9): every strategy of `eerl sim --strategy` on the four Table 4
- * configurations the twin covers (Qwen3-30B-A3B on H100: colocated 32, disaggregated 8/32,
- * drained 8/24, in-flight 16/32, with the paper's workload sizes and update counts), 8 seeds each,
- * the same workloads for every strategy (matched seeds, divergence 0 so that a seed's governor
- * and controller runs differ only by the clocks: the figures are the strategies' own effect).
- * One table: whole-run saving and throughput change (updates 2-N, matched-seed geometric means),
- * the share of seeds whose whole run stays within the 2% allowance, the capture ratio against
- * the oracle (best static setting, found offline on the same seeds and updates). Strategies that
- * budget against the horizon are told the run's length. Progress on stderr. Prints figures;
- * never fails on how they compare.
+/* Controllers side by side (issues 9 and 24): every strategy of `eerl sim --strategy` on the four
+ * Table 4 configurations the twin covers (Qwen3-30B-A3B on H100: colocated 32, disaggregated
+ * 8/32, drained 8/24, in-flight 16/32, with the paper's workload sizes), at the paper's update
+ * counts and, on request, over production horizons (1000, 3000 updates) and the twin's workload
+ * drift scenarios (docs/twin.md); 8 seeds each, the same workloads for every strategy (matched
+ * seeds, divergence 0 so that a seed's governor and controller runs differ only by the clocks:
+ * the figures are the strategies' own effect). One table: whole-run saving and throughput change
+ * (updates 2-N, matched-seed geometric means), the share of seeds whose whole run stays within
+ * the 2% allowance, the capture ratio against the static oracle (best static setting, found
+ * offline on the same seeds and updates; above 1.0 where a controller follows a drifting run
+ * better than any one setting) and against the windowed oracle (best schedule changing setting
+ * every --window updates within the same allowance), and the allowance left unused (2 + dq, in
+ * points). Strategies that budget against the horizon are told the run's length. Progress on
+ * stderr. Prints figures; never fails on how they compare.
  *
- *   bench_controllers [SEEDS] [--noise fitted]   (default 8 seeds, no per-update noise; with
- *   --noise fitted the governor and controller runs carry the twin's fitted per-update noise,
- *   docs/twin.md; the oracle's search stays on the noise-free twin) */
+ *   bench_controllers [SEEDS] [--noise none|fitted] [--modes LIST] [--lengths LIST]
+ *                     [--workloads LIST] [--strategies LIST] [--window W] [--jobs N]
+ *                     [--horizons]
+ *
+ * SEEDS 8 by default. --noise fitted: the governor and controller runs carry the twin's fitted
+ * per-update noise (docs/twin.md); the oracles stay on the noise-free twin. LISTs are
+ * comma-separated: modes colocated, disaggregated, drained, inflight (default all); lengths
+ * "paper" (each mode's Table 4 count) or update counts (default paper); workloads steady,
+ * growing, collapsing, step with their defaults for the length (default steady); strategies
+ * governor, oracle, global-clock, linear-search, paper, eerl (default all). --horizons is
+ * --lengths paper,1000,3000 --workloads steady,growing,collapsing,step. --jobs N runs N blocks
+ * (one configuration, length and workload each) at once on threads (default 1); the table
+ * keeps its order. With the defaults the rows are those of the table before horizons existed. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +36,10 @@
 #include "eerl/error.h"
 #include "runtime/analysis.h"
 #include "sim/sim.h"
+#include "twin/scenario.h"
 
 struct row {
-    const char *name;
+    const char *name, *mode_name;
     eerl_mode mode;
     unsigned n_gen, n_train;
     char size;
@@ -31,11 +47,12 @@ struct row {
 };
 
 static const struct row rows[] = {
-    {"colocated 32", EERL_MODE_COLOCATED, 32, 0, 'M', 107},
-    {"disaggregated 8/32", EERL_MODE_DISAGGREGATED, 8, 32, 'M', 93},
-    {"drained 8/24", EERL_MODE_DRAINED, 8, 24, 'S', 175},
-    {"in-flight 16/32", EERL_MODE_INFLIGHT, 16, 32, 'S', 335},
+    {"colocated 32", "colocated", EERL_MODE_COLOCATED, 32, 0, 'M', 107},
+    {"disaggregated 8/32", "disaggregated", EERL_MODE_DISAGGREGATED, 8, 32, 'M', 93},
+    {"drained 8/24", "drained", EERL_MODE_DRAINED, 8, 24, 'S', 175},
+    {"in-flight 16/32", "inflight", EERL_MODE_INFLIGHT, 16, 32, 'S', 335},
 };
+#define NROWS (sizeof(rows) / sizeof(rows[0]))
 
 struct strat {
     const char *name;
@@ -54,8 +71,30 @@ static const struct strat strats[] = {
 
 #define NSTRAT (sizeof(strats) / sizeof(strats[0]))
 #define SEEDS_MAX 64
+#define LENGTHS_MAX 8
 
-static unsigned noise = EERL_TWIN_NOISE_NONE; /* --noise */
+/* What to run (the options). */
+static unsigned noise = EERL_TWIN_NOISE_NONE, n_seeds = 8, window = 50, jobs = 1;
+static int want_mode[NROWS], want_strat[NSTRAT], want_wl[EERL__WL_SCENARIO_COUNT];
+static unsigned lengths[LENGTHS_MAX]; /* 0: the paper's */
+static size_t n_lengths;
+
+/* One block of the table: a configuration at a length under a workload. */
+struct block {
+    const struct row *row;
+    unsigned updates;
+    int wl;
+    char *text; /* its rows, once done */
+    size_t text_len;
+    double secs;
+    int done, failed;
+};
+
+static struct block *blocks;
+static size_t n_blocks, next_block;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static double t_all;
 
 static double wall(void)
 {
@@ -64,7 +103,7 @@ static double wall(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int run(const eerl_twin_preset *p, const struct row *row, uint64_t seed, int controller,
+static int run(const eerl_twin_preset *p, const struct block *b, uint64_t seed, int controller,
                eerl_strategy s, const eerl_setting *st, struct eerl__sim_run *out)
 {
     struct eerl__sim_config c;
@@ -73,110 +112,106 @@ static int run(const eerl_twin_preset *p, const struct row *row, uint64_t seed, 
 
     memset(&c, 0, sizeof(c));
     c.preset = p;
-    c.mode = row->mode;
-    c.n_gen = row->n_gen;
-    c.n_train = row->n_train;
-    c.size = row->size;
-    c.updates = row->updates;
+    c.mode = b->row->mode;
+    c.n_gen = b->row->n_gen;
+    c.n_train = b->row->n_train;
+    c.size = b->row->size;
+    c.updates = b->updates;
     c.seed = seed;
     c.divergence = 0;
     c.noise = noise;
     c.controller = controller;
     c.allowed_loss = 0.02;
     c.strategy = s;
-    c.expected_updates = row->updates;
+    c.expected_updates = b->updates;
     if (st)
         c.static_setting = *st;
     e = eerl__sim_run(&c, out, why, sizeof(why));
     if (e < 0)
-        fprintf(stderr, "bench_controllers: %s seed %llu: %s\n", row->name,
+        fprintf(stderr, "bench_controllers: %s seed %llu: %s\n", b->row->name,
                 (unsigned long long)seed, why);
     return e;
 }
 
-int main(int argc, char **argv)
+static const char *wl_name(int wl)
 {
+    return eerl__wl_scenario_name(wl);
+}
+
+/* Runs one block; its rows go to b->text. */
+static int run_block(struct block *b)
+{
+    const struct row *row = b->row;
     eerl_twin_preset *p = NULL;
-    unsigned n_seeds = 8;
-    int ai;
-    size_t r, k, si;
-    double t_all = wall();
-    int e;
+    struct eerl__sim_run *gov = calloc(n_seeds, sizeof(*gov));
+    const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
+    struct eerl__sim_oracle *orc = calloc(1, sizeof(*orc));
+    struct eerl__sim_schedule wsc;
+    struct eerl__wl_scenario scn;
+    uint64_t seeds[SEEDS_MAX];
+    double t0 = wall();
+    FILE *out;
+    size_t k, si;
+    char cfg[48], o[64];
+    int e = -1;
 
-    for (ai = 1; ai < argc; ai++) {
-        char *end;
-        unsigned long v;
+    memset(&wsc, 0, sizeof(wsc));
+    out = open_memstream(&b->text, &b->text_len);
+    if (!gov || !orc || !out)
+        goto done;
+    snprintf(cfg, sizeof(cfg), "%s", row->name);
+    if (eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p) < 0)
+        goto done;
+    eerl__wl_scenario_default(b->wl, b->updates, &scn);
+    if (eerl__preset_set_scenario(p, &scn) < 0)
+        goto done;
+    fprintf(stderr, "bench_controllers: %s, %u updates, %s: governor runs and oracles (%.0f s)\n",
+            row->name, b->updates, wl_name(b->wl), wall() - t_all);
+    for (k = 0; k < n_seeds; k++) {
+        seeds[k] = k + 1;
+        if (run(p, b, seeds[k], 0, EERL_STRATEGY_PAPER, NULL, &gov[k]) < 0)
+            goto done;
+        gs[k] = &gov[k].series;
+    }
+    if (eerl__sim_oracle(p, row->mode, row->n_gen, row->n_train, row->size, b->updates, seeds,
+                         n_seeds, 0.02, orc) < 0 ||
+        eerl__sim_oracle_windowed(p, row->mode, row->n_gen, row->n_train, row->size, b->updates,
+                                  seeds, n_seeds, 0.02, window, orc, &wsc) < 0) {
+        fprintf(stderr, "bench_controllers: %s: oracle failed\n", row->name);
+        goto done;
+    }
+    for (si = 0; si < NSTRAT; si++) {
+        const struct strat *s = &strats[si];
+        struct eerl__sim_run *ctl;
+        struct eerl__an_result *res;
+        unsigned within = 0, at[SEEDS_MAX], n_at = 0, i, j;
+        char set[64];
 
-        if (!strcmp(argv[ai], "--noise")) {
-            if (ai + 1 >= argc || eerl_twin_noise_parse(argv[ai + 1], &noise) < 0) {
-                fprintf(stderr, "bench_controllers: --noise takes none or fitted, got '%s'\n",
-                        ai + 1 < argc ? argv[ai + 1] : "");
-                return 2;
-            }
-            ai++;
+        if (!want_strat[si])
             continue;
+        ctl = calloc(n_seeds, sizeof(*ctl));
+        res = calloc(1, sizeof(*res));
+        if (!ctl || !res) {
+            free(ctl);
+            free(res);
+            goto done;
         }
-        v = strtoul(argv[ai], &end, 10);
-        if (*end || v < 1 || v > SEEDS_MAX) {
-            fprintf(stderr, "bench_controllers: seeds '%s' must be 1-%d\n", argv[ai], SEEDS_MAX);
-            return 2;
-        }
-        n_seeds = (unsigned)v;
-    }
-    e = eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p);
-    if (e < 0) {
-        fprintf(stderr, "bench_controllers: preset: %s\n", eerl_strerror(e));
-        return 1;
-    }
-    printf("controllers side by side: Qwen3-30B-A3B on H100, %u seeds per mode, allowed loss 2%%, "
-           "divergence 0 (matched workloads)%s\n\n",
-           n_seeds, noise ? ", per-update noise fitted" : "");
-    printf("%-19s %-14s | %8s %9s | %7s | %7s | %-16s | %s\n", "config", "strategy", "saving", "dq",
-           "within", "capture", "locked", "lock at (median)");
-    for (r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
-        const struct row *row = &rows[r];
-        struct eerl__sim_run gov[SEEDS_MAX];
-        const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
-        struct eerl__sim_oracle *orc = calloc(1, sizeof(*orc));
-        uint64_t seeds[SEEDS_MAX];
-        double t0 = wall();
-
-        if (!orc)
-            return 1;
-        fprintf(stderr, "bench_controllers: %s: governor runs and oracle search\n", row->name);
+        fprintf(stderr, "bench_controllers: %s, %u updates, %s: %s (%.0f s)\n", row->name,
+                b->updates, wl_name(b->wl), s->name, wall() - t_all);
         for (k = 0; k < n_seeds; k++) {
-            seeds[k] = k + 1;
-            if (run(p, row, seeds[k], 0, EERL_STRATEGY_PAPER, NULL, &gov[k]) < 0)
-                return 1;
-            gs[k] = &gov[k].series;
-        }
-        if (eerl__sim_oracle(p, row->mode, row->n_gen, row->n_train, row->size, row->updates, seeds,
-                             n_seeds, 0.02, orc) < 0) {
-            fprintf(stderr, "bench_controllers: %s: oracle failed\n", row->name);
-            return 1;
-        }
-        for (si = 0; si < NSTRAT; si++) {
-            const struct strat *s = &strats[si];
-            struct eerl__sim_run ctl[SEEDS_MAX];
-            struct eerl__an_result *res = calloc(1, sizeof(*res));
-            unsigned within = 0, at[SEEDS_MAX], n_at = 0, i, j;
-            char set[64];
-
-            if (!res)
-                return 1;
-            fprintf(stderr, "bench_controllers: %s: %s (%.0f s so far)\n", row->name, s->name,
-                    wall() - t_all);
-            for (k = 0; k < n_seeds; k++) {
-                if (run(p, row, seeds[k], 1, s->s, s->oracle ? &orc->setting : NULL, &ctl[k]) < 0)
-                    return 1;
-                cs[k] = &ctl[k].series;
-                if (ctl[k].series.locked)
-                    at[n_at++] = (unsigned)ctl[k].series.lock_update;
+            if (run(p, b, seeds[k], 1, s->s, s->oracle ? &orc->setting : NULL, &ctl[k]) < 0) {
+                for (i = 0; i < k; i++)
+                    eerl__sim_run_free(&ctl[i]);
+                free(ctl);
+                free(res);
+                goto done;
             }
-            if (eerl__an_compare(gs, cs, n_seeds, res) < 0) {
-                fprintf(stderr, "bench_controllers: %s: analysis failed\n", row->name);
-                return 1;
-            }
+            cs[k] = &ctl[k].series;
+            if (ctl[k].series.locked)
+                at[n_at++] = (unsigned)ctl[k].series.lock_update;
+        }
+        e = eerl__an_compare(gs, cs, n_seeds, res);
+        if (e == 0) {
             for (k = 0; k < n_seeds; k++)
                 within += res->seed[k].whole.dq_pct >= -2.0;
             for (i = 1; i < n_at; i++)
@@ -189,33 +224,272 @@ int main(int argc, char **argv)
                 eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
             else
                 snprintf(set, sizeof(set), "%s", res->any_locked ? "varies" : "none");
-            printf("%-19s %-14s | %7.2f%% %+8.2f%% | %3u/%-3u | %7.2f | %-16s | ", row->name,
-                   s->name, res->whole.saving_pct, res->whole.dq_pct, within, n_seeds,
-                   orc->saving_pct > 0 ? res->whole.saving_pct / orc->saving_pct : NAN, set);
+            fprintf(out,
+                    "%-19s %5u %-10s %-14s | %7.2f%% %+8.2f%% | %3u/%-3u | %7.2f %7.2f | %+6.2f | "
+                    "%-16s | ",
+                    cfg, b->updates, wl_name(b->wl), s->name, res->whole.saving_pct,
+                    res->whole.dq_pct, within, n_seeds,
+                    orc->saving_pct > 0 ? res->whole.saving_pct / orc->saving_pct : NAN,
+                    wsc.saving_pct > 0 ? res->whole.saving_pct / wsc.saving_pct : NAN,
+                    2.0 + res->whole.dq_pct, set);
             if (n_at)
-                printf("%u (%u/%u seeds)\n", at[n_at / 2], n_at, n_seeds);
+                fprintf(out, "%u (%u/%u seeds)\n", at[n_at / 2], n_at, n_seeds);
             else
-                printf("-\n");
-            fflush(stdout);
-            for (k = 0; k < n_seeds; k++)
-                eerl__sim_run_free(&ctl[k]);
-            free(res);
-        }
-        {
-            char o[64];
-            eerl__an_setting_str(&orc->setting, o, sizeof(o));
-            printf("%-19s %-14s   oracle setting %s (%u settings evaluated), %.1f s\n\n", "", "", o,
-                   orc->evaluated, wall() - t0);
+                fprintf(out, "-\n");
+        } else {
+            fprintf(stderr, "bench_controllers: %s: analysis failed\n", row->name);
         }
         for (k = 0; k < n_seeds; k++)
-            eerl__sim_run_free(&gov[k]);
-        free(orc);
+            eerl__sim_run_free(&ctl[k]);
+        free(ctl);
+        free(res);
+        if (e < 0)
+            goto done;
     }
+    eerl__an_setting_str(&orc->setting, o, sizeof(o));
+    b->secs = wall() - t0;
+    fprintf(out,
+            "%-19s %5s %-10s %-14s   oracle setting %s (%u settings evaluated), saving "
+            "%.2f%%; windowed (a setting per %u): %.2f%% at %+.2f%%, %u change%s; %.1f s\n\n",
+            "", "", "", "", o, orc->evaluated, orc->saving_pct, window, wsc.saving_pct, wsc.dq_pct,
+            wsc.changes, wsc.changes == 1 ? "" : "s", b->secs);
+    e = 0;
+done:
+    if (out)
+        fclose(out);
+    if (gov)
+        for (k = 0; k < n_seeds; k++)
+            eerl__sim_run_free(&gov[k]);
+    free(gov);
+    free(orc);
+    eerl__sim_schedule_free(&wsc);
+    eerl_twin_preset_free(p);
+    return e;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct block *b;
+        int e;
+
+        pthread_mutex_lock(&lock);
+        if (next_block >= n_blocks) {
+            pthread_mutex_unlock(&lock);
+            return NULL;
+        }
+        b = &blocks[next_block++];
+        pthread_mutex_unlock(&lock);
+        e = run_block(b);
+        pthread_mutex_lock(&lock);
+        b->done = 1;
+        b->failed = e < 0;
+        pthread_cond_broadcast(&cond);
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+/* Splits a comma-separated list; for each item calls pick, which returns < 0 for a bad one. */
+static int each(const char *opt, const char *list, int (*pick)(const char *item))
+{
+    char buf[512], *save = NULL, *it;
+
+    if (!list || !*list || strlen(list) >= sizeof(buf)) {
+        fprintf(stderr, "bench_controllers: %s needs a comma-separated list, got '%s'\n", opt,
+                list ? list : "");
+        return -1;
+    }
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save))
+        if (pick(it) < 0) {
+            fprintf(stderr, "bench_controllers: %s: unknown item '%s' in '%s'\n", opt, it, list);
+            return -1;
+        }
+    return 0;
+}
+
+static int pick_mode(const char *it)
+{
+    size_t i;
+
+    for (i = 0; i < NROWS; i++)
+        if (!strcmp(it, rows[i].mode_name)) {
+            want_mode[i] = 1;
+            return 0;
+        }
+    return -1;
+}
+
+static int pick_strat(const char *it)
+{
+    size_t i;
+
+    for (i = 0; i < NSTRAT; i++)
+        if (!strcmp(it, strats[i].name)) {
+            want_strat[i] = 1;
+            return 0;
+        }
+    return -1;
+}
+
+static int pick_wl(const char *it)
+{
+    int k;
+
+    if (eerl__wl_scenario_parse(it, &k) < 0)
+        return -1;
+    want_wl[k] = 1;
+    return 0;
+}
+
+static int pick_len(const char *it)
+{
+    char *end;
+    unsigned long v;
+
+    if (n_lengths >= LENGTHS_MAX)
+        return -1;
+    if (!strcmp(it, "paper")) {
+        lengths[n_lengths++] = 0;
+        return 0;
+    }
+    v = strtoul(it, &end, 10);
+    if (*end || v < 100 || v > 100000)
+        return -1;
+    lengths[n_lengths++] = (unsigned)v;
+    return 0;
+}
+
+static int uint_opt(const char *opt, const char *v, unsigned lo, unsigned hi, unsigned *ret)
+{
+    char *end;
+    unsigned long x;
+
+    x = v ? strtoul(v, &end, 10) : 0;
+    if (!v || *end || x < lo || x > hi) {
+        fprintf(stderr, "bench_controllers: %s must be %u-%u, got '%s'\n", opt, lo, hi, v ? v : "");
+        return -1;
+    }
+    *ret = (unsigned)x;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int ai, any_mode = 0, any_strat = 0, any_wl = 0, failed = 0;
+    size_t r, li, i;
+    int w;
+    pthread_t th[16];
+    unsigned n_th;
+
+    t_all = wall();
+    for (ai = 1; ai < argc; ai++) {
+        const char *a = argv[ai], *v = ai + 1 < argc ? argv[ai + 1] : NULL;
+        int e = 0;
+
+        if (!strcmp(a, "--noise")) {
+            if (!v || eerl_twin_noise_parse(v, &noise) < 0) {
+                fprintf(stderr, "bench_controllers: --noise takes none or fitted, got '%s'\n",
+                        v ? v : "");
+                return 2;
+            }
+        } else if (!strcmp(a, "--modes")) {
+            e = each(a, v, pick_mode);
+            any_mode = 1;
+        } else if (!strcmp(a, "--strategies")) {
+            e = each(a, v, pick_strat);
+            any_strat = 1;
+        } else if (!strcmp(a, "--workloads")) {
+            e = each(a, v, pick_wl);
+            any_wl = 1;
+        } else if (!strcmp(a, "--lengths")) {
+            n_lengths = 0;
+            e = each(a, v, pick_len);
+        } else if (!strcmp(a, "--window")) {
+            e = uint_opt(a, v, 1, 100000, &window);
+        } else if (!strcmp(a, "--jobs")) {
+            e = uint_opt(a, v, 1, 16, &jobs);
+        } else if (!strcmp(a, "--horizons")) {
+            n_lengths = 3;
+            lengths[0] = 0;
+            lengths[1] = 1000;
+            lengths[2] = 3000;
+            for (w = 0; w < EERL__WL_SCENARIO_COUNT; w++)
+                want_wl[w] = 1;
+            any_wl = 1;
+            continue;
+        } else {
+            if (uint_opt("SEEDS", a, 1, SEEDS_MAX, &n_seeds) < 0)
+                return 2;
+            continue;
+        }
+        if (e < 0)
+            return 2;
+        ai++;
+    }
+    if (!any_mode)
+        for (r = 0; r < NROWS; r++)
+            want_mode[r] = 1;
+    if (!any_strat)
+        for (i = 0; i < NSTRAT; i++)
+            want_strat[i] = 1;
+    if (!any_wl)
+        want_wl[EERL__WL_STEADY] = 1;
+    if (!n_lengths)
+        lengths[n_lengths++] = 0;
+    blocks = calloc(NROWS * LENGTHS_MAX * EERL__WL_SCENARIO_COUNT, sizeof(*blocks));
+    if (!blocks)
+        return 1;
+    for (r = 0; r < NROWS; r++)
+        for (li = 0; li < n_lengths; li++)
+            for (w = 0; w < EERL__WL_SCENARIO_COUNT; w++) {
+                struct block *b = &blocks[n_blocks];
+
+                if (!want_mode[r] || !want_wl[w])
+                    continue;
+                b->row = &rows[r];
+                b->updates = lengths[li] ? lengths[li] : rows[r].updates;
+                b->wl = w;
+                n_blocks++;
+            }
+    printf("controllers side by side: Qwen3-30B-A3B on H100, %u seeds per block, allowed loss 2%%, "
+           "divergence 0 (matched workloads)%s, windowed oracle: a setting per %u updates\n\n",
+           n_seeds, noise ? ", per-update noise fitted" : "", window);
+    printf("%-19s %5s %-10s %-14s | %8s %9s | %7s | %7s %7s | %6s | %-16s | %s\n", "config", "upd.",
+           "workload", "strategy", "saving", "dq", "within", "capture", "cap.win", "unused",
+           "locked", "lock at (median)");
+    fflush(stdout);
+    n_th = jobs < n_blocks ? jobs : (unsigned)n_blocks;
+    for (i = 0; i < n_th; i++)
+        if (pthread_create(&th[i], NULL, worker, NULL) != 0) {
+            fprintf(stderr, "bench_controllers: cannot start a thread\n");
+            return 1;
+        }
+    for (i = 0; i < n_blocks; i++) {
+        pthread_mutex_lock(&lock);
+        while (!blocks[i].done)
+            pthread_cond_wait(&cond, &lock);
+        pthread_mutex_unlock(&lock);
+        if (blocks[i].failed) {
+            fprintf(stderr, "bench_controllers: %s, %u updates, %s failed\n", blocks[i].row->name,
+                    blocks[i].updates, wl_name(blocks[i].wl));
+            failed = 1;
+        }
+        if (blocks[i].text)
+            fwrite(blocks[i].text, 1, blocks[i].text_len, stdout);
+        fflush(stdout);
+        free(blocks[i].text);
+    }
+    for (i = 0; i < n_th; i++)
+        pthread_join(th[i], NULL);
     printf("saving, dq: whole run (updates 2-N) against the matched governor run, geometric means "
            "over seeds; within: seeds whose whole-run throughput change is >= -2%%; capture: "
-           "saving / oracle saving; locked: the first lock of every seed if all agree; lock at: "
-           "median update of the first lock among seeds that locked. Total %.0f s.\n",
-           wall() - t_all);
-    eerl_twin_preset_free(p);
-    return 0;
+           "saving / static oracle saving (above 1.0: more than any one setting); cap.win: saving "
+           "/ windowed oracle saving; unused: 2 + dq, the allowance left (points); locked: the "
+           "first lock of every seed if all agree; lock at: median update of the first lock "
+           "among seeds that locked. Total %.0f s (%u job%s).\n",
+           wall() - t_all, jobs, jobs == 1 ? "" : "s");
+    free(blocks);
+    return failed;
 }

@@ -229,6 +229,6 @@ class CtlConfig(C.Structure):
 
 
 LAYOUTS["eerl_ctl_config"] = CtlConfig
-OBS_POOL_ENERGY = 0x4
+OBS_ARRIVALS, OBS_CARRYOVER, OBS_POOL_ENERGY = 0x1, 0x2, 0x4
 EVENT_KINDS = ["reject", "hold", "skip", "calibrated", "block", "propose", "trial", "confirm",
                "round", "lock", "monitor", "adjust", "refresh"]

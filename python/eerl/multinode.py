@@ -36,6 +36,7 @@ import json
 import math
 import os
 import pickle
+import re
 import socket as _socket
 import sys
 import time
@@ -80,11 +81,23 @@ class NodeServer:
         a = self._agent()
         return {"host": _socket.gethostname(), "socket": a.socket, "gpus": a.devices()}
 
-    def cmd_hello(self, gpus):
+    def cmd_hello(self, gpus, describe=False):
+        """This node's eerld (its hello: GPU count, server version) and, for the GPUs it serves
+        of gpus, each one's model and supported clocks (describe; else gpus[0]'s clocks). A
+        GPU that cannot be described is reported in "error", for the driver to name."""
         a = self._agent()
         info = a.info()
-        clocks = a.supported_clocks(gpus[0]) if gpus else []
-        return {"info": info, "clocks": clocks}
+        if not describe:
+            return {"info": info, "clocks": a.supported_clocks(gpus[0]) if gpus else []}
+        out = {"info": info, "gpus": {}, "error": None}
+        try:
+            names = {d["gpu"]: d["name"] for d in a.devices()}
+            for g in gpus:
+                if g in names:
+                    out["gpus"][str(g)] = {"name": names[g], "clocks": a.supported_clocks(g)}
+        except EerlError as e:
+            out["error"] = (e.code, str(e))
+        return out
 
     def cmd_lease(self, gpus):
         self._agent().lease(gpus)
@@ -95,14 +108,21 @@ class NodeServer:
             self._agent().define_pool(name, gpus, g, t, i)
             self.pools[name] = gpus
 
-    def cmd_step(self, gpus, phases=None, define=None):
-        """Optionally redefines pools, switches pools to phases ({name: phase}), then reads the
-        energy counters of gpus: [energy_mj per gpu], [sm_mhz per gpu]."""
+    def cmd_step(self, gpus, phases=None, define=None, before=None, after=None):
+        """One phase boundary on this node: optionally redefines pools and switches pools to
+        phases ({name: phase}), sets the clocks of before ([[gpus, mhz], ...]; 0: the governor),
+        reads the energy counters of gpus, then sets after. Returns ([energy_mj per gpu],
+        [sm_mhz per gpu])."""
+        a = self._agent()
         if define:
             self.cmd_define(define)
         for name, phase in (phases or {}).items():
-            self._agent().set_phase(name, phase)
-        r = self._agent().read(gpus) if gpus else []
+            a.set_phase(name, phase)
+        for gs, mhz in before or ():
+            a.set_clocks(gs, mhz, mhz)
+        r = a.read(gpus) if gpus else []
+        for gs, mhz in after or ():
+            a.set_clocks(gs, mhz, mhz)
         return [x[0] for x in r], [x[2] for x in r]
 
     def cmd_close(self, release=True):
@@ -701,30 +721,55 @@ def _norm_pool(pool, key):
     return out
 
 
+def _version_of(text):
+    """(major, minor, patch) in a version text ("eerld 0.2.0"), or None."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+def _compatible(v, mine):
+    """Releases of one major version speak to each other; before 1.0, of one minor version."""
+    return v[0] == mine[0] and (mine[0] > 0 or v[1] == mine[1])
+
+
 class MultiNodeSession:
     """The controller in the driver, clocks and energy on every node through adapter.
 
+    mode: "colocated", "disaggregated", "drained" or "inflight", as in eerl.Session.
     pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists of
-    (node, gpu) pairs). Colocated: the same GPUs in both; disaggregated: disjoint.
-    strategy: as in eerl.Session ("eerl", the default everywhere; "paper"; a baseline)."""
+    (node, gpu) pairs; adapter.locate() makes them). Colocated: the same GPUs in both; the other
+    modes: disjoint. strategy, allowed_loss, observe_only, trace, run_info: as in eerl.Session.
+    clock: the time source (seconds); give a virtual clock to drive it in virtual time.
 
-    GEN, TRAIN = "eerl-gen", "eerl-train"
+    It keeps the books exactly as eerl.Session's runtime does (docs/runtime.md, "What it does at
+    each call"): each pool's phases and busy intervals, a refit begun inside generation pausing
+    it, a waiting pool of separate pools at the idle clock, phase energies (the allocation's
+    while the phase ran, synchronous modes; each pool's own, asynchronous ones), each pool's
+    energy and its arrival at the rendezvous, in-flight's carry-over and the policy age. Every
+    interval starts and ends at a phase boundary, and every boundary reads every GPU of every
+    node in one round trip, so each figure is a sum over nodes of counter differences."""
 
     def __init__(self, adapter, mode="colocated", pools=None, allowed_loss=0.02,
-                 observe_only=False, trace=None, clock=time.monotonic, strategy="eerl"):
+                 observe_only=False, trace=None, clock=time.monotonic, strategy="eerl",
+                 run_info=None):
         self._ctl_h = None
         self._closed = True
         self._trace = None
         self._stopped = None
         if strategy not in T.STRATEGIES:
             raise ValueError("strategy %r: use one of %s" % (strategy, ", ".join(T.STRATEGIES)))
-        if mode not in ("colocated", "disaggregated"):
-            raise ValueError("MultiNodeSession mode %r: colocated or disaggregated (the "
-                             "asynchronous modes run in one eerl.Session per job)" % (mode,))
-        if not pools or set(pools) != {"generation", "training"}:
+        if mode not in T.MODES:
+            raise ValueError("MultiNodeSession mode %r: use one of %s"
+                             % (mode, ", ".join(T.MODES)))
+        if not isinstance(pools, dict) or set(pools) != {"generation", "training"}:
             raise ValueError("pools needs 'generation' and 'training', got %r" % (pools,))
+        if run_info is not None and not isinstance(run_info, dict):
+            raise ValueError("run_info must be a dict, not %r" % (run_info,))
         gen, train = _norm_pool(pools["generation"], "generation"), \
             _norm_pool(pools["training"], "training")
+        if not gen or not train:
+            raise ValueError("%s: both pools need GPUs, got generation %r and training %r"
+                             % (mode, gen, train))
         if mode == "colocated":
             if gen != train:
                 raise ValueError("colocated: both pools must be the same GPUs, got %r and %r"
@@ -732,32 +777,30 @@ class MultiNodeSession:
         else:
             both = [(n, g) for n in gen for g in gen[n] if g in train.get(n, [])]
             if both:
-                raise ValueError("disaggregated: GPU %d of node %d is in both pools" % both[0][::-1])
+                raise ValueError("%s: GPU %d of node %d is in both pools"
+                                 % ((mode,) + both[0][::-1]))
+        for key, pool in (("generation", gen), ("training", train)):
+            for n, gs in pool.items():
+                if len(set(gs)) != len(gs):
+                    raise ValueError("pools[%r]: node %d names a GPU twice: %r" % (key, n, gs))
         unknown = sorted((set(gen) | set(train)) - set(adapter.nodes))
         if unknown:
             raise ValueError("node %d is not one of the adapter's nodes %s"
                              % (unknown[0], adapter.nodes))
         self.adapter = adapter
         self.mode = mode
+        self.colocated = mode == "colocated"
+        self.overlapped = mode in ("drained", "inflight")
         self.observe_only = bool(observe_only)
         self.gen, self.train = gen, train
+        self._pool_gpus = [gen] if self.colocated else [gen, train]
         self.nodes = sorted(set(gen) | set(train))
         self.all_gpus = {n: sorted(set(gen.get(n, [])) | set(train.get(n, []))) for n in self.nodes}
+        self._pos = {n: {g: i for i, g in enumerate(self.all_gpus[n])} for n in self.nodes}
         self.clock = clock
         f = _ctl_fns()
 
-        hello = adapter.call("hello", {n: {"gpus": self.all_gpus[n]} for n in self.nodes})
-        clocks = hello[self.nodes[0]]["clocks"]
-        if not clocks:
-            raise EerlError(-6, "%s reported no supported clocks" % adapter.describe(self.nodes[0]))
-        for n in self.nodes[1:]:  # one controller, one clock list: the nodes must agree
-            if sorted(hello[n]["clocks"]) != sorted(clocks):
-                raise ValueError("%s supports other clocks than %s (%s ... %s MHz, %d clocks, "
-                                 "against %s ... %s MHz, %d): one session needs one GPU model"
-                                 % (adapter.describe(n), adapter.describe(self.nodes[0]),
-                                    max(hello[n]["clocks"] or [0]),
-                                    min(hello[n]["clocks"] or [0]), len(hello[n]["clocks"]),
-                                    max(clocks), min(clocks), len(clocks)))
+        clocks = self._hello()
         self.peak = max(clocks)
         cfg = T.CtlConfig()
         _lib.check(f["config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
@@ -773,25 +816,26 @@ class MultiNodeSession:
         self._ctl_h = h
         self.allowed_loss = float(allowed_loss)
         self.clocks = sorted(set(clocks), reverse=True)
-        self._pool_state = {}  # eerld pool -> the phase it was last switched to
         self.applied = T.Setting()  # governor until the controller says otherwise
         f["setting"](h, C.byref(self.applied))
-        self._pending_define = True
+        self._prev_setting = None
         try:
             if not self.observe_only:
                 adapter.call("lease", {n: {"gpus": self.all_gpus[n]} for n in self.nodes})
             if trace is not None:
-                self._trace = open(trace, "w")
+                self._trace = open(os.fspath(trace), "w")
                 self._write({"type": "header", "format": "eerl-trace", "version": 1,
                              "producer": "eerl %s python multinode" % _lib.__version__,
-                             "mode": mode, "strategy": self.strategy, "governor_peak_mhz": self.peak,
-                             "clocks_mhz": self.clocks,
+                             "mode": mode, "strategy": self.strategy,
+                             "governor_peak_mhz": self.peak, "clocks_mhz": self.clocks,
                              "config": {"allowed_loss": self.allowed_loss}})
-                run = {"type": "run", "nodes": len(self.nodes),
-                       "pools": {"generation": {str(k): v for k, v in gen.items()},
-                                 "training": {str(k): v for k, v in train.items()}},
-                       "observe_only": self.observe_only,
-                       "node_names": {str(n): adapter.describe(n) for n in self.nodes}}
+                run = dict(run_info or {})
+                run.update({"type": "run", "mode": mode, "nodes": len(self.nodes),
+                            "pools": {"generation": {str(k): v for k, v in gen.items()},
+                                      "training": {str(k): v for k, v in train.items()}},
+                            "observe_only": self.observe_only,
+                            "node_names": {str(n): adapter.describe(n) for n in self.nodes},
+                            "node_eerld": {str(n): self._servers[n] for n in self.nodes}})
                 uuids = getattr(adapter, "gpu_uuids", None)
                 if uuids:
                     run["gpu_uuids"] = {str(n): {str(g): u for g, u in sorted(m.items())}
@@ -801,15 +845,83 @@ class MultiNodeSession:
             self._teardown()
             raise
         self._closed = False
-        self._open = {}  # phase -> (t0, energy snapshot)
-        self._phase_time = [0.0] * 5
-        self._phase_energy = [0.0] * 5
-        self._t_update0 = None
-        self._e_update0 = None
+        np_ = len(self._pool_gpus)
+        self._in = [set() for _ in range(np_)]       # phases each pool is in
+        self._stack = [[] for _ in range(np_)]       # open phases, innermost last
+        self._iv = [[[] for _ in range(5)] for _ in range(np_)]  # [[mark0, mark1], ...]
+        self._refit_start = [None] * np_
+        self._cur = [None] * np_                     # MHz each pool was put at (None: unknown)
+        self._marks = []                             # [(t, {node: [energy_mj]})] this update
+        self._m_update0 = None
         self._update = 1  # numbered from 1, as in eerl.Session and eerl sim
         self._last = None
         self.last_sm_mhz = {}
         _live.add(self)
+
+    def _hello(self):
+        """Asks every node's NodeServer about its eerld and the pools' GPUs; refuses (ValueError
+        naming the node and the value) an eerld of another version, a pool GPU the node's eerld
+        does not serve, and GPUs of another model or clock list than the first pool GPU's."""
+        a = self.adapter
+        try:
+            hello = a.call("hello", {n: {"gpus": self.all_gpus[n], "describe": True}
+                                     for n in self.nodes})
+        except NodeError as e:
+            if e.code == -21:  # EERL_EVERSION: the eerld refused our protocol version
+                raise ValueError("%s: its eerld speaks another protocol version than this eerl "
+                                 "%s (protocol 1): %s" % (a.describe(e.node), _lib.__version__,
+                                                          e.why)) from e
+            raise
+        mine = _version_of(_lib.library_version())
+        self._servers = {}
+        for n in self.nodes:
+            h = hello[n]
+            server = h["info"].get("server", "")
+            v = _version_of(server)
+            if v is None or not _compatible(v, mine):
+                raise ValueError(
+                    "%s runs %r, which this eerl %s cannot drive: the multi-node session needs "
+                    "an eerld of release %d.%s (upgrade that node's eerld, or run this eerl's "
+                    "release there)" % (a.describe(n), server or "an eerld that gives no version",
+                                        _lib.library_version(), mine[0],
+                                        "x" if mine[0] > 0 else "%d.x" % mine[1]))
+            self._servers[n] = server
+        for key, pool in (("generation", self.gen), ("training", self.train)):
+            for n, gs in pool.items():
+                count = hello[n]["info"]["gpus"]
+                bad = [g for g in gs if g >= count]
+                if bad:
+                    raise ValueError(
+                        "pools[%r] names GPU %d of %s, whose eerld serves %s: no node serves "
+                        "that GPU" % (key, bad[0], a.describe(n),
+                                      "GPUs 0-%d" % (count - 1) if count else "no GPU"))
+        first = None
+        for n in self.nodes:
+            h = hello[n]
+            if h.get("error"):
+                raise NodeError(n, h["error"][0], h["error"][1], a.describe(n))
+            for g in self.all_gpus[n]:
+                d = h["gpus"][str(g)]
+                if first is None:
+                    first = (n, g, d)
+                    if not d["clocks"]:
+                        raise EerlError(-6, "%s reported no supported clocks for GPU %d"
+                                        % (a.describe(n), g))
+                    continue
+                n0, g0, d0 = first
+                if d["name"] != d0["name"]:
+                    raise ValueError("GPU %d of %s is a %r, but GPU %d of %s is a %r: one "
+                                     "session needs one GPU model" % (
+                                         g, a.describe(n), d["name"], g0, a.describe(n0),
+                                         d0["name"]))
+                if sorted(d["clocks"]) != sorted(d0["clocks"]):
+                    c, c0 = d["clocks"] or [0], d0["clocks"]
+                    raise ValueError(
+                        "GPU %d of %s supports other clocks than GPU %d of %s (%s ... %s MHz, "
+                        "%d clocks, against %s ... %s MHz, %d): one session needs one clock "
+                        "list" % (g, a.describe(n), g0, a.describe(n0), max(c), min(c),
+                                  len(d["clocks"]), max(c0), min(c0), len(c0)))
+        return first[2]["clocks"]
 
     # ---- plumbing -------------------------------------------------------------------------------
 
@@ -817,74 +929,85 @@ class MultiNodeSession:
         self._trace.write(json.dumps(obj, separators=(",", ":")) + "\n")
         self._trace.flush()
 
-    def _define_args(self):
+    def _phase_clock(self, p, ph):
+        """The clock pool p runs phase ph at under the applied setting (runtime.c's
+        phase_clock); None for "other", which leaves the clock alone."""
         s = self.applied
-        g, t, i = s.mhz[0], s.mhz[1], s.idle_mhz
-        out = {}
-        for n in self.nodes:
-            d = {}
-            if self.mode == "colocated":
-                d[self.GEN] = [self.gen[n], g, t, 0]
-            else:
-                if n in self.gen:
-                    d[self.GEN] = [self.gen[n], g, g, i]
-                if n in self.train:
-                    d[self.TRAIN] = [self.train[n], t, t, i]
-            out[n] = d
-        return out
+        if ph == 0:
+            return s.mhz[0]
+        if ph in (1, 2):
+            return s.mhz[1]
+        if ph == 3:
+            return s.mhz[1] if (self.colocated or p == 1) else s.mhz[0]
+        return None
 
-    def _step(self, phases_by_pool, at):
-        """One round trip: (re)define pools if the setting changed, switch pools, read every
-        GPU. Returns (time, {node: [energy_mj]})."""
+    def _want(self, p, mhz, out):
+        """Pool p to mhz at this boundary unless it is there already (runtime.c's pool_lock)."""
+        if self.observe_only or mhz is None or (self._cur[p] == mhz):
+            return
+        out.append((p, mhz))
+        self._cur[p] = mhz
+
+    def _sets(self, locks):
+        """{node: [[gpus, mhz], ...]} for the pool locks [(pool, mhz), ...]."""
         per = {}
-        define = self._define_args() if self._pending_define and not self.observe_only else None
-        if define:
-            # a redefined pool must be put back in the phase it is in (eerld applies a pool's
-            # clocks when it is switched), then take this boundary's switches
-            phases_by_pool = dict(self._pool_state, **phases_by_pool)
-        self._pool_state.update(phases_by_pool)
+        for p, mhz in locks:
+            for n, gs in self._pool_gpus[p].items():
+                per.setdefault(n, []).append([gs, int(mhz)])
+        return per
+
+    def _step(self, at, before=(), after=()):
+        """One phase boundary: one command to every node, all in flight together, that sets the
+        pools that change clock (before the read: at a begin; after it: at an end) and reads
+        every GPU's energy counter. Returns the boundary's mark index."""
+        b, a = self._sets(before), self._sets(after)
+        per = {}
         for n in self.nodes:
             args = {"gpus": self.all_gpus[n]}
-            if not self.observe_only:
-                ph = {}
-                for pool, phase in phases_by_pool.items():
-                    if (pool == self.GEN and n in self.gen) or (pool == self.TRAIN and n in self.train):
-                        ph[pool] = phase
-                args["phases"] = ph
-                if define:
-                    args["define"] = define[n]
+            if n in b:
+                args["before"] = b[n]
+            if n in a:
+                args["after"] = a[n]
             per[n] = args
         try:
             res = self.adapter.call("step", per)
         except NodeError as e:
             self._stop(e, at)
         t = self.clock()
-        self._pending_define = False
-        energies = {n: res[n][0] for n in self.nodes}
+        self._marks.append((t, {n: res[n][0] for n in self.nodes}))
         self.last_sm_mhz = {n: res[n][1] for n in self.nodes}
-        return t, energies
+        return len(self._marks) - 1
 
-    def _joules(self, e1, e0, pool=None):
+    def _energy(self, m0, m1, pool=None):
+        """Joules between two marks over every GPU (pool None) or over a pool's GPUs."""
+        e0, e1 = self._marks[m0][1], self._marks[m1][1]
         tot = 0
         for n in self.nodes:
-            gpus = self.all_gpus[n]
-            want = None if pool is None else set(pool.get(n, []))
-            for i, g in enumerate(gpus):
-                if want is None or g in want:
-                    tot += e1[n][i] - e0[n][i]
+            if pool is None:
+                idx = range(len(self.all_gpus[n]))
+            else:
+                idx = [self._pos[n][g] for g in pool.get(n, [])]
+            for i in idx:
+                tot += e1[n][i] - e0[n][i]
         return tot / 1000.0
 
-    def _agent_phases(self, key, begin):
-        if self.mode == "colocated":
-            if not begin:
-                return {}
-            return {self.GEN: "generation" if key == "generation" else "training"}
-        pools = {"generation": [self.GEN], "logprob": [self.TRAIN], "training": [self.TRAIN],
-                 "refit": [self.GEN, self.TRAIN], "other": []}[key]
-        out = {}
-        for p in pools:
-            out[p] = ("generation" if p == self.GEN else "training") if begin else "idle"
-        return out
+    def _t(self, m):
+        return self._marks[m][0]
+
+    def _busy(self, ivs):
+        return sum(self._t(b) - self._t(a) for a, b in ivs)
+
+    def _pools_for(self, key, pool):
+        if self.colocated:
+            if pool is not None and pool not in ("generation", "training", "both"):
+                raise ValueError("pool %r: use 'generation', 'training' or 'both'" % (pool,))
+            return [0]
+        if pool is None:
+            return {"generation": [0], "logprob": [1], "training": [1]}.get(key, [0, 1])
+        table = {"generation": [0], "training": [1], "both": [0, 1]}
+        if pool not in table:
+            raise ValueError("pool %r: use 'generation', 'training' or 'both'" % (pool,))
+        return table[pool]
 
     # ---- the Session interface ------------------------------------------------------------------
 
@@ -892,6 +1015,10 @@ class MultiNodeSession:
         if self._closed:
             raise EerlError(-15, "the multi-node session is closed" +
                             (" (it stopped: %s)" % self._stopped if self._stopped else ""))
+
+    def _open_phases(self):
+        names = list(T.PHASES)
+        return sorted({names[ph] for p in self._in for ph in p})
 
     def _stop(self, e, at):
         """A node failed or was lost mid-run: the session cannot account for the allocation's
@@ -926,11 +1053,11 @@ class MultiNodeSession:
         msg = "%s %s in %s: %s. The session stopped: %s; the trace keeps %s" % (
             self.adapter.describe(n), "was lost" if lost else "failed", where, e.why,
             "; ".join(parts) or "no node to release",
-            "updates 0-%d" % (self._update - 1) if self._update else "no update")
+            "updates 1-%d" % (self._update - 1) if self._update > 1 else "no update")
         if self._trace is not None:
             self._write({"type": "node_lost" if lost else "node_error", "node": n,
                          "name": self.adapter.describe(n), "update": self._update,
-                         "at": at, "open_phases": sorted(self._open), "why": e.why,
+                         "at": at, "open_phases": self._open_phases(), "why": e.why,
                          "action": "stopped", "released": released,
                          "release_error": release_error})
         self._stopped = msg
@@ -948,25 +1075,62 @@ class MultiNodeSession:
         raise err from e
 
     def phase_begin(self, name, pool=None):
+        """A phase begins on a pool (default: the pool that runs it in this mode; refit and
+        other: both), as in eerl.Session: its clock is applied on every node of the pool and
+        every GPU is read, in one round trip."""
         self._require_open()
         key, ph = T.phase_id(name)
-        if key in self._open:
-            raise EerlError(-15, "beginning phase %s" % key, "it is already open")
-        t, e = self._step(self._agent_phases(key, True), "the begin of phase %s" % key)
-        if self._t_update0 is None:
-            self._t_update0, self._e_update0 = t, e
-        self._open[key] = (t, e)
+        ps = self._pools_for(key, pool)
+        for p in ps:
+            if ph in self._in[p]:
+                raise EerlError(-15, "beginning phase %s" % key, "the %s pool is already in it"
+                                % ("training" if p else "generation"))
+        locks = []
+        for p in ps:
+            self._want(p, self._phase_clock(p, ph), locks)
+        m = self._step("the begin of phase %s" % key, before=locks)
+        if self._m_update0 is None:
+            self._m_update0 = m
+        for p in ps:
+            if ph == 3 and self._refit_start[p] is None:
+                self._refit_start[p] = m
+            self._in[p].add(ph)
+            st = self._stack[p]
+            if st:  # the phase it interrupts stops accruing here
+                self._iv[p][st[-1]][-1][1] = m
+            st.append(ph)
+            self._iv[p][ph].append([m, m])
         return key
 
     def phase_end(self, name, pool=None):
         self._require_open()
         key, ph = T.phase_id(name)
-        if key not in self._open:
-            raise EerlError(-15, "ending phase %s" % key, "it is not open")
-        t, e = self._step(self._agent_phases(key, False), "the end of phase %s" % key)
-        t0, e0 = self._open.pop(key)
-        self._phase_time[ph] += t - t0
-        self._phase_energy[ph] += self._joules(e, e0)
+        ps = self._pools_for(key, pool)
+        for p in ps:
+            if ph not in self._in[p]:
+                raise EerlError(-15, "ending phase %s" % key, "the %s pool is not in it"
+                                % ("training" if p else "generation"))
+        # what each pool does after the boundary: resume the phase an inner one interrupted (at
+        # its own clock), or, separate pools with nothing open, wait at the idle clock
+        locks, resume = [], {}
+        for p in ps:
+            st = self._stack[p]
+            top = st[-1] == ph
+            left = [x for x in st if x != ph]
+            if top and left:
+                resume[p] = left[-1]
+                self._want(p, self._phase_clock(p, left[-1]), locks)
+            elif not left and not self.colocated and self.applied.idle_mhz != 0:
+                self._want(p, self.applied.idle_mhz, locks)
+        m = self._step("the end of phase %s" % key, after=locks)
+        for p in ps:
+            st = self._stack[p]
+            if st[-1] == ph:  # else its interval was closed when an inner phase began
+                self._iv[p][ph][-1][1] = m
+            self._stack[p] = [x for x in st if x != ph]
+            self._in[p].discard(ph)
+            if p in resume:
+                self._iv[p][resume[p]].append([m, m])
 
     def phase(self, name, pool=None):
         from .session import _Phase
@@ -975,31 +1139,23 @@ class MultiNodeSession:
     def update_end(self, generated_tokens, valid_tokens, longest_response, policy_version=None,
                    update=None):
         self._require_open()
-        if self._open:
+        open_ = self._open_phases()
+        if open_:
             raise EerlError(-15, "ending update %d" % self._update,
-                            "phase %s is still open" % ", ".join(self._open))
-        if self._t_update0 is None:
+                            "phase %s is still open" % ", ".join(open_))
+        if self._m_update0 is None:
             raise EerlError(-15, "ending update %d" % self._update, "no phase began")
+        for what, v in (("generated_tokens", generated_tokens), ("valid_tokens", valid_tokens),
+                        ("longest_response", longest_response)):
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                raise ValueError("%s must be a number, not %r" % (what, v))
         f = _ctl_fns()
-        t, e = self._step({}, "the end of the update")
-        o = T.Obs()
-        o.update = self._update if update is None else int(update)
-        o.gen_tokens = float(generated_tokens)
-        o.valid_tokens = float(valid_tokens)
-        o.longest_tokens = float(longest_response)
-        o.policy_age = (o.update - int(policy_version)
-                        if policy_version is not None and 0 <= int(policy_version) <= o.update
-                        else -1)
-        o.time_s = t - self._t_update0
-        o.energy_j = self._joules(e, self._e_update0)
-        for i in range(5):
-            o.phase_time_s[i] = self._phase_time[i]
-            o.phase_energy_j[i] = self._phase_energy[i]
-        if self.mode == "disaggregated":
-            o.pool_energy_j[0] = self._joules(e, self._e_update0, self.gen)
-            o.pool_energy_j[1] = self._joules(e, self._e_update0, self.train)
-            o.flags |= T.OBS_POOL_ENERGY
-        o.setting = self.applied if not self.observe_only else T.Setting()
+        m1 = self._step("the end of the update")
+        m0 = self._m_update0
+        o = self._observation(m0, m1, generated_tokens, valid_tokens, longest_response,
+                              policy_version, update)
         req = T.Setting()
         f["setting"](self._ctl_h, C.byref(req))
         nxt = T.Setting()
@@ -1007,19 +1163,73 @@ class MultiNodeSession:
         evs = (T.Event * 256)()
         n_ev = f["events"](self._ctl_h, evs, 256)
         if self._trace is not None:
-            self._write(self._update_line(o, req, evs, n_ev))
+            self._write(self._update_line(o, req, evs, n_ev, m0, m1))
+        self._prev_setting = bytes(o.setting)
         if rc == 0 and not self.observe_only:
-            if bytes(nxt) != bytes(self.applied):
-                self.applied = nxt
-                self._pending_define = True
+            self.applied = nxt
         self._last = (o, rc == 0)
         self._update = o.update + 1
-        self._t_update0, self._e_update0 = t, e
-        self._phase_time = [0.0] * 5
-        self._phase_energy = [0.0] * 5
+        # the next update starts where this one ended
+        self._marks = [self._marks[m1]]
+        self._m_update0 = 0
+        for p in range(len(self._pool_gpus)):
+            self._iv[p] = [[] for _ in range(5)]
+            self._refit_start[p] = None
         return self.metrics()
 
-    def _update_line(self, o, req, evs, n_ev):
+    def _observation(self, m0, m1, G, N, L, policy_version, update):
+        """The update's observation, as runtime.c's build_obs makes it."""
+        o = T.Obs()
+        o.update = self._update if update is None else int(update)
+        o.gen_tokens = float(G)
+        o.valid_tokens = float(N)
+        o.longest_tokens = float(L)
+        o.policy_age = (o.update - int(policy_version)
+                        if policy_version is not None and 0 <= int(policy_version) <= o.update
+                        else -1)
+        t0 = self._t(m0)
+        o.time_s = self._t(m1) - t0
+        o.energy_j = self._energy(m0, m1)
+        np_ = len(self._pool_gpus)
+        for ph in range(5):
+            best, bp = 0.0, 0
+            for p in range(np_):
+                b = self._busy(self._iv[p][ph])
+                if b > best:
+                    best, bp = b, p
+            o.phase_time_s[ph] = best
+            if best <= 0:
+                continue
+            if not self.overlapped:  # stages in turn: the allocation's energy while it ran
+                o.phase_energy_j[ph] = sum(self._energy(a, b) for a, b in self._iv[bp][ph]
+                                           if self._t(b) > self._t(a))
+            else:  # pools overlap: each pool's own energy while it ran the phase
+                o.phase_energy_j[ph] = sum(
+                    self._energy(a, b, self._pool_gpus[p]) for p in range(np_)
+                    for a, b in self._iv[p][ph] if self._t(b) > self._t(a))
+        self._pool_busy = [sum(self._busy(self._iv[p][ph]) for ph in range(5))
+                           for p in range(np_)]
+        if not self.colocated:
+            for p in range(2):
+                o.pool_energy_j[p] = self._energy(m0, m1, self._pool_gpus[p])
+                # arrival at the rendezvous: the end of the pool's last work before its refit
+                arr, rs = 0.0, self._refit_start[p]
+                for ph in (0, 1, 2):
+                    for a, b in self._iv[p][ph]:
+                        if rs is not None and self._t(a) >= self._t(rs):
+                            continue
+                        arr = max(arr, self._t(b) - t0)
+                o.arrival_s[p] = arr
+            o.flags |= T.OBS_POOL_ENERGY | T.OBS_ARRIVALS
+        o.setting = self.applied
+        if self.mode == "inflight" and self._prev_setting is not None and \
+                self._prev_setting != bytes(self.applied):
+            o.flags |= T.OBS_CARRYOVER
+        return o
+
+    def _update_line(self, o, req, evs, n_ev, m0, m1):
+        """docs/trace-format.md's update line (as eerl.Session writes it), its "runtime" record
+        and the energy of each node over the update."""
         f = _ctl_fns()
         phases = {}
         for i, name in enumerate(T.PHASES):
@@ -1031,9 +1241,21 @@ class MultiNodeSession:
                 "time_s": _num(o.time_s), "energy_j": _num(o.energy_j), "phases": phases}
         if o.policy_age >= 0:
             line["work"]["policy_age"] = o.policy_age
-        if o.flags & T.OBS_POOL_ENERGY:
-            line["pools"] = {"generation": {"energy_j": _num(o.pool_energy_j[0])},
-                             "training": {"energy_j": _num(o.pool_energy_j[1])}}
+        if o.flags & (T.OBS_ARRIVALS | T.OBS_POOL_ENERGY):
+            pools = {}
+            for i, name in enumerate(("generation", "training")):
+                p = {}
+                if o.flags & T.OBS_ARRIVALS:
+                    p["arrival_s"] = _num(o.arrival_s[i])
+                if o.flags & T.OBS_POOL_ENERGY:
+                    p["energy_j"] = _num(o.pool_energy_j[i])
+                pools[name] = p
+            line["pools"] = pools
+        if o.flags & T.OBS_CARRYOVER:
+            line["carryover"] = True
+        other = o.flags & ~(T.OBS_ARRIVALS | T.OBS_POOL_ENERGY | T.OBS_CARRYOVER)
+        if other:
+            line["flags"] = other
         line["setting"] = {"requested": _setting_json(req), "observed": _setting_json(o.setting)}
         events = []
         for k in range(n_ev):
@@ -1048,6 +1270,15 @@ class MultiNodeSession:
                 "meas_energy_ratio": _num(ev.meas_energy_ratio),
                 "reason": ev.reason.decode(errors="replace")})
         line["events"] = events
+        busy = {"generation": _num(self._pool_busy[0])}
+        if not self.colocated:
+            busy["training"] = _num(self._pool_busy[1])
+        e0, e1 = self._marks[m0][1], self._marks[m1][1]
+        line["runtime"] = {
+            "t_start": self._t(m0), "t_end": self._t(m1), "pool_busy_s": busy,
+            "meter_flags": "",
+            "node_energy_j": {str(n): _num(sum(b - a for a, b in zip(e0[n], e1[n])) / 1000.0)
+                              for n in self.nodes}}
         return line
 
     def status(self):

@@ -51,6 +51,7 @@ def _c():
         "rt_close": d("eerl_rt_close", I, [P]),
         "rt_phase_begin": d("eerl_rt_phase_begin", I, [P, U, I]),
         "rt_phase_end": d("eerl_rt_phase_end", I, [P, U, I]),
+        "rt_sample": d("eerl_rt_sample", I, [P]),
         "rt_update_end": d("eerl_rt_update_end", I,
                            [P, C.POINTER(T.RtWork), C.POINTER(T.RtUpdateInfo)]),
         "rt_applied_setting": d("eerl_rt_applied_setting", I, [P, C.POINTER(T.Setting)]),
@@ -81,6 +82,7 @@ def _agent_fns():
     }
 
 
+_CLOCK_FN = C.CFUNCTYPE(C.c_double, C.c_void_p)  # eerl_clock_fn
 _U32_MAX = 2 ** 32 - 1
 _U64_MAX = 2 ** 64 - 1
 _I64_MAX = 2 ** 63 - 1
@@ -146,12 +148,15 @@ class Session:
         Only strategy "eerl" resumes (in every mode); the others start fresh and say so.
     resume_tag: the hardware identity saved states are matched on; None: the first GPU's model
         and the pool sizes.
+    clock: None (real time), or a function returning the time in seconds, never going back: the
+        session then runs in that (e.g. a simulator's virtual) time, its meter reading the
+        counters at the phase boundaries only.
     """
 
     def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
                  trace=None, strategy="eerl", run_info=None, governor_peak_mhz=0,
                  meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
-                 resume_tag=None):
+                 resume_tag=None, clock=None):
         self._rt = None
         self._dev = None
         self._agent = None
@@ -213,6 +218,10 @@ class Session:
         cfg.governor_peak_mhz = _ranged_int("governor_peak_mhz", governor_peak_mhz, 0, _U32_MAX)
         cfg.meter_interval_ms = _ranged_int("meter_interval_ms", meter_interval_ms, 0, _U32_MAX)
         cfg.sample_thread = 1
+        if clock is not None:  # virtual time: the meter samples at the phase boundaries only
+            self._clock_fn = _CLOCK_FN(lambda _ctx: float(clock()))
+            cfg.clock = C.cast(self._clock_fn, C.c_void_p)
+            cfg.sample_thread = 0
         self._resume_b = os.fsencode(resume_from) if resume_from is not None else None
         self._resume_tag_b = resume_tag.encode() if resume_tag is not None else None
         cfg.resume_from = self._resume_b
@@ -381,6 +390,13 @@ class Session:
         self._update = w.update + 1
         self._last = info
         return self.metrics()
+
+    def sample(self):
+        """Takes a meter sample now. Only for a session given a clock (virtual time), whose
+        meter has no sampler thread: a simulator calls it as its time goes on (eerl sim
+        samples every virtual second), as the thread does every 200 ms in real time."""
+        self._require_open()
+        _lib.check(_c()["rt_sample"](self._rt), "meter sample", self._err)
 
     def save_state(self, path):
         """Saves the controller's learned state (governor references, the lock) for a later

@@ -128,8 +128,10 @@ def test_torch_distributed_four_nodes(nodes, tmp_path):
         # two ends.
         per_gpu_w = sum(r["energy_j"] for r in recs) / sum(r["time_s"] for r in recs) / 8
         assert 200 < per_gpu_w < 400, (mode, per_gpu_w)
+        prev = None
         for rec in recs:
-            a = rec["applied"]
+            a, before = rec["applied"], prev
+            prev = a
             if a["gen_mhz"] == 0 and a["train_mhz"] == 0:
                 continue
             switched += 1
@@ -137,8 +139,10 @@ def test_torch_distributed_four_nodes(nodes, tmp_path):
                 assert rec["generation"][n] == [a["gen_mhz"] or 1980] * 2, (mode, n, rec)
             for n in train_nodes:
                 assert rec["training"][n] == [a["train_mhz"] or 1980] * 2, (mode, n, rec)
-            if mode == "disaggregated" and a["idle_mhz"]:
-                for n in train_nodes:  # the training pool waits at the idle clock
+            # the training pool waits at the idle clock, which it took when its last phase
+            # ended: in the update before, under that update's setting (as in eerl.Session)
+            if mode == "disaggregated" and a["idle_mhz"] and before == a:
+                for n in train_nodes:
                     assert rec["generation"][n] == [a["idle_mhz"]] * 2, (mode, n, rec)
         assert switched >= 3, "%s: the controller never left the governor: %s" % (mode, recs[-1])
 
@@ -332,8 +336,9 @@ def test_node_errors_name_the_node(nodes):
     with pytest.raises(ValueError, match="both pools"):
         multinode.MultiNodeSession(ad, mode="disaggregated",
                                    pools={"generation": {0: [0]}, "training": {0: [0, 1]}})
-    with pytest.raises(ValueError, match="inflight"):
-        multinode.MultiNodeSession(ad, mode="inflight",
+    with pytest.raises(ValueError, match="mode 'async': use one of colocated, "
+                                         "disaggregated, drained, inflight"):
+        multinode.MultiNodeSession(ad, mode="async",
                                    pools={"generation": {0: [0]}, "training": {0: [1]}})
     # a worker placement that names a GPU no eerld serves, and an index the node does not have
     rec = {"node_id": None, "host": "elsewhere", "pid": 1, "rank": 5,
@@ -445,7 +450,7 @@ def test_nodes_that_disagree_are_refused(nodes, tmp_path):
         pools = {"generation": {0: [0], 1: [0]}, "training": {0: [0], 1: [0]}}
         with pytest.raises(ValueError) as e:
             multinode.MultiNodeSession(ad, pools=pools)
-        assert "node 1 supports other clocks than node 0" in str(e.value) and \
+        assert "GPU 0 of node 1 supports other clocks than GPU 0 of node 0" in str(e.value) and \
             "1755" in str(e.value) and "1980" in str(e.value), str(e.value)
         # two "nodes" reaching one eerld: each GPU would be served twice
         twice = _LocalAdapter([nodes[0].socket, nodes[0].socket])

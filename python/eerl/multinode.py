@@ -16,18 +16,20 @@ every rank by torch_gather_gpus) names its node and its GPUs by UUID, and the ad
 finds each GPU's NVML index in the eerld of the worker's node.
 
 Both adapters carry the same few commands to a NodeServer on each node (devices, hello, lease,
-define pools, switch a phase and read the energy counters, close). At every phase boundary the
-driver sends one command to all nodes that switches the pools' clocks and reads every GPU's
-energy counter in the same round trip, so an update's energy is the sum over nodes of counter
-differences, and a phase's energy is the allocation's energy between its boundaries.
+a phase boundary's clock settings and energy read, close). At every phase boundary the driver
+sends one command to all nodes, all in flight together, that sets the clocks of the pools that
+change and reads every GPU's energy counter in the same round trip, so every figure is a sum
+over nodes of counter differences between boundaries.
 
 MultiNodeSession has the Session interface (phase_begin/phase_end/phase(), update_end, metrics,
-status, close) for the synchronous modes (colocated, disaggregated); it builds the observation
-itself from the boundary readings and feeds the C controller (eerl_ctl_*), and writes a trace in
-eerl's trace format (docs/trace-format.md) that `eerl replay` checks. Closing it (or collecting
-it, or the process exiting) releases every lease; eerld resets those GPUs. A node lost or
-failing mid-run stops it: the others are released, the trace ends with a line naming the node,
-and NodeLost / NodeError is raised.
+status, close) in all four modes; it keeps the books as eerl.Session's runtime does
+(src/runtime/session.c: per-pool intervals, idle clock, arrivals, carry-over, policy age),
+builds the observation itself from the boundary readings, feeds the C controller (eerl_ctl_*),
+and writes a trace in eerl's trace format (docs/trace-format.md) that `eerl replay` checks. At
+its start each node's eerld release, GPUs, models and clock lists are checked. Closing it (or
+collecting it, or the process exiting) releases every lease; eerld resets those GPUs. A node
+lost or failing mid-run stops it: the others are released, the trace ends with a line naming
+the node, and NodeLost / NodeError is raised.
 """
 
 import atexit

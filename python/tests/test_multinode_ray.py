@@ -259,11 +259,48 @@ def test_bad_placement_is_refused_naming_the_gpu(rc, tmp_path):
         ray.kill(ok)
 
 
-def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_path):
-    """A third node joins, the job's workers are on it and on node a; its raylet is killed while
+def run_async_updates(s, mode, limit, until=None):
+    """Drained or in-flight updates in real time: the generation pool generates while the
+    training pool computes log-probs and trains; then both refit (in-flight: inside generation,
+    which goes on after it). Returns the update at which until(s) held, with generation and
+    training open, or None."""
+    for u in range(limit):
+        s.phase_begin("generation")
+        s.phase_begin("logprob")
+        time.sleep(0.004)
+        s.phase_end("logprob")
+        s.phase_begin("training")
+        if until is not None and until(s):
+            return u
+        time.sleep(0.012)
+        s.phase_end("training")
+        finish_async_update(s, mode, u)
+    return None
+
+
+def finish_async_update(s, mode, u):
+    """The rest of an update of run_async_updates after its training ended."""
+    if mode == "drained":
+        time.sleep(0.006)
+        s.phase_end("generation")
+    s.phase_begin("refit")
+    time.sleep(0.002)
+    s.phase_end("refit")
+    if mode == "inflight":
+        time.sleep(0.006)
+        s.phase_end("generation")
+    s.update_end(generated_tokens=4000 + 50 * (u % 5), valid_tokens=3600 + 40 * (u % 5),
+                 longest_response=300 + 10 * (u % 5), policy_version=max(0, u - 1))
+
+
+@pytest.mark.parametrize("mode", ["colocated", "drained", "inflight"])
+def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_path, mode):
+    """A new node joins, the job's workers are on it and on node a; its raylet is killed while
     its clocks are locked: its eerld resets them (the NodeServer's connection drops with the
     node's processes), the session stops with NodeLost naming the Ray node, node a is released,
-    and the trace keeps every update before the loss and says which node was lost."""
+    and the trace keeps every update before the loss and says which node was lost. Colocated,
+    and the asynchronous modes with each pool on both nodes (GPU 0 of each node generates,
+    GPU 1 trains)."""
     a = rc.nodes[0]
     c, rnc = rc.add_gpu_node()
     ws = [ray_workers.Worker.options(
@@ -272,28 +309,45 @@ def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_
     try:
         recs = multinode.ray_worker_gpus(ws)
         ad = multinode.RayAdapter.for_workers(recs, timeout_s=90)
-        # three GPU nodes in the cluster; the job's workers are on two: only those are reached
+        # several GPU nodes in the cluster; the job's workers are on two: only those are reached
         assert ad.node_ids == [rc.ray_nodes[0].node_id, rnc.node_id]
         pools = ad.locate({"generation": recs, "training": recs})
         assert pools["generation"] == {0: [0, 1], 1: [0, 1]}
+        if mode != "colocated":
+            pools = {"generation": {0: [0], 1: [0]}, "training": {0: [1], 1: [1]}}
         trace = str(tmp_path / "killed.jsonl")
-        s = multinode.MultiNodeSession(ad, mode="colocated", pools=pools, trace=trace,
+        s = multinode.MultiNodeSession(ad, mode=mode, pools=pools, trace=trace,
                                        strategy="paper")  # generation's clock first
         try:
             def locked(s):
-                return s.applied_setting()["gen_mhz"] and all(
-                    lo is not None for n in (a, c) for lo, _ in n.locks())
-            u = run_updates(s, 40, until=locked)
+                if mode == "colocated":  # every GPU at the generation clock
+                    return s.applied_setting()["gen_mhz"] and all(
+                        lo is not None for n in (a, c) for lo, _ in n.locks())
+                # a clock of the setting (generation, training or idle) locked on both nodes
+                return any(s.applied_setting().values()) and all(
+                    any(lo is not None for lo, _ in n.locks()) for n in (a, c))
+            if mode == "colocated":
+                u = run_updates(s, 40, until=locked)
+            else:
+                u = run_async_updates(s, mode, 80, until=locked)
             assert u is not None, "no clock was locked: %s %s" % (a.locks(), c.locks())
-            assert rc.nodes[1].locks() == [(None, None)] * 2  # the node without a worker
+            for n in rc.nodes[1:-1]:  # the nodes without a worker
+                assert n.locks() == [(None, None)] * 2
             rnc.kill_raylet()
             deadline = time.time() + 300  # the actor's death, or the adapter's timeout
             with pytest.raises(multinode.NodeLost) as e:
-                s.phase_end("generation")
-                while time.time() < deadline:
-                    run_updates(s, 1)
+                if mode == "colocated":
+                    s.phase_end("generation")
+                    while time.time() < deadline:
+                        run_updates(s, 1)
+                else:
+                    s.phase_end("training")
+                    finish_async_update(s, mode, u)
+                    while time.time() < deadline:
+                        run_async_updates(s, mode, 1)
             msg = str(e.value)
             assert e.value.node == 1 and rnc.node_id in msg and "session stopped" in msg, msg
+            assert "the trace keeps updates 1-" in msg, msg
             # its eerld resets the lost node's GPUs once the node's processes are gone
             eerld_nodes.wait_for(lambda: c.locks() == [(None, None)] * 2, 90,
                                  "the lost node's eerld resetting its GPUs")
@@ -304,8 +358,13 @@ def test_killing_a_node_mid_run_stops_the_session_and_resets_its_clocks(rc, tmp_
             s.close()
             ad.close()
         lines = [json.loads(x) for x in open(trace)]
-        ups = [x["update"] for x in lines if x["type"] == "update"]
-        assert ups == list(range(1, len(ups) + 1)) and len(ups) >= u  # numbered from 1
+        ups = [x for x in lines if x["type"] == "update"]
+        assert [x["update"] for x in ups] == list(range(1, len(ups) + 1))  # numbered from 1
+        assert len(ups) >= u
+        if mode != "colocated":  # the asynchronous records, gathered over both nodes
+            assert all(x["pools"]["generation"]["arrival_s"] > 0 and
+                       x["pools"]["training"]["arrival_s"] > 0 for x in ups)
+            assert all(set(x["runtime"]["node_energy_j"]) == {"0", "1"} for x in ups)
         last = lines[-1]
         assert last["type"] == "node_lost" and last["node"] == 1 and \
             rnc.node_id in last["name"] and last["action"] == "stopped" and \

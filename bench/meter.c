@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     double seconds = 60, interval = 200, ngpu = 0, counter_cost = 0, w0, w1, t_first = 0, t_last,
            sink = 0, t_x;
     char dir[256], path[300];
-    unsigned gpus[EERL_METER_GPUS_MAX], count = 0, i, mw = 0;
+    unsigned *gpus = NULL, count = 0, i, mw = 0;
     eerl_device *dev = NULL;
     eerl_meter *m = NULL;
     eerl_meter_reading rd;
@@ -197,7 +197,7 @@ int main(int argc, char **argv)
             if (parse_num("--interval-ms", argv[++k], 10, 60000, &interval) < 0)
                 return 2;
         } else if (!strcmp(argv[k], "--gpus") && k + 1 < argc) {
-            if (parse_num("--gpus", argv[++k], 1, EERL_METER_GPUS_MAX, &ngpu) < 0)
+            if (parse_num("--gpus", argv[++k], 1, EERL_METER_GPUS_LIMIT, &ngpu) < 0)
                 return 2;
             ngpu = (double)(unsigned)ngpu;
         } else if (!strcmp(argv[k], "--counter-cost-us") && k + 1 < argc) {
@@ -250,10 +250,15 @@ int main(int argc, char **argv)
         return 1;
     }
     if (ngpu == 0) /* --real without --gpus: every GPU there is */
-        ngpu = count < EERL_METER_GPUS_MAX ? count : EERL_METER_GPUS_MAX;
+        ngpu = count;
     if (count < (unsigned)ngpu) {
         fprintf(stderr, "bench_meter: --gpus %g: only %u GPU%s visible\n", ngpu, count,
                 count == 1 ? "" : "s");
+        return 1;
+    }
+    gpus = malloc((size_t)ngpu * sizeof(*gpus));
+    if (!gpus) {
+        fprintf(stderr, "bench_meter: out of memory for %g GPUs\n", ngpu);
         return 1;
     }
     for (i = 0; i < (unsigned)ngpu; i++)
@@ -306,6 +311,7 @@ int main(int argc, char **argv)
     }
     eerl_meter_free(m);
     eerl_device_free(dev);
+    free(gpus);
     if (!real) {
         unlink(path);
         rmdir(dir);

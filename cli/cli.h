@@ -76,11 +76,11 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
                                const struct eerl_cli_oracle *oracle);
 
 /* Checks what a command runs on the simulated cluster: model, GPU, mode, size ('S', 'M', 'L')
- * and allocation (one GPU count for colocated, GEN/TRAIN pool sizes otherwise, each 1 to
- * max_pool). On an error prints a message naming the value and the valid choices and returns
- * -1; else 0 with the mode and pool sizes (training 0 for colocated). */
+ * and allocation (one GPU count for colocated, GEN/TRAIN pool sizes otherwise, each at least
+ * 1, at most max_gpus together). On an error prints a message naming the value and the valid
+ * choices and returns -1; else 0 with the mode and pool sizes (training 0 for colocated). */
 int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, const char *mode_s,
-                         const char *size, const char *alloc, unsigned long max_pool,
+                         const char *size, const char *alloc, unsigned long max_gpus,
                          eerl_twin_mode *ret_mode, unsigned *ret_ng, unsigned *ret_nt);
 
 /* Opens the device backend the command should use: NVML unless EERL_DEVICES says otherwise.

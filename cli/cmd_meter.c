@@ -70,7 +70,7 @@ static void usage(FILE *out)
 
 struct opts {
     unsigned long interval_ms;
-    unsigned gpus[EERL_METER_GPUS_MAX];
+    unsigned *gpus; /* ours; --gpus or every GPU of the machine */
     size_t n_gpus;
     int have_gpus;
     int json;
@@ -115,8 +115,15 @@ static int parse(int argc, char **argv, struct opts *o)
                     0)
                     return -1;
             } else if (!strcmp(a, "--gpus")) {
-                if (eerl_cli_parse_index_list(CMD, "--gpus", argv[i], o->gpus, EERL_METER_GPUS_MAX,
-                                              &o->n_gpus) < 0)
+                /* Indices are at most 65535, so a list of distinct ones has at most 65536. */
+                free(o->gpus);
+                o->gpus = malloc(65536 * sizeof(*o->gpus));
+                if (!o->gpus) {
+                    eerl_cli_err(CMD, "out of memory");
+                    return -1;
+                }
+                if (eerl_cli_parse_index_list(CMD, "--gpus", argv[i], o->gpus, 65536, &o->n_gpus) <
+                    0)
                     return -1;
                 o->have_gpus = 1;
             } else if (!strcmp(a, "--output") || !strcmp(a, "-o")) {
@@ -275,7 +282,10 @@ struct report {
     double duration_s;
     unsigned interval_ms;
     size_t n_samples;
-    const eerl_meter_reading *rd;
+    const eerl_meter_reading *rd; /* totals */
+    const unsigned *gpus;         /* per GPU, rd->n_gpus of each */
+    const double *joules, *peak_w;
+    const unsigned *gpu_flags;
     char (*uuids)[EERL_DEVICE_UUID_MAX];
     unsigned clock_req, clock_snapped;
     int observe_only;
@@ -317,13 +327,13 @@ static int print_json(FILE *out, const struct report *r)
     for (i = 0; i < r->rd->n_gpus; i++) {
         json_t *g = json_object();
 
-        json_object_set_new(g, "index", json_integer(r->rd->gpu[i]));
+        json_object_set_new(g, "index", json_integer(r->gpus[i]));
         json_object_set_new(g, "uuid", json_string(r->uuids[i]));
-        json_object_set_new(g, "energy_j", json_real(r->rd->joules[i]));
+        json_object_set_new(g, "energy_j", json_real(r->joules[i]));
         json_object_set_new(g, "mean_w",
-                            json_real(r->duration_s > 0 ? r->rd->joules[i] / r->duration_s : 0));
-        json_object_set_new(g, "peak_w", json_real(r->rd->peak_w[i]));
-        json_object_set_new(g, "flags", flags_json(r->rd->gpu_flags[i]));
+                            json_real(r->duration_s > 0 ? r->joules[i] / r->duration_s : 0));
+        json_object_set_new(g, "peak_w", json_real(r->peak_w[i]));
+        json_object_set_new(g, "flags", flags_json(r->gpu_flags[i]));
         json_array_append_new(gpus, g);
     }
     json_object_set_new(o, "gpus", gpus);
@@ -358,9 +368,9 @@ static void print_text(FILE *out, const struct report *r)
                 r->clock_req, r->observe_only ? ", observe-only: nothing was changed" : "");
     fprintf(out, "%-6s %12s %10s %10s  %s\n", "gpu", "energy_J", "mean_W", "peak_W", "flags");
     for (i = 0; i < r->rd->n_gpus; i++) {
-        eerl_meter_flags_str(r->rd->gpu_flags[i], fl, sizeof(fl));
-        fprintf(out, "%-6u %12.1f %10.1f %10.1f  %s\n", r->rd->gpu[i], r->rd->joules[i],
-                r->duration_s > 0 ? r->rd->joules[i] / r->duration_s : 0, r->rd->peak_w[i],
+        eerl_meter_flags_str(r->gpu_flags[i], fl, sizeof(fl));
+        fprintf(out, "%-6u %12.1f %10.1f %10.1f  %s\n", r->gpus[i], r->joules[i],
+                r->duration_s > 0 ? r->joules[i] / r->duration_s : 0, r->peak_w[i],
                 fl[0] ? fl : "-");
     }
     eerl_meter_flags_str(r->rd->flags, fl, sizeof(fl));
@@ -376,6 +386,8 @@ int eerl_cmd_meter(int argc, char **argv)
     eerl_meter *m = NULL;
     eerl_actuator *act = NULL;
     eerl_meter_reading *rd = NULL;
+    double *joules = NULL, *peak_w = NULL;
+    unsigned *gpu_flags = NULL;
     char(*uuids)[EERL_DEVICE_UUID_MAX] = NULL;
     struct sigaction sa, old_int, old_term;
     int exit_code = EERL_EXIT_FAIL, status = 0, r, handlers = 0;
@@ -387,11 +399,15 @@ int eerl_cmd_meter(int argc, char **argv)
     pid_t pid;
 
     r = parse(argc, argv, &o);
-    if (r != 0)
+    if (r != 0) {
+        free(o.gpus);
         return r > 0 ? EERL_EXIT_OK : EERL_EXIT_USAGE;
+    }
     dev = eerl_cli_open_devices(CMD);
-    if (!dev)
+    if (!dev) {
+        free(o.gpus);
         return EERL_EXIT_FAIL;
+    }
     r = eerl_device_count(dev, &count);
     if (r < 0) {
         eerl_cli_err(CMD, "counting GPUs: %s: %s", eerl_strerror(r), eerl_device_last_error(dev));
@@ -402,7 +418,12 @@ int eerl_cmd_meter(int argc, char **argv)
         goto out;
     }
     if (!o.have_gpus) {
-        o.n_gpus = count < EERL_METER_GPUS_MAX ? count : EERL_METER_GPUS_MAX;
+        o.gpus = malloc(count * sizeof(*o.gpus));
+        if (!o.gpus) {
+            eerl_cli_err(CMD, "out of memory");
+            goto out;
+        }
+        o.n_gpus = count;
         for (i = 0; i < o.n_gpus; i++)
             o.gpus[i] = (unsigned)i;
     }
@@ -416,7 +437,10 @@ int eerl_cmd_meter(int argc, char **argv)
         }
     uuids = calloc(o.n_gpus, sizeof(*uuids));
     rd = calloc(1, sizeof(*rd));
-    if (!uuids || !rd) {
+    joules = calloc(o.n_gpus, sizeof(*joules));
+    peak_w = calloc(o.n_gpus, sizeof(*peak_w));
+    gpu_flags = calloc(o.n_gpus, sizeof(*gpu_flags));
+    if (!uuids || !rd || !joules || !peak_w || !gpu_flags) {
         eerl_cli_err(CMD, "out of memory");
         goto out;
     }
@@ -505,7 +529,7 @@ int eerl_cmd_meter(int argc, char **argv)
     }
     exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
-    r = eerl_meter_energy(m, t0, t1, rd);
+    r = eerl_meter_energy_each(m, t0, t1, NULL, o.n_gpus, joules, peak_w, gpu_flags, rd);
     if (r < 0) {
         eerl_cli_err(CMD, "reading the energy: %s", eerl_strerror(r));
         if (exit_code == 0)
@@ -519,6 +543,10 @@ int eerl_cmd_meter(int argc, char **argv)
                              (unsigned)o.interval_ms,
                              rd->n_samples,
                              rd,
+                             o.gpus,
+                             joules,
+                             peak_w,
+                             gpu_flags,
                              uuids,
                              (unsigned)o.clock_mhz,
                              snapped,
@@ -560,5 +588,9 @@ out:
     eerl_device_free(dev);
     free(uuids);
     free(rd);
+    free(joules);
+    free(peak_w);
+    free(gpu_flags);
+    free(o.gpus);
     return exit_code;
 }

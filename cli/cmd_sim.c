@@ -294,15 +294,9 @@ int eerl_cmd_sim(int argc, char **argv)
     }
     if (!alloc_given && eerl_twin_mode_parse(mode_s, &mode) == 0 && mode == EERL_TWIN_COLOCATED)
         alloc = "32";
-    if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, 64, &mode, &ng, &nt) < 0)
+    if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, EERL_TWIN_GPUS_LIMIT, &mode, &ng,
+                             &nt) < 0)
         return EERL_EXIT_USAGE;
-    if (ng + nt > EERL_METER_GPUS_MAX) {
-        eerl_cli_err(CMD,
-                     "allocation '%s' has %u GPUs; a simulated run is one session, whose meter "
-                     "reads at most %d (eerl sweep takes any allocation)",
-                     alloc, ng + nt, EERL_METER_GPUS_MAX);
-        return EERL_EXIT_USAGE;
-    }
     calib = eerl__sim_calibration_updates(mode);
     if (updates <= calib) {
         eerl_cli_err(CMD,

@@ -279,7 +279,8 @@ int eerl_cmd_sweep(int argc, char **argv)
     if (!alloc) /* eerl sim's defaults */
         alloc =
             eerl_twin_mode_parse(mode_s, &mode) == 0 && mode == EERL_TWIN_COLOCATED ? "32" : "8/32";
-    if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, 100000, &mode, &ng, &nt) < 0)
+    if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, EERL_TWIN_GPUS_LIMIT, &mode, &ng,
+                             &nt) < 0)
         return EERL_EXIT_USAGE;
     if (parse_pairs(pairs_s, pairs, &n_pairs) < 0)
         return EERL_EXIT_USAGE;

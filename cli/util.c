@@ -109,7 +109,7 @@ void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign)
 }
 
 int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, const char *mode_s,
-                         const char *size, const char *alloc, unsigned long max_pool,
+                         const char *size, const char *alloc, unsigned long max_gpus,
                          eerl_twin_mode *ret_mode, unsigned *ret_ng, unsigned *ret_nt)
 {
     eerl_twin_mode mode;
@@ -136,14 +136,33 @@ int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, co
     errno = 0;
     a = strtoul(alloc, &end, 10);
     slash = *end == '/';
-    if (slash)
-        b = strtoul(end + 1, &end, 10);
-    if (*alloc < '0' || *alloc > '9' || errno || *end || a == 0 || a > max_pool ||
-        (slash && (b == 0 || b > max_pool))) {
+    if (slash) {
+        if (end[1] < '0' || end[1] > '9')
+            end = (char *)"?"; /* "8/", "8/-1", "8/ 2": malformed below */
+        else
+            b = strtoul(end + 1, &end, 10);
+    }
+    if (*alloc < '0' || *alloc > '9' || *end) {
         eerl_cli_err(cmd,
                      "--alloc '%s' is malformed; give a GPU count (32) or GEN/TRAIN pool sizes "
-                     "(8/32), at most %lu GPUs per pool",
-                     alloc, max_pool);
+                     "(8/32)",
+                     alloc);
+        return -1;
+    }
+    if (a == 0 || (slash && b == 0)) {
+        eerl_cli_err(cmd, "--alloc '%s' has a pool of 0 GPUs; each pool needs at least 1", alloc);
+        return -1;
+    }
+    /* strtoul saturates at ULONG_MAX (errno ERANGE), far above max_gpus too. */
+    if (errno || a > max_gpus || b > max_gpus - a) {
+        if (errno)
+            eerl_cli_err(cmd, "--alloc '%s': a pool size is out of range; at most %lu GPUs", alloc,
+                         max_gpus);
+        else
+            eerl_cli_err(cmd,
+                         "--alloc '%s' asks for %.0f GPUs; the simulated cluster takes at most "
+                         "%lu (both pools together)",
+                         alloc, (double)a + (double)b, max_gpus);
         return -1;
     }
     if ((mode == EERL_TWIN_COLOCATED) == slash) {

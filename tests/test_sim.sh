@@ -6,8 +6,9 @@
 # decisions (`eerl replay`), `eerl analyze` on the traces prints the same figures as `eerl sim`,
 # and the runtime restored every clock when each session closed (eerl sim checks the twin's
 # device and the actuator and fails otherwise). Bad input: an unknown strategy, an allowed loss
-# <= 0 or >= 50%, fewer updates than the calibration, an unwritable trace directory — each named,
-# non-zero exit, nothing left behind.
+# <= 0 or >= 50%, fewer updates than the calibration, an allocation that does not fit the mode, a
+# pool of 0 GPUs or more GPUs than the simulated cluster takes, an unwritable trace directory —
+# each named, non-zero exit, nothing left behind.
 set -uo pipefail
 
 : "${EERL_BIN:?EERL_BIN must name the eerl binary}"
@@ -162,8 +163,17 @@ bad "--updates 40 is not more than the controller's calibration (45 updates in i
     --mode inflight --alloc 16/32 --updates 40
 bad "unknown mode 'async'" --mode async
 bad "allocation '8/32' does not fit mode colocated" --mode colocated --alloc 8/32
-bad "allocation '16/64' has 80 GPUs; a simulated run is one session, whose meter reads at most 64" \
-    --mode drained --alloc 16/64
+bad "allocation '64' does not fit mode drained: give GEN/TRAIN pool sizes" --mode drained --alloc 64
+bad "--alloc '0/32' has a pool of 0 GPUs; each pool needs at least 1" --alloc 0/32
+bad "--alloc '0' has a pool of 0 GPUs" --mode colocated --alloc 0
+bad "--alloc '1048576/1' asks for 1048577 GPUs; the simulated cluster takes at most 1048576" \
+    --alloc 1048576/1
+bad "--alloc '2000000' asks for 2000000 GPUs; the simulated cluster takes at most 1048576" \
+    --mode colocated --alloc 2000000
+bad "--alloc '8/99999999999999999999999': a pool size is out of range; at most 1048576 GPUs" \
+    --alloc 8/99999999999999999999999
+bad "--alloc '8/' is malformed" --alloc 8/
+bad "--alloc '8/-1' is malformed" --alloc 8/-1
 bad "unknown option '--bogus'" --bogus
 # An unwritable trace path: exit 1, named, nothing written.
 touch "$tmp/afile"

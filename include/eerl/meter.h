@@ -36,8 +36,13 @@ extern "C" {
 
 typedef struct eerl_meter eerl_meter;
 
-/* Most GPUs one meter samples. */
-#define EERL_METER_GPUS_MAX 64
+/* A meter samples any number of GPUs; more than this is refused (EERL_EINVAL) as a count no
+ * machine has, not a size the meter needs. Memory and the cost of a tick or a query grow
+ * linearly with the GPUs (docs/meter.md has the figures). */
+#define EERL_METER_GPUS_LIMIT (1u << 20)
+/* The per-GPU arrays of an eerl_meter_reading hold the first this many GPUs of the query (its
+ * totals, flags and peak cover them all); eerl_meter_energy_each gives every GPU's. */
+#define EERL_METER_READING_GPUS 64
 /* Sampling interval when 0 is given. */
 #define EERL_METER_DEFAULT_INTERVAL_MS 200u
 /* eerl_meter_set_energy_interval(m, EERL_METER_ENERGY_AUTO), the default: the energy interval is
@@ -62,23 +67,24 @@ typedef struct eerl_meter eerl_meter;
 #define EERL_METER_FLAGS_ALL 0x3fu
 
 /* Energy between two marks. Arrays are indexed by position in the query (gpu[i] is the device
- * index of entry i). */
+ * index of entry i) and hold its first min(n_gpus, EERL_METER_READING_GPUS) GPUs. */
 typedef struct eerl_meter_reading {
-    double t0, t1;                           /* the interval asked for, seconds */
-    size_t n_gpus;                           /* entries used in the arrays below */
-    unsigned gpu[EERL_METER_GPUS_MAX];       /* device index */
-    double joules[EERL_METER_GPUS_MAX];      /* energy of that GPU over [t0, t1] */
-    double peak_w[EERL_METER_GPUS_MAX];      /* highest power sampled inside [t0, t1]; 0 if none */
-    unsigned gpu_flags[EERL_METER_GPUS_MAX]; /* EERL_METER_* for that GPU */
-    double total_joules;                     /* sum over the GPUs of the query */
-    double peak_total_w;                     /* highest sum of simultaneous power samples */
-    unsigned flags;                          /* OR of gpu_flags */
-    size_t n_samples;                        /* samples taken inside [t0, t1] */
+    double t0, t1;                          /* the interval asked for, seconds */
+    size_t n_gpus;                          /* GPUs of the query (all of them in the totals) */
+    unsigned gpu[EERL_METER_READING_GPUS];  /* device index */
+    double joules[EERL_METER_READING_GPUS]; /* energy of that GPU over [t0, t1] */
+    double peak_w[EERL_METER_READING_GPUS]; /* highest power sampled inside [t0, t1]; 0: none */
+    unsigned gpu_flags[EERL_METER_READING_GPUS]; /* EERL_METER_* for that GPU */
+    double total_joules;                         /* sum over the GPUs of the query */
+    double peak_total_w;                         /* highest sum of simultaneous power samples */
+    unsigned flags;                              /* OR of gpu_flags */
+    size_t n_samples;                            /* samples taken inside [t0, t1] */
 } eerl_meter_reading;
 
-/* Meters GPUs gpus[0..n_gpus-1] (device indices, distinct, each must exist: EERL_ENODEV names
- * the bad one in eerl_device_last_error) with a sampling interval of interval_ms (0: 200 ms).
- * The history kept is one hour of samples at that interval (eerl_meter_set_history changes it). */
+/* Meters GPUs gpus[0..n_gpus-1] (1 to EERL_METER_GPUS_LIMIT device indices, distinct, each must
+ * exist: EERL_ENODEV names the bad one in eerl_device_last_error) with a sampling interval of
+ * interval_ms (0: 200 ms). The history kept is one hour of samples at that interval
+ * (eerl_meter_set_history changes it). */
 EERL_EXPORT int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus,
                                unsigned interval_ms, eerl_meter **ret_meter);
 
@@ -138,6 +144,14 @@ EERL_EXPORT int eerl_meter_energy(eerl_meter *m, double t0, double t1, eerl_mete
  * EERL_ENODEV). */
 EERL_EXPORT int eerl_meter_energy_gpus(eerl_meter *m, double t0, double t1, const unsigned *gpus,
                                        size_t n, eerl_meter_reading *ret);
+
+/* The same for every GPU of a query of any size: ret_joules, ret_peak_w and ret_flags (each may
+ * be NULL) receive n entries, one per GPU of gpus[0..n-1] (gpus NULL: every metered GPU in the
+ * order eerl_meter_new got them, n must then be their count), untouched on failure; *ret gets
+ * the totals (and its own arrays their first entries). */
+EERL_EXPORT int eerl_meter_energy_each(eerl_meter *m, double t0, double t1, const unsigned *gpus,
+                                       size_t n, double *ret_joules, double *ret_peak_w,
+                                       unsigned *ret_flags, eerl_meter_reading *ret);
 
 /* Time of the latest sample, EERL_ENODATA before the first tick. */
 EERL_EXPORT int eerl_meter_last_time(eerl_meter *m, double *ret_t);

@@ -30,8 +30,13 @@ extern "C" {
 
 typedef struct eerl_rt eerl_rt;
 
-/* Most GPUs in one pool. */
+/* Most GPUs eerl_rt_config's fixed arrays gen_gpus/train_gpus hold; a pool of any size goes in
+ * gen_pool/train_pool instead. */
 #define EERL_RT_POOL_GPUS_MAX 64
+/* Most GPUs a session's pools hold together: a count no machine has, refused with a message
+ * naming it. Below it the session has no limit of its own (memory and the cost of an update
+ * grow linearly with the GPUs: docs/runtime.md). */
+#define EERL_RT_GPUS_LIMIT (1u << 20)
 
 /* The one owner of the node's clocks the session goes through: the in-process actuator, or a
  * client of the eerld daemon, which owns the clocks of a node and leases them
@@ -55,7 +60,8 @@ typedef struct eerl_rt_clock_owner {
 typedef struct eerl_rt_config {
     size_t size;
     eerl_mode mode;
-    /* Pools as device GPU indices. Colocated: one set (train_gpus may repeat it or be empty). */
+    /* Pools as device GPU indices. Colocated: one set (train_gpus may repeat it or be empty).
+     * Up to EERL_RT_POOL_GPUS_MAX per pool here; any number through gen_pool/train_pool. */
     unsigned gen_gpus[EERL_RT_POOL_GPUS_MAX];
     size_t n_gen;
     unsigned train_gpus[EERL_RT_POOL_GPUS_MAX];
@@ -86,6 +92,10 @@ typedef struct eerl_rt_config {
     /* The hardware and allocation the state belongs to; NULL: "<GPU 0's name> <n_gen>/<n_train>"
      * ("<name> <n>" colocated). At most 63 characters. */
     const char *resume_tag;
+    /* Added after 0.2.0. Pools of any size: when not NULL, the n_gen (n_train) GPUs of the pool are
+     * read from this array instead of gen_gpus (train_gpus). Read by eerl_rt_new only. */
+    const unsigned *gen_pool;
+    const unsigned *train_pool;
 } eerl_rt_config;
 
 /* Defaults for the mode: allowed loss 0.02, strategy

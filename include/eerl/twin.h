@@ -64,6 +64,11 @@ EERL_EXPORT int eerl_twin_preset_clocks(const eerl_twin_preset *preset, unsigned
 /* 1 if mhz is one of the GPU's supported clocks (EERL_TWIN_GOV counts as supported). */
 EERL_EXPORT int eerl_twin_preset_clock_ok(const eerl_twin_preset *preset, unsigned mhz);
 
+/* Most GPUs one simulated allocation holds, both pools together: a count no cluster has. The
+ * twin's own cost does not depend on it (a pool is simulated as a whole); reading every GPU
+ * through the device view does, linearly (docs/twin.md has the figures). */
+#define EERL_TWIN_GPUS_LIMIT (1u << 20)
+
 /* One simulated run. n_gen/n_train: pool sizes (colocated: n_train = 0 and n_gen = all GPUs).
  * divergence: run-to-run spread, the standard deviation of log throughput between two runs of
  * the same seed (the paper saw 0.02-0.03); 0 makes a run a pure function of its seed. */
@@ -87,7 +92,8 @@ struct eerl_twin_config {
 EERL_EXPORT int eerl_twin_noise_parse(const char *name, unsigned *ret_noise);
 
 /* Checks the allocation fits the mode (colocated: n_gen >= 1, n_train == 0; others both >= 1)
- * and the size is known; copies the preset (the twin does not keep a pointer to it). */
+ * and EERL_TWIN_GPUS_LIMIT, and the size is known; copies the preset (the twin does not keep a
+ * pointer to it). */
 EERL_EXPORT int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
                               eerl_twin **ret_twin);
 EERL_EXPORT void eerl_twin_free(eerl_twin *twin);

@@ -12,6 +12,7 @@ GROUPS_MAX = 4
 PHASE_COUNT = 5
 POOLS_MAX = 2
 RT_POOL_GPUS_MAX = 64
+RT_GPUS_LIMIT = 1 << 20  # EERL_RT_GPUS_LIMIT
 REASON_MAX = 160
 DEVICE_NAME_MAX = 96
 DEVICE_UUID_MAX = 96
@@ -125,6 +126,8 @@ class RtConfig(C.Structure):
         ("owner", C.POINTER(RtClockOwner)),
         ("resume_from", C.c_char_p),
         ("resume_tag", C.c_char_p),
+        ("gen_pool", C.POINTER(C.c_uint)),
+        ("train_pool", C.POINTER(C.c_uint)),
     ]
 
 

@@ -118,8 +118,9 @@ def _gpu_list(pools, key):
             out.append(_ranged_int("pools[%r] GPU index" % key, g, 0, _U32_MAX))
         except ValueError as e:
             raise ValueError("%s (pools[%r] is %r)" % (e, key, v)) from None
-    if len(out) > T.RT_POOL_GPUS_MAX:
-        raise ValueError("pools[%r]: %d GPUs, at most %d" % (key, len(out), T.RT_POOL_GPUS_MAX))
+    if len(out) > T.RT_GPUS_LIMIT:
+        raise ValueError("pools[%r]: %d GPUs, more than the %d a session takes"
+                         % (key, len(out), T.RT_GPUS_LIMIT))
     return out
 
 
@@ -197,11 +198,12 @@ class Session:
         cfg = T.RtConfig()
         _lib.check(f["rt_config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
                    "eerl_rt_config_init")
-        for i, g in enumerate(gen):
-            cfg.gen_gpus[i] = g
+        # Pools of any size go through gen_pool/train_pool (eerl_rt_new copies them).
+        gen_a = (C.c_uint * max(len(gen), 1))(*gen)
+        train_a = (C.c_uint * max(len(train), 1))(*train)
+        cfg.gen_pool = C.cast(gen_a, C.POINTER(C.c_uint))
         cfg.n_gen = len(gen)
-        for i, g in enumerate(train):
-            cfg.train_gpus[i] = g
+        cfg.train_pool = C.cast(train_a, C.POINTER(C.c_uint))
         cfg.n_train = len(train)
         cfg.allowed_loss = float(allowed_loss)
         cfg.strategy = T.STRATEGIES[strategy]

@@ -44,6 +44,16 @@
 #define PARTLY_STUCK_RATIO 0.5
 #define DEFAULT_HISTORY_S 3600.0
 
+/* What one tick read from one GPU. */
+struct read {
+    int todo;        /* upgrade_last_locked: this GPU's counter is read */
+    int energy_read; /* the counter was read this tick (else energy_r is EERL_ENOTSUP) */
+    int energy_r;    /* 0, or the error of the energy read (not attempted: EERL_ENOTSUP) */
+    uint64_t mj;
+    int power_r;
+    unsigned mw;
+};
+
 struct sample_gpu {
     double acc;     /* cumulative joules at this sample */
     double power_w; /* power read at this sample; < 0 when none */
@@ -69,6 +79,10 @@ struct eerl_meter {
     size_t n;
     unsigned interval_ms;
     struct gpu_state *gs;
+    /* Position of device index i in gs, or SIZE_MAX; pos_of[0..n_pos-1]. Read-only after new. */
+    size_t *pos_of;
+    size_t n_pos;
+    struct read *rd; /* n scratch reads for a tick (under tick_lock) */
 
     /* Ring: sample seq s lives in slot s % cap; seqs [count - min(count, cap), count) are kept. */
     size_t cap;
@@ -152,21 +166,22 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     int r;
     size_t i, j;
 
-    if (!dev || !gpus || n_gpus == 0 || n_gpus > EERL_METER_GPUS_MAX || !ret_meter)
+    unsigned top = 0;
+
+    if (!dev || !gpus || n_gpus == 0 || n_gpus > EERL_METER_GPUS_LIMIT || !ret_meter)
         return EERL_EINVAL;
     if (interval_ms == 0)
         interval_ms = EERL_METER_DEFAULT_INTERVAL_MS;
     for (i = 0; i < n_gpus; i++) {
         char name[EERL_DEVICE_NAME_MAX];
 
-        for (j = 0; j < i; j++)
-            if (gpus[j] == gpus[i])
-                return EERL_EINVAL;
         /* Checks the index and leaves "GPU index 9 does not exist (...)" in the device's
          * last error when it does not. */
         r = eerl_device_name(dev, gpus[i], name, sizeof(name));
         if (r == EERL_ENODEV)
             return r;
+        if (gpus[i] > top)
+            top = gpus[i];
     }
     m = calloc(1, sizeof(*m));
     if (!m)
@@ -176,12 +191,23 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     m->interval_ms = interval_ms;
     m->clock = eerl_clock_monotonic;
     m->energy_interval = EERL_METER_ENERGY_AUTO;
+    /* Every index exists, so the table is at most the device's GPU count long. */
+    m->n_pos = (size_t)top + 1;
+    m->pos_of = malloc(m->n_pos * sizeof(*m->pos_of));
     m->gs = calloc(n_gpus, sizeof(*m->gs));
-    if (!m->gs) {
+    m->rd = calloc(n_gpus, sizeof(*m->rd));
+    if (!m->pos_of || !m->gs || !m->rd) {
         r = EERL_ENOMEM;
         goto fail;
     }
+    for (j = 0; j < m->n_pos; j++)
+        m->pos_of[j] = SIZE_MAX;
     for (i = 0; i < n_gpus; i++) {
+        if (m->pos_of[gpus[i]] != SIZE_MAX) {
+            r = EERL_EINVAL; /* named twice */
+            goto fail;
+        }
+        m->pos_of[gpus[i]] = i;
         m->gs[i].idx = gpus[i];
         m->gs[i].energy_supported = -1;
         m->gs[i].power_instant = -1;
@@ -209,6 +235,8 @@ fail:
     free(m->sg);
     free(m->cum);
     free(m->gs);
+    free(m->rd);
+    free(m->pos_of);
     free(m);
     return r;
 }
@@ -227,6 +255,8 @@ void eerl_meter_free(eerl_meter *m)
     free(m->sg);
     free(m->cum);
     free(m->gs);
+    free(m->rd);
+    free(m->pos_of);
     free(m);
 }
 
@@ -299,15 +329,6 @@ int eerl_meter_energy_interval(eerl_meter *m, double *ret_seconds)
 }
 
 /* ---- sampling ---------------------------------------------------------------------------- */
-
-/* What one tick read from one GPU. */
-struct read {
-    int energy_read; /* the counter was read this tick (else energy_r is EERL_ENOTSUP) */
-    int energy_r;    /* 0, or the error of the energy read (not attempted: EERL_ENOTSUP) */
-    uint64_t mj;
-    int power_r;
-    unsigned mw;
-};
 
 /* Power at sample seq for GPU gi, or -1. */
 static double pw(eerl_meter *m, uint64_t seq, size_t gi)
@@ -592,30 +613,28 @@ static void note_read_cost(eerl_meter *m, double cpu_s)
  * counters and settle that sample with them. */
 static void upgrade_last_locked(eerl_meter *m)
 {
-    struct read rd[EERL_METER_GPUS_MAX];
-    int todo[EERL_METER_GPUS_MAX];
+    struct read *rd = m->rd;
     uint64_t k = m->count - 1;
     double c0 = read_clock(m);
-    size_t i;
+    size_t i, todo = 0;
 
     for (i = 0; i < m->n; i++) {
         struct gpu_state *g = &m->gs[i];
 
         memset(&rd[i], 0, sizeof(rd[i]));
-        todo[i] = !g->lost && g->energy_supported != 0 && g->anchor_seq != k;
-        if (!todo[i])
+        rd[i].todo = !g->lost && g->energy_supported != 0 && g->anchor_seq != k;
+        if (!rd[i].todo)
             continue;
+        todo++;
         read_energy(m, i, &rd[i]);
         rd[i].power_r = rd[i].energy_r == EERL_EGPULOST ? EERL_EGPULOST : 0;
         rd[i].mw = 0; /* unused: redo keeps the sample's power */
     }
-    for (i = 0; i < m->n && !todo[i]; i++)
-        ;
-    if (i < m->n)
+    if (todo)
         note_read_cost(m, read_clock(m) - c0);
     pthread_mutex_lock(&m->lock);
     for (i = 0; i < m->n; i++)
-        if (todo[i])
+        if (rd[i].todo)
             update_gpu(m, i, k, &rd[i], m->cum, 1);
     pthread_mutex_unlock(&m->lock);
 }
@@ -623,7 +642,7 @@ static void upgrade_last_locked(eerl_meter *m)
 /* force: read the counters whatever the energy interval says. */
 static int tick_locked(eerl_meter *m, double now_s, int force)
 {
-    struct read rd[EERL_METER_GPUS_MAX];
+    struct read *rd = m->rd;
     double read_cpu = 0;
     uint64_t k;
     size_t i;
@@ -844,38 +863,63 @@ static uint64_t find_le(const eerl_meter *m, double x)
     return lo;
 }
 
-/* Cumulative energy of GPU gi at time x, interpolated; *flags gets PARTIAL on extrapolation. */
-static double acc_at(eerl_meter *m, size_t gi, double x, unsigned *flags)
+/* Where time x falls in the ring, found once for every GPU of a query: the interpolation
+ * between samples j and j + 1 (0 < w < 1), or one sample (w 0), plus the extrapolation past
+ * the newest sample. */
+struct at {
+    uint64_t j;
+    int between;  /* interpolate between j and j + 1 */
+    double dx;    /* x - t_j */
+    double dt;    /* t_{j+1} - t_j */
+    double extra; /* seconds past the newest sample (> 0: PARTIAL) */
+};
+
+static struct at locate(const eerl_meter *m, double x)
 {
-    uint64_t last = m->count - 1, j;
-    struct sample_gpu *sj, *sn;
-    double tj, tn;
+    uint64_t last = m->count - 1;
+    struct at a = {oldest_seq(m), 0, 0, 0, 0};
 
-    if (x <= tat(m, oldest_seq(m)))
-        return sgat(m, oldest_seq(m), gi)->acc;
+    if (x <= tat(m, a.j))
+        return a;
     if (x >= tat(m, last)) {
-        struct sample_gpu *sl = sgat(m, last, gi);
-        double extra = 0;
-
-        if (x > tat(m, last)) {
-            *flags |= EERL_METER_PARTIAL;
-            if (!(sl->flags & EERL_METER_LOST) && sl->power_w >= 0)
-                extra = sl->power_w * (x - tat(m, last));
-        }
-        return sl->acc + extra;
+        a.j = last;
+        a.extra = x - tat(m, last);
+        return a;
     }
-    j = find_le(m, x);
-    sj = sgat(m, j, gi);
-    sn = sgat(m, j + 1, gi);
-    tj = tat(m, j);
-    tn = tat(m, j + 1);
-    return sj->acc + (sn->acc - sj->acc) * (x - tj) / (tn - tj);
+    a.j = find_le(m, x);
+    a.between = 1;
+    a.dx = x - tat(m, a.j);
+    a.dt = tat(m, a.j + 1) - tat(m, a.j);
+    return a;
 }
 
+/* Cumulative energy of GPU gi at a located time, interpolated; *flags gets PARTIAL on
+ * extrapolation. */
+static double acc_at(eerl_meter *m, size_t gi, const struct at *a, unsigned *flags)
+{
+    const struct sample_gpu *sj = sgat(m, a->j, gi), *sn;
+
+    if (a->extra > 0) {
+        double extra = 0;
+
+        *flags |= EERL_METER_PARTIAL;
+        if (!(sj->flags & EERL_METER_LOST) && sj->power_w >= 0)
+            extra = sj->power_w * a->extra;
+        return sj->acc + extra;
+    }
+    if (!a->between)
+        return sj->acc;
+    sn = sgat(m, a->j + 1, gi);
+    return sj->acc + (sn->acc - sj->acc) * a->dx / a->dt;
+}
+
+/* Per GPU of a query (any of the arrays may be NULL) and the totals into *out. pos: the GPUs'
+ * positions in the meter, NULL for every metered GPU in order. */
 static int energy_locked(eerl_meter *m, double t0, double t1, const size_t *pos, size_t n,
-                         eerl_meter_reading *out)
+                         eerl_meter_reading *out, double *joules, double *peak_w, unsigned *gflags)
 {
     uint64_t lo, s;
+    struct at a0, a1;
     size_t i;
 
     if (m->count == 0)
@@ -889,40 +933,44 @@ static int energy_locked(eerl_meter *m, double t0, double t1, const size_t *pos,
     out->t0 = t0;
     out->t1 = t1;
     out->n_gpus = n;
+    a0 = locate(m, t0);
+    a1 = locate(m, t1);
     for (i = 0; i < n; i++) {
-        size_t gi = pos[i];
+        size_t gi = pos ? pos[i] : i;
         unsigned fl = 0;
         double e0, e1;
 
         if (t0 < tat(m, lo))
             fl |= EERL_METER_PARTIAL;
-        e0 = acc_at(m, gi, t0, &fl);
-        e1 = acc_at(m, gi, t1, &fl);
-        out->gpu[i] = m->gs[gi].idx;
-        out->joules[i] = e1 - e0;
-        out->gpu_flags[i] = fl;
+        e0 = acc_at(m, gi, &a0, &fl);
+        e1 = acc_at(m, gi, &a1, &fl);
+        joules[i] = e1 - e0;
+        gflags[i] = fl;
+        peak_w[i] = 0;
     }
     /* Flags of every sample interval (t_{s-1}, t_s] that overlaps (t0, t1), and the peaks of the
      * samples inside [t0, t1]. */
     for (s = t0 <= tat(m, lo) ? lo : find_le(m, t0); s < m->count; s++) {
+        const struct sample_gpu *row = &m->sg[(size_t)(s % m->cap) * m->n];
         double ts = tat(m, s), sum = 0;
-        int any = 0;
+        int any = 0, inside = ts >= t0 && ts <= t1;
         int overlaps = ts > t0 && (s == lo || tat(m, s - 1) < t1);
 
-        if (ts >= t0 && ts <= t1)
+        if (inside)
             out->n_samples++;
-        for (i = 0; i < n; i++) {
-            struct sample_gpu *x = sgat(m, s, pos[i]);
+        if (overlaps || inside)
+            for (i = 0; i < n; i++) {
+                const struct sample_gpu *x = &row[pos ? pos[i] : i];
 
-            if (overlaps)
-                out->gpu_flags[i] |= x->flags;
-            if (ts >= t0 && ts <= t1 && x->power_w >= 0) {
-                if (x->power_w > out->peak_w[i])
-                    out->peak_w[i] = x->power_w;
-                sum += x->power_w;
-                any = 1;
+                if (overlaps)
+                    gflags[i] |= x->flags;
+                if (inside && x->power_w >= 0) {
+                    if (x->power_w > peak_w[i])
+                        peak_w[i] = x->power_w;
+                    sum += x->power_w;
+                    any = 1;
+                }
             }
-        }
         if (any && sum > out->peak_total_w)
             out->peak_total_w = sum;
         if (ts >= t1)
@@ -930,52 +978,108 @@ static int energy_locked(eerl_meter *m, double t0, double t1, const size_t *pos,
     }
     /* A GPU lost before the interval: the last sample says so even when no interval overlaps. */
     for (i = 0; i < n; i++) {
-        if (t1 > tat(m, m->count - 1) && (sgat(m, m->count - 1, pos[i])->flags & EERL_METER_LOST))
-            out->gpu_flags[i] |= EERL_METER_LOST;
-        out->total_joules += out->joules[i];
-        out->flags |= out->gpu_flags[i];
+        size_t gi = pos ? pos[i] : i;
+
+        if (t1 > tat(m, m->count - 1) && (sgat(m, m->count - 1, gi)->flags & EERL_METER_LOST))
+            gflags[i] |= EERL_METER_LOST;
+        out->total_joules += joules[i];
+        out->flags |= gflags[i];
     }
     return 0;
+}
+
+/* The positions of gpus[0..n-1] in the meter (EERL_ENODEV for one it does not sample);
+ * gpus NULL: every metered GPU, *ret_pos NULL. */
+static int positions(eerl_meter *m, const unsigned *gpus, size_t n, size_t **ret_pos)
+{
+    size_t *pos, i;
+
+    *ret_pos = NULL;
+    if (!gpus)
+        return 0;
+    pos = malloc(n * sizeof(*pos));
+    if (!pos)
+        return EERL_ENOMEM;
+    for (i = 0; i < n; i++) {
+        if (gpus[i] >= m->n_pos || m->pos_of[gpus[i]] == SIZE_MAX) {
+            free(pos);
+            return EERL_ENODEV;
+        }
+        pos[i] = m->pos_of[gpus[i]];
+    }
+    *ret_pos = pos;
+    return 0;
+}
+
+static int query(eerl_meter *m, double t0, double t1, const unsigned *gpus, size_t n,
+                 double *joules, double *peak_w, unsigned *gflags, eerl_meter_reading *ret)
+{
+    size_t *pos = NULL, i;
+    double *sj = NULL, *sp = NULL, *pj = joules, *pp = peak_w;
+    unsigned *sf = NULL, *pf = gflags;
+    eerl_meter_reading *out = NULL;
+    int r;
+
+    if (!m || !ret || n == 0 || n > m->n || !isfinite(t0) || !isfinite(t1) || t0 > t1)
+        return EERL_EINVAL;
+    if ((r = positions(m, gpus, n, &pos)) < 0)
+        return r;
+    /* Arrays the caller did not give: scratch for the query. */
+    if (!pj)
+        pj = sj = malloc(n * sizeof(*sj));
+    if (!pp)
+        pp = sp = malloc(n * sizeof(*sp));
+    if (!pf)
+        pf = sf = malloc(n * sizeof(*sf));
+    out = malloc(sizeof(*out));
+    if (!pj || !pp || !pf || !out) {
+        r = EERL_ENOMEM;
+        goto out;
+    }
+    pthread_mutex_lock(&m->lock);
+    r = energy_locked(m, t0, t1, pos, n, out, pj, pp, pf);
+    pthread_mutex_unlock(&m->lock);
+    if (r == 0) {
+        /* The reading's own arrays: the first EERL_METER_READING_GPUS GPUs of the query. */
+        for (i = 0; i < n && i < EERL_METER_READING_GPUS; i++) {
+            out->gpu[i] = m->gs[pos ? pos[i] : i].idx;
+            out->joules[i] = pj[i];
+            out->peak_w[i] = pp[i];
+            out->gpu_flags[i] = pf[i];
+        }
+        *ret = *out;
+    }
+out:
+    free(out);
+    free(sj);
+    free(sp);
+    free(sf);
+    free(pos);
+    return r;
 }
 
 int eerl_meter_energy_gpus(eerl_meter *m, double t0, double t1, const unsigned *gpus, size_t n,
                            eerl_meter_reading *ret)
 {
-    size_t pos[EERL_METER_GPUS_MAX], i, j;
-    eerl_meter_reading *out;
-    int r;
-
-    if (!m || !ret || !gpus || n == 0 || n > m->n || !isfinite(t0) || !isfinite(t1) || t0 > t1)
+    if (!gpus)
         return EERL_EINVAL;
-    for (i = 0; i < n; i++) {
-        for (j = 0; j < m->n && m->gs[j].idx != gpus[i]; j++)
-            ;
-        if (j == m->n)
-            return EERL_ENODEV;
-        pos[i] = j;
-    }
-    out = malloc(sizeof(*out));
-    if (!out)
-        return EERL_ENOMEM;
-    pthread_mutex_lock(&m->lock);
-    r = energy_locked(m, t0, t1, pos, n, out);
-    pthread_mutex_unlock(&m->lock);
-    if (r == 0)
-        *ret = *out;
-    free(out);
-    return r;
+    return query(m, t0, t1, gpus, n, NULL, NULL, NULL, ret);
 }
 
 int eerl_meter_energy(eerl_meter *m, double t0, double t1, eerl_meter_reading *ret)
 {
-    unsigned gpus[EERL_METER_GPUS_MAX];
-    size_t i;
-
     if (!m)
         return EERL_EINVAL;
-    for (i = 0; i < m->n; i++)
-        gpus[i] = m->gs[i].idx;
-    return eerl_meter_energy_gpus(m, t0, t1, gpus, m->n, ret);
+    return query(m, t0, t1, NULL, m->n, NULL, NULL, NULL, ret);
+}
+
+int eerl_meter_energy_each(eerl_meter *m, double t0, double t1, const unsigned *gpus, size_t n,
+                           double *ret_joules, double *ret_peak_w, unsigned *ret_flags,
+                           eerl_meter_reading *ret)
+{
+    if (!m || (!gpus && n != m->n))
+        return EERL_EINVAL;
+    return query(m, t0, t1, gpus, n, ret_joules, ret_peak_w, ret_flags, ret);
 }
 
 int eerl_meter_last_time(eerl_meter *m, double *ret_t)

@@ -26,7 +26,6 @@
 
 #define IV_MAX 16  /* intervals of one phase of one pool within an update (then merged) */
 #define EV_CAP 256 /* the controller keeps at most 256 pending events */
-#define ALL_MAX (2 * EERL_RT_POOL_GPUS_MAX)
 
 struct iv {
     double t0, t1;
@@ -42,9 +41,9 @@ struct eerl_rt {
     eerl_rt_clock_owner owner;
     FILE *trace;
     int closed, colocated, thread, started;
-    unsigned all[ALL_MAX];
+    unsigned *all; /* every GPU of the pools, generation first (ours) */
     size_t n_all;
-    unsigned pool_gpus[2][EERL_RT_POOL_GPUS_MAX];
+    unsigned *pool_gpus[2]; /* each pool's GPUs (ours; colocated: both the same list) */
     size_t n_pool[2];
     eerl_setting applied;
     eerl_setting prev_setting;
@@ -111,43 +110,38 @@ static double now(const eerl_rt *rt)
     return rt->cfg.clock(rt->cfg.clock_ctx);
 }
 
-static int check_pool(const unsigned *g, size_t n, const char *name, unsigned count, char *why,
-                      size_t len)
+/* A pool's GPUs exist and are distinct; seen[] (count entries) gets bit `bit` of each. Linear
+ * in the pool, so an allocation of thousands of GPUs is checked as fast as one of eight. */
+static int check_pool(const unsigned *g, size_t n, const char *name, unsigned count,
+                      unsigned char *seen, unsigned bit, char *why, size_t len)
 {
-    size_t i, j;
+    size_t i;
 
-    if (n > EERL_RT_POOL_GPUS_MAX) {
-        snprintf(why, len, "%s pool has %zu GPUs, more than %d", name, n, EERL_RT_POOL_GPUS_MAX);
-        return -1;
-    }
     for (i = 0; i < n; i++) {
         if (g[i] >= count) {
             snprintf(why, len, "%s pool names GPU %u but the device has %u GPUs (0-%u)", name, g[i],
                      count, count ? count - 1 : 0);
             return -1;
         }
-        for (j = 0; j < i; j++)
-            if (g[j] == g[i]) {
-                snprintf(why, len, "%s pool names GPU %u twice", name, g[i]);
-                return -1;
-            }
+        if (seen[g[i]] & bit) {
+            snprintf(why, len, "%s pool names GPU %u twice", name, g[i]);
+            return -1;
+        }
+        seen[g[i]] |= bit;
     }
     return 0;
 }
 
-static int same_set(const unsigned *a, size_t na, const unsigned *b, size_t nb)
+/* The pools' GPU lists: the pointers when given, else the fixed arrays (at most
+ * EERL_RT_POOL_GPUS_MAX each). */
+static const unsigned *gen_list(const eerl_rt_config *c)
 {
-    size_t i, j;
+    return c->gen_pool ? c->gen_pool : c->gen_gpus;
+}
 
-    if (na != nb)
-        return 0;
-    for (i = 0; i < na; i++) {
-        for (j = 0; j < nb && b[j] != a[i]; j++)
-            ;
-        if (j == nb)
-            return 0;
-    }
-    return 1;
+static const unsigned *train_list(const eerl_rt_config *c)
+{
+    return c->train_pool ? c->train_pool : c->train_gpus;
 }
 
 /* The trace's "run" line: how the session was set up, plus the caller's metadata. */
@@ -268,10 +262,32 @@ static int write_resume_line(eerl_rt *rt, const char *from, const unsigned char 
 /* ---- construction: one step per resource, in the order they depend on each other ---------- */
 
 /* The configuration against the device: mode, allowance, strategy, pools. */
+/* A pool's size: at most EERL_RT_GPUS_LIMIT, and no more than the fixed array holds when the
+ * list is given there. */
+static int check_pool_size(size_t n, int in_array, const char *name, const char *field, char *why,
+                           size_t len)
+{
+    if (n > EERL_RT_GPUS_LIMIT) {
+        snprintf(why, len, "%s pool has %zu GPUs, more than the %u a session takes", name, n,
+                 EERL_RT_GPUS_LIMIT);
+        return -1;
+    }
+    if (in_array && n > EERL_RT_POOL_GPUS_MAX) {
+        snprintf(why, len,
+                 "%s pool has %zu GPUs but %s holds at most %d: give a pool of that size "
+                 "in %s_pool",
+                 name, n, field, EERL_RT_POOL_GPUS_MAX, name[0] == 'g' ? "gen" : "train");
+        return -1;
+    }
+    return 0;
+}
+
 static int check_config(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len)
 {
+    const unsigned *gen = gen_list(cfg), *train = train_list(cfg);
+    unsigned char *seen = NULL;
     unsigned count = 0;
-    size_t i, j;
+    size_t i;
     int e;
 
     if ((unsigned)cfg->mode >= EERL_MODE_COUNT) {
@@ -287,41 +303,63 @@ static int check_config(eerl_device *dev, const eerl_rt_config *cfg, char *why, 
         snprintf(why, why_len, "strategy %d is unknown", (int)cfg->strategy);
         return EERL_EINVAL;
     }
+    if (check_pool_size(cfg->n_gen, !cfg->gen_pool, "generation", "gen_gpus", why, why_len) < 0 ||
+        check_pool_size(cfg->n_train, !cfg->train_pool, "training", "train_gpus", why, why_len) < 0)
+        return EERL_EINVAL;
+    if (cfg->mode != EERL_MODE_COLOCATED && cfg->n_gen + cfg->n_train > EERL_RT_GPUS_LIMIT) {
+        snprintf(why, why_len, "the pools hold %zu GPUs together, more than the %u a session takes",
+                 cfg->n_gen + cfg->n_train, EERL_RT_GPUS_LIMIT);
+        return EERL_EINVAL;
+    }
     e = eerl_device_count(dev, &count);
     if (e < 0) {
         snprintf(why, why_len, "counting GPUs: %s", eerl_strerror(e));
         return e;
     }
-    if (check_pool(cfg->gen_gpus, cfg->n_gen, "generation", count, why, why_len) < 0 ||
-        check_pool(cfg->train_gpus, cfg->n_train, "training", count, why, why_len) < 0)
-        return EERL_EINVAL;
+    seen = calloc(count ? count : 1, 1); /* bit 1: in the generation pool, bit 2: training */
+    if (!seen) {
+        snprintf(why, why_len, "out of memory");
+        return EERL_ENOMEM;
+    }
+    e = EERL_EINVAL;
+    if (check_pool(gen, cfg->n_gen, "generation", count, seen, 1, why, why_len) < 0)
+        goto out;
+    if (check_pool(train, cfg->n_train, "training", count, seen, 2, why, why_len) < 0)
+        goto out;
     if (cfg->n_gen == 0) {
         snprintf(why, why_len, "the generation pool is empty");
-        return EERL_EINVAL;
+        goto out;
     }
     if (cfg->mode == EERL_MODE_COLOCATED) {
-        if (cfg->n_train && !same_set(cfg->gen_gpus, cfg->n_gen, cfg->train_gpus, cfg->n_train)) {
+        /* Both lists are free of duplicates: the same size and every training GPU generates. */
+        int same = cfg->n_train == cfg->n_gen;
+        for (i = 0; same && i < cfg->n_train; i++)
+            same = seen[train[i]] & 1;
+        if (cfg->n_train && !same) {
             snprintf(why, why_len,
                      "colocated mode runs generation and training on one set of GPUs; the "
                      "training pool differs from the generation pool");
-            return EERL_EINVAL;
+            goto out;
         }
-        return 0;
+        e = 0;
+        goto out;
     }
     if (cfg->n_train == 0) {
         snprintf(why, why_len, "%s mode needs a training pool", eerl_mode_name(cfg->mode));
-        return EERL_EINVAL;
+        goto out;
     }
     for (i = 0; i < cfg->n_gen; i++)
-        for (j = 0; j < cfg->n_train; j++)
-            if (cfg->gen_gpus[i] == cfg->train_gpus[j]) {
-                snprintf(why, why_len,
-                         "%s mode needs separate pools; GPU %u is in both (use colocated "
-                         "for shared GPUs)",
-                         eerl_mode_name(cfg->mode), cfg->gen_gpus[i]);
-                return EERL_EINVAL;
-            }
-    return 0;
+        if (seen[gen[i]] & 2) {
+            snprintf(why, why_len,
+                     "%s mode needs separate pools; GPU %u is in both (use colocated "
+                     "for shared GPUs)",
+                     eerl_mode_name(cfg->mode), gen[i]);
+            goto out;
+        }
+    e = 0;
+out:
+    free(seen);
+    return e;
 }
 
 /* The session itself: its copy of the configuration (the pointers it does not keep cleared)
@@ -330,9 +368,12 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
                     eerl_rt **ret_rt)
 {
     eerl_rt *rt = calloc(1, sizeof(*rt));
-    size_t p, i;
+    size_t n_all = cfg->n_gen + (cfg->mode == EERL_MODE_COLOCATED ? 0 : cfg->n_train);
 
-    if (!rt || !(rt->ev = calloc(EV_CAP, sizeof(*rt->ev)))) {
+    if (!rt || !(rt->ev = calloc(EV_CAP, sizeof(*rt->ev))) ||
+        !(rt->all = malloc(n_all * sizeof(*rt->all)))) {
+        if (rt)
+            free(rt->ev);
         free(rt);
         snprintf(why, why_len, "out of memory");
         return EERL_ENOMEM;
@@ -344,22 +385,21 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
     rt->cfg.ctl_cfg = NULL;
     rt->cfg.resume_from = NULL;
     rt->cfg.resume_tag = NULL;
+    rt->cfg.gen_pool = NULL;
+    rt->cfg.train_pool = NULL;
     if (!rt->cfg.clock)
         rt->cfg.clock = eerl_clock_monotonic;
     rt->dev = dev;
     rt->colocated = cfg->mode == EERL_MODE_COLOCATED;
-    memcpy(rt->pool_gpus[0], cfg->gen_gpus, cfg->n_gen * sizeof(unsigned));
+    /* One list, generation first: the pools are its two parts (colocated: both the whole). */
+    memcpy(rt->all, gen_list(cfg), cfg->n_gen * sizeof(unsigned));
+    if (!rt->colocated)
+        memcpy(rt->all + cfg->n_gen, train_list(cfg), cfg->n_train * sizeof(unsigned));
+    rt->n_all = n_all;
+    rt->pool_gpus[0] = rt->all;
     rt->n_pool[0] = cfg->n_gen;
-    if (rt->colocated) {
-        memcpy(rt->pool_gpus[1], cfg->gen_gpus, cfg->n_gen * sizeof(unsigned));
-        rt->n_pool[1] = cfg->n_gen;
-    } else {
-        memcpy(rt->pool_gpus[1], cfg->train_gpus, cfg->n_train * sizeof(unsigned));
-        rt->n_pool[1] = cfg->n_train;
-    }
-    for (p = 0; p < (rt->colocated ? 1u : 2u); p++)
-        for (i = 0; i < rt->n_pool[p]; i++)
-            rt->all[rt->n_all++] = rt->pool_gpus[p][i];
+    rt->pool_gpus[1] = rt->colocated ? rt->all : rt->all + cfg->n_gen;
+    rt->n_pool[1] = rt->colocated ? cfg->n_gen : cfg->n_train;
     rt->t_update0 = 0;
     rt->refit_start[0] = rt->refit_start[1] = -1;
     *ret_rt = rt;
@@ -424,13 +464,6 @@ static int init_meter(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
 {
     int e;
 
-    if (rt->n_all > EERL_METER_GPUS_MAX) {
-        snprintf(why, why_len,
-                 "the session's pools hold %zu GPUs together, more than the %d one meter reads "
-                 "(run one session per node)",
-                 rt->n_all, EERL_METER_GPUS_MAX);
-        return EERL_EINVAL;
-    }
     e = eerl_meter_new(rt->dev, rt->all, rt->n_all, cfg->meter_interval_ms, &rt->meter);
     if (e < 0) {
         snprintf(why, why_len, "building the meter: %s (%s)", eerl_strerror(e),
@@ -610,6 +643,7 @@ fail:
     eerl__rt_owner_free(rt->own);
     eerl_agent_free(rt->agent);
     free(rt->ev);
+    free(rt->all);
     free(rt);
     return e;
 }
@@ -652,6 +686,7 @@ void eerl_rt_free(eerl_rt *rt)
     eerl_meter_free(rt->meter);
     eerl_ctl_free(rt->ctl);
     free(rt->ev);
+    free(rt->all);
     free(rt);
 }
 

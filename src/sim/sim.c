@@ -204,7 +204,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     eerl_ctl_config cc;
     eerl_device *dev = NULL;
     struct eerl__sim_run out;
-    unsigned u, i, n_all;
+    unsigned u, i, n_all, *all = NULL;
     int e;
 
     memset(&r, 0, sizeof(r));
@@ -256,11 +256,17 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     wo.last_error = watch_err;
 
     eerl_rt_config_default(c->mode, &rc);
-    for (i = 0; i < c->n_gen; i++)
-        rc.gen_gpus[i] = i;
+    /* The twin's GPUs in order, generation pool first: both pools are parts of one list. */
+    all = malloc(n_all * sizeof(*all));
+    if (!all) {
+        e = EERL_ENOMEM;
+        goto fail;
+    }
+    for (i = 0; i < n_all; i++)
+        all[i] = i;
+    rc.gen_pool = all;
     rc.n_gen = c->n_gen;
-    for (i = 0; i < c->n_train; i++)
-        rc.train_gpus[i] = c->n_gen + i;
+    rc.train_pool = all + c->n_gen;
     rc.n_train = c->n_train;
     rc.allowed_loss = c->allowed_loss;
     rc.strategy = c->strategy;
@@ -284,6 +290,8 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     r.next_sample = 0;
     r.vc.t = 0;
     e = eerl_rt_new(dev, &rc, why, len, &r.rt);
+    free(all);
+    all = NULL;
     if (e < 0)
         goto fail;
     {
@@ -416,6 +424,7 @@ fail:
     }
     eerl__rt_owner_free(w.inner);
     free(w.mhz);
+    free(all);
     eerl_device_free(dev);
     eerl_twin_free(r.twin);
     eerl__an_series_free(&out.series);

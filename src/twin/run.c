@@ -43,7 +43,8 @@ int eerl_twin_noise_parse(const char *name, unsigned *ret_noise)
 
 static int alloc_ok(eerl_mode mode, unsigned n_gen, unsigned n_train)
 {
-    if ((unsigned)mode > EERL_MODE_INFLIGHT || n_gen == 0 || n_gen > 100000 || n_train > 100000)
+    if ((unsigned)mode > EERL_MODE_INFLIGHT || n_gen == 0 || n_gen > EERL_TWIN_GPUS_LIMIT ||
+        n_train > EERL_TWIN_GPUS_LIMIT - n_gen)
         return 0;
     return mode == EERL_MODE_COLOCATED ? n_train == 0 : n_train > 0;
 }

@@ -52,6 +52,7 @@ typedef int nvmlClockType_t;
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
 #define NVML_ERROR_GPU_IS_LOST 15
+#define NVML_ERROR_MEMORY 20
 #define NVML_ERROR_UNKNOWN 999
 
 #define NVML_CLOCK_GRAPHICS 0
@@ -59,7 +60,10 @@ typedef int nvmlClockType_t;
 #define NVML_CLOCK_MEM 2
 #define NVML_CLOCK_VIDEO 3
 
-#define FAKE_MAX_GPUS 64
+/* Any number of GPUs; more than this in a state file is refused as a mistake. */
+#define FAKE_GPUS_LIMIT (1u << 20)
+/* Handles live in blocks that never move, so one handed out stays valid as more GPUs appear. */
+#define FAKE_HANDLE_BLOCK 64
 #define FAKE_MAX_CLOCKS 1024
 #define FAKE_MAX_MEM_CLOCKS 32
 #define FAKE_STR_MAX 96
@@ -139,7 +143,41 @@ static struct stat seen; /* of the file as last read or written */
 static char *seen_text;  /* its content then */
 static size_t seen_len;
 static struct state S;
-static struct nvmlDevice_st handles[FAKE_MAX_GPUS];
+static struct nvmlDevice_st **handle_blocks; /* [i / FAKE_HANDLE_BLOCK][i % FAKE_HANDLE_BLOCK] */
+static size_t n_handle_blocks;
+
+/* The handle of GPU index (under mu); NULL when out of memory. */
+static struct nvmlDevice_st *handle_at(unsigned index)
+{
+    size_t b = index / FAKE_HANDLE_BLOCK, k;
+
+    if (b >= n_handle_blocks) {
+        struct nvmlDevice_st **t = realloc(handle_blocks, (b + 1) * sizeof(*t));
+
+        if (!t)
+            return NULL;
+        handle_blocks = t;
+        for (k = n_handle_blocks; k <= b; k++) {
+            t[k] = calloc(FAKE_HANDLE_BLOCK, sizeof(**t));
+            if (!t[k])
+                return NULL;
+            n_handle_blocks = k + 1;
+        }
+    }
+    handle_blocks[b][index % FAKE_HANDLE_BLOCK].index = index;
+    return &handle_blocks[b][index % FAKE_HANDLE_BLOCK];
+}
+
+/* dev is a handle this library handed out (checked before it is read). */
+static bool handle_ok(const struct nvmlDevice_st *dev)
+{
+    size_t b;
+
+    for (b = 0; dev && b < n_handle_blocks; b++)
+        if (dev >= handle_blocks[b] && dev < handle_blocks[b] + FAKE_HANDLE_BLOCK)
+            return true;
+    return false;
+}
 /* Text for NVML_ERROR_UNKNOWN after nvmlInit failed on the state file ("" otherwise). */
 static char init_error[1024];
 /* Calls per device function since the first nvmlInit (tests read them with
@@ -434,7 +472,7 @@ static int parse_faults(json_t *arr, struct state *s, char *err, size_t len)
         if (!fn || strncmp(fn, "nvml", 4) != 0 || strlen(fn) >= sizeof(s->faults[i].function))
             return perr(err, len, "%s: \"function\" must name an NVML function (\"nvml...\")", w);
         strcpy(s->faults[i].function, fn);
-        if (get_uint(f, "gpu", false, -1, FAKE_MAX_GPUS - 1, w, &d, err, len))
+        if (get_uint(f, "gpu", false, -1, FAKE_GPUS_LIMIT - 1, w, &d, err, len))
             return -1;
         s->faults[i].gpu = (int)d;
         if (get_uint(f, "error", true, 0, 1000000, w, &d, err, len))
@@ -514,9 +552,9 @@ static int parse_text(const char *text, size_t text_len, struct state *s, char *
     gpus = json_object_get(doc, "gpus");
     if (!json_is_array(gpus))
         return perr(err, len, "\"gpus\" must be an array");
-    if (json_array_size(gpus) > FAKE_MAX_GPUS)
-        return perr(err, len, "\"gpus\" has %zu entries (at most %d)", json_array_size(gpus),
-                    FAKE_MAX_GPUS);
+    if (json_array_size(gpus) > FAKE_GPUS_LIMIT)
+        return perr(err, len, "\"gpus\" has %zu entries (at most %u)", json_array_size(gpus),
+                    FAKE_GPUS_LIMIT);
     s->n = (unsigned)json_array_size(gpus);
     s->gpus = calloc(s->n ? s->n : 1, sizeof(*s->gpus));
     if (!s->gpus)
@@ -817,7 +855,7 @@ static nvmlReturn_t enter(const char *fn, nvmlDevice_t dev, struct gpu **ret_g)
         goto fail;
     }
     refresh();
-    if (!dev || dev < handles || dev >= handles + FAKE_MAX_GPUS || dev->index >= S.n) {
+    if (!handle_ok(dev) || dev->index >= S.n) {
         r = NVML_ERROR_INVALID_ARGUMENT;
         goto fail;
     }
@@ -1108,8 +1146,9 @@ static nvmlReturn_t get_handle(const char *fn, unsigned int index, nvmlDevice_t 
     r = take_fault(fn, (int)index);
     if (r)
         return leave(r);
-    handles[index].index = index;
-    *device = &handles[index];
+    *device = handle_at(index);
+    if (!*device)
+        return leave(NVML_ERROR_MEMORY);
     return leave(NVML_SUCCESS);
 }
 

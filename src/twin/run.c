@@ -208,6 +208,7 @@ int eerl_twin_step(eerl_twin *twin, struct eerl_twin_update *ret_update)
         in.noise_zt = twin->noise_xt;
     }
     eerl__cluster_update(&twin->p, &in, &out);
+    twin->obs_valid[0] = twin->obs_valid[1] = 0; /* the timelines and obs_t change below */
     for (i = 0; i < 2; i++) {
         e = tl_append(&twin->tl[i], &out.pool[i], twin->now);
         if (e < 0)
@@ -245,6 +246,8 @@ int eerl_twin_observe_at(eerl_twin *twin, double t_s)
 {
     if (!twin || !(t_s >= 0) || t_s > twin->now)
         return EERL_ERANGE;
+    if (t_s != twin->obs_t)
+        twin->obs_valid[0] = twin->obs_valid[1] = 0;
     twin->obs_t = t_s;
     return 0;
 }
@@ -259,9 +262,9 @@ int eerl__twin_pool_of(const eerl_twin *t, unsigned gpu)
     return (t->cfg.mode == EERL_MODE_COLOCATED || gpu < t->cfg.n_gen) ? 0 : 1;
 }
 
-void eerl__twin_observe(const eerl_twin *t, unsigned gpu, struct eerl__obs *ret)
+static void observe_pool(const eerl_twin *t, int pool, struct eerl__obs *ret)
 {
-    const struct eerl__timeline *tl = &t->tl[eerl__twin_pool_of(t, gpu)];
+    const struct eerl__timeline *tl = &t->tl[pool];
     /* NVML's counter moves in ~100 ms steps: read the energy at the last 100 ms tick. */
     double tq = floor(t->obs_t * 10.0 + 1e-9) / 10.0;
     size_t lo = 0, hi;
@@ -296,6 +299,17 @@ void eerl__twin_observe(const eerl_twin *t, unsigned gpu, struct eerl__obs *ret)
             dt = s->t1 - s->t0;
         ret->joules = s->e0 + s->w * dt;
     }
+}
+
+void eerl__twin_observe(eerl_twin *t, unsigned gpu, struct eerl__obs *ret)
+{
+    int pool = eerl__twin_pool_of(t, gpu);
+
+    if (!t->obs_valid[pool]) {
+        observe_pool(t, pool, &t->obs[pool]);
+        t->obs_valid[pool] = 1;
+    }
+    *ret = t->obs[pool];
 }
 
 /* Expected-value evaluation: the same layout code, fed with expected batches. */

@@ -39,14 +39,17 @@ struct eerl_twin {
     double spill;
     struct eerl__timeline tl[2]; /* generation pool (colocated: all GPUs), training pool */
     int device_open;
+    /* Every GPU of a pool shows the same at one time: each pool's observation, computed at its
+     * first read after obs_t or a timeline changed, so a read of 1024 GPUs searches twice. */
+    struct eerl__obs {
+        double joules, watts, mhz;
+        unsigned flags;
+    } obs[2];
+    int obs_valid[2];
 };
 
 /* What GPU gpu (pool-major numbering) shows at the observation time. */
-struct eerl__obs {
-    double joules, watts, mhz;
-    unsigned flags;
-};
-void eerl__twin_observe(const eerl_twin *t, unsigned gpu, struct eerl__obs *ret);
+void eerl__twin_observe(eerl_twin *t, unsigned gpu, struct eerl__obs *ret);
 unsigned eerl__twin_gpu_count(const eerl_twin *t);
 /* Which pool a GPU index belongs to. */
 int eerl__twin_pool_of(const eerl_twin *t, unsigned gpu);

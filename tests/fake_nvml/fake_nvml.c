@@ -1017,8 +1017,15 @@ nvmlReturn_t nvmlShutdown(void)
     if (init_count == 0)
         r = NVML_ERROR_UNINITIALIZED;
     else if (--init_count == 0) {
+        size_t k;
+
         state_free(&S);
         set_seen(NULL, 0);
+        for (k = 0; k < n_handle_blocks; k++) /* handles end with the last shutdown, as NVML's */
+            free(handle_blocks[k]);
+        free(handle_blocks);
+        handle_blocks = NULL;
+        n_handle_blocks = 0;
     }
     pthread_mutex_unlock(&mu);
     return r;

@@ -26,7 +26,7 @@ struct fgpu {
     int no_energy, stuck, reset, lost;
 };
 
-static struct fgpu G[8];
+static struct fgpu G[200];
 static unsigned NG;
 static double VT_MS = -1; /* < 0: real time (virtual_time_ms null) */
 static char FAULTS[512];
@@ -1029,6 +1029,72 @@ static void test_averaged_power_when_no_instant_power(void **state)
     free(saved);
 }
 
+/* A meter of more GPUs than a reading's arrays hold (100 of the stand-in, each at its own power):
+ * eerl_meter_energy_each gives every GPU's energy, the reading its first 64 and the totals over
+ * all 100, a pool query any subset; bad arguments are refused. */
+static void test_many_gpus(void **state)
+{
+    enum { N = 100 };
+    static unsigned gpus[N], pool[3] = {99, 0, 64};
+    static double j[N], pk[N];
+    static unsigned fl[N];
+    eerl_device *dev;
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    double want = 0, t;
+    unsigned i, dup[2] = {5, 5};
+
+    (void)state;
+    dev = open_fake(N, 0);
+    for (i = 0; i < N; i++) {
+        G[i].power_mw = 100000 + 1000 * i; /* 100-199 W */
+        gpus[i] = i;
+        want += 0.1 * 10.0 * (1000 + 10 * i); /* J over 10 s */
+    }
+    write_state();
+    assert_int_equal(eerl_meter_new(dev, gpus, 0, 200, &m), EERL_EINVAL);
+    assert_int_equal(eerl_meter_new(dev, gpus, EERL_METER_GPUS_LIMIT + 1u, 200, &m), EERL_EINVAL);
+    assert_int_equal(eerl_meter_new(dev, dup, 2, 200, &m), EERL_EINVAL);
+    assert_null(m);
+    assert_int_equal(new_meter(dev, gpus, N, 200, &m), 0);
+    for (t = 0; t <= 10.0 + 1e-9; t += 1.0)
+        tick_at(m, t);
+    assert_int_equal(eerl_meter_energy_each(m, 0, 10, NULL, N, j, pk, fl, &rd), 0);
+    assert_int_equal(rd.n_gpus, N);
+    assert_true(fabs(rd.total_joules - want) < 1e-6 * want);
+    for (i = 0; i < N; i++) {
+        double w = 100.0 + i;
+        assert_true(fabs(j[i] - 10.0 * w) < 1e-6 * w);
+        assert_true(fabs(pk[i] - w) < 1e-9);
+        assert_int_equal(fl[i], 0u);
+        if (i < EERL_METER_READING_GPUS) {
+            assert_int_equal(rd.gpu[i], i);
+            assert_true(rd.joules[i] == j[i]);
+        }
+    }
+    assert_true(fabs(rd.peak_total_w - (100.0 * N + N * (N - 1) / 2.0)) < 1e-6);
+    /* eerl_meter_energy: the same totals. */
+    memset(&rd, 0, sizeof(rd));
+    assert_int_equal(eerl_meter_energy(m, 0, 10, &rd), 0);
+    assert_true(fabs(rd.total_joules - want) < 1e-6 * want);
+    /* A pool in any order. */
+    assert_int_equal(eerl_meter_energy_each(m, 2, 7, pool, 3, j, NULL, NULL, &rd), 0);
+    assert_true(fabs(j[0] - 5 * 199.0) < 1e-6 && fabs(j[1] - 5 * 100.0) < 1e-6 &&
+                fabs(j[2] - 5 * 164.0) < 1e-6);
+    assert_int_equal(rd.gpu[0], 99u);
+    assert_true(fabs(rd.total_joules - 5 * (199.0 + 100 + 164)) < 1e-6);
+    /* Bad arguments: untouched outputs. */
+    j[0] = -1;
+    assert_int_equal(eerl_meter_energy_each(m, 0, 10, NULL, N - 1, j, NULL, NULL, &rd),
+                     EERL_EINVAL);
+    pool[1] = N; /* not metered (and not a GPU) */
+    assert_int_equal(eerl_meter_energy_each(m, 0, 10, pool, 3, j, NULL, NULL, &rd), EERL_ENODEV);
+    pool[1] = 0;
+    assert_int_equal(eerl_meter_energy_each(m, 0, 10, pool, 0, j, NULL, NULL, &rd), EERL_EINVAL);
+    assert_int_equal(eerl_meter_energy_each(m, 7, 2, pool, 3, j, NULL, NULL, &rd), EERL_EINVAL);
+    assert_true(j[0] == -1);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -1065,6 +1131,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_auto_energy_interval_follows_read_cost, teardown),
         cmocka_unit_test_teardown(test_anomalies_with_sparse_energy_reads, teardown),
         cmocka_unit_test_teardown(test_averaged_power_when_no_instant_power, teardown),
+        cmocka_unit_test_teardown(test_many_gpus, teardown),
     };
     int r;
 

@@ -99,7 +99,7 @@ static void test_malformed(void **state)
         {"{\"op\":\"hello\",\"v\":1,\"client\":\"a\\nb\"}", "control character"},
         {"{\"op\":\"heartbeat\",\"gpus\":[0]}", "unknown key \"gpus\" in \"heartbeat\""},
         {"{\"op\":\"lease\"}", "missing \"gpus\""},
-        {"{\"op\":\"lease\",\"gpus\":[]}", "must list 1-64 GPUs"},
+        {"{\"op\":\"lease\",\"gpus\":[]}", "must list 1-1024 GPUs"},
         {"{\"op\":\"lease\",\"gpus\":0}", "must be an array"},
         {"{\"op\":\"lease\",\"gpus\":[1.5]}", "\"gpus\"[0] must be an integer"},
         {"{\"op\":\"lease\",\"gpus\":[-1]}", "\"gpus\"[0] -1 is out of range"},
@@ -147,7 +147,7 @@ static void test_limits(void **state)
     char why[256];
     size_t len = EERL_AGENT_MSG_MAX - 1, base;
     char *big = malloc(EERL_AGENT_MSG_MAX + 8);
-    char gpus[1024];
+    char gpus[8192];
     int i, n = 0;
 
     (void)state;
@@ -162,16 +162,21 @@ static void test_limits(void **state)
     assert_non_null(strstr(why, "longer than the limit of 65536"));
     free(big);
 
-    /* 64 GPUs is the most one request may name. */
+    /* 1024 GPUs, every one a daemon may serve, is the most one request may name. */
     n = snprintf(gpus, sizeof(gpus), "{\"op\":\"lease\",\"gpus\":[0");
-    for (i = 1; i < 64; i++)
+    for (i = 1; i < 1024; i++)
         n += snprintf(gpus + n, sizeof(gpus) - (size_t)n, ",%d", i);
     snprintf(gpus + n, sizeof(gpus) - (size_t)n, "]}");
     assert_int_equal(parse(gpus, &r, why, sizeof(why)), 0);
-    assert_int_equal(r.n_gpus, 64);
-    snprintf(gpus + n, sizeof(gpus) - (size_t)n, ",64]}");
+    assert_int_equal(r.n_gpus, 1024);
+    assert_int_equal(r.gpus[1023], 1023u);
+    snprintf(gpus + n, sizeof(gpus) - (size_t)n, ",1023]}");
     assert_int_equal(parse(gpus, &r, why, sizeof(why)), EERL_EPARSE);
-    assert_non_null(strstr(why, "1-64 GPUs (got 65)"));
+    assert_non_null(strstr(why, "1-1024 GPUs (got 1025)"));
+    snprintf(gpus + n, sizeof(gpus) - (size_t)n, "]}");
+    gpus[strlen("{\"op\":\"lease\",\"gpus\":[")] = '9'; /* [9,1,...]: 9 twice */
+    assert_int_equal(parse(gpus, &r, why, sizeof(why)), EERL_EPARSE);
+    assert_non_null(strstr(why, "names GPU 9 twice"));
 }
 
 static void test_id_on_failure(void **state)

@@ -26,8 +26,9 @@ extern "C" {
 #define EERL_AGENT_PROTOCOL_VERSION 1
 /* Longest message either side sends, newline included. */
 #define EERL_AGENT_MSG_MAX 65536
-/* Most GPUs one request may name. */
-#define EERL_AGENT_GPUS_MAX 64
+/* Most GPUs one request may name: every GPU a daemon may serve (indices 0-1023, a node of up to
+ * 1024 GPUs; such a request is about 5 KiB, well inside EERL_AGENT_MSG_MAX). */
+#define EERL_AGENT_GPUS_MAX 1024
 /* Longest pool name, without the NUL. */
 #define EERL_AGENT_POOL_NAME_MAX 31
 

@@ -556,6 +556,11 @@ static int load_gpus(struct server *s)
         eerld_log(LOG_ERR, "no GPUs found");
         return -1;
     }
+    if (s->n > EERL_AGENT_GPUS_MAX) { /* the protocol names GPUs 0-1023 */
+        eerld_log(LOG_ERR, "the node has %u GPUs; eerld serves at most %d (GPU indices 0-%d)", s->n,
+                  EERL_AGENT_GPUS_MAX, EERL_AGENT_GPUS_MAX - 1);
+        return -1;
+    }
     s->g = calloc(s->n, sizeof(*s->g));
     if (!s->g)
         return -1;

@@ -121,7 +121,8 @@ static int get_name(json_t *o, const char *key, size_t max, char *out, char *why
 static int get_gpus(json_t *o, struct eerl__agent_req *r, int required, char *why, size_t why_len)
 {
     json_t *x = json_object_get(o, "gpus"), *e;
-    size_t i, k;
+    unsigned char seen[EERL__AGENT_GPU_INDEX_MAX + 1];
+    size_t i;
 
     if (!x) {
         if (required)
@@ -133,6 +134,7 @@ static int get_gpus(json_t *o, struct eerl__agent_req *r, int required, char *wh
     if (json_array_size(x) == 0 || json_array_size(x) > EERL_AGENT_GPUS_MAX)
         return bad(why, why_len, "\"gpus\" must list 1-%d GPUs (got %zu)", EERL_AGENT_GPUS_MAX,
                    json_array_size(x));
+    memset(seen, 0, sizeof(seen));
     json_array_foreach(x, i, e)
     {
         json_int_t g;
@@ -143,9 +145,9 @@ static int get_gpus(json_t *o, struct eerl__agent_req *r, int required, char *wh
         if (g < 0 || g > EERL__AGENT_GPU_INDEX_MAX)
             return bad(why, why_len, "\"gpus\"[%zu] %lld is out of range (0-%d)", i, (long long)g,
                        EERL__AGENT_GPU_INDEX_MAX);
-        for (k = 0; k < i; k++)
-            if (r->gpus[k] == (unsigned)g)
-                return bad(why, why_len, "\"gpus\" names GPU %lld twice", (long long)g);
+        if (seen[g]) /* linear: a request may name 1024 GPUs */
+            return bad(why, why_len, "\"gpus\" names GPU %lld twice", (long long)g);
+        seen[g] = 1;
         r->gpus[i] = (unsigned)g;
     }
     r->n_gpus = json_array_size(x);

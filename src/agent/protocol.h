@@ -11,8 +11,9 @@
 
 #include "eerl/agent.h"
 
-/* Highest GPU index a request may name (the daemon then checks it against its own count). */
-#define EERL__AGENT_GPU_INDEX_MAX 1023
+/* Highest GPU index a request may name (the daemon then checks it against its own count; it
+ * serves at most EERL_AGENT_GPUS_MAX GPUs, so one request can name all of them). */
+#define EERL__AGENT_GPU_INDEX_MAX (EERL_AGENT_GPUS_MAX - 1)
 /* Highest clock a request may carry, MHz. */
 #define EERL__AGENT_MHZ_MAX 100000
 #define EERL__AGENT_CLIENT_MAX 64

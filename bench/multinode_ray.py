@@ -151,6 +151,20 @@ def main():
     import ray
     from ray.cluster_utils import Cluster
     from eerl import multinode
+    # Ray waits a fixed 30 s for a new raylet to register; on a loaded machine that is not
+    # always enough: each lookup may wait longer, as the tests' cluster does
+    get_node = ray._private.services.get_node
+
+    def patient_get_node(*args, **kwargs):
+        deadline = time.time() + 300
+        while True:
+            try:
+                return get_node(*args, **kwargs)
+            except RuntimeError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+    ray._private.services.get_node = patient_get_node
     root = tempfile.mkdtemp(prefix="eerl-bench-ray-")
     env_base = {"PYTHONPATH": os.pathsep.join([os.path.join(REPO, "python"),
                                                os.path.join(REPO, "python", "tests")]),

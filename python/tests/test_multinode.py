@@ -76,7 +76,17 @@ RANK_SCRIPT = textwrap.dedent("""
     runs = {
         "colocated": {"generation": recs, "training": recs},
         "disaggregated": {"generation": recs[:2], "training": recs[2:]},
+        "drained": {"generation": recs[:2], "training": recs[2:]},
+        "inflight": {"generation": recs[:2], "training": recs[2:]},
     }
+    # the asynchronous modes' order: generation beside log-prob and training, then the refit
+    # (in-flight: inside generation, which goes on after it)
+    ASYNC = {"drained": [("b", "generation"), ("b", "logprob"), ("e", "logprob"),
+                         ("b", "training"), ("e", "training"), ("e", "generation"),
+                         ("b", "refit"), ("e", "refit")],
+             "inflight": [("b", "generation"), ("b", "logprob"), ("e", "logprob"),
+                          ("b", "training"), ("e", "training"), ("b", "refit"),
+                          ("e", "refit"), ("e", "generation")]}
     result = {"records": recs}
     for mode, roles in runs.items():
         pools = ad.locate(roles)
@@ -86,12 +96,17 @@ RANK_SCRIPT = textwrap.dedent("""
         seen = []
         for u in range(20):
             rec = {"applied": s.applied_setting()}
-            for phase, dt in (("generation", 0.012), ("logprob", 0.003), ("training", 0.008),
-                              ("refit", 0.002)):
-                s.phase_begin(phase)
-                rec[phase] = {str(n): v for n, v in s.last_sm_mhz.items()}
-                time.sleep(dt)
-                s.phase_end(phase)
+            if mode in ASYNC:
+                for what, phase in ASYNC[mode]:
+                    (s.phase_begin if what == "b" else s.phase_end)(phase)
+                    time.sleep(0.004)
+            else:
+                for phase, dt in (("generation", 0.012), ("logprob", 0.003),
+                                  ("training", 0.008), ("refit", 0.002)):
+                    s.phase_begin(phase)
+                    rec[phase] = {str(n): v for n, v in s.last_sm_mhz.items()}
+                    time.sleep(dt)
+                    s.phase_end(phase)
             m = s.update_end(generated_tokens=4000 + 50 * (u % 5), valid_tokens=3600 + 40 * (u % 5),
                              longest_response=300 + 10 * (u % 5), policy_version=u)
             rec["energy_j"], rec["time_s"] = m["eerl/update_energy_j"], m["eerl/update_time_s"]
@@ -154,6 +169,18 @@ def test_torch_distributed_four_nodes(nodes, tmp_path):
         assert rp.returncode == 0, rp.stderr
         assert "replayed 20 updates (0 refused)" in rp.stdout and "0 mismatches" in rp.stdout, \
             rp.stdout
+
+    for mode in ("drained", "inflight"):  # the asynchronous modes through gloo too
+        trace = str(tmp_path / (mode + ".jsonl"))
+        ups = [json.loads(x) for x in open(trace) if '"update"' in x]
+        ups = [x for x in ups if x["type"] == "update"]
+        assert len(ups) == 20 and all(
+            x["pools"]["generation"]["arrival_s"] > 0 and x["pools"]["training"]["arrival_s"] > 0
+            and set(x["runtime"]["node_energy_j"]) == {"0", "1", "2", "3"} for x in ups), ups[-1]
+        rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True,
+                            timeout=60)
+        assert rp.returncode == 0 and "replayed 20 updates" in rp.stdout and \
+            "0 mismatches" in rp.stdout, rp.stdout + rp.stderr
 
     for n in nodes:  # everything back to the governor on every node
         assert n.locks() == [(None, None)] * 2

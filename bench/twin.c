@@ -260,9 +260,9 @@ static int scaling_row(unsigned n, unsigned updates, long *rss0)
         return -1;
     if (!*rss0)
         *rss0 = c.maxrss_kib;
-    printf("  %5u  %6u/%-5u %8.3f %8.3f %12.1f %14.3f %9.0f %12.1f", n, tg.ng, tg.nt, c.wall_s,
-           c.cpu_s, 1e6 * c.cpu_s / updates, 1e6 * c.cpu_s / updates / n, c.virtual_s / updates,
-           c.maxrss_kib / 1024.0);
+    printf("  %5u  %6u/%-5u %8.3f %8.3f %12.1f %14.3f %9.0f %11.1f %12.1f", n, tg.ng, tg.nt,
+           c.wall_s, c.cpu_s, 1e6 * c.cpu_s / updates, 1e6 * c.cpu_s / updates / n,
+           c.virtual_s / updates, 1e9 * c.cpu_s / c.virtual_s / n, c.maxrss_kib / 1024.0);
     if (n > 8)
         printf(" %10.0f", 1024.0 * (double)(c.maxrss_kib - *rss0) / (double)(n - 8));
     printf("\n");
@@ -280,12 +280,15 @@ static int scaling(unsigned updates)
            "1 s and at every phase boundary, actuator, session), governor run, qwen L "
            "disaggregated, %u updates, one process per row:\n",
            updates);
-    printf("  %5s  %-12s %8s %8s %12s %14s %9s %12s %10s\n", "GPUs", "gen/train", "wall s", "CPU s",
-           "CPU us/upd", "CPU us/upd/GPU", "virt s/u", "peak RSS MiB", "bytes/GPU");
+    printf("  %5s  %-12s %8s %8s %12s %14s %9s %11s %12s %10s\n", "GPUs", "gen/train", "wall s",
+           "CPU s", "CPU us/upd", "CPU us/upd/GPU", "virt s/u", "ns/GPU/vs", "peak RSS MiB",
+           "bytes/GPU");
     for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         r |= scaling_row(ns[i], updates, &rss0);
     printf("  (CPU: the child's user + system time, which a loaded machine does not inflate; "
-           "virt s/u: virtual seconds per update; bytes/GPU: growth of the peak resident memory "
+           "virt s/u: virtual seconds per update, more GPUs make an update shorter; ns/GPU/vs: CPU "
+           "per GPU per virtual second, one 1 s sample of it; bytes/GPU: growth of the peak "
+           "resident memory "
            "over the 8-GPU row)\n");
     return r;
 }

@@ -21,43 +21,45 @@ static int cmp_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static const struct eerl__strategy_ops *pick_strategy(eerl_strategy s, eerl_mode mode)
+/* The strategies: which judge measures and which proposer searches, per strategy and mode
+ * (strategy.h). A new combination is a line here; mode -1: every mode not listed before. */
+static const struct combination {
+    eerl_strategy strategy;
+    int mode;
+    const struct eerl__strategy_ops *judge;
+    const struct eerl__proposer_ops *proposer;
+} combinations[] = {
+    {EERL_STRATEGY_PAPER, EERL_MODE_COLOCATED, &eerl__strategy_sync, &eerl__propose_pairs},
+    {EERL_STRATEGY_PAPER, EERL_MODE_DISAGGREGATED, &eerl__strategy_sync, &eerl__propose_pairs},
+    {EERL_STRATEGY_PAPER, EERL_MODE_DRAINED, &eerl__strategy_drained, &eerl__propose_rounds},
+    {EERL_STRATEGY_PAPER, EERL_MODE_INFLIGHT, &eerl__strategy_inflight, &eerl__propose_rounds},
+    /* In-flight the rate judges a clock, not the whole-update predictor
+     * (strategy_eerl_inflight.c says why). */
+    {EERL_STRATEGY_EERL, EERL_MODE_INFLIGHT, &eerl__strategy_eerl_inflight,
+     &eerl__propose_pool_descent},
+    {EERL_STRATEGY_EERL, -1, &eerl__strategy_eerl, &eerl__propose_descent},
+    {EERL_STRATEGY_GOVERNOR, -1, &eerl__strategy_governor, NULL},
+    {EERL_STRATEGY_STATIC, -1, &eerl__strategy_static, NULL},
+    {EERL_STRATEGY_GLOBAL_CLOCK, -1, &eerl__strategy_global_clock, &eerl__propose_sweep},
+    {EERL_STRATEGY_LINEAR_SEARCH, -1, &eerl__strategy_linear_search, &eerl__propose_linear},
+};
+
+static const struct combination *pick_strategy(eerl_strategy s, eerl_mode mode)
 {
-    switch (s) {
-    case EERL_STRATEGY_PAPER:
-        break;
-    case EERL_STRATEGY_EERL:
-        /* In-flight the rate judges a clock, not the whole-update predictor
-         * (strategy_eerl_inflight.c says why). */
-        return mode == EERL_MODE_INFLIGHT ? &eerl__strategy_eerl_inflight : &eerl__strategy_eerl;
-    case EERL_STRATEGY_GOVERNOR:
-        return &eerl__strategy_governor;
-    case EERL_STRATEGY_STATIC:
-        return &eerl__strategy_static;
-    case EERL_STRATEGY_GLOBAL_CLOCK:
-        return &eerl__strategy_global_clock;
-    case EERL_STRATEGY_LINEAR_SEARCH:
-        return &eerl__strategy_linear_search;
-    default:
-        return NULL;
-    }
-    switch (mode) {
-    case EERL_MODE_COLOCATED:
-    case EERL_MODE_DISAGGREGATED:
-        return &eerl__strategy_sync;
-    case EERL_MODE_DRAINED:
-        return &eerl__strategy_drained;
-    case EERL_MODE_INFLIGHT:
-        return &eerl__strategy_inflight;
-    default:
-        return NULL;
-    }
+    size_t i;
+
+    for (i = 0; i < sizeof(combinations) / sizeof(combinations[0]); i++)
+        if (combinations[i].strategy == s &&
+            (combinations[i].mode < 0 || combinations[i].mode == (int)mode))
+            return &combinations[i];
+    return NULL;
 }
 
 int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clocks,
                  size_t n_clocks, unsigned governor_peak_mhz, eerl_ctl **ret_ctl)
 {
     eerl_ctl *ctl = NULL;
+    const struct combination *combo;
     eerl_ctl_config def;
     size_t i, k;
     int err = EERL_EINVAL;
@@ -83,9 +85,10 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     cfg = &ctl->cfg;
     ctl->peak = governor_peak_mhz;
     ctl->layout = eerl__layout_of(mode);
-    ctl->ops = pick_strategy(cfg->strategy, mode);
-    if (!ctl->ops)
+    combo = pick_strategy(cfg->strategy, mode);
+    if (!combo)
         goto fail;
+    ctl->ops = combo->judge;
     /* In-flight the eerl strategy searches the two pools (generation, training) only. */
     if (cfg->n_groups != 2 && mode == EERL_MODE_INFLIGHT && cfg->strategy == EERL_STRATEGY_EERL)
         goto fail;
@@ -97,6 +100,12 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     ctl->mon = calloc(1, sizeof(*ctl->mon));
     if (!ctl->clocks || !ctl->refs || !ctl->ref_ptrs || !ctl->st || !ctl->mon)
         goto fail;
+    if (combo->proposer) {
+        ctl->pst = calloc(1, combo->proposer->st_size);
+        if (!ctl->pst)
+            goto fail;
+        ctl->prop = combo->proposer;
+    }
     memcpy(ctl->clocks, clocks, n_clocks * sizeof(*clocks));
     qsort(ctl->clocks, n_clocks, sizeof(*ctl->clocks), cmp_desc);
     for (i = 0, k = 0; i < n_clocks; i++)
@@ -107,6 +116,9 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     if (err < 0)
         goto fail;
     err = eerl__monitor_init(ctl->mon, cfg->monitor_window);
+    if (err < 0)
+        goto fail;
+    err = ctl->prop && ctl->prop->init ? ctl->prop->init(ctl, ctl->pst) : 0;
     if (err < 0)
         goto fail;
     err = ctl->ops->init ? ctl->ops->init(ctl, ctl->st) : 0;
@@ -132,6 +144,7 @@ void eerl_ctl_free(eerl_ctl *ctl)
     if (ctl->mon)
         eerl__monitor_fini(ctl->mon);
     free(ctl->mon);
+    free(ctl->pst);
     free(ctl->st);
     free(ctl->ref_ptrs);
     free(ctl->refs);
@@ -242,6 +255,40 @@ void eerl__ctl_set_block(eerl_ctl *ctl, unsigned updates)
 void eerl__ctl_set_fit_floor(eerl_ctl *ctl, double min_t)
 {
     ctl->pred_min_t = min_t;
+}
+
+static void move_init(struct eerl__move *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->kind = EERL__MOVE_TRY;
+    m->group = -1;
+    m->energy_bar = 1.0;
+}
+
+void eerl__ctl_propose_start(eerl_ctl *ctl, const struct eerl__outcome *from,
+                             struct eerl__move *ret)
+{
+    move_init(ret);
+    ctl->prop->start(ctl, ctl->pst, from, ret);
+}
+
+void eerl__ctl_propose_next(eerl_ctl *ctl, const struct eerl__outcome *o, struct eerl__move *ret)
+{
+    move_init(ret);
+    ctl->prop->next(ctl, ctl->pst, o, ret);
+}
+
+struct eerl__outcome eerl__outcome_of(const eerl_setting *s)
+{
+    struct eerl__outcome o;
+
+    memset(&o, 0, sizeof(o));
+    o.s = *s;
+    o.verdict = EERL_VERDICT_NONE;
+    o.slack_group = -1;
+    o.late_group = -1;
+    o.wait_ratio = -1;
+    return o;
 }
 
 static eerl_ctl_state state_of(const eerl_ctl *ctl)

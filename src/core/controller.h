@@ -31,8 +31,10 @@ struct eerl_ctl {
     unsigned peak;
     int layout;
 
-    const struct eerl__strategy_ops *ops;
+    const struct eerl__strategy_ops *ops; /* the judge (strategy.h) and its state */
     void *st;
+    const struct eerl__proposer_ops *prop; /* the proposer and its state; NULL: none */
+    void *pst;
 
     eerl_setting next; /* requested for the next update */
 
@@ -96,6 +98,16 @@ void eerl__ctl_set_fit_floor(struct eerl_ctl *ctl, double min_t);
 void eerl__ctl_watch(struct eerl_ctl *ctl, int governor_kept);
 eerl_ctl_state eerl__ctl_after_state(const struct eerl_ctl *ctl);
 void eerl__ctl_after_observe(struct eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *next);
+
+/* The strategy's proposer (strategy.h), for its judge: the first move of the search and the
+ * move after each outcome. *ret starts as a TRY of nothing, group -1, energy_bar 1, no label. */
+void eerl__ctl_propose_start(struct eerl_ctl *ctl, const struct eerl__outcome *from,
+                             struct eerl__move *ret);
+void eerl__ctl_propose_next(struct eerl_ctl *ctl, const struct eerl__outcome *o,
+                            struct eerl__move *ret);
+/* An outcome with nothing estimated yet: s, verdict NONE, slack and late group -1, wait_ratio
+ * -1. */
+struct eerl__outcome eerl__outcome_of(const eerl_setting *s);
 
 /* Adds a governor observation to the references and refits the predictor. */
 void eerl__ctl_ref_add(struct eerl_ctl *ctl, const eerl_obs *obs);

@@ -239,21 +239,3 @@ eerl_setting eerl__with_group(const struct eerl_ctl *ctl, const eerl_setting *ba
         t = clock;
     return eerl__ctl_setting(ctl, g, t);
 }
-
-int eerl__line_next(const struct eerl_ctl *ctl, struct eerl__tried_set *tried,
-                    const eerl_setting *base, int group, unsigned cur, unsigned grid,
-                    eerl_verdict v, eerl_setting *ret)
-{
-    unsigned nv;
-    eerl_setting s;
-
-    if (eerl__ctl_step(ctl, cur, v == EERL_VERDICT_PASS ? -(int)grid : (int)grid, &nv) < 0)
-        return 0;
-    if (nv == EERL_CLOCK_GOVERNOR)
-        return 0;
-    s = eerl__with_group(ctl, base, group, nv);
-    if (eerl__tried_find(tried, &s))
-        return 0;
-    *ret = s;
-    return 1;
-}

@@ -75,15 +75,8 @@ struct eerl__tried *eerl__tried_put(struct eerl__tried_set *set, const eerl_sett
 /* The passing, not confirmation-failed setting with the lowest energy ratio; NULL if none. */
 const struct eerl__tried *eerl__tried_best(const struct eerl__tried_set *set);
 
-#endif
-
-/* Asynchronous pool search (sections 6.2, 6.3): the next clock for `group` on its line, from
- * `cur` after verdict v: a pass goes one grid step lower, a fail one step higher. The candidate
- * keeps base's other group. 0 when that setting was already tried, lies below the lowest clock or
- * reaches the governor (the round's search is over). */
-int eerl__line_next(const struct eerl_ctl *ctl, struct eerl__tried_set *tried,
-                    const eerl_setting *base, int group, unsigned cur, unsigned grid,
-                    eerl_verdict v, eerl_setting *ret);
 /* base with group set to clock (idle clock as configured). */
 eerl_setting eerl__with_group(const struct eerl_ctl *ctl, const eerl_setting *base, int group,
                               unsigned clock);
+
+#endif

@@ -2,18 +2,14 @@
  * - governor: the default governor throughout (the reference every saving is against);
  * - static: cfg.static_setting from the first update to the last (the oracle, when that setting
  *   is the best static one found offline);
- * - global-clock: one clock for every group, swept downward one grid step at a time from the
- *   peak, each step held for 5 usable updates and judged by the whole update against the
- *   governor prediction; the sweep stops at the first step slower than the allowance and the
- *   passing clock with the lowest energy is kept (how Zeus's power-limit optimizer picks a power
- *   limit under a maximum-slowdown constraint);
- * - linear-search: per group in turn (generation, then training), downward linear search one grid
- *   step at a time, each clock judged by the best of 5 samples of that group's phase time against
- *   the best of 5 governor samples; the first clock past the allowance ends the group, the last
- *   passing one is kept, and once every group is done the setting is locked for good (GEOPM's
+ * - global-clock: the judge of propose_sweep.c's one-clock sweep: each step held for 5 usable
+ *   updates and judged by the whole update against the governor prediction (Zeus);
+ * - linear-search: the judge of propose_linear.c's per-group search: each clock judged by the
+ *   best of 5 samples of that group's phase time against the best of 5 governor samples (GEOPM's
  *   energy-efficient agent).
  * The searching baselines calibrate the predictor on cfg.fast_calibration_updates governor
- * updates first, like the eerl strategy. Owns only their state structs. */
+ * updates first, like the eerl strategy, and lock for good where their proposer stops. Own only
+ * their state structs. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,10 +116,7 @@ static int calibrate(struct eerl_ctl *ctl, unsigned *count, const eerl_obs *obs,
 struct gc_st {
     int phase; /* 0 calibrating, 1 sweeping, 2 locked */
     unsigned count;
-    unsigned clock; /* the sweep's current clock */
     struct eerl__acc acc;
-    unsigned best_clock;
-    double best_energy;
 };
 
 static eerl_ctl_state gc_state(const void *vst)
@@ -134,29 +127,19 @@ static eerl_ctl_state gc_state(const void *vst)
                             : EERL_STATE_LOCKED;
 }
 
-static void gc_lock(struct eerl_ctl *ctl, struct gc_st *st, eerl_setting *next, const char *why)
+static void gc_follow(struct eerl_ctl *ctl, struct gc_st *st, const struct eerl__move *mv,
+                      eerl_setting *next)
 {
-    eerl_setting s = st->best_clock ? eerl__ctl_setting(ctl, st->best_clock, st->best_clock)
-                                    : eerl__ctl_setting(ctl, 0, 0);
-
-    st->phase = 2;
-    eerl__ctl_lock(ctl, &s, next, why);
-}
-
-static void gc_try(struct eerl_ctl *ctl, struct gc_st *st, eerl_setting *next)
-{
-    unsigned c;
     char b[48];
 
-    if (eerl__ctl_step(ctl, st->clock, -(int)ctl->cfg.grid_mhz, &c) < 0 ||
-        c == EERL_CLOCK_GOVERNOR) {
-        gc_lock(ctl, st, next, "the sweep reached the lowest clock");
+    if (mv->kind == EERL__MOVE_STOP) {
+        st->phase = 2;
+        eerl__ctl_lock(ctl, &mv->s, next, mv->why);
         return;
     }
-    st->clock = c;
     eerl__acc_reset(&st->acc);
-    *next = eerl__ctl_setting(ctl, c, c);
-    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, next, "sweep: %s for %u updates",
+    *next = mv->s;
+    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, next, "%s%s for %u updates", mv->label,
                    eerl__setting_str(next, b, sizeof(b)), BL_SAMPLES);
 }
 
@@ -164,7 +147,9 @@ static void gc_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
                        eerl_setting *next)
 {
     struct gc_st *st = vst;
+    struct eerl__outcome o;
     struct eerl__ratios r;
+    struct eerl__move mv;
     eerl_event *ev;
     int tf;
     char why[EERL_REASON_MAX];
@@ -176,10 +161,9 @@ static void gc_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         if (!calibrate(ctl, &st->count, obs, next))
             return;
         st->phase = 1;
-        st->clock = EERL_CLOCK_GOVERNOR;
-        st->best_clock = 0;
-        st->best_energy = 1.0;
-        gc_try(ctl, st, next);
+        o = eerl__outcome_of(next);
+        eerl__ctl_propose_start(ctl, &o, &mv);
+        gc_follow(ctl, st, &mv, next);
         return;
     }
     if (st->phase == 2) {
@@ -194,15 +178,14 @@ static void gc_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     eerl__ctl_trial_done(ctl);
     ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, next, "%s", why);
     eerl__event_set(ev, &r, st->acc.n, v);
-    if (v == EERL_VERDICT_PASS && r.energy < st->best_energy) {
-        st->best_energy = r.energy;
-        st->best_clock = st->clock;
-    }
-    if (tf) {
-        gc_lock(ctl, st, next, "the next clock down breaks the maximum slowdown");
-        return;
-    }
-    gc_try(ctl, st, next);
+    o = eerl__outcome_of(next);
+    o.verdict = v;
+    o.too_slow = tf;
+    o.r = &r;
+    o.loss = 1.0 - 1.0 / r.time;
+    o.energy = r.energy;
+    eerl__ctl_propose_next(ctl, &o, &mv);
+    gc_follow(ctl, st, &mv, next);
 }
 
 const struct eerl__strategy_ops eerl__strategy_global_clock = {
@@ -217,9 +200,8 @@ const struct eerl__strategy_ops eerl__strategy_global_clock = {
 struct ls_st {
     int phase; /* 0 calibrating, 1 searching, 2 locked */
     unsigned count;
-    int group;
-    unsigned clk[2]; /* settled clocks so far */
-    unsigned trying; /* the clock under test for `group` */
+    int group;       /* the group under test */
+    unsigned trying; /* its clock */
     double best;     /* best (lowest) sample ratio at the clock under test */
     double gov_best[2];
     unsigned n;
@@ -251,42 +233,31 @@ static double group_ratio(const struct eerl_ctl *ctl, const eerl_obs *obs, int g
     return pt > 0 ? mt / pt : 1.0;
 }
 
-static void ls_lock(struct eerl_ctl *ctl, struct ls_st *st, eerl_setting *next)
+static void ls_follow(struct eerl_ctl *ctl, struct ls_st *st, const struct eerl__move *mv,
+                      eerl_setting *next)
 {
-    eerl_setting s = eerl__ctl_setting(ctl, st->clk[0], st->clk[1]);
-
-    st->phase = 2;
-    eerl__ctl_lock(ctl, &s, next, "every group searched (one-shot)");
-}
-
-/* The next clock for the current group, or the next group, or the lock. */
-static void ls_next(struct eerl_ctl *ctl, struct ls_st *st, eerl_setting *next)
-{
-    unsigned c;
     char b[48];
 
-    while (st->group < 2) {
-        if (eerl__ctl_step(ctl, st->clk[st->group], -(int)ctl->cfg.grid_mhz, &c) == 0 &&
-            c != EERL_CLOCK_GOVERNOR) {
-            unsigned clk[2] = {st->clk[0], st->clk[1]};
-            clk[st->group] = c;
-            st->trying = c;
-            st->n = 0;
-            st->best = INFINITY;
-            *next = eerl__ctl_setting(ctl, clk[0], clk[1]);
-            eerl__ctl_emit(ctl, EERL_EV_PROPOSE, next, "group %d: %s, best of %u samples",
-                           st->group, eerl__setting_str(next, b, sizeof(b)), BL_SAMPLES);
-            return;
-        }
-        st->group++;
+    if (mv->kind == EERL__MOVE_STOP) {
+        st->phase = 2;
+        eerl__ctl_lock(ctl, &mv->s, next, mv->why);
+        return;
     }
-    ls_lock(ctl, st, next);
+    st->group = mv->group;
+    st->trying = mv->s.mhz[mv->group];
+    st->n = 0;
+    st->best = INFINITY;
+    *next = mv->s;
+    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, next, "%s%s, best of %u samples", mv->label,
+                   eerl__setting_str(next, b, sizeof(b)), BL_SAMPLES);
 }
 
 static void ls_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
                        eerl_setting *next)
 {
     struct ls_st *st = vst;
+    struct eerl__outcome o;
+    struct eerl__move mv;
     eerl_event *ev;
     double loss;
     int g;
@@ -305,9 +276,9 @@ static void ls_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
                 st->gov_best[g] = fmin(st->gov_best[g], group_ratio(ctl, eerl__ctl_ref(ctl, j), g));
         }
         st->phase = 1;
-        st->group = 0;
-        st->clk[0] = st->clk[1] = EERL_CLOCK_GOVERNOR;
-        ls_next(ctl, st, next);
+        o = eerl__outcome_of(next);
+        eerl__ctl_propose_start(ctl, &o, &mv);
+        ls_follow(ctl, st, &mv, next);
         return;
     }
     if (st->phase == 2) {
@@ -324,11 +295,12 @@ static void ls_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     ev->time_ratio = 1 + loss;
     ev->n_updates = st->n;
     ev->verdict = loss > ctl->cfg.allowed_loss ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
-    if (ev->verdict == EERL_VERDICT_PASS)
-        st->clk[st->group] = st->trying;
-    else
-        st->group++;
-    ls_next(ctl, st, next);
+    o = eerl__outcome_of(next);
+    o.verdict = ev->verdict;
+    o.too_slow = ev->verdict == EERL_VERDICT_FAIL;
+    o.loss = loss;
+    eerl__ctl_propose_next(ctl, &o, &mv);
+    ls_follow(ctl, st, &mv, next);
 }
 
 const struct eerl__strategy_ops eerl__strategy_linear_search = {

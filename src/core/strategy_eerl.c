@@ -1,6 +1,7 @@
-/* eerl's own strategy (beyond the paper, docs/controller.md "Beyond the paper"): one state
- * machine for every mode, built on the paper's governor predictor (section 5.1, Eq. 2) and pass
- * rule (section 5.2), in place of Algorithm 1's fixed trials, governor gaps and confirmation.
+/* eerl's judge (beyond the paper, docs/controller.md "The eerl strategy"), for every mode but
+ * in-flight: the paper's governor predictor (section 5.1, Eq. 2) and pass rule (section 5.2) in
+ * place of Algorithm 1's fixed trials, governor gaps and confirmation. Its proposer (by default
+ * propose_descent.c's budgeted descent) decides where to go; this file measures.
  *
  * - Run-level throughput budget: every update after calibration adds its estimated slowdown
  *   (measured time minus the governor prediction at its work; governor updates add none) to an
@@ -13,14 +14,12 @@
  * - Sequential tests instead of fixed 3-update trials: a setting is held until the mean of its
  *   per-update loss estimates is clear of r by one standard error (or 12 usable updates have
  *   passed), so the noise measured on this run sizes every decision. No governor updates between
- *   trials: the predictor is the reference (item 2: in-flight spends no blocks at the governor).
- * - Descent with halving steps: both groups start one big step down; a group whose step falls
- *   short (too slow for r, or no energy gained) goes back and halves its step; at less than half
- *   the grid it stops. All stopped = locked; after lock the account keeps running and a setting
- *   that falls behind it is raised.
- * - Drained mode reads the rendezvous: the first training step goes as far down as the training
- *   pool's wait for generation allows, and a short account raises the pool the update waits for.
- * - Expected horizon: no new step is tried when fewer updates remain than a test needs.
+ *   trials: the predictor is the reference. A candidate (a TRY) must also use less energy than
+ *   the setting it came from (the move's energy bar).
+ * - After lock the account keeps running: a setting that falls behind it fails (the proposer
+ *   raises it), and credit banked on a quiet stream is offered to the proposer again.
+ * - Expected horizon: the remaining updates go to the proposer, which takes no step that cannot
+ *   pay.
  * - Governor probes: one governor update every 10 keeps the references as recent as the work and
  *   measures the predictor's own error on fresh work, which the loss estimates are corrected by
  *   (and the account too, where the error stands out of the probes' scatter).
@@ -38,31 +37,20 @@
 
 enum { EE_CAL, EE_RUN, EE_REFRESH };
 
-#define EE_GROUPS EERL_GROUPS_MAX
 #define EE_N_MIN 3
 #define EE_N_MAX 12
-#define EE_SLACK_REFS 32  /* calibration updates read for the training pool's wait */
-#define EE_SLACK_Q 0.2    /* the quantile of generation / training busy time taken */
-#define EE_SLACK_USE 0.75 /* the share of that wait the first step may use */
 
 struct ee_st {
     int phase;
     unsigned count;
-    eerl_setting cur, prev;
-    unsigned moved; /* groups changed by the last move (bit per group) */
-    unsigned step[EE_GROUPS];
-    unsigned floor_[EE_GROUPS]; /* effective clock known to fall short: never that low again */
-    int frozen[EE_GROUPS];
-    int next_group;
+    eerl_setting cur; /* the setting being run */
     int locked;
-    double eff[EE_GROUPS]; /* energy ratio gained per loss spent by each group's last step */
-    unsigned have_eff;
+    int testing;       /* cur is a candidate (the proposer's TRY) */
+    double energy_bar; /* its energy ratio must stay below this */
     /* the current setting's evidence since it began */
     unsigned n;
     unsigned gen_late; /* of them, updates whose generation pool reached the rendezvous last */
     double sl, sl2, se;
-    double prev_energy; /* mean energy ratio of the setting before the last move */
-    double prev_loss;   /* and its mean loss */
     /* the run-level account */
     double excess_s, gov_s;
     uint64_t seen;
@@ -114,8 +102,6 @@ static double account_bias(const struct ee_st *st)
 #define EE_RELAX_MARGIN 0.005 /* spare loss rate after lock that is worth another step */
 #define EE_RELAX_NOISE 0.005  /* ... when per-update noise is below this (sd): else luck decides */
 #define EE_PROBE_EVERY 10
-#define EE_EFF_FLOOR 0.002 /* loss of a step counted at least this in its efficiency */
-#define EE_EFF_NOISE 0.02  /* per-update loss noise (sd) below which efficiencies steer */
 #define EE_PROBE_LOCKED 30 /* after lock: the setting no longer moves, drift is slow */
 
 static eerl_ctl_state ee_state(const void *vst)
@@ -134,19 +120,8 @@ static eerl_ctl_state ee_state(const void *vst)
 
 static int ee_init(struct eerl_ctl *ctl, void *vst)
 {
-    struct ee_st *st = vst;
-
-    int g;
-
+    (void)vst;
     eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
-
-    st->step[EERL_GROUP_GEN] = ctl->cfg.start_drop_gen_mhz;
-    for (g = 1; g < EE_GROUPS; g++)
-        st->step[g] = ctl->cfg.start_drop_train_mhz;
-    for (g = (int)ctl->cfg.n_groups; g < EE_GROUPS; g++)
-        st->frozen[g] = 1; /* not declared: stays at the governor */
-    st->next_group = EERL_GROUP_TRAIN;
-    st->prev_energy = 1.0;
     return 0;
 }
 
@@ -177,48 +152,13 @@ static void stats_reset(struct ee_st *st)
     st->sl = st->sl2 = st->se = 0;
 }
 
-static void apply(struct ee_st *st, const eerl_setting *s, eerl_setting *next)
+/* Runs s from the next update; a new setting starts fresh evidence. */
+static void run_at(struct ee_st *st, const eerl_setting *s, eerl_setting *next)
 {
+    if (!eerl_setting_equal(s, &st->cur))
+        stats_reset(st);
     st->cur = *s;
     *next = *s;
-    stats_reset(st);
-}
-
-static unsigned group_clock(const eerl_setting *s, int g)
-{
-    return s->mhz[g];
-}
-
-/* A setting with these group clocks and the configured idle clock (none if all governor). */
-static eerl_setting with_groups(const struct eerl_ctl *ctl, const unsigned *clk)
-{
-    eerl_setting s = eerl__ctl_setting(ctl, clk[0], clk[1]);
-    unsigned g;
-
-    for (g = 2; g < ctl->cfg.n_groups; g++)
-        s.mhz[g] = clk[g];
-    if (ctl->cfg.idle_mhz && !s.idle_mhz)
-        for (g = 2; g < ctl->cfg.n_groups; g++)
-            if (clk[g] != EERL_CLOCK_GOVERNOR)
-                s.idle_mhz = eerl__ctl_snap(ctl, ctl->cfg.idle_mhz);
-    return s;
-}
-
-/* Lowers group g of cur by its step (halving past known floors); 0 when g has nowhere to go. */
-static int lower_group(struct eerl_ctl *ctl, struct ee_st *st, int g, unsigned *ret)
-{
-    unsigned min_step = ctl->cfg.grid_mhz / 2 ? ctl->cfg.grid_mhz / 2 : 1, c;
-
-    while (!st->frozen[g] && st->step[g] >= min_step) {
-        if (eerl__ctl_step(ctl, group_clock(&st->cur, g), -(int)st->step[g], &c) == 0 &&
-            eerl__ctl_eff(ctl, c) > st->floor_[g]) {
-            *ret = c;
-            return 1;
-        }
-        st->step[g] /= 2;
-    }
-    st->frozen[g] = 1;
-    return 0;
 }
 
 static void lock_now(struct eerl_ctl *ctl, struct ee_st *st, const char *why)
@@ -227,116 +167,51 @@ static void lock_now(struct eerl_ctl *ctl, struct ee_st *st, const char *why)
     eerl__ctl_lock(ctl, &st->cur, NULL, why);
 }
 
-/* The next move down, alternating groups; locks when no group can move. */
-static void move_down(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next, double r)
+/* The proposer's move, carried out. */
+static void follow(struct eerl_ctl *ctl, struct ee_st *st, const struct eerl__move *mv,
+                   eerl_setting *next)
 {
-    unsigned clk[EE_GROUPS], c, n = ctl->cfg.n_groups;
-    char b[48];
-    int k;
-
-    if (remaining(ctl, st) < 2 * EE_N_MIN + 1 && ctl->cfg.expected_updates) {
+    switch (mv->kind) {
+    case EERL__MOVE_TRY:
+        stats_reset(st);
+        run_at(st, &mv->s, next);
+        st->testing = 1;
+        st->energy_bar = mv->energy_bar;
+        st->locked = 0;
+        return;
+    case EERL__MOVE_STOP:
+        run_at(st, &mv->s, next);
+        st->testing = 0;
         if (!st->locked)
-            lock_now(ctl, st, "too few updates left for another test to pay");
+            lock_now(ctl, st, mv->why);
+        return;
+    default: /* HOLD */
+        run_at(st, &mv->s, next);
+        st->testing = 0;
+        if (mv->why[0])
+            eerl__ctl_adjust(ctl, &st->cur, next, "%s", mv->why);
         return;
     }
-    if (!st->locked && st->prev_loss >= r) {
-        /* The setting the search stands on already costs what the rest of the run may lose: a
-         * lower clock only loses more, and its test would overdraw the account. */
-        lock_now(ctl, st, "the run's budget leaves no room below it");
-        return;
-    }
-    if (st->have_eff == (1u << n) - 1) {
-        /* Every group has stepped: the one whose last step bought the most energy per loss goes
-         * first (the search spends the budget where it pays most). */
-        int g, best = -1;
-        for (g = 0; g < (int)n; g++)
-            if (!st->frozen[g] && (best < 0 || st->eff[g] > st->eff[best]))
-                best = g;
-        if (best >= 0)
-            st->next_group = best;
-    }
-    for (k = 0; k < (int)n; k++) {
-        int g = (st->next_group + k) % (int)n, j;
-
-        if (!lower_group(ctl, st, g, &c))
-            continue;
-        for (j = 0; j < EE_GROUPS; j++)
-            clk[j] = st->cur.mhz[j];
-        clk[g] = c;
-        st->prev = st->cur;
-        st->moved = 1u << g;
-        st->next_group = (g + 1) % (int)n;
-        {
-            eerl_setting s = with_groups(ctl, clk);
-            apply(st, &s, next);
-        }
-        eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur,
-                       "%s %s to %s (step %u MHz; budget allows %.2f%% loss)",
-                       st->locked ? "monitor: try" : "lower", ctl->cfg.group_names[g],
-                       eerl__setting_str(&st->cur, b, sizeof(b)), st->step[g], 100 * r);
-        if (st->locked)
-            st->locked = 0;
-        return;
-    }
-    if (!st->locked)
-        lock_now(ctl, st, "every group at its lowest clock that pays");
 }
 
-/* The last move fell short: back to where it came from, halve the moved groups' steps. */
-
-static void revert(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next, const char *why)
+/* What the proposer is told about the current setting. */
+static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ee_st *st,
+                                    eerl_verdict v, int slow, double m, double e, double var,
+                                    double r)
 {
-    char b[48];
-    int g;
+    struct eerl__outcome o = eerl__outcome_of(&st->cur);
 
-    for (g = 0; g < EE_GROUPS; g++)
-        if (st->moved & (1u << g)) {
-            unsigned f = eerl__ctl_eff(ctl, st->cur.mhz[g]);
-            if (f > st->floor_[g])
-                st->floor_[g] = f;
-            st->step[g] /= 2;
-        }
-    st->moved = 0;
-    apply(st, &st->prev, next);
-    eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur, "back to %s: %s",
-                   eerl__setting_str(&st->cur, b, sizeof(b)), why);
-    /* The setting gone back to already passed: the next move starts at once. */
-    move_down(ctl, st, next, target_rate(ctl, st));
-}
-
-/* No move to undo but the account is short: raise the group furthest below the peak. */
-static void raise_one(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
-{
-    unsigned step = ctl->cfg.grid_mhz, c, clk[EE_GROUPS], j;
-    int g = 0;
-
-    for (j = 0; j < EE_GROUPS; j++)
-        clk[j] = st->cur.mhz[j];
-    for (j = 1; j < ctl->cfg.n_groups; j++)
-        if (eerl__ctl_eff(ctl, clk[j]) < eerl__ctl_eff(ctl, clk[g]))
-            g = (int)j;
-    if (ctl->layout == EERL__LAYOUT_OVERLAP && st->n > 0) {
-        /* Drained: the update waits for the pool that reaches the rendezvous last; raising the
-         * other one's clock buys no time. */
-        int late = 2 * st->gen_late >= st->n ? EERL_GROUP_GEN : EERL_GROUP_TRAIN;
-        if (eerl__ctl_eff(ctl, clk[late]) < ctl->peak)
-            g = late;
-    }
-    char b[48];
-    eerl_setting s;
-
-    if (eerl__ctl_step(ctl, clk[g], (int)step, &c) < 0)
-        return;
-    if (eerl__ctl_eff(ctl, clk[g]) > st->floor_[g])
-        st->floor_[g] = eerl__ctl_eff(ctl, clk[g]);
-    clk[g] = c;
-    st->frozen[g] = 1;
-    st->moved = 0;
-    st->prev = st->cur;
-    s = with_groups(ctl, clk);
-    apply(st, &s, next);
-    eerl__ctl_adjust(ctl, &st->cur, next, "raise to %s: the run's account falls short",
-                     eerl__setting_str(&st->cur, b, sizeof(b)));
+    o.verdict = v;
+    o.too_slow = slow;
+    o.loss = m;
+    o.energy = e;
+    o.loss_var = var;
+    o.budget = r;
+    o.remaining = remaining(ctl, st);
+    o.locked = st->locked;
+    if (ctl->layout == EERL__LAYOUT_OVERLAP && st->n > 0)
+        o.late_group = 2 * st->gen_late >= st->n ? EERL_GROUP_GEN : EERL_GROUP_TRAIN;
+    return o;
 }
 
 static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
@@ -344,6 +219,8 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
     double r = target_rate(ctl, st), n = st->n, m = st->sl / n, e = st->se / n;
     double var = n > 1 ? fmax(0.0, (st->sl2 - n * m * m) / (n - 1)) : 0.0;
     double se = sqrt(fmax(var, 1e-4) / n);
+    struct eerl__outcome o;
+    struct eerl__move mv;
     eerl_event *ev;
     char b[48];
     int slow, fast, poor;
@@ -352,7 +229,7 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
         return;
     slow = m - se > r;
     fast = m + se <= r;
-    poor = st->moved && e >= st->prev_energy;
+    poor = st->testing && e >= st->energy_bar;
     if (!slow && !fast && !poor && st->n < EE_N_MAX)
         return;
     if (!slow && !fast)
@@ -368,111 +245,39 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
     ev->verdict = slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
     if (!st->locked)
         eerl__ctl_trial_done(ctl);
-    if (slow || poor) {
-        if (st->moved)
-            revert(ctl, st, next, slow ? "too slow for the run's budget" : "no energy saved");
-        else if (slow)
-            raise_one(ctl, st, next);
-        else
-            stats_reset(st);
-        return;
-    }
-    if (st->locked) {
+    if (!slow && !poor && st->locked) {
         /* Locked and within the account. Credit banked since the lock (governor probes and
-         * refreshes, a setting cheaper than its allowance, the end of the horizon coming) is
-         * spent on one more half-grid step per group, at most once every 20 updates. */
-        if (m + 2 * se < r - EE_RELAX_MARGIN && var < EE_RELAX_NOISE * EE_RELAX_NOISE &&
-            st->seen >= st->relax_at + 20 && remaining(ctl, st) > 4 * EE_N_MIN) {
-            int g;
-            st->relax_at = st->seen;
-            for (g = 0; g < (int)ctl->cfg.n_groups; g++) {
-                st->frozen[g] = 0;
-                st->floor_[g] = 0;
-                st->step[g] = ctl->cfg.grid_mhz / 2;
-            }
-            st->prev_energy = e;
-            st->prev_loss = m;
-            move_down(ctl, st, next, r);
+         * refreshes, a setting cheaper than its allowance, the end of the horizon coming) goes
+         * to the proposer, at most once every 20 updates; otherwise the lock stays. */
+        if (!(m + 2 * se < r - EE_RELAX_MARGIN && var < EE_RELAX_NOISE * EE_RELAX_NOISE &&
+              st->seen >= st->relax_at + 20 && remaining(ctl, st) > 4 * EE_N_MIN)) {
+            stats_reset(st);
             return;
         }
-        stats_reset(st);
-        return;
+        st->relax_at = st->seen;
     }
-    {
-        int g;
-        for (g = 0; g < EE_GROUPS; g++)
-            if (st->moved == 1u << g) {
-                /* This group's last step: energy gained per loss spent, trusted only on a
-                 * quiet stream (per-update noise below EE_EFF_NOISE): on a noisy one the ratio
-                 * of two small noisy differences would steer the search past the allowance. */
-                st->have_eff &= ~(1u << g);
-                if (var < EE_EFF_NOISE * EE_EFF_NOISE) {
-                    st->eff[g] = (st->prev_energy - e) / fmax(m - st->prev_loss, EE_EFF_FLOOR);
-                    st->have_eff |= 1u << g;
-                }
-            }
-    }
-    st->prev_energy = e;
-    st->prev_loss = m;
-    st->moved = 0;
-    move_down(ctl, st, next, r);
+    o = outcome(ctl, st, slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS, slow, m, e, var, r);
+    eerl__ctl_propose_next(ctl, &o, &mv);
+    follow(ctl, st, &mv, next);
 }
 
-/* Drained mode: the training pool usually reaches the rendezvous first and waits for
- * generation, so a training clock that stretches its busy time by less than that wait costs no
- * update time. The drop (MHz below the peak) at which training, taken to slow in proportion to
- * the clock (an upper bound: part of its time does not follow the clock), would use
- * EE_SLACK_USE of the wait in the calibration's EE_SLACK_Q-quantile update; 0 without a wait. */
-static unsigned slack_drop(const struct eerl_ctl *ctl)
+/* After calibration (or a resume): the proposer's first move from where the run stands. */
+static void start_search(struct eerl_ctl *ctl, struct ee_st *st, const eerl_setting *locked,
+                         eerl_setting *next)
 {
-    double r[EE_SLACK_REFS], q, f;
-    size_t n = 0, i, j;
-
-    if (ctl->layout != EERL__LAYOUT_OVERLAP)
-        return 0;
-    for (i = 0; i < ctl->ref_n && n < EE_SLACK_REFS; i++) {
-        struct eerl__parts m;
-
-        eerl__obs_parts(ctl->layout, eerl__ctl_ref(ctl, i), &m);
-        if (m.t_train > 0) {
-            for (j = n++; j > 0 && r[j - 1] > m.t_gen / m.t_train; j--)
-                r[j] = r[j - 1];
-            r[j] = m.t_gen / m.t_train;
-        }
-    }
-    if (n < 3)
-        return 0;
-    q = r[(size_t)(EE_SLACK_Q * (double)(n - 1))];
-    if (q <= 1)
-        return 0;
-    f = (double)ctl->peak / (1 + EE_SLACK_USE * (q - 1));
-    return (unsigned)((double)ctl->peak - f);
-}
-
-/* After calibration (or a resume without a lock): the training group one big step down, or in
- * drained mode down to what its wait at the rendezvous allows, if that is further. */
-static void start_search(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
-{
-    unsigned t = 0, drop = slack_drop(ctl);
-    eerl_setting s;
-    char b[48];
+    struct eerl__outcome from;
+    struct eerl__move mv;
 
     st->phase = EE_RUN;
-    st->cur = *next;
-    st->prev = st->cur;
-    if (drop < st->step[1])
-        drop = st->step[1];
-    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)drop, &t);
-    s = eerl__ctl_setting(ctl, EERL_CLOCK_GOVERNOR, t);
-    if (eerl_setting_is_governor(&s)) {
-        lock_now(ctl, st, "no supported clock below the governor's peak");
-        return;
+    if (locked) {
+        run_at(st, locked, next);
+        lock_now(ctl, st, "resumed from the saved state");
+    } else {
+        st->cur = *next;
     }
-    st->moved = 1u << EERL_GROUP_TRAIN;
-    st->next_group = EERL_GROUP_GEN;
-    apply(st, &s, next);
-    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur, "start at %s",
-                   eerl__setting_str(&st->cur, b, sizeof(b)));
+    from = outcome(ctl, st, EERL_VERDICT_NONE, 0, 0, 0, 0, target_rate(ctl, st));
+    eerl__ctl_propose_start(ctl, &from, &mv);
+    follow(ctl, st, &mv, next);
 }
 
 /* Resume (eerl_ctl_restore): the references are back and the predictor fitted. With a saved lock
@@ -482,23 +287,16 @@ static int ee_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locke
                       eerl_setting *next)
 {
     struct ee_st *st = vst;
-    int g;
 
     if (!ctl->pred.ready)
         return EERL_ESTATE;
     if (!locked) {
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
                        "resumed: predictor fitted on %zu saved governor updates", ctl->ref_n);
-        start_search(ctl, st, next);
+        start_search(ctl, st, NULL, next);
         return 0;
     }
-    st->phase = EE_RUN;
-    st->prev = *locked;
-    for (g = 0; g < EE_GROUPS; g++)
-        st->frozen[g] = 1;
-    apply(st, locked, next);
-    st->locked = 1;
-    eerl__ctl_lock(ctl, &st->cur, NULL, "resumed from the saved state");
+    start_search(ctl, st, locked, next);
     return 0;
 }
 
@@ -550,7 +348,7 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             return;
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
                        ctl->ref_n);
-        start_search(ctl, st, next);
+        start_search(ctl, st, NULL, next);
         return;
     case EE_REFRESH:
         if (!eerl__ctl_ref_count(ctl, obs, &st->count, EE_REFRESH_N(c),

@@ -1,36 +1,30 @@
-/* eerl's strategy in in-flight mode (beyond the paper, in place of section 6.3's governor-
- * bracketed candidate blocks; docs/controller.md "The eerl strategy").
+/* eerl's judge in in-flight mode (beyond the paper, in place of section 6.3's governor-
+ * bracketed candidate blocks; docs/controller.md "The eerl strategy"), and its monitoring after
+ * lock. Its proposer (by default propose_pool_descent.c) decides where to go; this file measures.
  *
  * In-flight, generation never stops: the update time follows the work carried across updates,
  * so the whole-update predictor reads noise as slowdown, and the paper brackets every candidate
  * block with governor blocks (a third of the run after lock at the governor). What is steady is
  * the rate: valid tokens per second over a few updates (on the twin, per-update noise about 1%,
- * no drift while response lengths double). So this strategy judges a setting by its rate and
- * its energy per valid token against a governor reference measured on the same run:
+ * no drift while response lengths double). So this judge rates a setting by its rate and its
+ * energy per valid token against a governor reference measured on the same run:
  *
  * - Calibration: cfg.fast_calibration_updates governor updates (the first update of the run,
  *   which starts with an empty pipeline, left out) give the governor rate, energy per valid
  *   token and their per-update noise; they also go to the controller's references (resume).
- * - Search, one group at a time, training first (in-flight the training pool usually waits for
- *   the next batch, so its clock costs little or no throughput and saves the most), then
- *   generation: each move holds a setting until its rate loss and energy are clear of the
- *   run's budget and of the setting it came from by one standard error (at least 4, at most 8
- *   usable updates; the carried-over update after each change is left out by the controller).
- *   A move that falls short goes back and halves that group's step; below half the grid
- *   (training: below the grid, its energy curve is flat near its best clock) the group is done;
- *   both done = lock. No governor updates between moves. With the pools' arrivals reported, a
- *   training step that a model of training's arrival over generation's (through the governor's
- *   and the last passing training setting's) puts past generation is not tried.
+ * - A candidate is held until its rate loss and energy are clear of the run's budget and of the
+ *   setting it came from by one standard error (at least 4, at most 8 usable updates; the
+ *   carried-over update after each change is left out by the controller). No governor updates
+ *   between candidates.
  * - Run-level budget: as the eerl strategy (strategy_eerl.c): every update adds its time minus
  *   the governor time of its work at the governor rate to one account, and the loss a setting
  *   may run at keeps the whole run, to the expected end, within allowed_loss - budget_margin.
  * - After lock, governor blocks are sized and timed from what is measured instead of fixed:
  *   windows of 20 usable updates at the lock are checked against the budget (a setting that
  *   falls behind raises generation one half-grid step, or training when generation is at the
- *   peak; one well inside it lets generation search on with half-grid steps); a governor block
- *   of 4 updates runs only when the locked setting's own rate moves by more than the noise
- *   explains (the reference may have moved with it) or 150 usable updates have passed, and it
- *   refreshes the reference.
+ *   peak; one well inside it goes back to the proposer); a governor block of 4 updates runs only
+ *   when the locked setting's own rate moves by more than the noise explains (the reference may
+ *   have moved with it) or 150 usable updates have passed, and it refreshes the reference.
  * Owns only its state struct. */
 #include <math.h>
 #include <stdio.h>
@@ -56,10 +50,8 @@ struct ei_st {
     int phase, locked;
     unsigned count; /* calibration / governor block updates taken */
     int first_seen; /* the run's first update has been seen (left out of calibration) */
-    eerl_setting cur, prev;
-    int group; /* group being searched: training, then generation; -1 when done */
-    unsigned step[2];
-    unsigned floor_[2]; /* effective clock known to fall short */
+    eerl_setting cur;
+    int group; /* the group the candidate under test changes, or -1 */
     /* governor reference */
     double gov_rate, gov_epn; /* valid tokens per second, joules per valid token */
     /* noise of a block mean (block_noise): se4 of a 4-update block, falling with the block's
@@ -72,12 +64,8 @@ struct ei_st {
     double blk_tokens, blk_time_s, blk_energy_j; /* its sums of valid tokens, time, energy */
     unsigned blk_n_arrivals; /* of the block's updates, those with pool arrivals */
     double blk_gen_arrival_s, blk_train_arrival_s; /* and their generation and training arrivals */
-    /* training's arrival (its busy time) over generation's, at the governor and at the last
-     * training setting that passed (f_pass, MHz; 0 before one has) */
-    double q_gov, q_pass;
-    unsigned f_pass;
-    double prev_epn; /* energy per valid token of the setting the move came from */
-    unsigned prev_n;
+    double prev_epn; /* energy per valid token of the setting the candidate came from */
+    unsigned prev_n; /* and the updates it was measured on */
     /* the run-level account */
     double excess_s, gov_s;
     uint64_t seen;
@@ -103,10 +91,8 @@ static int ei_init(struct eerl_ctl *ctl, void *vst)
 {
     struct ei_st *st = vst;
 
+    (void)st;
     eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
-    st->group = EERL_GROUP_TRAIN;
-    st->step[EERL_GROUP_TRAIN] = ctl->cfg.start_drop_train_mhz;
-    st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz;
     return 0;
 }
 
@@ -185,8 +171,8 @@ static double block_se(double c4, double gam, double n)
 /* Governor rate, energy per token and the noise of their block means from the references. */
 static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
 {
-    double sn = 0, stt = 0, se = 0, ag = 0, at = 0;
-    size_t i, n = ctl->ref_n, na = 0;
+    double sn = 0, stt = 0, se = 0;
+    size_t i, n = ctl->ref_n;
 
     if (n < 6)
         return EERL_ESTATE;
@@ -195,13 +181,7 @@ static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
         sn += o->valid_tokens;
         stt += o->time_s;
         se += o->energy_j;
-        if (o->flags & EERL_OBS_ARRIVALS) {
-            ag += o->arrival_s[EERL_POOL_GEN];
-            at += o->arrival_s[EERL_POOL_TRAIN];
-            na++;
-        }
     }
-    st->q_gov = na && ag > 0 ? at / ag : 0;
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
     st->gov_rate = sn / stt;
@@ -216,79 +196,59 @@ static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
 static void lock_now(struct eerl_ctl *ctl, struct ei_st *st, const char *why)
 {
     st->locked = 1;
-    st->group = -1;
     st->lock_rate = 0;
     if (!ctl->locked)
         st->since_check = 0;
     eerl__ctl_lock(ctl, &st->cur, NULL, why);
 }
 
-/* In-flight the training pool mostly waits for the next batch, so a training clock at which its
- * busy time would outlast generation's costs rate (on the twin a step to 540 MHz cost a third of
- * it). Training's arrival over generation's (a ratio, so that the work's growth over the run
- * cancels) is modelled as a + b / f through its governor value and the last passing training
- * setting's; a step the model puts past 1 (training arriving last) is not tried. Without
- * arrivals, or before a training setting below the peak has passed (one point cannot tell how
- * much of training's time follows the clock), nothing is skipped. */
-static int past_the_wait(const struct eerl_ctl *ctl, const struct ei_st *st, unsigned mhz)
+/* The proposer's move, carried out; a new setting starts a fresh block. */
+static void follow(struct eerl_ctl *ctl, struct ei_st *st, const struct eerl__move *mv,
+                   eerl_setting *next)
 {
-    double f0 = (double)ctl->peak, f1 = (double)st->f_pass, f = (double)eerl__ctl_eff(ctl, mhz);
-    double b;
-
-    if (st->q_gov <= 0 || st->f_pass == 0 || f1 >= f0 || st->q_pass <= 0)
-        return 0;
-    b = (st->q_pass - st->q_gov) / (1 / f1 - 1 / f0);
-    if (b < 0)
-        b = 0;
-    return st->q_gov + b * (1 / f - 1 / f0) > 1;
+    if (mv->kind == EERL__MOVE_TRY || !eerl_setting_equal(&mv->s, &st->cur))
+        apply(st, &mv->s, next);
+    st->group = mv->kind == EERL__MOVE_TRY ? mv->group : -1;
+    if (mv->kind == EERL__MOVE_STOP)
+        lock_now(ctl, st, mv->why);
 }
 
-/* The next move down of the group being searched (training, then generation); locks when both
- * are done. */
-static void move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ei_st *st,
+                                    eerl_verdict v, int slow, double loss, double epn)
 {
-    unsigned min_step = ctl->cfg.grid_mhz / 2 ? ctl->cfg.grid_mhz / 2 : 1, c;
-    char b[48];
+    struct eerl__outcome o = eerl__outcome_of(&st->cur);
 
-    if (remaining(ctl, st) < EI_N_MIN + 2 && ctl->cfg.expected_updates) {
-        lock_now(ctl, st, "too few updates left for another test to pay");
-        return;
-    }
-    while (st->group >= 0) {
-        int g = st->group;
-
-        /* Training's energy curve is flat near its best clock: half-grid steps there cost
-         * a test each for next to nothing. */
-        while (st->step[g] >= (g == EERL_GROUP_TRAIN ? 2 * min_step : min_step)) {
-            if (eerl__ctl_step(ctl, st->cur.mhz[g], -(int)st->step[g], &c) == 0 &&
-                eerl__ctl_eff(ctl, c) > st->floor_[g] &&
-                !(g == EERL_GROUP_TRAIN && past_the_wait(ctl, st, c))) {
-                eerl_setting s = st->cur;
-
-                s = eerl__ctl_setting(ctl, g == EERL_GROUP_GEN ? c : s.mhz[EERL_GROUP_GEN],
-                                      g == EERL_GROUP_TRAIN ? c : s.mhz[EERL_GROUP_TRAIN]);
-                st->prev = st->cur;
-                apply(st, &s, next);
-                eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur,
-                               "lower %s to %s (step %u MHz; budget allows %.2f%% loss)",
-                               ctl->cfg.group_names[g], eerl__setting_str(&st->cur, b, sizeof(b)),
-                               st->step[g], 100 * target_rate(ctl, st));
-                return;
-            }
-            st->step[g] /= 2;
-        }
-        st->group = g == EERL_GROUP_TRAIN ? EERL_GROUP_GEN : -1;
-    }
-    lock_now(ctl, st, "each group at its lowest clock that pays");
+    o.verdict = v;
+    o.too_slow = slow;
+    o.loss = loss;
+    o.energy = st->gov_epn > 0 ? epn / st->gov_epn : 0;
+    o.budget = target_rate(ctl, st);
+    o.remaining = remaining(ctl, st);
+    o.locked = st->locked;
+    if (st->n > 0 && st->blk_n_arrivals == st->n)
+        o.wait_ratio =
+            st->blk_gen_arrival_s > 0 ? st->blk_train_arrival_s / st->blk_gen_arrival_s : 0;
+    return o;
 }
 
-static void start_search(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+static void start_search(struct eerl_ctl *ctl, struct ei_st *st, const eerl_setting *locked,
+                         eerl_setting *next)
 {
+    struct eerl__outcome from;
+    struct eerl__move mv;
+
     st->phase = EI_RUN;
-    st->cur = *next;
-    st->prev_epn = st->gov_epn;
-    st->prev_n = st->n_ref;
-    move(ctl, st, next);
+    if (locked) {
+        apply(st, locked, next);
+        lock_now(ctl, st, "resumed from the saved state");
+    } else {
+        st->cur = *next;
+        st->prev_epn = st->gov_epn;
+        st->prev_n = st->n_ref;
+    }
+    from = outcome(ctl, st, EERL_VERDICT_NONE, 0, 0, 0);
+    eerl__ctl_propose_start(ctl, &from, &mv);
+    follow(ctl, st, &mv, next);
 }
 
 /* The block's loss against the governor rate, its energy per token, and their standard errors
@@ -330,7 +290,8 @@ static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *nex
 {
     double r = target_rate(ctl, st), loss, se_l, epn, se_e;
     int slow, fast, poor, good, fail, g;
-    char b[48];
+    struct eerl__outcome o;
+    struct eerl__move mv;
 
     if (st->n == 0)
         return;
@@ -353,26 +314,13 @@ static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *nex
     fail = slow || poor || loss > r || (g == EERL_GROUP_TRAIN && epn >= st->prev_epn);
     verdict_event(ctl, st, EERL_EV_TRIAL, loss, se_l, epn, r, fail);
     eerl__ctl_trial_done(ctl);
-    if (fail) {
-        unsigned f = eerl__ctl_eff(ctl, st->cur.mhz[g]);
-
-        if (f > st->floor_[g])
-            st->floor_[g] = f;
-        st->step[g] /= 2;
-        apply(st, &st->prev, next);
-        eerl__ctl_emit(ctl, EERL_EV_ADJUST, &st->cur, "back to %s: %s",
-                       eerl__setting_str(&st->cur, b, sizeof(b)),
-                       loss > r ? "too slow for the run's budget" : "no energy saved");
-    } else {
+    o = outcome(ctl, st, fail ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS, loss > r, loss, epn);
+    if (!fail) {
         st->prev_epn = epn;
         st->prev_n = st->n;
-        if (g == EERL_GROUP_TRAIN && st->blk_n_arrivals == st->n) {
-            st->f_pass = eerl__ctl_eff(ctl, st->cur.mhz[EERL_GROUP_TRAIN]);
-            st->q_pass =
-                st->blk_gen_arrival_s > 0 ? st->blk_train_arrival_s / st->blk_gen_arrival_s : 0;
-        }
     }
-    move(ctl, st, next);
+    eerl__ctl_propose_next(ctl, &o, &mv);
+    follow(ctl, st, &mv, next);
 }
 
 /* After lock: a window at the lock. Raises generation when the account falls short; starts a
@@ -418,14 +366,15 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
      * searches again from here with half-grid steps, at most once every 2 windows. */
     if (!slow && loss + 2 * se_l < r - EI_RELAX_MARGIN && st->since_relax >= 2 * EI_WINDOW &&
         remaining(ctl, st) > 4 * EI_N_MAX) {
+        struct eerl__outcome o = outcome(ctl, st, EERL_VERDICT_PASS, 0, loss, epn);
+        struct eerl__move mv;
+
         st->since_relax = 0;
         st->locked = 0;
-        st->group = EERL_GROUP_GEN;
-        st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz / 2;
-        st->floor_[EERL_GROUP_GEN] = 0;
         st->prev_epn = epn;
         st->prev_n = st->n;
-        move(ctl, st, next);
+        eerl__ctl_propose_next(ctl, &o, &mv);
+        follow(ctl, st, &mv, next);
         if (!st->locked)
             return;
     }
@@ -483,13 +432,10 @@ static int ei_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locke
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
                        "resumed: governor rate %.1f tokens/s from %zu saved governor updates",
                        st->gov_rate, ctl->ref_n);
-        start_search(ctl, st, next);
+        start_search(ctl, st, NULL, next);
         return 0;
     }
-    st->phase = EI_RUN;
-    st->prev = *locked;
-    apply(st, locked, next);
-    lock_now(ctl, st, "resumed from the saved state");
+    start_search(ctl, st, locked, next);
     return 0;
 }
 
@@ -543,7 +489,7 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
                        "mean %.2f%% (rate), %.2f%% (energy), falling as n^-%.2f, n^-%.2f",
                        st->gov_rate, st->gov_epn, 100 * st->rate_se4, 100 * st->epn_se4,
                        st->rate_se_slope, st->epn_se_slope);
-        start_search(ctl, st, next);
+        start_search(ctl, st, NULL, next);
         return;
     }
     if (st->phase == EI_GOV ? !gov : !eerl_setting_equal(&obs->setting, &st->cur)) {

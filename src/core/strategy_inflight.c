@@ -1,13 +1,15 @@
-/* The asynchronous in-flight strategy (sections 6.3, 7.4, Table 3): a longer calibration at
- * governor clocks measures update-to-update noise and the correlation of neighbouring updates;
- * the block length is the shortest of cfg.block_choices whose candidate-vs-governor comparison
- * reaches cfg.se_target standard error. Each candidate block is bracketed by governor blocks and
- * judged on matched work (measured / predicted ratios of the candidate over those of the
- * bracketing governor blocks). Updates carrying requests from the previous setting never enter a
- * block (the controller skips them). The less busy pool is searched first (first grid), then the
- * other (second grid) with the first held; the best is confirmed in 1-2 blocks, then locked; after
- * lock one governor block follows every cfg.inflight_lock_candidate_blocks candidate blocks and a
- * failed check raises the last lowered pool by its grid step. Owns only its state struct. */
+/* The paper's asynchronous in-flight strategy (sections 5.3, 6.3, 7.4, Table 3): its judge, and
+ * its own monitoring after lock. A longer calibration at governor clocks measures
+ * update-to-update noise and the correlation of neighbouring updates; the block length is the
+ * shortest of cfg.block_choices whose candidate-vs-governor comparison reaches cfg.se_target
+ * standard error. Each candidate block is bracketed by governor blocks and judged on matched
+ * work (measured / predicted ratios of the candidate over those of the bracketing governor
+ * blocks, search.c's eerl__judge_blocks). Updates carrying requests from the previous setting
+ * never enter a block (the controller skips them). The less busy pool has the slack: the
+ * proposer (propose_rounds.c) searches it first (first grid), then the other (second grid) with
+ * the first held; a confirmation takes 1-2 blocks. After lock one governor block follows every
+ * cfg.inflight_lock_candidate_blocks candidate blocks and a failed check raises the last lowered
+ * pool by its grid step. Owns only its state struct. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,19 +22,14 @@ enum { IF_CAL, IF_CAND, IF_GOV, IF_LCAND, IF_LGOV, IF_DONE };
 struct inflight_st {
     int phase;
     unsigned count, block;
-    double se; /* standard error of one block comparison */
-    int round;
-    int group[2];
-    unsigned grid[2], drop[2];
-    eerl_setting base;
-    double base_energy;
-    eerl_setting cand;
+    double se;             /* standard error of one block comparison */
+    int group[2];          /* the pools in the order the proposer searches them (slack first) */
+    unsigned grid[2];      /* and their grids: a failed check after lock raises by these */
+    struct eerl__move cur; /* the candidate or confirmation under test */
     int confirming;
     unsigned confirm_done;
     struct eerl__acc conf_cand, conf_gov;
     struct eerl__acc gov_prev, gov_cur, cand_acc;
-    unsigned trials;
-    struct eerl__tried_set tried;
     unsigned lock_blocks;
     struct eerl__acc lock_acc;
 };
@@ -72,20 +69,20 @@ static double ar1_factor(double rho, unsigned b)
     return s;
 }
 
-static void start_block(struct eerl_ctl *ctl, struct inflight_st *st, const eerl_setting *s,
+static void start_block(struct eerl_ctl *ctl, struct inflight_st *st, const struct eerl__move *mv,
                         int confirming, eerl_setting *next)
 {
     char b[48];
 
-    st->cand = *s;
+    st->cur = *mv;
     st->confirming = confirming;
     st->phase = IF_CAND;
     st->count = 0;
     eerl__acc_reset(&st->cand_acc);
-    *next = *s;
-    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, s, "round %d (%s pool): %s %s for a block of %u",
-                   st->round + 1, group_name(st->group[st->round]),
-                   confirming ? "confirm" : "trial", eerl__setting_str(s, b, sizeof(b)), st->block);
+    *next = mv->s;
+    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &mv->s, "%s%s %s for a block of %u", mv->label,
+                   confirming ? "confirm" : "trial", eerl__setting_str(&mv->s, b, sizeof(b)),
+                   st->block);
 }
 
 static void lock(struct eerl_ctl *ctl, struct inflight_st *st, const eerl_setting *s,
@@ -98,78 +95,49 @@ static void lock(struct eerl_ctl *ctl, struct inflight_st *st, const eerl_settin
     eerl__ctl_lock(ctl, s, next, why);
 }
 
-static void start_round(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setting *next)
+/* The proposer's move: a candidate block, a confirmation (fresh sums), or the lock. */
+static void follow(struct eerl_ctl *ctl, struct inflight_st *st, const struct eerl__move *mv,
+                   eerl_setting *next)
 {
-    unsigned clock = 0;
-    eerl_setting s;
-
-    memset(&st->tried, 0, sizeof(st->tried));
-    st->trials = 0;
-    if (eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)st->drop[st->round], &clock) < 0 ||
-        clock == EERL_CLOCK_GOVERNOR) {
-        lock(ctl, st, &st->base, next, "no supported clock below the governor's peak");
+    switch (mv->kind) {
+    case EERL__MOVE_STOP:
+        lock(ctl, st, &mv->s, next, mv->why);
+        return;
+    case EERL__MOVE_CONFIRM:
+        st->confirm_done = 0;
+        eerl__acc_reset(&st->conf_cand);
+        eerl__acc_reset(&st->conf_gov);
+        start_block(ctl, st, mv, 1, next);
+        return;
+    default:
+        start_block(ctl, st, mv, 0, next);
         return;
     }
-    s = eerl__with_group(ctl, &st->base, st->group[st->round], clock);
-    start_block(ctl, st, &s, 0, next);
 }
 
-static void end_round(struct eerl_ctl *ctl, struct inflight_st *st, const eerl_setting *result,
-                      double energy, eerl_setting *next)
+static void propose_next(struct eerl_ctl *ctl, struct inflight_st *st, eerl_verdict v, int tf,
+                         const struct eerl__ratios *r, eerl_setting *next)
 {
-    char b[48];
-    eerl_setting keep = result ? *result : st->base;
+    struct eerl__outcome o = eerl__outcome_of(&st->cur.s);
+    struct eerl__move mv;
 
-    eerl__ctl_emit(ctl, EERL_EV_ROUND, &keep, "round %d (%s pool) ends with %s%s", st->round + 1,
-                   group_name(st->group[st->round]), eerl__setting_str(&keep, b, sizeof(b)),
-                   result ? "" : " (no lower clock qualified)");
-    if (result) {
-        st->base = *result;
-        st->base_energy = energy;
-    }
-    if (st->round == 0) {
-        st->round = 1;
-        start_round(ctl, st, next);
-        return;
-    }
-    lock(ctl, st, &st->base, next,
-         eerl_setting_is_governor(&st->base) ? "no tested setting passed; the governor stays"
-                                             : "both pools searched");
-}
-
-static void start_confirm(struct eerl_ctl *ctl, struct inflight_st *st, const eerl_setting *s,
-                          eerl_setting *next)
-{
-    st->confirm_done = 0;
-    eerl__acc_reset(&st->conf_cand);
-    eerl__acc_reset(&st->conf_gov);
-    start_block(ctl, st, s, 1, next);
-}
-
-static void advance(struct eerl_ctl *ctl, struct inflight_st *st, eerl_verdict v,
-                    eerl_setting *next)
-{
-    const struct eerl__tried *best;
-    eerl_setting s;
-    int g = st->group[st->round];
-
-    if (st->trials < ctl->cfg.max_trials &&
-        eerl__line_next(ctl, &st->tried, &st->base, g, st->cand.mhz[g], st->grid[st->round], v, &s))
-        start_block(ctl, st, &s, 0, next);
-    else if ((best = eerl__tried_best(&st->tried)))
-        start_confirm(ctl, st, &best->s, next);
-    else
-        end_round(ctl, st, NULL, 0, next);
+    o.verdict = v;
+    o.too_slow = tf;
+    o.confirm = st->confirming;
+    o.r = r;
+    o.loss = 1.0 - 1.0 / r->time;
+    o.energy = r->energy;
+    eerl__ctl_propose_next(ctl, &o, &mv);
+    follow(ctl, st, &mv, next);
 }
 
 /* A candidate block and its closing governor block are complete: judge and move on. */
 static void judge_block(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setting *next)
 {
     const eerl_ctl_config *c = &ctl->cfg;
-    double cap = st->round == 0 ? 1.0 : st->base_energy;
+    double cap = st->cur.energy_bar;
     struct eerl__acc gov = st->gov_prev;
     struct eerl__ratios r;
-    struct eerl__tried *t;
     char why[EERL_REASON_MAX];
     eerl_event *ev;
     eerl_verdict v;
@@ -181,12 +149,10 @@ static void judge_block(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setti
     if (!st->confirming) {
         eerl__judge_blocks(&st->cand_acc, &gov, &r);
         v = eerl__verdict(c, &r, cap, &tf, why, sizeof(why));
-        st->trials++;
         eerl__ctl_trial_done(ctl);
-        eerl__tried_put(&st->tried, &st->cand, v, tf, &r);
-        ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, &st->cand, "%s", why);
+        ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, &st->cur.s, "%s", why);
         eerl__event_set(ev, &r, st->cand_acc.n, v);
-        advance(ctl, st, v, next);
+        propose_next(ctl, st, v, tf, &r, next);
         return;
     }
     eerl__acc_merge(&st->conf_cand, &st->cand_acc);
@@ -197,29 +163,16 @@ static void judge_block(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setti
     if (v == EERL_VERDICT_PASS && st->confirm_done < c->confirm_trials_max &&
         1.0 / r.time - (1.0 - c->allowed_loss) < st->se) {
         /* A single block cannot rule out a small loss: one more before deciding. */
-        ev = eerl__ctl_emit(ctl, EERL_EV_CONFIRM, &st->cand,
+        ev = eerl__ctl_emit(ctl, EERL_EV_CONFIRM, &st->cur.s,
                             "%s; margin below one standard error (%.2f%%), confirm again", why,
                             100 * st->se);
         eerl__event_set(ev, &r, st->conf_cand.n, EERL_VERDICT_NONE);
-        start_block(ctl, st, &st->cand, 1, next);
+        start_block(ctl, st, &st->cur, 1, next);
         return;
     }
-    ev = eerl__ctl_emit(ctl, EERL_EV_CONFIRM, &st->cand, "%s", why);
+    ev = eerl__ctl_emit(ctl, EERL_EV_CONFIRM, &st->cur.s, "%s", why);
     eerl__event_set(ev, &r, st->conf_cand.n, v);
-    if (v == EERL_VERDICT_PASS) {
-        end_round(ctl, st, &st->cand, r.energy, next);
-        return;
-    }
-    if ((t = eerl__tried_find(&st->tried, &st->cand)))
-        t->confirm_failed = 1;
-    {
-        const struct eerl__tried *best = eerl__tried_best(&st->tried);
-        if (best) {
-            start_confirm(ctl, st, &best->s, next);
-            return;
-        }
-    }
-    advance(ctl, st, EERL_VERDICT_FAIL, next);
+    propose_next(ctl, st, v, tf, &r, next);
 }
 
 static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setting *next)
@@ -227,6 +180,8 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
     const eerl_ctl_config *c = &ctl->cfg;
     double res[1024], mean = 0, var = 0, cov = 0, sd, rho, busy_g = 0, busy_t = 0, tt = 0;
     size_t n = ctl->ref_n, i, from;
+    struct eerl__outcome start;
+    struct eerl__move mv;
     unsigned b = 0;
     int k;
 
@@ -268,16 +223,12 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
                    "noise %.2f%% per update, lag-1 correlation %.2f: blocks of %u give %.2f%% "
                    "standard error (target %.2f%%)",
                    100 * sd, rho, b, 100 * st->se, 100 * c->se_target);
-    /* Less busy pool first; without per-pool times, training (the paper's useful target). */
+    /* The less busy pool has the slack; without per-pool times, training (the paper's useful
+     * target). */
     st->group[0] = busy_g > 0 && busy_t > 0 && busy_g < busy_t ? EERL_GROUP_GEN : EERL_GROUP_TRAIN;
     st->group[1] = st->group[0] == EERL_GROUP_GEN ? EERL_GROUP_TRAIN : EERL_GROUP_GEN;
     st->grid[0] = c->first_grid_mhz;
     st->grid[1] = c->second_grid_mhz;
-    st->drop[0] = c->start_drop_first_mhz;
-    st->drop[1] = c->start_drop_second_mhz;
-    memset(&st->base, 0, sizeof(st->base));
-    st->base_energy = 1.0;
-    st->round = 0;
     eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
                    "predictor fitted on %zu governor updates; pools busy %.0f%% (generation) and "
                    "%.0f%% (training): search the %s pool first",
@@ -289,7 +240,10 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
     from = n > b ? n - b : 0;
     for (i = from; i < n; i++)
         eerl__acc_add(&st->gov_prev, ctl, eerl__ctl_ref(ctl, i));
-    start_round(ctl, st, next);
+    start = eerl__outcome_of(next);
+    start.slack_group = st->group[0];
+    eerl__ctl_propose_start(ctl, &start, &mv);
+    follow(ctl, st, &mv, next);
 }
 
 static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
@@ -310,16 +264,16 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     case IF_CAND:
         eerl__acc_add(&st->cand_acc, ctl, obs);
         if (++st->count < st->block) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cand, "%s block %s %u/%u",
+            eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur.s, "%s block %s %u/%u",
                            st->confirming ? "confirmation" : "candidate",
-                           eerl__setting_str(&st->cand, b, sizeof(b)), st->count, st->block);
+                           eerl__setting_str(&st->cur.s, b, sizeof(b)), st->count, st->block);
             return;
         }
         st->phase = IF_GOV;
         st->count = 0;
         memset(next, 0, sizeof(*next));
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cand, "block of %s done; governor block follows",
-                       eerl__setting_str(&st->cand, b, sizeof(b)));
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur.s, "block of %s done; governor block follows",
+                       eerl__setting_str(&st->cur.s, b, sizeof(b)));
         return;
     case IF_GOV:
     case IF_LGOV:

@@ -1,0 +1,170 @@
+/* Algorithm 1's proposer for the synchronous modes (sections 5.2, 6.1; colocated and
+ * disaggregated): both clocks start reduced (cfg.start_drop_gen_mhz, cfg.start_drop_train_mhz
+ * below the peak); a passing pair leads one grid step lower (both groups, else one); a failing
+ * pair raises the group that added most time first; when the last verdict leads nowhere new, the
+ * frontier of passing pairs (lowest energy first) is searched on; a pair no faster in either group
+ * than one that was too slow is never tried. After cfg.max_trials trials, or when nothing new is
+ * left, the best passing pair is confirmed on fresh updates: it passes and is locked, or the next
+ * best is confirmed, else the search goes on; nothing passing: the governor stays.
+ * Its judge is strategy_sync.c (through strategy_trials.c's trial loop). Owns only its state. */
+#include <string.h>
+
+#include "core/controller.h"
+#include "core/search.h"
+
+struct pairs_st {
+    unsigned trials;
+    struct eerl__tried_set tried;
+};
+
+/* A setting a time failure already rules out: no faster in either group than a pair that was too
+ * slow. */
+static int dominated(const struct eerl_ctl *ctl, const struct pairs_st *st, const eerl_setting *s)
+{
+    unsigned i;
+
+    for (i = 0; i < st->tried.n; i++) {
+        const struct eerl__tried *t = &st->tried.t[i];
+        if (t->v == EERL_VERDICT_FAIL && t->time_fail &&
+            eerl__ctl_eff(ctl, s->mhz[0]) <= eerl__ctl_eff(ctl, t->s.mhz[0]) &&
+            eerl__ctl_eff(ctl, s->mhz[1]) <= eerl__ctl_eff(ctl, t->s.mhz[1]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Moves the groups of `from` by dg and dt MHz (0 = stays) and checks the result is new and worth
+ * a trial. */
+static int try_move(struct eerl_ctl *ctl, struct pairs_st *st, const eerl_setting *from, int dg,
+                    int dt, eerl_setting *ret)
+{
+    unsigned g = from->mhz[0], t = from->mhz[1];
+    eerl_setting s;
+
+    if (dg && eerl__ctl_step(ctl, g, dg, &g) < 0)
+        return 0;
+    if (dt && eerl__ctl_step(ctl, t, dt, &t) < 0)
+        return 0;
+    s = eerl__ctl_setting(ctl, g, t);
+    if (eerl_setting_is_governor(&s) || eerl__tried_find(&st->tried, &s) || dominated(ctl, st, &s))
+        return 0;
+    *ret = s;
+    return 1;
+}
+
+static int lower_neighbour(struct eerl_ctl *ctl, struct pairs_st *st, const eerl_setting *from,
+                           eerl_setting *ret)
+{
+    int d = -(int)ctl->cfg.grid_mhz;
+    return try_move(ctl, st, from, d, d, ret) || try_move(ctl, st, from, d, 0, ret) ||
+           try_move(ctl, st, from, 0, d, ret);
+}
+
+/* Algorithm 1, "propose a candidate": from the last verdict, else from the frontier of passing
+ * pairs (lowest energy first). 0 when the search is over. */
+static int next_candidate(struct eerl_ctl *ctl, struct pairs_st *st, const struct eerl__outcome *o,
+                          eerl_setting *ret)
+{
+    int up = (int)ctl->cfg.grid_mhz;
+    const struct eerl__tried *order[EERL__TRIED_MAX];
+    const eerl_setting *from = &o->s;
+    unsigned n = 0, i, j;
+
+    if (st->trials >= ctl->cfg.max_trials)
+        return 0;
+    if (o->verdict == EERL_VERDICT_PASS) {
+        if (lower_neighbour(ctl, st, from, ret))
+            return 1;
+    } else {
+        int gen_first = o->r->add_gen > o->r->add_train;
+        if (gen_first
+                ? (try_move(ctl, st, from, up, 0, ret) || try_move(ctl, st, from, 0, up, ret))
+                : (try_move(ctl, st, from, 0, up, ret) || try_move(ctl, st, from, up, 0, ret)))
+            return 1;
+    }
+    for (i = 0; i < st->tried.n; i++)
+        if (st->tried.t[i].v == EERL_VERDICT_PASS && !st->tried.t[i].confirm_failed)
+            order[n++] = &st->tried.t[i];
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && order[j]->energy_ratio < order[j - 1]->energy_ratio; j--) {
+            const struct eerl__tried *x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
+        }
+    for (i = 0; i < n; i++)
+        if (lower_neighbour(ctl, st, &order[i]->s, ret))
+            return 1;
+    return 0;
+}
+
+/* The best passing pair not yet refused by a confirmation, to confirm; 0 if none. */
+static int confirm_best(const struct pairs_st *st, struct eerl__move *ret)
+{
+    const struct eerl__tried *best = eerl__tried_best(&st->tried);
+
+    if (!best)
+        return 0;
+    ret->kind = EERL__MOVE_CONFIRM;
+    ret->s = best->s;
+    return 1;
+}
+
+static void governor_stays(struct eerl__move *ret)
+{
+    memset(&ret->s, 0, sizeof(ret->s));
+    ret->kind = EERL__MOVE_STOP;
+    strcpy(ret->why, "no tested setting passed; the governor stays");
+}
+
+static void pairs_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *from,
+                        struct eerl__move *ret)
+{
+    unsigned g = 0, t = 0;
+
+    (void)vst;
+    (void)from;
+    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)ctl->cfg.start_drop_gen_mhz, &g);
+    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)ctl->cfg.start_drop_train_mhz, &t);
+    ret->s = eerl__ctl_setting(ctl, g, t);
+    if (eerl_setting_is_governor(&ret->s)) {
+        ret->kind = EERL__MOVE_STOP;
+        strcpy(ret->why, "no supported clock below the governor's peak");
+    }
+}
+
+static void pairs_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *o,
+                       struct eerl__move *ret)
+{
+    struct pairs_st *st = vst;
+    struct eerl__tried *t;
+
+    if (!o->confirm) {
+        st->trials++;
+        (void)eerl__tried_put(&st->tried, &o->s, o->verdict, o->too_slow, o->r);
+    } else {
+        if (o->verdict == EERL_VERDICT_PASS) {
+            ret->kind = EERL__MOVE_STOP;
+            ret->s = o->s;
+            strcpy(ret->why, "confirmed on fresh updates");
+            return;
+        }
+        if ((t = eerl__tried_find(&st->tried, &o->s))) {
+            t->confirm_failed = 1;
+            t->time_fail = o->too_slow;
+        }
+        /* Algorithm 1 line 10: the next passing setting, else more search. */
+        if (confirm_best(st, ret))
+            return;
+    }
+    if (next_candidate(ctl, st, o, &ret->s))
+        ret->kind = EERL__MOVE_TRY;
+    else if (!confirm_best(st, ret))
+        governor_stays(ret);
+}
+
+const struct eerl__proposer_ops eerl__propose_pairs = {
+    .name = "pairs",
+    .st_size = sizeof(struct pairs_st),
+    .start = pairs_start,
+    .next = pairs_next,
+};

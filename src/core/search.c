@@ -239,3 +239,16 @@ eerl_setting eerl__with_group(const struct eerl_ctl *ctl, const eerl_setting *ba
         t = clock;
     return eerl__ctl_setting(ctl, g, t);
 }
+
+struct eerl__outcome eerl__outcome_judged(const eerl_setting *s, eerl_verdict v, int tf,
+                                          const struct eerl__ratios *r)
+{
+    struct eerl__outcome o = eerl__outcome_of(s);
+
+    o.verdict = v;
+    o.too_slow = tf;
+    o.r = r;
+    o.loss = 1.0 - 1.0 / r->time;
+    o.energy = r->energy;
+    return o;
+}

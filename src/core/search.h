@@ -50,6 +50,10 @@ void eerl__judge_blocks(const struct eerl__acc *cand, const struct eerl__acc *go
  * Writes a reason. *time_fail is set when the throughput part failed. */
 eerl_verdict eerl__verdict(const eerl_ctl_config *cfg, const struct eerl__ratios *r,
                            double energy_cap, int *time_fail, char *why, size_t len);
+/* What a judge that has the paper's ratios tells its proposer (strategy.h): s judged v (tf: on
+ * throughput) with ratios r, which the outcome points to. */
+struct eerl__outcome eerl__outcome_judged(const eerl_setting *s, eerl_verdict v, int tf,
+                                          const struct eerl__ratios *r);
 /* Copies ratios and verdict into an event. */
 void eerl__event_set(eerl_event *ev, const struct eerl__ratios *r, unsigned n, eerl_verdict v);
 

@@ -178,12 +178,7 @@ static void gc_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     eerl__ctl_trial_done(ctl);
     ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, next, "%s", why);
     eerl__event_set(ev, &r, st->acc.n, v);
-    o = eerl__outcome_of(next);
-    o.verdict = v;
-    o.too_slow = tf;
-    o.r = &r;
-    o.loss = 1.0 - 1.0 / r.time;
-    o.energy = r.energy;
+    o = eerl__outcome_judged(next, v, tf, &r);
     eerl__ctl_propose_next(ctl, &o, &mv);
     gc_follow(ctl, st, &mv, next);
 }

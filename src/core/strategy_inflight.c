@@ -118,15 +118,10 @@ static void follow(struct eerl_ctl *ctl, struct inflight_st *st, const struct ee
 static void propose_next(struct eerl_ctl *ctl, struct inflight_st *st, eerl_verdict v, int tf,
                          const struct eerl__ratios *r, eerl_setting *next)
 {
-    struct eerl__outcome o = eerl__outcome_of(&st->cur.s);
+    struct eerl__outcome o = eerl__outcome_judged(&st->cur.s, v, tf, r);
     struct eerl__move mv;
 
-    o.verdict = v;
-    o.too_slow = tf;
     o.confirm = st->confirming;
-    o.r = r;
-    o.loss = 1.0 - 1.0 / r->time;
-    o.energy = r->energy;
     eerl__ctl_propose_next(ctl, &o, &mv);
     follow(ctl, st, &mv, next);
 }

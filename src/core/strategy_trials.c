@@ -91,13 +91,8 @@ static void judge_candidate(struct eerl_ctl *ctl, struct eerl__trials_st *st,
     ev = eerl__ctl_emit(ctl, confirm ? EERL_EV_CONFIRM : EERL_EV_TRIAL, &st->cur.s, "%s%s", why,
                         note);
     eerl__event_set(ev, &r, st->acc.n, v);
-    o = eerl__outcome_of(&st->cur.s);
-    o.verdict = v;
-    o.too_slow = tf;
+    o = eerl__outcome_judged(&st->cur.s, v, tf, &r);
     o.confirm = confirm;
-    o.r = &r;
-    o.loss = 1.0 - 1.0 / r.time;
-    o.energy = r.energy;
     eerl__ctl_propose_next(ctl, &o, &mv);
     follow(ctl, st, &mv, 1, next);
 }

@@ -12,8 +12,20 @@
  * --counter-cost-us makes each of its counter reads burn that much CPU, as a real driver's do (an
  * H200's: 4000 us, docs/meter.md). On a machine
  * with a driver, leave EERL_NVML_LIBRARY unset and pass --real to sample the real GPUs instead
- * (read-only: the meter never changes a GPU); --gpus then defaults to every GPU visible. */
+ * (read-only: the meter never changes a GPU); --gpus then defaults to every GPU visible.
+ *
+ * --marks: what a phase mark costs the caller's thread, and the meter's accuracy with it, for 1,
+ * 2, ... --gpus GPUs (--counts 1,2,4,8 picks some): a training loop's updates (TRL's pattern:
+ * 15 marks an update, six of them around empty segments, docs/meter.md) run --updates times,
+ * first with the marks reading the counters on the caller's thread (the meter before marks were
+ * served by its thread: an injected real-time clock turns serving off), then as the meter does
+ * now. On the stand-in each phase draws its own power (the benchmark rewrites the state file at
+ * the boundaries) and the reference is that profile's integral; with --real the GPUs draw what
+ * they draw and the reference is each GPU's counter read directly right after the update's mark.
+ * Prints figures only; never changes a clock or a power limit. */
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +70,251 @@ static int write_state(const char *path, unsigned n, unsigned counter_cost_us)
     return fclose(f);
 }
 
+static void sleep_s(double seconds)
+{
+    struct timespec nap;
+
+    nap.tv_sec = (time_t)seconds;
+    nap.tv_nsec = (long)((seconds - (double)nap.tv_sec) * 1e9);
+    while (nanosleep(&nap, &nap) < 0 && errno == EINTR)
+        ;
+}
+
+/* ---- --marks ---------------------------------------------------------------------------- */
+
+/* TRL's GRPO update as the hook marks it (data/h200/trl-2026-12-01, steady updates, scaled down
+ * 10x in time): each segment is a phase or the gap between two (pool 0), with the power the GPU
+ * drew there (W) and its length (s). A length of 0 is an empty segment: its two marks come back
+ * to back. */
+struct seg_def {
+    const char *what;
+    int phase; /* 1: a phase (a mark at its start and end); 0: between phases */
+    double s, w;
+};
+
+static const struct seg_def UPDATE[] = {
+    {"training (step begin to _prepare_inputs)", 1, 0.002, 120},
+    {"other", 0, 0.003, 120},
+    {"generation", 1, 1.270, 443},
+    {"other (reward)", 0, 0.016, 200},
+    {"logprob", 1, 0.076, 686},
+    {"other", 0, 0, 686},
+    {"training 1", 1, 0.074, 671},
+    {"other", 0, 0, 671},
+    {"training 2", 1, 0.074, 671},
+    {"other", 0, 0, 671},
+    {"training 3", 1, 0.074, 671},
+    {"other", 0, 0, 671},
+    {"training 4", 1, 0.074, 671},
+};
+#define N_SEG (sizeof(UPDATE) / sizeof(UPDATE[0]))
+#define MARKS_GPUS_MAX 64 /* the most GPUs --marks runs */
+
+static double real_clock(void *ctx)
+{
+    (void)ctx;
+    return eerl_clock_monotonic(NULL);
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double q)
+{
+    size_t i;
+
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof(*v), dbl_cmp);
+    i = (size_t)(q * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+/* The stand-in at power w (W) on GPU i: 1.0 + 0.05 i times the segment's. */
+static int write_marks_state(const char *path, unsigned n, unsigned cost_us, double w)
+{
+    char tmp[320];
+    FILE *f;
+    unsigned i;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\", "
+            "\"virtual_time_ms\": null, \"energy_update_ms\": 1, "
+            "\"energy_read_cpu_us\": %u, \"gpus\": [\n",
+            cost_us);
+    for (i = 0; i < n; i++)
+        fprintf(f,
+                "{\"name\": \"NVIDIA H200\", \"uuid\": \"GPU-bench-%u\", "
+                "\"memory_clocks_mhz\": [3201], "
+                "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
+                "\"sm_clock_mhz\": 1980, \"power_mw\": %u}%s\n",
+                i, (unsigned)(w * (1.0 + 0.05 * i) * 1000), i + 1 < n ? "," : "");
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+struct marks_cfg {
+    eerl_device *dev;
+    const char *state; /* the stand-in's state file, NULL with --real */
+    unsigned n_all;    /* GPUs in it */
+    unsigned cost_us;
+    int updates;
+};
+
+/* Sets every GPU's power for the next segment (stand-in only) and returns when the stand-in has
+ * taken it, with the time it took effect: its next call after the file changed adopts it, and a
+ * power read is such a call. */
+static double set_power(const struct marks_cfg *c, double w)
+{
+    unsigned mw;
+    double a, b;
+
+    if (!c->state)
+        return eerl_clock_monotonic(NULL);
+    (void)eerl_device_power_mw(c->dev, 0, &mw); /* the old power up to here */
+    if (write_marks_state(c->state, c->n_all, c->cost_us, w) != 0)
+        fprintf(stderr, "bench_meter: rewriting the stand-in's state failed\n");
+    a = eerl_clock_monotonic(NULL);
+    (void)eerl_device_power_mw(c->dev, 0, &mw);
+    b = eerl_clock_monotonic(NULL);
+    return 0.5 * (a + b);
+}
+
+/* One run of c->updates updates on n GPUs. serve: the meter's thread reads for the marks (else
+ * the marks read on this thread). Prints one line. */
+static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
+{
+    unsigned gpus[MARKS_GPUS_MAX], i;
+    size_t cap = (size_t)c->updates * (2 * N_SEG + 2), nm = 0, nu = 0, s;
+    double *mark_us = calloc(cap, sizeof(double)), *end_us = calloc(cap, sizeof(double));
+    double worst = 0, sum_e = 0, sum_ref = 0, t_prev = 0, sw_t = 0, sw_w = 0;
+    uint64_t ref_prev[MARKS_GPUS_MAX] = {0}, ref_now[MARKS_GPUS_MAX] = {0};
+    uint64_t marks0 = 0, reads0 = 0, marks1 = 0, reads1 = 0;
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int u, r = -1;
+
+    for (i = 0; i < n; i++)
+        gpus[i] = i;
+    if (!mark_us || !end_us || eerl_meter_new(c->dev, gpus, n, 200, &m) < 0)
+        goto out;
+    if (!serve)
+        eerl_meter_set_clock(m, real_clock, NULL);
+    sw_w = UPDATE[0].w;
+    sw_t = set_power(c, sw_w);
+    if (eerl_meter_start(m) < 0)
+        goto out;
+    eerl_meter_mark_stats(m, &marks0, &reads0);
+    for (u = 0; u <= c->updates; u++) { /* update 0 is a warm-up */
+        double t_end, t0, t1, truth = 0, ref = 0;
+
+        for (s = 0; s < N_SEG; s++) {
+            const struct seg_def *d = &UPDATE[s];
+            double a = 0;
+
+            if (d->phase) { /* its begin */
+                t0 = eerl_clock_monotonic(NULL);
+                eerl_meter_mark(m, &a);
+                t1 = eerl_clock_monotonic(NULL);
+                if (u > 0 && nm < cap)
+                    mark_us[nm++] = 1e6 * (t1 - t0);
+                if (s == 0 && u == 0)
+                    t_prev = a;
+            }
+            {
+                double t_sw = set_power(c, d->w);
+                unsigned g;
+
+                for (g = 0; g < n; g++)
+                    truth += sw_w * (1.0 + 0.05 * g) * (t_sw - sw_t);
+                sw_t = t_sw;
+                sw_w = d->w;
+            }
+            if (d->s > 0)
+                sleep_s(d->s);
+            if (d->phase) { /* its end */
+                t0 = eerl_clock_monotonic(NULL);
+                eerl_meter_mark(m, &a);
+                t1 = eerl_clock_monotonic(NULL);
+                if (u > 0 && nm < cap)
+                    mark_us[nm++] = 1e6 * (t1 - t0);
+            }
+        }
+        /* the update's end: a mark, the reference, then the query that needs the energy */
+        t0 = eerl_clock_monotonic(NULL);
+        eerl_meter_mark(m, &t_end);
+        t1 = eerl_clock_monotonic(NULL);
+        if (u > 0 && nm < cap)
+            mark_us[nm++] = 1e6 * (t1 - t0);
+        {
+            double t_sw = set_power(c, UPDATE[0].w);
+            unsigned g;
+
+            for (g = 0; g < n; g++)
+                truth += sw_w * (1.0 + 0.05 * g) * (t_sw - sw_t);
+            sw_t = t_sw;
+            sw_w = UPDATE[0].w;
+        }
+        if (!c->state)
+            for (i = 0; i < n; i++)
+                if (eerl_device_energy_mj(c->dev, i, &ref_now[i]) != 0)
+                    ref_now[i] = 0;
+        t0 = eerl_clock_monotonic(NULL);
+        if (eerl_meter_energy(m, t_prev, t_end, &rd) < 0) {
+            fprintf(stderr, "bench_meter: query failed\n");
+            goto out;
+        }
+        t1 = eerl_clock_monotonic(NULL);
+        if (!c->state) {
+            for (i = 0; i < n; i++)
+                ref += (double)(ref_now[i] - ref_prev[i]) / 1000.0;
+            memcpy(ref_prev, ref_now, sizeof(ref_now));
+        } else {
+            ref = truth;
+        }
+        if (u > 0) {
+            double e = fabs(rd.total_joules - ref) / ref;
+
+            end_us[nu++] = 1e6 * (t1 - t0);
+            if (e > worst)
+                worst = e;
+            sum_e += rd.total_joules;
+            sum_ref += ref;
+        }
+        t_prev = t_end;
+    }
+    eerl_meter_mark_stats(m, &marks1, &reads1);
+    eerl_meter_stop(m);
+    {
+        double med = pct(mark_us, nm, 0.5), p99 = pct(mark_us, nm, 0.99), mx = pct(mark_us, nm, 1);
+        double emed = pct(end_us, nu, 0.5), emx = pct(end_us, nu, 1);
+
+        printf("%u GPU%s %s  mark: median %9.1f  p99 %9.1f  max %9.1f us (%zu marks)  "
+               "update-end query: median %8.1f  max %8.1f us  counter readings per update %.1f  "
+               "worst update %+.3f%%  sum %+.4f%% (%zu updates, %.0f J)\n",
+               n, n == 1 ? " " : "s", serve ? "thread " : "caller ", med, p99, mx, nm, emed, emx,
+               (double)(reads1 - reads0) / (c->updates + 1), 100 * worst,
+               100 * (sum_e - sum_ref) / sum_ref, nu, sum_ref);
+        fflush(stdout);
+    }
+    r = 0;
+out:
+    eerl_meter_free(m);
+    free(mark_us);
+    free(end_us);
+    return r;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: EERL_NVML_LIBRARY=<build>/fake_nvml/libnvidia-ml.so.1 bench_meter\n"
@@ -70,7 +327,11 @@ static void usage(FILE *out)
                  "--counter-cost-us: CPU the stand-in burns per energy counter read (an H200: "
                  "4000).\n"
                  "--real: sample the machine's own GPUs (real driver, read-only) instead of the "
-                 "stand-in;\n        --gpus then defaults to all of them.\n");
+                 "stand-in;\n        --gpus then defaults to all of them.\n"
+                 "--marks [--updates 5] [--counts 1,2,4,8]: the cost of a phase mark on the "
+                 "caller's thread\n        (median, p99, max) and the meter's accuracy, for 1 to "
+                 "--gpus GPUs (or the\n        counts listed), marks read on the caller's thread "
+                 "against read by the meter's.\n");
 }
 
 static int parse_num(const char *flag, const char *text, double lo, double hi, double *ret)
@@ -87,16 +348,6 @@ static int parse_num(const char *flag, const char *text, double lo, double hi, d
     }
     *ret = v;
     return 0;
-}
-
-static void sleep_s(double seconds)
-{
-    struct timespec nap;
-
-    nap.tv_sec = (time_t)seconds;
-    nap.tv_nsec = (long)((seconds - (double)nap.tv_sec) * 1e9);
-    while (nanosleep(&nap, &nap) < 0 && errno == EINTR)
-        ;
 }
 
 /* One sampling run with the meter's thread: the CPU of the whole process while it runs and the
@@ -183,7 +434,9 @@ int main(int argc, char **argv)
     eerl_device *dev = NULL;
     eerl_meter *m = NULL;
     eerl_meter_reading rd;
-    int real = 0, r, k, nq = 200000, pr;
+    int real = 0, r, k, nq = 200000, pr, marks = 0;
+    double updates = 5;
+    unsigned counts[MARKS_GPUS_MAX], n_counts = 0;
     size_t samples;
 
     for (k = 1; k < argc; k++) {
@@ -205,11 +458,31 @@ int main(int argc, char **argv)
                 return 2;
         } else if (!strcmp(argv[k], "--real")) {
             real = 1;
+        } else if (!strcmp(argv[k], "--marks")) {
+            marks = 1;
+        } else if (!strcmp(argv[k], "--updates") && k + 1 < argc) {
+            if (parse_num("--updates", argv[++k], 1, 10000, &updates) < 0)
+                return 2;
+        } else if (!strcmp(argv[k], "--counts") && k + 1 < argc) {
+            char *list = argv[++k], *save = NULL, *tok;
+
+            for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                double v;
+
+                if (n_counts == MARKS_GPUS_MAX ||
+                    parse_num("--counts", tok, 1, MARKS_GPUS_MAX, &v) < 0)
+                    return 2;
+                counts[n_counts++] = (unsigned)v;
+            }
         } else {
             fprintf(stderr, "bench_meter: unknown argument '%s'\n", argv[k]);
             usage(stderr);
             return 2;
         }
+    }
+    if (!marks && (n_counts > 0 || updates != 5)) {
+        fprintf(stderr, "bench_meter: --counts and --updates go with --marks\n");
+        return 2;
     }
     if (real && counter_cost > 0) {
         fprintf(stderr, "bench_meter: --counter-cost-us is for the stand-in, not with --real\n");
@@ -226,6 +499,9 @@ int main(int argc, char **argv)
         }
         if (ngpu == 0)
             ngpu = 8;
+        for (i = 0; i < n_counts; i++)
+            if (counts[i] > ngpu)
+                ngpu = counts[i];
         snprintf(dir, sizeof(dir), "%s/eerl-bench-XXXXXX", base && *base ? base : "/tmp");
         if (!mkdtemp(dir)) {
             perror("bench_meter: mkdtemp");
@@ -263,6 +539,48 @@ int main(int argc, char **argv)
     }
     for (i = 0; i < (unsigned)ngpu; i++)
         gpus[i] = i;
+    for (i = 0; i < n_counts; i++)
+        if (counts[i] > count) {
+            fprintf(stderr, "bench_meter: --counts %u: only %u GPU%s visible\n", counts[i], count,
+                    count == 1 ? "" : "s");
+            return 1;
+        }
+    if (marks) {
+        struct marks_cfg c;
+
+        memset(&c, 0, sizeof(c));
+        c.dev = dev;
+        c.state = real ? NULL : path;
+        c.n_all = (unsigned)ngpu;
+        c.cost_us = (unsigned)counter_cost;
+        c.updates = (int)updates;
+        if (n_counts == 0)
+            for (i = 1; i <= (unsigned)ngpu && n_counts < MARKS_GPUS_MAX; i++)
+                counts[n_counts++] = i;
+        printf("bench_meter --marks: %s backend%s, %d updates of %zu segments (15 marks: TRL's "
+               "pattern, 10x shorter) after one warm-up\n",
+               eerl_device_backend(dev), real ? " (real driver, read-only)" : " (stand-in)",
+               c.updates, N_SEG);
+        if (real)
+            printf("  counter reads cost what the driver costs; reference: each GPU's counter "
+                   "read directly right after the update's end mark\n");
+        else
+            printf("  the stand-in burns %u us of CPU per counter read; reference: the power "
+                   "profile the benchmark set, integrated\n",
+                   c.cost_us);
+        printf("  caller: marks read the counters on the caller's thread (the meter before); "
+               "thread: the meter's thread reads them (now)\n");
+        fflush(stdout);
+        for (i = 0; i < n_counts; i++)
+            if (marks_run(&c, counts[i], 0) < 0 || marks_run(&c, counts[i], 1) < 0)
+                return 1;
+        eerl_device_free(dev);
+        if (!real) {
+            unlink(path);
+            rmdir(dir);
+        }
+        return 0;
+    }
     pr = eerl_device_power_instant_mw(dev, 0, &mw);
     printf("bench_meter: %s backend%s, %u GPUs, every %g ms, %g s per run; power: %s\n",
            eerl_device_backend(dev), real ? " (real driver)" : " (stand-in)", (unsigned)ngpu,

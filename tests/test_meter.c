@@ -17,6 +17,7 @@
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/meter.h"
+#include "meter/meter.h"
 #include "testutil.h"
 
 /* ---- the stand-in's state, as the test drives it -------------------------------------------- */
@@ -30,7 +31,9 @@ static struct fgpu G[200];
 static unsigned NG;
 static double VT_MS = -1; /* < 0: real time (virtual_time_ms null) */
 static char FAULTS[512];
-static unsigned READ_COST_US; /* CPU each counter read burns in the stand-in */
+static unsigned READ_COST_US;    /* CPU each counter read burns in the stand-in */
+static unsigned UPDATE_MS = 100; /* the stand-in's counter update period */
+static char HOLD[600];           /* while this file exists the stand-in's counter reads wait */
 static char STATE[600];
 
 static void write_state(void)
@@ -47,8 +50,10 @@ static void write_state(void)
         fprintf(f, "\"virtual_time_ms\": %.3f,\n", VT_MS);
     else
         fprintf(f, "\"virtual_time_ms\": null,\n");
-    fprintf(f, "\"energy_update_ms\": 100, \"lock_permitted\": true, \"energy_read_cpu_us\": %u,\n",
-            READ_COST_US);
+    fprintf(f, "\"energy_update_ms\": %u, \"lock_permitted\": true, \"energy_read_cpu_us\": %u,\n",
+            UPDATE_MS, READ_COST_US);
+    if (HOLD[0])
+        fprintf(f, "\"energy_read_hold_file\": \"%s\",\n", HOLD);
     fprintf(f, "\"gpus\": [\n");
     for (i = 0; i < NG; i++)
         fprintf(f,
@@ -84,6 +89,8 @@ static eerl_device *open_fake(unsigned n, unsigned power_mw)
     VT_MS = 0;
     FAULTS[0] = '\0';
     READ_COST_US = 0;
+    UPDATE_MS = 100;
+    HOLD[0] = '\0';
     snprintf(STATE, sizeof(STATE), "%s/state.json", tu_tmpdir());
     write_state();
     setenv("EERL_FAKE_NVML_STATE", STATE, 1);
@@ -616,8 +623,8 @@ static void test_sampler_thread_real_time(void **state)
     assert_true(eerl_meter_sample_count(m) >= 21 + 4);
     a1 = eerl_clock_monotonic(NULL);
     assert_int_equal(eerl_meter_mark(m, &t1), 0);
+    assert_int_equal(eerl_meter_stop(m), 0); /* serves the mark's reading before it returns */
     b1 = eerl_clock_monotonic(NULL);
-    assert_int_equal(eerl_meter_stop(m), 0);
     assert_int_equal(eerl_meter_stop(m), EERL_ESTATE);
     before = eerl_meter_sample_count(m);
     nanosleep(&nap, NULL);
@@ -626,8 +633,9 @@ static void test_sampler_thread_real_time(void **state)
     assert_int_equal(eerl_meter_sample_count(m), before); /* stopped means stopped */
     assert_int_equal(eerl_meter_energy(m, t0, t1, &rd), 0);
     /* 300 W each. Every counter read of the interval happens between a0 and b1, each mark's read
-     * after its clock reading; the counter moves in 100 ms steps. A settled mark reads 300 W times
-     * the time between the two counter reads, +-100 ms; a mark the counter has not moved for
+     * after its clock reading (the thread reads for it: after the mark returns, before the query
+     * that ends at it or the stop); the counter moves in 100 ms steps. A settled mark reads 300 W
+     * times the time between the two counter reads, +-100 ms; a mark the counter has not moved for
      * reads the last settled sample plus 300 W from that sample's clock reading, which that
      * sample's counter read can trail by at most b1 - a0. */
     lo = 300.0 * (a1 - b0 - 0.1) - 1e-6;
@@ -816,6 +824,224 @@ static void test_power_shaped_interpolation_beats_linear(void **state)
         MET = NULL;
         DEV = NULL;
     }
+}
+
+/* ---- marks served by the sampler thread ------------------------------------------------------ */
+
+/* What the thread does for a mark, in virtual time: a sample at the mark's time that reads
+ * nothing, then the counters read a little later. Power steps from 100 W to 600 W at the mark,
+ * between two 200 ms ticks; the counter (1 ms updates here) is read 5 ms after the mark. The
+ * energy up to the mark is then off by at most the step times those 5 ms (the counter cannot say
+ * how the 5 ms after the mark drew), with or without the mark's sample; the sample keeps the
+ * stretch before the mark at the power drawn there: the energy up to the tick before the mark is
+ * within the same bound with it, and several times off without it (the trapezoid between that
+ * tick and the reading would spread the step back over the whole stretch). */
+static void test_mark_sample_then_late_read(void **state)
+{
+    static const struct seg prof[] = {{0, 100}, {1.05, 600}};
+    const double t_mark = 1.05, late = 0.005;
+    int with;
+
+    (void)state;
+    for (with = 0; with < 2; with++) {
+        eerl_device *dev = open_fake(1, 100000);
+        unsigned gpus[] = {0};
+        eerl_meter *m = NULL;
+        eerl_meter_reading rd;
+        double want = profile_energy(prof, 2, 0, t_mark), err, err_tick;
+        int k;
+
+        UPDATE_MS = 1;
+        write_state();
+        assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+        assert_int_equal(eerl_meter_set_energy_interval(m, 2.0), 0);
+        for (k = 0; k <= 5; k++) /* 0 .. 1.0 s at 100 W */
+            tick_at(m, k * 0.2);
+        poke(dev, t_mark);
+        if (with)
+            assert_int_equal(eerl__meter_mark_sample(m, t_mark), 0);
+        G[0].power_mw = 600000;
+        poke(dev, t_mark);
+        VT_MS = (t_mark + late) * 1000.0;
+        write_state();
+        assert_int_equal(eerl_meter_tick_energy(m, t_mark + late), 0);
+        for (k = 6; k <= 15; k++)
+            tick_at(m, k * 0.2);
+        VT_MS = 3000;
+        write_state();
+        assert_int_equal(eerl_meter_tick_energy(m, 3.0), 0);
+        assert_int_equal(eerl_meter_energy(m, 0, t_mark, &rd), 0);
+        err = fabs(rd.joules[0] - want);
+        if (err > 500 * late + 0.002)
+            fail_msg("[0, mark]: %.4f J, want %.4f J (bound %.4f J)", rd.joules[0], want,
+                     500 * late);
+        assert_int_equal(eerl_meter_energy(m, 0, 1.0, &rd), 0);
+        err_tick = fabs(rd.joules[0] - 100.0);
+        if (with ? err_tick > 500 * late + 0.002 : err_tick < 2 * 500 * late)
+            fail_msg("[0, tick before the mark]: %.4f J off %s the mark's sample", err_tick,
+                     with ? "with" : "without");
+        printf("mark at %.3f s, counters read %.0f ms later, %s the mark's sample: [0, mark] off "
+               "by %.4f J, [0, tick before] by %.4f J\n",
+               t_mark, late * 1000, with ? "with" : "without", err, err_tick);
+        if (with) {
+            assert_int_equal(rd.flags, 0);
+            /* and the stretch after it, to the next counter reading */
+            assert_int_equal(eerl_meter_energy(m, t_mark, 3.0, &rd), 0);
+            assert_true(fabs(rd.joules[0] - profile_energy(prof, 2, t_mark, 3.0)) <=
+                        500 * late + 0.002);
+        }
+        eerl_meter_free(m);
+        eerl_device_free(dev);
+        MET = NULL;
+        DEV = NULL;
+    }
+}
+
+/* Real time, the thread running: marks read nothing on the caller's thread, a burst of them
+ * shares one counter reading, and a query that ends at a mark waits for that reading (it is not
+ * extrapolated). The quiet period is set long (1 s) and the ticks far apart (60 s), so the thread
+ * cannot serve the burst before the query asks: nothing depends on the machine's speed unless
+ * this thread stalls for a second between two calls. */
+static void test_marks_served_by_the_thread(void **state)
+{
+    eerl_device *dev;
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    struct timespec nap = {0, 50 * 1000 * 1000};
+    unsigned long e0, e1;
+    uint64_t marks = 0, reads = 0;
+    double t[6], a0, b1;
+    int i;
+
+    (void)state;
+    dev = open_fake(2, 300000);
+    VT_MS = -1;
+    write_state();
+    assert_int_equal(new_meter(dev, gpus, 2, 60000, &m), 0);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 1e6), 0);
+    assert_int_equal(eerl_meter_set_mark_quiet(m, -1), EERL_EINVAL);
+    assert_int_equal(eerl_meter_set_mark_quiet(m, 1.5), EERL_EINVAL);
+    assert_int_equal(eerl_meter_set_mark_quiet(m, 1.0), 0);
+    assert_int_equal(eerl_meter_start(m), 0); /* first sample on this thread: counters read */
+    assert_int_equal(eerl_meter_last_time(m, &a0), 0);
+    nanosleep(&nap, NULL);
+    e0 = calls(ENERGY_FN);
+    for (i = 0; i < 6; i++) /* begin, end of an empty phase, end + begin, end + update end */
+        assert_int_equal(eerl_meter_mark(m, &t[i]), 0);
+    e1 = calls(ENERGY_FN);
+    assert_int_equal(e1, e0); /* no counter read on this thread, and none yet by the thread */
+    for (i = 1; i < 6; i++)
+        assert_true(t[i] >= t[i - 1]);
+    assert_int_equal(eerl_meter_energy(m, a0, t[5], &rd), 0); /* waits for the reading */
+    assert_int_equal(rd.flags & EERL_METER_PARTIAL, 0);
+    assert_int_equal(calls(ENERGY_FN), e0 + 2); /* one reading of both GPUs for the six */
+    assert_int_equal(eerl_meter_mark_stats(m, &marks, &reads), 0);
+    assert_int_equal(marks, 6);
+    assert_int_equal(reads, 1);
+    /* the same query again: already served, no wait, no read */
+    assert_int_equal(eerl_meter_energy(m, t[0], t[5], &rd), 0);
+    assert_int_equal(rd.flags & EERL_METER_PARTIAL, 0);
+    assert_int_equal(calls(ENERGY_FN), e0 + 2);
+    /* marks queued at stop are served by it */
+    nanosleep(&nap, NULL);
+    assert_int_equal(eerl_meter_mark(m, &t[0]), 0);
+    assert_int_equal(eerl_meter_stop(m), 0);
+    b1 = eerl_clock_monotonic(NULL);
+    assert_int_equal(calls(ENERGY_FN), e0 + 4);
+    assert_int_equal(eerl_meter_energy(m, a0, t[0], &rd), 0);
+    assert_int_equal(rd.flags & EERL_METER_PARTIAL, 0);
+    /* 300 W each, counter in 100 ms steps: between the first sample (after a0) and the last
+     * reading (before b1), less at most one step at each end */
+    for (i = 0; i < 2; i++)
+        if (!(rd.joules[i] >= 300.0 * (t[0] - a0 - 0.2) - 1e-6 &&
+              rd.joules[i] <= 300.0 * (b1 - a0 + 0.1) + 1e-6))
+            fail_msg("GPU %d: %.3f J over %.3f s at 300 W", i, rd.joules[i], t[0] - a0);
+    /* without the thread a mark reads on the caller's thread again */
+    assert_int_equal(eerl_meter_mark(m, NULL), 0);
+    assert_int_equal(calls(ENERGY_FN), e0 + 6);
+    assert_int_equal(eerl_meter_mark_stats(m, &marks, &reads), 0);
+    assert_int_equal(marks, 8);
+    assert_int_equal(reads, 3);
+}
+
+/* A mark does not wait for a counter read in progress: the thread's read is held in the stand-in
+ * while this thread marks again (were the mark to wait for the thread, it would hang here). */
+static void test_mark_returns_while_a_read_is_held(void **state)
+{
+    eerl_device *dev = open_fake(1, 200000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    struct timespec nap = {0, 2 * 1000 * 1000};
+    char entered[700];
+    double t0 = 0, t1 = 0, w;
+    FILE *f;
+
+    (void)state;
+    VT_MS = -1;
+    snprintf(HOLD, sizeof(HOLD), "%s/hold", tu_tmpdir());
+    snprintf(entered, sizeof(entered), "%s.entered", HOLD);
+    unlink(entered);
+    write_state();
+    assert_int_equal(new_meter(dev, gpus, 1, 60000, &m), 0);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 1e6), 0);
+    assert_int_equal(eerl_meter_set_mark_quiet(m, 0), 0);
+    assert_int_equal(eerl_meter_start(m), 0);
+    f = fopen(HOLD, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(eerl_meter_mark(m, &t0), 0); /* the thread reads for it, and is held */
+    w = eerl_clock_monotonic(NULL);
+    while (access(entered, F_OK) != 0 && eerl_clock_monotonic(NULL) - w < 60)
+        nanosleep(&nap, NULL);
+    if (access(entered, F_OK) != 0) {
+        unlink(HOLD);
+        fail_msg("the thread's counter read never reached the stand-in");
+    }
+    assert_int_equal(eerl_meter_mark(m, &t1), 0);
+    assert_int_equal(access(HOLD, F_OK), 0); /* the read is still held */
+    assert_true(t1 >= t0);
+    unlink(HOLD);
+    assert_int_equal(eerl_meter_energy(m, t0, t1, &rd), 0);
+    assert_int_equal(rd.flags & EERL_METER_PARTIAL, 0);
+    assert_int_equal(eerl_meter_stop(m), 0);
+}
+
+static long VCLOCK_MS;
+
+static double vclock(void *ctx)
+{
+    (void)ctx;
+    return (double)__atomic_load_n(&VCLOCK_MS, __ATOMIC_SEQ_CST) / 1000.0;
+}
+
+/* An injected clock is virtual time: with the thread running, a mark still reads on the caller's
+ * thread at the caller's time (a simulation stays deterministic). */
+static void test_marks_on_an_injected_clock_read_at_once(void **state)
+{
+    eerl_device *dev = open_fake(1, 100000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    unsigned long e0;
+    double t = 0;
+
+    (void)state;
+    assert_int_equal(new_meter(dev, gpus, 1, 60000, &m), 0);
+    assert_int_equal(eerl_meter_set_clock(m, vclock, NULL), 0);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 1e6), 0);
+    VT_MS = 1000;
+    write_state();
+    __atomic_store_n(&VCLOCK_MS, 1000, __ATOMIC_SEQ_CST);
+    assert_int_equal(eerl_meter_start(m), 0);
+    e0 = calls(ENERGY_FN);
+    VT_MS = 1500;
+    write_state();
+    __atomic_store_n(&VCLOCK_MS, 1500, __ATOMIC_SEQ_CST);
+    assert_int_equal(eerl_meter_mark(m, &t), 0);
+    assert_true(t == 1.5);
+    assert_int_equal(calls(ENERGY_FN), e0 + 1);
+    assert_int_equal(eerl_meter_stop(m), 0);
 }
 
 /* Count the reads: power at every tick (through nvmlDeviceGetFieldValues, never the 1 s average),
@@ -1126,6 +1352,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_bad_gpu_index, teardown),
         cmocka_unit_test_teardown(test_sampler_thread_real_time, teardown),
         cmocka_unit_test_teardown(test_sparse_energy_reads_exact_at_marks, teardown),
+        cmocka_unit_test_teardown(test_mark_sample_then_late_read, teardown),
+        cmocka_unit_test_teardown(test_marks_served_by_the_thread, teardown),
+        cmocka_unit_test_teardown(test_marks_on_an_injected_clock_read_at_once, teardown),
+        cmocka_unit_test_teardown(test_mark_returns_while_a_read_is_held, teardown),
         cmocka_unit_test_teardown(test_power_shaped_interpolation_beats_linear, teardown),
         cmocka_unit_test_teardown(test_rate_separation, teardown),
         cmocka_unit_test_teardown(test_auto_energy_interval_follows_read_cost, teardown),

@@ -9,13 +9,13 @@
  *
  * Sampling entry points: eerl_meter_tick(m, now) reads power and, when the energy interval is
  * due, the counters, and stores a sample at time `now`; eerl_meter_tick_energy(m, now) always
- * reads the counters (a mark in virtual time); eerl_meter_mark(m, &now) does that at the meter's
- * clock (a phase boundary in real time). A simulation ticks in virtual time; eerl_meter_start()
- * runs a thread that ticks every interval in real time. Between samples the cumulative energy of
- * each GPU is interpolated linearly, so a mark that falls between two samples is exact when the
- * power is constant between them. Anomalies (counter reset or stuck, counter unsupported, GPU lost,
- * a failed read, an interval outside the sampled range) never fail a query: they are handled as
- * docs/meter.md describes and reported in the reading's flags.
+ * reads the counters (a mark in virtual time); eerl_meter_mark(m, &now) marks a phase boundary in
+ * real time (with the sampler thread running, the thread reads for it). A simulation ticks in
+ * virtual time; eerl_meter_start() runs a thread that ticks every interval in real time. Between
+ * samples the cumulative energy of each GPU is interpolated linearly, so a mark that falls between
+ * two samples is exact when the power is constant between them. Anomalies (counter reset or stuck,
+ * counter unsupported, GPU lost, a failed read, an interval outside the sampled range) never fail a
+ * query: they are handled as docs/meter.md describes and reported in the reading's flags.
  *
  * Ownership: the meter borrows the device handle (the caller keeps it open until
  * eerl_meter_free). Thread safety: tick, tick_now and the queries may be called from any thread
@@ -25,6 +25,7 @@
 #define EERL_METER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "eerl/clock.h"
 #include "eerl/device.h"
@@ -120,20 +121,42 @@ EERL_EXPORT int eerl_meter_tick(eerl_meter *m, double now_s);
  * it reads the counters for that sample. */
 EERL_EXPORT int eerl_meter_tick_energy(eerl_meter *m, double now_s);
 
-/* A mark in real time, for phase boundaries: eerl_meter_tick_energy at the meter's clock, read
- * under the tick lock, so ticks from several threads (the sampler and a caller marking a phase
- * boundary) are always in order. ret_now_s (may be NULL) receives the time used: pass it to the
- * queries. Costs one counter read per GPU (4 ms each on an H200). */
+/* A mark in real time, for phase boundaries. ret_now_s (may be NULL) receives the mark's time
+ * (the meter's clock): pass it to the queries.
+ * While the sampler thread runs (eerl_meter_start) on the default clock (real time), a mark reads
+ * no device: it takes the time,
+ * queues it and returns (about a microsecond, whatever the number of GPUs); the thread stores a
+ * sample at that time and reads the counters right after (marks within the quiet period of each
+ * other share one reading; docs/meter.md), so the energy up to the mark is the counter's,
+ * attributed to the mark's time by the power's shape. A query that ends at or after a mark not
+ * yet served waits for that reading.
+ * Without the thread, or on an injected clock (virtual time), it is eerl_meter_tick_energy at the
+ * meter's clock on the caller's thread (under the tick lock, so it stays in order with other
+ * ticks): one counter read per GPU (4 ms each on an H200). */
 EERL_EXPORT int eerl_meter_mark(eerl_meter *m, double *ret_now_s);
 
-/* The same as eerl_meter_mark (its older name; it always reads the counters). */
+/* Marks closer together than this (seconds; default EERL_METER_MARK_QUIET_S) share one counter
+ * reading: the thread reads once no mark has come for this long, at the latest
+ * EERL_METER_MARK_WAIT_MAX_S (or five quiet periods, if longer) after the first unserved one, at
+ * once when a query waits, and at a scheduled tick that falls due. 0: as soon as the thread sees
+ * a mark. EERL_EINVAL outside [0, 1] s. */
+#define EERL_METER_MARK_QUIET_S 0.005
+#define EERL_METER_MARK_WAIT_MAX_S 0.025
+EERL_EXPORT int eerl_meter_set_mark_quiet(eerl_meter *m, double seconds);
+
+/* How many marks were made and how many counter readings (of every GPU) were taken for them. */
+EERL_EXPORT int eerl_meter_mark_stats(eerl_meter *m, uint64_t *ret_marks, uint64_t *ret_reads);
+
+/* The same as eerl_meter_mark (its older name). */
 EERL_EXPORT int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s);
 
-/* Starts the sampler thread (EERL_ESTATE if it runs). It ticks at once, then every interval on
- * a fixed schedule. Signals are blocked in it. */
+/* Starts the sampler thread (EERL_ESTATE if it runs). It ticks at once (a meter with no sample
+ * yet takes its first one on the caller's thread, before the thread starts), then every interval
+ * on a fixed schedule, and serves marks. Signals are blocked in it. */
 EERL_EXPORT int eerl_meter_start(eerl_meter *m);
 
-/* Stops and joins the sampler thread; it wakes at once. EERL_ESTATE if it was not running. */
+/* Stops and joins the sampler thread; it wakes at once, serves the marks still queued, and
+ * exits. EERL_ESTATE if it was not running. */
 EERL_EXPORT int eerl_meter_stop(eerl_meter *m);
 
 /* Energy of every metered GPU (the whole allocation) between t0 and t1 (t0 <= t1). EERL_ENODATA

@@ -17,8 +17,16 @@
  * when power is known) and is rewritten when the next good reading settles the stretch: the
  * counter's energy shared out in proportion to integrated power (linearly in time when there is
  * no power or it integrates to 0), or integrated power itself when the counter turns out stuck.
+ * Marks: without the sampler thread a mark is a tick that reads the counters, on the caller's
+ * thread. While the thread runs, a mark only takes the time and queues it (run_lock); the thread
+ * serves the queue after a quiet period (or at once when a query waits): a sample at each queued
+ * mark's time that reads nothing, then one tick that reads the counters and power, which settles
+ * them by the power's shape. Marks close together share that one reading. A query whose end is
+ * past the last served reading waits until every mark made before it is served.
  * Locks: tick_lock serializes ticks (device reads included); lock guards the ring. Order:
- * tick_lock, then lock. run_lock + run_cond control the sampler thread. */
+ * tick_lock, then lock. run_lock + run_cond control the sampler thread and guard the mark queue;
+ * served_cond (with run_lock) wakes queries waiting for marks. run_lock may be held while
+ * tick_lock is taken (set_clock, start), never the reverse. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -43,10 +51,14 @@
 #define PARTLY_STUCK_MIN_S 1.0
 #define PARTLY_STUCK_RATIO 0.5
 #define DEFAULT_HISTORY_S 3600.0
+/* Marks queued for the thread before it serves them; more in one burst share the last slot (the
+ * ones dropped are interpolated between their neighbours). */
+#define MARKQ_CAP 64
 
 /* What one tick read from one GPU. */
 struct read {
     int todo;        /* upgrade_last_locked: this GPU's counter is read */
+    int mark_only;   /* a mark's sample: nothing was read (a later reading settles it) */
     int energy_read; /* the counter was read this tick (else energy_r is EERL_ENOTSUP) */
     int energy_r;    /* 0, or the error of the energy read (not attempted: EERL_ENOTSUP) */
     uint64_t mj;
@@ -108,6 +120,21 @@ struct eerl_meter {
     pthread_t thread;
     int running;
     int stop_flag;
+
+    /* Marks served by the thread; under run_lock. */
+    int serving; /* the thread runs and takes marks (cleared with stop_flag) */
+    double markq[MARKQ_CAP];
+    size_t n_markq;      /* queued, no sample stored for them yet */
+    uint64_t mark_seq;   /* marks made while serving */
+    uint64_t served_seq; /* of those, the ones a counter reading after them settled */
+    double served_t;     /* the time of that reading (its sample) */
+    double mark_first_w; /* monotonic time of the oldest queued mark */
+    double mark_last_w;  /* and of the newest */
+    int waiters;         /* queries waiting for marks to be served */
+    double mark_quiet_s;
+    uint64_t n_marks;      /* every mark, served by the thread or not */
+    uint64_t n_mark_reads; /* counter readings taken for marks (one per GPU each) */
+    pthread_cond_t served_cond;
 };
 
 static struct sample_gpu *sgat(eerl_meter *m, uint64_t seq, size_t gi)
@@ -194,6 +221,8 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     /* Every index exists, so the table is at most the device's GPU count long. */
     m->n_pos = (size_t)top + 1;
     m->pos_of = malloc(m->n_pos * sizeof(*m->pos_of));
+    m->mark_quiet_s = EERL_METER_MARK_QUIET_S;
+    m->served_t = -INFINITY;
     m->gs = calloc(n_gpus, sizeof(*m->gs));
     m->rd = calloc(n_gpus, sizeof(*m->rd));
     if (!m->pos_of || !m->gs || !m->rd) {
@@ -222,7 +251,8 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     }
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     if (pthread_mutex_init(&m->lock, NULL) != 0 || pthread_mutex_init(&m->tick_lock, NULL) != 0 ||
-        pthread_mutex_init(&m->run_lock, NULL) != 0 || pthread_cond_init(&m->run_cond, &ca) != 0) {
+        pthread_mutex_init(&m->run_lock, NULL) != 0 || pthread_cond_init(&m->run_cond, &ca) != 0 ||
+        pthread_cond_init(&m->served_cond, &ca) != 0) {
         pthread_condattr_destroy(&ca);
         r = EERL_ESYS;
         goto fail;
@@ -251,6 +281,7 @@ void eerl_meter_free(eerl_meter *m)
     pthread_mutex_destroy(&m->tick_lock);
     pthread_mutex_destroy(&m->run_lock);
     pthread_cond_destroy(&m->run_cond);
+    pthread_cond_destroy(&m->served_cond);
     free(m->t);
     free(m->sg);
     free(m->cum);
@@ -316,6 +347,29 @@ static double energy_interval_locked(const eerl_meter *m)
     if (e > EERL_METER_ENERGY_MAX_S)
         e = EERL_METER_ENERGY_MAX_S;
     return e;
+}
+
+int eerl_meter_set_mark_quiet(eerl_meter *m, double seconds)
+{
+    if (!m || !isfinite(seconds) || seconds < 0 || seconds > 1.0)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->run_lock);
+    m->mark_quiet_s = seconds;
+    pthread_mutex_unlock(&m->run_lock);
+    return 0;
+}
+
+int eerl_meter_mark_stats(eerl_meter *m, uint64_t *ret_marks, uint64_t *ret_reads)
+{
+    if (!m)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->run_lock);
+    if (ret_marks)
+        *ret_marks = m->n_marks;
+    if (ret_reads)
+        *ret_reads = m->n_mark_reads;
+    pthread_mutex_unlock(&m->run_lock);
+    return 0;
 }
 
 int eerl_meter_energy_interval(eerl_meter *m, double *ret_seconds)
@@ -480,7 +534,8 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
             power_integral(m, gi, a, k, cum);
             settle(m, gi, k, cum[k - a], cum, EERL_METER_POWER);
         } else {
-            pend(m, gi, k, prov, EERL_METER_MISSED | EERL_METER_POWER);
+            pend(m, gi, k, prov,
+                 rd->mark_only ? EERL_METER_POWER : EERL_METER_MISSED | EERL_METER_POWER);
         }
         return;
     }
@@ -726,6 +781,46 @@ int eerl_meter_tick_energy(eerl_meter *m, double now_s)
     return r;
 }
 
+/* A sample at t that reads nothing: a mark's, served by the thread. Its power is unknown (the
+ * previous reading is held across it) and its energy is pending until the counter reading that
+ * follows settles it. Under tick_lock; t after the newest sample, and not the first sample. */
+static void store_mark_sample_locked(eerl_meter *m, double t)
+{
+    struct read *rd = m->rd;
+    uint64_t k;
+    size_t i;
+
+    for (i = 0; i < m->n; i++) {
+        memset(&rd[i], 0, sizeof(rd[i]));
+        rd[i].mark_only = 1;
+        rd[i].energy_r = EERL_ENOTSUP;
+        rd[i].power_r = EERL_ENOTSUP;
+    }
+    m->last_was_energy = 0;
+    pthread_mutex_lock(&m->lock);
+    k = m->count;
+    m->t[k % m->cap] = t;
+    m->count++;
+    for (i = 0; i < m->n; i++)
+        update_gpu(m, i, k, &rd[i], m->cum, 0);
+    pthread_mutex_unlock(&m->lock);
+}
+
+int eerl__meter_mark_sample(eerl_meter *m, double t)
+{
+    int r = EERL_EINVAL;
+
+    if (!m || !isfinite(t))
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->tick_lock);
+    if (m->count > 0 && t > tat(m, m->count - 1)) {
+        store_mark_sample_locked(m, t);
+        r = 0;
+    }
+    pthread_mutex_unlock(&m->tick_lock);
+    return r;
+}
+
 /* A tick at the meter's clock, read under the tick lock. */
 static int tick_clock(eerl_meter *m, int force, double *ret_now_s)
 {
@@ -745,12 +840,66 @@ static int tick_clock(eerl_meter *m, int force, double *ret_now_s)
 
 int eerl_meter_mark(eerl_meter *m, double *ret_now_s)
 {
-    return tick_clock(m, 1, ret_now_s);
+    double t;
+    int r;
+
+    if (!m)
+        return EERL_EINVAL;
+    pthread_mutex_lock(&m->run_lock);
+    if (m->serving) {
+        /* The thread reads the counters for it: take the time, queue it, wake the thread. */
+        t = m->clock(m->clock_ctx);
+        if (!isfinite(t)) {
+            pthread_mutex_unlock(&m->run_lock);
+            return EERL_EINVAL;
+        }
+        m->mark_last_w = eerl_clock_monotonic(NULL);
+        if (m->n_markq == 0)
+            m->mark_first_w = m->mark_last_w;
+        if (m->n_markq < MARKQ_CAP)
+            m->markq[m->n_markq++] = t;
+        else
+            m->markq[MARKQ_CAP - 1] = t;
+        m->mark_seq++;
+        m->n_marks++;
+        pthread_cond_signal(&m->run_cond);
+        pthread_mutex_unlock(&m->run_lock);
+        if (ret_now_s)
+            *ret_now_s = t;
+        return 0;
+    }
+    pthread_mutex_unlock(&m->run_lock);
+    r = tick_clock(m, 1, ret_now_s);
+    if (r == 0) {
+        pthread_mutex_lock(&m->run_lock);
+        m->n_marks++;
+        m->n_mark_reads++;
+        pthread_mutex_unlock(&m->run_lock);
+    }
+    return r;
 }
 
 int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s)
 {
-    return tick_clock(m, 1, ret_now_s);
+    return eerl_meter_mark(m, ret_now_s);
+}
+
+/* Waits until every mark made so far whose time may be at or before t1 is served (a counter
+ * reading after it is stored). Returns at once without the thread or queued marks. */
+static void wait_marks(eerl_meter *m, double t1)
+{
+    uint64_t want;
+
+    pthread_mutex_lock(&m->run_lock);
+    want = m->mark_seq;
+    if (m->served_seq < want && t1 > m->served_t) {
+        m->waiters++;
+        pthread_cond_signal(&m->run_cond);
+        while (m->served_seq < want && t1 > m->served_t)
+            pthread_cond_wait(&m->served_cond, &m->run_lock);
+        m->waiters--;
+    }
+    pthread_mutex_unlock(&m->run_lock);
 }
 
 /* ---- sampler thread ---------------------------------------------------------------------- */
@@ -770,6 +919,39 @@ static struct timespec to_timespec(double s)
     return ts;
 }
 
+/* Serves the queued marks: a sample at each one's time, then one tick at now that reads the
+ * counters. Marks already behind the last served reading need none. Called and returns with
+ * run_lock held; drops it for the device reads. */
+static void serve_marks(eerl_meter *m)
+{
+    double ts[MARKQ_CAP], now = 0;
+    size_t n = m->n_markq, i;
+    uint64_t cover = m->mark_seq;
+    int need = 0, r;
+
+    memcpy(ts, m->markq, n * sizeof(ts[0]));
+    m->n_markq = 0;
+    for (i = 0; i < n; i++)
+        need |= ts[i] > m->served_t;
+    if (need) {
+        pthread_mutex_unlock(&m->run_lock);
+        pthread_mutex_lock(&m->tick_lock);
+        for (i = 0; i < n; i++)
+            if (m->count > 0 && ts[i] > tat(m, m->count - 1))
+                store_mark_sample_locked(m, ts[i]);
+        now = m->clock(m->clock_ctx);
+        r = tick_locked(m, now, 1);
+        pthread_mutex_unlock(&m->tick_lock);
+        pthread_mutex_lock(&m->run_lock);
+        if (r == 0 && now > m->served_t)
+            m->served_t = now;
+        m->n_mark_reads++;
+    }
+    if (cover > m->served_seq)
+        m->served_seq = cover;
+    pthread_cond_broadcast(&m->served_cond);
+}
+
 static void *sampler_main(void *arg)
 {
     eerl_meter *m = arg;
@@ -777,25 +959,52 @@ static void *sampler_main(void *arg)
     double next = eerl_clock_monotonic(NULL);
 
     pthread_mutex_lock(&m->run_lock);
-    while (!m->stop_flag) {
-        double now;
+    for (;;) {
+        double now = eerl_clock_monotonic(NULL), wake = next;
+        int tick_due = now >= next;
 
-        pthread_mutex_unlock(&m->run_lock);
-        /* Errors here are programming errors (time going back, no memory); the next tick tries
-         * again, and per-GPU failures are in the samples' flags. */
-        (void)tick_clock(m, 0, NULL);
-        pthread_mutex_lock(&m->run_lock);
-        next += period;
+        if (m->served_seq < m->mark_seq && m->n_markq > 0) {
+            /* A burst of marks is served once it has been quiet for mark_quiet_s, at once when
+             * a query waits for it or the thread stops, and at the latest
+             * EERL_METER_MARK_WAIT_MAX_S (or 5 quiet periods) after its first mark; a scheduled
+             * tick that falls due meanwhile is this reading. */
+            double due = m->mark_last_w + m->mark_quiet_s,
+                   cap = m->mark_first_w + (5 * m->mark_quiet_s > EERL_METER_MARK_WAIT_MAX_S
+                                                ? 5 * m->mark_quiet_s
+                                                : EERL_METER_MARK_WAIT_MAX_S);
+
+            if (cap < due)
+                due = cap;
+            if (m->stop_flag || m->waiters > 0 || now >= due || tick_due) {
+                serve_marks(m);
+                if (tick_due)
+                    next += period;
+                goto reschedule;
+            }
+            if (due < wake)
+                wake = due;
+        }
+        if (m->stop_flag)
+            break;
+        if (tick_due) {
+            pthread_mutex_unlock(&m->run_lock);
+            /* Errors here are programming errors (time going back, no memory); the next tick
+             * tries again, and per-GPU failures are in the samples' flags. */
+            (void)tick_clock(m, 0, NULL);
+            pthread_mutex_lock(&m->run_lock);
+            next += period;
+            goto reschedule;
+        }
+        {
+            struct timespec tsw = to_timespec(wake);
+
+            (void)pthread_cond_timedwait(&m->run_cond, &m->run_lock, &tsw);
+        }
+        continue;
+    reschedule:
         now = eerl_clock_monotonic(NULL);
         if (next < now) /* late (suspended, overloaded): keep the schedule, skip missed slots */
             next += ceil((now - next) / period) * period;
-        while (!m->stop_flag) {
-            struct timespec ts = to_timespec(next);
-            int w = pthread_cond_timedwait(&m->run_cond, &m->run_lock, &ts);
-
-            if (w == ETIMEDOUT)
-                break;
-        }
     }
     pthread_mutex_unlock(&m->run_lock);
     return NULL;
@@ -813,6 +1022,9 @@ int eerl_meter_start(eerl_meter *m)
         pthread_mutex_unlock(&m->run_lock);
         return EERL_ESTATE;
     }
+    /* The first sample before the thread: a mark made right after start is never before it. */
+    if (eerl_meter_sample_count(m) == 0)
+        (void)tick_clock(m, 0, NULL);
     m->stop_flag = 0;
     /* The thread inherits this mask: signals go to the caller's threads, never to the sampler. */
     sigfillset(&all);
@@ -820,8 +1032,13 @@ int eerl_meter_start(eerl_meter *m)
     if (pthread_create(&m->thread, NULL, sampler_main, m) != 0)
         r = EERL_ESYS;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (r == 0)
+    if (r == 0) {
         m->running = 1;
+        /* On real time only: an injected clock is virtual time (a simulation, a test moving
+         * time itself), where a reading taken "right after" a mark means nothing, so there a
+         * mark reads on the caller's thread at the caller's time, as without the thread. */
+        m->serving = m->clock == eerl_clock_monotonic;
+    }
     pthread_mutex_unlock(&m->run_lock);
     return r;
 }
@@ -835,7 +1052,10 @@ int eerl_meter_stop(eerl_meter *m)
         pthread_mutex_unlock(&m->run_lock);
         return EERL_ESTATE;
     }
+    /* From here marks read on the caller's thread; the thread serves the ones queued, then
+     * exits. */
     m->stop_flag = 1;
+    m->serving = 0;
     pthread_cond_broadcast(&m->run_cond);
     pthread_mutex_unlock(&m->run_lock);
     pthread_join(m->thread, NULL);
@@ -1036,6 +1256,7 @@ static int query(eerl_meter *m, double t0, double t1, const unsigned *gpus, size
         r = EERL_ENOMEM;
         goto out;
     }
+    wait_marks(m, t1);
     pthread_mutex_lock(&m->lock);
     r = energy_locked(m, t0, t1, pos, n, out, pj, pp, pf);
     pthread_mutex_unlock(&m->lock);

@@ -5,4 +5,9 @@
 
 #include "eerl/meter.h"
 
+/* Stores a sample at t that reads nothing (what the sampler thread stores for a mark before it
+ * reads the counters), in virtual time: for the tests of how such a sample is settled. t must be
+ * after the newest sample (EERL_EINVAL otherwise, or with no sample yet). */
+int eerl__meter_mark_sample(eerl_meter *m, double t);
+
 #endif

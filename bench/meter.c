@@ -20,8 +20,9 @@
  * first with the marks reading the counters on the caller's thread (the meter before marks were
  * served by its thread: an injected real-time clock turns serving off), then as the meter does
  * now. On the stand-in each phase draws its own power (the benchmark rewrites the state file at
- * the boundaries) and the reference is that profile's integral; with --real the GPUs draw what
- * they draw and the reference is each GPU's counter read directly right after the update's mark.
+ * the boundaries); with --real the GPUs draw what they draw. The reference is each GPU's counter
+ * read directly (eerl_device_energy_mj, as pynvml would) right after the update's end mark, on
+ * the caller's thread, outside the timed calls.
  * Prints figures only; never changes a clock or a power limit. */
 #include <errno.h>
 #include <math.h>
@@ -171,23 +172,18 @@ struct marks_cfg {
     int updates;
 };
 
-/* Sets every GPU's power for the next segment (stand-in only) and returns when the stand-in has
- * taken it, with the time it took effect: its next call after the file changed adopts it, and a
- * power read is such a call. */
-static double set_power(const struct marks_cfg *c, double w)
+/* Sets every GPU's power for the next segment (stand-in only): the stand-in's next call after
+ * the file changed adopts it (the old power integrated up to then), and a power read is such a
+ * call. */
+static void set_power(const struct marks_cfg *c, double w)
 {
     unsigned mw;
-    double a, b;
 
     if (!c->state)
-        return eerl_clock_monotonic(NULL);
-    (void)eerl_device_power_mw(c->dev, 0, &mw); /* the old power up to here */
+        return;
     if (write_marks_state(c->state, c->n_all, c->cost_us, w) != 0)
         fprintf(stderr, "bench_meter: rewriting the stand-in's state failed\n");
-    a = eerl_clock_monotonic(NULL);
     (void)eerl_device_power_mw(c->dev, 0, &mw);
-    b = eerl_clock_monotonic(NULL);
-    return 0.5 * (a + b);
 }
 
 /* One run of c->updates updates on n GPUs. serve: the meter's thread reads for the marks (else
@@ -197,7 +193,7 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
     unsigned gpus[MARKS_GPUS_MAX], i;
     size_t cap = (size_t)c->updates * (2 * N_SEG + 2), nm = 0, nu = 0, s;
     double *mark_us = calloc(cap, sizeof(double)), *end_us = calloc(cap, sizeof(double));
-    double worst = 0, sum_e = 0, sum_ref = 0, t_prev = 0, sw_t = 0, sw_w = 0;
+    double worst = 0, sum_e = 0, sum_ref = 0, t_prev = 0;
     uint64_t ref_prev[MARKS_GPUS_MAX] = {0}, ref_now[MARKS_GPUS_MAX] = {0};
     uint64_t marks0 = 0, reads0 = 0, marks1 = 0, reads1 = 0;
     eerl_meter *m = NULL;
@@ -210,13 +206,12 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
         goto out;
     if (!serve)
         eerl_meter_set_clock(m, real_clock, NULL);
-    sw_w = UPDATE[0].w;
-    sw_t = set_power(c, sw_w);
+    set_power(c, UPDATE[0].w);
     if (eerl_meter_start(m) < 0)
         goto out;
     eerl_meter_mark_stats(m, &marks0, &reads0);
     for (u = 0; u <= c->updates; u++) { /* update 0 is a warm-up */
-        double t_end, t0, t1, truth = 0, ref = 0;
+        double t_end, t0, t1, ref = 0;
 
         for (s = 0; s < N_SEG; s++) {
             const struct seg_def *d = &UPDATE[s];
@@ -231,15 +226,7 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
                 if (s == 0 && u == 0)
                     t_prev = a;
             }
-            {
-                double t_sw = set_power(c, d->w);
-                unsigned g;
-
-                for (g = 0; g < n; g++)
-                    truth += sw_w * (1.0 + 0.05 * g) * (t_sw - sw_t);
-                sw_t = t_sw;
-                sw_w = d->w;
-            }
+            set_power(c, d->w);
             if (d->s > 0)
                 sleep_s(d->s);
             if (d->phase) { /* its end */
@@ -256,32 +243,19 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
         t1 = eerl_clock_monotonic(NULL);
         if (u > 0 && nm < cap)
             mark_us[nm++] = 1e6 * (t1 - t0);
-        {
-            double t_sw = set_power(c, UPDATE[0].w);
-            unsigned g;
-
-            for (g = 0; g < n; g++)
-                truth += sw_w * (1.0 + 0.05 * g) * (t_sw - sw_t);
-            sw_t = t_sw;
-            sw_w = UPDATE[0].w;
-        }
-        if (!c->state)
-            for (i = 0; i < n; i++)
-                if (eerl_device_energy_mj(c->dev, i, &ref_now[i]) != 0)
-                    ref_now[i] = 0;
+        for (i = 0; i < n; i++)
+            if (eerl_device_energy_mj(c->dev, i, &ref_now[i]) != 0)
+                ref_now[i] = 0;
+        set_power(c, UPDATE[0].w);
         t0 = eerl_clock_monotonic(NULL);
         if (eerl_meter_energy(m, t_prev, t_end, &rd) < 0) {
             fprintf(stderr, "bench_meter: query failed\n");
             goto out;
         }
         t1 = eerl_clock_monotonic(NULL);
-        if (!c->state) {
-            for (i = 0; i < n; i++)
-                ref += (double)(ref_now[i] - ref_prev[i]) / 1000.0;
-            memcpy(ref_prev, ref_now, sizeof(ref_now));
-        } else {
-            ref = truth;
-        }
+        for (i = 0; i < n; i++)
+            ref += (double)(ref_now[i] - ref_prev[i]) / 1000.0;
+        memcpy(ref_prev, ref_now, sizeof(ref_now));
         if (u > 0) {
             double e = fabs(rd.total_joules - ref) / ref;
 
@@ -562,12 +536,13 @@ int main(int argc, char **argv)
                eerl_device_backend(dev), real ? " (real driver, read-only)" : " (stand-in)",
                c.updates, N_SEG);
         if (real)
-            printf("  counter reads cost what the driver costs; reference: each GPU's counter "
-                   "read directly right after the update's end mark\n");
+            printf("  counter reads cost what the driver's cost\n");
         else
-            printf("  the stand-in burns %u us of CPU per counter read; reference: the power "
-                   "profile the benchmark set, integrated\n",
+            printf("  the stand-in burns %u us of CPU per counter read; each phase draws its own "
+                   "power (120-686 W)\n",
                    c.cost_us);
+        printf("  reference: each GPU's counter read directly right after the update's end "
+               "mark\n");
         printf("  caller: marks read the counters on the caller's thread (the meter before); "
                "thread: the meter's thread reads them (now)\n");
         fflush(stdout);

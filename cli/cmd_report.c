@@ -212,21 +212,28 @@ static int setting_table(FILE *f, const struct eerl__an_series *ctl,
     return (int)n;
 }
 
-int eerl_cmd_report(int argc, char **argv)
-{
-    const char *paths[TRACES_MAX], *out = NULL, *ext;
-    struct eerl__an_series *s = NULL;
-    const struct eerl__an_series *ctl = NULL, *gov = NULL, *first = NULL;
-    size_t n = 0, i, j;
-    int rc = EERL_EXIT_USAGE, e, svg, status, n_set = 0;
-    char why[1024], dir[4096], p[4200], name_c[256], name_g[256], set[64], def_out[4200];
-    const char *tmpdir = getenv("TMPDIR");
-    unsigned peak = 1980, lo = 0;
-    double tw = NAN, pw = NAN, ew = NAN, loss = 0;
-    FILE *f;
-    pid_t pid;
+/* ---- the command: one report, from the arguments to the picture ----------------------------- */
 
-    dir[0] = '\0';
+struct report {
+    const char *paths[TRACES_MAX], *out;
+    size_t n;
+    int svg;
+    char def_out[4200];
+    struct eerl__an_series *s;
+    const struct eerl__an_series *ctl, *gov, *first; /* the controller run, its governor run */
+    char name_c[256], name_g[256];
+    unsigned peak;
+    double loss;       /* the controller run's allowed loss */
+    char dir[4096];    /* the private temporary directory, or "" */
+    double tw, pw, ew; /* whole-run throughput, power, energy-per-token change (%) */
+    int n_set;         /* rows of setting.dat */
+};
+
+/* Returns -1 to go on, else the exit code (help printed, or a usage error said). */
+static int parse_args(int argc, char **argv, struct report *r)
+{
+    size_t i;
+
     for (i = 1; i < (size_t)argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -236,369 +243,513 @@ int eerl_cmd_report(int argc, char **argv)
                 eerl_cli_err(CMD, "%s needs a file name (FILE.png or FILE.svg)", argv[i]);
                 return EERL_EXIT_USAGE;
             }
-            out = argv[++i];
+            r->out = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             eerl_cli_err(CMD, "unknown option '%s'; see eerl report --help", argv[i]);
             return EERL_EXIT_USAGE;
         } else {
-            if (n >= TRACES_MAX) {
+            if (r->n >= TRACES_MAX) {
                 eerl_cli_err(CMD, "more than %d traces", TRACES_MAX);
                 return EERL_EXIT_USAGE;
             }
-            paths[n++] = argv[i];
+            r->paths[r->n++] = argv[i];
         }
     }
-    if (n == 0) {
+    if (r->n == 0) {
         eerl_cli_err(CMD, "no traces given; see eerl report --help");
         return EERL_EXIT_USAGE;
     }
-    if (!out) { /* the first trace's name with .png, as python -m eerl.report does */
-        const char *dot = strrchr(paths[0], '.'), *slash = strrchr(paths[0], '/');
-        int keep = dot && (!slash || dot > slash) ? (int)(dot - paths[0]) : (int)strlen(paths[0]);
-        snprintf(def_out, sizeof(def_out), "%.*s.png", keep, paths[0]);
-        out = def_out;
+    return -1;
+}
+
+/* The output: as given, else the first trace's name with .png (as python -m eerl.report does);
+ * its extension picks the format. */
+static int pick_output(struct report *r)
+{
+    const char *ext;
+
+    if (!r->out) {
+        const char *p = r->paths[0], *dot = strrchr(p, '.'), *slash = strrchr(p, '/');
+        int keep = dot && (!slash || dot > slash) ? (int)(dot - p) : (int)strlen(p);
+        snprintf(r->def_out, sizeof(r->def_out), "%.*s.png", keep, p);
+        r->out = r->def_out;
     }
-    ext = ext_of(out);
+    ext = ext_of(r->out);
     if (strcmp(ext, "png") && strcmp(ext, "svg")) {
-        eerl_cli_err(CMD, "output '%s' must end in .png or .svg (the picture's format)", out);
-        return EERL_EXIT_USAGE;
+        eerl_cli_err(CMD, "output '%s' must end in .png or .svg (the picture's format)", r->out);
+        return -1;
     }
-    svg = !strcmp(ext, "svg");
-    rc = EERL_EXIT_FAIL;
-    s = calloc(n, sizeof(*s));
-    if (!s) {
+    r->svg = !strcmp(ext, "svg");
+    return 0;
+}
+
+/* Loads every trace; the first controller run, and the governor run of its seed. */
+static int load_runs(struct report *r)
+{
+    char why[1024];
+    size_t i;
+
+    r->s = calloc(r->n, sizeof(*r->s));
+    if (!r->s) {
         eerl_cli_err(CMD, "out of memory");
-        goto out;
+        return -1;
     }
-    for (i = 0; i < n; i++) {
-        e = eerl__an_load_trace(paths[i], &s[i], why, sizeof(why));
-        if (e < 0) {
+    for (i = 0; i < r->n; i++) {
+        if (eerl__an_load_trace(r->paths[i], &r->s[i], why, sizeof(why)) < 0) {
             eerl_cli_err(CMD, "%s", why);
-            goto out;
+            return -1;
         }
-        if (s[i].n == 0) {
-            eerl_cli_err(CMD, "%s has no update lines", paths[i]);
-            goto out;
+        if (r->s[i].n == 0) {
+            eerl_cli_err(CMD, "%s has no update lines", r->paths[i]);
+            return -1;
         }
-        if (!ctl && strcmp(s[i].role, "governor")) {
-            ctl = &s[i];
-            safe_name(paths[i], name_c, sizeof(name_c));
+        if (!r->ctl && strcmp(r->s[i].role, "governor")) {
+            r->ctl = &r->s[i];
+            safe_name(r->paths[i], r->name_c, sizeof(r->name_c));
         }
     }
-    for (i = 0; i < n; i++)
-        if (!strcmp(s[i].role, "governor") &&
-            (!ctl || !ctl->has_seed || !s[i].has_seed || s[i].seed == ctl->seed)) {
-            gov = &s[i];
-            safe_name(paths[i], name_g, sizeof(name_g));
+    for (i = 0; i < r->n; i++)
+        if (!strcmp(r->s[i].role, "governor") &&
+            (!r->ctl || !r->ctl->has_seed || !r->s[i].has_seed || r->s[i].seed == r->ctl->seed)) {
+            r->gov = &r->s[i];
+            safe_name(r->paths[i], r->name_g, sizeof(r->name_g));
             break;
         }
-    first = ctl ? ctl : gov;
-    if (first->peak_mhz)
-        peak = first->peak_mhz;
-    if (ctl)
-        loss = ctl->allowed_loss;
+    r->first = r->ctl ? r->ctl : r->gov;
+    if (r->first->peak_mhz)
+        r->peak = r->first->peak_mhz;
+    if (r->ctl)
+        r->loss = r->ctl->allowed_loss;
+    return 0;
+}
 
-    snprintf(dir, sizeof(dir), "%s/eerl-report-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    if (!mkdtemp(dir)) {
-        eerl_cli_err(CMD, "cannot make a temporary directory '%s': %s", dir, strerror(errno));
-        dir[0] = '\0';
-        goto out;
-    }
-    /* Per phase power and energy: the governor run (block 0) and the controller run (block 1). */
-    snprintf(p, sizeof(p), "%s/phase.dat", dir);
-    f = fopen(p, "w");
-    if (!f)
-        goto io;
-    phase_block(f, gov ? gov : ctl);
-    phase_block(f, ctl ? ctl : gov);
-    if (fclose(f) != 0)
-        goto io;
-    /* Energy per valid token of every run: one block per run. */
-    snprintf(p, sizeof(p), "%s/ept.dat", dir);
-    f = fopen(p, "w");
-    if (!f)
-        goto io;
-    for (i = 0; i < n; i++) {
-        fprintf(f, "# %s seed %llu\n", s[i].role, (unsigned long long)s[i].seed);
-        for (j = 0; j < s[i].n; j++)
-            fprintf(f, "%llu %g\n", (unsigned long long)s[i].update[j], s[i].E[j] / s[i].N[j]);
+static FILE *open_in_dir(const struct report *r, const char *name)
+{
+    char p[4200];
+
+    snprintf(p, sizeof(p), "%s/%s", r->dir, name);
+    return fopen(p, "w");
+}
+
+/* Energy per valid token of every run: one block per run. */
+static void write_ept(FILE *f, const struct report *r)
+{
+    size_t i, j;
+
+    for (i = 0; i < r->n; i++) {
+        const struct eerl__an_series *x = &r->s[i];
+
+        fprintf(f, "# %s seed %llu\n", x->role, (unsigned long long)x->seed);
+        for (j = 0; j < x->n; j++)
+            fprintf(f, "%llu %g\n", (unsigned long long)x->update[j], x->E[j] / x->N[j]);
         fprintf(f, "\n\n");
     }
-    if (fclose(f) != 0)
-        goto io;
-    if (ctl) {
-        /* 1: clocks and marks of the controller run. */
-        snprintf(p, sizeof(p), "%s/clocks.dat", dir);
-        f = fopen(p, "w");
-        if (!f)
-            goto io;
-        fprintf(f, "# update gen train calibrating propose trial confirm lock adjust refresh\n");
-        for (i = 0; i < ctl->n; i++) {
-            unsigned m = ctl->marks[i];
-            fprintf(f, "%llu %g %g %d %d %d %d %d %d %d\n", (unsigned long long)ctl->update[i],
-                    gov_at(ctl->setting[i].mhz[EERL_GROUP_GEN], peak),
-                    gov_at(ctl->setting[i].mhz[EERL_GROUP_TRAIN], peak),
-                    ctl->state[i] == EERL_STATE_CALIBRATING || (m & (1u << EERL_EV_CALIBRATED)),
-                    !!(m & (1u << EERL_EV_PROPOSE)),
-                    !!(m & (1u << EERL_EV_TRIAL)) || !!(m & (1u << EERL_EV_ROUND)),
-                    !!(m & (1u << EERL_EV_CONFIRM)), !!(m & (1u << EERL_EV_LOCK)),
-                    !!(m & (1u << EERL_EV_ADJUST)), !!(m & (1u << EERL_EV_REFRESH)));
-        }
-        if (fclose(f) != 0)
-            goto io;
-        /* 2: per-update changes against the governor of the same seed (5-update moving average). */
-        snprintf(p, sizeof(p), "%s/change.dat", dir);
-        f = fopen(p, "w");
-        if (!f)
-            goto io;
-        if (gov) {
-            double sn[2] = {0, 0}, st[2] = {0, 0}, se[2] = {0, 0};
-            fprintf(f, "# update throughput_pct power_pct energy_per_token_pct (5-update means)\n");
-            for (i = 0; i < ctl->n; i++) {
-                double a = 0, b = 0, c = 0;
-                unsigned k = 0;
-                long g = find(gov, ctl->update[i]);
-                if (g >= 0 && ctl->update[i] >= EERL__AN_FIRST_UPDATE) {
-                    sn[0] += gov->N[g];
-                    st[0] += gov->T[g];
-                    se[0] += gov->E[g];
-                    sn[1] += ctl->N[i];
-                    st[1] += ctl->T[i];
-                    se[1] += ctl->E[i];
-                }
-                for (j = i >= 4 ? i - 4 : 0; j <= i; j++) {
-                    long h = find(gov, ctl->update[j]);
-                    if (h < 0)
-                        continue;
-                    a += (ctl->N[j] / ctl->T[j]) / (gov->N[h] / gov->T[h]);
-                    b += (ctl->E[j] / ctl->T[j]) / (gov->E[h] / gov->T[h]);
-                    c += (ctl->E[j] / ctl->N[j]) / (gov->E[h] / gov->N[h]);
-                    k++;
-                }
-                if (k)
-                    fprintf(f, "%llu %g %g %g\n", (unsigned long long)ctl->update[i],
-                            100 * (a / k - 1), 100 * (b / k - 1), 100 * (c / k - 1));
-            }
-            if (st[0] > 0 && st[1] > 0 && sn[0] > 0 && sn[1] > 0) {
-                tw = 100 * ((sn[1] / st[1]) / (sn[0] / st[0]) - 1);
-                pw = 100 * ((se[1] / st[1]) / (se[0] / st[0]) - 1);
-                ew = 100 * ((se[1] / sn[1]) / (se[0] / sn[0]) - 1);
-            }
-        } else {
-            fprintf(f, "0 0 0 0\n");
-        }
-        if (fclose(f) != 0)
-            goto io;
-        /* 4: per setting. */
-        snprintf(p, sizeof(p), "%s/setting.dat", dir);
-        f = fopen(p, "w");
-        if (!f)
-            goto io;
-        if (gov)
-            n_set = setting_table(f, ctl, gov);
-        if (fclose(f) != 0)
-            goto io;
-    }
+}
 
-    snprintf(p, sizeof(p), "%s/plot.gp", dir);
-    f = fopen(p, "w");
-    if (!f)
-        goto io;
-    fprintf(f, "cd '%s'\n", dir);
-    {
-        int h = ctl ? 1900 : 1150;
-        if (svg)
-            fprintf(f,
-                    "set terminal svg size 1100,%d dynamic font 'sans,12' background '#ffffff'\n",
-                    h);
-        else
-            fprintf(f, "set terminal pngcairo size 1100,%d font 'sans,11' background '#ffffff'\n",
-                    h);
+/* Panel 1's data: clocks and marks of the controller run. */
+static void write_clocks(FILE *f, const struct report *r)
+{
+    const struct eerl__an_series *c = r->ctl;
+    size_t i;
+
+    fprintf(f, "# update gen train calibrating propose trial confirm lock adjust refresh\n");
+    for (i = 0; i < c->n; i++) {
+        unsigned m = c->marks[i];
+        fprintf(f, "%llu %g %g %d %d %d %d %d %d %d\n", (unsigned long long)c->update[i],
+                gov_at(c->setting[i].mhz[EERL_GROUP_GEN], r->peak),
+                gov_at(c->setting[i].mhz[EERL_GROUP_TRAIN], r->peak),
+                c->state[i] == EERL_STATE_CALIBRATING || (m & (1u << EERL_EV_CALIBRATED)),
+                !!(m & (1u << EERL_EV_PROPOSE)),
+                !!(m & (1u << EERL_EV_TRIAL)) || !!(m & (1u << EERL_EV_ROUND)),
+                !!(m & (1u << EERL_EV_CONFIRM)), !!(m & (1u << EERL_EV_LOCK)),
+                !!(m & (1u << EERL_EV_ADJUST)), !!(m & (1u << EERL_EV_REFRESH)));
     }
+}
+
+/* Panel 2's data: per-update changes against the governor run of the same seed (5-update moving
+ * average), and the whole run's from EERL__AN_FIRST_UPDATE into r->tw, pw, ew. */
+static void write_change(FILE *f, struct report *r)
+{
+    const struct eerl__an_series *c = r->ctl, *gov = r->gov;
+    double sn[2] = {0, 0}, st[2] = {0, 0}, se[2] = {0, 0};
+    size_t i, j;
+
+    if (!gov) {
+        fprintf(f, "0 0 0 0\n");
+        return;
+    }
+    fprintf(f, "# update throughput_pct power_pct energy_per_token_pct (5-update means)\n");
+    for (i = 0; i < c->n; i++) {
+        double a = 0, b = 0, e = 0;
+        unsigned k = 0;
+        long g = find(gov, c->update[i]);
+        if (g >= 0 && c->update[i] >= EERL__AN_FIRST_UPDATE) {
+            sn[0] += gov->N[g];
+            st[0] += gov->T[g];
+            se[0] += gov->E[g];
+            sn[1] += c->N[i];
+            st[1] += c->T[i];
+            se[1] += c->E[i];
+        }
+        for (j = i >= 4 ? i - 4 : 0; j <= i; j++) {
+            long h = find(gov, c->update[j]);
+            if (h < 0)
+                continue;
+            a += (c->N[j] / c->T[j]) / (gov->N[h] / gov->T[h]);
+            b += (c->E[j] / c->T[j]) / (gov->E[h] / gov->T[h]);
+            e += (c->E[j] / c->N[j]) / (gov->E[h] / gov->N[h]);
+            k++;
+        }
+        if (k)
+            fprintf(f, "%llu %g %g %g\n", (unsigned long long)c->update[i], 100 * (a / k - 1),
+                    100 * (b / k - 1), 100 * (e / k - 1));
+    }
+    if (st[0] > 0 && st[1] > 0 && sn[0] > 0 && sn[1] > 0) {
+        r->tw = 100 * ((sn[1] / st[1]) / (sn[0] / st[0]) - 1);
+        r->pw = 100 * ((se[1] / st[1]) / (se[0] / st[0]) - 1);
+        r->ew = 100 * ((se[1] / sn[1]) / (se[0] / sn[0]) - 1);
+    }
+}
+
+/* Every data file the script reads, in the temporary directory. */
+static int write_data(struct report *r)
+{
+    FILE *f;
+
+    /* Per phase power and energy: the governor run (block 0) and the controller run (block 1). */
+    if (!(f = open_in_dir(r, "phase.dat")))
+        return -1;
+    phase_block(f, r->gov ? r->gov : r->ctl);
+    phase_block(f, r->ctl ? r->ctl : r->gov);
+    if (fclose(f) != 0)
+        return -1;
+    if (!(f = open_in_dir(r, "ept.dat")))
+        return -1;
+    write_ept(f, r);
+    if (fclose(f) != 0)
+        return -1;
+    if (!r->ctl)
+        return 0;
+    if (!(f = open_in_dir(r, "clocks.dat")))
+        return -1;
+    write_clocks(f, r);
+    if (fclose(f) != 0)
+        return -1;
+    if (!(f = open_in_dir(r, "change.dat")))
+        return -1;
+    write_change(f, r);
+    if (fclose(f) != 0)
+        return -1;
+    /* Panel 4's data: per setting. */
+    if (!(f = open_in_dir(r, "setting.dat")))
+        return -1;
+    if (r->gov)
+        r->n_set = setting_table(f, r->ctl, r->gov);
+    return fclose(f) != 0 ? -1 : 0;
+}
+
+static void script_head(FILE *f, const struct report *r)
+{
+    int h = r->ctl ? 1900 : 1150;
+
+    fprintf(f, "cd '%s'\n", r->dir);
+    if (r->svg)
+        fprintf(f, "set terminal svg size 1100,%d dynamic font 'sans,12' background '#ffffff'\n",
+                h);
+    else
+        fprintf(f, "set terminal pngcairo size 1100,%d font 'sans,11' background '#ffffff'\n", h);
     fprintf(f,
             "set output 'out.img'\n"
             "set multiplot layout %d,1 margins 0.08,0.80,%s,%s spacing 0,%s\n"
             "set grid lc rgb '#dddddd'\nset key outside right top\n"
             "set xlabel 'update'\nset xrange [0:%llu]\n",
-            ctl ? 5 : 3, ctl ? "0.04" : "0.06", ctl ? "0.97" : "0.95", ctl ? "0.06" : "0.11",
-            (unsigned long long)(first->update[first->n - 1] + 1));
-    if (ctl) {
-        /* Panel 1: from a little below the lowest clock used to above the peak. */
-        unsigned mn = peak;
-        for (i = 0; i < ctl->n; i++)
-            for (j = 0; j < 2; j++)
-                if (ctl->setting[i].mhz[j] && ctl->setting[i].mhz[j] < mn)
-                    mn = ctl->setting[i].mhz[j];
-        lo = mn > 300 ? (mn - 200) / 100 * 100 : 0;
-        fprintf(f,
-                "set title \"%s: SM clocks per update (governor drawn at its %u MHz peak)\"\n"
-                "set ylabel 'MHz'\nset yrange [%u:%u+120]\n"
-                "set style fill solid 0.35 noborder\nset boxwidth 1 absolute\n"
-                "plot 'clocks.dat' u 1:($4>0 ? %u+120 : 1/0) w boxes lc rgb '#cccccc' t "
-                "'calibration', \\\n"
-                " '' u 1:2 w steps lw 2 lc rgb '#1f77b4' t 'generation', \\\n"
-                " '' u 1:3 w steps lw 2 lc rgb '#d62728' t 'training', \\\n"
-                " '' u 1:($5>0 ? %u+60 : 1/0) w p pt 9 ps 1.2 lc rgb '#2ca02c' t 'trial starts', "
-                "\\\n"
-                " '' u 1:($6>0 ? %u+60 : 1/0) w p pt 11 ps 1.2 lc rgb '#9467bd' t 'verdict', \\\n"
-                " '' u 1:($7>0 ? %u+90 : 1/0) w p pt 5 ps 1.2 lc rgb '#ff7f0e' t 'confirmation', "
-                "\\\n"
-                " '' u 1:($8>0 ? %u+90 : 1/0) w impulses lw 3 lc rgb '#000000' t 'lock', \\\n"
-                " '' u 1:($9>0 ? %u+90 : 1/0) w p pt 7 ps 1 lc rgb '#8c564b' t 'adjust', \\\n"
-                " '' u 1:($10>0 ? %u+90 : 1/0) w p pt 6 ps 1 lc rgb '#17becf' t 'refresh'\n"
-                "set yrange [*:*]\nunset style\n",
-                name_c, peak, lo, peak, peak, peak, peak, peak, peak, peak, peak);
-        /* Panel 2, with the allowance. */
-        if (gov) {
-            fprintf(f,
-                    "set title \"change vs governor run %s, 5-update mean\\nwhole run from update "
-                    "%d: throughput %+.2f%%, power %+.2f%%, energy per token %+.2f%%\" "
-                    "noenhanced\n"
-                    "set ylabel '%%'\n"
-                    "plot 'change.dat' u 1:2 w l lw 2 lc rgb '#1f77b4' t 'throughput', \\\n"
-                    " '' u 1:3 w l lw 2 lc rgb '#ff7f0e' t 'power', \\\n"
-                    " '' u 1:4 w l lw 2 lc rgb '#2ca02c' t 'energy per token', \\\n"
-                    " 0 w l lc rgb '#888888' notitle",
-                    name_g, EERL__AN_FIRST_UPDATE, tw, pw, ew);
-            if (loss > 0)
-                fprintf(f, ", \\\n -%g w l lw 2 dt 2 lc rgb '#1f77b4' t 'allowance (-%g%%)'",
-                        100 * loss, 100 * loss);
-            fprintf(f, "\n");
-        } else {
-            fprintf(f, "set title 'no governor trace of the same seed: no comparison'\n"
-                       "set ylabel '%%'\nplot 0 w l lc rgb '#888888' notitle\n");
-        }
-        /* Panel 3 (Figure 1): power per phase, governor dashed, controller solid. */
-        fprintf(f, "set title 'power per phase (whole allocation): governor run dashed, controller "
-                   "run solid'\nset ylabel 'kW'\n"
-                   "plot 'phase.dat' index 1 u 1:($2/1000) w l lw 2 lc rgb '#1f77b4' t "
-                   "'generation', \\\n"
-                   " '' index 1 u 1:($3/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
-                   " '' index 1 u 1:($4/1000) w l lw 2 lc rgb '#d62728' t 'training'");
-        if (gov)
-            fprintf(f,
-                    ", \\\n '' index 0 u 1:($2/1000) w l lw 1 dt 2 lc rgb '#1f77b4' notitle, \\\n"
-                    " '' index 0 u 1:($3/1000) w l lw 1 dt 2 lc rgb '#9467bd' notitle, \\\n"
-                    " '' index 0 u 1:($4/1000) w l lw 1 dt 2 lc rgb '#d62728' notitle");
-        fprintf(f, "\n");
-        /* Panel 4 (Figure 2): per setting. */
-        if (n_set > 0) {
-            fprintf(f,
-                    "set title 'change vs the governor run per setting the controller ran "
-                    "(gen/train MHz; updates from %d)'\nset ylabel '%%'\nunset xlabel\n"
-                    "set xrange [*:*]\nset style data histogram\n"
-                    "set style histogram clustered gap 1\nset style fill solid 0.8 noborder\n"
-                    "set xtics rotate by -30 scale 0 font ',9'\n"
-                    "plot 'setting.dat' u 2:xtic(1) lc rgb '#1f77b4' t 'throughput', \\\n"
-                    " '' u 3 lc rgb '#ff7f0e' t 'power', '' u 4 lc rgb '#2ca02c' t 'energy per "
-                    "token'",
-                    EERL__AN_FIRST_UPDATE);
-            if (loss > 0)
-                fprintf(f, ", \\\n -%g w l lw 2 dt 2 lc rgb '#1f77b4' t 'allowance (-%g%%)'",
-                        100 * loss, 100 * loss);
-            fprintf(f,
-                    "\nset style data lines\nunset style\nset xtics norotate scale 1 "
-                    "font ''\nset xtics autofreq\nset xlabel 'update'\nset xrange [0:%llu]\n",
-                    (unsigned long long)(first->update[first->n - 1] + 1));
-        } else {
-            fprintf(f, "set title 'no governor trace of the same seed: no change per setting'\n"
-                       "set ylabel '%%'\nplot 0 w l lc rgb '#888888' notitle\n");
-        }
-    } else {
-        /* Observe-only: what the governor did, phase by phase (refit's power is left out: a
-         * refit lasts milliseconds, and its energy over its time is mostly noise). */
-        fprintf(f,
-                "set title \"%s (governor, observe-only): power per phase, whole allocation\" "
-                "noenhanced\nset ylabel 'kW'\n"
-                "plot 'phase.dat' index 0 u 1:($2/1000) w l lw 2 lc rgb '#1f77b4' t 'generation', "
-                "\\\n"
-                " '' index 0 u 1:($3/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
-                " '' index 0 u 1:($4/1000) w l lw 2 lc rgb '#d62728' t 'training'\n"
-                "set title 'energy per phase per update (SM clocks: the governor chose them)'\n"
-                "set ylabel 'kJ'\n"
-                "plot 'phase.dat' index 0 u 1:($6/1000) w l lw 2 lc rgb '#1f77b4' t 'generation', "
-                "\\\n"
-                " '' index 0 u 1:($7/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
-                " '' index 0 u 1:($8/1000) w l lw 2 lc rgb '#d62728' t 'training', \\\n"
-                " '' index 0 u 1:($9/1000) w l lw 1 lc rgb '#7f7f7f' t 'refit'\n",
-                name_g);
+            r->ctl ? 5 : 3, r->ctl ? "0.04" : "0.06", r->ctl ? "0.97" : "0.95",
+            r->ctl ? "0.06" : "0.11", (unsigned long long)(r->first->update[r->first->n - 1] + 1));
+}
+
+/* Panel 1: the clocks, from a little below the lowest clock used to above the peak. */
+static void panel_clocks(FILE *f, const struct report *r)
+{
+    unsigned mn = r->peak, lo, peak = r->peak;
+    size_t i, j;
+
+    for (i = 0; i < r->ctl->n; i++)
+        for (j = 0; j < 2; j++)
+            if (r->ctl->setting[i].mhz[j] && r->ctl->setting[i].mhz[j] < mn)
+                mn = r->ctl->setting[i].mhz[j];
+    lo = mn > 300 ? (mn - 200) / 100 * 100 : 0;
+    fprintf(f,
+            "set title \"%s: SM clocks per update (governor drawn at its %u MHz peak)\"\n"
+            "set ylabel 'MHz'\nset yrange [%u:%u+120]\n"
+            "set style fill solid 0.35 noborder\nset boxwidth 1 absolute\n"
+            "plot 'clocks.dat' u 1:($4>0 ? %u+120 : 1/0) w boxes lc rgb '#cccccc' t "
+            "'calibration', \\\n"
+            " '' u 1:2 w steps lw 2 lc rgb '#1f77b4' t 'generation', \\\n"
+            " '' u 1:3 w steps lw 2 lc rgb '#d62728' t 'training', \\\n"
+            " '' u 1:($5>0 ? %u+60 : 1/0) w p pt 9 ps 1.2 lc rgb '#2ca02c' t 'trial starts', "
+            "\\\n"
+            " '' u 1:($6>0 ? %u+60 : 1/0) w p pt 11 ps 1.2 lc rgb '#9467bd' t 'verdict', \\\n"
+            " '' u 1:($7>0 ? %u+90 : 1/0) w p pt 5 ps 1.2 lc rgb '#ff7f0e' t 'confirmation', "
+            "\\\n"
+            " '' u 1:($8>0 ? %u+90 : 1/0) w impulses lw 3 lc rgb '#000000' t 'lock', \\\n"
+            " '' u 1:($9>0 ? %u+90 : 1/0) w p pt 7 ps 1 lc rgb '#8c564b' t 'adjust', \\\n"
+            " '' u 1:($10>0 ? %u+90 : 1/0) w p pt 6 ps 1 lc rgb '#17becf' t 'refresh'\n"
+            "set yrange [*:*]\nunset style\n",
+            r->name_c, peak, lo, peak, peak, peak, peak, peak, peak, peak, peak);
+}
+
+/* The allowance as a dashed line, on a panel in %. */
+static void allowance_line(FILE *f, const struct report *r)
+{
+    if (r->loss > 0)
+        fprintf(f, ", \\\n -%g w l lw 2 dt 2 lc rgb '#1f77b4' t 'allowance (-%g%%)'", 100 * r->loss,
+                100 * r->loss);
+}
+
+/* Panel 2: the change against the governor run, with the allowance. */
+static void panel_change(FILE *f, const struct report *r)
+{
+    if (!r->gov) {
+        fprintf(f, "set title 'no governor trace of the same seed: no comparison'\n"
+                   "set ylabel '%%'\nplot 0 w l lc rgb '#888888' notitle\n");
+        return;
     }
-    /* Last panel: energy per valid token of every run. */
+    fprintf(f,
+            "set title \"change vs governor run %s, 5-update mean\\nwhole run from update "
+            "%d: throughput %+.2f%%, power %+.2f%%, energy per token %+.2f%%\" "
+            "noenhanced\n"
+            "set ylabel '%%'\n"
+            "plot 'change.dat' u 1:2 w l lw 2 lc rgb '#1f77b4' t 'throughput', \\\n"
+            " '' u 1:3 w l lw 2 lc rgb '#ff7f0e' t 'power', \\\n"
+            " '' u 1:4 w l lw 2 lc rgb '#2ca02c' t 'energy per token', \\\n"
+            " 0 w l lc rgb '#888888' notitle",
+            r->name_g, EERL__AN_FIRST_UPDATE, r->tw, r->pw, r->ew);
+    allowance_line(f, r);
+    fprintf(f, "\n");
+}
+
+/* Panel 3 (Figure 1): power per phase, governor dashed, controller solid. */
+static void panel_phase_power(FILE *f, const struct report *r)
+{
+    fprintf(f, "set title 'power per phase (whole allocation): governor run dashed, controller "
+               "run solid'\nset ylabel 'kW'\n"
+               "plot 'phase.dat' index 1 u 1:($2/1000) w l lw 2 lc rgb '#1f77b4' t "
+               "'generation', \\\n"
+               " '' index 1 u 1:($3/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
+               " '' index 1 u 1:($4/1000) w l lw 2 lc rgb '#d62728' t 'training'");
+    if (r->gov)
+        fprintf(f, ", \\\n '' index 0 u 1:($2/1000) w l lw 1 dt 2 lc rgb '#1f77b4' notitle, \\\n"
+                   " '' index 0 u 1:($3/1000) w l lw 1 dt 2 lc rgb '#9467bd' notitle, \\\n"
+                   " '' index 0 u 1:($4/1000) w l lw 1 dt 2 lc rgb '#d62728' notitle");
+    fprintf(f, "\n");
+}
+
+/* Panel 4 (Figure 2): the change per setting the controller ran. */
+static void panel_settings(FILE *f, const struct report *r)
+{
+    if (r->n_set <= 0) {
+        fprintf(f, "set title 'no governor trace of the same seed: no change per setting'\n"
+                   "set ylabel '%%'\nplot 0 w l lc rgb '#888888' notitle\n");
+        return;
+    }
+    fprintf(f,
+            "set title 'change vs the governor run per setting the controller ran "
+            "(gen/train MHz; updates from %d)'\nset ylabel '%%'\nunset xlabel\n"
+            "set xrange [*:*]\nset style data histogram\n"
+            "set style histogram clustered gap 1\nset style fill solid 0.8 noborder\n"
+            "set xtics rotate by -30 scale 0 font ',9'\n"
+            "plot 'setting.dat' u 2:xtic(1) lc rgb '#1f77b4' t 'throughput', \\\n"
+            " '' u 3 lc rgb '#ff7f0e' t 'power', '' u 4 lc rgb '#2ca02c' t 'energy per "
+            "token'",
+            EERL__AN_FIRST_UPDATE);
+    allowance_line(f, r);
+    fprintf(f,
+            "\nset style data lines\nunset style\nset xtics norotate scale 1 "
+            "font ''\nset xtics autofreq\nset xlabel 'update'\nset xrange [0:%llu]\n",
+            (unsigned long long)(r->first->update[r->first->n - 1] + 1));
+}
+
+/* Observe-only: what the governor did, phase by phase (refit's power is left out: a refit lasts
+ * milliseconds, and its energy over its time is mostly noise). */
+static void panels_observe_only(FILE *f, const struct report *r)
+{
+    fprintf(f,
+            "set title \"%s (governor, observe-only): power per phase, whole allocation\" "
+            "noenhanced\nset ylabel 'kW'\n"
+            "plot 'phase.dat' index 0 u 1:($2/1000) w l lw 2 lc rgb '#1f77b4' t 'generation', "
+            "\\\n"
+            " '' index 0 u 1:($3/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
+            " '' index 0 u 1:($4/1000) w l lw 2 lc rgb '#d62728' t 'training'\n"
+            "set title 'energy per phase per update (SM clocks: the governor chose them)'\n"
+            "set ylabel 'kJ'\n"
+            "plot 'phase.dat' index 0 u 1:($6/1000) w l lw 2 lc rgb '#1f77b4' t 'generation', "
+            "\\\n"
+            " '' index 0 u 1:($7/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
+            " '' index 0 u 1:($8/1000) w l lw 2 lc rgb '#d62728' t 'training', \\\n"
+            " '' index 0 u 1:($9/1000) w l lw 1 lc rgb '#7f7f7f' t 'refit'\n",
+            r->name_g);
+}
+
+/* Last panel: energy per valid token of every run. */
+static void panel_ept(FILE *f, const struct report *r)
+{
+    size_t i;
+
     fprintf(f, "set title 'energy per valid training token'\nset ylabel 'J / token'\nplot ");
-    for (i = 0; i < n; i++) {
-        int g = !strcmp(s[i].role, "governor");
+    for (i = 0; i < r->n; i++) {
+        int g = !strcmp(r->s[i].role, "governor");
         fprintf(f, "%s'ept.dat' index %zu u 1:2 w l lw %d dt %d lc %llu t '%s seed %llu'",
                 i ? ", \\\n " : "", i, g ? 1 : 2, g ? 2 : 1,
-                (unsigned long long)(1 + s[i].seed % 8), g ? "governor" : "controller",
-                (unsigned long long)s[i].seed);
+                (unsigned long long)(1 + r->s[i].seed % 8), g ? "governor" : "controller",
+                (unsigned long long)r->s[i].seed);
     }
     fprintf(f, "\nunset multiplot\nset output\n");
-    if (fclose(f) != 0)
-        goto io;
+}
 
+/* plot.gp: the panels the runs given call for. */
+static int write_script(const struct report *r)
+{
+    FILE *f = open_in_dir(r, "plot.gp");
+
+    if (!f)
+        return -1;
+    script_head(f, r);
+    if (r->ctl) {
+        panel_clocks(f, r);
+        panel_change(f, r);
+        panel_phase_power(f, r);
+        panel_settings(f, r);
+    } else {
+        panels_observe_only(f, r);
+    }
+    panel_ept(f, r);
+    return fclose(f) != 0 ? -1 : 0;
+}
+
+/* Says why gnuplot failed: not installed, or its own messages. */
+static void gnuplot_failed(const struct report *r, int status)
+{
+    char errp[4200], *text;
+    FILE *f;
+
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+        eerl_cli_err(CMD, "gnuplot not found: apt-get install gnuplot-nox");
+        return;
+    }
+    snprintf(errp, sizeof(errp), "%s/gnuplot.err", r->dir);
+    f = fopen(errp, "r");
+    text = calloc(1, 2048);
+    if (f && text)
+        (void)!fread(text, 1, 2047, f);
+    if (f)
+        fclose(f);
+    eerl_cli_err(CMD, "gnuplot failed: %s", text ? text : "");
+    free(text);
+}
+
+/* Runs gnuplot on plot.gp, its output into gnuplot.err; 0 when it succeeded. */
+static int run_gnuplot(const struct report *r)
+{
+    char script[4200];
+    int status;
+    pid_t pid;
+
+    snprintf(script, sizeof(script), "%s/plot.gp", r->dir);
     fflush(stdout);
     pid = fork();
     if (pid < 0) {
         eerl_cli_err(CMD, "fork: %s", strerror(errno));
-        goto out;
+        return -1;
     }
     if (pid == 0) {
         char errp[4200];
         int fd;
-        snprintf(errp, sizeof(errp), "%s/gnuplot.err", dir);
+        snprintf(errp, sizeof(errp), "%s/gnuplot.err", r->dir);
         fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0) {
             dup2(fd, 2);
             dup2(fd, 1);
             close(fd);
         }
-        execlp("gnuplot", "gnuplot", p, (char *)NULL);
+        execlp("gnuplot", "gnuplot", script, (char *)NULL);
         _exit(127);
     }
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        char errp[4200], *text;
-        snprintf(errp, sizeof(errp), "%s/gnuplot.err", dir);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-            eerl_cli_err(CMD, "gnuplot not found: apt-get install gnuplot-nox");
-        } else {
-            f = fopen(errp, "r");
-            text = calloc(1, 2048);
-            if (f && text)
-                (void)!fread(text, 1, 2047, f);
-            if (f)
-                fclose(f);
-            eerl_cli_err(CMD, "gnuplot failed: %s", text ? text : "");
-            free(text);
-        }
-        goto out;
+        gnuplot_failed(r, status);
+        return -1;
     }
-    snprintf(p, sizeof(p), "%s/out.img", dir);
-    if (rename(p, out) != 0 && copy_file(p, out) != 0) {
-        eerl_cli_err(CMD, "cannot write '%s': %s", out, strerror(errno));
-        goto out;
+    return 0;
+}
+
+/* The picture into place, and a line saying what it shows. */
+static int deliver(const struct report *r)
+{
+    char p[4200], set[64];
+
+    snprintf(p, sizeof(p), "%s/out.img", r->dir);
+    if (rename(p, r->out) != 0 && copy_file(p, r->out) != 0) {
+        eerl_cli_err(CMD, "cannot write '%s': %s", r->out, strerror(errno));
+        return -1;
     }
-    if (ctl) {
-        fprintf(stderr, "eerl report: wrote %s (%s run %s", out, ctl->role, name_c);
-        if (ctl->locked)
-            fprintf(stderr, ", locked %s after update %llu",
-                    eerl__an_setting_str(&ctl->lock_setting, set, sizeof(set)),
-                    (unsigned long long)ctl->lock_update);
-        fprintf(stderr, "%s%s)\n", gov ? "; governor " : "", gov ? name_g : "");
-    } else {
-        fprintf(stderr, "eerl report: wrote %s (observe-only: governor run %s)\n", out, name_g);
+    if (!r->ctl) {
+        fprintf(stderr, "eerl report: wrote %s (observe-only: governor run %s)\n", r->out,
+                r->name_g);
+        return 0;
     }
-    rc = EERL_EXIT_OK;
-    goto out;
-io:
-    eerl_cli_err(CMD, "writing plot data in %s: %s", dir, strerror(errno));
-out:
-    if (dir[0])
-        rm_dir(dir);
-    if (s)
-        for (i = 0; i < n; i++)
-            eerl__an_series_free(&s[i]);
-    free(s);
+    fprintf(stderr, "eerl report: wrote %s (%s run %s", r->out, r->ctl->role, r->name_c);
+    if (r->ctl->locked)
+        fprintf(stderr, ", locked %s after update %llu",
+                eerl__an_setting_str(&r->ctl->lock_setting, set, sizeof(set)),
+                (unsigned long long)r->ctl->lock_update);
+    fprintf(stderr, "%s%s)\n", r->gov ? "; governor " : "", r->gov ? r->name_g : "");
+    return 0;
+}
+
+/* Data and script into a private temporary directory, gnuplot, the picture into place. */
+static int draw(struct report *r)
+{
+    const char *tmpdir = getenv("TMPDIR");
+
+    snprintf(r->dir, sizeof(r->dir), "%s/eerl-report-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (!mkdtemp(r->dir)) {
+        eerl_cli_err(CMD, "cannot make a temporary directory '%s': %s", r->dir, strerror(errno));
+        r->dir[0] = '\0';
+        return -1;
+    }
+    if (write_data(r) < 0 || write_script(r) < 0) {
+        eerl_cli_err(CMD, "writing plot data in %s: %s", r->dir, strerror(errno));
+        return -1;
+    }
+    if (run_gnuplot(r) < 0)
+        return -1;
+    return deliver(r);
+}
+
+int eerl_cmd_report(int argc, char **argv)
+{
+    struct report *r = calloc(1, sizeof(*r));
+    int rc;
+    size_t i;
+
+    if (!r) {
+        eerl_cli_err(CMD, "out of memory");
+        return EERL_EXIT_FAIL;
+    }
+    r->peak = 1980;
+    r->tw = r->pw = r->ew = NAN;
+    rc = parse_args(argc, argv, r);
+    if (rc < 0)
+        rc = pick_output(r) < 0                ? EERL_EXIT_USAGE
+             : load_runs(r) < 0 || draw(r) < 0 ? EERL_EXIT_FAIL
+                                               : EERL_EXIT_OK;
+    if (r->dir[0])
+        rm_dir(r->dir);
+    if (r->s)
+        for (i = 0; i < r->n; i++)
+            eerl__an_series_free(&r->s[i]);
+    free(r->s);
+    free(r);
     return rc;
 }

@@ -184,49 +184,97 @@ static void remove_traces(const char *dir, const uint64_t *seeds, size_t n, int 
         rmdir(dir);
 }
 
-int eerl_cmd_sim(int argc, char **argv)
-{
-    const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated";
-    const char *alloc = "8/32", *size = "M", *trace = NULL, *strategy_s = "eerl";
-    const char *save_dir = NULL, *resume_dir = NULL;
-    unsigned long updates = 93, n_seeds = 4, seed0 = 1, expected = 0, owin = 50;
-    int oracle_run = 0, have_oracle = 0;
-    double loss = 0.02, divergence = 0;
-    unsigned noise = EERL_TWIN_NOISE_NONE;
-    int json = 0, rc = EERL_EXIT_USAGE, e, i, made_dir = 0, alloc_given = 0;
+/* ---- the command ------------------------------------------------------------------------- */
+
+/* What the options say. */
+struct sim_opts {
+    const char *model, *gpu, *mode_s, *alloc, *size, *trace, *strategy_s, *save_dir, *resume_dir;
+    unsigned long updates, n_seeds, expected, owin;
+    double loss, divergence;
+    unsigned noise;
+    int json, alloc_given;
+    struct eerl_cli_workload wopt;
+};
+
+/* What the runs need and make. */
+struct sim_job {
     eerl_twin_mode mode;
     eerl_strategy strategy;
-    eerl_twin_preset *preset = NULL;
-    char pkb[48];
-    unsigned ng = 0, nt = 0, calib;
+    int oracle_run, have_oracle, made_dir;
+    eerl_twin_preset *preset;
+    unsigned ng, nt;
     uint64_t seeds[SEEDS_MAX];
-    struct eerl__sim_run *gov = NULL, *ctl = NULL;
-    const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
-    struct eerl__an_result *res = NULL;
-    struct eerl__sim_oracle *orc = NULL;
-    struct eerl__sim_schedule wsc;
-    size_t k;
-    char why[1024], buf[64];
-    struct timespec t0, t1;
-    struct eerl_cli_workload wopt;
     struct eerl__wl_scenario scn;
     char scn_desc[128];
+    struct eerl__sim_run *gov, *ctl;
+    const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
+    struct eerl__an_result *res;
+    struct eerl__sim_oracle *orc;
+    struct eerl__sim_schedule wsc;
+    struct timespec t0;
+};
 
-    memset(&wopt, 0, sizeof(wopt));
-    memset(&wsc, 0, sizeof(wsc));
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+static double since(const struct timespec *t0)
+{
+    struct timespec t1;
+
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+/* An option that takes a value; 0 when it is not one of them, -1 on a bad value (said). */
+static int value_opt(const char *a, const char *v, struct sim_opts *o)
+{
+    const char **str[] = {&o->model, &o->gpu,   &o->gpu,        &o->mode_s,   &o->alloc,
+                          &o->size,  &o->trace, &o->strategy_s, &o->save_dir, &o->resume_dir};
+    static const char *const str_opts[] = {"--model",      "--gpu-model",  "--gpu",   "--mode",
+                                           "--alloc",      "--size",       "--trace", "--strategy",
+                                           "--save-state", "--resume-from"};
+    size_t i;
+
+    for (i = 0; i < sizeof(str_opts) / sizeof(str_opts[0]); i++)
+        if (!strcmp(a, str_opts[i])) {
+            *str[i] = v;
+            o->alloc_given |= str[i] == &o->alloc;
+            return 1;
+        }
+    if (!strcmp(a, "--allowed-loss"))
+        return parse_loss(v, &o->loss) < 0 ? -1 : 1;
+    if (!strcmp(a, "--updates"))
+        return eerl_cli_parse_uint(CMD, a, v, 1, 100000, &o->updates) < 0 ? -1 : 1;
+    if (!strcmp(a, "--expected-updates"))
+        return eerl_cli_parse_uint(CMD, a, v, 1, 100000000, &o->expected) < 0 ? -1 : 1;
+    if (!strcmp(a, "--oracle-window"))
+        return eerl_cli_parse_uint(CMD, a, v, 1, 100000, &o->owin) < 0 ? -1 : 1;
+    if (!strcmp(a, "--seeds"))
+        return eerl_cli_parse_uint(CMD, a, v, 1, SEEDS_MAX, &o->n_seeds) < 0 ? -1 : 1;
+    if (!strcmp(a, "--noise")) {
+        if (eerl_twin_noise_parse(v, &o->noise) == 0)
+            return 1;
+        eerl_cli_err(CMD, "unknown noise model '%s'; valid: none, fitted", v);
+        return -1;
+    }
+    if (!strcmp(a, "--divergence"))
+        return eerl_cli_parse_double(CMD, a, v, 0, 0.5, &o->divergence) < 0 ? -1 : 1;
+    return 0;
+}
+
+/* Returns -1 to go on, else the exit code (help printed, or a usage error said). */
+static int parse_args(int argc, char **argv, struct sim_opts *o)
+{
+    int i, e;
+
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
 
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return EERL_EXIT_OK;
         } else if (!strcmp(a, "--json")) {
-            json = 1;
-            takes = 0;
-        } else if ((e = eerl_cli_workload_opt(CMD, a, v, &wopt)) != 0) {
+            o->json = 1;
+            continue;
+        } else if ((e = eerl_cli_workload_opt(CMD, a, v, &o->wopt)) != 0) {
             if (e < 0)
                 return EERL_EXIT_USAGE;
         } else if (!known(a)) {
@@ -235,373 +283,486 @@ int eerl_cmd_sim(int argc, char **argv)
         } else if (!v) {
             eerl_cli_err(CMD, "option '%s' needs a value; see eerl sim --help", a);
             return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--model")) {
-            model = v;
-        } else if (!strcmp(a, "--gpu-model") || !strcmp(a, "--gpu")) {
-            gpu = v;
-        } else if (!strcmp(a, "--mode")) {
-            mode_s = v;
-        } else if (!strcmp(a, "--alloc")) {
-            alloc = v;
-            alloc_given = 1;
-        } else if (!strcmp(a, "--size")) {
-            size = v;
-        } else if (!strcmp(a, "--trace")) {
-            trace = v;
-        } else if (!strcmp(a, "--strategy")) {
-            strategy_s = v;
-        } else if (!strcmp(a, "--save-state")) {
-            save_dir = v;
-        } else if (!strcmp(a, "--resume-from")) {
-            resume_dir = v;
-        } else if (!strcmp(a, "--allowed-loss")) {
-            if (parse_loss(v, &loss) < 0)
-                return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--updates")) {
-            if (eerl_cli_parse_uint(CMD, "--updates", v, 1, 100000, &updates) < 0)
-                return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--expected-updates")) {
-            if (eerl_cli_parse_uint(CMD, "--expected-updates", v, 1, 100000000, &expected) < 0)
-                return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--oracle-window")) {
-            if (eerl_cli_parse_uint(CMD, "--oracle-window", v, 1, 100000, &owin) < 0)
-                return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--seeds")) {
-            if (eerl_cli_parse_uint(CMD, "--seeds", v, 1, SEEDS_MAX, &n_seeds) < 0)
-                return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--noise")) {
-            if (eerl_twin_noise_parse(v, &noise) < 0) {
-                eerl_cli_err(CMD, "unknown noise model '%s'; valid: none, fitted", v);
-                return EERL_EXIT_USAGE;
-            }
-        } else if (!strcmp(a, "--divergence")) {
-            if (eerl_cli_parse_double(CMD, "--divergence", v, 0, 0.5, &divergence) < 0)
-                return EERL_EXIT_USAGE;
-        } else {
-            eerl_cli_err(CMD, "unknown option '%s'; see eerl sim --help", a);
+        } else if ((e = value_opt(a, v, o)) <= 0) {
+            if (e == 0)
+                eerl_cli_err(CMD, "unknown option '%s'; see eerl sim --help", a);
             return EERL_EXIT_USAGE;
         }
-        i += takes;
+        i++;
     }
-    if (!strcmp(strategy_s, "oracle")) {
-        oracle_run = 1;
-        strategy = EERL_STRATEGY_STATIC;
-    } else if (!strcmp(strategy_s, "static") ||
-               eerl_strategy_from_name(strategy_s, &strategy) < 0) {
-        eerl_cli_err(CMD, "unknown strategy '%s'; valid strategies: %s", strategy_s,
+    return -1;
+}
+
+/* The strategy, the cluster, the workload and the preset the options name; -1 when one is bad
+ * (said). */
+static int resolve(struct sim_opts *o, struct sim_job *j)
+{
+    unsigned calib;
+    size_t k;
+    int e;
+
+    if (!strcmp(o->strategy_s, "oracle")) {
+        j->oracle_run = 1;
+        j->strategy = EERL_STRATEGY_STATIC;
+    } else if (!strcmp(o->strategy_s, "static") ||
+               eerl_strategy_from_name(o->strategy_s, &j->strategy) < 0) {
+        eerl_cli_err(CMD, "unknown strategy '%s'; valid strategies: %s", o->strategy_s,
                      SIM_STRATEGIES);
-        return EERL_EXIT_USAGE;
+        return -1;
     }
-    if (!alloc_given && eerl_twin_mode_parse(mode_s, &mode) == 0 && mode == EERL_TWIN_COLOCATED)
-        alloc = "32";
-    if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, EERL_TWIN_GPUS_LIMIT, &mode, &ng,
-                             &nt) < 0)
-        return EERL_EXIT_USAGE;
-    calib = eerl__sim_calibration_updates(mode);
-    if (updates <= calib) {
+    if (!o->alloc_given && eerl_twin_mode_parse(o->mode_s, &j->mode) == 0 &&
+        j->mode == EERL_TWIN_COLOCATED)
+        o->alloc = "32";
+    if (eerl_cli_twin_target(CMD, o->model, o->gpu, o->mode_s, o->size, o->alloc,
+                             EERL_TWIN_GPUS_LIMIT, &j->mode, &j->ng, &j->nt) < 0)
+        return -1;
+    calib = eerl__sim_calibration_updates(j->mode);
+    if (o->updates <= calib) {
         eerl_cli_err(CMD,
                      "--updates %lu is not more than the controller's calibration (%u updates in "
                      "%s mode): the controller would never leave the governor; give more than %u",
-                     updates, calib, mode_s, calib);
-        return EERL_EXIT_USAGE;
+                     o->updates, calib, o->mode_s, calib);
+        return -1;
     }
-    if (eerl_cli_workload_resolve(CMD, &wopt, updates, &scn) < 0)
-        return EERL_EXIT_USAGE;
-    eerl_cli_workload_desc(&scn, scn_desc, sizeof(scn_desc));
-    for (k = 0; k < n_seeds; k++)
-        seeds[k] = seed0 + k;
-    e = eerl_twin_preset_new(model, gpu, NULL, &preset);
+    if (eerl_cli_workload_resolve(CMD, &o->wopt, o->updates, &j->scn) < 0)
+        return -1;
+    eerl_cli_workload_desc(&j->scn, j->scn_desc, sizeof(j->scn_desc));
+    for (k = 0; k < o->n_seeds; k++)
+        j->seeds[k] = 1 + k;
+    e = eerl_twin_preset_new(o->model, o->gpu, NULL, &j->preset);
     if (e < 0) {
-        eerl_cli_err(CMD, "no preset for %s on %s in the built-in parameters: %s", model, gpu,
+        eerl_cli_err(CMD, "no preset for %s on %s in the built-in parameters: %s", o->model, o->gpu,
                      eerl_strerror(e));
-        return EERL_EXIT_USAGE;
+        return -1;
     }
-    e = eerl__preset_set_scenario(preset, &scn);
+    e = eerl__preset_set_scenario(j->preset, &j->scn);
     if (e < 0) {
-        eerl_cli_err(CMD, "--workload %s: %s", scn_desc, eerl_strerror(e));
-        eerl_twin_preset_free(preset);
+        eerl_cli_err(CMD, "--workload %s: %s", j->scn_desc, eerl_strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* --resume-from must name a directory. */
+static int check_resume_dir(const char *dir)
+{
+    struct stat st;
+    int bad;
+
+    if (!dir)
+        return 0;
+    bad = stat(dir, &st) != 0 ? errno : 0;
+    if (bad || !S_ISDIR(st.st_mode)) {
+        eerl_cli_err(CMD, "--resume-from '%s' is not a directory%s%s", dir, bad ? ": " : "",
+                     bad ? strerror(bad) : "");
         return EERL_EXIT_USAGE;
     }
-    rc = EERL_EXIT_FAIL;
-    if (resume_dir) {
-        struct stat st;
-        int bad = stat(resume_dir, &st) != 0 ? errno : 0;
-        if (bad || !S_ISDIR(st.st_mode)) {
-            eerl_cli_err(CMD, "--resume-from '%s' is not a directory%s%s", resume_dir,
-                         bad ? ": " : "", bad ? strerror(bad) : "");
-            rc = EERL_EXIT_USAGE;
-            goto out;
-        }
-    }
-    if (save_dir) {
-        struct stat st;
-        if (stat(save_dir, &st) != 0 && mkdir(save_dir, 0777) != 0) {
-            eerl_cli_err(CMD, "cannot create state directory '%s': %s", save_dir, strerror(errno));
-            goto out;
-        } else if (stat(save_dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
-            eerl_cli_err(CMD, "--save-state '%s' is not a directory", save_dir);
-            rc = EERL_EXIT_USAGE;
-            goto out;
-        }
-    }
-    if (trace) {
-        struct stat st;
-        char probe[4096];
-        FILE *f;
+    return 0;
+}
 
-        if (stat(trace, &st) != 0) {
-            if (mkdir(trace, 0777) != 0) {
-                eerl_cli_err(CMD, "cannot create trace directory '%s': %s", trace, strerror(errno));
-                goto out;
-            }
-            made_dir = 1;
-        } else if (!S_ISDIR(st.st_mode)) {
-            eerl_cli_err(CMD, "--trace '%s' is not a directory; give a directory for the traces",
-                         trace);
-            goto out;
-        }
-        snprintf(probe, sizeof(probe), "%s/seed%llu-governor.jsonl", trace,
-                 (unsigned long long)seeds[0]);
-        f = fopen(probe, "w");
-        if (!f) {
-            eerl_cli_err(CMD, "cannot write traces in '%s': %s", trace, strerror(errno));
-            if (made_dir)
-                rmdir(trace);
-            goto out;
-        }
-        fclose(f);
-        remove(probe);
+/* --save-state: the directory, made if missing. */
+static int prepare_save_dir(const char *dir)
+{
+    struct stat st;
+
+    if (!dir)
+        return 0;
+    if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0) {
+        eerl_cli_err(CMD, "cannot create state directory '%s': %s", dir, strerror(errno));
+        return EERL_EXIT_FAIL;
+    } else if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        eerl_cli_err(CMD, "--save-state '%s' is not a directory", dir);
+        return EERL_EXIT_USAGE;
     }
-    gov = calloc(n_seeds, sizeof(*gov));
-    ctl = calloc(n_seeds, sizeof(*ctl));
-    res = calloc(1, sizeof(*res));
-    orc = calloc(1, sizeof(*orc));
-    if (!gov || !ctl || !res || !orc) {
+    return 0;
+}
+
+/* --trace: the directory, made if missing (*made_dir), and writable. */
+static int prepare_trace_dir(const char *dir, uint64_t seed, int *made_dir)
+{
+    struct stat st;
+    char probe[4096];
+    FILE *f;
+
+    if (!dir)
+        return 0;
+    if (stat(dir, &st) != 0) {
+        if (mkdir(dir, 0777) != 0) {
+            eerl_cli_err(CMD, "cannot create trace directory '%s': %s", dir, strerror(errno));
+            return EERL_EXIT_FAIL;
+        }
+        *made_dir = 1;
+    } else if (!S_ISDIR(st.st_mode)) {
+        eerl_cli_err(CMD, "--trace '%s' is not a directory; give a directory for the traces", dir);
+        return EERL_EXIT_FAIL;
+    }
+    snprintf(probe, sizeof(probe), "%s/seed%llu-governor.jsonl", dir, (unsigned long long)seed);
+    f = fopen(probe, "w");
+    if (!f) {
+        eerl_cli_err(CMD, "cannot write traces in '%s': %s", dir, strerror(errno));
+        if (*made_dir)
+            rmdir(dir);
+        return EERL_EXIT_FAIL;
+    }
+    fclose(f);
+    remove(probe);
+    return 0;
+}
+
+/* The trace header's "run" object of one run. */
+static void trace_meta(const struct sim_opts *o, const struct sim_job *j, size_t k, int role,
+                       char *meta, size_t len)
+{
+    int sc = j->scn.kind != 0;
+
+    snprintf(meta, len,
+             "{\"role\":\"%s\",\"seed\":%llu,\"model\":\"%s\",\"gpu\":\"%s\","
+             "\"alloc\":\"%s\",\"size\":\"%s\",\"updates\":%lu,\"divergence\":%.17g,"
+             "%s%s%s%s\"backend\":\"twin\"}",
+             role ? "controller" : "governor", (unsigned long long)j->seeds[k], o->model, o->gpu,
+             o->alloc, o->size, o->updates, o->divergence, o->noise ? "\"noise\":\"fitted\"," : "",
+             sc ? "\"scenario\":\"" : "", sc ? eerl__wl_scenario_name(j->scn.kind) : "",
+             sc ? "\"," : "");
+}
+
+/* Seed k's run configuration (without its role); spath holds the state files' paths. */
+static void seed_config(const struct sim_opts *o, const struct sim_job *j, size_t k,
+                        struct eerl__sim_config *c, char spath[2][4096])
+{
+    memset(c, 0, sizeof(*c));
+    c->preset = j->preset;
+    c->mode = j->mode;
+    c->n_gen = j->ng;
+    c->n_train = j->nt;
+    c->size = o->size[0];
+    c->updates = (unsigned)o->updates;
+    c->seed = j->seeds[k];
+    c->divergence = o->divergence;
+    c->noise = o->noise;
+    c->allowed_loss = o->loss;
+    c->strategy = j->strategy;
+    c->expected_updates = (unsigned)o->expected;
+    if (j->oracle_run)
+        c->static_setting = j->orc->setting;
+    if (o->resume_dir) {
+        snprintf(spath[0], 4096, "%s/seed%llu-controller.state", o->resume_dir,
+                 (unsigned long long)j->seeds[k]);
+        c->resume_from = spath[0];
+    }
+    if (o->save_dir) {
+        snprintf(spath[1], 4096, "%s/seed%llu-controller.state", o->save_dir,
+                 (unsigned long long)j->seeds[k]);
+        c->save_state = spath[1];
+    }
+}
+
+/* Seed k's progress line(s) on stderr. */
+static void seed_progress(const struct sim_opts *o, const struct sim_job *j, size_t k)
+{
+    const struct eerl__sim_run *c = &j->ctl[k];
+    unsigned long long seed = (unsigned long long)j->seeds[k];
+    char buf[64];
+
+    if (o->resume_dir)
+        fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): %s%s\n", seed, k + 1, o->n_seeds,
+                c->resumed ? "" : "not resumed: ", c->resume_detail);
+    if (c->series.locked)
+        fprintf(stderr,
+                "eerl sim: seed %llu (%zu/%lu): locked %s (gen/train MHz) after update %llu\n",
+                seed, k + 1, o->n_seeds,
+                eerl_cli_setting_str(&c->series.lock_setting, buf, sizeof(buf)),
+                (unsigned long long)c->series.lock_update);
+    else
+        fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): no lock in %lu updates\n", seed, k + 1,
+                o->n_seeds, o->updates);
+}
+
+/* Seed k's governor run and controller run; -1 on failure (said; the traces removed). */
+static int run_seed(const struct sim_opts *o, struct sim_job *j, size_t k)
+{
+    struct eerl__sim_config c;
+    char path[2][4096], meta[512], spath[2][4096], why[1024];
+    int role;
+
+    seed_config(o, j, k, &c, spath);
+    for (role = 0; role < 2; role++) {
+        c.controller = role;
+        snprintf(path[role], sizeof(path[role]), "%s/seed%llu-%s.jsonl", o->trace ? o->trace : ".",
+                 (unsigned long long)j->seeds[k], role ? "controller" : "governor");
+        trace_meta(o, j, k, role, meta, sizeof(meta));
+        c.trace_path = o->trace ? path[role] : NULL;
+        c.trace_run_json = meta;
+        if (eerl__sim_run(&c, role ? &j->ctl[k] : &j->gov[k], why, sizeof(why)) < 0) {
+            eerl_cli_err(CMD, "seed %llu, %s run: %s", (unsigned long long)j->seeds[k],
+                         role ? "controller" : "governor", why);
+            remove_traces(o->trace, j->seeds, o->n_seeds, j->made_dir);
+            return -1;
+        }
+    }
+    j->gs[k] = &j->gov[k].series;
+    j->cs[k] = &j->ctl[k].series;
+    seed_progress(o, j, k);
+    if (!j->ctl[k].restored || !j->gov[k].restored) {
+        eerl_cli_err(CMD, "seed %llu: clocks were not restored when the session closed",
+                     (unsigned long long)j->seeds[k]);
+        return -1;
+    }
+    return 0;
+}
+
+/* The static oracle (once) and the windowed one over the same seeds and updates. */
+static int oracles(const struct sim_opts *o, struct sim_job *j, int windowed)
+{
+    int e;
+
+    if (!j->have_oracle) {
+        e = eerl__sim_oracle(j->preset, j->mode, j->ng, j->nt, o->size[0], (unsigned)o->updates,
+                             j->seeds, o->n_seeds, o->loss, j->orc);
+        if (e < 0) {
+            eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
+            return -1;
+        }
+        j->have_oracle = 1;
+    }
+    if (!windowed)
+        return 0;
+    e = eerl__sim_oracle_windowed(j->preset, j->mode, j->ng, j->nt, o->size[0],
+                                  (unsigned)o->updates, j->seeds, o->n_seeds, o->loss,
+                                  (unsigned)o->owin, j->orc, &j->wsc);
+    if (e < 0) {
+        eerl_cli_err(CMD, "windowed oracle: %s", eerl_strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Every seed's runs, the comparison, the oracles. */
+static int run_all(const struct sim_opts *o, struct sim_job *j)
+{
+    size_t k;
+    int e;
+
+    j->gov = calloc(o->n_seeds, sizeof(*j->gov));
+    j->ctl = calloc(o->n_seeds, sizeof(*j->ctl));
+    j->res = calloc(1, sizeof(*j->res));
+    j->orc = calloc(1, sizeof(*j->orc));
+    if (!j->gov || !j->ctl || !j->res || !j->orc) {
         eerl_cli_err(CMD, "out of memory");
-        goto out;
+        return -1;
     }
     fprintf(stderr,
             "eerl sim: %lu seed%s, each a governor run and a controller run (%s), then "
             "the oracle search; the results follow on stdout\n",
-            n_seeds, n_seeds == 1 ? "" : "s", strategy_s);
-    if (oracle_run) {
-        e = eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds, loss,
-                             orc);
-        if (e < 0) {
-            eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
-            goto out;
-        }
-        have_oracle = 1;
-    }
-    for (k = 0; k < n_seeds; k++) {
-        struct eerl__sim_config c;
-        char path[2][4096], meta[512], spath[2][4096];
-        int role;
-
-        memset(&c, 0, sizeof(c));
-        c.preset = preset;
-        c.mode = mode;
-        c.n_gen = ng;
-        c.n_train = nt;
-        c.size = size[0];
-        c.updates = (unsigned)updates;
-        c.seed = seeds[k];
-        c.divergence = divergence;
-        c.noise = noise;
-        c.allowed_loss = loss;
-        c.strategy = strategy;
-        c.expected_updates = (unsigned)expected;
-        if (oracle_run)
-            c.static_setting = orc->setting;
-        if (resume_dir) {
-            snprintf(spath[0], sizeof(spath[0]), "%s/seed%llu-controller.state", resume_dir,
-                     (unsigned long long)seeds[k]);
-            c.resume_from = spath[0];
-        }
-        if (save_dir) {
-            snprintf(spath[1], sizeof(spath[1]), "%s/seed%llu-controller.state", save_dir,
-                     (unsigned long long)seeds[k]);
-            c.save_state = spath[1];
-        }
-        for (role = 0; role < 2; role++) {
-            c.controller = role;
-            snprintf(path[role], sizeof(path[role]), "%s/seed%llu-%s.jsonl", trace ? trace : ".",
-                     (unsigned long long)seeds[k], role ? "controller" : "governor");
-            snprintf(meta, sizeof(meta),
-                     "{\"role\":\"%s\",\"seed\":%llu,\"model\":\"%s\",\"gpu\":\"%s\","
-                     "\"alloc\":\"%s\",\"size\":\"%s\",\"updates\":%lu,\"divergence\":%.17g,"
-                     "%s%s%s%s\"backend\":\"twin\"}",
-                     role ? "controller" : "governor", (unsigned long long)seeds[k], model, gpu,
-                     alloc, size, updates, divergence, noise ? "\"noise\":\"fitted\"," : "",
-                     scn.kind ? "\"scenario\":\"" : "",
-                     scn.kind ? eerl__wl_scenario_name(scn.kind) : "", scn.kind ? "\"," : "");
-            c.trace_path = trace ? path[role] : NULL;
-            c.trace_run_json = meta;
-            e = eerl__sim_run(&c, role ? &ctl[k] : &gov[k], why, sizeof(why));
-            if (e < 0) {
-                eerl_cli_err(CMD, "seed %llu, %s run: %s", (unsigned long long)seeds[k],
-                             role ? "controller" : "governor", why);
-                remove_traces(trace, seeds, n_seeds, made_dir);
-                goto out;
-            }
-        }
-        gs[k] = &gov[k].series;
-        cs[k] = &ctl[k].series;
-        if (resume_dir)
-            fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): %s%s\n", (unsigned long long)seeds[k],
-                    k + 1, n_seeds, ctl[k].resumed ? "" : "not resumed: ", ctl[k].resume_detail);
-        if (ctl[k].series.locked)
-            fprintf(stderr,
-                    "eerl sim: seed %llu (%zu/%lu): locked %s (gen/train MHz) after update %llu\n",
-                    (unsigned long long)seeds[k], k + 1, n_seeds,
-                    eerl_cli_setting_str(&ctl[k].series.lock_setting, buf, sizeof(buf)),
-                    (unsigned long long)ctl[k].series.lock_update);
-        else
-            fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): no lock in %lu updates\n",
-                    (unsigned long long)seeds[k], k + 1, n_seeds, updates);
-        if (!ctl[k].restored || !gov[k].restored) {
-            eerl_cli_err(CMD, "seed %llu: clocks were not restored when the session closed",
-                         (unsigned long long)seeds[k]);
-            goto out;
-        }
-    }
-    e = eerl__an_compare(gs, cs, n_seeds, res);
+            o->n_seeds, o->n_seeds == 1 ? "" : "s", o->strategy_s);
+    if (j->oracle_run && oracles(o, j, 0) < 0)
+        return -1;
+    for (k = 0; k < o->n_seeds; k++)
+        if (run_seed(o, j, k) < 0)
+            return -1;
+    e = eerl__an_compare(j->gs, j->cs, o->n_seeds, j->res);
     if (e == 0)
-        e = eerl__an_normalize(gs, n_seeds, cs, n_seeds, res);
+        e = eerl__an_normalize(j->gs, o->n_seeds, j->cs, o->n_seeds, j->res);
     if (e < 0) {
         eerl_cli_err(CMD, "analysis: %s", eerl_strerror(e));
-        goto out;
+        return -1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     fprintf(stderr,
             "eerl sim: runs took %.1f s; oracle search (static settings, same seeds and "
             "updates)\n",
-            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-    e = have_oracle ? 0
-                    : eerl__sim_oracle(preset, mode, ng, nt, size[0], (unsigned)updates, seeds,
-                                       n_seeds, loss, orc);
-    if (e < 0) {
-        eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
-        goto out;
+            since(&j->t0));
+    return oracles(o, j, 1);
+}
+
+/* --json's "workload" object. */
+static json_t *workload_json(const struct sim_opts *o, const struct sim_job *j)
+{
+    const struct eerl__wl_scenario *scn = &j->scn;
+    json_t *wl = json_object();
+    int pkbv[3];
+
+    size_pkb(j->preset, o->size[0], pkbv);
+    json_object_set_new(wl, "size", json_string(o->size));
+    json_object_set_new(wl, "P", json_integer(pkbv[0]));
+    json_object_set_new(wl, "K", json_integer(pkbv[1]));
+    json_object_set_new(wl, "B", json_integer(pkbv[2]));
+    json_object_set_new(wl, "scenario", json_string(eerl__wl_scenario_name(scn->kind)));
+    if (scn->kind != EERL__WL_STEADY)
+        json_object_set_new(wl, "factor", json_real(scn->factor));
+    if (scn->kind == EERL__WL_GROWING)
+        json_object_set_new(wl, "over_updates", json_integer(scn->span));
+    if (scn->kind == EERL__WL_COLLAPSING) {
+        json_object_set_new(wl, "spread", json_real(scn->spread));
+        json_object_set_new(wl, "tau_updates", json_real(scn->tau));
     }
-    e = eerl__sim_oracle_windowed(preset, mode, ng, nt, size[0], (unsigned)updates, seeds, n_seeds,
-                                  loss, (unsigned)owin, orc, &wsc);
-    if (e < 0) {
-        eerl_cli_err(CMD, "windowed oracle: %s", eerl_strerror(e));
-        goto out;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (scn->kind == EERL__WL_STEP)
+        json_object_set_new(wl, "step_at", json_integer(scn->at + 1));
+    return wl;
+}
+
+/* Each seed's oracle figures, added to --json's "seeds" entries. */
+static void seeds_json(json_t *j_out, const struct sim_job *j)
+{
+    const struct eerl__sim_oracle *orc = j->orc;
+    size_t k;
+    json_t *sj;
+
+    json_array_foreach(json_object_get(j_out, "seeds"), k, sj)
     {
-        double capture;
-        double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        json_t *oj = json_object();
 
-        /* With the same work in a seed's two runs (divergence 0) the matched-seed comparison
-         * is exact; when the runs diverge, the workload-normalized one (Appendix E) takes the
-         * work out. The headline is the figure the verdict is judged on. */
-        int exact = divergence == 0;
-        const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
-        struct eerl__an_window ow = {(double)updates - 1, orc->saving_pct, orc->dq_pct,
-                                     (unsigned)n_seeds};
-        struct eerl__an_window oww = {(double)updates - 1, wsc.saving_pct, wsc.dq_pct,
-                                      (unsigned)n_seeds};
-        struct eerl_cli_oracle oracle = {&ow,  &orc->setting, orc->seed_saving_pct,
-                                         &oww, wsc.window,    wsc.changes};
-
-        capture = orc->saving_pct > 0 ? vw->saving_pct / orc->saving_pct : NAN;
-        if (json) {
-            json_t *j = eerl__an_result_json(res, exact, loss), *o, *wl, *sj;
-            int pkbv[3];
-
-            json_object_set_new(j, "model", json_string(model));
-            json_object_set_new(j, "gpu", json_string(gpu));
-            json_object_set_new(j, "mode", json_string(mode_s));
-            json_object_set_new(j, "alloc", json_string(alloc));
-            json_object_set_new(j, "n_gen", json_integer(ng));
-            json_object_set_new(j, "n_train", json_integer(nt));
-            json_object_set_new(j, "size", json_string(size));
-            wl = json_object();
-            size_pkb(preset, size[0], pkbv);
-            json_object_set_new(wl, "size", json_string(size));
-            json_object_set_new(wl, "P", json_integer(pkbv[0]));
-            json_object_set_new(wl, "K", json_integer(pkbv[1]));
-            json_object_set_new(wl, "B", json_integer(pkbv[2]));
-            json_object_set_new(wl, "scenario", json_string(eerl__wl_scenario_name(scn.kind)));
-            if (scn.kind != EERL__WL_STEADY)
-                json_object_set_new(wl, "factor", json_real(scn.factor));
-            if (scn.kind == EERL__WL_GROWING)
-                json_object_set_new(wl, "over_updates", json_integer(scn.span));
-            if (scn.kind == EERL__WL_COLLAPSING) {
-                json_object_set_new(wl, "spread", json_real(scn.spread));
-                json_object_set_new(wl, "tau_updates", json_real(scn.tau));
-            }
-            if (scn.kind == EERL__WL_STEP)
-                json_object_set_new(wl, "step_at", json_integer(scn.at + 1));
-            json_object_set_new(j, "workload", wl);
-            json_object_set_new(j, "updates", json_integer((json_int_t)updates));
-            json_object_set_new(j, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
-            json_object_set_new(j, "n_seeds", json_integer((json_int_t)n_seeds));
-            json_object_set_new(j, "allowed_loss", json_real(loss));
-            json_object_set_new(j, "strategy", json_string(strategy_s));
-            json_object_set_new(j, "divergence", json_real(divergence));
-            o = eerl__an_window_json(&ow, &orc->setting, 0);
-            json_object_set_new(j, "oracle", o);
-            json_object_set_new(j, "capture_ratio", eerl__an_num(capture));
-            json_object_set_new(j, "oracle_windowed", sim_schedule_json(preset, mode, &wsc));
-            json_object_set_new(
-                j, "capture_ratio_windowed",
-                eerl__an_num(wsc.saving_pct > 0 ? vw->saving_pct / wsc.saving_pct : NAN));
-            json_array_foreach(json_object_get(j, "seeds"), k, sj)
-            {
-                json_t *oj = json_object();
-
-                json_object_set_new(oj, "setting", eerl__an_setting_json(&orc->setting));
-                json_object_set_new(oj, "saving_pct", eerl__an_num(orc->seed_saving_pct[k]));
-                json_object_set_new(oj, "dq_pct", eerl__an_num(orc->seed_dq_pct[k]));
-                json_object_set_new(sj, "oracle", oj);
-                oj = json_object();
-                json_object_set_new(oj, "saving_pct", eerl__an_num(wsc.seed_saving_pct[k]));
-                json_object_set_new(oj, "dq_pct", eerl__an_num(wsc.seed_dq_pct[k]));
-                json_object_set_new(sj, "oracle_windowed", oj);
-                json_object_set_new(
-                    sj, "capture_ratio",
-                    eerl__an_num(orc->seed_saving_pct[k] > 0
-                                     ? res->seed[k].whole.saving_pct / orc->seed_saving_pct[k]
-                                     : NAN));
-            }
-            json_object_set_new(j, "wall_s", json_real(wall));
-            eerl_cli_print_json(j);
-        } else {
-            char range[32];
-
-            printf("eerl sim: %s on %s, %s %s, workload %s (P/K/B %s), %lu updates, %lu seed%s, "
-                   "allowed loss %g%%\n",
-                   model, gpu, mode_s, alloc, size, size_desc(preset, size[0], pkb, sizeof(pkb)),
-                   updates, n_seeds, n_seeds == 1 ? "" : "s", loss * 100);
-            if (scn.kind != EERL__WL_STEADY)
-                printf("workload drift: %s\n", scn_desc);
-            snprintf(range, sizeof(range), "%d-%lu", EERL__AN_FIRST_UPDATE, updates);
-            eerl_cli_print_comparison(res, exact, divergence, loss, range, &oracle);
-            if (trace)
-                printf("\n  traces: %s/seed<N>-{governor,controller}.jsonl (eerl analyze, eerl "
-                       "report, eerl replay)\n",
-                       trace);
-        }
-        fprintf(stderr, "eerl sim: done in %.1f s (%u oracle settings evaluated)\n", wall,
-                orc->evaluated);
+        json_object_set_new(oj, "setting", eerl__an_setting_json(&orc->setting));
+        json_object_set_new(oj, "saving_pct", eerl__an_num(orc->seed_saving_pct[k]));
+        json_object_set_new(oj, "dq_pct", eerl__an_num(orc->seed_dq_pct[k]));
+        json_object_set_new(sj, "oracle", oj);
+        oj = json_object();
+        json_object_set_new(oj, "saving_pct", eerl__an_num(j->wsc.seed_saving_pct[k]));
+        json_object_set_new(oj, "dq_pct", eerl__an_num(j->wsc.seed_dq_pct[k]));
+        json_object_set_new(sj, "oracle_windowed", oj);
+        json_object_set_new(
+            sj, "capture_ratio",
+            eerl__an_num(orc->seed_saving_pct[k] > 0
+                             ? j->res->seed[k].whole.saving_pct / orc->seed_saving_pct[k]
+                             : NAN));
     }
-    rc = EERL_EXIT_OK;
-out:
-    if (gov)
-        for (k = 0; k < n_seeds; k++)
-            eerl__sim_run_free(&gov[k]);
-    if (ctl)
-        for (k = 0; k < n_seeds; k++)
-            eerl__sim_run_free(&ctl[k]);
-    free(gov);
-    free(ctl);
-    free(res);
-    free(orc);
-    eerl__sim_schedule_free(&wsc);
-    eerl_twin_preset_free(preset);
+}
+
+/* --json: one object holding every figure the text prints. */
+static void print_json(const struct sim_opts *o, const struct sim_job *j, int exact,
+                       const struct eerl__an_window *vw, const struct eerl__an_window *ow,
+                       double wall)
+{
+    json_t *out = eerl__an_result_json(j->res, exact, o->loss);
+    double capture = j->orc->saving_pct > 0 ? vw->saving_pct / j->orc->saving_pct : NAN;
+
+    json_object_set_new(out, "model", json_string(o->model));
+    json_object_set_new(out, "gpu", json_string(o->gpu));
+    json_object_set_new(out, "mode", json_string(o->mode_s));
+    json_object_set_new(out, "alloc", json_string(o->alloc));
+    json_object_set_new(out, "n_gen", json_integer(j->ng));
+    json_object_set_new(out, "n_train", json_integer(j->nt));
+    json_object_set_new(out, "size", json_string(o->size));
+    json_object_set_new(out, "workload", workload_json(o, j));
+    json_object_set_new(out, "updates", json_integer((json_int_t)o->updates));
+    json_object_set_new(out, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
+    json_object_set_new(out, "n_seeds", json_integer((json_int_t)o->n_seeds));
+    json_object_set_new(out, "allowed_loss", json_real(o->loss));
+    json_object_set_new(out, "strategy", json_string(o->strategy_s));
+    json_object_set_new(out, "divergence", json_real(o->divergence));
+    json_object_set_new(out, "oracle", eerl__an_window_json(ow, &j->orc->setting, 0));
+    json_object_set_new(out, "capture_ratio", eerl__an_num(capture));
+    json_object_set_new(out, "oracle_windowed", sim_schedule_json(j->preset, j->mode, &j->wsc));
+    json_object_set_new(
+        out, "capture_ratio_windowed",
+        eerl__an_num(j->wsc.saving_pct > 0 ? vw->saving_pct / j->wsc.saving_pct : NAN));
+    seeds_json(out, j);
+    json_object_set_new(out, "wall_s", json_real(wall));
+    eerl_cli_print_json(out);
+}
+
+/* The text: what ran, the comparison with the oracles, where the traces are. */
+static void print_text(const struct sim_opts *o, const struct sim_job *j, int exact,
+                       const struct eerl_cli_oracle *oracle)
+{
+    char range[32], pkb[48];
+
+    printf("eerl sim: %s on %s, %s %s, workload %s (P/K/B %s), %lu updates, %lu seed%s, "
+           "allowed loss %g%%\n",
+           o->model, o->gpu, o->mode_s, o->alloc, o->size,
+           size_desc(j->preset, o->size[0], pkb, sizeof(pkb)), o->updates, o->n_seeds,
+           o->n_seeds == 1 ? "" : "s", o->loss * 100);
+    if (j->scn.kind != EERL__WL_STEADY)
+        printf("workload drift: %s\n", j->scn_desc);
+    snprintf(range, sizeof(range), "%d-%lu", EERL__AN_FIRST_UPDATE, o->updates);
+    eerl_cli_print_comparison(j->res, exact, o->divergence, o->loss, range, oracle);
+    if (o->trace)
+        printf("\n  traces: %s/seed<N>-{governor,controller}.jsonl (eerl analyze, eerl "
+               "report, eerl replay)\n",
+               o->trace);
+}
+
+/* The results, on stdout. With the same work in a seed's two runs (divergence 0) the
+ * matched-seed comparison is exact; when the runs diverge, the workload-normalized one (Appendix
+ * E) takes the work out. The headline is the figure the verdict is judged on. */
+static void print_results(const struct sim_opts *o, const struct sim_job *j)
+{
+    double wall = since(&j->t0);
+    int exact = o->divergence == 0;
+    const struct eerl__an_window *vw = eerl__an_verdict_window(j->res, exact);
+    struct eerl__an_window ow = {(double)o->updates - 1, j->orc->saving_pct, j->orc->dq_pct,
+                                 (unsigned)o->n_seeds};
+    struct eerl__an_window oww = {(double)o->updates - 1, j->wsc.saving_pct, j->wsc.dq_pct,
+                                  (unsigned)o->n_seeds};
+    struct eerl_cli_oracle oracle = {&ow,  &j->orc->setting, j->orc->seed_saving_pct,
+                                     &oww, j->wsc.window,    j->wsc.changes};
+
+    if (o->json)
+        print_json(o, j, exact, vw, &ow, wall);
+    else
+        print_text(o, j, exact, &oracle);
+    fprintf(stderr, "eerl sim: done in %.1f s (%u oracle settings evaluated)\n", wall,
+            j->orc->evaluated);
+}
+
+static void job_free(const struct sim_opts *o, struct sim_job *j)
+{
+    size_t k;
+
+    if (j->gov)
+        for (k = 0; k < o->n_seeds; k++)
+            eerl__sim_run_free(&j->gov[k]);
+    if (j->ctl)
+        for (k = 0; k < o->n_seeds; k++)
+            eerl__sim_run_free(&j->ctl[k]);
+    free(j->gov);
+    free(j->ctl);
+    free(j->res);
+    free(j->orc);
+    eerl__sim_schedule_free(&j->wsc);
+    eerl_twin_preset_free(j->preset);
+}
+
+/* The directories the options name, checked or made; 0 or the exit code. */
+static int prepare_dirs(const struct sim_opts *o, struct sim_job *j)
+{
+    int rc = check_resume_dir(o->resume_dir);
+
+    if (rc == 0)
+        rc = prepare_save_dir(o->save_dir);
+    if (rc == 0)
+        rc = prepare_trace_dir(o->trace, j->seeds[0], &j->made_dir);
+    return rc;
+}
+
+int eerl_cmd_sim(int argc, char **argv)
+{
+    struct sim_opts o = {.model = "qwen3-30b-a3b",
+                         .gpu = "h100",
+                         .mode_s = "disaggregated",
+                         .alloc = "8/32",
+                         .size = "M",
+                         .strategy_s = "eerl",
+                         .updates = 93,
+                         .n_seeds = 4,
+                         .owin = 50,
+                         .loss = 0.02,
+                         .noise = EERL_TWIN_NOISE_NONE};
+    struct sim_job *j = calloc(1, sizeof(*j));
+    int rc;
+
+    if (!j) {
+        eerl_cli_err(CMD, "out of memory");
+        return EERL_EXIT_FAIL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &j->t0);
+    rc = parse_args(argc, argv, &o);
+    if (rc < 0) {
+        rc = resolve(&o, j) < 0 ? EERL_EXIT_USAGE : prepare_dirs(&o, j);
+        if (rc == 0 && run_all(&o, j) < 0)
+            rc = EERL_EXIT_FAIL;
+        else if (rc == 0)
+            print_results(&o, j);
+    }
+    job_free(&o, j);
+    free(j);
     return rc;
 }

@@ -155,16 +155,22 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
     out = tmp_path / "run"
     r = subprocess.run([sys.executable, os.path.join(TOOLS, "trl_grpo.py"), "--out", str(out),
                         "--size", "tiny", "--updates", "3", "--prompts", "4", "--generations",
-                        "4", "--micro-batch", "8", "--max-completion", "12", "--min-prompt", "6",
+                        "4", "--micro-batch", "8", "--lengths", "4:12:4", "--min-prompt", "6",
                         "--max-prompt", "6"], capture_output=True, text=True, env=env,
                        timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with open(out / "run.json") as f:
+        limits = json.load(f)["completion_limits"]
+    # --lengths: one limit per update, the first at HI, each from LO..HI in steps of 4
     has_zeus = importlib.util.find_spec("zeus") is not None and \
         importlib.util.find_spec("sklearn") is not None
     if not has_zeus:
         assert "Zeus is unavailable" in r.stdout
     trace, ups, log = load(str(out))
     assert sorted(ups) == sorted(log) == [1, 2, 3]  # numbered from 1, in the trace and the log
+    assert len(limits) == 3 and limits[0] == 12 and set(limits) <= {4, 8, 12}, limits
+    for k, lim in enumerate(limits, 1):  # TRL generated within each update's limit
+        assert 1 <= ups[k]["work"]["L"] <= lim, (k, ups[k]["work"], lim)
     with open(out / "costs.json") as f:
         costs = json.load(f)
     assert costs["updates"] == 3 and ("zeus" in costs["unavailable"]) == (not has_zeus)

@@ -14,7 +14,12 @@ the policy and its reference model the way it loads any checkpoint. Prompts are 
 of one length by default (with prompts of 16-64 words a probe on the H200 got a NaN gradient norm
 at its first step, taken to come from left-padded query rows that attend to nothing; one length
 also lets later updates reuse the first one's decode shapes); the reward is synthetic
-(completions whose length is near --target-frac of the limit score higher).
+(completions whose length is near --target-frac of the limit score higher). With --lengths LO:HI
+(or LO:HI:STEP) each update's completion limit is drawn (seeded) from LO..HI in steps of 64 (or
+STEP), the first update's
+at HI so that later updates reuse its decode shapes: the work then varies from update to update
+as a real run's does (a randomly initialised model rarely ends a completion early, so with one
+limit every update generates about the same number of decode steps).
 Generation is transformers' generate (TRL's default, no vLLM).
 
 What the script adds around the run, and nothing inside TRL or the hook:
@@ -190,6 +195,9 @@ def main():
                     "at least")
     ap.add_argument("--max-prompt", type=int, default=32, help="... and at most")
     ap.add_argument("--max-completion", type=int, default=1024)
+    ap.add_argument("--lengths", default=None, metavar="LO:HI[:STEP]",
+                    help="draw each update's completion limit from LO..HI (steps of STEP, "
+                         "default 64; the first update at HI); HI replaces --max-completion")
     ap.add_argument("--target-frac", type=float, default=0.5,
                     help="the reward's best completion length, as a share of --max-completion")
     ap.add_argument("--beta", type=float, default=0.04,
@@ -207,6 +215,20 @@ def main():
     if seqs % a.micro_batch:
         sys.exit("trl_grpo: --prompts x --generations (%d) must be a multiple of --micro-batch "
                  "(%d)" % (seqs, a.micro_batch))
+    limits = None
+    if a.lengths is not None:
+        try:
+            parts = [int(x) for x in a.lengths.split(":")]
+            lo, hi, step = (parts + [64])[:3] if len(parts) in (2, 3) else (None, None, None)
+        except ValueError:
+            lo = None
+        if lo is None:
+            sys.exit("trl_grpo: --lengths '%s' is not LO:HI or LO:HI:STEP (whole numbers)"
+                     % a.lengths)
+        if not 1 <= lo <= hi or step < 1:
+            sys.exit("trl_grpo: --lengths '%s' needs 1 <= LO <= HI and STEP >= 1" % a.lengths)
+        a.max_completion = hi
+        limits = list(range(hi, lo - 1, -step))
     dims = dict(SIZES[a.size])
     for k in dims:
         if getattr(a, k) is not None:
@@ -452,6 +474,23 @@ def main():
             return control
 
     trainer.add_callback(Budget())
+
+    class Lengths(TrainerCallback):
+        """--lengths: each optimizer step's completion limit (TRL reads it from its generation
+        config when it generates, at the step's first micro-batch); the first step's at HI."""
+
+        def __init__(self):
+            self.rng = random.Random(a.seed + 17)
+
+        def on_step_begin(self, args, st, control, **kw):
+            n = limits[0] if st.global_step == 0 else self.rng.choice(limits)
+            trainer.generation_config.max_new_tokens = n
+            trainer.max_completion_length = n
+            state.setdefault("limits", []).append(n)
+            return control
+
+    if limits is not None:
+        trainer.add_callback(Lengths())
     say("training: %d sequences per update (%d prompts x %d), micro-batch %d, completions up "
         "to %d tokens, beta %g; Zeus %s; reference %s"
         % (seqs, a.prompts, a.generations, a.micro_batch, a.max_completion, a.beta,
@@ -487,7 +526,7 @@ def main():
         json.dump(costs, f, indent=1)
     run = {"args": dict(vars(a), out=os.path.basename(os.path.normpath(a.out))), "dims": dims, "params": params, "vocab": vocab,
            "sequences_per_update": seqs, "target_length": target, "versions": versions,
-           "gpu": gpu, "zeus_sync": zeus_sync}
+           "gpu": gpu, "zeus_sync": zeus_sync, "completion_limits": state.get("limits")}
     with open(os.path.join(a.out, "run.json"), "w") as f:
         json.dump(run, f, indent=1)
     shutil.rmtree(scratch, ignore_errors=True)

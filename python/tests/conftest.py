@@ -98,8 +98,9 @@ needs_runtime = pytest.mark.skipif(not have_runtime(),
 
 class RecordingSession:
     """Stands in for eerl.Session in the integration tests: records the calls and enforces the
-    runtime's rules (a phase begun twice, ended without a begin, or open at update end is
-    EERL_ESTATE), so a hook that breaks them fails here as it would against libeerl."""
+    runtime's rules (a phase begun twice, ended without a begin, or open at update end, and an
+    update that ends before any phase began, are EERL_ESTATE), so a hook that breaks them fails
+    here as it would against libeerl."""
 
     def __init__(self, mode="colocated"):
         self.mode = mode
@@ -126,6 +127,8 @@ class RecordingSession:
         from eerl import EerlError
         if self.open:
             raise EerlError(-15, "ending update", "phase %s still open" % self.open)
+        if not any(c[0] == "begin" for c in self.calls):
+            raise EerlError(-15, "ending update", "update ends before any phase began")
         u = (float(generated_tokens), float(valid_tokens), float(longest_response),
              policy_version)
         self.updates.append(u)

@@ -259,8 +259,10 @@ def test_timer_output_matching_nothing_raises_when_strict(node, tmp_path, rev, m
     assert "update 1 ended with no phase seen" in msg and "NeMo-RL %s" % VERSION[rev] in msg
     assert ("wrapping Timer.start/stop" if rev == "v0.7.0" else "DEBUG log lines") in msg
     assert "stage/generation" in msg  # the renamed labels it did see
-    # the runtime takes no update in which no phase began: none was recorded, the trace is kept
-    assert s.steps() == [] and trace_updates(trace) == []
+    # the runtime takes no first update in which no phase began: the hook asked (one update, no
+    # phase), none was recorded, the error says so, and the trace is kept
+    assert s.steps() == [[]] and trace_updates(trace) == []
+    assert "The update was not recorded" in msg
     assert json.loads(open(str(trace)).readline())["type"] == "header"
 
 
@@ -326,8 +328,11 @@ def test_losing_the_timer_mid_run_fails_loudly_restores_clocks_keeps_the_trace(n
         s.close()
     assert read_locks(node) == [(None, None), (None, None)]
     ups = trace_updates(trace)
-    assert len(ups) == done  # every update so far
-    assert all(set(u["phases"]) == {"generation", "logprob", "training", "refit"} for u in ups)
+    assert len(ups) == done + 1  # every update so far, and the blind one, recorded before raising
+    assert all(set(u["phases"]) == {"generation", "logprob", "training", "refit"}
+               for u in ups[:-1])
+    assert not any(v.get("time_s", 0) > 0 for k, v in ups[-1]["phases"].items()
+                   if k != "other"), ups[-1]["phases"]
 
 
 def test_timing_metrics_show_a_stage_the_hook_missed():

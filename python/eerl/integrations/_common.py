@@ -20,12 +20,14 @@ Failing loudly (every integration does both):
         # hook point that is absent (any_of=True: only when all of them are)
     driver = PhaseDriver(session, strict=strict, framework=fw, expect=("generation",))
     driver.update_end(generated_tokens=G, valid_tokens=N, longest_response=L, policy_version=v)
-        # ends open phases, records the update, then checks it: an update in which no hooked
-        # timer ran (or one of expect did not) raises IntegrationError (strict) or warns once
-        # (RuntimeWarning), naming the framework, its version, what was missing and the
-        # unmapped timer names it did see (a renamed hook point shows there)
+        # ends open phases, checks the update, records it, then reports the check: an update in
+        # which no hooked timer ran (or one of expect did not) raises IntegrationError (strict)
+        # or warns once (RuntimeWarning), naming the framework, its version, what was missing
+        # and the unmapped timer names it did see (a renamed hook point shows there)
 
-The update is recorded before the check raises, so the trace keeps it (as "other" time).
+The update is recorded before the check raises, so the trace keeps it (as "other" time); a first
+update in which no phase began at all the runtime refuses (it has no start time), and the check's
+finding says so in place of the runtime's EERL_ESTATE.
 driver.saw(phase) counts a phase the integration begins itself on a framework signal (not
 through enter()); driver.warn_once(msg) reports any other finding about the framework by the
 same rule (strict: IntegrationError; else one RuntimeWarning per message).
@@ -35,6 +37,12 @@ import importlib.metadata
 import warnings
 
 from .._lib import EerlError
+
+_ESTATE = -15  # EERL_ESTATE: the runtime refuses the call in the session's state
+
+
+def _raise(e):
+    raise e
 
 
 class IntegrationError(RuntimeError):
@@ -226,18 +234,45 @@ class PhaseDriver:
     # ---- update end and its check ---------------------------------------------------------
 
     def update_end(self, **kwargs):
-        """Ends every open phase, calls session.update_end(**kwargs) under the error policy, then
-        check_update(). Returns what session.update_end returned (None on an eerl error)."""
+        """Ends every open phase, checks the update (check first: an update in which no hooked
+        timer ran, or one of expect did not, is named with what was seen), records it with
+        session.update_end(**kwargs), then reports the finding: IntegrationError (strict) or one
+        RuntimeWarning per distinct finding. The update is recorded before the finding raises, so
+        the trace keeps it (as "other" time); when the session refuses it because no phase ever
+        began (the runtime has no start time for a first update without a phase), the finding
+        says so instead of the runtime's EERL_ESTATE. Other eerl errors follow the error policy
+        (call()). Returns what session.update_end returned (None when it was not recorded)."""
         self.set_base(None)
         self.close_all()
-        r = self.call(self.session.update_end, **kwargs)
-        self.check_update()
+        finding = self._finding()
+        r = err = None
+        try:
+            r = self.session.update_end(**kwargs)
+        except EerlError as e:
+            err = e
+        refused = err is not None and finding is not None and finding[2] and err.code == _ESTATE
+        if finding is not None:
+            msg, missing, _ = finding
+            if refused:
+                msg += " The update was not recorded: %s." % err
+            self.warn_once(msg, missing, key=("blind",) + tuple(missing))
+        if err is not None and not refused:
+            self.call(_raise, err)
         return r
 
     def check_update(self):
         """Checks the update just ended and starts the next one's record: no hooked phase seen,
         or an expected phase missing, raises IntegrationError (strict) or warns once per distinct
-        finding (RuntimeWarning) and counts blind_updates."""
+        finding (RuntimeWarning) and counts blind_updates. (update_end() does this itself.)"""
+        finding = self._finding()
+        if finding is not None:
+            msg, missing, _ = finding
+            self.warn_once(msg, missing, key=("blind",) + tuple(missing))
+
+    def _finding(self):
+        """What check_update reports for the update now ending, as (message, missing, no phase
+        at all), or None when it saw what it expects; counts the update (and a blind one) and
+        starts the next update's record."""
         self._updates += 1
         seen, unmapped = self._update_seen, self._unmapped
         self._update_seen, self._unmapped = set(), []
@@ -250,7 +285,7 @@ class PhaseDriver:
         else:
             missing = [p for p in self.expect if p not in seen]
             if not missing:
-                return
+                return None
             found = "no %s phase seen (saw %s), so that time counted as another phase" % (
                 " or ".join(missing), ", ".join(sorted(seen)))
         self.blind_updates += 1
@@ -259,7 +294,7 @@ class PhaseDriver:
                "install(..., phases={name: phase})."
                % (self._updates, found, who, ", ".join(unmapped) if unmapped else "none",
                   fw._known() if fw is not None else ""))
-        self.warn_once(msg, missing, key=("blind",) + tuple(missing))
+        return msg, missing, not seen
 
     @property
     def active(self):

@@ -43,8 +43,8 @@ update until the next log-prob stage, then log-prob, train and refit in turn.
 Nothing passes silently (the rules of _common.Framework and PhaseDriver.update_end): install()
 refuses a NeMo-RL whose Timer or Logger.log_metrics it does not find; an update that ends without
 the phases the schedule always has (synchronous: generation, logprob, training, refit; async:
-logprob, training) is recorded (an update with no phase at all the runtime does not take), then
-raises IntegrationError (strict) or warns once, naming NeMo-RL's version, what was missing and the
+logprob, training) is recorded (a first update with no phase at all the runtime does not take),
+then raises IntegrationError (strict) or warns once, naming NeMo-RL's version, what was missing and the
 unmapped labels seen. Two checks of NeMo-RL's own
 do the same: a step whose "timing/train" metrics show a mapped label the hook did not see start
 and stop, and labels that say the hook is set up for another run (a synchronous hook on async
@@ -420,17 +420,12 @@ class NemoRLHook:
             age = metrics.get("avg_trajectory_age")
             version = None if age is None else max(0, self.updates + 1 - int(round(float(age))))
         hint = self._hint(labels, self._phased)
-        phased, self._phased = self._phased, False
+        self._phased = False
         r = None
         try:
-            if N > 0 and phased:
+            if N > 0:
                 r = self.driver.update_end(generated_tokens=G, valid_tokens=N,
                                            longest_response=float(L), policy_version=version)
-            elif N > 0:
-                # The runtime refuses an update in which no phase began (there is nothing to
-                # record); the check still says so, naming NeMo-RL and what it did see.
-                self.driver.close_all()
-                self.driver.check_update()
             else:  # nothing to observe: the runtime takes no update without valid tokens
                 self.driver.close_all()
         except IntegrationError as e:

@@ -21,8 +21,10 @@
  * served by its thread: an injected real-time clock turns serving off), then as the meter does
  * now. On the stand-in each phase draws its own power (the benchmark rewrites the state file at
  * the boundaries); with --real the GPUs draw what they draw. The reference is each GPU's counter
- * read directly (eerl_device_energy_mj, as pynvml would) right after the update's end mark, on
- * the caller's thread, outside the timed calls.
+ * read directly (eerl_device_energy_mj, as pynvml would) just before the update's last two marks
+ * (the last phase's end and the update's end, back to back), on the caller's thread, outside the
+ * timed calls: the same point of every update, so its offset cancels from one update to the
+ * next.
  * Prints figures only; never changes a clock or a power limit. */
 #include <errno.h>
 #include <math.h>
@@ -229,6 +231,10 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
             set_power(c, d->w);
             if (d->s > 0)
                 sleep_s(d->s);
+            if (s + 1 == N_SEG) /* the reference: just before the update's last marks */
+                for (i = 0; i < n; i++)
+                    if (eerl_device_energy_mj(c->dev, i, &ref_now[i]) != 0)
+                        ref_now[i] = 0;
             if (d->phase) { /* its end */
                 t0 = eerl_clock_monotonic(NULL);
                 eerl_meter_mark(m, &a);
@@ -237,15 +243,12 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
                     mark_us[nm++] = 1e6 * (t1 - t0);
             }
         }
-        /* the update's end: a mark, the reference, then the query that needs the energy */
+        /* the update's end: a mark, then the query that needs the energy */
         t0 = eerl_clock_monotonic(NULL);
         eerl_meter_mark(m, &t_end);
         t1 = eerl_clock_monotonic(NULL);
         if (u > 0 && nm < cap)
             mark_us[nm++] = 1e6 * (t1 - t0);
-        for (i = 0; i < n; i++)
-            if (eerl_device_energy_mj(c->dev, i, &ref_now[i]) != 0)
-                ref_now[i] = 0;
         set_power(c, UPDATE[0].w);
         t0 = eerl_clock_monotonic(NULL);
         if (eerl_meter_energy(m, t_prev, t_end, &rd) < 0) {
@@ -541,8 +544,8 @@ int main(int argc, char **argv)
             printf("  the stand-in burns %u us of CPU per counter read; each phase draws its own "
                    "power (120-686 W)\n",
                    c.cost_us);
-        printf("  reference: each GPU's counter read directly right after the update's end "
-               "mark\n");
+        printf("  reference: each GPU's counter read directly just before the update's last two "
+               "marks\n");
         printf("  caller: marks read the counters on the caller's thread (the meter before); "
                "thread: the meter's thread reads them (now)\n");
         fflush(stdout);

@@ -1008,6 +1008,50 @@ static void test_mark_returns_while_a_read_is_held(void **state)
     assert_int_equal(eerl_meter_stop(m), 0);
 }
 
+/* The power right after a burst of marks is read before the counters: the time between the mark
+ * and the thread's reading integrates what the GPU draws after the boundary. Power steps from
+ * 100 W to 600 W just after the mark (the stand-in takes it at this thread's next call); the
+ * thread, waiting out a long quiet period, reads only when the query asks, 200 ms later. The
+ * energy up to the mark is then off by at most the step times the time the stand-in took the new
+ * power after the mark, plus one 1 ms counter step; a trapezoid between the powers before and
+ * after would be off by about half the step times the 200 ms. */
+static void test_power_after_the_marks_is_read_first(void **state)
+{
+    eerl_device *dev = open_fake(1, 100000);
+    unsigned gpus[] = {0}, mw;
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    struct timespec nap = {0, 200 * 1000 * 1000};
+    double t0 = 0, t1 = 0, b, want, err;
+
+    (void)state;
+    VT_MS = -1;
+    UPDATE_MS = 1;
+    write_state();
+    assert_int_equal(new_meter(dev, gpus, 1, 60000, &m), 0);
+    assert_int_equal(eerl_meter_set_energy_interval(m, 1e6), 0);
+    assert_int_equal(eerl_meter_set_mark_quiet(m, 1.0), 0);
+    assert_int_equal(eerl_meter_start(m), 0);
+    assert_int_equal(eerl_meter_mark(m, &t0), 0);
+    assert_int_equal(eerl_meter_energy(m, t0, t0, &rd), 0); /* served: a reading at t0 */
+    nanosleep(&nap, NULL);
+    assert_int_equal(eerl_meter_mark(m, &t1), 0);
+    G[0].power_mw = 600000;
+    write_state();
+    assert_int_equal(eerl_device_power_mw(dev, 0, &mw), 0); /* the stand-in takes it here */
+    b = eerl_clock_monotonic(NULL);
+    nanosleep(&nap, NULL);
+    assert_int_equal(eerl_meter_energy(m, t0, t1, &rd), 0);
+    want = 100.0 * (t1 - t0);
+    err = fabs(rd.joules[0] - want);
+    printf("[mark, mark 200 ms later]: %.3f J, 100 W x %.4f s = %.3f J; off by %.3f J "
+           "(bound %.3f J)\n",
+           rd.joules[0], t1 - t0, want, err, 500 * (b - t1) + 0.7);
+    if (err > 500 * (b - t1) + 0.7)
+        fail_msg("%.3f J off", err);
+    assert_int_equal(eerl_meter_stop(m), 0);
+}
+
 static long VCLOCK_MS;
 
 static double vclock(void *ctx)
@@ -1356,6 +1400,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_marks_served_by_the_thread, teardown),
         cmocka_unit_test_teardown(test_marks_on_an_injected_clock_read_at_once, teardown),
         cmocka_unit_test_teardown(test_mark_returns_while_a_read_is_held, teardown),
+        cmocka_unit_test_teardown(test_power_after_the_marks_is_read_first, teardown),
         cmocka_unit_test_teardown(test_power_shaped_interpolation_beats_linear, teardown),
         cmocka_unit_test_teardown(test_rate_separation, teardown),
         cmocka_unit_test_teardown(test_auto_energy_interval_follows_read_cost, teardown),

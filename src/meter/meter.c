@@ -783,8 +783,10 @@ int eerl_meter_tick_energy(eerl_meter *m, double now_s)
 
 /* A sample at t that reads nothing: a mark's, served by the thread. Its power is unknown (the
  * previous reading is held across it) and its energy is pending until the counter reading that
- * follows settles it. Under tick_lock; t after the newest sample, and not the first sample. */
-static void store_mark_sample_locked(eerl_meter *m, double t)
+ * follows settles it. with_power: read every GPU's power now and give the sample that (no
+ * counter read), for the sample right after a burst of marks. Under tick_lock; t after the
+ * newest sample, and not the first sample. */
+static void store_mark_sample_locked(eerl_meter *m, double t, int with_power)
 {
     struct read *rd = m->rd;
     uint64_t k;
@@ -792,9 +794,12 @@ static void store_mark_sample_locked(eerl_meter *m, double t)
 
     for (i = 0; i < m->n; i++) {
         memset(&rd[i], 0, sizeof(rd[i]));
-        rd[i].mark_only = 1;
         rd[i].energy_r = EERL_ENOTSUP;
         rd[i].power_r = EERL_ENOTSUP;
+        if (with_power && !m->gs[i].lost)
+            rd[i].power_r = read_power(m, &m->gs[i], &rd[i].mw);
+        else
+            rd[i].mark_only = 1;
     }
     m->last_was_energy = 0;
     pthread_mutex_lock(&m->lock);
@@ -814,7 +819,7 @@ int eerl__meter_mark_sample(eerl_meter *m, double t)
         return EERL_EINVAL;
     pthread_mutex_lock(&m->tick_lock);
     if (m->count > 0 && t > tat(m, m->count - 1)) {
-        store_mark_sample_locked(m, t);
+        store_mark_sample_locked(m, t, 0);
         r = 0;
     }
     pthread_mutex_unlock(&m->tick_lock);
@@ -927,7 +932,7 @@ static void serve_marks(eerl_meter *m)
     double ts[MARKQ_CAP], now = 0;
     size_t n = m->n_markq, i;
     uint64_t cover = m->mark_seq;
-    int need = 0, r;
+    int need = 0, stored = 0, r;
 
     memcpy(ts, m->markq, n * sizeof(ts[0]));
     m->n_markq = 0;
@@ -937,8 +942,22 @@ static void serve_marks(eerl_meter *m)
         pthread_mutex_unlock(&m->run_lock);
         pthread_mutex_lock(&m->tick_lock);
         for (i = 0; i < n; i++)
-            if (m->count > 0 && ts[i] > tat(m, m->count - 1))
-                store_mark_sample_locked(m, ts[i]);
+            if (m->count > 0 && ts[i] > tat(m, m->count - 1)) {
+                store_mark_sample_locked(m, ts[i], 0);
+                stored = 1;
+            }
+        /* Right after the last mark: the power read now (before the counters, which take
+         * milliseconds per GPU), so the time between the mark and the reading integrates what
+         * the GPUs draw after the boundary rather than a trapezoid from the power before it. */
+        now = m->clock(m->clock_ctx);
+        if (stored) {
+            double t_last = tat(m, m->count - 1), tb = t_last + 0.5 * (now - t_last);
+
+            if (tb > t_last + 1e-6)
+                tb = t_last + 1e-6;
+            if (tb > t_last && tb < now)
+                store_mark_sample_locked(m, tb, 1);
+        }
         now = m->clock(m->clock_ctx);
         r = tick_locked(m, now, 1);
         pthread_mutex_unlock(&m->tick_lock);

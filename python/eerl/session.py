@@ -15,11 +15,13 @@ there is safe.
 
 import atexit
 import ctypes as C
+import functools
 import json
 import operator
 import os
 import signal
 import threading
+import time
 import weakref
 
 from . import _lib
@@ -106,6 +108,24 @@ def _ranged_int(what, v, lo, hi):
     return n
 
 
+def _timed(fn):
+    """Counts the wall time of a session call on the caller's thread into the update's overhead
+    (the outermost timed call only: metrics() inside update_end() is not counted twice)."""
+    @functools.wraps(fn)
+    def timed(self, *a, **k):
+        if self._timing:
+            return fn(self, *a, **k)
+        self._timing = True
+        self._call_t0 = time.perf_counter()
+        try:
+            return fn(self, *a, **k)
+        finally:
+            self._call_s += time.perf_counter() - self._call_t0
+            self._calls += 1
+            self._timing = False
+    return timed
+
+
 def _gpu_list(pools, key):
     v = pools.get(key, [])
     if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
@@ -166,6 +186,13 @@ class Session:
         self._resume_cache = (False, "")
         self._update = 1  # updates are numbered from 1, as in eerl sim and the CLI
         self._last = None
+        # The training loop's overhead: wall time on the caller's thread inside the session's
+        # phase, update and metrics calls, per update (metrics(): eerl/overhead_s).
+        self._timing = False
+        self._call_t0 = 0.0
+        self._call_s = 0.0
+        self._calls = 0
+        self._overhead = None  # (seconds, calls) of the last update
         if mode not in T.MODES:
             raise ValueError("mode %r: use one of %s" % (mode, ", ".join(T.MODES)))
         if strategy not in T.STRATEGIES:
@@ -320,6 +347,7 @@ class Session:
             return [T.POOL_GEN]
         return table[pool]
 
+    @_timed
     def phase_begin(self, name, pool=None):
         """Marks the start of a phase ("generation", "logprob", "training", "refit", "other";
         also "gen", "log-prob", "log_prob", "train", "update_weights"). Applies the clock eerl
@@ -341,6 +369,7 @@ class Session:
         self._open_phases.append((key, ph, pools))
         return key
 
+    @_timed
     def phase_end(self, name, pool=None):
         self._require_open()
         key, ph = T.phase_id(name)
@@ -364,6 +393,7 @@ class Session:
         """Context manager: with s.phase("generation"): ... (the phase ends even on an error)."""
         return _Phase(self, name, pool)
 
+    @_timed
     def update_end(self, generated_tokens, valid_tokens, longest_response, policy_version=None,
                    update=None):
         """Ends one RL update with its work: G generated tokens, N valid training tokens, L tokens
@@ -391,6 +421,12 @@ class Session:
                    "ending update %d" % w.update, self._err)
         self._update = w.update + 1
         self._last = info
+        # This update's overhead ends here (its own call up to now included); the rest of this
+        # call counts in the next update's.
+        now = time.perf_counter()
+        self._overhead = (self._call_s + (now - self._call_t0), self._calls + 1)
+        self._call_s = -(now - self._call_t0)
+        self._calls = -1
         return self.metrics()
 
     def sample(self):
@@ -452,10 +488,14 @@ class Session:
             "refreshes": st.refreshes, "references": st.references,
         }
 
+    @_timed
     def metrics(self):
         """Figures for the framework's logger, with "eerl/" keys: energy per valid token and the
         update's energy, time and throughput (after the first update_end), the clocks applied
-        from now on (0 = governor), the controller's state and counts."""
+        from now on (0 = governor), the controller's state and counts, and the session's own
+        cost on the caller's thread: eerl/overhead_s, the wall time spent in the session's phase,
+        update and metrics calls from the previous update's end to this one's (eerl/overhead_calls
+        calls), and eerl/overhead_pct, that time as a percentage of the update's."""
         st = self.status()
         s = self.applied_setting()
         m = {
@@ -481,6 +521,14 @@ class Session:
                                             if o.time_s > 0 else float("nan")),
                 "eerl/accepted": int(info.accepted),
                 "eerl/meter_flags": int(info.meter_flags),
+            })
+        if self._overhead is not None:
+            sec, calls = self._overhead
+            t = info.obs.time_s if info is not None else 0.0
+            m.update({
+                "eerl/overhead_s": sec,
+                "eerl/overhead_calls": calls,
+                "eerl/overhead_pct": 100.0 * sec / t if t > 0 else float("nan"),
             })
         return m
 

@@ -74,6 +74,27 @@ def test_measures_decides_and_traces(node, tmp_path):
     assert [l["update"] for l in lines if l.get("type") == "update"] == [1, 2]
 
 
+def test_the_session_times_its_own_calls_per_update(node):
+    """eerl/overhead_s: the wall time the caller's thread spent in the session's calls, update
+    by update (bounded by the wall time around them, which holds however loaded the machine)."""
+    with eerl.Session(mode="colocated", pools=POOLS) as s:
+        t0 = time.perf_counter()
+        m = one_update(s, 0)  # 4 phases: 8 calls, and the update end
+        t1 = time.perf_counter()
+        assert m["eerl/overhead_calls"] == 9
+        assert 0 < m["eerl/overhead_s"] <= t1 - t0 - 0.023  # the phases' sleeps are not eerl's
+        assert m["eerl/overhead_pct"] == pytest.approx(
+            100 * m["eerl/overhead_s"] / m["eerl/update_time_s"])
+        s.metrics()  # a call between updates counts in the next one
+        s.phase_begin("generation")
+        time.sleep(0.01)
+        s.phase_end("generation")
+        m2 = s.update_end(generated_tokens=10, valid_tokens=10, longest_response=5)
+        assert m2["eerl/overhead_calls"] == 4
+        assert m2["eerl/overhead_s"] > 0
+        assert s.metrics()["eerl/overhead_s"] == m2["eerl/overhead_s"]  # the last update's
+
+
 def test_run_info_reaches_the_trace(node, tmp_path):
     trace = str(tmp_path / "run.jsonl")
     eerl.Session(pools=POOLS, trace=trace, run_info={"model": "unit-test", "seed": 3}).close()

@@ -14,6 +14,9 @@ import eerl
 def test_sixteen_by_sixty_four(tmp_path, monkeypatch):
     # The stand-in in virtual time: its counters move only when the test moves the time, so
     # every GPU's reading is of the same instant however slowly the machine reads 80 of them.
+    # The session runs on the same virtual clock (clock=), so its marks read the counters at
+    # the boundaries, before the test moves the time on (on real time the meter's thread would
+    # read them a little after each mark: docs/meter.md).
     vt = [0]
 
     def advance(ms):
@@ -24,7 +27,8 @@ def test_sixteen_by_sixty_four(tmp_path, monkeypatch):
     monkeypatch.setenv("EERL_FAKE_NVML_STATE", state)
     pools = {"generation": list(range(16)), "training": list(range(16, 80))}
     trace = str(tmp_path / "run.jsonl")
-    with eerl.Session(mode="disaggregated", pools=pools, observe_only=True, trace=trace) as s:
+    with eerl.Session(mode="disaggregated", pools=pools, observe_only=True, trace=trace,
+                      clock=lambda: vt[0] / 1000.0) as s:
         for u in range(1, 3):
             with s.phase("generation", pool="generation"):
                 advance(500)

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import EERL_BIN, FAKE_NVML, PYROOT, REPO, write_state
+from conftest import EERL_BIN, FAKE_NVML, LIB, PYROOT, REPO, write_state
 
 DATA = os.path.join(REPO, "data", "h200", "trl-2026-12-01", "trl-grpo")
 TOOLS = os.path.join(REPO, "tools", "h200")
@@ -146,26 +146,50 @@ def test_forward_test_on_the_trl_trace():
 
 
 def test_the_script_end_to_end_on_the_cpu(tmp_path):
-    """tools/h200/trl_grpo.py with the real TRL: a tiny model, three updates, eerl on the
-    stand-in NVML node, the pynvml reference reading the same stand-in (pynvml finds it through
-    LD_LIBRARY_PATH), Zeus where it is installed (else the script says it is unavailable)."""
+    """tools/h200/trl_run.sh (as the device call runs it, with eerl built by the caller) and
+    tools/h200/trl_grpo.py with the real TRL: a tiny model, three updates, eerl on the stand-in
+    NVML node, the pynvml reference reading the same stand-in (pynvml finds it through
+    LD_LIBRARY_PATH), Zeus where it is installed (else the script says it is unavailable); then
+    the analysis and the phase-mark benchmark (bench_meter --marks --real, here on the stand-in
+    library, where it is built)."""
+    import tarfile
     node = write_state(tmp_path / "nvml.json", n_gpus=1)
+    bench = os.path.join(os.path.dirname(LIB), "bench", "bench_meter")
     env = dict(os.environ, EERL_FAKE_NVML_STATE=node, HF_HUB_OFFLINE="1",
-               LD_LIBRARY_PATH=os.path.dirname(FAKE_NVML), PYTHONPATH=PYROOT)
-    out = tmp_path / "run"
-    r = subprocess.run([sys.executable, os.path.join(TOOLS, "trl_grpo.py"), "--out", str(out),
+               LD_LIBRARY_PATH=os.path.dirname(FAKE_NVML), PYTHONPATH=PYROOT,
+               TRL_PYTHON=sys.executable, RL_BUILT="1", EERL_LIBRARY=LIB, EERL_BIN=EERL_BIN,
+               TRL_SAMPLER="0", TRL_WHEELS="0", TRL_BENCH_UPDATES="1")
+    if os.access(bench, os.X_OK):
+        env["BENCH_METER"] = bench
+    dest = tmp_path / "dest"
+    r = subprocess.run(["bash", os.path.join(TOOLS, "trl_run.sh"), str(dest), "900",
                         "--size", "tiny", "--updates", "3", "--prompts", "4", "--generations",
                         "4", "--micro-batch", "8", "--lengths", "4:12:4", "--min-prompt", "6",
                         "--max-prompt", "6"], capture_output=True, text=True, env=env,
-                       timeout=900)
+                       timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "trl_grpo.py exit 0, 3 updates" in r.stdout
+    with tarfile.open(dest / "trl-grpo.tar.gz") as t:
+        t.extractall(tmp_path)
+    out = tmp_path / "trl-grpo"
+    with open(out / "stdout.txt") as f:
+        stdout = f.read()
     with open(out / "run.json") as f:
         limits = json.load(f)["completion_limits"]
     # --lengths: one limit per update, the first at HI, each from LO..HI in steps of 4
     has_zeus = importlib.util.find_spec("zeus") is not None and \
         importlib.util.find_spec("sklearn") is not None
     if not has_zeus:
-        assert "Zeus is unavailable" in r.stdout
+        assert "Zeus is unavailable" in stdout
+    with open(dest / "bench-meter-marks.txt") as f:
+        marks = f.read()
+    if "BENCH_METER" in env:  # the mark benchmark's lines, printed at the end of the call too
+        assert re.search(r"^1 GPU  thread   mark: median +[0-9.]+ ", marks, re.M), marks
+        assert re.search(r"^1 GPU  caller   mark: median +[0-9.]+ ", marks, re.M), marks
+        assert "1 GPU  thread   mark:" in r.stdout
+    else:
+        assert "no bench_meter" in marks
+    assert "eerl's own timing of its calls" in r.stdout
     trace, ups, log = load(str(out))
     assert sorted(ups) == sorted(log) == [1, 2, 3]  # numbered from 1, in the trace and the log
     assert len(limits) == 3 and limits[0] == 12 and set(limits) <= {4, 8, 12}, limits
@@ -180,6 +204,11 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
     for k in (2, 3):  # each with the update before it (numbered from 1)
         assert set(ups[k]["phases"]) == {"generation", "logprob", "training"}
         assert log[k]["cost"]["eerl_session"][2] > 0
+        # eerl's own timing of its calls: every session call of the update, inside the
+        # script's own measure of them (which adds the script's wrappers' Python)
+        ov = log[k]["eerl_overhead"]
+        assert ov["calls"] >= log[k]["cost"]["eerl_session"][2] - 1 and ov["s"] > 0
+        assert ov["pct"] == pytest.approx(100 * ov["s"] / ups[k]["time_s"])
         # at constant power each reader's energy is the power times its own window: eerl's
         # between its marks, the reference's between its two reads (each between the stamps
         # mono[2] and mono[3]), Zeus's between its own time stamps (its Measurement.time)

@@ -27,7 +27,8 @@ What the script adds around the run, and nothing inside TRL or the hook:
     wrapped on this session object so that, right after eerl's call returns, a ZeusMonitor window
     opens or closes (one per update, one per phase segment; Zeus's default sync_execution, a
     torch.cuda.synchronize, on a GPU) and, at each update end, pynvml reads the counter.
-  * Costs on the training thread: exclusive wall and CPU time (time.thread_time) of eerl's calls
+  * Costs on the training thread: eerl's own timing of its calls per update (eerl.Session's
+    eerl/overhead_s), and exclusive wall and CPU time (time.thread_time) of eerl's calls
     (the session's C calls: marks, update end), of the hook's own Python (the ProfilingContext
     wrappers, the work counter, the callback), of Zeus's calls and of the reference reads; the CPU
     time of the threads eerl starts (its sampler), from /proc.
@@ -407,7 +408,11 @@ def main():
                "ref_counter_mj": ref1,
                "zeus": None if zu is None else dict(zu, phases=state["zeus_phase"],
                                                     sync=zeus_sync, begin=state["zeus_begin"]),
-               "cost": {k: [round(v[0], 7), round(v[1], 7), v[2]] for k, v in cost.items()}}
+               "cost": {k: [round(v[0], 7), round(v[1], 7), v[2]] for k, v in cost.items()},
+               # eerl's own timing of its calls on this thread (eerl.Session: eerl/overhead_*)
+               "eerl_overhead": None if not isinstance(r, dict) or "eerl/overhead_s" not in r
+               else {"s": r["eerl/overhead_s"], "calls": r["eerl/overhead_calls"],
+                     "pct": r["eerl/overhead_pct"]}}
         log_f.write(json.dumps(rec) + "\n")
         log_f.flush()
         state["update"] += 1

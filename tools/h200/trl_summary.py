@@ -118,7 +118,8 @@ def rows_of(ups, log, first):
                      "t_eerl": u["runtime"]["t_end"], "t_ref": m[2], "t_zeus": m[4],
                      "zeus_s": r["zeus"]["time_s"] if r.get("zeus") else None,
                      "phases_e": u.get("phases", {}), "phases_z": (r.get("zeus") or {})
-                     .get("phases", {}), "work": u["work"], "cost": r.get("cost", {})})
+                     .get("phases", {}), "work": u["work"], "cost": r.get("cost", {}),
+                     "ov": r.get("eerl_overhead")})
     return rows
 
 
@@ -249,6 +250,19 @@ def cost_table(rows, costs, run):
           % (1000 * (out["eerl_session"]["wall_s"] + out["eerl_hook"]["wall_s"]) / n,
              1000 * (out["eerl_session"]["cpu_s"] + out["eerl_hook"]["cpu_s"]) / n,
              100 * out["eerl_share"]["total"], 100 * st.median(per), 100 * max(per)))
+    ov = [r for r in rows if r.get("ov")]
+    if ov:
+        per_ov = [r["ov"]["s"] / r["time"] for r in ov]
+        w = sum(r["ov"]["s"] for r in ov)
+        out["eerl_own"] = {"wall_s": w, "calls": sum(r["ov"]["calls"] for r in ov),
+                           "share": w / sum(r["time"] for r in ov), "median": st.median(per_ov),
+                           "max": max(per_ov), "updates": len(ov)}
+        print("eerl's own timing of its calls on the training thread (eerl.Session's "
+              "eerl/overhead_s: the session's phase, update and metrics calls, wall time), over "
+              "%d updates: %.1f calls and %.2f ms per update, **%.3f%% of update time** (per "
+              "update: median %.3f%%, max %.3f%%).\n"
+              % (len(ov), out["eerl_own"]["calls"] / len(ov), 1000 * w / len(ov),
+                 100 * out["eerl_own"]["share"], 100 * st.median(per_ov), 100 * max(per_ov)))
     th = costs.get("eerl_threads", {})
     for tid, v in th.items():
         if v.get("cpu_s") is not None and v.get("over_s"):

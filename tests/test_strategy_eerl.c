@@ -323,9 +323,11 @@ static int count_raises(const eerl_event *ev, void *ctx)
 }
 
 /* Drained mode: when the run's account falls short, the clock raised is the one of the pool the
- * update waits for (generation here: training always arrives first), not the lower one; training
- * only once generation is back at the governor. Responses shorten over the run, so the
- * predictor fitted on longer ones falls behind and the account runs short. */
+ * update waits for (generation here: training arrives first at the clocks the old descent
+ * reached), not the lower one. Responses shorten over the run, so the predictor fitted on longer
+ * ones falls behind and the account runs short. The model proposer goes far enough down in
+ * training that at times training becomes the later pool, and then raising it is right: so
+ * generation is raised more often than training while it can still go up, not exclusively. */
 static void test_drained_raises_the_pool_the_update_waits_for(void **state)
 {
     struct raises r;
@@ -340,7 +342,7 @@ static void test_drained_raises_the_pool_the_update_waits_for(void **state)
     if (verbose())
         printf("raises: generation %u, training %u\n", r.gen, r.train);
     assert_true(r.gen > 0);
-    assert_int_equal(r.train, 0);
+    assert_true(r.gen > 2 * r.train);
 }
 
 struct trials {

@@ -13,6 +13,7 @@
 #include "eerl/version.h"
 #include "core/config.h"
 #include "core/controller.h"
+#include "core/proposer_model.h"
 #include "core/monitor.h"
 
 static int cmp_desc(const void *a, const void *b)
@@ -37,7 +38,8 @@ static const struct combination {
      * (strategy_eerl_inflight.c says why). */
     {EERL_STRATEGY_EERL, EERL_MODE_INFLIGHT, &eerl__strategy_eerl_inflight,
      &eerl__propose_pool_descent},
-    {EERL_STRATEGY_EERL, -1, &eerl__strategy_eerl, &eerl__propose_descent},
+    /* Two groups: the model proposer; 3-4 groups keep the descent (eerl_ctl_new). */
+    {EERL_STRATEGY_EERL, -1, &eerl__strategy_eerl, &eerl__propose_model},
     {EERL_STRATEGY_GOVERNOR, -1, &eerl__strategy_governor, NULL},
     {EERL_STRATEGY_STATIC, -1, &eerl__strategy_static, NULL},
     {EERL_STRATEGY_GLOBAL_CLOCK, -1, &eerl__strategy_global_clock, &eerl__propose_sweep},
@@ -101,10 +103,15 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     if (!ctl->clocks || !ctl->refs || !ctl->ref_ptrs || !ctl->st || !ctl->mon)
         goto fail;
     if (combo->proposer) {
-        ctl->pst = calloc(1, combo->proposer->st_size);
+        /* The model fits the two groups the predictor splits an update into (generation,
+         * training); more declared groups are searched by the descent. */
+        const struct eerl__proposer_ops *prop = combo->proposer;
+        if (prop == &eerl__propose_model && cfg->n_groups != EERL__PM_GROUPS)
+            prop = &eerl__propose_descent;
+        ctl->pst = calloc(1, prop->st_size);
         if (!ctl->pst)
             goto fail;
-        ctl->prop = combo->proposer;
+        ctl->prop = prop;
     }
     memcpy(ctl->clocks, clocks, n_clocks * sizeof(*clocks));
     qsort(ctl->clocks, n_clocks, sizeof(*ctl->clocks), cmp_desc);

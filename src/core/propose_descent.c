@@ -261,7 +261,7 @@ static void descent_next(struct eerl_ctl *ctl, void *vst, const struct eerl__out
  * update time. The drop (MHz below the peak) at which training, taken to slow in proportion to
  * the clock (an upper bound: part of its time does not follow the clock), would use
  * DS_SLACK_USE of the wait in the calibration's DS_SLACK_Q-quantile update; 0 without a wait. */
-static unsigned slack_drop(const struct eerl_ctl *ctl)
+unsigned eerl__slack_drop(const struct eerl_ctl *ctl)
 {
     double r[DS_SLACK_REFS], q, f;
     size_t n = 0, i, j;
@@ -291,7 +291,7 @@ static void descent_start(struct eerl_ctl *ctl, void *vst, const struct eerl__ou
                           struct eerl__move *ret)
 {
     struct descent_st *st = vst;
-    unsigned t = 0, drop = slack_drop(ctl);
+    unsigned t = 0, drop = eerl__slack_drop(ctl);
     char b[48];
     int g;
 

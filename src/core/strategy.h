@@ -23,6 +23,7 @@
 struct eerl_ctl;
 struct eerl__acc;
 struct eerl__ratios;
+struct eerl__pm;
 
 struct eerl__strategy_ops {
     const char *name;
@@ -63,12 +64,16 @@ struct eerl__outcome {
     double energy;                /* energy ratio against the governor */
     double loss_var;              /* per-update variance of the loss estimates (0: not known) */
     double budget;                /* the loss the run may still spend per update (eerl's account) */
-    double remaining;  /* updates the run has left (by the configured or learned horizon) */
-    int slack_group;   /* the group with slack (waits at the rendezvous / is less busy), or -1 */
-    int late_group;    /* the group the judged updates waited for, or -1 when not known */
-    double wait_ratio; /* training's arrival over generation's across the judged updates, or
-                        * -1 when not every one reported arrivals */
-    int locked;        /* the search is locked: a move now spends credit the lock left over */
+    double remaining;   /* updates the run has left (by the configured or learned horizon) */
+    int slack_group;    /* the group with slack (waits at the rendezvous / is less busy), or -1 */
+    int late_group;     /* the group the judged updates waited for, or -1 when not known */
+    double wait_ratio;  /* training's arrival over generation's across the judged updates, or
+                         * -1 when not every one reported arrivals */
+    int locked;         /* the search is locked: a move now spends credit the lock left over */
+    unsigned n_updates; /* usable updates the loss and energy rest on */
+    /* eerl's judge: its fit of each group's phase time and power against the clock from every
+     * update run so far (proposer_model.h), or NULL */
+    const struct eerl__pm *model;
 };
 
 enum eerl__move_kind {
@@ -111,11 +116,15 @@ struct eerl__proposer_ops {
 /* The proposers (propose_*.c). */
 extern const struct eerl__proposer_ops eerl__propose_pairs;   /* Algorithm 1, sections 5.2, 6.1 */
 extern const struct eerl__proposer_ops eerl__propose_rounds;  /* sections 6.2, 6.3: pool by pool */
-extern const struct eerl__proposer_ops eerl__propose_descent; /* eerl: budgeted descent */
+extern const struct eerl__proposer_ops eerl__propose_descent; /* eerl, 3-4 groups: descent */
+extern const struct eerl__proposer_ops eerl__propose_model;   /* eerl: the model's best setting */
 extern const struct eerl__proposer_ops
     eerl__propose_pool_descent;                              /* eerl in-flight: pool by pool */
 extern const struct eerl__proposer_ops eerl__propose_sweep;  /* global-clock baseline */
 extern const struct eerl__proposer_ops eerl__propose_linear; /* linear-search baseline */
+/* Drained mode: the drop below the peak (MHz) to which training may go at once, read from the
+ * rendezvous wait of the calibration updates (propose_descent.c); 0 in other modes. */
+unsigned eerl__slack_drop(const struct eerl_ctl *ctl);
 
 /* The paper's strategies (strategy_sync.c, strategy_drained.c, strategy_inflight.c). */
 extern const struct eerl__strategy_ops eerl__strategy_sync;

@@ -1,0 +1,237 @@
+/* eerl's proposer for two phase groups (beyond the paper; docs/controller.md "The model
+ * proposer"), in place of the budgeted descent's fixed, halving steps: every verdict of the judge
+ * (strategy_eerl.c) refits, from every update run so far, each group's phase time and power
+ * against its clock (proposer_model.c), and the run goes to the setting of least predicted energy
+ * whose predicted loss, corrected by what the current setting measured against its prediction,
+ * stays within the loss the run's budget allows per update. So the search does not end at a lock:
+ * when the work drifts, the residuals (through the correction and the refit) or the budget
+ * (through the account) move the best setting, and the run follows it; an allowance left unused
+ * raises the budget's rate and with it the proposal, to the horizon.
+ * - Start: the training group one big step down (drained: as far as the training pool's wait at
+ *   the rendezvous allows); then generation's first step, the model knowing nothing of it.
+ * - Trust region: no proposal more than EE_TRUST_GRIDS grid steps below the lowest clock a
+ *   group has run at (the fit extrapolates its last slopes there, no further).
+ * - A setting measured clearly too slow is not proposed again, nor anything at or below it in
+ *   every group, for PM_AVOID_FOR updates; nothing within the budget: one grid step up for the
+ *   group whose raise the model (in drained mode, the rendezvous) says buys the most time.
+ * - A move must buy at least PM_MIN_GAIN of energy ratio, unless the current setting is over
+ *   the budget; the first time the best is where the run stands, the search locks (and keeps
+ *   proposing after it: a move then is an adjustment of the lock).
+ * Owns only its state struct (the settings measured too slow); reads the judge's model. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/controller.h"
+#include "core/proposer_model.h"
+
+#define PM_AVOID 8        /* settings measured too slow, remembered */
+#define PM_AVOID_FOR 60   /* ... for this many updates (the work drifts) */
+#define PM_TRUST_GRIDS 2  /* a proposal goes at most this many grid steps below a tried clock */
+#define PM_OFFSET_N 12.0  /* the current setting's residual counts n / (n + this) */
+#define PM_MIN_GAIN 0.002 /* predicted energy ratio gain worth a move */
+#define PM_TEST_MIN 3     /* updates a test takes at least (strategy_eerl.c's EE_N_MIN) */
+#define PM_KAPPA 1.0      /* standard errors of the predicted loss kept inside the budget */
+
+struct model_st {
+    unsigned avoid[PM_AVOID][EERL__PM_GROUPS];
+    uint64_t avoid_at[PM_AVOID];
+    unsigned n_avoid;
+};
+
+static eerl_setting setting_of(const struct eerl_ctl *ctl, const unsigned *clk)
+{
+    return eerl__ctl_setting(ctl, clk[0] >= ctl->peak ? EERL_CLOCK_GOVERNOR : clk[0],
+                             clk[1] >= ctl->peak ? EERL_CLOCK_GOVERNOR : clk[1]);
+}
+
+/* Runs s next: before lock a candidate (TRY, judged against the budget only: the model already
+ * weighed its energy), after lock an adjustment of the lock (HOLD with a reason). */
+static void go(const struct eerl__outcome *o, const eerl_setting *s, const char *why,
+               struct eerl__move *ret)
+{
+    ret->s = *s;
+    if (o->locked) {
+        ret->kind = EERL__MOVE_HOLD;
+        snprintf(ret->why, sizeof(ret->why), "%s", why);
+    } else {
+        ret->kind = EERL__MOVE_TRY;
+        ret->energy_bar = INFINITY;
+    }
+}
+
+/* Nothing the model knows stays within the budget: one grid step up for the group whose raise
+ * the model says buys the most time (drained: the pool the measured updates waited for). */
+static void raise_one(struct eerl_ctl *ctl, const struct eerl__outcome *o, const unsigned *cur,
+                      struct eerl__move *ret)
+{
+    struct eerl__pm_pred p;
+    unsigned c[EERL__PM_GROUPS], best[EERL__PM_GROUPS], g, up;
+    double best_loss = INFINITY;
+    eerl_setting s;
+    char b[48], why[EERL_REASON_MAX];
+
+    ret->kind = EERL__MOVE_HOLD;
+    ret->s = o->s;
+    for (g = 0; g < EERL__PM_GROUPS; g++) {
+        if (cur[g] >= ctl->peak || eerl__ctl_step(ctl, cur[g], (int)ctl->cfg.grid_mhz, &up) < 0)
+            continue;
+        memcpy(c, cur, sizeof(c));
+        c[g] = eerl__ctl_eff(ctl, up);
+        if (eerl__pm_predict(o->model, c, &p) == 0 && p.loss < best_loss) {
+            best_loss = p.loss;
+            memcpy(best, c, sizeof(best));
+        }
+    }
+    if (o->late_group >= 0 && cur[o->late_group] < ctl->peak &&
+        eerl__ctl_step(ctl, cur[o->late_group], (int)ctl->cfg.grid_mhz, &up) == 0) {
+        memcpy(best, cur, sizeof(best));
+        best[o->late_group] = eerl__ctl_eff(ctl, up);
+        best_loss = 0;
+    }
+    if (best_loss == INFINITY)
+        return;
+    s = setting_of(ctl, best);
+    snprintf(why, sizeof(why), "raise to %s: nothing within the run's budget",
+             eerl__setting_str(&s, b, sizeof(b)));
+    if (!o->locked)
+        eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &s, "%s", why);
+    go(o, &s, why, ret);
+}
+
+/* Before lock the search ends where it stands; after, the lock stays. */
+static void hold(const struct eerl__outcome *o, const char *why, struct eerl__move *ret)
+{
+    ret->s = o->s;
+    ret->kind = o->locked ? EERL__MOVE_HOLD : EERL__MOVE_STOP;
+    if (!o->locked)
+        snprintf(ret->why, sizeof(ret->why), "%s", why);
+}
+
+static void model_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *from,
+                        struct eerl__move *ret)
+{
+    unsigned t = 0, drop = eerl__slack_drop(ctl);
+    char b[48];
+
+    (void)vst;
+    if (from->locked) {
+        /* Resumed at a saved lock: it stays, and the model's proposals adjust it. */
+        ret->kind = EERL__MOVE_HOLD;
+        ret->s = from->s;
+        return;
+    }
+    if (drop < ctl->cfg.start_drop_train_mhz)
+        drop = ctl->cfg.start_drop_train_mhz;
+    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)drop, &t);
+    ret->s = eerl__ctl_setting(ctl, EERL_CLOCK_GOVERNOR, t);
+    if (eerl_setting_is_governor(&ret->s)) {
+        ret->kind = EERL__MOVE_STOP;
+        ret->s = from->s;
+        snprintf(ret->why, sizeof(ret->why), "no supported clock below the governor's peak");
+        return;
+    }
+    ret->kind = EERL__MOVE_TRY;
+    ret->energy_bar = INFINITY;
+    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &ret->s, "start at %s",
+                   eerl__setting_str(&ret->s, b, sizeof(b)));
+}
+
+static void model_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *o,
+                       struct eerl__move *ret)
+{
+    struct model_st *st = vst;
+    const struct eerl__pm *pm = o->model;
+    struct eerl__pm_ask ask;
+    struct eerl__pm_pred pc, pp;
+    unsigned cur[EERL__PM_GROUPS], out[EERL__PM_GROUPS], i, j, g;
+    unsigned trust = PM_TRUST_GRIDS * ctl->cfg.grid_mhz;
+    double r = o->budget, n = o->n_updates;
+    int slow = o->too_slow, explore_gen = 0, have_cur;
+    eerl_setting s;
+    char b[48], why[EERL_REASON_MAX];
+
+    for (g = 0; g < EERL__PM_GROUPS; g++)
+        cur[g] = eerl__ctl_eff(ctl, o->s.mhz[g]);
+    if (!pm) {
+        hold(o, "no model to propose from", ret);
+        return;
+    }
+    if (o->remaining < 2 * PM_TEST_MIN + 1 && ctl->cfg.expected_updates && !slow) {
+        hold(o, "too few updates left for another test to pay", ret);
+        return;
+    }
+    /* Forget the slow settings measured long ago; remember this one. */
+    for (i = j = 0; i < st->n_avoid; i++)
+        if (ctl->cur_update < st->avoid_at[i] + PM_AVOID_FOR) {
+            memcpy(st->avoid[j], st->avoid[i], sizeof(st->avoid[i]));
+            st->avoid_at[j++] = st->avoid_at[i];
+        }
+    st->n_avoid = j;
+    if (slow && !eerl_setting_is_governor(&o->s)) {
+        if (st->n_avoid == PM_AVOID) {
+            memmove(st->avoid[0], st->avoid[1], sizeof(st->avoid[0]) * (PM_AVOID - 1));
+            memmove(&st->avoid_at[0], &st->avoid_at[1], sizeof(st->avoid_at[0]) * (PM_AVOID - 1));
+            st->n_avoid--;
+        }
+        memcpy(st->avoid[st->n_avoid], cur, sizeof(cur));
+        st->avoid_at[st->n_avoid++] = ctl->cur_update;
+    }
+    memset(&ask, 0, sizeof(ask));
+    ask.clocks = ctl->clocks;
+    ask.n_clocks = ctl->n_clocks;
+    ask.max_loss = r;
+    ask.kappa = PM_KAPPA;
+    ask.avoid = (const unsigned(*)[EERL__PM_GROUPS])st->avoid;
+    ask.n_avoid = st->n_avoid;
+    ask.no_governor = 1;
+    for (g = 0; g < EERL__PM_GROUPS; g++) {
+        unsigned low = pm->g[g].lowest ? pm->g[g].lowest : ctl->peak;
+        if (cur[g] < low)
+            low = cur[g];
+        ask.lo[g] = low > trust ? low - trust : 0;
+        ask.hi[g] = ctl->peak;
+    }
+    /* Generation has not run below the governor yet: its first step is fixed (the model knows
+     * nothing of it) and training stays where it is. */
+    if (!pm->g[EERL_GROUP_GEN].lowest && !slow) {
+        unsigned c;
+        if (eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)ctl->cfg.start_drop_gen_mhz, &c) == 0) {
+            explore_gen = 1;
+            ask.lo[EERL_GROUP_GEN] = ask.hi[EERL_GROUP_GEN] = c;
+            ask.lo[EERL_GROUP_TRAIN] = ask.hi[EERL_GROUP_TRAIN] = cur[EERL_GROUP_TRAIN];
+        }
+    }
+    have_cur = eerl__pm_predict(pm, cur, &pc) == 0;
+    if (have_cur && n >= PM_TEST_MIN && !eerl_setting_is_governor(&o->s))
+        ask.offset = (o->loss - pc.loss) * n / (n + PM_OFFSET_N);
+    if (eerl__pm_propose(pm, &ask, out, &pp) < 0) {
+        raise_one(ctl, o, cur, ret);
+        return;
+    }
+    for (g = 0; g < EERL__PM_GROUPS; g++)
+        if (out[g] != cur[g])
+            break;
+    if (g == EERL__PM_GROUPS || (!slow && !explore_gen && have_cur && pc.loss + ask.offset <= r &&
+                                 pp.energy > pc.energy - PM_MIN_GAIN)) {
+        hold(o, "the model's best within the run's budget", ret);
+        return;
+    }
+    s = setting_of(ctl, out);
+    snprintf(why, sizeof(why),
+             "model: %s %s (predicted loss %.2f%%, energy ratio %.3f; budget allows %.2f%%)",
+             slow          ? "raise to"
+             : explore_gen ? "try generation at"
+                           : "move to",
+             eerl__setting_str(&s, b, sizeof(b)), 100 * (pp.loss + ask.offset), pp.energy, 100 * r);
+    if (!o->locked)
+        eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &s, "%s", why);
+    go(o, &s, why, ret);
+}
+
+const struct eerl__proposer_ops eerl__propose_model = {
+    .name = "model",
+    .st_size = sizeof(struct model_st),
+    .start = model_start,
+    .next = model_next,
+};

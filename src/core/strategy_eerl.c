@@ -1,7 +1,9 @@
 /* eerl's judge (beyond the paper, docs/controller.md "The eerl strategy"), for every mode but
  * in-flight: the paper's governor predictor (section 5.1, Eq. 2) and pass rule (section 5.2) in
- * place of Algorithm 1's fixed trials, governor gaps and confirmation. Its proposer (by default
- * propose_descent.c's budgeted descent) decides where to go; this file measures.
+ * place of Algorithm 1's fixed trials, governor gaps and confirmation. Its proposer
+ * (propose_model.c with two groups, propose_descent.c's budgeted descent with 3-4) decides where
+ * to go; this file measures, and for the model proposer fits each group's phase time and power
+ * against its clock from every usable update (proposer_model.c).
  *
  * - Run-level throughput budget: every update after calibration adds its estimated slowdown
  *   (measured time minus the governor prediction at its work; governor updates add none) to an

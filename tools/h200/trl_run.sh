@@ -110,7 +110,7 @@ if [ "$bench" = 1 ] && [ -n "${bench_bin:-}" ] && [ -x "$bench_bin" ]; then
         echo "trl_run.sh: no time left for the mark benchmark" >"$run/bench-meter-marks.txt"
     fi
 elif [ "$bench" = 1 ]; then
-    echo "trl_run.sh: no bench_meter to run (RL_BUILT=1 without BENCH_METER)" \
+    echo "trl_run.sh: no bench_meter to run ('${bench_bin:-}': RL_BUILT=1 needs BENCH_METER)" \
         >"$run/bench-meter-marks.txt"
 fi
 tar -C "$work" -czf "$out/trl-grpo.tar.gz" trl-grpo

@@ -152,7 +152,7 @@ static void test_blocks_bracketed_and_carryover_excluded(void **state)
     /* Before lock: every run of candidate updates sits between governor updates, and each
      * governor run between two candidate runs is at least a block long (plus a carry-over). */
     {
-        unsigned run_gov = 0, first = 45;
+        unsigned run_gov = 0, first = 46; /* start-up update + 45 calibration updates */
         int in_cand = 0;
         for (i = first; i < (unsigned)rs.first_lock_update && i < t.updates; i++) {
             int gov = eerl_setting_is_governor(&t.req[i]);

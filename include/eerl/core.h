@@ -196,6 +196,10 @@ typedef struct eerl_ctl_config {
      * e.g. "critic" as group 2. Names for events and the runtime's mapping of phases. */
     unsigned n_groups;
     char group_names[EERL_GROUPS_MAX][16];
+    /* The paper's strategies: updates at the start of a run (or of a resumed segment) left out
+     * of the governor references, as the paper scores and fits from update 2 (Tables 4 and 5,
+     * Appendix E): 1. A trace header without the key replays with 0 (written before it). */
+    unsigned warmup_updates;
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode with the default strategy EERL_STRATEGY_EERL (set

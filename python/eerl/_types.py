@@ -228,6 +228,7 @@ class CtlConfig(C.Structure):
         ("static_setting", Setting),
         ("n_groups", C.c_uint),
         ("group_names", (C.c_char * 16) * 4),
+        ("warmup_updates", C.c_uint),
     ]
 
 

@@ -327,6 +327,17 @@ int eerl__ctl_ref_count(eerl_ctl *ctl, const eerl_obs *obs, unsigned *count, uns
     return 1;
 }
 
+int eerl__ctl_warmup(eerl_ctl *ctl, const eerl_setting *next)
+{
+    if (ctl->observed > ctl->cfg.warmup_updates)
+        return 0;
+    eerl__ctl_emit(ctl, EERL_EV_HOLD, next,
+                   "start-up update %u/%u left out of the governor references (the paper fits "
+                   "from update 2)",
+                   (unsigned)ctl->observed, ctl->cfg.warmup_updates);
+    return 1;
+}
+
 void eerl__ctl_ref_add(eerl_ctl *ctl, const eerl_obs *obs)
 {
     size_t cap = ctl->cfg.ref_window, i;

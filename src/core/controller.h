@@ -116,6 +116,13 @@ void eerl__ctl_ref_add(struct eerl_ctl *ctl, const eerl_obs *obs);
  * HOLD event "<what> count/limit" and returns 0; returns 1, emitting nothing, on the last one. */
 int eerl__ctl_ref_count(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *count, unsigned limit,
                         const char *what, const eerl_setting *next);
+/* The paper's strategies during calibration: 1 for the first cfg.warmup_updates updates this
+ * controller observes, which are left out of the governor references with a HOLD event saying
+ * so. The paper scores its runs and fits its governor models from update 2 (Tables 4 and 5,
+ * Appendix E); the first update carries the start-up (an asynchronous run's pools do not yet
+ * overlap: 2.5 times a later update in flight on the twin), and inside a 15- or 45-update fit it
+ * skews the predictor and, in flight, the noise that sets the block length (14% instead of 2%). */
+int eerl__ctl_warmup(struct eerl_ctl *ctl, const eerl_setting *next);
 /* The i-th reference, oldest first, i < ctl->ref_n. */
 const eerl_obs *eerl__ctl_ref(const struct eerl_ctl *ctl, size_t i);
 

@@ -252,6 +252,8 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     switch (st->phase) {
     case IF_CAL:
+        if (eerl__ctl_warmup(ctl, next))
+            return;
         if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->calibration_updates, "calibrating", next))
             return;
         calibrated(ctl, st, next);

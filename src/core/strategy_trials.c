@@ -110,6 +110,8 @@ void eerl__trials_observe(struct eerl_ctl *ctl, struct eerl__trials_st *st,
         return;
     switch (st->phase) {
     case TR_CAL:
+        if (eerl__ctl_warmup(ctl, next))
+            return;
         if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->calibration_updates, "calibrating", next))
             return;
         from = eerl__outcome_of(next);

@@ -48,6 +48,7 @@
     X(expected_updates, U)                                                                         \
     X(budget_margin, D)                                                                            \
     X(fast_calibration_updates, U)                                                                 \
+    X(warmup_updates, U)                                                                           \
     X(n_groups, U)
 
 static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob", "training",
@@ -408,6 +409,8 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
              json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : "(missing)",
              json_is_string(v) ? "'" : "");
     eerl_ctl_config_default(h.mode, &h.cfg);
+    /* A trace without the key was written before it existed, when update 1 was a reference. */
+    h.cfg.warmup_updates = 0;
     v = json_object_get(o, "strategy");
     if (v &&
         (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h.cfg.strategy) < 0))

@@ -20,6 +20,15 @@ sys.path.insert(0, os.path.join(HERE, "stubs"))
 if not os.environ.get("EERL_LIBRARY"):
     os.environ["EERL_LIBRARY"] = os.path.join(REPO, "build", "libeerl.so")
 LIB = os.path.abspath(os.environ["EERL_LIBRARY"])
+
+# The Ray clusters of the tests: Ray's control service marks a node dead when it misses
+# health_check_failure_threshold checks in a row (by default 5 of 10 s each, every 3 s). On a
+# loaded 2-core machine a raylet once went unanswered that long and was marked dead (it then
+# terminates itself), failing a test that had nothing to do with it. These bounds tolerate a
+# starved raylet for minutes; the tests that lose a node on purpose detect it through eerl's own
+# timeouts or the killed processes, not through this check.
+RAY_SYSTEM_CONFIG = {"health_check_period_ms": 3000, "health_check_timeout_ms": 30000,
+                     "health_check_failure_threshold": 10}
 BUILD = os.path.dirname(LIB)
 FAKE_NVML = os.environ.get("EERL_NVML_LIBRARY") or os.path.join(BUILD, "fake_nvml",
                                                                  "libnvidia-ml.so.1")

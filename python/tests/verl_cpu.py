@@ -68,8 +68,10 @@ def transfer_queue():
     import transfer_queue as tq
     from omegaconf import OmegaConf
     tmp = tempfile.mkdtemp(prefix="eerl-ray-")
+    from conftest import RAY_SYSTEM_CONFIG
     ray.init(address="local", num_cpus=4, num_gpus=0, include_dashboard=False,
-             log_to_driver=False, _temp_dir=tmp, configure_logging=False)
+             log_to_driver=False, _temp_dir=tmp, configure_logging=False,
+             _system_config=RAY_SYSTEM_CONFIG)
     try:
         tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
         try:

@@ -705,6 +705,22 @@ def _setting_json(s):
     return {"gen_mhz": _clk(s.mhz[0]), "train_mhz": _clk(s.mhz[1]), "idle_mhz": _clk(s.idle_mhz)}
 
 
+def _config_json(cfg):
+    """The controller configuration as the C trace header writes it (src/trace/trace.c): every
+    field, so that eerl replay rebuilds the same controller."""
+    out = {}
+    for name, ctype in cfg._fields_:
+        if name in ("size", "strategy", "block_choices", "static_setting", "group_names"):
+            continue
+        v = getattr(cfg, name)
+        out[name] = float(v) if ctype is C.c_double else int(v)
+    out["block_choices"] = [int(b) for b in cfg.block_choices if b]
+    out["static_setting"] = _setting_json(cfg.static_setting)
+    out["group_names"] = [cfg.group_names[k].value.decode()
+                          for k in range(min(int(cfg.n_groups), len(cfg.group_names)))]
+    return out
+
+
 def _norm_pool(pool, key):
     """{node: [gpus]} from {node: [gpus]} or [(node, gpu), ...]."""
     if isinstance(pool, dict):
@@ -830,7 +846,7 @@ class MultiNodeSession:
                              "producer": "eerl %s python multinode" % _lib.__version__,
                              "mode": mode, "strategy": self.strategy,
                              "governor_peak_mhz": self.peak, "clocks_mhz": self.clocks,
-                             "config": {"allowed_loss": self.allowed_loss}})
+                             "config": _config_json(cfg)})
                 run = dict(run_info or {})
                 run.update({"type": "run", "mode": mode, "nodes": len(self.nodes),
                             "pools": {"generation": {str(k): v for k, v in gen.items()},

@@ -93,7 +93,7 @@ static double probe_mean(const double *xs, unsigned n)
     for (i = 0; i < n; i++)
         v += (xs[i] - m) * (xs[i] - m) / (n - 1);
     se2 = v / n;
-    return m * m <= 4 * se2 ? 0 : m;
+    return m < 0 || m * m > 4 * se2 ? m : 0;
 }
 
 static unsigned n_probes(const struct ee_st *st)

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import LIB, REPO, child_env
+from conftest import child_env, HANG_S, LIB, REPO
 
 import eerl
 from eerl import _lib, _types
@@ -17,7 +17,7 @@ from eerl import _lib, _types
 
 def run_py(code, **env):
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=child_env(**env),
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=HANG_S)
 
 
 def test_loads_the_library_named_by_eerl_library():
@@ -42,7 +42,7 @@ def test_not_found_anywhere_says_what_to_do(tmp_path):
     env["PYTHONPATH"] = str(pkg)
     env["LD_LIBRARY_PATH"] = ""
     r = subprocess.run([sys.executable, "-c", "import eerl; eerl.library_version()"], env=env,
-                       capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+                       capture_output=True, text=True, timeout=HANG_S, cwd=str(tmp_path))
     if r.returncode == 0:
         pytest.skip("a libeerl is installed on the system path")
     assert "libeerl not found" in r.stderr and "EERL_LIBRARY" in r.stderr, r.stderr
@@ -57,7 +57,7 @@ def test_library_beside_the_package_is_found(tmp_path):
     env.pop("EERL_LIBRARY")
     env["PYTHONPATH"] = str(pkg)
     r = subprocess.run([sys.executable, "-c", "import eerl; print(eerl.library_path())"],
-                       env=env, capture_output=True, text=True, timeout=60)
+                       env=env, capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(pkg / "eerl" / "libeerl.so")
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import EERL_BIN, REPO, child_env
+from conftest import child_env, EERL_BIN, HANG_S, REPO
 
 SCRIPT = os.path.join(REPO, "examples", "grpo_tiny.py")
 
@@ -16,7 +16,7 @@ SCRIPT = os.path.join(REPO, "examples", "grpo_tiny.py")
 def run_grpo(mode, trace, updates=3):
     r = subprocess.run([sys.executable, SCRIPT, "--config", "tiny", "--updates", str(updates),
                         "--eerl", mode, "--eerl-gpus", "0,1", "--trace", trace, "--seed", "7"],
-                       env=child_env(), capture_output=True, text=True, timeout=120)
+                       env=child_env(), capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     return [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
 
@@ -29,7 +29,7 @@ def test_observe_without_a_gpu_says_so_in_one_line(tmp_path):
     env.pop("EERL_SOCKET", None)
     r = subprocess.run([sys.executable, SCRIPT, "--config", "tiny", "--updates", "2",
                         "--eerl", "observe"], env=env, capture_output=True, text=True,
-                       timeout=120, cwd=str(tmp_path))
+                       timeout=HANG_S, cwd=str(tmp_path))
     assert r.returncode == 2, (r.returncode, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -58,14 +58,14 @@ def test_grpo_tiny_observe_only_writes_a_trace_the_cli_reads(node, tmp_path):
     assert [(u["work"]["G"], u["work"]["N"], u["work"]["L"]) for u in ups] == \
         [(x["G"], x["N"], x["L"]) for x in recs]
     assert set(ups[0]["phases"]) == {"generation", "logprob", "training", "refit"}
-    rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True, timeout=60)
+    rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True, timeout=HANG_S)
     assert rp.returncode == 0, rp.stderr
     assert "replayed 3 updates (0 refused)" in rp.stdout and "0 mismatches" in rp.stdout
     # eerl analyze pairs it with a controller run of the same seed
     ctl = str(tmp_path / "controller.jsonl")
     run_grpo("on", ctl)
     an = subprocess.run([EERL_BIN, "analyze", "--json", trace, ctl], capture_output=True,
-                        text=True, timeout=60)
+                        text=True, timeout=HANG_S)
     assert an.returncode == 0, an.stderr
     assert "7" in an.stdout
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import EERL_BIN, REPO
+from conftest import EERL_BIN, HANG_S, REPO
 
 DATA = os.path.join(REPO, "data", "h200", "grpo-2026-11-30")
 SUMMARY = os.path.join(REPO, "tools", "h200", "rl_summary.py")
@@ -65,7 +65,7 @@ def test_runs_are_long_observe_only_and_consistent(run):
 @pytest.mark.parametrize("run", RUNS)
 def test_summary_meter_rows_match_the_raw_files(run):
     r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, run)], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     _, ups, log = load(run)
     keys = [k for k in ups if k >= 2]
@@ -111,7 +111,7 @@ def test_summary_meter_rows_match_the_raw_files(run):
 def test_summary_spread_rows_match_the_raw_files():
     run = "colocated-packed"
     r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, run), "--from", "5", "--to",
-                        "34"], capture_output=True, text=True, timeout=120)
+                        "34"], capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     assert "(updates 5-34)" in r.stdout
     _, ups, _ = load(run)
@@ -129,7 +129,7 @@ def test_summary_spread_rows_match_the_raw_files():
 def test_summary_spread_on_the_logged_scoring_work():
     run = "colocated-p120"
     r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, run)], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     _, ups, log = load(run)
     keys = sorted(k for k in ups if k >= 2)
@@ -152,7 +152,7 @@ def test_summary_spread_on_the_logged_scoring_work():
 def test_forward_test_on_real_traces():
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
                         os.path.join(DATA, "colocated-eager", "trace.jsonl")],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     p = json.loads(r.stdout)["pooled"]
     assert p["blocks"] == 17 and p["predictions"] == 51
@@ -166,7 +166,7 @@ def test_forward_test_on_real_traces():
 def test_forward_test_on_the_current_workload(run, blocks):
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
                         os.path.join(DATA, run, "trace.jsonl")],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     p = json.loads(r.stdout)["pooled"]
     assert p["blocks"] == blocks and p["predictions"] == 3 * blocks
@@ -183,7 +183,7 @@ def test_forward_test_pooled_over_the_p200_runs():
     0.6% and at most half of the constant's), and its second half in every run."""
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json"] +
                        [os.path.join(DATA, run, "trace.jsonl") for run in P200],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     p = out["pooled"]
@@ -211,11 +211,11 @@ def test_scoring_work_in_the_logs():
 
 def test_summary_bad_input(tmp_path):
     r = subprocess.run([sys.executable, SUMMARY, str(tmp_path / "nope")], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=HANG_S)
     assert r.returncode != 0 and "nope" in r.stderr and "trace.jsonl" in r.stderr
     r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, "disaggregated"), "--from",
-                        "500"], capture_output=True, text=True, timeout=60)
+                        "500"], capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode != 0 and "--from 500" in r.stderr
     r = subprocess.run([sys.executable, SUMMARY, os.path.join(DATA, "disaggregated"), "--from",
-                        "10", "--to", "5"], capture_output=True, text=True, timeout=60)
+                        "10", "--to", "5"], capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode != 0 and "--from 10 --to 5" in r.stderr

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import EERL_BIN, FAKE_NVML, LIB, PYROOT, REPO, write_state
+from conftest import EERL_BIN, FAKE_NVML, HANG_S, LIB, PYROOT, REPO, write_state
 
 DATA = os.path.join(REPO, "data", "h200", "trl-2026-12-01", "trl-grpo")
 TOOLS = os.path.join(REPO, "tools", "h200")
@@ -88,7 +88,7 @@ def test_meter_against_the_counter_and_zeus_on_every_update():
 
 def summary(*args):
     r = subprocess.run([sys.executable, SUMMARY, DATA] + list(args), capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -125,10 +125,10 @@ def test_summary_plot_and_bad_input(tmp_path):
         figs = json.load(f)
     assert figs["meter"]["eerl vs counter"]["over"] == 0
     r = subprocess.run([sys.executable, SUMMARY, str(tmp_path / "nope")], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=HANG_S)
     assert r.returncode != 0 and "nope" in r.stderr
     r = subprocess.run([sys.executable, SUMMARY, DATA, "--from", "500"], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=HANG_S)
     assert r.returncode != 0 and "500" in r.stderr
 
 
@@ -137,7 +137,7 @@ def test_forward_test_on_the_trl_trace():
     varies 10.5-15.0 s for the same 1024 decode steps with the host's stalls, not the work."""
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
                         os.path.join(DATA, "trace.jsonl")], capture_output=True, text=True,
-                       timeout=60)
+                       timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     p = json.loads(r.stdout)["pooled"]
     assert p["blocks"] == 2 and p["predictions"] == 6
@@ -223,7 +223,7 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
             b = z["begin"]  # Zeus's start read; its end read lies between mono[3] and mono[4]
             assert watts * (m[3] - b[1]) - 1.0 <= z["energy_j"] <= watts * (m[4] - b[0]) + 1.0
     r = subprocess.run([sys.executable, SUMMARY, str(out), "--from", "2"], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     assert "| eerl vs counter | 2 |" in r.stdout
 
@@ -270,7 +270,7 @@ def test_second_run_forward_test():
     the constant reference; throughput errs by the host-bound decode's jitter in both."""
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
                         os.path.join(DATA2, "trace.jsonl")], capture_output=True, text=True,
-                       timeout=60)
+                       timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     p = json.loads(r.stdout)["pooled"]
     assert p["blocks"] == 6 and p["predictions"] == 18

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from conftest import EERL_BIN, child_env
+from conftest import child_env, EERL_BIN, HANG_S
 import eerld_nodes
 
 import eerl
@@ -48,7 +48,7 @@ def start_ranks(script, nodes, tmp_path, world, per_node=1):
             for r in range(world)]
 
 
-def wait_ranks(procs, timeout=300):
+def wait_ranks(procs, timeout=HANG_S):
     outs = []
     try:
         for p in procs:
@@ -165,7 +165,7 @@ def test_torch_distributed_four_nodes(nodes, tmp_path):
         # the one default strategy, as in eerl.Session and the C API
         assert json.loads(open(trace).readline())["strategy"] == "eerl"
         rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True,
-                            timeout=60)
+                            timeout=HANG_S)
         assert rp.returncode == 0, rp.stderr
         assert "replayed 20 updates (0 refused)" in rp.stdout and "0 mismatches" in rp.stdout, \
             rp.stdout
@@ -178,7 +178,7 @@ def test_torch_distributed_four_nodes(nodes, tmp_path):
             x["pools"]["generation"]["arrival_s"] > 0 and x["pools"]["training"]["arrival_s"] > 0
             and set(x["runtime"]["node_energy_j"]) == {"0", "1", "2", "3"} for x in ups), ups[-1]
         rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True,
-                            timeout=60)
+                            timeout=HANG_S)
         assert rp.returncode == 0 and "replayed 20 updates" in rp.stdout and \
             "0 mismatches" in rp.stdout, rp.stdout + rp.stderr
 
@@ -302,13 +302,13 @@ def test_torch_distributed_node_lost_mid_run(nodes, tmp_path, monkeypatch, how):
         assert all(lo is not None for lo, _ in locks), locks
         if how == "killed":
             procs[2].send_signal(signal.SIGKILL)
-            procs[2].wait(timeout=60)
+            procs[2].wait(timeout=HANG_S)
         else:
             procs[2].send_signal(signal.SIGSTOP)
         eerld_nodes.wait_for(lambda: nodes[2].locks() == [(None, None)] * 2, 60,
                              "node 2's eerld resetting its GPUs after its rank %s" % how)
         (tmp_path / "killed").write_text("")
-        outs = wait_ranks(procs[:2], timeout=240)
+        outs = wait_ranks(procs[:2], timeout=HANG_S)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -338,7 +338,7 @@ def test_torch_distributed_node_lost_mid_run(nodes, tmp_path, monkeypatch, how):
     else:  # node 1 released itself (above: its GPUs are back at the governor)
         assert last["released"] == [0] and "node 1 (rank 1)" in last["release_error"], last
     rp = subprocess.run([EERL_BIN, "replay", str(tmp_path / "killed.jsonl")],
-                        capture_output=True, text=True, timeout=60)
+                        capture_output=True, text=True, timeout=HANG_S)
     assert rp.returncode == 0 and "0 mismatches" in rp.stdout, rp.stdout + rp.stderr
 
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import EERL_BIN, HERE, LIB, PYROOT, RAY_SYSTEM_CONFIG
+from conftest import EERL_BIN, HANG_S, HERE, LIB, PYROOT, RAY_SYSTEM_CONFIG
 import eerld_nodes
 
 ray = pytest.importorskip("ray")
@@ -135,7 +135,7 @@ def run_updates(s, limit, until=None):
 
 
 def replay(trace):
-    rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True, timeout=120)
+    rp = subprocess.run([EERL_BIN, "replay", trace], capture_output=True, text=True, timeout=HANG_S)
     assert rp.returncode == 0, rp.stderr
     assert "0 mismatches" in rp.stdout, rp.stdout
     return rp.stdout
@@ -146,9 +146,9 @@ def test_pools_come_from_where_the_workers_are(rc, tmp_path):
     # generation: two 1-GPU bundles packed on one node; training: one bundle, which can only go
     # to the other node. The training node's second GPU holds no worker and must stay untouched.
     gen_pg = placement_group([{"GPU": 1}, {"GPU": 1}], strategy="STRICT_PACK")
-    ray.get(gen_pg.ready(), timeout=120)
+    ray.get(gen_pg.ready(), timeout=HANG_S)
     train_pg = placement_group([{"GPU": 1}], strategy="STRICT_PACK")
-    ray.get(train_pg.ready(), timeout=120)
+    ray.get(train_pg.ready(), timeout=HANG_S)
     workers = []
     try:
         probed = multinode.ray_placement_group_gpus(gen_pg) + \

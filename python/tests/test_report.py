@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import child_env
+from conftest import child_env, HANG_S
 
 from eerl import report
 
@@ -62,7 +62,7 @@ def test_cli_writes_png_and_svg(tmp_path):
     g, c = pair(tmp_path)
     out = str(tmp_path / "r.png")
     r = subprocess.run([sys.executable, "-m", "eerl.report", g, c, "-o", out],
-                       env=child_env(), capture_output=True, text=True, timeout=120)
+                       env=child_env(), capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == out and open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     svg = str(tmp_path / "r.svg")
@@ -134,7 +134,7 @@ def test_without_matplotlib_says_what_to_install(tmp_path):
     code = ("import sys; sys.modules['matplotlib'] = None; from eerl import report; "
             "sys.exit(report.main(sys.argv[1:]))")
     r = subprocess.run([sys.executable, "-c", code, g, c, "-o", str(tmp_path / "x.png")],
-                       env=child_env(), capture_output=True, text=True, timeout=120)
+                       env=child_env(), capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "matplotlib is not installed: pip install matplotlib" in r.stderr, r.stderr
     assert not os.path.exists(str(tmp_path / "x.png"))

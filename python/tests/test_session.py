@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import EERL_BIN, child_env, read_locks, write_state
+from conftest import child_env, EERL_BIN, HANG_S, read_locks, write_state
 
 import eerl
 
@@ -244,7 +244,7 @@ def test_sigterm_chains_to_the_programs_own_handler(node):
         print("closed" if s.closed else "open", seen)
     """ % os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["closed", "[%d]" % signal.SIGTERM]
 
@@ -260,7 +260,7 @@ def test_normal_exit_without_close_restores_clocks(node):
         print("LOCKED", flush=True)
     """ % (os.path.dirname(os.path.abspath(__file__)), node))
     r = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=HANG_S)
     assert r.returncode == 0 and r.stdout.strip() == "LOCKED", r.stderr
     assert read_locks(node) == [(None, None), (None, None)]
 

@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from conftest import HERE, RecordingSession, child_env
+from conftest import child_env, HANG_S, HERE, RecordingSession
 
 import eerl
 from eerl.integrations import trl as eerl_trl
@@ -253,7 +253,7 @@ def test_two_processes_one_controller(model_dir, node, tmp_path):
            "--master_addr", "127.0.0.1", "--master_port", str(trl_tiny.free_port()),
            os.path.join(HERE, "trl_tiny.py")]
     p = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True,
-                       timeout=600)
+                       timeout=HANG_S)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     r0 = json.load(open(out / "rank0.json"))
     r1 = json.load(open(out / "rank1.json"))
@@ -297,7 +297,7 @@ def test_two_nodes_one_controller(model_dir, tmp_path):
             launches.append(subprocess.Popen(cmd, env=env, cwd=str(tmp_path),
                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                              text=True))
-        logs = [p.communicate(timeout=600)[0] for p in launches]
+        logs = [p.communicate(timeout=HANG_S)[0] for p in launches]
         for p, log in zip(launches, logs):
             assert p.returncode == 0, log[-6000:]
         # After the session closed, every GPU of both nodes is back with the governor.

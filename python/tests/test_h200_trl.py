@@ -222,10 +222,21 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
             z = log[k]["zeus"]
             b = z["begin"]  # Zeus's start read; its end read lies between mono[3] and mono[4]
             assert watts * (m[3] - b[1]) - 1.0 <= z["energy_j"] <= watts * (m[4] - b[0]) + 1.0
-    r = subprocess.run([sys.executable, SUMMARY, str(out), "--from", "2"], capture_output=True,
-                       text=True, timeout=HANG_S)
+        # the bracketing reference: a read right before eerl's update mark and one right after;
+        # eerl's update energy lies between what they allow (1 J: the stand-in's counter step)
+        assert log[k]["ref_before_mj"] <= log[k]["ref_counter_mj"]
+        lo = (log[k]["ref_before_mj"] - log[k - 1]["ref_counter_mj"]) / 1000.0
+        hi = (log[k]["ref_counter_mj"] - log[k - 1]["ref_before_mj"]) / 1000.0
+        assert lo - 1.0 <= ups[k]["energy_j"] <= hi + 1.0, (lo, ups[k]["energy_j"], hi)
+    r = subprocess.run([sys.executable, SUMMARY, str(out), "--from", "2", "--json",
+                        str(tmp_path / "s.json")], capture_output=True, text=True,
+                       timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     assert "| eerl vs counter | 2 |" in r.stdout
+    assert "eerl against the bracketing reference" in r.stdout
+    with open(tmp_path / "s.json") as f:
+        b = json.load(f)["bracket"]
+    assert b["n"] == 2 and b["within_0.5"] == 2, b
 
 
 # ---- the second run (data/h200/trl-2026-12-01-lengths): limits varied, marks off the loop ----

@@ -386,6 +386,10 @@ def main():
         return r
 
     def update_end(*args, **kw):
+        # the reference brackets eerl's update mark: one read right before the call, one right
+        # after; eerl's own reading lies between them, so where the two agree the counter did
+        # not step around it, and where they differ the summary knows by how much it may have
+        refb = ref_now()
         t0 = time.monotonic()
         r = s_upd(*args, **kw)
         t1 = time.monotonic()
@@ -406,6 +410,7 @@ def main():
                "ref_energy_mj": [ref1 - state["ref0"]] if ref1 is not None
                and state["ref0"] is not None else None,
                "ref_counter_mj": ref1,
+               "ref_before_mj": refb,
                "zeus": None if zu is None else dict(zu, phases=state["zeus_phase"],
                                                     sync=zeus_sync, begin=state["zeus_begin"]),
                "cost": {k: [round(v[0], 7), round(v[1], 7), v[2]] for k, v in cost.items()},

@@ -97,17 +97,24 @@ def rows_of(ups, log, first):
     one's (ref_counter_mj), so the reference is continuous; the first update logged has no
     previous reading and uses its ref_energy_mj."""
     rows = []
-    prev_counter = None
+    prev_counter = prev_before = None
     for k in sorted(log):
         r = log[k]
         counter = r.get("ref_counter_mj")
+        before = r.get("ref_before_mj")
         if counter is not None and prev_counter is not None:
             ref = (counter - prev_counter) / 1000.0
         elif r.get("ref_energy_mj"):
             ref = sum(r["ref_energy_mj"]) / 1000.0
         else:
             ref = None
-        prev_counter = counter
+        # the bracket (runs that read the counter right before eerl's update mark too): eerl's
+        # readings at both ends lie between a before and an after read, so its update energy
+        # lies in [before - previous after, after - previous before]
+        bracket = None
+        if None not in (counter, before, prev_counter, prev_before):
+            bracket = ((before - prev_counter) / 1000.0, (counter - prev_before) / 1000.0)
+        prev_counter, prev_before = counter, before
         if k < first or k not in ups:
             continue
         u = ups[k]
@@ -119,8 +126,35 @@ def rows_of(ups, log, first):
                      "zeus_s": r["zeus"]["time_s"] if r.get("zeus") else None,
                      "phases_e": u.get("phases", {}), "phases_z": (r.get("zeus") or {})
                      .get("phases", {}), "work": u["work"], "cost": r.get("cost", {}),
-                     "ov": r.get("eerl_overhead")})
+                     "ov": r.get("eerl_overhead"), "bracket": bracket})
     return rows
+
+
+def bracket_table(rows):
+    """eerl against the bracketing reference: how far its update energy lies outside the
+    interval the counter readings around its marks allow (0 inside), and how wide that
+    interval is (0 where the counter did not step around either mark)."""
+    rs = [r for r in rows if r["bracket"] is not None]
+    if not rs:
+        return None
+    out_pct, widths = [], []
+    for r in rs:
+        lo, hi = r["bracket"]
+        outside = max(lo - r["eerl"], r["eerl"] - hi, 0.0)
+        out_pct.append(100.0 * outside / ((lo + hi) / 2))
+        widths.append(hi - lo)
+    exact = sum(w < 1e-9 for w in widths)
+    fig = {"n": len(rs), "within_0.5": sum(v <= 0.5 for v in out_pct),
+           "max_outside_pct": max(out_pct), "exact": exact,
+           "stepped": len(rs) - exact, "max_width_j": max(widths)}
+    print("eerl against the bracketing reference (a counter read right before and right after "
+          "eerl's update mark, so that eerl's own reading lies between them): over %d updates "
+          "eerl lies within 0.5%% of the interval the readings allow on **%d**, worst %.3f%% "
+          "outside it; the interval is one value on %d updates (the counter did not step around "
+          "either mark) and wider on %d (at most %.1f J).\n"
+          % (fig["n"], fig["within_0.5"], fig["max_outside_pct"], exact, fig["stepped"],
+             fig["max_width_j"]))
+    return fig
 
 
 def meter_table(rows, samples):
@@ -414,6 +448,7 @@ def main():
             "time_s_mean": st.mean(r["time"] for r in rows),
             "time_s_min": min(r["time"] for r in rows)}
     figs["meter"] = meter_table(rows, samples)
+    figs["bracket"] = bracket_table(rows)
     figs["phases"] = phase_table(rows)
     figs["costs"] = cost_table(rows, costs, run)
     figs["spread"] = spread_table(rows, log, samples, zeus)

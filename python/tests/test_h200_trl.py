@@ -289,3 +289,29 @@ def test_second_run_forward_test():
     assert p["constant"]["throughput_median_pct"] == pytest.approx(9.97, abs=0.01)
     assert p["token_work"]["energy_median_pct"] == pytest.approx(1.55, abs=0.01)
     assert p["constant"]["energy_median_pct"] == pytest.approx(14.82, abs=0.01)
+
+
+# ---- the third run (data/h200/trl-2026-12-01-bracket): a read before and after each mark ----
+
+DATA3 = os.path.join(REPO, "data", "h200", "trl-2026-12-01-bracket", "trl-grpo")
+
+
+def test_third_run_meter_within_the_bracket_on_every_update():
+    """docs/validation.md: every update of eerl within 0.5% of the interval that the counter
+    reads right before and right after its marks allow; one value on 29 of 37 updates."""
+    _, ups, log = load(DATA3)
+    assert sorted(ups) == list(range(1, 39))
+    exact, worst = 0, 0.0
+    for k in range(2, 39):
+        b, a = log[k]["ref_before_mj"], log[k]["ref_counter_mj"]
+        pb, pa = log[k - 1]["ref_before_mj"], log[k - 1]["ref_counter_mj"]
+        assert b <= a and pb <= pa
+        lo, hi = (b - pa) / 1000.0, (a - pb) / 1000.0
+        e = ups[k]["energy_j"]
+        worst = max(worst, max(lo - e, e - hi, 0.0) / ((lo + hi) / 2))
+        exact += hi - lo < 1e-9
+    assert worst == pytest.approx(0.00489, abs=0.00001) and exact == 29
+    r = subprocess.run([sys.executable, SUMMARY, DATA3], capture_output=True, text=True,
+                       timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    assert "within 0.5% of the interval the readings allow on **37**, worst 0.489%" in r.stdout

@@ -132,14 +132,19 @@ def test_summary_plot_and_bad_input(tmp_path):
     assert r.returncode != 0 and "500" in r.stderr
 
 
+def forward_test(where):
+    """eerl analyze --forward-test --json on a run's trace: the pooled figures."""
+    r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
+                        os.path.join(where, "trace.jsonl")], capture_output=True, text=True,
+                       timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["pooled"]
+
+
 def test_forward_test_on_the_trl_trace():
     """Both predictors miss on this run (docs/validation.md): generation, 74% of the update,
     varies 10.5-15.0 s for the same 1024 decode steps with the host's stalls, not the work."""
-    r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
-                        os.path.join(DATA, "trace.jsonl")], capture_output=True, text=True,
-                       timeout=HANG_S)
-    assert r.returncode == 0, r.stderr
-    p = json.loads(r.stdout)["pooled"]
+    p = forward_test(DATA)
     assert p["blocks"] == 2 and p["predictions"] == 6
     assert p["token_work"]["throughput_median_pct"] == pytest.approx(10.25, abs=0.01)
     assert p["constant"]["throughput_median_pct"] == pytest.approx(9.00, abs=0.01)
@@ -279,11 +284,7 @@ def test_second_run_meter_misses_are_single_counter_steps():
 def test_second_run_forward_test():
     """docs/validation.md: with work that varies token-work predicts energy ten times better than
     the constant reference; throughput errs by the host-bound decode's jitter in both."""
-    r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json",
-                        os.path.join(DATA2, "trace.jsonl")], capture_output=True, text=True,
-                       timeout=HANG_S)
-    assert r.returncode == 0, r.stderr
-    p = json.loads(r.stdout)["pooled"]
+    p = forward_test(DATA2)
     assert p["blocks"] == 6 and p["predictions"] == 18
     assert p["token_work"]["throughput_median_pct"] == pytest.approx(8.10, abs=0.01)
     assert p["constant"]["throughput_median_pct"] == pytest.approx(9.97, abs=0.01)

@@ -443,6 +443,15 @@ eerl_setting eerl__ctl_setting(const eerl_ctl *ctl, unsigned gen, unsigned train
     return s;
 }
 
+int eerl__ctl_first_train_drop(const eerl_ctl *ctl, unsigned drop, eerl_setting *ret)
+{
+    unsigned t = 0;
+
+    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)drop, &t);
+    *ret = eerl__ctl_setting(ctl, EERL_CLOCK_GOVERNOR, t);
+    return eerl_setting_is_governor(ret) ? EERL_ERANGE : 0;
+}
+
 int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next)
 {
     char why[EERL_REASON_MAX], a[48], b[48];

@@ -136,5 +136,9 @@ int eerl__ctl_step(const struct eerl_ctl *ctl, unsigned mhz, int delta, unsigned
 unsigned eerl__ctl_eff(const struct eerl_ctl *ctl, unsigned mhz);
 /* A setting with these group clocks and the configured idle clock (none if all governor). */
 eerl_setting eerl__ctl_setting(const struct eerl_ctl *ctl, unsigned gen, unsigned train);
+/* A descent's first move: training drop MHz below the governor's peak, generation at the
+ * governor. Returns 0 with *ret set, or EERL_ERANGE when no supported clock lies below the peak
+ * (*ret is then the governor setting). */
+int eerl__ctl_first_train_drop(const struct eerl_ctl *ctl, unsigned drop, eerl_setting *ret);
 
 #endif

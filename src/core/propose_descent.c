@@ -291,7 +291,7 @@ static void descent_start(struct eerl_ctl *ctl, void *vst, const struct eerl__ou
                           struct eerl__move *ret)
 {
     struct descent_st *st = vst;
-    unsigned t = 0, drop = eerl__slack_drop(ctl);
+    unsigned drop = eerl__slack_drop(ctl);
     char b[48];
     int g;
 
@@ -306,9 +306,7 @@ static void descent_start(struct eerl_ctl *ctl, void *vst, const struct eerl__ou
     }
     if (drop < st->step[1])
         drop = st->step[1];
-    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)drop, &t);
-    ret->s = eerl__ctl_setting(ctl, EERL_CLOCK_GOVERNOR, t);
-    if (eerl_setting_is_governor(&ret->s)) {
+    if (eerl__ctl_first_train_drop(ctl, drop, &ret->s) != 0) {
         ret->kind = EERL__MOVE_STOP;
         ret->s = from->s;
         snprintf(ret->why, sizeof(ret->why), "no supported clock below the governor's peak");

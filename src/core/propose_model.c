@@ -111,7 +111,7 @@ static void hold(const struct eerl__outcome *o, const char *why, struct eerl__mo
 static void model_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *from,
                         struct eerl__move *ret)
 {
-    unsigned t = 0, drop = eerl__slack_drop(ctl);
+    unsigned drop = eerl__slack_drop(ctl);
     char b[48];
 
     (void)vst;
@@ -123,9 +123,7 @@ static void model_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outc
     }
     if (drop < ctl->cfg.start_drop_train_mhz)
         drop = ctl->cfg.start_drop_train_mhz;
-    (void)eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)drop, &t);
-    ret->s = eerl__ctl_setting(ctl, EERL_CLOCK_GOVERNOR, t);
-    if (eerl_setting_is_governor(&ret->s)) {
+    if (eerl__ctl_first_train_drop(ctl, drop, &ret->s) != 0) {
         ret->kind = EERL__MOVE_STOP;
         ret->s = from->s;
         snprintf(ret->why, sizeof(ret->why), "no supported clock below the governor's peak");

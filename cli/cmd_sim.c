@@ -36,7 +36,7 @@ static void usage(FILE *out)
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json] [--oracle-window 50]\n"
-            "                [--divergence 0] [--noise none] [--workload steady]\n"
+            "                [--divergence 0] [--noise fitted] [--workload steady]\n"
             "                [--save-state DIR] [--resume-from DIR]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster on the same work, both through the runtime session (meter, actuator and\n"
@@ -57,9 +57,9 @@ static void usage(FILE *out)
             "  --divergence: run-to-run spread of log throughput between runs of one seed;\n"
             "              0 (default): a seed's runs do the same work and compare exactly;\n"
             "              above 0 (0.025 as real runs): judged on the workload-normalized rows\n"
-            "  --noise: per-update noise the work cannot explain: none (default) or fitted\n"
-            "              (the preset's phase-level noise, docs/twin.md)\n" EERL_CLI_WORKLOAD_USAGE
-            "  --strategy: %s\n"
+            "  --noise: per-update noise the work cannot explain: fitted (default: the preset's\n"
+            "              phase-level noise, docs/twin.md) or none (update time a function of\n"
+            "              the work alone)\n" EERL_CLI_WORKLOAD_USAGE "  --strategy: %s\n"
             "              (default eerl: run-level budget; paper: the faithful EE-RL controller)\n"
             "              (oracle: the best static setting found offline, held from update 1)\n"
             "  --expected-updates: updates the job runs in all, for strategies that budget\n"
@@ -745,7 +745,7 @@ int eerl_cmd_sim(int argc, char **argv)
                          .n_seeds = 4,
                          .owin = 50,
                          .loss = 0.02,
-                         .noise = EERL_TWIN_NOISE_NONE};
+                         .noise = EERL_TWIN_NOISE_FITTED};
     struct sim_job *j = calloc(1, sizeof(*j));
     int rc;
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `eerl sim --strategy` for every strategy on the twin (disaggregated 8/32, shortened run, 2
-# matched seeds): each runs and restores the clocks; the governor saves nothing; the oracle holds
+# matched seeds, noise-free so that runs compare exactly): each runs and restores the clocks; the
+# governor saves nothing (and, with the default per-update noise, differs from its reference run
+# only by that noise); the oracle holds
 # one setting from update 1 and meets the allowance; eerl saves energy within the allowance and
 # its trace replays to the same decisions. Bad input: an unknown strategy names the valid ones,
 # a bad --expected-updates names the value; exit 2, nothing on stdout.
@@ -11,7 +13,7 @@ set -uo pipefail
 # shellcheck source=tests/testlib.sh
 . "$(dirname "$0")/testlib.sh" || exit 1
 
-common=(--mode disaggregated --alloc 8/32 --updates 60 --seeds 2 --divergence 0 --json)
+common=(--mode disaggregated --alloc 8/32 --updates 60 --seeds 2 --divergence 0 --noise none --json)
 for s in governor oracle global-clock linear-search paper eerl; do
     "$EERL_BIN" sim "${common[@]}" --strategy "$s" --expected-updates 60 >"$tmp/$s.json" \
         2>"$tmp/$s.err"
@@ -21,6 +23,15 @@ for s in governor oracle global-clock linear-search paper eerl; do
 done
 jq -e '.saving_pct == 0 and .dq_pct == 0' "$tmp/governor.json" >/dev/null ||
     fail "governor: should equal the governor run: $(jq -c '{saving_pct,dq_pct}' "$tmp/governor.json")"
+# The default noise (fitted): the governor strategy's run and its reference run draw their own
+# per-update noise, so they differ, by about what the noise gives a 60-update mean (tenths of a
+# percent), never by a clock's worth.
+"$EERL_BIN" sim --mode disaggregated --alloc 8/32 --updates 60 --seeds 2 --divergence 0 --json \
+    --strategy governor >"$tmp/governor-noisy.json" 2>"$tmp/governor-noisy.err" ||
+    fail "governor with the default noise: exit $?"
+jq -e '(.saving_pct != 0 or .dq_pct != 0) and (.saving_pct | fabs) < 1.5 and (.dq_pct | fabs) < 1.5' \
+    "$tmp/governor-noisy.json" >/dev/null ||
+    fail "governor with the default noise: expected a difference below 1.5% from noise alone, got $(jq -c '{saving_pct,dq_pct}' "$tmp/governor-noisy.json")"
 jq -e '.capture_ratio > 0.99 and .capture_ratio < 1.01 and .dq_pct >= -2' "$tmp/oracle.json" \
     >/dev/null || fail "oracle: should be the oracle: $(jq -c '{saving_pct,dq_pct,capture_ratio}' "$tmp/oracle.json")"
 jq -e '[.seeds[].after_lock.updates] | all(. >= 58)' "$tmp/oracle.json" >/dev/null ||

@@ -24,6 +24,7 @@ struct synth {
     double len_limit;            /* token limit per response */
     double drift;                /* relative growth of len_mean per update after drift_from */
     unsigned drift_from;
+    unsigned drift_until;  /* ... and up to this update (0: to the end) */
     double t_drift;        /* relative growth per update after drift_from of every phase time,
                             * which the token work does not explain (a warming GPU, a growing
                             * framework overhead): the governor predictor falls behind it */
@@ -187,7 +188,8 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
 
     memset(&o, 0, sizeof(o));
     s->update++;
-    if (s->drift != 0 && s->update > s->drift_from)
+    if (s->drift != 0 && s->update > s->drift_from &&
+        (!s->drift_until || s->update <= s->drift_until))
         s->len_mean *= 1.0 + s->drift;
     len = s->len_mean * (1.0 + 0.08 * synth_normal(s));
     if (len < 50)

@@ -451,6 +451,55 @@ static void test_inflight_arrivals_skip_training_steps_past_the_wait(void **stat
     assert_true(slow <= 4);
 }
 
+/* In-flight, responses collapsing over the first 40 updates (x0.3) onto pools that wait on a
+ * fixed cost (rest 20 s): the governor's rate (valid tokens per second) falls with the work, so
+ * revision 0 (cfg.inflight_revision), which compares every setting with the calibration's
+ * rate, reads the governor itself as slower than the budget allows and keeps it; revision 1
+ * models the governor's time and energy as a fixed part plus a part per valid token and saves
+ * (seeds 1-4: energy 0.72 / 0.72 / 0.97 / 0.72 of the governor's; seed 3 first locks the
+ * governor and lowers generation later) near the allowance (whole-run loss up to 2.29%). */
+static void collapse_run(unsigned rev, uint64_t seed, struct outcome *o)
+{
+    eerl_ctl_config c;
+    struct synth s;
+
+    cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
+    c.expected_updates = 335;
+    c.inflight_revision = rev;
+    synth_init(&s, EERL_MODE_INFLIGHT, seed);
+    s.rest_s = 20;
+    s.len_mean = 3000;
+    s.drift = -0.03;
+    s.drift_until = 40;
+    s.pinned_l = 1;
+    run_stream(&s, &c, 335, o);
+}
+
+static void test_inflight_reference_follows_a_collapse(void **state)
+{
+    double e1 = 0;
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 4; seed++) {
+        struct outcome o0, o1;
+
+        collapse_run(0, seed, &o0);
+        collapse_run(1, seed, &o1);
+        if (verbose())
+            printf("seed %llu: revision 0 loss %.4f e %.4f lock %u/%u; revision 1 loss %.4f e "
+                   "%.4f lock %u/%u\n",
+                   (unsigned long long)seed, o0.whole_loss, o0.whole_e, o0.lock.mhz[0],
+                   o0.lock.mhz[1], o1.whole_loss, o1.whole_e, o1.lock.mhz[0], o1.lock.mhz[1]);
+        /* Revision 0 keeps the governor all the way (its whole run uses within 0.5% of the
+         * governor's energy); revision 1 stays near the allowance (seed 2: 2.16%). */
+        assert_true(o0.whole_e > 0.995);
+        assert_true(o1.whole_loss <= 0.025);
+        e1 += o1.whole_e / 4;
+    }
+    assert_true(e1 < 0.9);
+}
+
 static void test_baselines(void **state)
 {
     eerl_ctl_config c;
@@ -527,6 +576,11 @@ static void test_names_and_errors(void **state)
     c.fast_calibration_updates = 2;
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
     assert_non_null(strstr(why, "fast_calibration_updates 2"));
+    cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
+    assert_int_equal(c.inflight_revision, 1);
+    c.inflight_revision = 2;
+    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_non_null(strstr(why, "inflight_revision 2"));
 }
 
 int main(void)
@@ -541,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_inflight_ends_a_far_too_slow_move_early),
         cmocka_unit_test(test_account_corrects_the_predictors_drift),
         cmocka_unit_test(test_inflight_arrivals_skip_training_steps_past_the_wait),
+        cmocka_unit_test(test_inflight_reference_follows_a_collapse),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),
     };

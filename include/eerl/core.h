@@ -200,6 +200,12 @@ typedef struct eerl_ctl_config {
      * of the governor references, as the paper scores and fits from update 2 (Tables 4 and 5,
      * Appendix E): 1. A trace header without the key replays with 0 (written before it). */
     unsigned warmup_updates;
+    /* The eerl strategy in in-flight mode (strategy_eerl_inflight.c): which revision of its
+     * judge and proposer decides. 0: the governor rate (valid tokens per second, fixed) as the
+     * reference; 1 (default): the governor's update time and energy as functions of the
+     * consumed batch's valid tokens (a fixed part where the references show one). A trace
+     * header without the key replays with 0 (written before it). */
+    unsigned inflight_revision;
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode with the default strategy EERL_STRATEGY_EERL (set

@@ -229,6 +229,7 @@ class CtlConfig(C.Structure):
         ("n_groups", C.c_uint),
         ("group_names", (C.c_char * 16) * 4),
         ("warmup_updates", C.c_uint),
+        ("inflight_revision", C.c_uint),
     ]
 
 

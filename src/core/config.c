@@ -204,6 +204,7 @@ int eerl_ctl_config_init(eerl_mode mode, eerl_ctl_config *ret_cfg, size_t size)
     c.budget_margin = 0.003;
     c.fast_calibration_updates = mode == EERL_MODE_INFLIGHT ? 16 : 10;
     c.warmup_updates = 1;
+    c.inflight_revision = EERL__INFLIGHT_REVISION;
     c.n_groups = 2;
     snprintf(c.group_names[0], sizeof(c.group_names[0]), "generation");
     snprintf(c.group_names[1], sizeof(c.group_names[1]), "training");
@@ -332,6 +333,9 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
         BAD("fast_calibration_updates %u must be in 3-10000", c->fast_calibration_updates);
     if (c->warmup_updates > 1000)
         BAD("warmup_updates %u must be at most 1000", c->warmup_updates);
+    if (c->inflight_revision > EERL__INFLIGHT_REVISION)
+        BAD("inflight_revision %u is newer than this eerl knows (0-%d)", c->inflight_revision,
+            EERL__INFLIGHT_REVISION);
     if (c->idle_mhz > 100000 || c->feedback_step_mhz > 100000 || c->feedback_big_step_mhz > 100000)
         BAD("clock settings above 100000 MHz (idle %u, feedback %u/%u)", c->idle_mhz,
             c->feedback_step_mhz, c->feedback_big_step_mhz);

@@ -5,6 +5,10 @@
 
 #include "eerl/core.h"
 
+/* The newest revision of eerl's in-flight judge and proposer (cfg.inflight_revision; its
+ * default). */
+#define EERL__INFLIGHT_REVISION 1
+
 /* *ret_cfg = the mode's defaults overwritten by the first in->size bytes of *in, with size set
  * to this release's. EERL_EINVAL when in->size is not a size this release reads. */
 int eerl__ctl_config_import(eerl_mode mode, const eerl_ctl_config *in, eerl_ctl_config *ret_cfg);

@@ -12,6 +12,11 @@
  * - Calibration: cfg.fast_calibration_updates governor updates (the first update of the run,
  *   which starts with an empty pipeline, left out) give the governor rate, energy per valid
  *   token and their per-update noise; they also go to the controller's references (resume).
+ *   Revision 1 (cfg.inflight_revision; 0 replays traces recorded before it): the rate and
+ *   energy per token are those of the governor for the same work, from a model of its update
+ *   time and energy against the consumed batch's valid tokens with a fixed part where the
+ *   references show one (ref_model), over the references since the work last changed
+ *   (ref_from).
  * - A candidate is held until its rate loss and energy are clear of the run's budget and of the
  *   setting it came from by one standard error (at least 4, at most 8 usable updates; the
  *   carried-over update after each change is left out by the controller). No governor updates
@@ -52,8 +57,13 @@ struct ei_st {
     int first_seen; /* the run's first update has been seen (left out of calibration) */
     eerl_setting cur;
     int group; /* the group the candidate under test changes, or -1 */
-    /* governor reference */
-    double gov_rate, gov_epn; /* valid tokens per second, joules per valid token */
+    int rev;   /* cfg.inflight_revision */
+    /* governor reference. Revision 0: the rate, valid tokens per second, and joules per valid
+     * token. Revision 1: the governor's update time and energy for the consumed batch's valid
+     * tokens N, t_a + t_b N and e_a + e_b N (ref_model); gov_rate and gov_epn are then 1, and
+     * the block sums below are of those predictions instead of N. */
+    double gov_rate, gov_epn;
+    double t_a, t_b, e_a, e_b;
     /* noise of a block mean (block_noise): se4 of a 4-update block, falling with the block's
      * length n as (4 / n)^slope (block_se), for the rate and the energy per token */
     double rate_se4, rate_se_slope, epn_se4, epn_se_slope;
@@ -62,6 +72,7 @@ struct ei_st {
     /* the current block (a move, a monitoring window or a governor block) */
     unsigned n;
     double blk_tokens, blk_time_s, blk_energy_j; /* its sums of valid tokens, time, energy */
+    double blk_work_e; /* of valid tokens again (revision 0), of predicted governor energy (1) */
     unsigned blk_n_arrivals; /* of the block's updates, those with pool arrivals */
     double blk_gen_arrival_s, blk_train_arrival_s; /* and their generation and training arrivals */
     double prev_epn; /* energy per valid token of the setting the candidate came from */
@@ -91,9 +102,22 @@ static int ei_init(struct eerl_ctl *ctl, void *vst)
 {
     struct ei_st *st = vst;
 
-    (void)st;
+    st->rev = (int)ctl->cfg.inflight_revision;
     eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
     return 0;
+}
+
+/* What an update's time and energy are compared with: revision 0 its valid tokens (over the
+ * governor's rate and energy per token), revision 1 the governor's predicted time and energy
+ * for its valid tokens. */
+static double work_t(const struct ei_st *st, const eerl_obs *o)
+{
+    return st->rev ? st->t_a + st->t_b * o->valid_tokens : o->valid_tokens;
+}
+
+static double work_e(const struct ei_st *st, const eerl_obs *o)
+{
+    return st->rev ? st->e_a + st->e_b * o->valid_tokens : o->valid_tokens;
 }
 
 static double remaining(const struct eerl_ctl *ctl, const struct ei_st *st)
@@ -117,7 +141,7 @@ static double target_rate(const struct eerl_ctl *ctl, const struct ei_st *st)
 static void block_reset(struct ei_st *st)
 {
     st->n = 0;
-    st->blk_tokens = st->blk_time_s = st->blk_energy_j = 0;
+    st->blk_tokens = st->blk_time_s = st->blk_energy_j = st->blk_work_e = 0;
     st->blk_n_arrivals = 0;
     st->blk_gen_arrival_s = st->blk_train_arrival_s = 0;
 }
@@ -135,8 +159,8 @@ static void apply(struct ei_st *st, const eerl_setting *s, eerl_setting *next)
  * falls like 1/n rather than 1/sqrt(n) (on the twin: 1.4% at 4 updates, 0.7% at 8). The
  * spread of the reference's sliding block means of 2 and of 4 updates gives the error at 4,
  * c4, and the exponent, within [1/2, 1]: se(n) = c4 (4/n)^g. */
-static void block_noise(const struct eerl_ctl *ctl, int energy, double mean, double *c4,
-                        double *gam)
+static void block_noise(const struct eerl_ctl *ctl, const struct ei_st *st, size_t from, int energy,
+                        double mean, double *c4, double *gam)
 {
     double c[2] = {0, 0};
     size_t n = ctl->ref_n, i, j;
@@ -146,12 +170,12 @@ static void block_noise(const struct eerl_ctl *ctl, int energy, double mean, dou
         size_t len = k ? 4 : 2, cnt = 0;
         double v = 0;
 
-        for (i = 0; i + len <= n; i++) {
+        for (i = from; i + len <= n; i++) {
             double a = 0, b = 0, d;
             for (j = i; j < i + len; j++) {
                 const eerl_obs *o = eerl__ctl_ref(ctl, j);
-                a += energy ? o->energy_j : o->valid_tokens;
-                b += energy ? o->valid_tokens : o->time_s;
+                a += energy ? o->energy_j : work_t(st, o);
+                b += energy ? work_e(st, o) : o->time_s;
             }
             d = (a / b) / mean - 1;
             v += d * d;
@@ -168,11 +192,106 @@ static double block_se(double c4, double gam, double n)
     return c4 * pow(4.0 / (n > 1 ? n : 1), gam);
 }
 
-/* Governor rate, energy per token and the noise of their block means from the references. */
+/* Revision 1: the governor's update time (energy: 1) against the consumed batch's valid
+ * tokens over the references, y = a + b N. In flight the update follows whichever pool is
+ * later; where that is generation, or training with its work dominant, the time is about
+ * proportional to N (a steady rate), but a pool that waits on fixed costs (host work, the
+ * optimizer's step, the refit: a workload whose responses collapsed) takes nearly the same
+ * time whatever N, and the rate then falls with N. A least-squares intercept over a narrow
+ * range of N is no evidence of that: an update's time also follows the batch being generated,
+ * not only the consumed one, and that scatter biases the slope down and the intercept up (on
+ * the twin with steady work, N within x1.3 over the calibration, intercepts of 15% of the
+ * update time). So the fixed part is kept only where it stands EI_A_SE standard errors above 0
+ * and either the references span a range of N of at least EI_AFFINE_RANGE or it explains most
+ * of the scatter about the proportional model (the relative residuals' spread falls to
+ * EI_AFFINE_GAIN of it or less; on the twin 0.81-1.00 with steady work, 0.24-0.34 after a
+ * collapse); otherwise y = b N with b the ratio of sums (the rate). */
+#define EI_AFFINE_RANGE 1.5
+#define EI_AFFINE_GAIN 0.5
+#define EI_A_SE 3.0
+static void ref_model(const struct eerl_ctl *ctl, size_t from, int energy, double *a, double *b)
+{
+    double sx = 0, sy = 0, mx, my, sxx = 0, sxy = 0, ss = 0, v0 = 0, v1 = 0, a1, b1;
+    double lo = INFINITY, hi = 0;
+    size_t i, n = ctl->ref_n - from;
+
+    for (i = from; i < ctl->ref_n; i++) {
+        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+        sx += o->valid_tokens;
+        sy += energy ? o->energy_j : o->time_s;
+        lo = fmin(lo, o->valid_tokens);
+        hi = fmax(hi, o->valid_tokens);
+    }
+    *a = 0;
+    *b = sy / sx;
+    if (n < 6 || !(hi > lo))
+        return;
+    mx = sx / (double)n;
+    my = sy / (double)n;
+    for (i = from; i < ctl->ref_n; i++) {
+        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+        double dx = o->valid_tokens - mx, dy = (energy ? o->energy_j : o->time_s) - my;
+        sxx += dx * dx;
+        sxy += dx * dy;
+    }
+    b1 = sxy / sxx;
+    a1 = my - b1 * mx;
+    for (i = from; i < ctl->ref_n; i++) {
+        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+        double y = energy ? o->energy_j : o->time_s, x = o->valid_tokens, r = y - a1 - b1 * x;
+        double r0 = y / (*b * x) - 1, r1 = y / (a1 + b1 * x) - 1;
+        ss += r * r;
+        v0 += r0 * r0;
+        v1 += r1 * r1;
+    }
+    if (b1 > 0 && a1 > EI_A_SE * sqrt(ss / (double)(n - 2) * (1.0 / (double)n + mx * mx / sxx)) &&
+        (hi >= EI_AFFINE_RANGE * lo || v1 <= EI_AFFINE_GAIN * EI_AFFINE_GAIN * v0)) {
+        *a = a1;
+        *b = b1;
+    }
+}
+
+/* Revision 1: the oldest references left out while they disagree with the newer ones. A
+ * workload that moves (responses collapsing over the first tens of updates; a dataset switch)
+ * changes which pool the update waits for, and one model over both sides fits neither: the
+ * time model fitted on the newer half of the references predicts the older half; where their
+ * mean residual stands more than EI_TREND_SD standard errors (of the newer half's scatter)
+ * from 0, the older half goes, and so on down to 2 EI_TREND_MIN references. */
+#define EI_TREND_MIN 8
+#define EI_TREND_SD 4.0
+static size_t ref_from(const struct eerl_ctl *ctl)
+{
+    size_t from = 0, n = ctl->ref_n;
+
+    while (n - from >= 2 * EI_TREND_MIN) {
+        size_t h = (n - from) / 2, i;
+        double a, b, s_old = 0, ss = 0, sd;
+
+        ref_model(ctl, from + h, 0, &a, &b);
+        for (i = from; i < n; i++) {
+            const eerl_obs *o = eerl__ctl_ref(ctl, i);
+            double r = o->time_s / (a + b * o->valid_tokens) - 1;
+            if (i < from + h)
+                s_old += r;
+            else
+                ss += r * r;
+        }
+        sd = sqrt(ss / (double)(n - from - h - 1));
+        if (fabs(s_old / (double)h) <=
+            EI_TREND_SD * sd * sqrt(1.0 / (double)h + 1.0 / (double)(n - from - h)))
+            break;
+        from += h;
+    }
+    return from;
+}
+
+/* Governor rate, energy per token and the noise of their block means from the references
+ * (revision 1: the governor's time and energy models, ref_model, over the references that
+ * agree, ref_from). */
 static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
 {
     double sn = 0, stt = 0, se = 0;
-    size_t i, n = ctl->ref_n;
+    size_t i, n = ctl->ref_n, from = 0;
 
     if (n < 6)
         return EERL_ESTATE;
@@ -184,13 +303,34 @@ static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
     }
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
-    st->gov_rate = sn / stt;
-    st->gov_epn = se / sn;
-    block_noise(ctl, 0, st->gov_rate, &st->rate_se4, &st->rate_se_slope);
-    block_noise(ctl, 1, st->gov_epn, &st->epn_se4, &st->epn_se_slope);
-    st->n_ref = (unsigned)n;
+    if (st->rev) {
+        from = ref_from(ctl);
+        ref_model(ctl, from, 0, &st->t_a, &st->t_b);
+        ref_model(ctl, from, 1, &st->e_a, &st->e_b);
+        st->gov_rate = st->gov_epn = 1;
+    } else {
+        st->gov_rate = sn / stt;
+        st->gov_epn = se / sn;
+    }
+    block_noise(ctl, st, from, 0, st->gov_rate, &st->rate_se4, &st->rate_se_slope);
+    block_noise(ctl, st, from, 1, st->gov_epn, &st->epn_se4, &st->epn_se_slope);
+    st->n_ref = (unsigned)(n - from);
     st->se_ref = block_se(st->rate_se4, st->rate_se_slope, n);
     return 0;
+}
+
+/* The reference, as events print it. */
+static const char *ref_str(const struct ei_st *st, char *b, size_t len)
+{
+    if (st->rev)
+        snprintf(b, len,
+                 "governor time %.4g s + %.4g s per 1000 valid tokens, energy %.4g J + %.4g J "
+                 "per valid token",
+                 st->t_a, 1000 * st->t_b, st->e_a, st->e_b);
+    else
+        snprintf(b, len, "governor rate %.1f valid tokens/s, %.4g J per token", st->gov_rate,
+                 st->gov_epn);
+    return b;
 }
 
 static void lock_now(struct eerl_ctl *ctl, struct ei_st *st, const char *why)
@@ -259,7 +399,7 @@ static void block_figures(const struct ei_st *st, unsigned n_other, double *loss
     double n = st->n;
 
     *loss = 1 - (st->blk_tokens / st->blk_time_s) / st->gov_rate;
-    *epn = st->blk_energy_j / st->blk_tokens;
+    *epn = st->blk_energy_j / st->blk_work_e;
     *se_l = hypot(block_se(st->rate_se4, st->rate_se_slope, n),
                   block_se(st->rate_se4, st->rate_se_slope, st->n_ref));
     *se_e = hypot(block_se(st->epn_se4, st->epn_se_slope, n),
@@ -396,13 +536,28 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
  * the noise explains (the workload moved), else joins it; back to the lock. */
 static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
 {
-    double rate = st->blk_tokens / st->blk_time_s, epn = st->blk_energy_j / st->blk_tokens;
+    double rate = st->blk_tokens / st->blk_time_s, epn = st->blk_energy_j / st->blk_work_e;
     double se = hypot(block_se(st->rate_se4, st->rate_se_slope, st->n),
                       block_se(st->rate_se4, st->rate_se_slope, st->n_ref));
     int moved = fabs(rate / st->gov_rate - 1) > 3 * se;
     char b[48];
 
-    if (moved) {
+    if (st->rev) {
+        /* The models: scaled to the block where the workload moved, else refitted on the
+         * references (the block's updates among them). */
+        if (moved) {
+            st->t_a /= rate;
+            st->t_b /= rate;
+            st->e_a *= epn;
+            st->e_b *= epn;
+            st->n_ref = st->n;
+        } else {
+            size_t from = ref_from(ctl);
+            ref_model(ctl, from, 0, &st->t_a, &st->t_b);
+            ref_model(ctl, from, 1, &st->e_a, &st->e_b);
+            st->n_ref = (unsigned)(ctl->ref_n - from);
+        }
+    } else if (moved) {
         st->gov_rate = rate;
         st->gov_epn = epn;
         st->n_ref = st->n;
@@ -416,9 +571,15 @@ static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *
     st->phase = EI_RUN;
     st->lock_rate = 0;
     apply(st, &st->cur, next);
-    eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur,
-                   "governor block: rate %.1f tokens/s (%s the reference); back to %s", rate,
-                   moved ? "replaces" : "joins", eerl__setting_str(&st->cur, b, sizeof(b)));
+    if (st->rev)
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur,
+                       "governor block: %.4f of the predicted rate (%s the reference); back to %s",
+                       rate, moved ? "rescales" : "joins",
+                       eerl__setting_str(&st->cur, b, sizeof(b)));
+    else
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur,
+                       "governor block: rate %.1f tokens/s (%s the reference); back to %s", rate,
+                       moved ? "replaces" : "joins", eerl__setting_str(&st->cur, b, sizeof(b)));
 }
 
 static int ei_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locked,
@@ -429,9 +590,15 @@ static int ei_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locke
     if (fit_reference(ctl, st) < 0)
         return EERL_ESTATE;
     if (!locked) {
-        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
-                       "resumed: governor rate %.1f tokens/s from %zu saved governor updates",
-                       st->gov_rate, ctl->ref_n);
+        char r[160];
+        if (st->rev)
+            eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+                           "resumed: %s from %zu saved governor updates", ref_str(st, r, sizeof(r)),
+                           ctl->ref_n);
+        else
+            eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+                           "resumed: governor rate %.1f tokens/s from %zu saved governor updates",
+                           st->gov_rate, ctl->ref_n);
         start_search(ctl, st, NULL, next);
         return 0;
     }
@@ -444,7 +611,7 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
 {
     struct ei_st *st = vst;
     int gov = eerl_setting_is_governor(&obs->setting);
-    char b[48];
+    char b[48], rb[160];
 
     /* The account: every update, usable or not; the first, which fills the pipeline, counts at
      * its own time (the governor run has the same start). */
@@ -452,7 +619,7 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     if (gov || st->gov_rate <= 0 || !st->first_seen) {
         st->gov_s += obs->time_s;
     } else {
-        double p = obs->valid_tokens / st->gov_rate;
+        double p = work_t(st, obs) / st->gov_rate;
         st->gov_s += p;
         st->excess_s += obs->time_s - p;
     }
@@ -485,9 +652,9 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             return;
         }
         eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
-                       "governor rate %.1f valid tokens/s, %.4g J per token; noise of a 4-update "
-                       "mean %.2f%% (rate), %.2f%% (energy), falling as n^-%.2f, n^-%.2f",
-                       st->gov_rate, st->gov_epn, 100 * st->rate_se4, 100 * st->epn_se4,
+                       "%s; noise of a 4-update mean %.2f%% (rate), %.2f%% (energy), falling as "
+                       "n^-%.2f, n^-%.2f",
+                       ref_str(st, rb, sizeof(rb)), 100 * st->rate_se4, 100 * st->epn_se4,
                        st->rate_se_slope, st->epn_se_slope);
         start_search(ctl, st, NULL, next);
         return;
@@ -497,7 +664,8 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         return;
     }
     st->n++;
-    st->blk_tokens += obs->valid_tokens;
+    st->blk_tokens += work_t(st, obs);
+    st->blk_work_e += work_e(st, obs);
     st->blk_time_s += obs->time_s;
     st->blk_energy_j += obs->energy_j;
     if (obs->flags & EERL_OBS_ARRIVALS) {

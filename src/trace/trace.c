@@ -49,6 +49,7 @@
     X(budget_margin, D)                                                                            \
     X(fast_calibration_updates, U)                                                                 \
     X(warmup_updates, U)                                                                           \
+    X(inflight_revision, U)                                                                        \
     X(n_groups, U)
 
 static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob", "training",
@@ -411,6 +412,8 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
     eerl_ctl_config_default(h.mode, &h.cfg);
     /* A trace without the key was written before it existed, when update 1 was a reference. */
     h.cfg.warmup_updates = 0;
+    /* Nor eerl's in-flight revision: 0 decided then. */
+    h.cfg.inflight_revision = 0;
     v = json_object_get(o, "strategy");
     if (v &&
         (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h.cfg.strategy) < 0))

@@ -6,7 +6,9 @@
  * valid tokens are the consumed batch's loss-mask tokens, fewer only under the dynamic-sampling
  * filter; per mode the update-time rule: synchronous modes add phase times, drained is the
  * rendezvous then refit and host work, in-flight the rendezvous then the refit pause with no
- * wake-up cost; expected and sampled asynchronous runs agree. */
+ * wake-up cost; expected and sampled asynchronous runs agree; drained: the training pool's side
+ * of the refit (t_tr_after) waits for the rendezvous and runs at the training clock, so a slower
+ * training clock costs throughput as the paper's D1 rows do, in drained runs only. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,14 +67,41 @@ static void test_colocated_update_is_sum_of_phases(void **state)
     eerl_twin_preset_free(p);
 }
 
+/* The embedded parameters with presets.qwen3-30b-a3b/h100.t_tr_after set to v (NULL: removed);
+ * the preset, or NULL with *ret_err set when the library refuses the text. */
+static eerl_twin_preset *preset_tr_after(json_t *v, int *ret_err)
+{
+    json_t *root = json_loads(eerl_twin_embedded_params(), 0, NULL);
+    json_t *pr;
+    eerl_twin_preset *p = NULL;
+    char *text;
+
+    assert_non_null(root);
+    pr = json_object_get(json_object_get(root, "presets"), "qwen3-30b-a3b/h100");
+    assert_non_null(pr);
+    if (v)
+        assert_int_equal(json_object_set_new(pr, "t_tr_after", v), 0);
+    else
+        json_object_del(pr, "t_tr_after");
+    text = json_dumps(root, 0);
+    json_decref(root);
+    assert_non_null(text);
+    *ret_err = eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p);
+    free(text);
+    return p;
+}
+
 static void test_drained_slower_first_arrival_keeps_update_time(void **state)
 {
-    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    int err;
+    /* Without the training pool's refit side (t_tr_after 0) the rendezvous alone decides. */
+    eerl_twin_preset *p = preset_tr_after(NULL, &err);
     struct eerl_twin_update a[4], b[4];
     unsigned f, k, chosen = 0;
     eerl_twin *t;
 
     (void)state;
+    assert_int_equal(err, 0);
     /* Reference: training pool locked at the top clock. */
     t = mk(p, EERL_TWIN_DRAINED, 8, 24, 'M', 2);
     assert_int_equal(eerl_twin_set_clocks(t, 0, 1980), 0);
@@ -181,6 +210,137 @@ static struct eerl_twin_update last_update(const eerl_twin_preset *p, eerl_twin_
         assert_int_equal(eerl_twin_step(t, &u), 0);
     eerl_twin_free(t);
     return u;
+}
+
+static double train_factor(const eerl_twin_preset *p, unsigned req)
+{
+    int capped = 0;
+    double f = eerl__gpu_eff_clock(&p->gpu, &p->ph[EERL_TWIN_PH_TRAIN], req, &capped);
+
+    return eerl__phase_time_factor(&p->gpu, &p->ph[EERL_TWIN_PH_TRAIN], f);
+}
+
+static void test_drained_refit_waits_at_the_training_clock(void **state)
+{
+    int err;
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin_preset *none = preset_tr_after(NULL, &err);
+    unsigned f[3] = {1200, 1005, 810}, k; /* below the clock the power cap holds training at */
+    struct eerl_twin_update a[4], b[4], a0[4], b0[4];
+    eerl_twin *t;
+    int i;
+
+    (void)state;
+    assert_int_equal(err, 0);
+    /* The committed drained fit puts part of the fixed training work after the rendezvous. */
+    assert_true(p->c.t_tr_after > 0 && p->c.t_tr_after < p->c.t_tr0);
+    for (i = 0; i < 3; i++) {
+        const eerl_twin_preset *ps[2] = {p, none};
+        struct eerl_twin_update *ref[2] = {a, a0}, *low[2] = {b, b0};
+        int j;
+
+        for (j = 0; j < 2; j++) {
+            t = mk(ps[j], EERL_TWIN_DRAINED, 8, 24, 'S', 2);
+            assert_int_equal(eerl_twin_set_clocks(t, 0, 1980), 0);
+            for (k = 0; k < 4; k++)
+                assert_int_equal(eerl_twin_step(t, &ref[j][k]), 0);
+            eerl_twin_free(t);
+            t = mk(ps[j], EERL_TWIN_DRAINED, 8, 24, 'S', 2);
+            assert_int_equal(eerl_twin_set_clocks(t, 0, f[i]), 0);
+            for (k = 0; k < 4; k++)
+                assert_int_equal(eerl_twin_step(t, &low[j][k]), 0);
+            eerl_twin_free(t);
+        }
+        for (k = 1; k < 4; k++) {
+            double ra = a[k].phase_s[EERL_TWIN_PH_REFIT] - a0[k].phase_s[EERL_TWIN_PH_REFIT];
+            double rb = b[k].phase_s[EERL_TWIN_PH_REFIT] - b0[k].phase_s[EERL_TWIN_PH_REFIT];
+
+            /* Training still arrives first, yet the update grows by exactly the longer
+             * training side of the refit, which scales with the training clock's time factor. */
+            assert_true(b[k].train_arrival < b[k].gen_arrival);
+            assert_true(ra > 0 && rb > ra);
+            assert_true(fabs(rb / ra - train_factor(p, f[i]) / train_factor(p, 1980)) < 1e-9);
+            assert_true(fabs((b[k].duration - a[k].duration) - (rb - ra)) < 1e-9 * a[k].duration);
+            /* The same work moved: training's arrival is earlier by the part that now waits. */
+            assert_true(fabs((a0[k].train_arrival - a[k].train_arrival) - ra) <
+                        1e-9 * a[k].duration);
+            assert_true(fabs(b0[k].duration - a0[k].duration) < 1e-9 * a0[k].duration);
+        }
+    }
+    eerl_twin_preset_free(none);
+    eerl_twin_preset_free(p);
+}
+
+static void test_drained_refit_side_only_in_drained(void **state)
+{
+    int err;
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin_preset *none = preset_tr_after(NULL, &err);
+    eerl_twin_mode modes[3] = {EERL_TWIN_COLOCATED, EERL_TWIN_DISAGGREGATED, EERL_TWIN_INFLIGHT};
+    unsigned ng[3] = {32, 8, 16}, nt[3] = {0, 32, 32};
+    int m, ph;
+
+    (void)state;
+    assert_int_equal(err, 0);
+    for (m = 0; m < 3; m++) {
+        struct eerl_twin_update u = last_update(p, modes[m], ng[m], nt[m], 1800, 810, 4);
+        struct eerl_twin_update v = last_update(none, modes[m], ng[m], nt[m], 1800, 810, 4);
+
+        assert_true(u.duration == v.duration && u.energy_j == v.energy_j);
+        for (ph = 0; ph < EERL_TWIN_PH_COUNT; ph++)
+            assert_true(u.phase_s[ph] == v.phase_s[ph] && u.phase_j[ph] == v.phase_j[ph]);
+    }
+    eerl_twin_preset_free(none);
+    eerl_twin_preset_free(p);
+}
+
+static void test_drained_slower_training_costs_as_d1(void **state)
+{
+    int err;
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    eerl_twin_preset *none = preset_tr_after(NULL, &err);
+    unsigned f[4] = {1200, 810, 525, 345};
+    double dq[4], dq0[4], sv;
+    int i;
+
+    (void)state;
+    assert_int_equal(err, 0);
+    /* The paper's D1 rows (S, generation at 1830): -0.84, -1.67, -2.29, -3.93% dq. Each lower
+     * training clock costs throughput although training arrives first; without the refit's
+     * training side the twin stayed flat down to 525 MHz. */
+    for (i = 0; i < 4; i++) {
+        assert_int_equal(
+            eerl_twin_expected(p, EERL_TWIN_DRAINED, 8, 24, 'S', 1830, f[i], 5, 25, &dq[i], &sv),
+            0);
+        assert_int_equal(eerl_twin_expected(none, EERL_TWIN_DRAINED, 8, 24, 'S', 1830, f[i], 5, 25,
+                                            &dq0[i], &sv),
+                         0);
+        if (i > 0)
+            assert_true(dq[i] < dq[i - 1] - 0.2);
+    }
+    assert_true(fabs(dq0[0] - dq0[2]) < 0.05);
+    assert_true(dq[2] < dq0[2] - 0.5);
+    eerl_twin_preset_free(none);
+    eerl_twin_preset_free(p);
+}
+
+static void test_drained_refit_side_bounded_by_fixed_work(void **state)
+{
+    int err = 0;
+    eerl_twin_preset *p = preset("qwen3-30b-a3b", "h100");
+    double t_tr0 = p->c.t_tr0;
+
+    (void)state;
+    eerl_twin_preset_free(p);
+    /* More of the fixed training work than there is, or a negative part: the file is refused. */
+    assert_null(preset_tr_after(json_real(t_tr0 * 1.01), &err));
+    assert_int_equal(err, EERL_EPARSE);
+    assert_null(preset_tr_after(json_real(-0.1), &err));
+    assert_int_equal(err, EERL_EPARSE);
+    p = preset_tr_after(json_real(t_tr0), &err);
+    assert_int_equal(err, 0);
+    assert_true(p->c.t_tr_after == t_tr0);
+    eerl_twin_preset_free(p);
 }
 
 static void test_sync_modes_add_phase_times(void **state)
@@ -571,6 +731,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_colocated_update_is_sum_of_phases),
         cmocka_unit_test(test_drained_slower_first_arrival_keeps_update_time),
+        cmocka_unit_test(test_drained_refit_waits_at_the_training_clock),
+        cmocka_unit_test(test_drained_refit_side_only_in_drained),
+        cmocka_unit_test(test_drained_slower_training_costs_as_d1),
+        cmocka_unit_test(test_drained_refit_side_bounded_by_fixed_work),
         cmocka_unit_test(test_disaggregated_waiting_pool_idle_clock),
         cmocka_unit_test(test_inflight_requests_cross_clock_change),
         cmocka_unit_test(test_twin_device_counters),

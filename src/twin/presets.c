@@ -188,6 +188,9 @@ static int parse_costs(json_t *o, struct eerl_twin_preset *p)
     NUM(o, "c_tr", 0, 10, c->c_tr);
     NUM(o, "t_tr0", 0, 1e5, c->t_tr0);
     NUM(o, "t_refit", 0, 1e5, c->t_refit);
+    c->t_tr_after = 0; /* optional: files before it was introduced have none */
+    if (json_object_get(o, "t_tr_after"))
+        NUM(o, "t_tr_after", 0, c->t_tr0, c->t_tr_after);
     NUM(o, "t_other", 0, 1e5, c->t_other);
     NUM(o, "if_tail", 0, 100, c->if_tail);
     NUM(o, "spill", 0, 0.95, c->spill);

@@ -12,11 +12,15 @@
 
 /* Per-update costs at fmax, in seconds (see docs/twin.md for the formulas). */
 struct eerl__costs {
-    double c_tail;  /* generation: per token of the longest response (decode latency) */
-    double c_tok;   /* generation: per generated token per generation GPU (throughput) */
-    double c_lp;    /* log-prob: per consumed token per GPU that computes it */
-    double c_tr;    /* training: per consumed token per training GPU */
-    double t_tr0;   /* training: fixed per update (optimizer step, gradient reduction) */
+    double c_tail; /* generation: per token of the longest response (decode latency) */
+    double c_tok;  /* generation: per generated token per generation GPU (throughput) */
+    double c_lp;   /* log-prob: per consumed token per GPU that computes it */
+    double c_tr;   /* training: per consumed token per training GPU */
+    double t_tr0;  /* training: fixed per update (optimizer step, gradient reduction) */
+    /* drained: the part of t_tr0 the training pool can only do after the rendezvous (its side
+     * of the weight refit: gathering and sending the new weights), at the training clock;
+     * optional key, 0 when absent; never more than t_tr0 (docs/twin.md, "Execution modes") */
+    double t_tr_after;
     double t_refit; /* weight refit (clock-insensitive: transfer-bound) */
     double t_other; /* reward, data and host work; GPUs wait */
     double if_tail; /* in-flight: tail term uses if_tail * mean length instead of longest */

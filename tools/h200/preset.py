@@ -121,6 +121,9 @@ def build(params, run=RUN):
     p["c_tail"], p["c_tok"] = m["c_tail"], 0.0
     p["c_lp"], p["c_tr"], p["t_tr0"] = m["c_lp"], m["c_tr"], m["t_tr0"]
     p["t_refit"], p["t_other"] = m["t_refit"], m["t_other"]
+    # Drained-mode split of t_tr0 (docs/twin.md): fitted on the paper's drained rows of the H100
+    # preset in seconds, so it does not carry to this measured t_tr0; no drained run measured.
+    p.pop("t_tr_after", None)
     # Active power at the governor's clock (V = 1 at the top clock): idle + pm + pw; keep the H100
     # fit's split between the clock-following part (pw) and the rest (pm).
     for key, phase in (("gen", "generation"), ("logprob", "logprob"), ("train", "training")):

@@ -14,8 +14,10 @@
  * disaggregated: T as colocated; the idle pool waits at governor idle (fmax) in a governor run
  *                and at the idle clock when a pair is set.
  * drained:       gen pool makes batch u while the training pool trains on batch u-1;
- *                T = max(gen, lp + train) + refit + other; waits at the idle clock (pair) or
- *                governor idle; policy age 1.
+ *                T = max(gen, lp + train - after) + after + refit + other, where `after`
+ *                (t_tr_after of t_tr0, at the training clock) is the training pool's side of
+ *                the refit, which waits for generation to drain; waits at the idle clock
+ *                (pair) or governor idle; policy age 1.
  * in-flight:     generation never drains: a fraction `spill` of batch u is still generating at
  *                the refit and finishes in update u+1 under u+1's clocks (crossing tokens); the
  *                tail term follows the batch training waits for (the consumed one, whose last
@@ -118,7 +120,9 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     unsigned nt = colo ? ng : in->n_train;
     double C = in->train_batch.C;
     double gen_tail, gen_tok, gen_tokens, kv_tokens = 0;
-    struct act gen, lp, tr, rf_g, rf_t, kv;
+    /* Drained: the part of the fixed training work that waits for the rendezvous. */
+    double t_after = in->mode == EERL_MODE_DRAINED ? k->t_tr_after : 0;
+    struct act gen, lp, tr, after, rf_g, rf_t, kv;
     double other = k->t_other * sc, sw = g->switch_s;
     double f_wait_g, f_wait_t, w_wait_g, w_wait_t;
 
@@ -141,7 +145,8 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
     gen = active(p, EERL_PHASE_GEN, in->req_gen, gen_tail, sc);
     gen.t += gen_tok * eerl__phase_time_factor(g, &p->ph_tok, gen.f) * sc;
     lp = active(p, EERL_PHASE_LOGPROB, in->req_train, k->c_lp * C / nt, sc);
-    tr = active(p, EERL_PHASE_TRAIN, in->req_train, k->c_tr * C / nt + k->t_tr0, sc);
+    tr = active(p, EERL_PHASE_TRAIN, in->req_train, k->c_tr * C / nt + k->t_tr0 - t_after, sc);
+    after = active(p, EERL_PHASE_TRAIN, in->req_train, t_after, sc);
     rf_g = active(p, EERL_PHASE_REFIT, in->req_gen, k->t_refit, sc);
     rf_t = active(p, EERL_PHASE_REFIT, in->req_train, k->t_refit, sc);
     kv = active(p, EERL_PHASE_GEN, in->req_gen, k->c_kv * kv_tokens / ng, sc);
@@ -159,10 +164,12 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         kv.t *= fg;
         lp.t *= ft;
         tr.t *= ft;
+        after.t *= ft;
         gen.w *= pg;
         kv.w *= pg;
         lp.w *= pt;
         tr.w *= pt;
+        after.w *= pt;
     }
     out->gen_eff_mhz = gen.f;
     out->train_eff_mhz = tr.f;
@@ -228,10 +235,13 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         if (in->train_jit > 0) {
             lp.t *= in->train_jit;
             tr.t *= in->train_jit;
+            after.t *= in->train_jit;
         }
         out->phase_s[EERL_PHASE_GEN] = gen.t + kv.t;
         out->phase_s[EERL_PHASE_LOGPROB] = lp.t;
         out->phase_s[EERL_PHASE_TRAIN] = tr.t;
+        /* The training pool's side of the refit (drained): refit time, training physics. */
+        out->phase_s[EERL_PHASE_REFIT] = rf_t.t + after.t;
         tg = gen.t;
         tt = lp.t + tr.t;
         if (!infl) {
@@ -247,7 +257,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         if (!infl)
             seg(&c, 0, EERL_PHASE_OTHER, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
         seg(&c, 0, EERL_PHASE_GEN, gen.t, gen.w, gen.f, gen.flags);
-        seg(&c, 0, EERL_PHASE_OTHER, rv - tg, w_wait_g, f_wait_g, EERL__SEG_IDLE);
+        seg(&c, 0, EERL_PHASE_OTHER, rv - tg + after.t, w_wait_g, f_wait_g, EERL__SEG_IDLE);
         seg(&c, 0, EERL_PHASE_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
         seg(&c, 0, EERL_PHASE_GEN, kv.t, kv.w, kv.f, kv.flags);
         /* Training pool. */
@@ -260,9 +270,10 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         seg(&c, 1, EERL_PHASE_LOGPROB, lp.t, lp.w, lp.f, lp.flags);
         seg(&c, 1, EERL_PHASE_TRAIN, tr.t, tr.w, tr.f, tr.flags);
         seg(&c, 1, EERL_PHASE_OTHER, rv - tt, w_wait_t, f_wait_t, EERL__SEG_IDLE);
+        seg(&c, 1, EERL_PHASE_REFIT, after.t, after.w, after.f, after.flags);
         seg(&c, 1, EERL_PHASE_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
         seg(&c, 1, EERL_PHASE_OTHER, kv.t, w_wait_t, f_wait_t, EERL__SEG_IDLE);
-        pause = (rf_g.t > rf_t.t ? rf_g.t : rf_t.t) + kv.t;
+        pause = after.t + (rf_g.t > rf_t.t ? rf_g.t : rf_t.t) + kv.t;
         if (!infl) { /* host work after the rendezvous: both pools wait */
             seg(&c, 0, EERL_PHASE_OTHER, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
             seg(&c, 1, EERL_PHASE_OTHER, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);

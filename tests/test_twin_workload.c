@@ -2,7 +2,7 @@
  * perturbs it by about the configured amount, truncation at the sequence limit, N <= G, drift,
  * expected values that agree with the sampled ones, and valid tokens N = the consumed batch's
  * response tokens in the loss mask (= C = G) unless the dynamic-sampling filter drops the
- * zero-advantage groups. */
+ * zero-advantage groups; the length level wandering between updates (off unless asked for). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +24,10 @@ static const struct eerl__wl_params qwen = {4096,
                                             {128, 512, 2048},
                                             0,
                                             0,
-                                            {0, 0, 0, 0, 0, 0}};
+                                            {0, 0, 0, 0, 0, 0},
+                                            0,
+                                            0,
+                                            0};
 
 static void test_same_seed_same_batches(void **state)
 {
@@ -142,6 +145,116 @@ static void test_valid_tokens_are_the_loss_mask_and_the_filter_option(void **sta
     assert_true(fabs(e.N / e.G - 0.85) < 1e-9 && e.C == e.N);
     filt.dyn_filter = 2; /* neither off nor on */
     assert_int_equal(eerl__wl_init(&b, &filt, 'M', 21, 0, 0), EERL_EINVAL);
+}
+
+/* A grpo-tiny-like workload with the length level of the H200 run (docs/twin.md): 320
+ * responses, limit 1024, overlong filtering. */
+static struct eerl__wl_params wandering(double sd, double rho)
+{
+    struct eerl__wl_params p = qwen;
+
+    p.seq_limit = 1024;
+    p.len_median = 513;
+    p.len_sigma = 1.17;
+    p.drift = 0;
+    p.p_zero = 0;
+    p.overlong_filter = 1;
+    p.len_upd_sd = sd;
+    p.len_upd_rho = rho;
+    return p;
+}
+
+static void test_length_level_off_is_the_stream_as_before_and_matched_on(void **state)
+{
+    struct eerl__wl_params off = wandering(0, 0.85), on = wandering(0.46, 0.85), base = off;
+    struct eerl__wl a, b, c, d;
+    struct eerl__wl_batch x, y, z, v;
+    unsigned u, differ = 0;
+
+    (void)state;
+    base.len_upd_rho = 0;
+    assert_int_equal(eerl__wl_init(&a, &base, 'M', 9, 0, 0), 0);
+    assert_int_equal(eerl__wl_init(&b, &off, 'M', 9, 0, 0), 0);
+    assert_int_equal(eerl__wl_init(&c, &on, 'M', 9, 0, 0), 0);
+    assert_int_equal(eerl__wl_init(&d, &on, 'M', 9, 3, 0), 0); /* another run of the seed */
+    for (u = 0; u < 100; u++) {
+        eerl__wl_next(&a, u, &x);
+        eerl__wl_next(&b, u, &y);
+        eerl__wl_next(&c, u, &z);
+        eerl__wl_next(&d, u, &v);
+        assert_true(x.G == y.G && x.N == y.N && x.n_trunc == y.n_trunc); /* sd 0: as before */
+        assert_true(z.G == v.G && z.N == v.N && z.L == v.L); /* every run of a seed sees it */
+        differ += z.n_trunc != x.n_trunc;
+    }
+    assert_true(differ >= 90);
+    on.len_upd_rho = 1; /* not a stationary process */
+    assert_int_equal(eerl__wl_init(&c, &on, 'M', 9, 0, 0), EERL_EINVAL);
+    on.len_upd_rho = 0.5;
+    on.len_upd_sd = -0.1;
+    assert_int_equal(eerl__wl_init(&c, &on, 'M', 9, 0, 0), EERL_EINVAL);
+}
+
+/* The level's spread and lag-1 correlation are what was asked for: seen through the log mean
+ * length of big untruncated batches (4000 responses: the batch's own sampling adds ~0.01). */
+static void test_length_level_has_its_spread_and_correlation(void **state)
+{
+    struct eerl__wl_params p = wandering(0.3, 0.85);
+    struct eerl__wl w, late;
+    struct eerl__wl_batch b;
+    double x[600], m = 0, v = 0, c = 0;
+    unsigned u, n = 600;
+
+    (void)state;
+    p.seq_limit = 1000000;
+    p.len_sigma = 0.5;
+    p.P[1] = 500;
+    p.B[1] = 4000;
+    assert_int_equal(eerl__wl_init(&w, &p, 'M', 4, 0, 0), 0);
+    for (u = 0; u < n; u++) {
+        eerl__wl_next(&w, u, &b);
+        x[u] = log(b.mean_len);
+        m += x[u] / n;
+    }
+    for (u = 0; u < n; u++) {
+        v += (x[u] - m) * (x[u] - m) / n;
+        if (u + 1 < n)
+            c += (x[u] - m) * (x[u + 1] - m) / n;
+    }
+    assert_true(sqrt(v) > 0.24 && sqrt(v) < 0.36);
+    assert_true(c / v > 0.77 && c / v < 0.93);
+    /* A workload asked for update 300 first sees the same level there (its responses are other
+     * draws of the shared stream, which one batch's sampling barely shows). */
+    assert_int_equal(eerl__wl_init(&late, &p, 'M', 4, 0, 0), 0);
+    eerl__wl_next(&late, 300, &b);
+    assert_true(fabs(log(b.mean_len) - x[300]) < 0.05 && fabs(x[300] - x[0]) > 0.1);
+}
+
+/* Over seeds the level averages out: the expected values (what the calibration evaluates) agree
+ * with the samples, and differ from one update's distribution at the mean level. */
+static void test_length_level_expected_matches_samples(void **state)
+{
+    struct eerl__wl_params p = wandering(0.46, 0.85), one = wandering(0, 0);
+    struct eerl__wl w;
+
+    p.len_upd_shape = 0.27; /* a longer update is a wider one, as in the H200 run */
+    struct eerl__wl_batch b, e, e1;
+    double g = 0, cn = 0, tr = 0;
+    unsigned s, n = 400;
+
+    (void)state;
+    for (s = 0; s < n; s++) {
+        assert_int_equal(eerl__wl_init(&w, &p, 'M', 100 + s, 0, 0), 0);
+        eerl__wl_next(&w, 10, &b);
+        g += b.G / n;
+        cn += b.C / n;
+        tr += (double)b.n_trunc / n;
+    }
+    assert_int_equal(eerl__wl_expected(&p, 'M', 10, &e), 0);
+    assert_int_equal(eerl__wl_expected(&one, 'M', 10, &e1), 0);
+    assert_true(fabs(g / e.G - 1) < 0.03);
+    assert_true(fabs(cn / e.C - 1) < 0.02);
+    assert_true(fabs(tr / e.n_trunc - 1) < 0.05);
+    assert_true(fabs(cn / e1.C - 1) > 0.04); /* (one update's shape alone: 4.9% off) */
 }
 
 /* Overlong filtering (grpo_tiny's default, DAPO's overlong filter): truncated responses are
@@ -356,6 +469,9 @@ int main(void)
         cmocka_unit_test(test_expected_matches_samples_and_drifts),
         cmocka_unit_test(test_valid_tokens_are_the_loss_mask_and_the_filter_option),
         cmocka_unit_test(test_overlong_filter_option),
+        cmocka_unit_test(test_length_level_off_is_the_stream_as_before_and_matched_on),
+        cmocka_unit_test(test_length_level_has_its_spread_and_correlation),
+        cmocka_unit_test(test_length_level_expected_matches_samples),
         cmocka_unit_test(test_bad_size_rejected),
         cmocka_unit_test(test_scenario_steady_is_the_preset_drift),
         cmocka_unit_test(test_scenario_growing_multiplies_the_length_over_the_run),

@@ -121,6 +121,16 @@ static int parse_model(json_t *o, struct eerl__wl_params *w)
     NUM(o, "len_sigma", 0.01, 4, w->len_sigma);
     NUM(o, "drift", -0.5, 0.5, w->drift);
     NUM(o, "p_zero", 0, 0.99, w->p_zero);
+    /* Optional, off when absent: the length level wandering between updates (workload.h). */
+    w->len_upd_sd = 0;
+    w->len_upd_rho = 0;
+    w->len_upd_shape = 0;
+    if (json_object_get(o, "len_update_sd"))
+        NUM(o, "len_update_sd", 0, 2.9, w->len_upd_sd);
+    if (json_object_get(o, "len_update_rho"))
+        NUM(o, "len_update_rho", 0, 0.99, w->len_upd_rho);
+    if (json_object_get(o, "len_update_shape"))
+        NUM(o, "len_update_shape", -2, 2, w->len_upd_shape);
     /* Optional, off by default: the dynamic-sampling filter (DAPO) drops zero-advantage groups. */
     w->dyn_filter = 0;
     {

@@ -4,7 +4,10 @@
  * (steady: shift = drift u, spread 1, as before scenarios existed); divergence d multiplies all
  * lengths of a run by one lognormal factor exp(d z) (the policy drifting apart between runs: a
  * run's responses stay longer or shorter) and those of each update by another exp(d z) (sampling),
- * both from the run's own stream, leaving the shared stream untouched. */
+ * both from the run's own stream, leaving the shared stream untouched. The length level (when
+ * len_upd_sd > 0) shifts every log length of update u by x_u, an AR(1) process of its own stream
+ * keyed by the seed alone, so every setting of a seed sees it, and scales that update's shape by
+ * exp(len_upd_shape x_u). */
 #include <math.h>
 
 #include "eerl/error.h"
@@ -72,7 +75,9 @@ static int params_ok(const struct eerl__wl_params *p)
 {
     return eerl__wl_scenario_ok(&p->scn) && p->seq_limit >= 1 && p->len_median >= 1 &&
            p->len_sigma > 0 && p->len_sigma < 5 && p->p_zero >= 0 && p->p_zero < 1 &&
-           isfinite(p->drift) && (p->dyn_filter == 0 || p->dyn_filter == 1) &&
+           p->len_upd_sd >= 0 && p->len_upd_sd < 3 && p->len_upd_rho >= 0 && p->len_upd_rho < 1 &&
+           fabs(p->len_upd_shape) <= 2 && isfinite(p->drift) &&
+           (p->dyn_filter == 0 || p->dyn_filter == 1) &&
            (p->overlong_filter == 0 || p->overlong_filter == 1);
 }
 
@@ -93,14 +98,43 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
     w->replay = NULL;
     w->n_replay = 0;
     eerl__rng_seed(&w->rng, seed, 1);
+    w->seed = seed;
+    w->lat_next = 0;
+    w->lat_x = 0;
     eerl__rng_seed(&w->div, seed ^ (run_id * 0x9e3779b97f4a7c15ull), 2 + run_id);
     w->run_f = divergence > 0 ? exp(0.7 * divergence * eerl__rng_normal(&w->div)) : 1.0;
     return 0;
 }
 
+/* x_u of the length level: x_0 = sd z_0, x_j = rho x_(j-1) + sd sqrt(1 - rho^2) z_j, one draw
+ * per update from the seed's own stream; a function of (seed, u) whatever the order of calls
+ * (updates in order cost one draw each, another order replays the stream from update 0). */
+static double length_level(struct eerl__wl *w, unsigned u)
+{
+    double sd = w->p.len_upd_sd, rho = w->p.len_upd_rho;
+
+    if (sd == 0)
+        return 0;
+    if (u + 1 == w->lat_next)
+        return w->lat_x;
+    if (u < w->lat_next) {
+        w->lat_next = 0;
+        w->lat_x = 0;
+    }
+    if (w->lat_next == 0)
+        eerl__rng_seed(&w->lat, w->seed ^ 0x2545f4914f6cdd1dull, 7);
+    while (w->lat_next <= u) {
+        double z = eerl__rng_normal(&w->lat);
+
+        w->lat_x = w->lat_next == 0 ? sd * z : rho * w->lat_x + sd * sqrt(1 - rho * rho) * z;
+        w->lat_next++;
+    }
+    return w->lat_x;
+}
+
 void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
 {
-    double shift, spread, mu, sigma;
+    double shift, spread, mu, sigma, x;
     double f = 1.0, lim = w->p.seq_limit;
     struct eerl__wl_batch b = {0};
     unsigned g, k;
@@ -110,8 +144,9 @@ void eerl__wl_next(struct eerl__wl *w, unsigned u, struct eerl__wl_batch *ret)
         return;
     }
     eerl__wl_scenario_at(&w->p, u, &shift, &spread);
-    mu = log(w->p.len_median) + shift;
-    sigma = w->p.len_sigma * spread;
+    x = spread * length_level(w, u);
+    mu = log(w->p.len_median) + shift + x;
+    sigma = w->p.len_sigma * spread * exp(w->p.len_upd_shape * x);
     if (w->div_sigma > 0)
         f = w->run_f * exp(w->div_sigma * eerl__rng_normal(&w->div));
     for (g = 0; g < w->P; g++) {
@@ -163,12 +198,39 @@ static double phi(double x)
     return 0.5 * erfc(-x / sqrt(2.0));
 }
 
+/* Expected response tokens, kept tokens (below the limit), longest response and share at the limit
+ * of n lognormal(mu, s) draws cut at c. */
+struct moments {
+    double mean, kept, emax, trunc;
+};
+
+static struct moments cut_moments(double mu, double s, double c, double n)
+{
+    struct moments m;
+    double lc = log(c);
+    int j, steps = 256;
+
+    /* E[min(X, c)] for lognormal X, closed form. */
+    m.kept = exp(mu + s * s / 2) * phi((lc - mu - s * s) / s);
+    m.trunc = 1 - phi((lc - mu) / s);
+    m.mean = m.kept + c * m.trunc;
+    /* E[max of n clipped draws] = integral over [0, c] of 1 - F(x)^n (midpoint rule in x). */
+    m.emax = 0;
+    for (j = 0; j < steps; j++) {
+        double x = c * (j + 0.5) / steps;
+        double F = phi((log(x) - mu) / s);
+
+        m.emax += (1 - pow(F, n)) * (c / steps);
+    }
+    return m;
+}
+
 int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
                       struct eerl__wl_batch *ret)
 {
     int i = eerl__wl_size_index(size);
-    double mu, s, c, lc, mean, emax = 0, n, shift, spread;
-    int j, steps = 256;
+    double mu, s, c, n, shift, spread;
+    struct moments m = {0, 0, 0, 0};
 
     if (i < 0 || !params_ok(p) || !p->P[i] || !p->K[i])
         return EERL_EINVAL;
@@ -176,25 +238,39 @@ int eerl__wl_expected(const struct eerl__wl_params *p, char size, unsigned u,
     mu = log(p->len_median) + shift;
     s = p->len_sigma * spread;
     c = p->seq_limit;
-    lc = log(c);
     n = (double)p->P[i] * p->K[i];
-    /* E[min(X, c)] for lognormal X, closed form. */
-    mean = exp(mu + s * s / 2) * phi((lc - mu - s * s) / s) + c * (1 - phi((lc - mu) / s));
-    /* E[max of n clipped draws] = integral over [0, c] of 1 - F(x)^n (midpoint rule in x). */
-    for (j = 0; j < steps; j++) {
-        double x = c * (j + 0.5) / steps;
-        double F = phi((log(x) - mu) / s);
+    if (p->len_upd_sd == 0) {
+        m = cut_moments(mu, s, c, n);
+    } else {
+        /* Averaged over the length level x ~ N(0, sd^2) (its stationary law): midpoint rule over
+         * z in [-5, 5], x = sd z, weights the normal density, normalised. */
+        int j, nodes = 41;
+        double wsum = 0;
 
-        emax += (1 - pow(F, n)) * (c / steps);
+        for (j = 0; j < nodes; j++) {
+            double z = -5 + 10.0 * (j + 0.5) / nodes, wt = exp(-z * z / 2);
+            double x = spread * p->len_upd_sd * z;
+            struct moments a = cut_moments(mu + x, s * exp(p->len_upd_shape * x), c, n);
+
+            m.mean += wt * a.mean;
+            m.kept += wt * a.kept;
+            m.emax += wt * a.emax;
+            m.trunc += wt * a.trunc;
+            wsum += wt;
+        }
+        m.mean /= wsum;
+        m.kept /= wsum;
+        m.emax /= wsum;
+        m.trunc /= wsum;
     }
-    ret->G = n * mean;
-    ret->C = p->overlong_filter ? n * exp(mu + s * s / 2) * phi((lc - mu - s * s) / s) : ret->G;
+    ret->G = n * m.mean;
+    ret->C = p->overlong_filter ? n * m.kept : ret->G;
     if (p->dyn_filter)
         ret->C *= 1 - p->p_zero;
     ret->N = ret->C;
-    ret->L = emax;
-    ret->mean_len = mean;
+    ret->L = m.emax;
+    ret->mean_len = m.mean;
     ret->n_resp = (unsigned)n;
-    ret->n_trunc = (unsigned)(n * (1 - phi((lc - mu) / s)) + 0.5);
+    ret->n_trunc = (unsigned)(n * m.trunc + 0.5);
     return 0;
 }

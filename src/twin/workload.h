@@ -39,13 +39,20 @@ struct eerl__wl_scenario {
 struct eerl__wl_params {
     unsigned seq_limit;        /* response tokens; longer responses are truncated here */
     double len_median;         /* median response length at update 0, tokens */
-    double len_sigma;          /* lognormal shape */
+    double len_sigma;          /* lognormal shape of one update's lengths */
     double drift;              /* growth of log median per update */
     double p_zero;             /* probability a group has equal rewards (zero advantage) */
     unsigned P[3], K[3], B[3]; /* sizes S, M, L */
     int dyn_filter;            /* dynamic-sampling filter: drop zero-advantage groups (off: 0) */
     int overlong_filter;       /* overlong filtering: truncated responses leave the loss (off: 0) */
     struct eerl__wl_scenario scn; /* zero: steady (the preset's drift) */
+    /* The length level wandering between updates (off: 0): update u's log median is shifted by
+     * x_u, an AR(1) process over updates with stationary sd len_upd_sd and lag-1 len_upd_rho,
+     * the same for every setting of a seed, and its shape is len_sigma exp(len_upd_shape x_u).
+     * The expected values average over x_u's stationary law. */
+    double len_upd_sd;
+    double len_upd_rho;
+    double len_upd_shape;
 };
 
 /* One batch of responses. */
@@ -66,6 +73,10 @@ struct eerl__wl {
     double run_f; /* this run's length factor (divergence: the policy drifting apart), 1 without */
     struct eerl__rng rng; /* shared by matched seeds */
     struct eerl__rng div; /* per run */
+    struct eerl__rng lat; /* the length level's stream, shared by matched seeds */
+    uint64_t seed;
+    unsigned lat_next; /* updates of the length level drawn so far (lat_x is update lat_next-1) */
+    double lat_x;
     /* Batches drawn before (eerl__wl_draw), handed out instead of drawing again for updates
      * below n_replay: the oracles run every candidate setting on the same seeds, whose batches
      * are the same under every setting. Borrowed; only without divergence. NULL: draw. */
@@ -73,7 +84,8 @@ struct eerl__wl {
     unsigned n_replay;
 };
 
-/* The median's log shift (drift included) and the shape's multiplier at update u. */
+/* The median's log shift (drift included) and the shape's multiplier at update u (the
+ * scenario's; the length level x_u of a seed is added by eerl__wl_next). */
 void eerl__wl_scenario_at(const struct eerl__wl_params *p, unsigned u, double *ret_shift,
                           double *ret_spread);
 /* 1 if the scenario's parameters are valid (a steady one must be all zero). */

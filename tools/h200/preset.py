@@ -5,7 +5,9 @@
 What is measured and what is assumed (docs/twin.md, docs/validation.md):
 
   measured (governor point, 1980 MHz, one H200)  the workload (320 sequences of lognormal length
-      truncated at 1024, drift), each phase's time per update and its regression on the work
+      truncated at 1024; per update a lognormal fitted to its mean length and its share at the
+      limit: the shape of one update's lengths, the median's drift over the run and the level
+      wandering around it, an AR(1) process), each phase's time per update and its regression on the work
       (generation: the decode loop always runs to the longest response, so c_tail = time / L and
       c_tok = 0; log-probs: time per consumed token; training: a fixed part plus time per
       consumed token; refit and the rest: their means), each phase's mean power (eerl's energy
@@ -24,6 +26,7 @@ import copy
 import json
 import math
 import os
+import random
 import statistics as st
 import sys
 
@@ -75,6 +78,56 @@ def _linfit(x, y):
     return my - b * mx, b
 
 
+def _lag1(x):
+    m = st.mean(x)
+    d = [v - m for v in x]
+    den = sum(v * v for v in d)
+    return sum(a * b for a, b in zip(d[:-1], d[1:])) / den if den > 0 else 0.0
+
+
+def _ar1_unbiased(sd_hat, rho_hat, updates, paths=400):
+    """The stationary sd and lag-1 of an AR(1) process whose runs of these updates, detrended by a
+    line as the measurement is, show sd_hat and rho_hat on average: a short run of a persistent
+    process understates both (103 updates at rho 0.85: by about 6% and 0.04). Fixed-point
+    iteration on simulated paths (a fixed seed: the preset is reproducible)."""
+    sd, rho = sd_hat, rho_hat
+    for _ in range(12):
+        rnd = random.Random(20261201)
+        s_sum = r_sum = 0.0
+        for _ in range(paths):
+            x = [sd * rnd.gauss(0, 1)]
+            for _ in updates[1:]:
+                x.append(rho * x[-1] + sd * math.sqrt(1 - rho * rho) * rnd.gauss(0, 1))
+            a, b = _linfit(updates, x)
+            e = [v - a - b * u for u, v in zip(updates, x)]
+            s_sum += st.pstdev(e)
+            r_sum += _lag1(e)
+        sd *= sd_hat / (s_sum / paths)
+        rho = min(max(rho + rho_hat - r_sum / paths, 0.0), 0.98)
+    return sd, rho
+
+
+def length_level(G, trunc, updates):
+    """The workload per update: a lognormal (median, sigma) fitted to each update's mean length and
+    share at the limit; the shape of one update (median of the sigmas), the log median's line over
+    the updates (median at update 0, drift) and its residuals' sd and lag-1 correlation (the
+    level wandering between updates; corrected for the run's length by _ar1_unbiased), and how the shape moves with that level (slope of log sigma
+    on the residual: a longer update is also a wider one). Lists per update, in order."""
+    fits = []
+    for g, n in zip(G, trunc):
+        share = min(max(n, 0.5), SEQS - 0.5) / SEQS  # a share of 0 or 1 fixes no lognormal
+        fits.append(_lognormal_fit(g / SEQS, share, RESPONSE_LIMIT))
+    mu = [math.log(f[0]) for f in fits]
+    mu0, drift = _linfit(updates, mu)
+    x = [m - mu0 - drift * u for u, m in zip(updates, mu)]
+    _, shape = _linfit(x, [math.log(f[1]) for f in fits])
+    sd, rho = _ar1_unbiased(st.pstdev(x), max(_lag1(x), 0.0), updates)
+    return {"len_median": math.exp(mu0), "len_sigma": st.median(f[1] for f in fits),
+            "drift": drift, "len_update_sd": sd, "len_update_rho": rho,
+            "len_update_shape": shape, "measured_sd": st.pstdev(x), "measured_rho": _lag1(x),
+            "mu": mu, "sigma": [f[1] for f in fits]}
+
+
 def measure(run):
     """The governor-point figures of one run: a dict of what build() uses."""
     _, ups, log = runfiles.load_run(run, "preset.py")
@@ -91,14 +144,15 @@ def measure(run):
     other = [ups[k]["time_s"] - sum(ph(k, p, "time_s") for p in t) for k in keys]
     mean_len = st.mean(G) / SEQS
     trunc = st.mean(log[k]["truncated"] for k in keys) / SEQS
-    med, sig = _lognormal_fit(mean_len, trunc, RESPONSE_LIMIT)
-    # drift: slope of log mean response length per update
-    _, drift = _linfit(keys, [math.log(g / SEQS) for g in G])
+    lv = length_level(G, [log[k]["truncated"] for k in keys], keys)
     tr0, ctr = _linfit(N, t["training"])
     return {
         "updates": len(keys), "first": keys[0], "last": keys[-1],
-        "mean_len": mean_len, "trunc_share": trunc, "len_median": med, "len_sigma": sig,
-        "drift": drift, "N_over_G": st.mean(n / g for n, g in zip(N, G)),
+        "mean_len": mean_len, "trunc_share": trunc,
+        **{k: lv[k] for k in ("len_median", "len_sigma", "drift", "len_update_sd",
+                              "len_update_rho", "len_update_shape", "measured_sd",
+                              "measured_rho")},
+        "N_over_G": st.mean(n / g for n, g in zip(N, G)),
         "c_tail": st.mean(t["generation"]) / st.mean(L),
         "c_lp": st.mean(t["logprob"]) / st.mean(N),
         "c_tr": max(ctr, 0.0), "t_tr0": max(tr0, 0.0),
@@ -141,7 +195,9 @@ def build(params, run=RUN):
     }
     params.setdefault("models", {})["grpo-tiny"] = {
         "len_median": m["len_median"], "len_sigma": m["len_sigma"], "seq_limit": RESPONSE_LIMIT,
-        "drift": m["drift"], "p_zero": 0.0, "dynamic_sampling_filter": False,
+        "drift": m["drift"], "len_update_sd": m["len_update_sd"],
+        "len_update_rho": m["len_update_rho"], "len_update_shape": m["len_update_shape"],
+        "p_zero": 0.0, "dynamic_sampling_filter": False,
         "overlong_filter": True,
         # (P, K, B): grpo_tiny --config gpu is M
         "sizes": {"S": [20, 8, 160], "M": [40, 8, 320], "L": [80, 8, 640]},

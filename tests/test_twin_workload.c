@@ -27,6 +27,7 @@ static const struct eerl__wl_params qwen = {4096,
                                             {0, 0, 0, 0, 0, 0},
                                             0,
                                             0,
+                                            0,
                                             0};
 
 static void test_same_seed_same_batches(void **state)
@@ -149,7 +150,7 @@ static void test_valid_tokens_are_the_loss_mask_and_the_filter_option(void **sta
 
 /* A grpo-tiny-like workload with the length level of the H200 run (docs/twin.md): 320
  * responses, limit 1024, overlong filtering. */
-static struct eerl__wl_params wandering(double sd, double rho)
+static struct eerl__wl_params wandering(double sd, double ar1, double ar2)
 {
     struct eerl__wl_params p = qwen;
 
@@ -160,19 +161,21 @@ static struct eerl__wl_params wandering(double sd, double rho)
     p.p_zero = 0;
     p.overlong_filter = 1;
     p.len_upd_sd = sd;
-    p.len_upd_rho = rho;
+    p.len_upd_ar1 = ar1;
+    p.len_upd_ar2 = ar2;
     return p;
 }
 
 static void test_length_level_off_is_the_stream_as_before_and_matched_on(void **state)
 {
-    struct eerl__wl_params off = wandering(0, 0.85), on = wandering(0.46, 0.85), base = off;
+    struct eerl__wl_params off = wandering(0, 1.25, -0.4), on = wandering(0.5, 1.25, -0.4);
+    struct eerl__wl_params base = off;
     struct eerl__wl a, b, c, d;
     struct eerl__wl_batch x, y, z, v;
     unsigned u, differ = 0;
 
     (void)state;
-    base.len_upd_rho = 0;
+    base.len_upd_ar1 = base.len_upd_ar2 = 0;
     assert_int_equal(eerl__wl_init(&a, &base, 'M', 9, 0, 0), 0);
     assert_int_equal(eerl__wl_init(&b, &off, 'M', 9, 0, 0), 0);
     assert_int_equal(eerl__wl_init(&c, &on, 'M', 9, 0, 0), 0);
@@ -187,28 +190,30 @@ static void test_length_level_off_is_the_stream_as_before_and_matched_on(void **
         differ += z.n_trunc != x.n_trunc;
     }
     assert_true(differ >= 90);
-    on.len_upd_rho = 1; /* not a stationary process */
+    on.len_upd_ar1 = 1.45; /* not a stationary process: ar1 + ar2 >= 1 */
     assert_int_equal(eerl__wl_init(&c, &on, 'M', 9, 0, 0), EERL_EINVAL);
-    on.len_upd_rho = 0.5;
+    on.len_upd_ar1 = 0.5;
+    on.len_upd_ar2 = -1; /* nor with ar2 <= -1 */
+    assert_int_equal(eerl__wl_init(&c, &on, 'M', 9, 0, 0), EERL_EINVAL);
+    on.len_upd_ar2 = 0;
     on.len_upd_sd = -0.1;
     assert_int_equal(eerl__wl_init(&c, &on, 'M', 9, 0, 0), EERL_EINVAL);
 }
 
-/* The level's spread and lag-1 correlation are what was asked for: seen through the log mean
- * length of big untruncated batches (4000 responses: the batch's own sampling adds ~0.01). */
-static void test_length_level_has_its_spread_and_correlation(void **state)
+/* Log mean lengths of n updates of big untruncated batches (2000 responses: a batch's own sampling
+ * adds ~0.01 to the level) and their sd and autocorrelation at lags 1 and 5. */
+static void level_series(struct eerl__wl_params p, unsigned n, double *x, double *ret_sd,
+                         double *ret_r1, double *ret_r5)
 {
-    struct eerl__wl_params p = wandering(0.3, 0.85);
-    struct eerl__wl w, late;
+    struct eerl__wl w;
     struct eerl__wl_batch b;
-    double x[600], m = 0, v = 0, c = 0;
-    unsigned u, n = 600;
+    double m = 0, v = 0, c1 = 0, c5 = 0;
+    unsigned u;
 
-    (void)state;
     p.seq_limit = 1000000;
     p.len_sigma = 0.5;
-    p.P[1] = 500;
-    p.B[1] = 4000;
+    p.P[1] = 250;
+    p.B[1] = 2000;
     assert_int_equal(eerl__wl_init(&w, &p, 'M', 4, 0, 0), 0);
     for (u = 0; u < n; u++) {
         eerl__wl_next(&w, u, &b);
@@ -218,22 +223,50 @@ static void test_length_level_has_its_spread_and_correlation(void **state)
     for (u = 0; u < n; u++) {
         v += (x[u] - m) * (x[u] - m) / n;
         if (u + 1 < n)
-            c += (x[u] - m) * (x[u + 1] - m) / n;
+            c1 += (x[u] - m) * (x[u + 1] - m) / n;
+        if (u + 5 < n)
+            c5 += (x[u] - m) * (x[u + 5] - m) / n;
     }
-    assert_true(sqrt(v) > 0.24 && sqrt(v) < 0.36);
-    assert_true(c / v > 0.77 && c / v < 0.93);
+    *ret_sd = sqrt(v);
+    *ret_r1 = c1 / v;
+    *ret_r5 = c5 / v;
+}
+
+/* The level's spread and autocorrelation are what was asked for: AR(1) (ar2 0) with lag-1 0.85
+ * and 0.85^5 = 0.44 at lag 5; the H200 fit's AR(2) (1.25, -0.40) with about the same lag-1 (0.89)
+ * but 0.27 at lag 5 (its excursions last a few updates). */
+static void test_length_level_has_its_spread_and_correlation(void **state)
+{
+    static double x[1500];
+    struct eerl__wl_params p = wandering(0.3, 0.85, 0);
+    struct eerl__wl late;
+    struct eerl__wl_batch b;
+    double sd, r1, r5;
+
+    (void)state;
+    level_series(p, 1500, x, &sd, &r1, &r5);
+    assert_true(sd > 0.25 && sd < 0.35);
+    assert_true(r1 > 0.80 && r1 < 0.90 && r5 > 0.35 && r5 < 0.54);
     /* A workload asked for update 300 first sees the same level there (its responses are other
      * draws of the shared stream, which one batch's sampling barely shows). */
+    p.seq_limit = 1000000;
+    p.len_sigma = 0.5;
+    p.P[1] = 250;
+    p.B[1] = 2000;
     assert_int_equal(eerl__wl_init(&late, &p, 'M', 4, 0, 0), 0);
     eerl__wl_next(&late, 300, &b);
     assert_true(fabs(log(b.mean_len) - x[300]) < 0.05 && fabs(x[300] - x[0]) > 0.1);
+
+    level_series(wandering(0.3, 1.25, -0.4), 1500, x, &sd, &r1, &r5);
+    assert_true(sd > 0.25 && sd < 0.35);
+    assert_true(r1 > 0.84 && r1 < 0.94 && r5 > 0.15 && r5 < 0.34);
 }
 
 /* Over seeds the level averages out: the expected values (what the calibration evaluates) agree
  * with the samples, and differ from one update's distribution at the mean level. */
 static void test_length_level_expected_matches_samples(void **state)
 {
-    struct eerl__wl_params p = wandering(0.46, 0.85), one = wandering(0, 0);
+    struct eerl__wl_params p = wandering(0.5, 1.25, -0.4), one = wandering(0, 0, 0);
     struct eerl__wl w;
 
     p.len_upd_shape = 0.27; /* a longer update is a wider one, as in the H200 run */

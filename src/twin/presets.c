@@ -123,12 +123,16 @@ static int parse_model(json_t *o, struct eerl__wl_params *w)
     NUM(o, "p_zero", 0, 0.99, w->p_zero);
     /* Optional, off when absent: the length level wandering between updates (workload.h). */
     w->len_upd_sd = 0;
-    w->len_upd_rho = 0;
+    w->len_upd_ar1 = 0;
+    w->len_upd_ar2 = 0;
     w->len_upd_shape = 0;
     if (json_object_get(o, "len_update_sd"))
         NUM(o, "len_update_sd", 0, 2.9, w->len_upd_sd);
-    if (json_object_get(o, "len_update_rho"))
-        NUM(o, "len_update_rho", 0, 0.99, w->len_upd_rho);
+    /* AR coefficients; stationarity is the workload's check (eerl__wl_init, expected values). */
+    if (json_object_get(o, "len_update_ar1"))
+        NUM(o, "len_update_ar1", -2, 2, w->len_upd_ar1);
+    if (json_object_get(o, "len_update_ar2"))
+        NUM(o, "len_update_ar2", -1, 1, w->len_upd_ar2);
     if (json_object_get(o, "len_update_shape"))
         NUM(o, "len_update_shape", -2, 2, w->len_upd_shape);
     /* Optional, off by default: the dynamic-sampling filter (DAPO) drops zero-advantage groups. */

@@ -6,8 +6,8 @@
  * run's responses stay longer or shorter) and those of each update by another exp(d z) (sampling),
  * both from the run's own stream, leaving the shared stream untouched. The length level (when
  * len_upd_sd > 0) shifts every log length of update u by x_u, an AR(1) process of its own stream
- * keyed by the seed alone, so every setting of a seed sees it, and scales that update's shape by
- * exp(len_upd_shape x_u). */
+ * keyed by the seed alone (an AR(2) process), so every setting of a seed sees it, and scales that
+ * update's shape by exp(len_upd_shape x_u). */
 #include <math.h>
 
 #include "eerl/error.h"
@@ -71,11 +71,20 @@ void eerl__wl_scenario_at(const struct eerl__wl_params *p, unsigned u, double *r
     *ret_spread = spread;
 }
 
+/* An AR(2) process is stationary inside the triangle |ar2| < 1, ar1 + ar2 < 1, ar2 - ar1 < 1
+ * (kept a little inside, so its innovation sd stays above 0). */
+static int ar_stationary(const struct eerl__wl_params *p)
+{
+    double a1 = p->len_upd_ar1, a2 = p->len_upd_ar2, m = 1e-3;
+
+    return isfinite(a1) && isfinite(a2) && a2 > -1 + m && a1 + a2 < 1 - m && a2 - a1 < 1 - m;
+}
+
 static int params_ok(const struct eerl__wl_params *p)
 {
     return eerl__wl_scenario_ok(&p->scn) && p->seq_limit >= 1 && p->len_median >= 1 &&
            p->len_sigma > 0 && p->len_sigma < 5 && p->p_zero >= 0 && p->p_zero < 1 &&
-           p->len_upd_sd >= 0 && p->len_upd_sd < 3 && p->len_upd_rho >= 0 && p->len_upd_rho < 1 &&
+           p->len_upd_sd >= 0 && p->len_upd_sd < 3 && ar_stationary(p) &&
            fabs(p->len_upd_shape) <= 2 && isfinite(p->drift) &&
            (p->dyn_filter == 0 || p->dyn_filter == 1) &&
            (p->overlong_filter == 0 || p->overlong_filter == 1);
@@ -106,27 +115,38 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
     return 0;
 }
 
-/* x_u of the length level: x_0 = sd z_0, x_j = rho x_(j-1) + sd sqrt(1 - rho^2) z_j, one draw
- * per update from the seed's own stream; a function of (seed, u) whatever the order of calls
- * (updates in order cost one draw each, another order replays the stream from update 0). */
+/* x_u of the length level, an AR(2) process started in its stationary law: x_0 = sd z_0, x_1 =
+ * r1 x_0 + sd sqrt(1 - r1^2) z_1 with r1 = ar1 / (1 - ar2) its lag-1 correlation, then x_u = ar1
+ * x_(u-1) + ar2 x_(u-2) + e z_u with e the innovation sd that keeps the variance sd^2; one draw per
+ * update from the seed's own stream, a function of (seed, u) whatever the order of calls (updates
+ * in order cost one draw each, another order replays the stream from update 0). */
 static double length_level(struct eerl__wl *w, unsigned u)
 {
-    double sd = w->p.len_upd_sd, rho = w->p.len_upd_rho;
+    double sd = w->p.len_upd_sd, a1 = w->p.len_upd_ar1, a2 = w->p.len_upd_ar2;
+    double r1 = a1 / (1 - a2);
+    double e = sd * sqrt((1 + a2) * ((1 - a2) * (1 - a2) - a1 * a1) / (1 - a2));
 
     if (sd == 0)
         return 0;
     if (u + 1 == w->lat_next)
         return w->lat_x;
-    if (u < w->lat_next) {
+    if (u < w->lat_next)
         w->lat_next = 0;
-        w->lat_x = 0;
-    }
-    if (w->lat_next == 0)
+    if (w->lat_next == 0) {
         eerl__rng_seed(&w->lat, w->seed ^ 0x2545f4914f6cdd1dull, 7);
+        w->lat_x = w->lat_xp = 0;
+    }
     while (w->lat_next <= u) {
-        double z = eerl__rng_normal(&w->lat);
+        double z = eerl__rng_normal(&w->lat), x;
 
-        w->lat_x = w->lat_next == 0 ? sd * z : rho * w->lat_x + sd * sqrt(1 - rho * rho) * z;
+        if (w->lat_next == 0)
+            x = sd * z;
+        else if (w->lat_next == 1)
+            x = r1 * w->lat_x + sd * sqrt(1 - r1 * r1) * z;
+        else
+            x = a1 * w->lat_x + a2 * w->lat_xp + e * z;
+        w->lat_xp = w->lat_x;
+        w->lat_x = x;
         w->lat_next++;
     }
     return w->lat_x;

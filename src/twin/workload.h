@@ -47,11 +47,12 @@ struct eerl__wl_params {
     int overlong_filter;       /* overlong filtering: truncated responses leave the loss (off: 0) */
     struct eerl__wl_scenario scn; /* zero: steady (the preset's drift) */
     /* The length level wandering between updates (off: 0): update u's log median is shifted by
-     * x_u, an AR(1) process over updates with stationary sd len_upd_sd and lag-1 len_upd_rho,
-     * the same for every setting of a seed, and its shape is len_sigma exp(len_upd_shape x_u).
-     * The expected values average over x_u's stationary law. */
+     * x_u, an AR(2) process over updates, x_u = ar1 x_(u-1) + ar2 x_(u-2) + innovation, of
+     * stationary sd len_upd_sd (AR(1) when ar2 is 0), the same for every setting of a seed, and
+     * its shape is len_sigma exp(len_upd_shape x_u). The expected values average over x_u's
+     * stationary law. */
     double len_upd_sd;
-    double len_upd_rho;
+    double len_upd_ar1, len_upd_ar2;
     double len_upd_shape;
 };
 
@@ -75,8 +76,8 @@ struct eerl__wl {
     struct eerl__rng div; /* per run */
     struct eerl__rng lat; /* the length level's stream, shared by matched seeds */
     uint64_t seed;
-    unsigned lat_next; /* updates of the length level drawn so far (lat_x is update lat_next-1) */
-    double lat_x;
+    unsigned lat_next;    /* updates of the length level drawn so far */
+    double lat_x, lat_xp; /* the level at updates lat_next-1 and lat_next-2 */
     /* Batches drawn before (eerl__wl_draw), handed out instead of drawing again for updates
      * below n_replay: the oracles run every candidate setting on the same seeds, whose batches
      * are the same under every setting. Borrowed; only without divergence. NULL: draw. */

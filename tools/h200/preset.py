@@ -7,7 +7,7 @@ What is measured and what is assumed (docs/twin.md, docs/validation.md):
   measured (governor point, 1980 MHz, one H200)  the workload (320 sequences of lognormal length
       truncated at 1024; per update a lognormal fitted to its mean length and its share at the
       limit: the shape of one update's lengths, the median's drift over the run and the level
-      wandering around it, an AR(1) process), each phase's time per update and its regression on the work
+      wandering around it, an AR(2) process), each phase's time per update and its regression on the work
       (generation: the decode loop always runs to the longest response, so c_tail = time / L and
       c_tok = 0; log-probs: time per consumed token; training: a fixed part plus time per
       consumed token; refit and the rest: their means), each phase's mean power (eerl's energy
@@ -85,33 +85,93 @@ def _lag1(x):
     return sum(a * b for a, b in zip(d[:-1], d[1:])) / den if den > 0 else 0.0
 
 
-def _ar1_unbiased(sd_hat, rho_hat, updates, paths=400):
-    """The stationary sd and lag-1 of an AR(1) process whose runs of these updates, detrended by a
-    line as the measurement is, show sd_hat and rho_hat on average: a short run of a persistent
-    process understates both (103 updates at rho 0.85: by about 6% and 0.04). Fixed-point
-    iteration on simulated paths (a fixed seed: the preset is reproducible)."""
-    sd, rho = sd_hat, rho_hat
-    for _ in range(12):
-        rnd = random.Random(20261201)
-        s_sum = r_sum = 0.0
-        for _ in range(paths):
-            x = [sd * rnd.gauss(0, 1)]
-            for _ in updates[1:]:
-                x.append(rho * x[-1] + sd * math.sqrt(1 - rho * rho) * rnd.gauss(0, 1))
-            a, b = _linfit(updates, x)
-            e = [v - a - b * u for u, v in zip(updates, x)]
-            s_sum += st.pstdev(e)
-            r_sum += _lag1(e)
-        sd *= sd_hat / (s_sum / paths)
-        rho = min(max(rho + rho_hat - r_sum / paths, 0.0), 0.98)
-    return sd, rho
+def _acf(x, k):
+    m = st.mean(x)
+    d = [v - m for v in x]
+    den = sum(v * v for v in d)
+    return sum(a * b for a, b in zip(d[:-k], d[k:])) / den if den > 0 else 0.0
+
+
+ACF_LAGS = 6
+
+
+def _ar2_sim(a1, a2, updates, paths):
+    """Mean sd and autocorrelation (lags 1..ACF_LAGS) that runs of these updates of a stationary
+    AR(2) process of unit sd show once detrended by a line, as the measurement is. Common random
+    numbers (a fixed seed): the preset is reproducible and the fit's objective smooth."""
+    rnd = random.Random(20261201)
+    r1 = a1 / (1 - a2)
+    e = math.sqrt((1 + a2) * ((1 - a2) ** 2 - a1 * a1) / (1 - a2))
+    sd = 0.0
+    acf = [0.0] * ACF_LAGS
+    for _ in range(paths):
+        x = [rnd.gauss(0, 1)]
+        x.append(r1 * x[0] + math.sqrt(1 - r1 * r1) * rnd.gauss(0, 1))
+        while len(x) < len(updates):
+            x.append(a1 * x[-1] + a2 * x[-2] + e * rnd.gauss(0, 1))
+        a, b = _linfit(updates, x)
+        res = [v - a - b * u for u, v in zip(updates, x)]
+        sd += st.pstdev(res) / paths
+        for k in range(ACF_LAGS):
+            acf[k] += _acf(res, k + 1) / paths
+    return sd, acf
+
+
+def _nelder_mead(f, x0, step, iters=80):
+    """Minimises f over two variables (Nelder-Mead, deterministic)."""
+    pts = [list(x0), [x0[0] + step, x0[1]], [x0[0], x0[1] + step]]
+    val = [f(*p) for p in pts]
+    for _ in range(iters):
+        order = sorted(range(3), key=lambda i: val[i])
+        pts, val = [pts[i] for i in order], [val[i] for i in order]
+        c = [(pts[0][k] + pts[1][k]) / 2 for k in range(2)]
+        r = [c[k] + (c[k] - pts[2][k]) for k in range(2)]
+        fr = f(*r)
+        if fr < val[0]:
+            e = [c[k] + 2 * (c[k] - pts[2][k]) for k in range(2)]
+            fe = f(*e)
+            pts[2], val[2] = (e, fe) if fe < fr else (r, fr)
+        elif fr < val[1]:
+            pts[2], val[2] = r, fr
+        else:
+            k_ = [c[k] + 0.5 * (pts[2][k] - c[k]) for k in range(2)]
+            fk = f(*k_)
+            if fk < val[2]:
+                pts[2], val[2] = k_, fk
+            else:
+                for i in (1, 2):
+                    pts[i] = [pts[0][k] + 0.5 * (pts[i][k] - pts[0][k]) for k in range(2)]
+                    val[i] = f(*pts[i])
+    i = min(range(3), key=lambda i: val[i])
+    return pts[i]
+
+
+def _ar2_fit(x, updates, paths=100):
+    """The stationary AR(2) (sd, ar1, ar2) whose detrended runs of these updates show, on average,
+    the autocorrelation of x at lags 1..ACF_LAGS (least squares, Nelder-Mead from the Yule-Walker
+    estimate) and its sd (the process is linear in sd). A short run of a persistent process
+    understates both its spread and its correlation, which is why this is simulated."""
+    want = [_acf(x, k) for k in range(1, ACF_LAGS + 1)]
+    sds = {}
+
+    def cost(a1, a2):
+        if not (a2 > -0.98 and a1 + a2 < 0.98 and a2 - a1 < 0.98):
+            return float("inf")
+        sd, acf = _ar2_sim(a1, a2, updates, paths)
+        sds[(a1, a2)] = sd
+        return sum((p - q) ** 2 for p, q in zip(acf, want))
+
+    r1, r2 = want[0], want[1]
+    a1, a2 = _nelder_mead(cost, (r1 * (1 - r2) / (1 - r1 * r1), (r2 - r1 * r1) / (1 - r1 * r1)),
+                          0.1)
+    return st.pstdev(x) / sds[(a1, a2)], a1, a2, want
 
 
 def length_level(G, trunc, updates):
     """The workload per update: a lognormal (median, sigma) fitted to each update's mean length and
     share at the limit; the shape of one update (median of the sigmas), the log median's line over
-    the updates (median at update 0, drift) and its residuals' sd and lag-1 correlation (the
-    level wandering between updates; corrected for the run's length by _ar1_unbiased), and how the shape moves with that level (slope of log sigma
+    the updates (median at update 0, drift) and the level wandering around it (its residuals: an
+    AR(2) process fitted to their sd and autocorrelation by _ar2_fit), and how the shape moves with that level (slope of log sigma
     on the residual: a longer update is also a wider one). Lists per update, in order."""
     fits = []
     for g, n in zip(G, trunc):
@@ -121,10 +181,10 @@ def length_level(G, trunc, updates):
     mu0, drift = _linfit(updates, mu)
     x = [m - mu0 - drift * u for u, m in zip(updates, mu)]
     _, shape = _linfit(x, [math.log(f[1]) for f in fits])
-    sd, rho = _ar1_unbiased(st.pstdev(x), max(_lag1(x), 0.0), updates)
+    sd, a1, a2, acf = _ar2_fit(x, updates)
     return {"len_median": math.exp(mu0), "len_sigma": st.median(f[1] for f in fits),
-            "drift": drift, "len_update_sd": sd, "len_update_rho": rho,
-            "len_update_shape": shape, "measured_sd": st.pstdev(x), "measured_rho": _lag1(x),
+            "drift": drift, "len_update_sd": sd, "len_update_ar1": a1, "len_update_ar2": a2,
+            "len_update_shape": shape, "measured_sd": st.pstdev(x), "measured_acf": acf,
             "mu": mu, "sigma": [f[1] for f in fits]}
 
 
@@ -150,8 +210,8 @@ def measure(run):
         "updates": len(keys), "first": keys[0], "last": keys[-1],
         "mean_len": mean_len, "trunc_share": trunc,
         **{k: lv[k] for k in ("len_median", "len_sigma", "drift", "len_update_sd",
-                              "len_update_rho", "len_update_shape", "measured_sd",
-                              "measured_rho")},
+                              "len_update_ar1", "len_update_ar2", "len_update_shape",
+                              "measured_sd", "measured_acf")},
         "N_over_G": st.mean(n / g for n, g in zip(N, G)),
         "c_tail": st.mean(t["generation"]) / st.mean(L),
         "c_lp": st.mean(t["logprob"]) / st.mean(N),
@@ -196,7 +256,8 @@ def build(params, run=RUN):
     params.setdefault("models", {})["grpo-tiny"] = {
         "len_median": m["len_median"], "len_sigma": m["len_sigma"], "seq_limit": RESPONSE_LIMIT,
         "drift": m["drift"], "len_update_sd": m["len_update_sd"],
-        "len_update_rho": m["len_update_rho"], "len_update_shape": m["len_update_shape"],
+        "len_update_ar1": m["len_update_ar1"], "len_update_ar2": m["len_update_ar2"],
+        "len_update_shape": m["len_update_shape"],
         "p_zero": 0.0, "dynamic_sampling_filter": False,
         "overlong_filter": True,
         # (P, K, B): grpo_tiny --config gpu is M

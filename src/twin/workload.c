@@ -5,9 +5,9 @@
  * lengths of a run by one lognormal factor exp(d z) (the policy drifting apart between runs: a
  * run's responses stay longer or shorter) and those of each update by another exp(d z) (sampling),
  * both from the run's own stream, leaving the shared stream untouched. The length level (when
- * len_upd_sd > 0) shifts every log length of update u by x_u, an AR(1) process of its own stream
- * keyed by the seed alone (an AR(2) process), so every setting of a seed sees it, and scales that
- * update's shape by exp(len_upd_shape x_u). */
+ * len_upd_sd > 0) shifts every log length of update u by x_u, an AR(2) process drawn from a stream
+ * of its own keyed by the seed alone, so every setting of a seed sees it, and scales that update's
+ * shape by exp(len_upd_shape x_u). */
 #include <math.h>
 
 #include "eerl/error.h"
@@ -109,7 +109,7 @@ int eerl__wl_init(struct eerl__wl *w, const struct eerl__wl_params *p, char size
     eerl__rng_seed(&w->rng, seed, 1);
     w->seed = seed;
     w->lat_next = 0;
-    w->lat_x = 0;
+    w->lat_x = w->lat_xp = 0;
     eerl__rng_seed(&w->div, seed ^ (run_id * 0x9e3779b97f4a7c15ull), 2 + run_id);
     w->run_f = divergence > 0 ? exp(0.7 * divergence * eerl__rng_normal(&w->div)) : 1.0;
     return 0;

@@ -500,6 +500,72 @@ static void test_inflight_reference_follows_a_collapse(void **state)
     assert_true(e1 < 0.9);
 }
 
+/* In-flight after lock: a governor block that reads the governor moved (beyond three of its
+ * standard errors) runs on for as many updates again before the reference follows it
+ * (revision 2): four updates of a noisy run can miss by that much. Every phase slows by 0.04%
+ * per update from update 500 (the governor moves for real): revision 2 follows it, each time
+ * after a confirmation; revision 1 follows 4-update blocks at once. */
+static void moved_events(unsigned rev, uint64_t seed, unsigned *rescales, unsigned *unconfirmed)
+{
+    unsigned clocks[200], i;
+    size_t nc = synth_clocks(clocks), k, ne;
+    struct synth s;
+    eerl_ctl_config c;
+    eerl_ctl *ctl = NULL;
+    eerl_setting st;
+    eerl_event evs[64];
+    int confirming = 0;
+
+    cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
+    c.expected_updates = 1500;
+    c.inflight_revision = rev;
+    synth_init(&s, EERL_MODE_INFLIGHT, seed);
+    s.noise = 0.03;
+    s.t_drift = 0.0004;
+    s.drift_from = 500;
+    assert_int_equal(eerl_ctl_new(EERL_MODE_INFLIGHT, &c, clocks, nc, 1980, &ctl), 0);
+    eerl_ctl_setting(ctl, &st);
+    for (i = 0; i < 1500; i++) {
+        eerl_obs o = synth_step(&s, &st);
+
+        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
+        while ((ne = eerl_ctl_events(ctl, evs, 64)) > 0)
+            for (k = 0; k < ne; k++) {
+                if (verbose())
+                    synth_print_event(&evs[k]);
+                if (evs[k].kind != EERL_EV_HOLD)
+                    continue;
+                if (strstr(evs[k].reason, "more to confirm"))
+                    confirming = 1;
+                if (strstr(evs[k].reason, "rescales the reference") ||
+                    strstr(evs[k].reason, "replaces the reference")) {
+                    (*rescales)++;
+                    *unconfirmed += !confirming;
+                }
+                if (strstr(evs[k].reason, "the reference); back to"))
+                    confirming = 0;
+            }
+    }
+    eerl_ctl_free(ctl);
+}
+
+static void test_inflight_confirms_a_moved_governor(void **state)
+{
+    unsigned r1 = 0, u1 = 0, r2 = 0, u2 = 0;
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 4; seed++) {
+        moved_events(1, seed, &r1, &u1);
+        moved_events(2, seed, &r2, &u2);
+    }
+    if (verbose())
+        printf("revision 1: %u rescales, %u unconfirmed; revision 2: %u, %u\n", r1, u1, r2, u2);
+    assert_true(r2 >= 1);
+    assert_int_equal(u2, 0);
+    assert_true(u1 >= 1);
+}
+
 static void test_baselines(void **state)
 {
     eerl_ctl_config c;
@@ -577,10 +643,10 @@ static void test_names_and_errors(void **state)
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
     assert_non_null(strstr(why, "fast_calibration_updates 2"));
     cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
-    assert_int_equal(c.inflight_revision, 1);
-    c.inflight_revision = 2;
+    assert_int_equal(c.inflight_revision, 2);
+    c.inflight_revision = 3;
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
-    assert_non_null(strstr(why, "inflight_revision 2"));
+    assert_non_null(strstr(why, "inflight_revision 3"));
 }
 
 int main(void)
@@ -596,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_account_corrects_the_predictors_drift),
         cmocka_unit_test(test_inflight_arrivals_skip_training_steps_past_the_wait),
         cmocka_unit_test(test_inflight_reference_follows_a_collapse),
+        cmocka_unit_test(test_inflight_confirms_a_moved_governor),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),
     };

@@ -7,7 +7,7 @@
 
 /* The newest revision of eerl's in-flight judge and proposer (cfg.inflight_revision; its
  * default). */
-#define EERL__INFLIGHT_REVISION 1
+#define EERL__INFLIGHT_REVISION 2
 
 /* *ret_cfg = the mode's defaults overwritten by the first in->size bytes of *in, with size set
  * to this release's. EERL_EINVAL when in->size is not a size this release reads. */

@@ -1481,7 +1481,11 @@ static void test_out_of_descriptors(void **state)
         fds[i] = raw_connect();
         raw_send_str(fds[i], "{\"op\":\"hello\",\"v\":1}\n");
     }
-    sleep_ms(1500); /* a spinning loop would log tens of thousands of lines meanwhile */
+    /* The daemon says so once it runs out (however long a loaded machine takes to get there);
+     * then a spinning loop would log tens of thousands of lines in the next 1.5 s. */
+    for (i = 0; i < 600 && log_count("out of file descriptors") == 0; i++)
+        sleep_ms(100);
+    sleep_ms(1500);
     lines = log_count("accept");
     print_message("50 connections against 40 descriptors: %u log lines about accept, %u about "
                   "descriptors\n",

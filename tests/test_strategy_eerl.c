@@ -17,6 +17,7 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "core/strategy.h"
 #include "synth_stream.h"
 
 static int verbose(void)
@@ -417,6 +418,40 @@ static void test_account_corrects_the_predictors_drift(void **state)
     }
 }
 
+/* The probes' mean error (eerl__probe_mean): n probes alternating mean + d and mean - d. */
+static double probe_mean_of(double mean, double d, unsigned n, double quiet_se)
+{
+    double xs[24];
+    unsigned i;
+
+    for (i = 0; i < n; i++)
+        xs[i] = mean + (i % 2 ? -d : d);
+    return eerl__probe_mean(xs, n, quiet_se);
+}
+
+/* Revision 0 uses a positive mean only two standard errors from zero; revision 1 (quiet_se the
+ * account's margin, 0.003) also where the mean's standard error is within the margin, as on the
+ * twin (24 probes scattered 1.1%: se 0.23%); a stream as noisy as the 5% synthetic one (se 1%)
+ * is gated as before, and a negative mean, or fewer than three probes, are taken as before. */
+static void test_probe_mean_rule(void **state)
+{
+    (void)state;
+    /* 0.4% with 1.1% scatter over 24 probes: less than two standard errors (0.46%) */
+    assert_true(probe_mean_of(0.004, 0.011, 24, 0) == 0);
+    assert_true(fabs(probe_mean_of(0.004, 0.011, 24, 0.003) - 0.004) < 1e-12);
+    /* the same over 6 probes: se 0.49%, above the margin: gated in both */
+    assert_true(probe_mean_of(0.004, 0.011, 6, 0.003) == 0);
+    /* 1% with 5% scatter: se 1%, gated in both */
+    assert_true(probe_mean_of(0.01, 0.05, 24, 0) == 0);
+    assert_true(probe_mean_of(0.01, 0.05, 24, 0.003) == 0);
+    /* clear of two standard errors, or negative: used in both */
+    assert_true(fabs(probe_mean_of(0.01, 0.011, 24, 0) - 0.01) < 1e-12);
+    assert_true(fabs(probe_mean_of(-0.004, 0.011, 24, 0) + 0.004) < 1e-12);
+    assert_true(fabs(probe_mean_of(-0.004, 0.011, 24, 0.003) + 0.004) < 1e-12);
+    /* two probes are not a mean */
+    assert_true(probe_mean_of(0.02, 0.001, 2, 0.003) == 0);
+}
+
 /* In-flight with the pools' arrivals reported: once a training clock below the peak has passed,
  * a training step at which training's busy time would outlast generation's (modelled through
  * the governor's and that setting's arrivals) is not tried. Seeds 1-6 ran 14 trials that failed
@@ -663,6 +698,7 @@ int main(void)
         cmocka_unit_test(test_inflight_arrivals_skip_training_steps_past_the_wait),
         cmocka_unit_test(test_inflight_reference_follows_a_collapse),
         cmocka_unit_test(test_inflight_confirms_a_moved_governor),
+        cmocka_unit_test(test_probe_mean_rule),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),
     };

@@ -185,6 +185,9 @@ static void test_bad_headers_are_refused(void **state)
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980],\"config\":{\"allowed_loss\":3}}",
                         EERL_EPARSE, "allowed_loss 3");
+    expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
+                                 "\"clocks_mhz\":[1980],\"config\":{\"eerl_revision\":2}}",
+                        EERL_EPARSE, "eerl_revision 2 is newer");
     /* Minimal header: defaults for the mode; unknown top-level keys are ignored. */
     assert_int_equal(eerl__trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"inflight\","
                                                        "\"governor_peak_mhz\":1980,\"clocks_mhz\":"
@@ -192,6 +195,11 @@ static void test_bad_headers_are_refused(void **state)
                                               h, why, sizeof(why)),
                      0);
     assert_int_equal(h->cfg.calibration_updates, 45);
+    /* Keys added since the first traces take what those traces ran with, not today's defaults:
+     * the start-up update was a reference, and eerl gated its probe correction at two standard
+     * errors. */
+    assert_int_equal(h->cfg.warmup_updates, 0);
+    assert_int_equal(h->cfg.eerl_revision, 0);
     free(h);
 }
 

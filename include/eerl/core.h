@@ -206,6 +206,12 @@ typedef struct eerl_ctl_config {
      * consumed batch's valid tokens (a fixed part where the references show one). A trace
      * header without the key replays with 0 (written before it). */
     unsigned inflight_revision;
+    /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its
+     * proposers): which revision decides. 0: the governor probes' mean error corrects the
+     * estimates only where negative or two standard errors from zero (as 0.2.0); 1 (default):
+     * also as measured once its standard error is within budget_margin (docs/controller.md
+     * "The model proposer"). A trace header without the key replays with 0. */
+    unsigned eerl_revision;
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode with the default strategy EERL_STRATEGY_EERL (set

@@ -230,6 +230,7 @@ class CtlConfig(C.Structure):
         ("group_names", (C.c_char * 16) * 4),
         ("warmup_updates", C.c_uint),
         ("inflight_revision", C.c_uint),
+        ("eerl_revision", C.c_uint),
     ]
 
 

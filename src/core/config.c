@@ -205,6 +205,7 @@ int eerl_ctl_config_init(eerl_mode mode, eerl_ctl_config *ret_cfg, size_t size)
     c.fast_calibration_updates = mode == EERL_MODE_INFLIGHT ? 16 : 10;
     c.warmup_updates = 1;
     c.inflight_revision = EERL__INFLIGHT_REVISION;
+    c.eerl_revision = EERL__EERL_REVISION;
     c.n_groups = 2;
     snprintf(c.group_names[0], sizeof(c.group_names[0]), "generation");
     snprintf(c.group_names[1], sizeof(c.group_names[1]), "training");
@@ -331,6 +332,9 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
     if (c->strategy == EERL_STRATEGY_EERL &&
         (c->fast_calibration_updates < 3 || c->fast_calibration_updates > 10000))
         BAD("fast_calibration_updates %u must be in 3-10000", c->fast_calibration_updates);
+    if (c->eerl_revision > EERL__EERL_REVISION)
+        BAD("eerl_revision %u is newer than this eerl knows (0-%d)", c->eerl_revision,
+            EERL__EERL_REVISION);
     if (c->warmup_updates > 1000)
         BAD("warmup_updates %u must be at most 1000", c->warmup_updates);
     if (c->inflight_revision > EERL__INFLIGHT_REVISION)

@@ -133,6 +133,10 @@ extern const struct eerl__strategy_ops eerl__strategy_inflight;
 /* Beyond the paper: strategy_eerl.c and strategy_baselines.c. */
 extern const struct eerl__strategy_ops eerl__strategy_eerl;
 extern const struct eerl__strategy_ops eerl__strategy_eerl_inflight;
+/* eerl's judge (strategy_eerl.c): the mean of the governor probes' errors xs[0..n) the run's
+ * estimates are corrected by; quiet_se: the standard error at or below which it is used as
+ * measured (0: only a negative mean, or one two standard errors from zero). */
+double eerl__probe_mean(const double *xs, unsigned n, double quiet_se);
 extern const struct eerl__strategy_ops eerl__strategy_governor;
 extern const struct eerl__strategy_ops eerl__strategy_static;
 extern const struct eerl__strategy_ops eerl__strategy_global_clock;

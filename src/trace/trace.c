@@ -50,6 +50,7 @@
     X(fast_calibration_updates, U)                                                                 \
     X(warmup_updates, U)                                                                           \
     X(inflight_revision, U)                                                                        \
+    X(eerl_revision, U)                                                                            \
     X(n_groups, U)
 
 static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob", "training",
@@ -414,6 +415,8 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
     h.cfg.warmup_updates = 0;
     /* Nor eerl's in-flight revision: 0 decided then. */
     h.cfg.inflight_revision = 0;
+    /* Nor eerl's revision in the other modes: 0 decided then. */
+    h.cfg.eerl_revision = 0;
     v = json_object_get(o, "strategy");
     if (v &&
         (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h.cfg.strategy) < 0))

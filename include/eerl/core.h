@@ -202,9 +202,11 @@ typedef struct eerl_ctl_config {
     unsigned warmup_updates;
     /* The eerl strategy in in-flight mode (strategy_eerl_inflight.c): which revision of its
      * judge and proposer decides. 0: the governor rate (valid tokens per second, fixed) as the
-     * reference; 1 (default): the governor's update time and energy as functions of the
-     * consumed batch's valid tokens (a fixed part where the references show one). A trace
-     * header without the key replays with 0 (written before it). */
+     * reference; 1: the governor's update time and energy as functions of the consumed
+     * batch's valid tokens (a fixed part where the references show one); 2 (default): as 1, and
+     * a governor block after lock that says the governor moved is confirmed by as many updates
+     * again before the reference follows it (docs/controller.md). A trace header without the
+     * key replays with 0 (written before it). */
     unsigned inflight_revision;
     /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its
      * proposers): which revision decides. 0: the governor probes' mean error corrects the

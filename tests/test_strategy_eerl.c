@@ -231,34 +231,22 @@ static void test_short_horizon_explores_less(void **state)
     assert_true(shortr.locked);
 }
 
-/* Drives the eerl strategy on a synthetic stream of the mode whose training time is
- * train_scale times the default's; calls seen(ev) for every event until it returns non-zero or
- * n updates have run. */
-static void mode_events(eerl_mode mode, double train_scale, double noise, double drift,
-                        int pinned_l, uint64_t seed, unsigned n,
-                        int (*seen)(const eerl_event *, void *), void *ctx)
+/* Runs n updates of the stream s under cfg, calling seen on each event until it returns
+ * non-zero. */
+static void stream_events(struct synth *s, const eerl_ctl_config *cfg, unsigned n,
+                          int (*seen)(const eerl_event *, void *), void *ctx)
 {
     unsigned clocks[200], i;
     size_t nc = synth_clocks(clocks), k, ne;
-    struct synth s;
-    eerl_ctl_config c;
     eerl_ctl *ctl = NULL;
     eerl_setting st;
     eerl_event evs[64];
     int done = 0;
 
-    cfg_for(mode, EERL_STRATEGY_EERL, &c);
-    c.expected_updates = n;
-    synth_init(&s, mode, seed);
-    s.train_s_per_tok *= train_scale;
-    s.noise = noise;
-    s.drift = drift;
-    s.drift_from = 40;
-    s.pinned_l = pinned_l;
-    assert_int_equal(eerl_ctl_new(mode, &c, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_new(s->mode, cfg, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < n && !done; i++) {
-        eerl_obs o = synth_step(&s, &st);
+        eerl_obs o = synth_step(s, &st);
 
         assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
         while ((ne = eerl_ctl_events(ctl, evs, 64)) > 0)
@@ -269,6 +257,27 @@ static void mode_events(eerl_mode mode, double train_scale, double noise, double
             }
     }
     eerl_ctl_free(ctl);
+}
+
+/* Drives the eerl strategy on a synthetic stream of the mode whose training time is
+ * train_scale times the default's; calls seen(ev) for every event until it returns non-zero or
+ * n updates have run. */
+static void mode_events(eerl_mode mode, double train_scale, double noise, double drift,
+                        int pinned_l, uint64_t seed, unsigned n,
+                        int (*seen)(const eerl_event *, void *), void *ctx)
+{
+    struct synth s;
+    eerl_ctl_config c;
+
+    cfg_for(mode, EERL_STRATEGY_EERL, &c);
+    c.expected_updates = n;
+    synth_init(&s, mode, seed);
+    s.train_s_per_tok *= train_scale;
+    s.noise = noise;
+    s.drift = drift;
+    s.drift_from = 40;
+    s.pinned_l = pinned_l;
+    stream_events(&s, &c, n, seen, ctx);
 }
 
 static int first_proposal(const eerl_event *ev, void *ctx)
@@ -535,6 +544,30 @@ static void test_inflight_reference_follows_a_collapse(void **state)
     assert_true(e1 < 0.9);
 }
 
+/* What moved_events counts: the reference's moves, and those made without a confirmation. */
+struct moved {
+    unsigned *rescales, *unconfirmed;
+    int confirming;
+};
+
+static int count_moves(const eerl_event *ev, void *ctx)
+{
+    struct moved *mv = ctx;
+
+    if (ev->kind != EERL_EV_HOLD)
+        return 0;
+    if (strstr(ev->reason, "more to confirm"))
+        mv->confirming = 1;
+    if (strstr(ev->reason, "rescales the reference") ||
+        strstr(ev->reason, "replaces the reference")) {
+        (*mv->rescales)++;
+        *mv->unconfirmed += !mv->confirming;
+    }
+    if (strstr(ev->reason, "the reference); back to"))
+        mv->confirming = 0;
+    return 0;
+}
+
 /* In-flight after lock: a governor block that reads the governor moved (beyond three of its
  * standard errors) runs on for as many updates again before the reference follows it
  * (revision 2): four updates of a noisy run can miss by that much. Every phase slows by 0.04%
@@ -542,14 +575,9 @@ static void test_inflight_reference_follows_a_collapse(void **state)
  * after a confirmation; revision 1 follows 4-update blocks at once. */
 static void moved_events(unsigned rev, uint64_t seed, unsigned *rescales, unsigned *unconfirmed)
 {
-    unsigned clocks[200], i;
-    size_t nc = synth_clocks(clocks), k, ne;
+    struct moved mv = {rescales, unconfirmed, 0};
     struct synth s;
     eerl_ctl_config c;
-    eerl_ctl *ctl = NULL;
-    eerl_setting st;
-    eerl_event evs[64];
-    int confirming = 0;
 
     cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
     c.expected_updates = 1500;
@@ -558,30 +586,7 @@ static void moved_events(unsigned rev, uint64_t seed, unsigned *rescales, unsign
     s.noise = 0.03;
     s.t_drift = 0.0004;
     s.drift_from = 500;
-    assert_int_equal(eerl_ctl_new(EERL_MODE_INFLIGHT, &c, clocks, nc, 1980, &ctl), 0);
-    eerl_ctl_setting(ctl, &st);
-    for (i = 0; i < 1500; i++) {
-        eerl_obs o = synth_step(&s, &st);
-
-        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
-        while ((ne = eerl_ctl_events(ctl, evs, 64)) > 0)
-            for (k = 0; k < ne; k++) {
-                if (verbose())
-                    synth_print_event(&evs[k]);
-                if (evs[k].kind != EERL_EV_HOLD)
-                    continue;
-                if (strstr(evs[k].reason, "more to confirm"))
-                    confirming = 1;
-                if (strstr(evs[k].reason, "rescales the reference") ||
-                    strstr(evs[k].reason, "replaces the reference")) {
-                    (*rescales)++;
-                    *unconfirmed += !confirming;
-                }
-                if (strstr(evs[k].reason, "the reference); back to"))
-                    confirming = 0;
-            }
-    }
-    eerl_ctl_free(ctl);
+    stream_events(&s, &c, 1500, count_moves, &mv);
 }
 
 static void test_inflight_confirms_a_moved_governor(void **state)

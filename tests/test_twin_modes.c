@@ -67,9 +67,9 @@ static void test_colocated_update_is_sum_of_phases(void **state)
     eerl_twin_preset_free(p);
 }
 
-/* The embedded parameters with presets.qwen3-30b-a3b/h100.t_tr_after set to v (NULL: removed);
- * the preset, or NULL with *ret_err set when the library refuses the text. */
-static eerl_twin_preset *preset_tr_after(json_t *v, int *ret_err)
+/* The embedded parameters with presets.qwen3-30b-a3b/h100.<key> set to v (NULL: removed); the
+ * preset, or NULL with *ret_err set when the library refuses the text. */
+static eerl_twin_preset *preset_with(const char *key, json_t *v, int *ret_err)
 {
     json_t *root = json_loads(eerl_twin_embedded_params(), 0, NULL);
     json_t *pr;
@@ -80,15 +80,21 @@ static eerl_twin_preset *preset_tr_after(json_t *v, int *ret_err)
     pr = json_object_get(json_object_get(root, "presets"), "qwen3-30b-a3b/h100");
     assert_non_null(pr);
     if (v)
-        assert_int_equal(json_object_set_new(pr, "t_tr_after", v), 0);
+        assert_int_equal(json_object_set_new(pr, key, v), 0);
     else
-        json_object_del(pr, "t_tr_after");
+        json_object_del(pr, key);
     text = json_dumps(root, 0);
     json_decref(root);
     assert_non_null(text);
     *ret_err = eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p);
     free(text);
     return p;
+}
+
+/* The same for t_tr_after, the drained refit side. */
+static eerl_twin_preset *preset_tr_after(json_t *v, int *ret_err)
+{
+    return preset_with("t_tr_after", v, ret_err);
 }
 
 static void test_drained_slower_first_arrival_keeps_update_time(void **state)
@@ -458,23 +464,10 @@ static void test_expected_agrees_with_sampled_async_runs(void **state)
 /* The embedded parameters with presets.<key>.gen_tok replaced (NULL: removed). */
 static eerl_twin_preset *preset_gen_tok(json_t *gen_tok)
 {
-    json_t *root = json_loads(eerl_twin_embedded_params(), 0, NULL);
-    json_t *pr;
-    eerl_twin_preset *p = NULL;
-    char *text;
+    int err;
+    eerl_twin_preset *p = preset_with("gen_tok", gen_tok, &err);
 
-    assert_non_null(root);
-    pr = json_object_get(json_object_get(root, "presets"), "qwen3-30b-a3b/h100");
-    assert_non_null(pr);
-    if (gen_tok)
-        assert_int_equal(json_object_set_new(pr, "gen_tok", gen_tok), 0);
-    else
-        json_object_del(pr, "gen_tok");
-    text = json_dumps(root, 0);
-    json_decref(root);
-    assert_non_null(text);
-    assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h100", text, &p), 0);
-    free(text);
+    assert_int_equal(err, 0);
     return p;
 }
 

@@ -63,6 +63,14 @@ static int num(json_t *obj, const char *key, double lo, double hi, double *out)
         (dst) = v_;                                                                                \
     } while (0)
 
+/* An optional key: dst = def when obj has none, else as NUM. */
+#define OPT_NUM(obj, key, lo, hi, def, dst)                                                        \
+    do {                                                                                           \
+        (dst) = (def);                                                                             \
+        if (json_object_get((obj), (key)))                                                         \
+            NUM((obj), (key), (lo), (hi), (dst));                                                  \
+    } while (0)
+
 static int parse_gpu(json_t *o, struct eerl__gpu *g)
 {
     double top, hi, lo, step;
@@ -88,15 +96,9 @@ static int parse_gpu(json_t *o, struct eerl__gpu *g)
     NUM(o, "idle_clock", 100, 4000, g->idle_clock);
     /* Optional (files from before they existed keep their meaning): V(f) shape, waiting draw,
      * spread of a pool's speed between seeds. */
-    g->v_gamma = 1;
-    g->p_wait_w = 0;
-    g->jitter = 0;
-    if (json_object_get(o, "v_gamma"))
-        NUM(o, "v_gamma", 0.25, 4, g->v_gamma);
-    if (json_object_get(o, "p_wait_w"))
-        NUM(o, "p_wait_w", 0, 2000, g->p_wait_w);
-    if (json_object_get(o, "jitter"))
-        NUM(o, "jitter", 0, 0.5, g->jitter);
+    OPT_NUM(o, "v_gamma", 0.25, 4, 1, g->v_gamma);
+    OPT_NUM(o, "p_wait_w", 0, 2000, 0, g->p_wait_w);
+    OPT_NUM(o, "jitter", 0, 0.5, 0, g->jitter);
     if (g->f_knee >= g->fmax || g->gov_mhz > g->fmax)
         goto fail;
     return 0;
@@ -122,19 +124,11 @@ static int parse_model(json_t *o, struct eerl__wl_params *w)
     NUM(o, "drift", -0.5, 0.5, w->drift);
     NUM(o, "p_zero", 0, 0.99, w->p_zero);
     /* Optional, off when absent: the length level wandering between updates (workload.h). */
-    w->len_upd_sd = 0;
-    w->len_upd_ar1 = 0;
-    w->len_upd_ar2 = 0;
-    w->len_upd_shape = 0;
-    if (json_object_get(o, "len_update_sd"))
-        NUM(o, "len_update_sd", 0, 2.9, w->len_upd_sd);
+    OPT_NUM(o, "len_update_sd", 0, 2.9, 0, w->len_upd_sd);
     /* AR coefficients; stationarity is the workload's check (eerl__wl_init, expected values). */
-    if (json_object_get(o, "len_update_ar1"))
-        NUM(o, "len_update_ar1", -2, 2, w->len_upd_ar1);
-    if (json_object_get(o, "len_update_ar2"))
-        NUM(o, "len_update_ar2", -1, 1, w->len_upd_ar2);
-    if (json_object_get(o, "len_update_shape"))
-        NUM(o, "len_update_shape", -2, 2, w->len_upd_shape);
+    OPT_NUM(o, "len_update_ar1", -2, 2, 0, w->len_upd_ar1);
+    OPT_NUM(o, "len_update_ar2", -1, 1, 0, w->len_upd_ar2);
+    OPT_NUM(o, "len_update_shape", -2, 2, 0, w->len_upd_shape);
     /* Optional, off by default: the dynamic-sampling filter (DAPO) drops zero-advantage groups. */
     w->dyn_filter = 0;
     {
@@ -182,9 +176,7 @@ static int parse_phase(json_t *o, struct eerl__phase_phys *ph, int with_roof)
         ph->r = 0;
     }
     NUM(o, "pw", 0, 5000, ph->pw);
-    ph->pm = 0; /* optional: files before it was introduced have none */
-    if (json_object_get(o, "pm"))
-        NUM(o, "pm", 0, 5000, ph->pm);
+    OPT_NUM(o, "pm", 0, 5000, 0, ph->pm); /* files before it was introduced have none */
     return 0;
 fail:
     return EERL_EPARSE;
@@ -202,9 +194,7 @@ static int parse_costs(json_t *o, struct eerl_twin_preset *p)
     NUM(o, "c_tr", 0, 10, c->c_tr);
     NUM(o, "t_tr0", 0, 1e5, c->t_tr0);
     NUM(o, "t_refit", 0, 1e5, c->t_refit);
-    c->t_tr_after = 0; /* optional: files before it was introduced have none */
-    if (json_object_get(o, "t_tr_after"))
-        NUM(o, "t_tr_after", 0, c->t_tr0, c->t_tr_after);
+    OPT_NUM(o, "t_tr_after", 0, c->t_tr0, 0, c->t_tr_after); /* files before it have none */
     NUM(o, "t_other", 0, 1e5, c->t_other);
     NUM(o, "if_tail", 0, 100, c->if_tail);
     NUM(o, "spill", 0, 0.95, c->spill);

@@ -1,7 +1,6 @@
 """eerl.Session over the runtime on the stand-in NVML node: measuring, deciding, errors, and every
 way a session ends restoring the clocks (close, garbage collection, SIGTERM)."""
 
-import gc
 import json
 import os
 import signal
@@ -170,28 +169,46 @@ def test_close_restores_clocks(node):
 
 
 def test_garbage_collection_restores_clocks_and_leaks_nothing(node):
-    def fds():
-        return len(os.listdir("/proc/self/fd"))
+    # Counted in a child process that loads eerl alone: in the test process the threads and
+    # descriptors of the frameworks other tests loaded (Ray, torch, gRPC) start and end on their
+    # own time, and a count taken there once read two threads more that were never eerl's.
+    script = textwrap.dedent("""
+        import gc, os, sys
+        sys.path.insert(0, %r)
+        import eerl
+        from test_session import run_until_locked, POOLS
+        from conftest import read_locks
 
-    def threads():
-        return len(os.listdir("/proc/self/task"))
+        def fds():
+            return len(os.listdir("/proc/self/fd"))
 
-    s = eerl.Session(pools=POOLS)  # warm up: the library and NVML are loaded once
-    s.close()
-    base_fds, base_threads = fds(), threads()
-    s = eerl.Session(pools=POOLS)
-    run_until_locked(s, node)
-    assert eerl.live_sessions() == [s]
-    del s
-    gc.collect()
-    assert read_locks(node) == [(None, None), (None, None)]
-    assert eerl.live_sessions() == []
-    for _ in range(10):  # dropped without close
-        eerl.Session(pools=POOLS)
-    gc.collect()
-    assert eerl.live_sessions() == []
-    assert fds() == base_fds
-    assert threads() == base_threads
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        s = eerl.Session(pools=POOLS)  # warm up: the library and NVML are loaded once
+        s.close()
+        base_fds, base_threads = fds(), threads()
+        s = eerl.Session(pools=POOLS)
+        run_until_locked(s, %r)
+        assert threads() > base_threads, "the session's sampler thread was expected to run"
+        assert eerl.live_sessions() == [s]
+        del s
+        gc.collect()
+        assert read_locks(%r) == [(None, None), (None, None)], read_locks(%r)
+        assert eerl.live_sessions() == []
+        for _ in range(10):  # dropped without close
+            eerl.Session(pools=POOLS)
+        gc.collect()
+        assert eerl.live_sessions() == []
+        print("FDS", base_fds, fds(), "THREADS", base_threads, threads(), flush=True)
+    """ % (os.path.dirname(os.path.abspath(__file__)), node, node, node))
+    p = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                       text=True, timeout=HANG_S)
+    assert p.returncode == 0, p.stderr
+    counts = p.stdout.split()
+    assert counts[0] == "FDS" and counts[3] == "THREADS", p.stdout
+    assert counts[2] == counts[1], "descriptors before and after: %s" % p.stdout
+    assert counts[5] == counts[4], "threads before and after: %s" % p.stdout
 
 
 def test_observe_only_never_locks(node):

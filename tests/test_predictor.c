@@ -321,6 +321,59 @@ static void test_layouts_combine_parts(void **state)
     eerl__pred_work_free(&w);
 }
 
+/* The scatter of the predictor's errors on its references (eerl__pred_error_sd, what eerl's
+ * account sizes its standard error by): about the streams' relative noise in time and in each
+ * phase, and one update 35% slow (a start-up) moves it by a small part of what it moves a
+ * standard deviation. */
+static void test_error_sd_is_the_noise_and_ignores_one_outlier(void **state)
+{
+    static const double noises[] = {0.005, 0.02};
+    struct synth s;
+    struct eerl__pred_work w;
+    struct eerl__pred p;
+    struct eerl__parts mm, pp;
+    eerl_obs o[30];
+    const eerl_obs *ptr[30];
+    eerl_setting gov;
+    double scratch[30], x[30], sd_t, sd_gen, with_outlier, mean, var;
+    size_t i, k, j;
+
+    (void)state;
+    memset(&gov, 0, sizeof(gov));
+    assert_int_equal(eerl__pred_work_init(&w, 30), 0);
+    for (k = 0; k < 2; k++) {
+        synth_init(&s, EERL_MODE_COLOCATED, 21 + (uint64_t)k);
+        s.noise = noises[k];
+        for (i = 0; i < 30; i++) {
+            o[i] = synth_step(&s, &gov);
+            ptr[i] = &o[i];
+        }
+        assert_int_equal(eerl__pred_fit(&p, EERL__LAYOUT_SEQ, ptr, 30, &w), 0);
+        sd_t = eerl__pred_error_sd(&p, ptr, 30, EERL__PART_T, scratch);
+        sd_gen = eerl__pred_error_sd(&p, ptr, 30, EERL__PART_T_GEN, scratch);
+        /* each phase carries the noise; the update's time averages two phases of it */
+        assert_true(sd_gen > 0.5 * noises[k] && sd_gen < 2 * noises[k]);
+        assert_true(sd_t > 0.25 * noises[k] && sd_t < 2 * noises[k]);
+        for (j = 0; j < EERL_PHASE_COUNT; j++)
+            o[3].phase_time_s[j] *= 1.35;
+        o[3].time_s *= 1.35;
+        with_outlier = eerl__pred_error_sd(&p, ptr, 30, EERL__PART_T, scratch);
+        mean = var = 0;
+        for (i = 0; i < 30; i++) {
+            eerl__obs_parts(EERL__LAYOUT_SEQ, &o[i], &mm);
+            eerl__pred_predict(&p, &o[i], &pp);
+            x[i] = mm.t / pp.t - 1;
+            mean += x[i] / 30;
+        }
+        for (i = 0; i < 30; i++)
+            var += (x[i] - mean) * (x[i] - mean) / 29;
+        assert_true(sqrt(var) > 0.05);                       /* a standard deviation takes it in */
+        assert_true(fabs(with_outlier - sd_t) < 0.3 * sd_t); /* the scatter hardly moves */
+    }
+    assert_true(eerl__pred_error_sd(&p, ptr, 1, EERL__PART_T, scratch) == 0);
+    eerl__pred_work_free(&w);
+}
+
 static void test_forward_test_beats_constant_reference(void **state)
 {
     struct synth s;
@@ -364,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_pinned_longest_response_is_dropped_not_nan),
         cmocka_unit_test(test_selection_drops_a_slope_in_the_noise_when_l_is_pinned),
         cmocka_unit_test(test_layouts_combine_parts),
+        cmocka_unit_test(test_error_sd_is_the_noise_and_ignores_one_outlier),
         cmocka_unit_test(test_forward_test_beats_constant_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -210,9 +210,12 @@ typedef struct eerl_ctl_config {
     unsigned inflight_revision;
     /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its
      * proposers): which revision decides. 0: the governor probes' mean error corrects the
-     * estimates only where negative or two standard errors from zero (as 0.2.0); 1 (default):
-     * also as measured once its standard error is within budget_margin (docs/controller.md
-     * "The model proposer"). A trace header without the key replays with 0. */
+     * estimates only where negative or two standard errors from zero (as 0.2.0); 1: also as
+     * measured once its standard error is within budget_margin; 2 (default): as 1 from the 12th
+     * probe, before it only a mean three of the references' standard errors from zero, and the
+     * run aimed inside the allowance by half the account's standard error beyond budget_margin
+     * (docs/controller.md, "The eerl strategy", items 1 and 4). A trace header without the key
+     * replays with 0. */
     unsigned eerl_revision;
 } eerl_ctl_config;
 

@@ -258,6 +258,45 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+static double part_of(const struct eerl__parts *x, enum eerl__part part)
+{
+    switch (part) {
+    case EERL__PART_E:
+        return x->e;
+    case EERL__PART_T_GEN:
+        return x->t_gen;
+    case EERL__PART_T_TRAIN:
+        return x->t_train;
+    case EERL__PART_E_GEN:
+        return x->e_gen;
+    case EERL__PART_E_TRAIN:
+        return x->e_train;
+    default:
+        return x->t;
+    }
+}
+
+double eerl__pred_error_sd(const struct eerl__pred *p, const eerl_obs *const *obs, size_t n,
+                           enum eerl__part part, double *scratch)
+{
+    struct eerl__parts m, q;
+    double mid, pred;
+    size_t i;
+
+    if (n < 2)
+        return 0;
+    for (i = 0; i < n; i++) {
+        eerl__obs_parts(p->layout, obs[i], &m);
+        eerl__pred_predict(p, obs[i], &q);
+        pred = part_of(&q, part);
+        scratch[i] = pred > 0 ? part_of(&m, part) / pred - 1 : 0;
+    }
+    mid = median(scratch, n);
+    for (i = 0; i < n; i++)
+        scratch[i] = fabs(scratch[i] - mid);
+    return 1.4826 * median(scratch, n);
+}
+
 static void features(const eerl_obs *o, double *x)
 {
     x[EERL__F_G] = o->gen_tokens;

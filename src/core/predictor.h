@@ -70,6 +70,21 @@ int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *
 #define EERL__PRED_MIN_T 2.0
 /* The governor prediction for o's work. p must be ready. */
 void eerl__pred_predict(const struct eerl__pred *p, const eerl_obs *o, struct eerl__parts *out);
+/* Which of an update's parts eerl__pred_error_sd compares. */
+enum eerl__part {
+    EERL__PART_T,       /* the update's time */
+    EERL__PART_E,       /* its energy */
+    EERL__PART_T_GEN,   /* generation's time */
+    EERL__PART_T_TRAIN, /* training's */
+    EERL__PART_E_GEN,   /* generation's energy */
+    EERL__PART_E_TRAIN, /* training's */
+};
+/* The scatter of p's relative errors (measured / predicted - 1) in one part on n observations:
+ * 1.4826 times their median absolute deviation, a standard deviation that one start-up update
+ * or one stalled update does not inflate. scratch holds n doubles. 0 when n < 2. p must be
+ * ready. */
+double eerl__pred_error_sd(const struct eerl__pred *p, const eerl_obs *const *obs, size_t n,
+                           enum eerl__part part, double *scratch);
 /* o's measured parts for the layout. */
 void eerl__obs_parts(int layout, const eerl_obs *o, struct eerl__parts *out);
 /* 1 when o's token counts lie within the fit's range widened by margin (relative). */

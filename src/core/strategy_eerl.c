@@ -111,7 +111,7 @@ double eerl__probe_mean(const double *xs, unsigned n, double quiet_se)
 static double ref_error_sd(const struct eerl_ctl *ctl, enum eerl__part part);
 
 /* The probes' mean error as this run's revision takes it. From revision 2 on, with fewer than
- * EE_BIAS_MIN probes in, only where it stands more than two standard errors from zero, the
+ * EE_BIAS_MIN probes in, only where it stands more than EE_BIAS_SIG standard errors from zero, the
  * standard error being the references' scatter around the predictor over the root of the probes'
  * number: each probe also joins the references the predictor is refitted on, so the predictor has
  * already moved toward the few there are, and a mean of 3-9 of them is mostly their noise, which
@@ -131,9 +131,11 @@ static double probe_mean(const struct eerl_ctl *ctl, const double *xs, unsigned 
         return eerl__probe_mean(xs, n, ctl->cfg.eerl_revision >= 1 ? ctl->cfg.budget_margin : 0);
     if (n < 3)
         return 0;
+    se = ref_error_sd(ctl, part) / sqrt((double)n);
+    if (se <= 0) /* no scatter to weigh the mean against (under five references) */
+        return eerl__probe_mean(xs, n, ctl->cfg.budget_margin);
     for (i = 0; i < n; i++)
         m += xs[i] / n;
-    se = ref_error_sd(ctl, part) / sqrt((double)n);
     return fabs(m) > EE_BIAS_SIG * se ? m : 0;
 }
 

@@ -35,9 +35,15 @@ struct synth {
     double n_gen, n_train; /* GPUs per pool (colocated: n_gen used for both) */
     double p_static, p_dyn_gen, p_dyn_train, p_idle, p_idle_clock, p_rest;
     unsigned update;
-    double ar;           /* AR(1) noise state */
-    eerl_setting prev;   /* setting of the previous update (in-flight carry-over) */
-    int pinned_l;        /* every update's longest response at the limit */
+    double ar;         /* AR(1) noise state */
+    eerl_setting prev; /* setting of the previous update (in-flight carry-over) */
+    int pinned_l;      /* every update's longest response at the limit */
+    /* Drained (off unless set): the generation pool spends an update generating the batch the
+     * next update consumes and reports, as a drained run does (one step off-policy): its time
+     * follows that batch's G and L, while the update reports the batch it trains on. */
+    int gen_next;
+    int have_nx;
+    double nx_len, nx_l; /* the batch being generated: mean length and longest response */
     int inflight_phases; /* in-flight: report pool busy times too */
 };
 
@@ -180,6 +186,24 @@ static inline void synth_physics(const struct synth *s, const eerl_setting *st, 
     o->energy_j = E;
 }
 
+/* One batch's mean response length and longest response. */
+static inline void synth_batch(struct synth *s, double *len_out, double *l_out)
+{
+    double len = s->len_mean * (1.0 + 0.08 * synth_normal(s)), L;
+
+    if (len < 50)
+        len = 50;
+    if (len > s->len_limit * 0.9)
+        len = s->len_limit * 0.9;
+    L = s->pinned_l ? s->len_limit : len * (2.0 + 0.25 * synth_normal(s));
+    if (L > s->len_limit)
+        L = s->len_limit;
+    if (L < len)
+        L = len;
+    *len_out = len;
+    *l_out = L;
+}
+
 /* The next update under setting st. */
 static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
 {
@@ -191,20 +215,20 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
     if (s->drift != 0 && s->update > s->drift_from &&
         (!s->drift_until || s->update <= s->drift_until))
         s->len_mean *= 1.0 + s->drift;
-    len = s->len_mean * (1.0 + 0.08 * synth_normal(s));
-    if (len < 50)
-        len = 50;
-    if (len > s->len_limit * 0.9)
-        len = s->len_limit * 0.9;
-    G = s->responses * len;
-    N = 0.95 * G;
-    L = s->pinned_l ? s->len_limit : len * (2.0 + 0.25 * synth_normal(s));
-    if (L > s->len_limit)
-        L = s->len_limit;
-    if (L < len)
-        L = len;
+    if (s->gen_next && s->have_nx) {
+        len = s->nx_len;
+        L = s->nx_l;
+    } else {
+        synth_batch(s, &len, &L);
+    }
     if (s->long_tail_at && s->update == s->long_tail_at)
         L = s->len_limit;
+    G = s->responses * len;
+    N = 0.95 * G;
+    if (s->gen_next) {
+        synth_batch(s, &s->nx_len, &s->nx_l);
+        s->have_nx = 1;
+    }
     e = s->noise * synth_normal(s);
     s->ar = s->rho * s->ar + sqrt(1 - s->rho * s->rho) * e;
     ng = exp(s->ar);
@@ -227,6 +251,8 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
             o.pool_energy_j[i] = 0.5 * (a.pool_energy_j[i] + b.pool_energy_j[i]);
         }
         o.flags |= EERL_OBS_CARRYOVER;
+    } else if (s->gen_next) {
+        synth_physics(s, st, s->responses * s->nx_len, N, s->nx_l, ng, nt, &o);
     } else {
         synth_physics(s, st, G, N, L, ng, nt, &o);
     }

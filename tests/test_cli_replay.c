@@ -56,6 +56,7 @@ static void record(eerl_mode mode, uint64_t seed, unsigned n, const char *name, 
     f = fopen(path, "w");
     assert_non_null(f);
     synth_init(&s, mode, seed);
+    s.gen_next = mode == EERL_MODE_DRAINED; /* as eerl meets drained work */
     assert_int_equal(eerl_ctl_new(mode, NULL, clocks, nc, 1980, &ctl), 0);
     assert_int_equal(eerl__trace_write_header(f, ctl, "test_cli_replay"), 0);
     eerl_ctl_setting(ctl, &st);

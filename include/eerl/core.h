@@ -118,7 +118,9 @@ enum { EERL_POOL_GEN = 0, EERL_POOL_TRAIN = 1, EERL_POOLS_MAX = 2 };
  * phase_time_s[OTHER] is 0 the remainder is taken as "other"; otherwise the sum must match
  * time_s within cfg.time_tolerance. Phase energies are the allocation's energy during each phase.
  * Asynchronous modes: phase time is the busy time of the pool that runs it within the update,
- * phase energy that pool's energy; each must not exceed the update's. */
+ * phase energy that pool's energy; each must not exceed the update's. Token counts are those of
+ * the batch the update trains on, in every mode (in drained mode generated during the previous
+ * update: eerl's strategy takes the generation work of an update from the next one's counts). */
 typedef struct eerl_obs {
     uint64_t update;       /* update number, as the framework counts */
     double gen_tokens;     /* G: tokens generated */
@@ -214,8 +216,9 @@ typedef struct eerl_ctl_config {
      * measured once its standard error is within budget_margin; 2 (default): as 1 from the 12th
      * probe, before it only a mean three of the references' standard errors from zero, and the
      * run aimed inside the allowance by half the account's standard error beyond budget_margin
-     * (docs/controller.md, "The eerl strategy", items 1 and 4). A trace header without the key
-     * replays with 0. */
+     * (docs/controller.md, "The eerl strategy", items 1 and 4); 3 (default): as 2, and in drained
+     * mode each update is taken as evidence when the next arrives, with the generation work (G,
+     * L) that one reports (item 6). A trace header without the key replays with 0. */
     unsigned eerl_revision;
 } eerl_ctl_config;
 

@@ -73,6 +73,11 @@ struct ee_st {
     double bias_t[EE_BIAS_N], bias_e[EE_BIAS_N]; /* the predictor's error on the last probes */
     double bias_pt[EERL__PM_GROUPS][EE_BIAS_N], bias_pe[EERL__PM_GROUPS][EE_BIAS_N]; /* per part */
     unsigned n_bias;
+    /* Drained mode from eerl_revision 3: each update is taken as evidence when the next arrives,
+     * with the generation work that update reports (ee_observe). */
+    int late;
+    int have_pend, pend_usable;
+    eerl_obs pend;
     /* With the model proposer (propose_model.c): each group's phase time and power against its
      * clock, from every usable update (proposer_model.h). */
     int model;
@@ -198,6 +203,7 @@ static int ee_init(struct eerl_ctl *ctl, void *vst)
 
     eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
     st->model = ctl->prop == &eerl__propose_model;
+    st->late = ctl->layout == EERL__LAYOUT_OVERLAP && ctl->cfg.eerl_revision >= 3;
     eerl__pm_init(&st->pm, ctl->layout, ctl->peak, EE_KEEP);
     return 0;
 }
@@ -417,10 +423,11 @@ static int ee_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locke
     return 0;
 }
 
-static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
-                       eerl_setting *next)
+/* One update as evidence: the account, the references, the probes, the current setting's
+ * estimates, and the decision that follows. */
+static void observe_one(struct eerl_ctl *ctl, struct ee_st *st, const eerl_obs *obs, int usable,
+                        eerl_setting *next)
 {
-    struct ee_st *st = vst;
     const eerl_ctl_config *c = &ctl->cfg;
     struct eerl__parts m, p;
     int gov = eerl_setting_is_governor(&obs->setting);
@@ -439,9 +446,14 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         st->pred_s += p.t;
         st->meas_s += m.t;
     }
-    if (st->probing) {
-        st->probing = 0;
+    if (st->probing == 2) {
+        /* one update late (drained): the update before the probe, at the current setting */
+        st->probing = 1;
         *next = st->cur;
+    } else if (st->probing) {
+        st->probing = 0;
+        if (st->phase != EE_REFRESH) /* one update late, a refresh may have begun since */
+            *next = st->cur;
         if (usable && gov && ctl->pred.ready) {
             /* The predictor's error on a fresh governor update, before it joins the fit: what
              * the loss estimates of the next updates are corrected by. */
@@ -474,6 +486,8 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         start_search(ctl, st, NULL, next);
         return;
     case EE_REFRESH:
+        if (st->late && !gov) /* one update late: the update before the refresh began */
+            return;
         if (!eerl__ctl_ref_count(ctl, obs, &st->count, EE_REFRESH_N(c),
                                  "refreshing the governor reference", next))
             return;
@@ -488,6 +502,12 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     }
     if (gov) {
         eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor kept");
+        return;
+    }
+    if (st->late && !eerl_setting_equal(&obs->setting, &st->cur)) {
+        eerl__ctl_emit(ctl, EERL_EV_SKIP, &obs->setting,
+                       "ran at the setting before %s (taken one update late)",
+                       eerl__setting_str(&st->cur, b, sizeof(b)));
         return;
     }
     /* Work the predictor has not seen: left out, and repeated misses refresh the reference. */
@@ -551,7 +571,7 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     if (++st->since_probe >= (st->locked ? EE_PROBE_LOCKED : EE_PROBE_EVERY) &&
         eerl_setting_equal(next, &st->cur)) {
         st->since_probe = 0;
-        st->probing = 1;
+        st->probing = st->late ? 2 : 1;
         memset(next, 0, sizeof(*next));
         eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->cur, "one governor probe update");
         return;
@@ -559,6 +579,43 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     if (st->n > 0)
         eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur, "%s %u updates",
                        eerl__setting_str(&st->cur, b, sizeof(b)), st->n);
+}
+
+/* In drained mode the generation pool spends update k generating the batch training consumes at
+ * update k+1, and an update reports the work of the batch it consumes (the twin and the
+ * integrations alike): update k's generation work arrives with update k+1. From eerl_revision 3
+ * each update is therefore taken as evidence when the next arrives, with the next one's G and L;
+ * its decision applies one update later than it would, and the first update after a change, run
+ * at the setting before it, is left out of the new setting's estimates. On the twin's drained
+ * governor runs the governor predictor's error falls from 13.6-14.0% to 1.2-1.3% per update once
+ * responses collapse (L varying from batch to batch), and from 1.3-1.4% to 1.2% in steady work
+ * (docs/notes/2026-12-01-horizons-controller.md). */
+static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+                       eerl_setting *next)
+{
+    struct ee_st *st = vst;
+    eerl_obs a;
+    int a_usable;
+
+    if (!st->late) {
+        observe_one(ctl, st, obs, usable, next);
+        return;
+    }
+    if (!st->have_pend) {
+        st->have_pend = 1;
+        st->pend = *obs;
+        st->pend_usable = usable;
+        eerl__ctl_emit(ctl, EERL_EV_HOLD, next,
+                       "update taken as evidence with the next, which reports its generation work");
+        return;
+    }
+    a = st->pend;
+    a.gen_tokens = obs->gen_tokens;
+    a.longest_tokens = obs->longest_tokens;
+    a_usable = st->pend_usable;
+    st->pend = *obs;
+    st->pend_usable = usable;
+    observe_one(ctl, st, &a, a_usable, next);
 }
 
 const struct eerl__strategy_ops eerl__strategy_eerl = {

@@ -241,7 +241,13 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
     assert "eerl against the bracketing reference" in r.stdout
     with open(tmp_path / "s.json") as f:
         b = json.load(f)["bracket"]
-    assert b["n"] == 2 and b["within_0.5"] == 2, b
+    # The loop above holds eerl's update energy within the bracket to the stand-in's 1 J counter
+    # step. The summary's "within 0.5%" is a figure for the H200 runs, whose updates draw tens of
+    # kilojoules; these CPU updates draw about 8 J, under ten counter steps, and eerl reads
+    # between steps by integrating power over times a loaded machine stretches (one update once
+    # read 1.02% outside): the figure is read here, not required.
+    assert b["n"] == 2 and b["exact"] + b["stepped"] == 2, b
+    assert 0 <= b["within_0.5"] <= 2 and b["max_outside_pct"] >= 0, b
 
 
 # ---- the second run (data/h200/trl-2026-12-01-lengths): limits varied, marks off the loop ----

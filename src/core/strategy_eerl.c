@@ -113,7 +113,17 @@ double eerl__probe_mean(const double *xs, unsigned n, double quiet_se)
     return m < 0 || se2 <= quiet_se * quiet_se || m * m > 4 * se2 ? m : 0;
 }
 
-static double ref_error_sd(const struct eerl_ctl *ctl, enum eerl__part part);
+/* The scatter of the predictor's errors in one part on its most recent references (at most
+ * EE_SE_REFS; 0 before five). */
+static double ref_error_sd(const struct eerl_ctl *ctl, enum eerl__part part)
+{
+    double scratch[EE_SE_REFS];
+    size_t n = ctl->ref_n < EE_SE_REFS ? ctl->ref_n : EE_SE_REFS;
+
+    if (!ctl->pred.ready || n < 5)
+        return 0;
+    return eerl__pred_error_sd(&ctl->pred, ctl->ref_ptrs + (ctl->ref_n - n), n, part, scratch);
+}
 
 /* The probes' mean error as this run's revision takes it. From revision 2 on, with fewer than
  * EE_BIAS_MIN probes in, only where it stands more than EE_BIAS_SIG standard errors from zero, the
@@ -216,18 +226,6 @@ static double remaining(const struct eerl_ctl *ctl, const struct ee_st *st)
     if (ctl->cfg.expected_updates)
         return 1.0;
     return fmax(50.0, (double)st->seen);
-}
-
-/* The scatter of the predictor's time (or energy) errors on its most recent references (at most
- * EE_SE_REFS; 0 before five). */
-static double ref_error_sd(const struct eerl_ctl *ctl, enum eerl__part part)
-{
-    double scratch[EE_SE_REFS];
-    size_t n = ctl->ref_n < EE_SE_REFS ? ctl->ref_n : EE_SE_REFS;
-
-    if (!ctl->pred.ready || n < 5)
-        return 0;
-    return eerl__pred_error_sd(&ctl->pred, ctl->ref_ptrs + (ctl->ref_n - n), n, part, scratch);
 }
 
 /* The standard error of the account's loss (from eerl_revision 2): the governor time it charges

@@ -6,7 +6,8 @@
  * half a point of the true best energy on the same grid; avoided settings and the clock range
  * are honoured; the fit is monotone and continues its last slopes below the lowest clock; a
  * power-capped phase with a voltage knee is put at the knee; forgetting lets a moved curve win;
- * overlapped updates charge only the later pool; no work is an error, not a guess. */
+ * overlapped updates charge only the later pool; no work is an error, not a guess; kept updates
+ * read again against a refitted predictor give the points that predictor reads. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -327,6 +328,99 @@ static void test_forgetting(void **unused)
     assert_near(eerl__pm_time(&m, 1, 1440, NULL), 1.10, 0.002);
 }
 
+/* A governor predictor that predicts the same parts for any work (s, J). */
+static void flat_pred(struct eerl__pred *p, double t_gen, double t_train)
+{
+    memset(p, 0, sizeof(*p));
+    p->layout = EERL__LAYOUT_SEQ;
+    p->t_gen.fitted = p->t_train.fitted = p->e_gen.fitted = p->e_train.fitted = 1;
+    p->t_gen.b0 = log(t_gen);
+    p->t_train.b0 = log(t_train);
+    p->e_gen.b0 = log(1000 * t_gen);
+    p->e_train.b0 = log(1000 * t_train);
+    p->rest_t = 0.5;
+    p->ready = 1;
+}
+
+static double point_weight(const struct eerl__pm *m, int g, unsigned mhz)
+{
+    unsigned i;
+
+    for (i = 0; i < m->g[g].n_pt; i++)
+        if (m->g[g].pt[i].mhz == mhz)
+            return m->g[g].pt[i].w;
+    return 0;
+}
+
+/* The kept updates read again (eerl_revision 4): points taken against a predictor that ran short
+ * of the governor (9.5 s and 5.5 s for work the governor does in 10 s and 5 s) read the measured
+ * 11 s and 6 s as ratios 1.158 and 1.091; read again against the refitted one they are the true
+ * 1.10 and 1.20, and with the probes' correction on top (+10% on generation) 1.00. Reading them
+ * again against the same predictor changes nothing, weights included; the oldest updates beyond
+ * the kept EERL__PM_HIST fall out. */
+static void test_reread_follows_the_refitted_reference(void **unused)
+{
+    static struct eerl__pm_hist h;
+    static const unsigned at[2] = {1500, 1200}, early[2] = {1350, 1050};
+    struct eerl__pred stale, fresh;
+    struct eerl__pm m, again;
+    struct eerl__pm_corr none = {{0, 0}, {0, 0}}, probes = {{0.10, 0}, {0, 0}};
+    struct eerl__parts meas;
+    eerl_obs o;
+    unsigned i;
+
+    (void)unused;
+    memset(&h, 0, sizeof(h));
+    memset(&o, 0, sizeof(o));
+    memset(&meas, 0, sizeof(meas));
+    o.gen_tokens = o.valid_tokens = 1e5;
+    o.longest_tokens = 2048;
+    meas.t_gen = 11;
+    meas.t_train = 6;
+    meas.e_gen = 11 * 900;
+    meas.e_train = 6 * 900;
+    flat_pred(&stale, 9.5, 5.5);
+    flat_pred(&fresh, 10, 5);
+    eerl__pm_init(&m, EERL__LAYOUT_SEQ, PEAK, 1 - 1.0 / 400);
+    for (i = 0; i < 40; i++) {
+        struct eerl__parts p;
+
+        eerl__pred_predict(&stale, &o, &p);
+        eerl__pm_take(&m, at, &meas, &p, &none);
+        eerl__pm_hist_add(&h, at, &o, &meas);
+    }
+    eerl__pm_fit(&m);
+    assert_near(eerl__pm_time(&m, 0, 1500, NULL), 11 / 9.5, 1e-9);
+    assert_near(eerl__pm_time(&m, 1, 1200, NULL), 6 / 5.5, 1e-9);
+    assert_int_equal(m.n_work, EERL__PM_WORK);
+
+    again = m;
+    eerl__pm_reread(&again, &h, &stale, &none);
+    eerl__pm_fit(&again);
+    assert_near(point_weight(&again, 0, 1500), point_weight(&m, 0, 1500), 1e-12);
+    assert_near(eerl__pm_time(&again, 0, 1500, NULL), 11 / 9.5, 1e-9);
+    assert_near(eerl__pm_energy(&again, 1, 1200), eerl__pm_energy(&m, 1, 1200), 1e-12);
+
+    eerl__pm_reread(&m, &h, &fresh, &none);
+    eerl__pm_fit(&m);
+    assert_near(eerl__pm_time(&m, 0, 1500, NULL), 1.10, 1e-9);
+    assert_near(eerl__pm_time(&m, 1, 1200, NULL), 1.20, 1e-9);
+    assert_near(eerl__pm_energy(&m, 0, 1500), 0.99, 1e-9);
+    assert_near(m.work[0].t[0], 10, 1e-9);
+    eerl__pm_reread(&m, &h, &fresh, &probes);
+    eerl__pm_fit(&m);
+    assert_near(eerl__pm_time(&m, 0, 1500, NULL), 1.00, 1e-9);
+    assert_near(eerl__pm_time(&m, 1, 1200, NULL), 1.20, 1e-9);
+
+    /* A full ring: the 40 updates at 1500 MHz are older than the last EERL__PM_HIST. */
+    for (i = 0; i < EERL__PM_HIST; i++)
+        eerl__pm_hist_add(&h, early, &o, &meas);
+    assert_int_equal(h.n, EERL__PM_HIST);
+    eerl__pm_reread(&m, &h, &fresh, &none);
+    assert_true(point_weight(&m, 0, 1500) == 0);
+    assert_true(point_weight(&m, 0, 1350) > 1);
+}
+
 /* Overlapped updates (drained): slowing the pool that arrives first costs nothing until it
  * becomes the later one. */
 static void test_overlap_layout(void **unused)
@@ -368,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_knee),
         cmocka_unit_test(test_forgetting),
         cmocka_unit_test(test_overlap_layout),
+        cmocka_unit_test(test_reread_follows_the_refitted_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

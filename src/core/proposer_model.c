@@ -77,6 +77,63 @@ void eerl__pm_add_work(struct eerl__pm *m, const struct eerl__pm_work *w)
         m->n_work++;
 }
 
+void eerl__pm_take(struct eerl__pm *m, const unsigned *mhz, const struct eerl__parts *meas,
+                   const struct eerl__parts *pred, const struct eerl__pm_corr *c)
+{
+    struct eerl__pm_work w = {
+        {pred->t_gen, pred->t_train}, {pred->e_gen, pred->e_train}, pred->t_rest, pred->e_rest};
+    double tr[EERL__PM_GROUPS], er[EERL__PM_GROUPS];
+    int g;
+
+    for (g = 0; g < EERL__PM_GROUPS; g++) {
+        double pt = g ? pred->t_train : pred->t_gen, mt = g ? meas->t_train : meas->t_gen;
+        double pe = g ? pred->e_train : pred->e_gen, me = g ? meas->e_train : meas->e_gen;
+
+        tr[g] = pt > 0 ? mt / pt / (1 + c->t[g]) : 0;
+        er[g] = pe > 0 ? me / pe / (1 + c->e[g]) : 0;
+    }
+    eerl__pm_add(m, mhz, tr, er);
+    eerl__pm_add_work(m, &w);
+}
+
+void eerl__pm_hist_add(struct eerl__pm_hist *h, const unsigned *mhz, const eerl_obs *o,
+                       const struct eerl__parts *meas)
+{
+    struct eerl__pm_rec *r = &h->rec[h->head];
+    int g;
+
+    for (g = 0; g < EERL__PM_GROUPS; g++)
+        r->mhz[g] = mhz[g];
+    r->g = o->gen_tokens;
+    r->n = o->valid_tokens;
+    r->l = o->longest_tokens;
+    r->meas = *meas;
+    h->head = (h->head + 1) % EERL__PM_HIST;
+    if (h->n < EERL__PM_HIST)
+        h->n++;
+}
+
+void eerl__pm_reread(struct eerl__pm *m, const struct eerl__pm_hist *h,
+                     const struct eerl__pred *pred, const struct eerl__pm_corr *c)
+{
+    unsigned i;
+
+    eerl__pm_init(m, m->layout, m->peak, m->keep);
+    for (i = 0; i < h->n; i++) {
+        const struct eerl__pm_rec *r =
+            &h->rec[(h->head + EERL__PM_HIST - h->n + i) % EERL__PM_HIST];
+        eerl_obs o;
+        struct eerl__parts p;
+
+        memset(&o, 0, sizeof(o));
+        o.gen_tokens = r->g;
+        o.valid_tokens = r->n;
+        o.longest_tokens = r->l;
+        eerl__pred_predict(pred, &o, &p);
+        eerl__pm_take(m, r->mhz, &r->meas, &p, c);
+    }
+}
+
 /* Pool-adjacent-violators: y[0..n) (weights w) made monotone, non-decreasing (dir 1) or
  * non-increasing (dir -1) along the index, in place. */
 static void pav(double *y, const double *w, unsigned n, int dir)

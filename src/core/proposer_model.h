@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "eerl/core.h"
+#include "core/predictor.h"
 
 #define EERL__PM_GROUPS 2  /* the groups whose phases the predictor splits (gen, train) */
 #define EERL__PM_POINTS 48 /* distinct clocks kept per group (the lightest goes first) */
@@ -53,6 +54,41 @@ struct eerl__pm {
     struct eerl__pm_work work[EERL__PM_WORK];
     unsigned n_work, work_head;
 };
+
+/* The probes' error on each group's parts (measured / predicted - 1 on fresh governor updates),
+ * which every ratio is corrected by. */
+struct eerl__pm_corr {
+    double t[EERL__PM_GROUPS], e[EERL__PM_GROUPS];
+};
+
+/* One update as a point on each group's curve: its measured phase time and energy over the
+ * governor prediction for its work (pred), corrected by c, at effective clocks mhz[g]; and the
+ * prediction joins the work ring. */
+void eerl__pm_take(struct eerl__pm *m, const unsigned *mhz, const struct eerl__parts *meas,
+                   const struct eerl__parts *pred, const struct eerl__pm_corr *c);
+
+/* The updates the model was given, kept to be read again (from eerl_revision 4): a point's
+ * ratio is only as good as the governor prediction it was taken against, and the predictor is
+ * refitted as references arrive (probes, refreshes after the work moved) while a clock tried
+ * once keeps its reading for hundreds of updates. At keep = 1 - 1/400 an update EERL__PM_HIST
+ * old weighs 0.08 of a new one. */
+#define EERL__PM_HIST 1024
+struct eerl__pm_rec {
+    unsigned mhz[EERL__PM_GROUPS];
+    double g, n, l; /* the update's token work */
+    struct eerl__parts meas;
+};
+struct eerl__pm_hist {
+    struct eerl__pm_rec rec[EERL__PM_HIST];
+    unsigned n, head;
+};
+void eerl__pm_hist_add(struct eerl__pm_hist *h, const unsigned *mhz, const eerl_obs *o,
+                       const struct eerl__parts *meas);
+/* Every kept update taken again, oldest first (so the weights decay as they did), against
+ * pred (ready) and c: the points and the work ring are rebuilt; what was taken before the
+ * oldest kept update is dropped. */
+void eerl__pm_reread(struct eerl__pm *m, const struct eerl__pm_hist *h,
+                     const struct eerl__pred *pred, const struct eerl__pm_corr *c);
 
 /* What the model predicts for a setting. */
 struct eerl__pm_pred {

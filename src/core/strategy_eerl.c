@@ -82,6 +82,7 @@ struct ee_st {
      * clock, from every usable update (proposer_model.h). */
     int model;
     struct eerl__pm pm;
+    struct eerl__pm_hist hist; /* from eerl_revision 4: read again at every verdict */
 };
 
 /* The mean of the last probes' errors (three probes or more, else 0): as measured where it is
@@ -331,6 +332,38 @@ static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ee_
     return o;
 }
 
+/* The probes' error on each group's parts, as this run's revision takes it. */
+static void model_corr(const struct eerl_ctl *ctl, const struct ee_st *st, struct eerl__pm_corr *c)
+{
+    int g;
+
+    for (g = 0; g < EERL__PM_GROUPS; g++) {
+        c->t[g] = probe_mean(ctl, st->bias_pt[g], n_probes(st),
+                             g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN);
+        c->e[g] = probe_mean(ctl, st->bias_pe[g], n_probes(st),
+                             g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN);
+    }
+}
+
+/* The model's curves before a proposal. From eerl_revision 4 every kept update is read again
+ * against the predictor and the probes' correction as they stand: a point taken against an
+ * older reference kept that reference's error. On the noisy twin's collapsing work (responses
+ * falling to 0.4 of their length in the first 30 updates, 8 seeds, 1000 updates) the verdicts of
+ * the first 200 updates read +0.4 to +0.55 points above the true loss, and a training clock tried
+ * then held its high reading while the run kept training at the governor for hundreds of
+ * updates; read again, capture 0.64 -> 0.71 (colocated) and 0.73 -> 0.82 (disaggregated)
+ * (docs/notes/2026-12-01-model-reread.md). */
+static void model_fit(const struct eerl_ctl *ctl, struct ee_st *st)
+{
+    if (ctl->cfg.eerl_revision >= 4 && ctl->pred.ready) {
+        struct eerl__pm_corr cr;
+
+        model_corr(ctl, st, &cr);
+        eerl__pm_reread(&st->pm, &st->hist, &ctl->pred, &cr);
+    }
+    eerl__pm_fit(&st->pm);
+}
+
 static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
 {
     double r = target_rate(ctl, st), n = st->n, m = st->sl / n, e = st->se / n;
@@ -375,7 +408,7 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
     }
     o = outcome(ctl, st, slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS, slow, m, e, var, r);
     if (st->model)
-        eerl__pm_fit(&st->pm);
+        model_fit(ctl, st);
     eerl__ctl_propose_next(ctl, &o, &mv);
     if (st->model && eerl_setting_equal(&mv.s, &st->cur))
         stats_reset(st); /* the same setting, judged again on fresh updates */
@@ -543,26 +576,14 @@ static void observe_one(struct eerl_ctl *ctl, struct ee_st *st, const eerl_obs *
         if (st->model) {
             /* Each group's phase against its governor prediction, corrected by the probes'
              * error on that part: one point on each group's curve at its clock. */
-            struct eerl__pm_work w = {
-                {p.t_gen, p.t_train}, {p.e_gen, p.e_train}, p.t_rest, p.e_rest};
             unsigned clk[EERL__PM_GROUPS] = {eerl__ctl_eff(ctl, obs->setting.mhz[0]),
                                              eerl__ctl_eff(ctl, obs->setting.mhz[1])};
-            double tr[EERL__PM_GROUPS], erat[EERL__PM_GROUPS];
-            int g;
+            struct eerl__pm_corr cr;
 
-            for (g = 0; g < EERL__PM_GROUPS; g++) {
-                double pt = g ? p.t_train : p.t_gen, mt = g ? m.t_train : m.t_gen;
-                double pe = g ? p.e_train : p.e_gen, me = g ? m.e_train : m.e_gen;
-                enum eerl__part ptp = g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN;
-                enum eerl__part pep = g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN;
-
-                tr[g] =
-                    pt > 0 ? mt / pt / (1 + probe_mean(ctl, st->bias_pt[g], n_probes(st), ptp)) : 0;
-                erat[g] =
-                    pe > 0 ? me / pe / (1 + probe_mean(ctl, st->bias_pe[g], n_probes(st), pep)) : 0;
-            }
-            eerl__pm_add(&st->pm, clk, tr, erat);
-            eerl__pm_add_work(&st->pm, &w);
+            model_corr(ctl, st, &cr);
+            eerl__pm_take(&st->pm, clk, &m, &p, &cr);
+            if (ctl->cfg.eerl_revision >= 4)
+                eerl__pm_hist_add(&st->hist, clk, obs, &m);
         }
     }
     judge(ctl, st, next);

@@ -213,12 +213,14 @@ typedef struct eerl_ctl_config {
     /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its
      * proposers): which revision decides. 0: the governor probes' mean error corrects the
      * estimates only where negative or two standard errors from zero (as 0.2.0); 1: also as
-     * measured once its standard error is within budget_margin; 2 (default): as 1 from the 12th
-     * probe, before it only a mean three of the references' standard errors from zero, and the
-     * run aimed inside the allowance by half the account's standard error beyond budget_margin
-     * (docs/controller.md, "The eerl strategy", items 1 and 4); 3 (default): as 2, and in drained
-     * mode each update is taken as evidence when the next arrives, with the generation work (G,
-     * L) that one reports (item 6). A trace header without the key replays with 0. */
+     * measured once its standard error is within budget_margin; 2: as 1 from the 12th probe,
+     * before it only a mean three of the references' standard errors from zero, and the run
+     * aimed inside the allowance by half the account's standard error beyond budget_margin
+     * (docs/controller.md, "The eerl strategy", items 1 and 4); 3: as 2, and in drained mode
+     * each update is taken as evidence when the next arrives, with the generation work (G, L)
+     * that one reports (item 6); 4 (default): as 3, and the model proposer's points are read
+     * again at every verdict against the predictor and the probes' correction as they stand
+     * (item 7). A trace header without the key replays with 0. */
     unsigned eerl_revision;
 } eerl_ctl_config;
 

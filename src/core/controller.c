@@ -264,6 +264,11 @@ void eerl__ctl_set_fit_floor(eerl_ctl *ctl, double min_t)
     ctl->pred_min_t = min_t;
 }
 
+void eerl__ctl_set_fit_opts(eerl_ctl *ctl, unsigned opts)
+{
+    ctl->pred_opts = opts;
+}
+
 static void move_init(struct eerl__move *m)
 {
     memset(m, 0, sizeof(*m));
@@ -353,8 +358,8 @@ void eerl__ctl_ref_add(eerl_ctl *ctl, const eerl_obs *obs)
         ctl->ref_ptrs[i] = eerl__ctl_ref(ctl, i);
     /* Observations were validated, so the fit only fails on impossible input; the previous
      * model stays in force if it does. */
-    (void)eerl__pred_fit_sel(&ctl->pred, ctl->layout, ctl->ref_ptrs, ctl->ref_n, &ctl->work,
-                             ctl->pred_min_t);
+    (void)eerl__pred_fit_opts(&ctl->pred, ctl->layout, ctl->ref_ptrs, ctl->ref_n, &ctl->work,
+                              ctl->pred_min_t, ctl->pred_opts);
 }
 
 const eerl_obs *eerl__ctl_ref(const eerl_ctl *ctl, size_t i)

@@ -45,6 +45,8 @@ struct eerl_ctl {
     struct eerl__pred pred;
     struct eerl__pred_work work;
     double pred_min_t; /* eerl__pred_fit_sel's: 0 (the paper's fit) unless the strategy sets it */
+    unsigned
+        pred_opts; /* eerl__pred_fit_opts's: 0 (the paper's form) unless the strategy sets it */
 
     eerl_event events[EERL__EVENTS_CAP];
     size_t ev_head, ev_n, ev_mark;
@@ -90,6 +92,8 @@ void eerl__ctl_set_block(struct eerl_ctl *ctl, unsigned updates);
 /* The shortest phase time the reference fit uses (eerl__pred_fit_sel's min_t; 0 = the paper's
  * fit); set by a strategy's init, before any reference. */
 void eerl__ctl_set_fit_floor(struct eerl_ctl *ctl, double min_t);
+/* The reference fit's options (eerl__pred_fit_opts; 0 = the paper's form); set likewise. */
+void eerl__ctl_set_fit_opts(struct eerl_ctl *ctl, unsigned opts);
 
 /* After lock (lifecycle.c): a strategy with a judge hands the updates over at its lock; the
  * controller monitors the locked setting (governor_kept: nothing qualified, the governor stays

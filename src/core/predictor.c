@@ -53,10 +53,22 @@ void eerl__pred_work_free(struct eerl__pred_work *w)
     memset(w, 0, sizeof(*w));
 }
 
-/* Feature f of a row of raw token counts as the model sees it: standardized log(1 + x). */
+/* A raw token count as the model's form takes it: log(1 + x), or x itself (linear). */
+static double fx(const struct eerl__model *m, double x)
+{
+    return m->linear ? x : log1p(x);
+}
+
+/* A target as the model's form fits it: log(y), or y itself. */
+static double fy(const struct eerl__model *m, double y)
+{
+    return m->linear ? y : log(y);
+}
+
+/* Feature f of a row of raw token counts as the model sees it: standardized. */
 static double zfeat(const struct eerl__model *m, const double *row, int f)
 {
-    return (log1p(row[f]) - m->mean[f]) / m->sd[f];
+    return (fx(m, row[f]) - m->mean[f]) / m->sd[f];
 }
 
 /* The fitted column whose coefficient stands least out of the noise, if it is under min_t
@@ -81,7 +93,7 @@ static int weakest_column(const struct eerl__model *r, const int *cols, int nc, 
             z[c + 1] = zfeat(r, x + i * EERL__F_COUNT, f);
             fit += beta[c + 1] * z[c + 1];
         }
-        rss += (log(y[i]) - fit) * (log(y[i]) - fit);
+        rss += (fy(r, y[i]) - fit) * (fy(r, y[i]) - fit);
         for (a = 0; a < p; a++)
             for (b = 0; b < p; b++)
                 A[a][b] += z[a] * z[b];
@@ -125,6 +137,12 @@ int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const
 int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, const double *y,
                         size_t n, struct eerl__pred_work *w, double min_t)
 {
+    return eerl__model_fit_form(m, want, x, y, n, w, min_t, 0);
+}
+
+int eerl__model_fit_form(struct eerl__model *m, unsigned want, const double *x, const double *y,
+                         size_t n, struct eerl__pred_work *w, double min_t, int linear)
+{
     struct eerl__model r;
     int f, cols[EERL__F_COUNT], nc = 0, c, weak, pinned = 0;
     double beta[EERL__F_COUNT + 1];
@@ -139,16 +157,23 @@ int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, c
             return EERL_EINVAL;
     memset(&r, 0, sizeof(r));
     r.want = want;
+    r.linear = linear != 0;
+    if (r.linear) {
+        r.floor = y[0];
+        for (i = 1; i < n; i++)
+            r.floor = fmin(r.floor, y[i]);
+        r.floor *= 0.5;
+    }
     for (f = 0; f < EERL__F_COUNT; f++) {
         double mean = 0, var = 0;
 
         if (!(want & (1u << f)))
             continue;
         for (i = 0; i < n; i++)
-            mean += log1p(x[i * EERL__F_COUNT + f]);
+            mean += fx(&r, x[i * EERL__F_COUNT + f]);
         mean /= (double)n;
         for (i = 0; i < n; i++) {
-            double d = log1p(x[i * EERL__F_COUNT + f]) - mean;
+            double d = fx(&r, x[i * EERL__F_COUNT + f]) - mean;
             var += d * d;
         }
         var /= (double)n;
@@ -164,7 +189,7 @@ int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, c
     for (;;) {
         for (i = 0; i < n; i++) {
             w->X[i] = 1.0;
-            w->y[i] = log(y[i]);
+            w->y[i] = fy(&r, y[i]);
             for (c = 0; c < nc; c++) {
                 f = cols[c];
                 w->X[(size_t)(c + 1) * n + i] = zfeat(&r, x + i * EERL__F_COUNT, f);
@@ -206,7 +231,7 @@ double eerl__model_predict(const struct eerl__model *m, const double *x)
     for (f = 0; f < EERL__F_COUNT; f++)
         if (m->used & (1u << f))
             s += m->beta[f] * zfeat(m, x, f);
-    return exp(s);
+    return m->linear ? fmax(s, m->floor) : exp(s);
 }
 
 void eerl__obs_parts(int layout, const eerl_obs *o, struct eerl__parts *out)
@@ -315,6 +340,13 @@ int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs,
 int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                        struct eerl__pred_work *w, double min_t)
 {
+    return eerl__pred_fit_opts(p, layout, obs, n, w, min_t, 0);
+}
+
+int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
+                        struct eerl__pred_work *w, double min_t, unsigned opts)
+{
+    int lin_train = (opts & EERL__PRED_LINEAR_TRAIN) != 0;
     struct eerl__pred r;
     struct eerl__parts parts;
     size_t i;
@@ -337,24 +369,24 @@ int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *
                 r.hi[f] = v;
         }
     }
-#define FIT(model, want, expr)                                                                     \
+#define FIT(model, want, expr, lin)                                                                \
     do {                                                                                           \
         for (i = 0; i < n; i++) {                                                                  \
             eerl__obs_parts(layout, obs[i], &parts);                                               \
             w->tgt[i] = (expr);                                                                    \
         }                                                                                          \
-        err = eerl__model_fit_sel(&r.model, (want), w->feat, w->tgt, n, w, min_t);                 \
+        err = eerl__model_fit_form(&r.model, (want), w->feat, w->tgt, n, w, min_t, (lin));         \
         if (err < 0)                                                                               \
             return err;                                                                            \
     } while (0)
     if (layout == EERL__LAYOUT_WHOLE) {
-        FIT(t_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.t);
-        FIT(e_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.e);
+        FIT(t_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.t, 0);
+        FIT(e_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.e, 0);
     } else {
-        FIT(t_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.t_gen);
-        FIT(t_train, FB(EERL__F_N), parts.t_train);
-        FIT(e_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.e_gen);
-        FIT(e_train, FB(EERL__F_N), parts.e_train);
+        FIT(t_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.t_gen, 0);
+        FIT(t_train, FB(EERL__F_N), parts.t_train, lin_train);
+        FIT(e_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.e_gen, 0);
+        FIT(e_train, FB(EERL__F_N), parts.e_train, lin_train);
         /* The remainders: what the phase models leave of each measured update. */
         for (i = 0; i < n; i++) {
             eerl__obs_parts(layout, obs[i], &parts);

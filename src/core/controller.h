@@ -44,9 +44,8 @@ struct eerl_ctl {
     size_t ref_n, ref_head;
     struct eerl__pred pred;
     struct eerl__pred_work work;
-    double pred_min_t; /* eerl__pred_fit_sel's: 0 (the paper's fit) unless the strategy sets it */
-    unsigned
-        pred_opts; /* eerl__pred_fit_opts's: 0 (the paper's form) unless the strategy sets it */
+    double pred_min_t;  /* eerl__pred_fit_sel's: 0 (the paper's fit) unless the strategy sets it */
+    unsigned pred_opts; /* eerl__pred_fit_opts's: 0 (the paper's form) unless set */
 
     eerl_event events[EERL__EVENTS_CAP];
     size_t ev_head, ev_n, ev_mark;

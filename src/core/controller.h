@@ -44,7 +44,7 @@ struct eerl_ctl {
     size_t ref_n, ref_head;
     struct eerl__pred pred;
     struct eerl__pred_work work;
-    double pred_min_t;  /* eerl__pred_fit_sel's: 0 (the paper's fit) unless the strategy sets it */
+    double pred_min_t;  /* eerl__pred_fit_opts's: 0 (the paper's fit) unless the strategy sets it */
     unsigned pred_opts; /* eerl__pred_fit_opts's: 0 (the paper's form) unless set */
 
     eerl_event events[EERL__EVENTS_CAP];
@@ -88,7 +88,7 @@ void eerl__ctl_refresh(struct eerl_ctl *ctl, const eerl_setting *locked, eerl_se
 void eerl__ctl_trial_done(struct eerl_ctl *ctl);
 /* In-flight: the block length chosen (updates per block, shown in the status). */
 void eerl__ctl_set_block(struct eerl_ctl *ctl, unsigned updates);
-/* The shortest phase time the reference fit uses (eerl__pred_fit_sel's min_t; 0 = the paper's
+/* The shortest phase time the reference fit uses (eerl__pred_fit_opts's min_t; 0 = the paper's
  * fit); set by a strategy's init, before any reference. */
 void eerl__ctl_set_fit_floor(struct eerl_ctl *ctl, double min_t);
 /* The reference fit's options (eerl__pred_fit_opts; 0 = the paper's form); set likewise. */

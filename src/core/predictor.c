@@ -334,13 +334,7 @@ static void features(const eerl_obs *o, double *x)
 int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                    struct eerl__pred_work *w)
 {
-    return eerl__pred_fit_sel(p, layout, obs, n, w, 0.0);
-}
-
-int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
-                       struct eerl__pred_work *w, double min_t)
-{
-    return eerl__pred_fit_opts(p, layout, obs, n, w, min_t, 0);
+    return eerl__pred_fit_opts(p, layout, obs, n, w, 0.0, 0);
 }
 
 int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,

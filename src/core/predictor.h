@@ -63,20 +63,17 @@ void eerl__pred_work_free(struct eerl__pred_work *w);
  * a target that is not > 0) leaving p as it was. */
 int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                    struct eerl__pred_work *w);
-/* The same, but a phase model one of whose token counts does not vary in the window (L pinned
- * at the sequence limit: the decode loop's length is fixed) keeps the others only while their
- * coefficient is at least min_t standard errors from zero (ordinary least squares; the weakest
- * is dropped and the model refitted until every count left passes). min_t 0: eerl__pred_fit,
- * the paper's Eq. 2. */
-int eerl__pred_fit_sel(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
-                       struct eerl__pred_work *w, double min_t);
-/* The same, with options: EERL__PRED_LINEAR_TRAIN fits the training part's time and energy
- * (log-prob and training, or the training pool's arrival) in the linear form of struct
- * eerl__model, on N: a trainer's step costs a fixed part (the optimizer step, the launch of
- * every micro-batch) and a part per token, and when N moves by a factor of 2-3 within the
- * references (responses collapsing) the log form's single slope, fitted where the fixed part
- * weighs less, runs short of the governor at the small end by 1-2% (docs/controller.md, "The
- * eerl strategy", item 8). */
+/* The same with the eerl strategies' options. min_t: a phase model one of whose token counts
+ * does not vary in the window (L pinned at the sequence limit: the decode loop's length is
+ * fixed) keeps the others only while their coefficient is at least min_t standard errors from
+ * zero (ordinary least squares; the weakest is dropped and the model refitted until every count
+ * left passes). opts: EERL__PRED_LINEAR_TRAIN fits the training part's time and energy (log-prob
+ * and training, or the training pool's arrival) in the linear form of struct eerl__model, on N:
+ * a trainer's step costs a fixed part (the optimizer step, the launch of every micro-batch) and
+ * a part per token, and when N moves by a factor of 2-3 within the references (responses
+ * collapsing) the log form's single slope, fitted where the fixed part weighs less, runs short
+ * of the governor at the small end by 1-2% (docs/controller.md, "The eerl strategy", item 8).
+ * min_t 0 and opts 0: eerl__pred_fit, the paper's Eq. 2. */
 #define EERL__PRED_LINEAR_TRAIN 1u
 int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                         struct eerl__pred_work *w, double min_t, unsigned opts);

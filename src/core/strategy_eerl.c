@@ -577,15 +577,20 @@ static void observe_one(struct eerl_ctl *ctl, struct ee_st *st, const eerl_obs *
         st->se += er;
         if (st->model) {
             /* Each group's phase against its governor prediction, corrected by the probes'
-             * error on that part: one point on each group's curve at its clock. */
+             * error on that part: one point on each group's curve at its clock. From revision
+             * 4 the update is only kept: model_fit reads every kept update at the next verdict,
+             * and nothing reads the model before it. */
             unsigned clk[EERL__PM_GROUPS] = {eerl__ctl_eff(ctl, obs->setting.mhz[0]),
                                              eerl__ctl_eff(ctl, obs->setting.mhz[1])};
-            struct eerl__pm_corr cr;
 
-            model_corr(ctl, st, &cr);
-            eerl__pm_take(&st->pm, clk, &m, &p, &cr);
-            if (ctl->cfg.eerl_revision >= 4)
+            if (ctl->cfg.eerl_revision >= 4) {
                 eerl__pm_hist_add(&st->hist, clk, obs, &m);
+            } else {
+                struct eerl__pm_corr cr;
+
+                model_corr(ctl, st, &cr);
+                eerl__pm_take(&st->pm, clk, &m, &p, &cr);
+            }
         }
     }
     judge(ctl, st, next);

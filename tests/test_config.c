@@ -88,7 +88,7 @@ static void test_shorter_struct_is_read(void **state)
     free(buf);
 }
 
-/* The eerl strategy's revision: 5 by default in every mode, 0 (0.2.0's rule) to 4 accepted, a
+/* The eerl strategy's revision: 6 by default in every mode, 0 (0.2.0's rule) to 5 accepted, a
  * newer one refused naming the value. */
 static void test_eerl_revision(void **state)
 {
@@ -99,15 +99,15 @@ static void test_eerl_revision(void **state)
     (void)state;
     for (m = 0; m < EERL_MODE_COUNT; m++) {
         eerl_ctl_config_default((eerl_mode)m, &c);
-        assert_int_equal(c.eerl_revision, 5);
+        assert_int_equal(c.eerl_revision, 6);
     }
     c.eerl_revision = 0;
     assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
-    c.eerl_revision = 4;
+    c.eerl_revision = 5;
     assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
-    c.eerl_revision = 6;
+    c.eerl_revision = 7;
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
-    assert_non_null(strstr(why, "eerl_revision 6 is newer"));
+    assert_non_null(strstr(why, "eerl_revision 7 is newer"));
 }
 
 static void test_unknown_sizes_are_refused(void **state)

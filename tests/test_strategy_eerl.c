@@ -513,6 +513,67 @@ static void test_revision_2_aims_inside_by_the_accounts_error(void **state)
     }
 }
 
+/* The highest budget (percent) any event of a run states, how many events state one, and their
+ * sum. */
+struct budget_max {
+    double max, sum;
+    unsigned n;
+};
+
+static int budget_seen(const eerl_event *ev, void *ctx)
+{
+    struct budget_max *b = ctx;
+    const char *p = strstr(ev->reason, "budget allows ");
+    double v;
+
+    if (p && sscanf(p + strlen("budget allows "), "%lf%%", &v) == 1) {
+        b->max = fmax(b->max, v);
+        b->sum += v;
+        b->n++;
+    }
+    return 0;
+}
+
+static struct budget_max budget_of_run(unsigned rev, unsigned n, uint64_t seed)
+{
+    struct synth s;
+    eerl_ctl_config c;
+    struct budget_max b = {-1, 0, 0};
+
+    eerl_setup(EERL_MODE_COLOCATED, n, seed, &c, &s);
+    c.eerl_revision = rev;
+    s.noise = 0.026;
+    stream_events(&s, &c, n, budget_seen, &b);
+    assert_true(b.n > 0);
+    return b;
+}
+
+/* eerl_revision 6: in a run of fewer than 500 updates no setting is given a budget above the
+ * allowance (2%), however much credit the account has banked; revision 5 lets the rate rise to
+ * twice the allowance as the run's end comes. Over a longer run the two revisions state the same
+ * budgets (the same decisions). */
+static void test_revision_6_holds_short_runs_to_the_allowance(void **state)
+{
+    unsigned above5 = 0;
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 4; seed++) {
+        struct budget_max b5 = budget_of_run(5, 107, seed), b6 = budget_of_run(6, 107, seed);
+        struct budget_max l5 = budget_of_run(5, 600, seed), l6 = budget_of_run(6, 600, seed);
+
+        if (verbose())
+            printf("seed %llu: 107 updates: highest budget %.2f%% (revision 5), %.2f%% (6); 600 "
+                   "updates: %.2f%%, %.2f%% (%u, %u budgets)\n",
+                   (unsigned long long)seed, b5.max, b6.max, l5.max, l6.max, l5.n, l6.n);
+        assert_true(b6.max <= 2.0);
+        above5 += b5.max > 2.0;
+        assert_true(fabs(l5.max - l6.max) < 1e-9 && fabs(l5.sum - l6.sum) < 1e-9);
+        assert_int_equal(l5.n, l6.n);
+    }
+    assert_true(above5 >= 1);
+}
+
 /* Drained mode, eerl_revision 3: an update's generation work is taken from the next update's
  * report (the generation pool generates the batch the next update consumes). On a drained stream
  * whose responses vary from batch to batch, revision 2 reads each update against the wrong
@@ -827,6 +888,7 @@ int main(void)
         cmocka_unit_test(test_inflight_confirms_a_moved_governor),
         cmocka_unit_test(test_probe_mean_rule),
         cmocka_unit_test(test_revision_2_aims_inside_by_the_accounts_error),
+        cmocka_unit_test(test_revision_6_holds_short_runs_to_the_allowance),
         cmocka_unit_test(test_drained_generation_work_taken_from_the_next_update),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),

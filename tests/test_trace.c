@@ -186,8 +186,8 @@ static void test_bad_headers_are_refused(void **state)
                                  "\"clocks_mhz\":[1980],\"config\":{\"allowed_loss\":3}}",
                         EERL_EPARSE, "allowed_loss 3");
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
-                                 "\"clocks_mhz\":[1980],\"config\":{\"eerl_revision\":6}}",
-                        EERL_EPARSE, "eerl_revision 6 is newer");
+                                 "\"clocks_mhz\":[1980],\"config\":{\"eerl_revision\":7}}",
+                        EERL_EPARSE, "eerl_revision 7 is newer");
     /* Minimal header: defaults for the mode; unknown top-level keys are ignored. */
     assert_int_equal(eerl__trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"inflight\","
                                                        "\"governor_peak_mhz\":1980,\"clocks_mhz\":"

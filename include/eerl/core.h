@@ -220,8 +220,10 @@ typedef struct eerl_ctl_config {
      * each update is taken as evidence when the next arrives, with the generation work (G, L)
      * that one reports (item 6); 4: as 3, and the model proposer's points are read again at
      * every verdict against the predictor and the probes' correction as they stand (item 7);
-     * 5 (default): as 4, and the governor predictor's training part fitted as a fixed part plus
-     * a part per valid token (item 8). A trace header without the key replays with 0. */
+     * 5: as 4, and the governor predictor's training part fitted as a fixed part plus a part
+     * per valid token (item 8); 6 (default): as 5, and in a run of fewer than 500 updates no
+     * setting runs at a loss above allowed_loss, whatever credit the account holds (item 9). A
+     * trace header without the key replays with 0. */
     unsigned eerl_revision;
 } eerl_ctl_config;
 

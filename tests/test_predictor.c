@@ -253,9 +253,9 @@ static void test_linear_form_follows_a_fixed_part_plus_a_part_per_token(void **s
     eerl__pred_work_free(&w);
 }
 
-/* eerl__model_fit_sel: with L pinned at the limit, a G that does not move the time (a decode loop
- * of fixed length) is left out at min_t 2 and kept at 0 (the paper's fit); a G that does move it
- * is kept; and with L varying nothing is selected, whatever min_t. */
+/* eerl__model_fit_form with min_t (the log form): with L pinned at the limit, a G that does not
+ * move the time (a decode loop of fixed length) is left out at min_t 2 and kept at 0 (the paper's
+ * fit); a G that does move it is kept; and with L varying nothing is selected, whatever min_t. */
 static void test_selection_drops_a_slope_in_the_noise_when_l_is_pinned(void **state)
 {
     struct synth s;
@@ -277,18 +277,18 @@ static void test_selection_drops_a_slope_in_the_noise_when_l_is_pinned(void **st
             steep[i] = 1e-4 * x[i * 3] * exp(0.005 * synth_normal(&s));
         }
         assert_int_equal(eerl__model_fit(&paper, 5u, x, flat, 10, &w), 0);
-        assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, flat, 10, &w, 2.0), 0);
+        assert_int_equal(eerl__model_fit_form(&sel, 5u, x, flat, 10, &w, 2.0, 0), 0);
         kept_by_paper += (paper.used & (1u << EERL__F_G)) != 0;
         if (!(sel.used & (1u << EERL__F_G))) /* intercept only: the mean, wherever G goes */
             assert_true(fabs(log(eerl__model_predict(&sel, far) / 100.0)) < 0.01);
-        assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, steep, 10, &w, 2.0), 0);
+        assert_int_equal(eerl__model_fit_form(&sel, 5u, x, steep, 10, &w, 2.0, 0), 0);
         assert_true(sel.used & (1u << EERL__F_G));
         assert_true(fabs(eerl__model_predict(&sel, far) / (1e-4 * far[0]) - 1) < 0.02);
         /* L varying: no selection, the fit is the paper's. */
         for (i = 0; i < 10; i++)
             x[i * 3 + EERL__F_L] = 3000 + 100.0 * (double)i;
         assert_int_equal(eerl__model_fit(&paper, 5u, x, flat, 10, &w), 0);
-        assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, flat, 10, &w, 2.0), 0);
+        assert_int_equal(eerl__model_fit_form(&sel, 5u, x, flat, 10, &w, 2.0, 0), 0);
         assert_int_equal(sel.used, paper.used);
         assert_true(fabs(sel.beta[EERL__F_G] - paper.beta[EERL__F_G]) < 1e-12);
     }
@@ -304,7 +304,7 @@ static void test_selection_drops_a_slope_in_the_noise_when_l_is_pinned(void **st
                 x[i * 3 + EERL__F_L] = 4096;
                 flat[i] = 100.0 * exp(0.005 * synth_normal(&s));
             }
-            assert_int_equal(eerl__model_fit_sel(&sel, 5u, x, flat, 10, &w, 2.0), 0);
+            assert_int_equal(eerl__model_fit_form(&sel, 5u, x, flat, 10, &w, 2.0, 0), 0);
             kept += (sel.used & (1u << EERL__F_G)) != 0;
         }
         assert_true(kept <= 4);

@@ -131,13 +131,7 @@ static int weakest_column(const struct eerl__model *r, const int *cols, int nc, 
 int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const double *y,
                     size_t n, struct eerl__pred_work *w)
 {
-    return eerl__model_fit_sel(m, want, x, y, n, w, 0.0);
-}
-
-int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, const double *y,
-                        size_t n, struct eerl__pred_work *w, double min_t)
-{
-    return eerl__model_fit_form(m, want, x, y, n, w, min_t, 0);
+    return eerl__model_fit_form(m, want, x, y, n, w, 0.0, 0);
 }
 
 int eerl__model_fit_form(struct eerl__model *m, unsigned want, const double *x, const double *y,

@@ -101,12 +101,11 @@ void eerl__obs_parts(int layout, const eerl_obs *o, struct eerl__parts *out);
 /* 1 when o's token counts lie within the fit's range widened by margin (relative). */
 int eerl__pred_covered(const struct eerl__pred *p, const eerl_obs *o, double margin);
 
-/* One model alone, for tests: fits log(y) (linear: y) on the wanted features of rows x (n x
- * F_COUNT raw token counts, row-major). */
+/* One model alone, for tests: fits log(y) on the wanted features of rows x (n x F_COUNT raw
+ * token counts, row-major), as Eq. 2; _form with eerl__pred_fit_opts's min_t and, linear, y
+ * itself. */
 int eerl__model_fit(struct eerl__model *m, unsigned want, const double *x, const double *y,
                     size_t n, struct eerl__pred_work *w);
-int eerl__model_fit_sel(struct eerl__model *m, unsigned want, const double *x, const double *y,
-                        size_t n, struct eerl__pred_work *w, double min_t);
 int eerl__model_fit_form(struct eerl__model *m, unsigned want, const double *x, const double *y,
                          size_t n, struct eerl__pred_work *w, double min_t, int linear);
 double eerl__model_predict(const struct eerl__model *m, const double *x);

@@ -262,15 +262,15 @@ static double account_se(const struct eerl_ctl *ctl, const struct ee_st *st)
 static double target_rate(const struct eerl_ctl *ctl, const struct ee_st *st)
 {
     double a = ctl->cfg.allowed_loss - ctl->cfg.budget_margin, gov_s, excess_s, p, rem, r;
-    double cap = 2 * ctl->cfg.allowed_loss;
+    double left = remaining(ctl, st), cap = 2 * ctl->cfg.allowed_loss;
 
     if (ctl->cfg.eerl_revision >= 2)
         a -= EE_AIM_SE * account_se(ctl, st);
     account(ctl, st, &gov_s, &excess_s);
     p = st->seen ? gov_s / (double)st->seen : 1.0;
-    rem = p * remaining(ctl, st);
+    rem = p * left;
     r = (a * (gov_s + rem) - excess_s) / rem;
-    if (ctl->cfg.eerl_revision >= 6 && (double)st->seen + remaining(ctl, st) < EE_SHORT_RUN)
+    if (ctl->cfg.eerl_revision >= 6 && (double)st->seen + left < EE_SHORT_RUN)
         cap = ctl->cfg.allowed_loss;
     return fmin(r, cap);
 }

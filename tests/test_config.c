@@ -110,6 +110,27 @@ static void test_eerl_revision(void **state)
     assert_non_null(strstr(why, "eerl_revision 7 is newer"));
 }
 
+/* The paper strategy's grid revision: 1 by default in every mode, 0 accepted, a newer one refused
+ * naming the value. */
+static void test_paper_revision(void **state)
+{
+    eerl_ctl_config c;
+    char why[200] = "";
+    int m;
+
+    (void)state;
+    for (m = 0; m < EERL_MODE_COUNT; m++) {
+        eerl_ctl_config_default((eerl_mode)m, &c);
+        assert_int_equal(c.paper_revision, 1);
+    }
+    c.strategy = EERL_STRATEGY_PAPER;
+    c.paper_revision = 0;
+    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
+    c.paper_revision = 2;
+    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_non_null(strstr(why, "paper_revision 2 is newer"));
+}
+
 static void test_unknown_sizes_are_refused(void **state)
 {
     unsigned clocks[200];
@@ -188,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_shorter_struct_is_read),
         cmocka_unit_test(test_unknown_sizes_are_refused),
         cmocka_unit_test(test_eerl_revision),
+        cmocka_unit_test(test_paper_revision),
         cmocka_unit_test(test_session_refuses_unknown_sizes),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,21 +102,22 @@ static void test_noisier_updates_still_lock_within_allowance(void **state)
         run_and_check(EERL_MODE_COLOCATED, seed, 0.02, 300, &rs);
 }
 
-static void test_search_starts_reduced_then_raises_the_slower_phase(void **state)
+/* The start pair and the first raise under a paper_revision: g0/t0 the start, g_up the
+ * generation clock after the start pair failed on generation. */
+static void check_start_and_raise(unsigned rev, unsigned g0, unsigned t0, unsigned g_up)
 {
     unsigned clocks[200];
     size_t nc = synth_clocks(clocks), k, ne;
     struct synth s;
     eerl_ctl *ctl;
+    eerl_ctl_config c = *tu_paper_cfg(EERL_MODE_COLOCATED);
     eerl_setting st;
     eerl_event evs[64];
     int saw_first = 0, checked_raise = 0, i;
 
-    (void)state;
+    c.paper_revision = rev;
     synth_init(&s, EERL_MODE_COLOCATED, 3);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
-                                  nc, 1980, &ctl),
-                     0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < 20; i++) {
         eerl_obs o = synth_step(&s, &st);
@@ -124,10 +125,10 @@ static void test_search_starts_reduced_then_raises_the_slower_phase(void **state
         ne = eerl_ctl_events(ctl, evs, 64);
         for (k = 0; k < ne; k++)
             if (evs[k].kind == EERL_EV_PROPOSE && !saw_first) {
-                /* Both clocks start below the peak (Table 3 defaults: 180 and 360 MHz), after
-                 * 15 calibration updates from update 2 (update 1 is the start-up). */
-                assert_int_equal(evs[k].candidate.mhz[0], 1800);
-                assert_int_equal(evs[k].candidate.mhz[1], 1620);
+                /* Both clocks start below the grid's top (Table 3 defaults: 180 and 360 MHz),
+                 * after 15 calibration updates from update 2 (update 1 is the start-up). */
+                assert_int_equal(evs[k].candidate.mhz[0], g0);
+                assert_int_equal(evs[k].candidate.mhz[1], t0);
                 assert_int_equal(evs[k].update, 16);
                 saw_first = 1;
             }
@@ -137,9 +138,7 @@ static void test_search_starts_reduced_then_raises_the_slower_phase(void **state
     eerl_ctl_free(ctl);
     synth_init(&s, EERL_MODE_COLOCATED, 4);
     s.gen_knee = 1950;
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
-                                  nc, 1980, &ctl),
-                     0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < 40 && !checked_raise; i++) {
         eerl_obs o = synth_step(&s, &st);
@@ -151,10 +150,9 @@ static void test_search_starts_reduced_then_raises_the_slower_phase(void **state
                 assert_non_null(strstr(evs[k].reason, "generation added most time"));
                 assert_true(evs[k].time_ratio > 1.02);
             }
-            if (evs[k].kind == EERL_EV_PROPOSE && evs[k].candidate.mhz[0] != 1800 &&
-                o.update > 16) {
-                assert_int_equal(evs[k].candidate.mhz[0], 1890);
-                assert_int_equal(evs[k].candidate.mhz[1], 1620);
+            if (evs[k].kind == EERL_EV_PROPOSE && evs[k].candidate.mhz[0] != g0 && o.update > 16) {
+                assert_int_equal(evs[k].candidate.mhz[0], g_up);
+                assert_int_equal(evs[k].candidate.mhz[1], t0);
                 checked_raise = 1;
             }
         }
@@ -162,6 +160,17 @@ static void test_search_starts_reduced_then_raises_the_slower_phase(void **state
     assert_true(saw_first);
     assert_true(checked_raise);
     eerl_ctl_free(ctl);
+}
+
+/* paper_revision 1 (default): the grid counts from 1965 MHz, the highest clock below the 1980
+ * MHz peak, so the search meets the clocks of the paper's locks (1785, 1695, 1425, 1335 ...); 0:
+ * from the peak (1800/1620, then 1890). */
+static void test_search_starts_reduced_then_raises_the_slower_phase(void **state)
+{
+    (void)state;
+    assert_int_equal(tu_paper_cfg(EERL_MODE_COLOCATED)->paper_revision, 1);
+    check_start_and_raise(1, 1785, 1605, 1875);
+    check_start_and_raise(0, 1800, 1620, 1890);
 }
 
 static void test_response_length_drift_remeasures_governor(void **state)

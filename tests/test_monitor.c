@@ -17,19 +17,21 @@
 #include "synth_stream.h"
 #include "testutil.h"
 
-static eerl_ctl *calibrated(struct synth *s)
+/* A paper-strategy controller past its calibration; grid steps count from the peak
+ * (paper_revision 0) unless rev says otherwise. */
+static eerl_ctl *calibrated_rev(struct synth *s, unsigned rev)
 {
     unsigned clocks[200];
     size_t nc = synth_clocks(clocks);
     eerl_ctl *ctl;
+    eerl_ctl_config c = *tu_paper_cfg(EERL_MODE_COLOCATED);
     eerl_setting st;
     eerl_event ev[64];
     int i;
 
+    c.paper_revision = rev;
     synth_init(s, EERL_MODE_COLOCATED, 42);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, tu_paper_cfg(EERL_MODE_COLOCATED), clocks,
-                                  nc, 1980, &ctl),
-                     0);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < 15; i++) {
         eerl_obs o = synth_step(s, &st);
@@ -39,6 +41,11 @@ static eerl_ctl *calibrated(struct synth *s)
         ;
     assert_true(ctl->pred.ready);
     return ctl;
+}
+
+static eerl_ctl *calibrated(struct synth *s)
+{
+    return calibrated_rev(s, 0);
 }
 
 static struct eerl__ratios loss(double l, double energy, double add_gen, double add_train)
@@ -134,6 +141,59 @@ static void test_margin_lowers_but_never_back_to_a_short_clock(void **state)
     eerl_ctl_free(ctl);
 }
 
+/* paper_revision 1: feedback steps count from 1965 MHz, the highest clock below the peak, which
+ * stands for the governor: from the paper's colocated lock 1830/1425, generation rises to 1875,
+ * 1920 and then to the governor (never 1965), training lowers to 1380; from the peak (revision 0)
+ * the same raise gives 1890. */
+static void test_paper_grid_counts_from_below_the_peak(void **state)
+{
+    struct synth s;
+    eerl_ctl *ctl = calibrated_rev(&s, 1);
+    struct eerl__monitor m;
+    eerl_setting cur = eerl__ctl_setting(ctl, 1830, 1425), nv;
+    struct eerl__ratios r;
+    char why[160];
+
+    (void)state;
+    assert_int_equal(eerl__monitor_init(&m, 20), 0);
+    eerl__monitor_clear(&m);
+    r = loss(0.03, 0.7, 10, 2);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], 1875);
+    assert_int_equal(nv.mhz[1], 1425);
+    cur = nv;
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], 1920);
+    cur = nv;
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], EERL_CLOCK_GOVERNOR);
+    assert_int_equal(nv.mhz[1], 1425);
+    /* Margin: training, which added less, is lowered by one step of the grid. */
+    eerl__monitor_clear(&m);
+    cur = eerl__ctl_setting(ctl, 1830, 1425);
+    r = loss(0.002, 0.6, 5, 1);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_LOWER);
+    assert_int_equal(nv.mhz[0], 1830);
+    assert_int_equal(nv.mhz[1], 1380);
+    eerl__monitor_fini(&m);
+    eerl_ctl_free(ctl);
+    /* Revision 0: from the peak. */
+    ctl = calibrated_rev(&s, 0);
+    assert_int_equal(eerl__monitor_init(&m, 20), 0);
+    eerl__monitor_clear(&m);
+    cur = eerl__ctl_setting(ctl, 1830, 1425);
+    r = loss(0.03, 0.7, 10, 2);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     EERL__MON_RAISE);
+    assert_int_equal(nv.mhz[0], 1890);
+    eerl__monitor_fini(&m);
+    eerl_ctl_free(ctl);
+}
+
 static void test_window_cadence_and_coverage(void **state)
 {
     struct synth s;
@@ -189,6 +249,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shortfall_raises_the_slow_group),
         cmocka_unit_test(test_margin_lowers_but_never_back_to_a_short_clock),
+        cmocka_unit_test(test_paper_grid_counts_from_below_the_peak),
         cmocka_unit_test(test_window_cadence_and_coverage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -188,6 +188,9 @@ static void test_bad_headers_are_refused(void **state)
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980],\"config\":{\"eerl_revision\":7}}",
                         EERL_EPARSE, "eerl_revision 7 is newer");
+    expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
+                                 "\"clocks_mhz\":[1980],\"config\":{\"paper_revision\":2}}",
+                        EERL_EPARSE, "paper_revision 2 is newer");
     /* Minimal header: defaults for the mode; unknown top-level keys are ignored. */
     assert_int_equal(eerl__trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"inflight\","
                                                        "\"governor_peak_mhz\":1980,\"clocks_mhz\":"
@@ -197,9 +200,10 @@ static void test_bad_headers_are_refused(void **state)
     assert_int_equal(h->cfg.calibration_updates, 45);
     /* Keys added since the first traces take what those traces ran with, not today's defaults:
      * the start-up update was a reference, and eerl gated its probe correction at two standard
-     * errors. */
+     * errors, and the paper's grid counted from the peak. */
     assert_int_equal(h->cfg.warmup_updates, 0);
     assert_int_equal(h->cfg.eerl_revision, 0);
+    assert_int_equal(h->cfg.paper_revision, 0);
     free(h);
 }
 

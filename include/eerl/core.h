@@ -225,6 +225,13 @@ typedef struct eerl_ctl_config {
      * setting runs at a loss above allowed_loss, whatever credit the account holds (item 9). A
      * trace header without the key replays with 0. */
     unsigned eerl_revision;
+    /* The paper's strategy (EERL_STRATEGY_PAPER) in colocated and disaggregated mode: which
+     * revision of its search grid. 0: grid positions count from the governor's peak (peak - k
+     * grid steps: 1890, 1800, ... on H100); 1 (default): from the highest supported clock below
+     * the peak, which stands for the governor (1875, 1785, 1695, ... on H100: where every clock
+     * of the paper's synchronous locks lies, docs/controller.md). The other modes and strategies
+     * do not read it. A trace header without the key replays with 0. */
+    unsigned paper_revision;
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode with the default strategy EERL_STRATEGY_EERL (set

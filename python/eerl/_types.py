@@ -231,6 +231,7 @@ class CtlConfig(C.Structure):
         ("warmup_updates", C.c_uint),
         ("inflight_revision", C.c_uint),
         ("eerl_revision", C.c_uint),
+        ("paper_revision", C.c_uint),
     ]
 
 

@@ -206,6 +206,7 @@ int eerl_ctl_config_init(eerl_mode mode, eerl_ctl_config *ret_cfg, size_t size)
     c.warmup_updates = 1;
     c.inflight_revision = EERL__INFLIGHT_REVISION;
     c.eerl_revision = EERL__EERL_REVISION;
+    c.paper_revision = EERL__PAPER_REVISION;
     c.n_groups = 2;
     snprintf(c.group_names[0], sizeof(c.group_names[0]), "generation");
     snprintf(c.group_names[1], sizeof(c.group_names[1]), "training");
@@ -335,6 +336,9 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
     if (c->eerl_revision > EERL__EERL_REVISION)
         BAD("eerl_revision %u is newer than this eerl knows (0-%d)", c->eerl_revision,
             EERL__EERL_REVISION);
+    if (c->paper_revision > EERL__PAPER_REVISION)
+        BAD("paper_revision %u is newer than this eerl knows (0-%d)", c->paper_revision,
+            EERL__PAPER_REVISION);
     if (c->warmup_updates > 1000)
         BAD("warmup_updates %u must be at most 1000", c->warmup_updates);
     if (c->inflight_revision > EERL__INFLIGHT_REVISION)

@@ -11,6 +11,8 @@
 /* The newest revision of eerl's judge and proposers in the other modes (cfg.eerl_revision;
  * strategy_eerl.c). */
 #define EERL__EERL_REVISION 6
+/* The newest revision of the paper strategy's synchronous search grid (cfg.paper_revision). */
+#define EERL__PAPER_REVISION 1
 
 /* *ret_cfg = the mode's defaults overwritten by the first in->size bytes of *in, with size set
  * to this release's. EERL_EINVAL when in->size is not a size this release reads. */

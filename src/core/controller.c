@@ -119,6 +119,17 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
         if (k == 0 || ctl->clocks[k - 1] != ctl->clocks[i])
             ctl->clocks[k++] = ctl->clocks[i];
     ctl->n_clocks = k;
+    ctl->grid_top = ctl->peak;
+    /* The paper's synchronous locks (Tables 4-5, Figure 4: 1830/1425, 1695/1425, 1695/1335,
+     * Mistral 1785/1695) all lie on a 45 MHz grid from 1965 MHz, none on one from the H100's
+     * 1980 MHz peak: its grid counts from the highest clock below the peak. */
+    if (cfg->strategy == EERL_STRATEGY_PAPER && cfg->paper_revision >= 1 &&
+        (mode == EERL_MODE_COLOCATED || mode == EERL_MODE_DISAGGREGATED))
+        for (i = 0; i < ctl->n_clocks; i++)
+            if (ctl->clocks[i] < ctl->peak) {
+                ctl->grid_top = ctl->clocks[i];
+                break;
+            }
     err = eerl__pred_work_init(&ctl->work, cfg->ref_window);
     if (err < 0)
         goto fail;
@@ -399,11 +410,11 @@ int eerl__ctl_step(const eerl_ctl *ctl, unsigned mhz, int delta, unsigned *ret)
         *ret = eerl__ctl_snap(ctl, (unsigned)cur);
         return 0;
     }
-    /* Grid positions are anchored at the peak (peak - k * step), so repeated steps keep the
+    /* Grid positions are anchored at the grid's top (top - k * step), so repeated steps keep the
      * nominal spacing on average even where the supported clocks do not fall on the grid. */
-    k = ((long)ctl->peak - cur + step / 2) / step;
-    target = (long)ctl->peak - (delta < 0 ? k + 1 : k - 1) * step;
-    if (target >= (long)ctl->peak) {
+    k = ((long)ctl->grid_top - cur + step / 2) / step;
+    target = (long)ctl->grid_top - (delta < 0 ? k + 1 : k - 1) * step;
+    if (target >= (long)ctl->grid_top) {
         *ret = EERL_CLOCK_GOVERNOR;
         return 0;
     }
@@ -424,7 +435,7 @@ int eerl__ctl_step(const eerl_ctl *ctl, unsigned mhz, int delta, unsigned *ret)
         s = EERL_CLOCK_GOVERNOR;
         for (i = ctl->n_clocks; i-- > 0;)
             if (ctl->clocks[i] > (unsigned)cur) {
-                s = ctl->clocks[i] >= ctl->peak ? EERL_CLOCK_GOVERNOR : ctl->clocks[i];
+                s = ctl->clocks[i] >= ctl->grid_top ? EERL_CLOCK_GOVERNOR : ctl->clocks[i];
                 break;
             }
     }

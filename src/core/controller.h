@@ -29,6 +29,9 @@ struct eerl_ctl {
     unsigned *clocks; /* supported clocks, highest first, unique */
     size_t n_clocks;
     unsigned peak;
+    /* Where grid steps count from (eerl__ctl_step), standing for the governor: the peak, or for
+     * the paper's synchronous search from paper_revision 1 the highest clock below it. */
+    unsigned grid_top;
     int layout;
 
     const struct eerl__strategy_ops *ops; /* the judge (strategy.h) and its state */
@@ -131,7 +134,8 @@ const eerl_obs *eerl__ctl_ref(const struct eerl_ctl *ctl, size_t i);
 
 /* The supported clock nearest mhz (ties go up); EERL_CLOCK_GOVERNOR at or above the peak. */
 unsigned eerl__ctl_snap(const struct eerl_ctl *ctl, unsigned mhz);
-/* mhz moved by delta MHz and snapped, at least one supported clock in delta's direction.
+/* mhz moved by delta MHz and snapped, at least one supported clock in delta's direction. Grid
+ * positions are ctl->grid_top - k * |delta|; a step to grid_top or above is the governor.
  * EERL_CLOCK_GOVERNOR counts as the peak and anything at or above the peak is the governor.
  * Returns 0, or EERL_ERANGE when a step down would go below the lowest clock. */
 int eerl__ctl_step(const struct eerl_ctl *ctl, unsigned mhz, int delta, unsigned *ret);

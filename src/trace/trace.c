@@ -51,6 +51,7 @@
     X(warmup_updates, U)                                                                           \
     X(inflight_revision, U)                                                                        \
     X(eerl_revision, U)                                                                            \
+    X(paper_revision, U)                                                                           \
     X(n_groups, U)
 
 static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob", "training",
@@ -417,6 +418,8 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
     h.cfg.inflight_revision = 0;
     /* Nor eerl's revision in the other modes: 0 decided then. */
     h.cfg.eerl_revision = 0;
+    /* Nor the paper strategy's grid revision: 0 decided then. */
+    h.cfg.paper_revision = 0;
     v = json_object_get(o, "strategy");
     if (v &&
         (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h.cfg.strategy) < 0))

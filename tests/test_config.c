@@ -88,47 +88,45 @@ static void test_shorter_struct_is_read(void **state)
     free(buf);
 }
 
-/* The eerl strategy's revision: 6 by default in every mode, 0 (0.2.0's rule) to 5 accepted, a
- * newer one refused naming the value. */
-static void test_eerl_revision(void **state)
+/* A revision key of the configuration (at byte offset off, called name): newest by default in
+ * every mode, 0 to newest accepted under strategy, newest + 1 refused naming the value. */
+static void check_revision(size_t off, const char *name, unsigned newest, eerl_strategy strategy)
 {
     eerl_ctl_config c;
-    char why[200] = "";
+    char why[200] = "", want[80];
+    unsigned *rev = (unsigned *)((char *)&c + off), r;
     int m;
 
-    (void)state;
     for (m = 0; m < EERL_MODE_COUNT; m++) {
         eerl_ctl_config_default((eerl_mode)m, &c);
-        assert_int_equal(c.eerl_revision, 6);
+        assert_int_equal(*rev, newest);
     }
-    c.eerl_revision = 0;
-    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
-    c.eerl_revision = 5;
-    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
-    c.eerl_revision = 7;
+    c.strategy = strategy;
+    for (r = 0; r <= newest; r++) {
+        *rev = r;
+        assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
+    }
+    *rev = newest + 1;
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
-    assert_non_null(strstr(why, "eerl_revision 7 is newer"));
+    snprintf(want, sizeof(want), "%s %u is newer", name, newest + 1);
+    assert_non_null(strstr(why, want));
 }
 
-/* The paper strategy's grid revision: 1 by default in every mode, 0 accepted, a newer one refused
- * naming the value. */
+/* The eerl strategy's revision: 6 by default in every mode, 0 (0.2.0's rule) to 5 accepted. */
+static void test_eerl_revision(void **state)
+{
+    (void)state;
+    check_revision(offsetof(eerl_ctl_config, eerl_revision), "eerl_revision", 6,
+                   EERL_STRATEGY_EERL);
+}
+
+/* The paper strategy's grid revision: 1 by default in every mode, 0 (the grid from the peak)
+ * accepted. */
 static void test_paper_revision(void **state)
 {
-    eerl_ctl_config c;
-    char why[200] = "";
-    int m;
-
     (void)state;
-    for (m = 0; m < EERL_MODE_COUNT; m++) {
-        eerl_ctl_config_default((eerl_mode)m, &c);
-        assert_int_equal(c.paper_revision, 1);
-    }
-    c.strategy = EERL_STRATEGY_PAPER;
-    c.paper_revision = 0;
-    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
-    c.paper_revision = 2;
-    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
-    assert_non_null(strstr(why, "paper_revision 2 is newer"));
+    check_revision(offsetof(eerl_ctl_config, paper_revision), "paper_revision", 1,
+                   EERL_STRATEGY_PAPER);
 }
 
 static void test_unknown_sizes_are_refused(void **state)

@@ -141,6 +141,22 @@ static void test_margin_lowers_but_never_back_to_a_short_clock(void **state)
     eerl_ctl_free(ctl);
 }
 
+/* One decision of a fresh monitor for both groups at 45/90 MHz steps; checks what it decides
+ * and returns the setting it moves to. */
+static eerl_setting decided(eerl_ctl *ctl, eerl_setting cur, struct eerl__ratios r, int want)
+{
+    struct eerl__monitor m;
+    eerl_setting nv;
+    char why[160];
+
+    assert_int_equal(eerl__monitor_init(&m, 20), 0);
+    eerl__monitor_clear(&m);
+    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+                     want);
+    eerl__monitor_fini(&m);
+    return nv;
+}
+
 /* paper_revision 1: feedback steps count from 1965 MHz, the highest clock below the peak, which
  * stands for the governor: from the paper's colocated lock 1830/1425, generation rises to 1875,
  * 1920 and then to the governor (never 1965), training lowers to 1380; from the peak (revision 0)
@@ -149,48 +165,26 @@ static void test_paper_grid_counts_from_below_the_peak(void **state)
 {
     struct synth s;
     eerl_ctl *ctl = calibrated_rev(&s, 1);
-    struct eerl__monitor m;
-    eerl_setting cur = eerl__ctl_setting(ctl, 1830, 1425), nv;
-    struct eerl__ratios r;
-    char why[160];
+    eerl_setting lock = eerl__ctl_setting(ctl, 1830, 1425), nv;
+    struct eerl__ratios short_gen = loss(0.03, 0.7, 10, 2), margin = loss(0.002, 0.6, 5, 1);
+    const unsigned up[] = {1875, 1920, EERL_CLOCK_GOVERNOR};
+    int i;
 
     (void)state;
-    assert_int_equal(eerl__monitor_init(&m, 20), 0);
-    eerl__monitor_clear(&m);
-    r = loss(0.03, 0.7, 10, 2);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
-                     EERL__MON_RAISE);
-    assert_int_equal(nv.mhz[0], 1875);
-    assert_int_equal(nv.mhz[1], 1425);
-    cur = nv;
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
-                     EERL__MON_RAISE);
-    assert_int_equal(nv.mhz[0], 1920);
-    cur = nv;
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
-                     EERL__MON_RAISE);
-    assert_int_equal(nv.mhz[0], EERL_CLOCK_GOVERNOR);
-    assert_int_equal(nv.mhz[1], 1425);
+    for (i = 0, nv = lock; i < 3; i++) {
+        nv = decided(ctl, nv, short_gen, EERL__MON_RAISE);
+        assert_int_equal(nv.mhz[0], up[i]);
+        assert_int_equal(nv.mhz[1], 1425);
+    }
     /* Margin: training, which added less, is lowered by one step of the grid. */
-    eerl__monitor_clear(&m);
-    cur = eerl__ctl_setting(ctl, 1830, 1425);
-    r = loss(0.002, 0.6, 5, 1);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
-                     EERL__MON_LOWER);
+    nv = decided(ctl, lock, margin, EERL__MON_LOWER);
     assert_int_equal(nv.mhz[0], 1830);
     assert_int_equal(nv.mhz[1], 1380);
-    eerl__monitor_fini(&m);
     eerl_ctl_free(ctl);
     /* Revision 0: from the peak. */
     ctl = calibrated_rev(&s, 0);
-    assert_int_equal(eerl__monitor_init(&m, 20), 0);
-    eerl__monitor_clear(&m);
-    cur = eerl__ctl_setting(ctl, 1830, 1425);
-    r = loss(0.03, 0.7, 10, 2);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
-                     EERL__MON_RAISE);
-    assert_int_equal(nv.mhz[0], 1890);
-    eerl__monitor_fini(&m);
+    lock = eerl__ctl_setting(ctl, 1830, 1425);
+    assert_int_equal(decided(ctl, lock, short_gen, EERL__MON_RAISE).mhz[0], 1890);
     eerl_ctl_free(ctl);
 }
 

@@ -228,9 +228,10 @@ typedef struct eerl_ctl_config {
     /* The paper's strategy (EERL_STRATEGY_PAPER) in colocated and disaggregated mode: which
      * revision of its search grid. 0: grid positions count from the governor's peak (peak - k
      * grid steps: 1890, 1800, ... on H100); 1 (default): from the highest supported clock below
-     * the peak, which stands for the governor (1875, 1785, 1695, ... on H100: where every clock
-     * of the paper's synchronous locks lies, docs/controller.md). The other modes and strategies
-     * do not read it. A trace header without the key replays with 0. */
+     * the peak, which stands for the governor (1875, 1785, 1695, ... on H100, and 1920, 1875,
+     * 1830, ... in the monitor's 45 MHz steps: every clock of the paper's synchronous locks is on
+     * it, docs/controller.md). The other modes and strategies do not read it. A trace header
+     * without the key replays with 0. */
     unsigned paper_revision;
 } eerl_ctl_config;
 

@@ -120,9 +120,9 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
             ctl->clocks[k++] = ctl->clocks[i];
     ctl->n_clocks = k;
     ctl->grid_top = ctl->peak;
-    /* The paper's synchronous locks (Tables 4-5, Figure 4: 1830/1425, 1695/1425, 1695/1335,
-     * Mistral 1785/1695) all lie on a 45 MHz grid from 1965 MHz, none on one from the H100's
-     * 1980 MHz peak: its grid counts from the highest clock below the peak. */
+    /* The paper's synchronous locks (Table 5 and Figure 4: 1830/1425, 1695/1425, 1695/1335,
+     * Mistral-NeMo 1785/1695) all lie on a 45 MHz grid from 1965 MHz, none on one from the
+     * H100's 1980 MHz peak: its grid counts from the highest clock below the peak. */
     if (cfg->strategy == EERL_STRATEGY_PAPER && cfg->paper_revision >= 1 &&
         (mode == EERL_MODE_COLOCATED || mode == EERL_MODE_DISAGGREGATED))
         for (i = 0; i < ctl->n_clocks; i++)

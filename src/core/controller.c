@@ -120,16 +120,6 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
             ctl->clocks[k++] = ctl->clocks[i];
     ctl->n_clocks = k;
     ctl->grid_top = ctl->peak;
-    /* The paper's synchronous locks (Table 5 and Figure 4: 1830/1425, 1695/1425, 1695/1335,
-     * Mistral-NeMo 1785/1695) all lie on a 45 MHz grid from 1965 MHz, none on one from the
-     * H100's 1980 MHz peak: its grid counts from the highest clock below the peak. */
-    if (cfg->strategy == EERL_STRATEGY_PAPER && cfg->paper_revision >= 1 &&
-        (mode == EERL_MODE_COLOCATED || mode == EERL_MODE_DISAGGREGATED))
-        for (i = 0; i < ctl->n_clocks; i++)
-            if (ctl->clocks[i] < ctl->peak) {
-                ctl->grid_top = ctl->clocks[i];
-                break;
-            }
     err = eerl__pred_work_init(&ctl->work, cfg->ref_window);
     if (err < 0)
         goto fail;
@@ -273,6 +263,17 @@ void eerl__ctl_set_block(eerl_ctl *ctl, unsigned updates)
 void eerl__ctl_set_fit_floor(eerl_ctl *ctl, double min_t)
 {
     ctl->pred_min_t = min_t;
+}
+
+void eerl__ctl_grid_below_peak(eerl_ctl *ctl)
+{
+    size_t i;
+
+    for (i = 0; i < ctl->n_clocks; i++)
+        if (ctl->clocks[i] < ctl->peak) {
+            ctl->grid_top = ctl->clocks[i];
+            return;
+        }
 }
 
 void eerl__ctl_set_fit_opts(eerl_ctl *ctl, unsigned opts)

@@ -29,8 +29,9 @@ struct eerl_ctl {
     unsigned *clocks; /* supported clocks, highest first, unique */
     size_t n_clocks;
     unsigned peak;
-    /* Where grid steps count from (eerl__ctl_step), standing for the governor: the peak, or for
-     * the paper's synchronous search from paper_revision 1 the highest clock below it. */
+    /* Where grid steps count from (eerl__ctl_step), standing for the governor: the peak, or
+     * the highest clock below it (eerl__ctl_grid_below_peak: the paper's synchronous search from
+     * paper_revision 1). */
     unsigned grid_top;
     int layout;
 
@@ -94,6 +95,9 @@ void eerl__ctl_set_block(struct eerl_ctl *ctl, unsigned updates);
 /* The shortest phase time the reference fit uses (eerl__pred_fit_opts's min_t; 0 = the paper's
  * fit); set by a strategy's init, before any reference. */
 void eerl__ctl_set_fit_floor(struct eerl_ctl *ctl, double min_t);
+/* Grid steps (eerl__ctl_step) count from the highest supported clock below the peak, which then
+ * stands for the governor; a strategy's init sets it (strategy_sync.c), the default is the peak. */
+void eerl__ctl_grid_below_peak(struct eerl_ctl *ctl);
 /* The reference fit's options (eerl__pred_fit_opts; 0 = the paper's form); set likewise. */
 void eerl__ctl_set_fit_opts(struct eerl_ctl *ctl, unsigned opts);
 

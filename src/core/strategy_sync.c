@@ -25,6 +25,17 @@ static int sync_calibrated(struct eerl_ctl *ctl, const eerl_setting *next)
     return -1;
 }
 
+/* paper_revision 1: the grid counts from the clock below the peak. The paper's synchronous locks
+ * (Table 5 and Figure 4: 1830/1425, 1695/1425, 1695/1335, Mistral-NeMo 1785/1695) all lie on a
+ * 45 MHz grid from 1965 MHz, none on one from the H100's 1980 MHz peak (docs/controller.md). */
+static int sync_init(struct eerl_ctl *ctl, void *st)
+{
+    (void)st;
+    if (ctl->cfg.paper_revision >= 1)
+        eerl__ctl_grid_below_peak(ctl);
+    return 0;
+}
+
 static const struct eerl__trials_mode sync_mode = {
     .judge = sync_judge,
     .calibrated = sync_calibrated,
@@ -41,6 +52,7 @@ static void sync_observe(struct eerl_ctl *ctl, void *st, const eerl_obs *obs, in
 const struct eerl__strategy_ops eerl__strategy_sync = {
     .name = "paper-sync",
     .st_size = sizeof(struct eerl__trials_st),
+    .init = sync_init,
     .observe = sync_observe,
     .state = eerl__trials_state,
     .judge = sync_judge,

@@ -2,7 +2,8 @@
 # tools/capture-ceiling on a short colocated run (2 seeds, a 60 MHz window of pairs): it prints
 # the oracle on its grid and, for each margin, a ceiling at most 1 that does not rise as the
 # margin grows; the ceiling at margin 0 matches a hand combination of the sweep's own rows; bad
-# input is refused with exit 2, naming the value.
+# input is refused with exit 2, naming the value. With --within, the margins follow from the
+# noise the tool measures, which the traces confirm (see below).
 set -uo pipefail
 
 : "${EERL_BIN:?EERL_BIN must name the eerl binary}"
@@ -35,6 +36,49 @@ want=$(awk -F, 'NR == FNR { if (FNR > 1 && $3 >= -2 && $4 > o) o = $4; next }
     END { printf "%.3f", b / o }' "$tmp/whole.csv" "$tmp/after.csv")
 got=$(awk 'NR == 1 { print $2 }' "$tmp/rows")
 [ "$got" = "$want" ] || fail "capture-ceiling: margin 0 ceiling $got, by hand $want"
+
+# --within: the margin of each K follows from the measured noise (z * s * sqrt(1/K + 1/n)), the
+# noise matches the traces' own log ratio, two settings never capture less than one, the bound
+# is the best two-setting row and no bound exceeds the margin-0 ceiling of the same K.
+wargs=(--eerl "$EERL_BIN" --mode colocated --alloc 32 --size M --updates 40 --governor 5,9
+    --seeds 2 --noise-seeds 2 --gen 1770-1830 --train 1290-1350 --within 0.95)
+"$tool" "${wargs[@]}" >"$tmp/wout" 2>"$tmp/werr"
+expect_rc 0 $? "capture-ceiling --within 0.95"
+s=$(sed -n 's/.*log sd s = \([0-9.]*\)%.*/\1/p' "$tmp/wout")
+[ -n "$s" ] || fail "capture-ceiling --within: no noise line: $(cat "$tmp/wout")"
+for noise in fitted none; do
+    "$EERL_BIN" sim --mode colocated --alloc 32 --size M --updates 40 --seeds 2 --strategy governor \
+        --divergence 0 --noise "$noise" --trace "$tmp/tr-$noise" >/dev/null 2>&1 ||
+        fail "eerl sim --noise $noise --trace"
+done
+# update u's time_s from each trace, then the pooled sd of log(noisy / clean) over updates 2-40
+want_s=$(for seed in 1 2; do
+    paste -d' ' \
+        <(sed -n 's/.*"type":"update","update":\([0-9]*\),"work":{[^}]*},"time_s":\([0-9.e+-]*\),.*/\1 \2/p' \
+            "$tmp/tr-fitted/seed$seed-governor.jsonl") \
+        <(sed -n 's/.*"type":"update","update":\([0-9]*\),"work":{[^}]*},"time_s":\([0-9.e+-]*\),.*/\1 \2/p' \
+            "$tmp/tr-none/seed$seed-governor.jsonl")
+done | awk '$1 == $3 && $1 >= 2 { x = log($2 / $4); n++; sx += x; sxx += x * x }
+    END { m = sx / n; printf "%.3f", 100 * sqrt(sxx / n - m * m) }')
+[ "$s" = "$want_s" ] || fail "capture-ceiling --within: noise s $s%, by hand from the traces $want_s%"
+awk -v s="$s" '$1 ~ /^[0-9]+$/ && NF >= 8 {
+        want = 1.645 * s * sqrt(1 / $1 + 1 / 39); if ($2 - want > 0.006 || want - $2 > 0.006) bad = 1
+        if ($NF + 1e-9 < $5) bad = 1; if ($NF > best) best = $NF; rows++
+        # a share between two settings spends the allowance less the margin exactly
+        if ($0 ~ / \+ /) { d = $(NF - 1); sub(/%/, "", d); if (d + 2 - $2 > 0.011 || 2 - $2 + d < -0.011) bad = 1 } }
+    /^bound:/ { bound = $2 }
+    END { if (rows != 2 || bound + 0 != best || bad) exit 1 }' "$tmp/wout" ||
+    fail "capture-ceiling --within: margins, envelope or bound wrong: $(cat "$tmp/wout")"
+b9=$(awk '$1 == 9 { print $NF }' "$tmp/wout")
+c0=$(awk 'NR == 1 { print $2 }' "$tmp/rows")
+awk -v b="$b9" -v c="$c0" 'BEGIN { exit !(b <= c + 1e-9) }' ||
+    fail "capture-ceiling --within: K 9's bound $b9 above the margin-0 ceiling $c0"
+"$tool" "${wargs[@]}" --within 1.5 >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --within 1.5"
+expect_in "$tmp/err" "--within 1.5" "capture-ceiling: a bad share is named"
+"$tool" "${args[@]}" --governor 5,9 >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --governor 5,9 without --within"
+expect_in "$tmp/err" "--governor '5,9': a list needs --within" "capture-ceiling: a list alone is named"
 
 "$tool" "${args[@]}" --gen 1900-1800 >"$tmp/out" 2>"$tmp/err"
 expect_rc 2 $? "capture-ceiling --gen 1900-1800"

@@ -14,6 +14,8 @@
 #include "eerl/error.h"
 #include "eerl/twin.h"
 #include "cli.h"
+#include "twin/scenario.h"
+#include "workload_opt.h"
 
 #define CMD "sweep"
 #define MAX_PAIRS 256
@@ -65,7 +67,7 @@ static void usage(FILE *out)
         "usage: eerl sweep --pairs GEN/TRAIN[,GEN/TRAIN...] [--model qwen3-30b-a3b]\n"
         "                  [--gpu-model h100] [--mode disaggregated] [--alloc 8/32] [--size M]\n"
         "                  [--seeds 4] [--updates 5-25] [--csv|--json] [--divergence 0.025]\n"
-        "                  [--seed0 1] [--params FILE]\n\n"
+        "                  [--seed0 1] [--params FILE] [--workload steady]\n\n"
         "Runs the governor and each clock pair (MHz, or Gov for a phase left to the governor)\n"
         "with matched seeds on the simulated cluster and prints per pair\n"
         "gen_mhz,train_mhz,dq_pct,saving_pct,seeds (Appendix A of the EE-RL paper).\n"
@@ -74,8 +76,12 @@ static void usage(FILE *out)
         "  (--gpu, its earlier name, still works and is deprecated: --gpus are indices).\n"
         "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
         "  --divergence: run-to-run spread of log throughput (0 = runs are pure functions of\n"
-        "                their seed); --params: a parameter file instead of the built-in one\n",
-        eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names());
+        "                their seed); --params: a parameter file instead of the built-in one\n"
+        "%s"
+        "              (eerl sim's scenarios, over updates 1-LAST of --updates, so a sweep of\n"
+        "              updates 12-1000 sees what updates 12-1000 of eerl sim --updates 1000 do)\n",
+        eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names(),
+        EERL_CLI_WORKLOAD_USAGE);
 }
 
 static int parse_clock(const char *text, unsigned *ret)
@@ -202,8 +208,12 @@ int eerl_cmd_sweep(int argc, char **argv)
     unsigned ng = 0, nt = 0;
     double *lq = NULL, *le = NULL;
     char *text = NULL;
+    struct eerl_cli_workload wopt;
+    struct eerl__wl_scenario scn;
+    char scn_desc[160];
 
     memset(&tctx, 0, sizeof(tctx));
+    memset(&wopt, 0, sizeof(wopt));
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -265,6 +275,9 @@ int eerl_cmd_sweep(int argc, char **argv)
                              v);
                 return EERL_EXIT_USAGE;
             }
+        } else if ((e = eerl_cli_workload_opt(CMD, a, v, &wopt)) != 0) {
+            if (e < 0)
+                return EERL_EXIT_USAGE;
         } else {
             eerl_cli_err(CMD, "unknown option '%s'; see eerl sweep --help", a);
             return EERL_EXIT_USAGE;
@@ -284,6 +297,9 @@ int eerl_cmd_sweep(int argc, char **argv)
         return EERL_EXIT_USAGE;
     if (parse_pairs(pairs_s, pairs, &n_pairs) < 0)
         return EERL_EXIT_USAGE;
+    if (eerl_cli_workload_resolve(CMD, &wopt, u_last, &scn) < 0)
+        return EERL_EXIT_USAGE;
+    eerl_cli_workload_desc(&scn, scn_desc, sizeof(scn_desc));
 
     if (params) {
         text = read_file(params);
@@ -301,6 +317,11 @@ int eerl_cmd_sweep(int argc, char **argv)
                               "parameters",
                      model, gpu, eerl_strerror(e));
         return params ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
+    }
+    e = eerl__preset_set_scenario(tctx.preset, &scn);
+    if (e < 0) {
+        eerl_cli_err(CMD, "--workload %s: %s", scn_desc, eerl_strerror(e));
+        goto out;
     }
     for (k = 0; k < n_pairs; k++) {
         const struct pair *q = &pairs[k];
@@ -356,8 +377,9 @@ int eerl_cmd_sweep(int argc, char **argv)
     }
     if (json) {
         printf("{\"model\":\"%s\",\"gpu\":\"%s\",\"mode\":\"%s\",\"alloc\":\"%s\",\"size\":\"%s\","
-               "\"updates\":\"%lu-%lu\",\"divergence\":%g,\"backend\":\"twin\",\"pairs\":[",
-               model, gpu, mode_s, alloc, size, u_first, u_last, divergence);
+               "\"updates\":\"%lu-%lu\",\"divergence\":%g,\"workload\":\"%s\",\"backend\":"
+               "\"twin\",\"pairs\":[",
+               model, gpu, mode_s, alloc, size, u_first, u_last, divergence, scn_desc);
         for (k = 0; k < n_pairs; k++)
             printf("%s{\"gen_mhz\":\"%s\",\"train_mhz\":\"%s\",\"dq_pct\":%.2f,"
                    "\"saving_pct\":%.2f,\"seeds\":%lu}",

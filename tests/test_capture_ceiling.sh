@@ -80,6 +80,17 @@ expect_in "$tmp/err" "--within 1.5" "capture-ceiling: a bad share is named"
 expect_rc 2 $? "capture-ceiling --governor 5,9 without --within"
 expect_in "$tmp/err" "--governor '5,9': a list needs --within" "capture-ceiling: a list alone is named"
 
+# --workload: the sweeps and the noise runs take eerl sim's drift scenario; the heading names it
+# and the oracle is that work's.
+"$tool" "${args[@]}" --margins 0 --workload collapsing >"$tmp/cout" 2>"$tmp/cerr"
+expect_rc 0 $? "capture-ceiling --workload collapsing"
+expect_in "$tmp/cout" "colocated 32, collapsing work, 40 updates" "capture-ceiling: the workload is named"
+[ "$(grep '^oracle on the grid' "$tmp/cout")" != "$(grep '^oracle on the grid' "$tmp/out")" ] ||
+    fail "capture-ceiling --workload collapsing: the steady run's oracle: $(cat "$tmp/cout")"
+"$tool" "${args[@]}" --workload bogus >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --workload bogus"
+expect_in "$tmp/err" "unknown workload scenario 'bogus'" "capture-ceiling: a bad workload is named"
+
 "$tool" "${args[@]}" --gen 1900-1800 >"$tmp/out" 2>"$tmp/err"
 expect_rc 2 $? "capture-ceiling --gen 1900-1800"
 expect_in "$tmp/err" "--gen '1900-1800'" "capture-ceiling: a reversed range is named"

@@ -89,6 +89,33 @@ cmp -s "$tmp/d1" "$tmp/d2" || fail "sweep defaults are not eerl sim's: $(cat "$t
 cmp -s "$tmp/d1" "$tmp/d3" || fail "sweep --gpu (deprecated alias) differs from --gpu-model"
 "$EERL_BIN" sweep --mode colocated --pairs 1800/1500 --seeds 1 --updates 5-8 >"$tmp/d4" 2>/dev/null
 expect_rc 0 $? "sweep colocated takes eerl sim's colocated allocation (32)"
+# --workload: eerl sim's drift scenarios. A sweep of the oracle's own setting over a collapsing
+# run reads what eerl sim's oracle reads for it (same seeds, same updates; within 0.05 points:
+# the oracle holds the setting on the governor run's recorded batches, the sweep draws its own,
+# and in this work they differ by 0.01-0.02), the steady run differs, and a bad scenario or a
+# scenario option of another one is refused, named.
+"$EERL_BIN" sim --mode colocated --size M --updates 60 --seeds 2 --strategy oracle --divergence 0 \
+    --workload collapsing --json >"$tmp/o.json" 2>/dev/null
+expect_rc 0 $? "sim --strategy oracle --workload collapsing"
+og=$(jq -r '.oracle.setting.gen_mhz' "$tmp/o.json")
+ot=$(jq -r '.oracle.setting.train_mhz' "$tmp/o.json")
+wsw=(sweep --mode colocated --size M --pairs "$og/$ot" --seeds 2 --updates 2-60 --divergence 0 --json)
+"$EERL_BIN" "${wsw[@]}" --workload collapsing >"$tmp/wc.json" 2>/dev/null
+expect_rc 0 $? "sweep --workload collapsing"
+"$EERL_BIN" "${wsw[@]}" >"$tmp/ws.json" 2>/dev/null
+want=$(jq -r '"\(.oracle.dq_pct * 100 | round / 100) \(.oracle.saving_pct * 100 | round / 100)"' "$tmp/o.json")
+got=$(jq -r '.pairs[0] | "\(.dq_pct) \(.saving_pct)"' "$tmp/wc.json")
+awk -v w="$want" -v g="$got" 'BEGIN { split(w, a, " "); split(g, b, " ")
+    exit !((a[1] - b[1])^2 < 0.0025 && (a[2] - b[2])^2 < 0.0025) }' ||
+    fail "sweep --workload collapsing of the oracle's $og/$ot reads $got, eerl sim's oracle $want"
+jq -e '.workload | startswith("collapsing")' "$tmp/wc.json" >/dev/null ||
+    fail "sweep --json does not name its workload: $(jq -c .workload "$tmp/wc.json")"
+cmp -s <(jq -c .pairs "$tmp/wc.json") <(jq -c .pairs "$tmp/ws.json") &&
+    fail "sweep --workload collapsing reads as the steady run: $(jq -c .pairs "$tmp/ws.json")"
+bad "unknown workload" "unknown workload scenario 'bogus'" "${base[@]}" "${p[@]}" --workload bogus
+bad "option of another workload" "--growth belongs to --workload growing" "${base[@]}" "${p[@]}" \
+    --workload steady --growth 2
+
 "$EERL_BIN" sim --gpu-model h200 --seeds 1 --updates 20 --json >"$tmp/s.json" 2>/dev/null
 expect_rc 0 $? "sim --gpu-model"
 jq -e '.gpu == "h200"' "$tmp/s.json" >/dev/null || fail "sim --gpu-model h200: $(jq -c .gpu "$tmp/s.json")"

@@ -73,6 +73,12 @@ b9=$(awk '$1 == 9 { print $NF }' "$tmp/wout")
 c0=$(awk 'NR == 1 { print $2 }' "$tmp/rows")
 awk -v b="$b9" -v c="$c0" 'BEGIN { exit !(b <= c + 1e-9) }' ||
     fail "capture-ceiling --within: K 9's bound $b9 above the margin-0 ceiling $c0"
+"$tool" "${wargs[@]}" --margins 0,0.3 >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --within with --margins"
+expect_in "$tmp/err" "--margins 0,0.3: not with --within" "capture-ceiling: margins with --within are named"
+"$tool" "${args[@]}" --noise-seeds 4 >"$tmp/out" 2>"$tmp/err"
+expect_rc 2 $? "capture-ceiling --noise-seeds without --within"
+expect_in "$tmp/err" "--noise-seeds 4: only with --within" "capture-ceiling: noise seeds alone are named"
 "$tool" "${wargs[@]}" --within 1.5 >"$tmp/out" 2>"$tmp/err"
 expect_rc 2 $? "capture-ceiling --within 1.5"
 expect_in "$tmp/err" "--within 1.5" "capture-ceiling: a bad share is named"

@@ -91,9 +91,9 @@ cmp -s "$tmp/d1" "$tmp/d3" || fail "sweep --gpu (deprecated alias) differs from 
 expect_rc 0 $? "sweep colocated takes eerl sim's colocated allocation (32)"
 # --workload: eerl sim's drift scenarios. A sweep of the oracle's own setting over a collapsing
 # run reads what eerl sim's oracle reads for it (same seeds, same updates; within 0.05 points:
-# the oracle holds the setting on the governor run's recorded batches, the sweep draws its own,
-# and in this work they differ by 0.01-0.02), the steady run differs, and a bad scenario or a
-# scenario option of another one is refused, named.
+# the oracle holds the setting on the governor run's recorded batches, the sweep runs the twin
+# afresh, and in this work they differ by 0.01-0.02, in steady work not at all), the steady run
+# differs, and a bad scenario or a scenario option of another one is refused, named.
 "$EERL_BIN" sim --mode colocated --size M --updates 60 --seeds 2 --strategy oracle --divergence 0 \
     --workload collapsing --json >"$tmp/o.json" 2>/dev/null
 expect_rc 0 $? "sim --strategy oracle --workload collapsing"

@@ -1,5 +1,6 @@
-"""Shared by tools/calibrate and tools/fidelity-report: the paper's sweep rows and the C twin's
-expected-value evaluation through ctypes on libeerl.so (one implementation for fit and run)."""
+"""Shared by tools/calibrate, tools/fidelity-report and tools/capture-ceiling: the paper's sweep
+rows, the C twin's expected-value evaluation through ctypes on libeerl.so (one implementation for
+fit and run) and the update records of an eerl trace."""
 import csv
 import ctypes
 import json
@@ -9,6 +10,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = {"colocated": 0, "disaggregated": 1, "async-drained": 2, "async-inflight": 3}
 MODEL_KEY = {"Qwen3-30B-A3B": "qwen3-30b-a3b", "Nemotron-Super-49B": "nemotron-super-49b"}
 GPU_KEY = {"H100": "h100", "GB200": "gb200"}
+
+
+def trace_updates(path, first=1):
+    """The update records of an eerl trace (JSON lines), from update `first` on."""
+    with open(path) as f:
+        recs = [json.loads(x) for x in f if x.strip()]
+    return [r for r in recs if r.get("type") == "update" and r["update"] >= first]
 
 
 def find_paper_dir():

@@ -132,6 +132,22 @@ static void test_count_name_uuid(void **state)
     eerl_device_free(dev);
 }
 
+/* eerl doctor shows the driver's version; a buffer too small is an error, left alone. */
+static void test_driver_version(void **state)
+{
+    eerl_device *dev = open_dev();
+    char buf[80], small[4];
+
+    (void)state;
+    assert_int_equal(eerl_device_driver_version(dev, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "580.159.04");
+    strcpy(small, "abc");
+    assert_int_equal(eerl_device_driver_version(dev, small, sizeof(small)), EERL_EOVERFLOW);
+    assert_string_equal(small, "abc");
+    assert_non_null(strstr(eerl_device_last_error(dev), "nvmlSystemGetDriverVersion"));
+    eerl_device_free(dev);
+}
+
 static void test_supported_clocks_sorted_at_top_memory_clock(void **state)
 {
     eerl_device *dev = open_dev();
@@ -656,6 +672,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count_name_uuid),
+        cmocka_unit_test(test_driver_version),
         cmocka_unit_test(test_supported_clocks_sorted_at_top_memory_clock),
         cmocka_unit_test(test_energy_follows_power_in_virtual_time),
         cmocka_unit_test(test_energy_in_real_time),

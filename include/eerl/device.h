@@ -73,6 +73,11 @@ EERL_EXPORT int eerl_device_power_mw(eerl_device *dev, unsigned gpu, unsigned *r
  * use eerl_device_power_mw then. */
 EERL_EXPORT int eerl_device_power_instant_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
 
+/* The driver's version ("580.159.04"; NVML's nvmlSystemGetDriverVersion) into buf (len bytes,
+ * EERL_EOVERFLOW when too small). EERL_ENOTSUP where the backend has no driver (the twin,
+ * eerld's view) or the driver does not say. */
+EERL_EXPORT int eerl_device_driver_version(eerl_device *dev, char *buf, size_t len);
+
 /* Current throttle reasons (EERL_THROTTLE_* bits); EERL_ENOTSUP where the driver has none. */
 EERL_EXPORT int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask);
 

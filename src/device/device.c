@@ -150,6 +150,15 @@ int eerl_device_power_instant_mw(eerl_device *dev, unsigned gpu, unsigned *ret_m
     EERL__GPU_CALL(dev, gpu, dev->ops->power_instant_mw(dev, gpu, ret_mw));
 }
 
+int eerl_device_driver_version(eerl_device *dev, char *buf, size_t len)
+{
+    if (!dev || !buf || len == 0)
+        return EERL_EINVAL;
+    if (!dev->ops->driver_version)
+        return EERL_ENOTSUP;
+    return dev->ops->driver_version(dev, buf, len);
+}
+
 int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask)
 {
     if (!ret_mask)

@@ -29,6 +29,8 @@ struct eerl__device_ops {
     /* Instantaneous power (not averaged), mW; may be NULL (eerl_device_power_instant_mw then
      * says EERL_ENOTSUP). Last, so backends that initialise by name leave it NULL. */
     int (*power_instant_mw)(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
+    /* The driver's version; may be NULL (EERL_ENOTSUP). */
+    int (*driver_version)(eerl_device *dev, char *buf, size_t len);
 };
 
 /* Wraps a backend. On success the device owns impl; on failure the caller still does. */

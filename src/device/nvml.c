@@ -99,6 +99,7 @@ struct nvml_fns {
     nvmlReturn_t (*lock)(nvmlDevice_t, unsigned int, unsigned int);
     nvmlReturn_t (*reset)(nvmlDevice_t);
     nvmlReturn_t (*get_field_values)(nvmlDevice_t, int, nvmlFieldValue_t *);
+    nvmlReturn_t (*get_driver_version)(char *, unsigned int);
 };
 
 /* One row per function pointer: the names to try in order, and whether open needs it. */
@@ -129,6 +130,7 @@ static const struct sym syms[] = {
     {FN(lock), {"nvmlDeviceSetGpuLockedClocks", NULL}, 0},
     {FN(reset), {"nvmlDeviceResetGpuLockedClocks", NULL}, 0},
     {FN(get_field_values), {"nvmlDeviceGetFieldValues", NULL}, 0},
+    {FN(get_driver_version), {"nvmlSystemGetDriverVersion", NULL}, 0},
 };
 #undef FN
 
@@ -158,7 +160,8 @@ enum {
     S_REASONS,
     S_LOCK,
     S_RESET,
-    S_FIELD_VALUES
+    S_FIELD_VALUES,
+    S_DRIVER_VERSION
 };
 
 /* NVML status -> eerl code. Anything not listed is EERL_ENVML, with NVML's text in the detail. */
@@ -541,6 +544,30 @@ static void op_free(void *impl)
     nvml_close(impl, 1);
 }
 
+/* NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE is 80. */
+static int op_driver_version(eerl_device *dev, char *buf, size_t len)
+{
+    struct nvml *nv = eerl__device_impl(dev);
+    char tmp[81];
+    nvmlReturn_t r;
+    size_t n;
+
+    if (!nv->f.get_driver_version)
+        return eerl__device_fail(dev, EERL_ENOTSUP, "%s does not export %s (driver too old)",
+                                 nv->lib, syms[S_DRIVER_VERSION].names[0]);
+    memset(tmp, 0, sizeof(tmp));
+    r = nv->f.get_driver_version(tmp, sizeof(tmp) - 1);
+    if (r != NVML_SUCCESS)
+        return eerl__device_fail(dev, map_status(r), "%s: %s (NVML status %d)",
+                                 nv->used[S_DRIVER_VERSION], nv_text(nv, r), (int)r);
+    n = strlen(tmp);
+    if (n >= len)
+        return eerl__device_fail(dev, EERL_EOVERFLOW, "%s: %zu bytes needed, room for %zu",
+                                 nv->used[S_DRIVER_VERSION], n + 1, len);
+    memcpy(buf, tmp, n + 1);
+    return 0;
+}
+
 static const struct eerl__device_ops nvml_ops = {
     .backend = "nvml",
     .count = op_count,
@@ -555,6 +582,7 @@ static const struct eerl__device_ops nvml_ops = {
     .reset_sm_clocks = op_reset_sm_clocks,
     .free = op_free,
     .power_instant_mw = op_power_instant_mw,
+    .driver_version = op_driver_version,
 };
 
 static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

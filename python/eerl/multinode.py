@@ -51,29 +51,63 @@ from ._lib import EerlError
 # ---- the node side -------------------------------------------------------------------------------
 
 
+class _GaveUp(EerlError):
+    """A command ran past the time the driver waits for it (see NodeServer.handle)."""
+
+
 class NodeServer:
-    """Runs on one node: executes the driver's commands against that node's eerld."""
+    """Runs on one node: executes the driver's commands against that node's eerld.
+
+    A command that runs past the driver's wait (handle's timeout_s: eerld held, the node slow)
+    has been given up by the driver, which raised NodeLost for this node: from then on this
+    server changes no clock (the rest of that command is skipped), releases every GPU it leased
+    and closes its eerld connection (eerld resets them), and refuses every later command. The
+    wait is counted from when the command reached this node, so the node never gives up before
+    the driver does."""
 
     def __init__(self, socket=None):
         self.socket = socket
         self.agent = None
         self.pools = {}
+        self.gave_up = None   # why this server gave up, once it has
+        self._deadline = None
 
     def _agent(self):
+        if self.gave_up is not None:
+            raise _GaveUp(-12, self.gave_up)  # EERL_ETIMEDOUT
         if self.agent is None:
             from .agent import Agent
             self.agent = Agent(self.socket, name="eerl-multinode")
         return self.agent
 
-    def handle(self, cmd, args):
+    def _change(self):
+        """The agent, for a call that changes a clock, a lease or a pool: refused once the
+        driver stopped waiting for this command."""
+        if self._deadline is not None and time.monotonic() > self._deadline[0]:
+            self.gave_up = ("gave up: %r ran past the driver's %g s wait for it, so this node "
+                            "was released and applies nothing more" % self._deadline[1:])
+        return self._agent()
+
+    def handle(self, cmd, args, timeout_s=None):
         """Returns ("ok", result) or ("err", code, message): errors travel back as values so a
-        failing node never leaves the collective half-done."""
+        failing node never leaves the collective half-done. timeout_s: how long the driver waits
+        for the answer (None: no bound); past it, see the class."""
+        if timeout_s is not None and cmd != "close":
+            self._deadline = (time.monotonic() + float(timeout_s), cmd, float(timeout_s))
         try:
             return ("ok", getattr(self, "cmd_" + cmd)(**(args or {})))
+        except _GaveUp as e:
+            try:
+                self.cmd_close()   # eerld resets every GPU this connection leased
+            except EerlError:
+                pass  # closed all the same: eerld resets them as the connection drops
+            return ("err", e.code, str(e))
         except EerlError as e:
             return ("err", e.code, str(e))
         except Exception as e:  # a bug or a bad argument on the node: still report it
             return ("err", -1, "%s: %s" % (type(e).__name__, e))
+        finally:
+            self._deadline = None
 
     def cmd_ping(self):
         return {"host": _socket.gethostname(), "pid": os.getpid()}
@@ -102,12 +136,12 @@ class NodeServer:
         return out
 
     def cmd_lease(self, gpus):
-        self._agent().lease(gpus)
+        self._change().lease(gpus)
 
     def cmd_define(self, pools):
         """pools: {name: [gpus, gen_mhz, train_mhz, idle_mhz]}."""
         for name, (gpus, g, t, i) in pools.items():
-            self._agent().define_pool(name, gpus, g, t, i)
+            self._change().define_pool(name, gpus, g, t, i)
             self.pools[name] = gpus
 
     def cmd_step(self, gpus, phases=None, define=None, before=None, after=None):
@@ -119,12 +153,12 @@ class NodeServer:
         if define:
             self.cmd_define(define)
         for name, phase in (phases or {}).items():
-            a.set_phase(name, phase)
+            self._change().set_phase(name, phase)
         for gs, mhz in before or ():
-            a.set_clocks(gs, mhz, mhz)
+            self._change().set_clocks(gs, mhz, mhz)
         r = a.read(gpus) if gpus else []
         for gs, mhz in after or ():
-            a.set_clocks(gs, mhz, mhz)
+            self._change().set_clocks(gs, mhz, mhz)
         return [x[0] for x in r], [x[2] for x in r]
 
     def cmd_close(self, release=True):
@@ -321,6 +355,9 @@ class _Adapter:
 
     nodes = ()
     lost = ()
+    # what happens to a node this adapter gave up (NodeLost's message says it)
+    lost_note = ("the lost node's eerld resets its GPUs as its connection drops or its "
+                 "heartbeats stop")
 
     def describe(self, node):
         return "node %d" % node
@@ -428,6 +465,10 @@ class TorchDistributedAdapter(_Adapter):
         self.nodes = list(range(self.world))
         self.lost = set()
         self.server = NodeServer(socket)
+        self.lost_note = (
+            "the lost node's rank applies no clock change of a command that ran past the "
+            "%g s wait, then releases its GPUs; its eerld resets them at once if the rank's "
+            "connection drops, or at its heartbeat timeout if the rank hangs" % self.timeout_s)
         self._global = [dist.get_global_rank(group, r) if group is not None else r
                         for r in range(self.world)]
 
@@ -446,11 +487,14 @@ class TorchDistributedAdapter(_Adapter):
         return [self.dist.isend(hdr, dst, group=self.group),
                 self.dist.isend(body, dst, group=self.group)]
 
-    def _recv(self, node, timeout_s=None):
+    def _recv(self, node, timeout_s=None, deadline=None):
+        """One message from node; its header waits until deadline (time.monotonic()) if given,
+        else timeout_s; its body, sent right behind it, timeout_s."""
         src = self._global[node]
         hdr = self.torch.zeros(1, dtype=self.torch.int64)
         w = self.dist.irecv(hdr, src, group=self.group)
-        self._wait(w, timeout_s)
+        self._wait(w, timeout_s if deadline is None else
+                   max(0.001, deadline - time.monotonic()))
         body = self.torch.empty(int(hdr[0]), dtype=self.torch.uint8)
         w = self.dist.irecv(body, src, group=self.group)
         self._wait(w, timeout_s)
@@ -473,10 +517,11 @@ class TorchDistributedAdapter(_Adapter):
         if gone:
             raise NodeLost(gone[0], "lost earlier", self.describe(gone[0]))
         sends, lost, results = [], [], {}
+        deadline = time.monotonic() + self.timeout_s  # one wait from the send, as the node counts
         for n in nodes:
             if n != self.driver:
                 try:
-                    sends += self._send((cmd, per_node[n]), n)
+                    sends += self._send((cmd, per_node[n], self.timeout_s), n)
                 except Exception as e:  # a peer whose connection is closed
                     lost.append((n, e))
         if self.driver in per_node:
@@ -485,7 +530,7 @@ class TorchDistributedAdapter(_Adapter):
             if n == self.driver or any(n == m for m, _ in lost):
                 continue
             try:
-                results[n] = self._recv(n, self.timeout_s)
+                results[n] = self._recv(n, self.timeout_s, deadline)
             except Exception as e:
                 lost.append((n, e))
         for w in sends:
@@ -511,14 +556,14 @@ class TorchDistributedAdapter(_Adapter):
         try:
             while True:
                 try:
-                    cmd, args = self._recv(self.driver)
+                    cmd, args, timeout_s = self._recv(self.driver)
                 except Exception as e:
                     raise NodeLost(self.driver, "the driver is gone: %s: %s" % (
                         type(e).__name__, (str(e).splitlines() or [""])[0][:300]),
                         self.describe(self.driver))
                 if cmd == "__stop__":
                     return
-                for w in self._send(self.server.handle(cmd, args), self.driver):
+                for w in self._send(self.server.handle(cmd, args, timeout_s), self.driver):
                     w.wait()
         finally:
             self.server.cmd_close()
@@ -529,7 +574,7 @@ class TorchDistributedAdapter(_Adapter):
             for n in self.nodes:
                 if n != self.driver and n not in self.lost:
                     try:
-                        for w in self._send(("__stop__", None), n):
+                        for w in self._send(("__stop__", None, None), n):
                             w.wait()
                     except Exception:
                         self.lost.add(n)
@@ -580,6 +625,9 @@ class RayAdapter(_Adapter):
         self.node_ids = nodes
         self.nodes = list(range(len(nodes)))
         self.lost = set()
+        self.lost_note = (
+            "the lost node's NodeServer actor was killed, so no late command of it is applied "
+            "and its eerld resets its GPUs and ends their lease as the connection closes")
         actor_cls = ray.remote(num_cpus=0, max_restarts=0)(NodeServer)
         sockets = sockets or {}
         unknown = sorted(set(sockets) - set(nodes))
@@ -628,7 +676,7 @@ class RayAdapter(_Adapter):
         gone = [n for n in nodes if n in self.lost]
         if gone:
             raise NodeLost(gone[0], "lost earlier", self.describe(gone[0]))
-        refs = [self.actors[n].handle.remote(cmd, per_node[n]) for n in nodes]
+        refs = [self.actors[n].handle.remote(cmd, per_node[n], timeout_s) for n in nodes]
         deadline = time.monotonic() + timeout_s
         results, lost = [], []
         for n, ref in zip(nodes, refs):
@@ -644,9 +692,19 @@ class RayAdapter(_Adapter):
         if lost:
             for n, _ in lost:
                 self.lost.add(n)
+                self._give_up(n)
             n, why = lost[0]
             raise NodeLost(n, why, self.describe(n))
         return self._unwrap(nodes, results)
+
+    def _give_up(self, n):
+        """A node given up: its actor is killed (a slow actor's heartbeats would keep its
+        lease), so its eerld connection closes and eerld resets the node's GPUs and ends their
+        lease; a command still running there ends with it."""
+        try:
+            self.ray.kill(self.actors[n], no_restart=True)
+        except Exception:
+            pass  # dead already, or its node gone: its connection is closed or will time out
 
     def close(self):
         try:
@@ -1059,8 +1117,7 @@ class MultiNodeSession:
                 failed.append("%s (%s)" % (self.adapter.describe(m), e2.why))
         release_error = "; ".join(failed) or None
         where = "update %d, at %s" % (self._update, at)
-        parts = (["the lost node's eerld resets its GPUs as its connection drops or its "
-                  "heartbeats stop"] if lost else [])
+        parts = [getattr(self.adapter, "lost_note", _Adapter.lost_note)] if lost else []
         if released:
             parts.append("node%s %s %s back at the governor" % (
                 "s" if len(released) > 1 else "", ", ".join(map(str, released)),

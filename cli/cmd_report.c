@@ -1,14 +1,18 @@
 /* eerl report: pictures of runs from their traces, drawn by gnuplot (Debian gnuplot-nox) into a
- * PNG or SVG chosen by the output's extension. With a controller trace, five panels: the clocks
- * per update of the controller run with calibration, trials, confirmation and the lock marked
- * (the paper's Figure 4); the throughput, power and energy-per-token change against the matched
- * governor run with the allowance as a line (per update and over the whole run); the power per
- * phase under the governor and the controller (Figure 1); the throughput, power and
- * energy-per-token change per setting the controller ran (Figure 2); the energy per valid token
- * of every run. With governor (observe-only) traces alone, what a first run on a cluster shows:
- * power and energy per phase per update and the energy per valid token. Data and script go to a
- * private temporary directory; the picture is written there and moved into place only when
- * gnuplot succeeded, so a failure leaves nothing behind. */
+ * PNG or SVG chosen by the output's extension. With a controller trace and the governor run of
+ * its seed, five panels: the clocks per update of the controller run with calibration, trials,
+ * confirmation and the lock marked (the paper's Figure 4); the throughput, power and
+ * energy-per-token change against the governor run with the allowance as a line (per update and
+ * over the whole run); the power per phase under the governor and the controller (Figure 1); the
+ * throughput, power and energy-per-token change per setting the controller ran (Figure 2); the
+ * energy per valid token of every run. A controller trace without its governor run gets only
+ * the panels that need none: clocks, power per phase, energy per token. Governor (observe-only)
+ * traces alone, what a first run on a cluster shows: power and energy per phase per update and
+ * the energy per valid token. Every axis names its unit; power and energy take the unit (W or
+ * kW, J, kJ or MJ) that keeps their tick labels short, since gnuplot drops a y label that wide
+ * tick labels push off the picture. Data and script go to a private temporary directory; the
+ * picture is written there and moved into place only when gnuplot succeeded, so a failure leaves
+ * nothing behind. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -42,6 +46,7 @@ static void usage(FILE *out)
             "  4. throughput, power and energy-per-token change per setting the controller ran\n"
             "     (Figure 2);\n"
             "  5. energy per valid training token over updates for every run.\n"
+            "Without the governor run of its seed, panels 1, 3 and 5 (2 and 4 need it).\n"
             "With governor (observe-only) traces only: power and energy per phase per update of\n"
             "the first, and energy per valid token of every run.\n"
             "Governor traces are paired with controller traces by seed. Example:\n"
@@ -227,7 +232,49 @@ struct report {
     char dir[4096];    /* the private temporary directory, or "" */
     double tw, pw, ew; /* whole-run throughput, power, energy-per-token change (%) */
     int n_set;         /* rows of setting.dat */
+
+    /* power and energy per phase are drawn divided by p_div and e_div, in p_unit and e_unit */
+    double p_div, e_div;
+    const char *p_unit, *e_unit;
 };
+
+/* The unit for values up to max: base (W or J) times 1000 until max is below 1000, so a tick
+ * label has at most three digits before its point. Same rule as python/eerl/report.py. */
+static double unit_of(double max, const char *const units[4], const char **ret_unit)
+{
+    double div = 1;
+    int k = 0;
+
+    while (k < 3 && max >= 1000 * div) {
+        div *= 1000;
+        k++;
+    }
+    *ret_unit = units[k];
+    return div;
+}
+
+/* Power and energy per phase: the largest drawn (refit's power is not drawn) picks the unit. */
+static void pick_units(struct report *r)
+{
+    static const char *const watt[4] = {"W", "kW", "MW", "GW"}, *joule[4] = {"J", "kJ", "MJ", "GJ"};
+    const struct eerl__an_series *runs[2] = {r->gov, r->ctl};
+    double pmax = 0, emax = 0;
+    size_t i, j;
+    int k;
+
+    for (j = 0; j < 2; j++)
+        for (i = 0; runs[j] && i < runs[j]->n; i++)
+            for (k = 0; k < 4; k++) {
+                const eerl_obs *o = &runs[j]->obs[i];
+                double p = o->phase_time_s[k] > 0 ? o->phase_energy_j[k] / o->phase_time_s[k] : 0;
+                if (k < 3 && isfinite(p) && p > pmax)
+                    pmax = p;
+                if (isfinite(o->phase_energy_j[k]) && o->phase_energy_j[k] > emax)
+                    emax = o->phase_energy_j[k];
+            }
+    r->p_div = unit_of(pmax, watt, &r->p_unit);
+    r->e_div = unit_of(emax, joule, &r->e_unit);
+}
 
 /* Returns -1 to go on, else the exit code (help printed, or a usage error said). */
 static int parse_args(int argc, char **argv, struct report *r)
@@ -320,6 +367,7 @@ static int load_runs(struct report *r)
         r->peak = r->first->peak_mhz;
     if (r->ctl)
         r->loss = r->ctl->allowed_loss;
+    pick_units(r);
     return 0;
 }
 
@@ -374,10 +422,6 @@ static void write_change(FILE *f, struct report *r)
     double sn[2] = {0, 0}, st[2] = {0, 0}, se[2] = {0, 0};
     size_t i, j;
 
-    if (!gov) {
-        fprintf(f, "0 0 0 0\n");
-        return;
-    }
     fprintf(f, "# update throughput_pct power_pct energy_per_token_pct (5-update means)\n");
     for (i = 0; i < c->n; i++) {
         double a = 0, b = 0, e = 0;
@@ -435,6 +479,8 @@ static int write_data(struct report *r)
     write_clocks(f, r);
     if (fclose(f) != 0)
         return -1;
+    if (!r->gov)
+        return 0;
     if (!(f = open_in_dir(r, "change.dat")))
         return -1;
     write_change(f, r);
@@ -443,14 +489,19 @@ static int write_data(struct report *r)
     /* Panel 4's data: per setting. */
     if (!(f = open_in_dir(r, "setting.dat")))
         return -1;
-    if (r->gov)
-        r->n_set = setting_table(f, r->ctl, r->gov);
+    r->n_set = setting_table(f, r->ctl, r->gov);
     return fclose(f) != 0 ? -1 : 0;
+}
+
+/* Five panels for a controller run beside its governor run, else three. */
+static int five_panels(const struct report *r)
+{
+    return r->ctl && r->gov;
 }
 
 static void script_head(FILE *f, const struct report *r)
 {
-    int h = r->ctl ? 1900 : 1150;
+    int five = five_panels(r), h = five ? 1900 : 1150;
 
     fprintf(f, "cd '%s'\n", r->dir);
     if (r->svg)
@@ -460,11 +511,11 @@ static void script_head(FILE *f, const struct report *r)
         fprintf(f, "set terminal pngcairo size 1100,%d font 'sans,11' background '#ffffff'\n", h);
     fprintf(f,
             "set output 'out.img'\n"
-            "set multiplot layout %d,1 margins 0.08,0.80,%s,%s spacing 0,%s\n"
+            "set multiplot layout %d,1 margins 0.10,0.80,%s,%s spacing 0,%s\n"
             "set grid lc rgb '#dddddd'\nset key outside right top\n"
             "set xlabel 'update'\nset xrange [0:%llu]\n",
-            r->ctl ? 5 : 3, r->ctl ? "0.04" : "0.06", r->ctl ? "0.97" : "0.95",
-            r->ctl ? "0.06" : "0.11", (unsigned long long)(r->first->update[r->first->n - 1] + 1));
+            five ? 5 : 3, five ? "0.04" : "0.06", five ? "0.97" : "0.95", five ? "0.075" : "0.11",
+            (unsigned long long)(r->first->update[r->first->n - 1] + 1));
 }
 
 /* Panel 1: the clocks, from a little below the lowest clock used to above the peak. */
@@ -480,7 +531,7 @@ static void panel_clocks(FILE *f, const struct report *r)
     lo = mn > 300 ? (mn - 200) / 100 * 100 : 0;
     fprintf(f,
             "set title \"%s: SM clocks per update (governor drawn at its %u MHz peak)\"\n"
-            "set ylabel 'MHz'\nset yrange [%u:%u+120]\n"
+            "set ylabel 'SM clock (MHz)'\nset yrange [%u:%u+120]\n"
             "set style fill solid 0.35 noborder\nset boxwidth 1 absolute\n"
             "plot 'clocks.dat' u 1:($4>0 ? %u+120 : 1/0) w boxes lc rgb '#cccccc' t "
             "'calibration', \\\n"
@@ -509,16 +560,11 @@ static void allowance_line(FILE *f, const struct report *r)
 /* Panel 2: the change against the governor run, with the allowance. */
 static void panel_change(FILE *f, const struct report *r)
 {
-    if (!r->gov) {
-        fprintf(f, "set title 'no governor trace of the same seed: no comparison'\n"
-                   "set ylabel '%%'\nplot 0 w l lc rgb '#888888' notitle\n");
-        return;
-    }
     fprintf(f,
             "set title \"change vs governor run %s, 5-update mean\\nwhole run from update "
             "%d: throughput %+.2f%%, power %+.2f%%, energy per token %+.2f%%\" "
             "noenhanced\n"
-            "set ylabel '%%'\n"
+            "set ylabel 'change (%%)'\n"
             "plot 'change.dat' u 1:2 w l lw 2 lc rgb '#1f77b4' t 'throughput', \\\n"
             " '' u 1:3 w l lw 2 lc rgb '#ff7f0e' t 'power', \\\n"
             " '' u 1:4 w l lw 2 lc rgb '#2ca02c' t 'energy per token', \\\n"
@@ -528,19 +574,30 @@ static void panel_change(FILE *f, const struct report *r)
     fprintf(f, "\n");
 }
 
-/* Panel 3 (Figure 1): power per phase, governor dashed, controller solid. */
+/* Three lines of phase.dat's block b, one per phase, divided by div: its columns from col
+ * (power: 2, energy: 6), drawn with style (e.g. "lw 2") and titled or not. */
+static void phase_lines(FILE *f, int b, int col, double div, const char *style, int titled)
+{
+    static const char *const name[3] = {"generation", "log-prob", "training"};
+    static const char *const colour[3] = {"#1f77b4", "#9467bd", "#d62728"};
+    int k;
+
+    for (k = 0; k < 3; k++)
+        fprintf(f, "%s'phase.dat' index %d u 1:($%d/%g) w l %s lc rgb '%s' %s%s%s",
+                k ? ", \\\n " : "", b, col + k, div, style, colour[k], titled ? "t '" : "notitle",
+                titled ? name[k] : "", titled ? "'" : "");
+}
+
+/* Panel 3 (Figure 1): power per phase, the controller run solid, its governor run dashed. */
 static void panel_phase_power(FILE *f, const struct report *r)
 {
-    fprintf(f, "set title 'power per phase (whole allocation): governor run dashed, controller "
-               "run solid'\nset ylabel 'kW'\n"
-               "plot 'phase.dat' index 1 u 1:($2/1000) w l lw 2 lc rgb '#1f77b4' t "
-               "'generation', \\\n"
-               " '' index 1 u 1:($3/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
-               " '' index 1 u 1:($4/1000) w l lw 2 lc rgb '#d62728' t 'training'");
-    if (r->gov)
-        fprintf(f, ", \\\n '' index 0 u 1:($2/1000) w l lw 1 dt 2 lc rgb '#1f77b4' notitle, \\\n"
-                   " '' index 0 u 1:($3/1000) w l lw 1 dt 2 lc rgb '#9467bd' notitle, \\\n"
-                   " '' index 0 u 1:($4/1000) w l lw 1 dt 2 lc rgb '#d62728' notitle");
+    fprintf(f, "set title 'power per phase (whole allocation)%s'\nset ylabel 'power (%s)'\nplot ",
+            r->gov ? ": governor run dashed, controller run solid" : ", controller run", r->p_unit);
+    phase_lines(f, 1, 2, r->p_div, "lw 2", 1);
+    if (r->gov) {
+        fprintf(f, ", \\\n ");
+        phase_lines(f, 0, 2, r->p_div, "lw 1 dt 2", 0);
+    }
     fprintf(f, "\n");
 }
 
@@ -548,13 +605,15 @@ static void panel_phase_power(FILE *f, const struct report *r)
 static void panel_settings(FILE *f, const struct report *r)
 {
     if (r->n_set <= 0) {
-        fprintf(f, "set title 'no governor trace of the same seed: no change per setting'\n"
-                   "set ylabel '%%'\nplot 0 w l lc rgb '#888888' notitle\n");
+        fprintf(f, "set title 'no update of the governor run matches one of the controller run: "
+                   "no change per setting'\nset ylabel 'change (%%)'\n"
+                   "plot 0 w l lc rgb '#888888' notitle\n");
         return;
     }
     fprintf(f,
             "set title 'change vs the governor run per setting the controller ran "
-            "(gen/train MHz; updates from %d)'\nset ylabel '%%'\nunset xlabel\n"
+            "(updates from %d)'\nset ylabel 'change (%%)'\n"
+            "set xlabel 'setting: generation/training SM clock (MHz)' offset 0,1\n"
             "set xrange [*:*]\nset style data histogram\n"
             "set style histogram clustered gap 1\nset style fill solid 0.8 noborder\n"
             "set xtics rotate by -30 scale 0 font ',9'\n"
@@ -575,19 +634,15 @@ static void panels_observe_only(FILE *f, const struct report *r)
 {
     fprintf(f,
             "set title \"%s (governor, observe-only): power per phase, whole allocation\" "
-            "noenhanced\nset ylabel 'kW'\n"
-            "plot 'phase.dat' index 0 u 1:($2/1000) w l lw 2 lc rgb '#1f77b4' t 'generation', "
-            "\\\n"
-            " '' index 0 u 1:($3/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
-            " '' index 0 u 1:($4/1000) w l lw 2 lc rgb '#d62728' t 'training'\n"
-            "set title 'energy per phase per update (SM clocks: the governor chose them)'\n"
-            "set ylabel 'kJ'\n"
-            "plot 'phase.dat' index 0 u 1:($6/1000) w l lw 2 lc rgb '#1f77b4' t 'generation', "
-            "\\\n"
-            " '' index 0 u 1:($7/1000) w l lw 2 lc rgb '#9467bd' t 'log-prob', \\\n"
-            " '' index 0 u 1:($8/1000) w l lw 2 lc rgb '#d62728' t 'training', \\\n"
-            " '' index 0 u 1:($9/1000) w l lw 1 lc rgb '#7f7f7f' t 'refit'\n",
-            r->name_g);
+            "noenhanced\nset ylabel 'power (%s)'\nplot ",
+            r->name_g, r->p_unit);
+    phase_lines(f, 0, 2, r->p_div, "lw 2", 1);
+    fprintf(f,
+            "\nset title 'energy per phase per update (SM clocks: the governor chose them)'\n"
+            "set ylabel 'energy (%s)'\nplot ",
+            r->e_unit);
+    phase_lines(f, 0, 6, r->e_div, "lw 2", 1);
+    fprintf(f, ", \\\n '' index 0 u 1:($9/%g) w l lw 1 lc rgb '#7f7f7f' t 'refit'\n", r->e_div);
 }
 
 /* Last panel: energy per valid token of every run. */
@@ -595,7 +650,8 @@ static void panel_ept(FILE *f, const struct report *r)
 {
     size_t i;
 
-    fprintf(f, "set title 'energy per valid training token'\nset ylabel 'J / token'\nplot ");
+    fprintf(f,
+            "set title 'energy per valid training token'\nset ylabel 'energy (J / token)'\nplot ");
     for (i = 0; i < r->n; i++) {
         int g = !strcmp(r->s[i].role, "governor");
         fprintf(f, "%s'ept.dat' index %zu u 1:2 w l lw %d dt %d lc %llu t '%s seed %llu'",
@@ -616,9 +672,11 @@ static int write_script(const struct report *r)
     script_head(f, r);
     if (r->ctl) {
         panel_clocks(f, r);
-        panel_change(f, r);
+        if (r->gov)
+            panel_change(f, r);
         panel_phase_power(f, r);
-        panel_settings(f, r);
+        if (r->gov)
+            panel_settings(f, r);
     } else {
         panels_observe_only(f, r);
     }

@@ -11,8 +11,9 @@ With a controller trace:
   3. power per phase under the governor and the controller (the paper's Figure 1);
   4. throughput, power and energy-per-token change per setting the controller ran (Figure 2);
   5. energy per valid training token over updates for every run.
-With governor (observe-only) traces alone: power and energy per phase per update of the first,
-and energy per valid training token of every run.
+Without the governor run of its seed, panels 1, 3 and 5 (2 and 4 need it). With governor
+(observe-only) traces alone: power and energy per phase per update of the first, and energy per
+valid training token of every run. Every axis names its unit.
 
 A trace is a governor run when its "run" line says role "governor" or observe_only true; runs
 are paired by the run line's seed. From a notebook: eerl.report.figure(paths) returns the
@@ -122,6 +123,7 @@ def _pair(runs):
 
 
 PHASES = (("generation", "#1f77b4"), ("logprob", "#9467bd"), ("training", "#d62728"))
+PHASE_NAMES = ("generation", "log-prob", "training")  # as the legends of `eerl report` say
 
 
 def phase_power(r, phase):
@@ -214,12 +216,164 @@ def _matplotlib():
     return plt
 
 
+WATT = ("W", "kW", "MW", "GW")
+JOULE = ("J", "kJ", "MJ", "GJ")
+
+
+def unit(vmax, units):
+    """(divisor, unit) for values up to vmax: the base unit times 1000 until vmax is below 1000,
+    so a tick label has at most three digits before its point (the same rule as `eerl report`)."""
+    div, k = 1.0, 0
+    while k < len(units) - 1 and vmax >= 1000 * div:
+        div *= 1000
+        k += 1
+    return div, units[k]
+
+
+def _finite_max(values):
+    return max([v for v in values if math.isfinite(v)] or [0.0])
+
+
+def _phase_units(runs):
+    """The units of the power panel (generation, log-prob, training: refit's power is not drawn)
+    and of the energy panel (every phase), from the largest value drawn."""
+    pmax = _finite_max([p for r in runs for ph, _ in PHASES for p in phase_power(r, ph)])
+    emax = _finite_max([e for r in runs for ph in r.phases for _, e in ph.values()])
+    return unit(pmax, WATT), unit(emax, JOULE)
+
+
+def _phase_lines(a, r, key, div, **style):
+    """One line per phase of run r: its power (key "power") or energy, divided by div."""
+    for (phase, col), name in zip(PHASES, PHASE_NAMES):
+        ys = (phase_power(r, phase) if key == "power" else
+              [ph.get(phase, (0, math.nan))[1] for ph in r.phases])
+        a.plot(r.update, [y / div for y in ys], color=col, label=name, **style)
+
+
+def _panel_clocks(a, ctl, peak):
+    """Panel 1: clocks and marks of the controller run."""
+    gen = [m or peak for m in ctl.gen]
+    train = [m or peak for m in ctl.train]
+    used = [m for m in ctl.gen + ctl.train if m] or [peak]
+    lo = (min(used) - 200) // 100 * 100 if min(used) > 300 else 0
+    calib = [u for u, s, k in zip(ctl.update, ctl.state, ctl.marks)
+             if s == "calibrating" or "calibrated" in k]
+    if calib:
+        a.bar(calib, [peak + 120 - lo] * len(calib), width=1.0, bottom=lo, color="#cccccc",
+              alpha=0.35, label="calibration", align="center")
+    a.step(ctl.update, gen, where="post", lw=2, color="#1f77b4", label="generation")
+    a.step(ctl.update, train, where="post", lw=2, color="#d62728", label="training")
+    marks = [("propose", peak + 60, "D", "#2ca02c", "trial starts"),
+             (("trial", "round"), peak + 60, "^", "#9467bd", "verdict"),
+             ("confirm", peak + 90, "s", "#ff7f0e", "confirmation"),
+             ("adjust", peak + 90, "o", "#8c564b", "adjust"),
+             ("refresh", peak + 90, "o", "#17becf", "refresh")]
+    for kinds, y, mk, col, label in marks:
+        kinds = (kinds,) if isinstance(kinds, str) else kinds
+        us = [u for u, k in zip(ctl.update, ctl.marks) if k & set(kinds)]
+        if us:
+            a.scatter(us, [y] * len(us), marker=mk, color=col, label=label,
+                      facecolors="none" if mk in "o" and label == "refresh" else col)
+    locks = [u for u, k in zip(ctl.update, ctl.marks) if "lock" in k]
+    if locks:
+        a.vlines(locks, lo, peak + 90, colors="#000000", lw=3, label="lock")
+    a.set_title("%s: SM clocks per update (governor drawn at its %d MHz peak)"
+                % (os.path.basename(ctl.path), peak))
+    a.set_ylabel("SM clock (MHz)")
+    a.set_ylim(lo, peak + 120)
+
+
+def _panel_change(a, ctl, gov):
+    """Panel 2: changes against the governor run of the same seed, with the allowance."""
+    allow = -100 * ctl.allowed_loss
+    xs, tp, pw, ep, whole = changes(ctl, gov)
+    a.plot(xs, tp, lw=2, color="#1f77b4", label="throughput")
+    a.plot(xs, pw, lw=2, color="#ff7f0e", label="power")
+    a.plot(xs, ep, lw=2, color="#2ca02c", label="energy per token")
+    a.axhline(0, color="#888888", lw=1)
+    if allow < 0:
+        a.axhline(allow, color="#1f77b4", lw=2, ls="--", label="allowance (%g%%)" % allow)
+    w = ("throughput %+.2f%%, power %+.2f%%, energy/token %+.2f%%" % whole
+         if whole else "no matched updates")
+    a.set_title("change vs governor run %s (5-update mean)\nwhole run from update %d: %s"
+                % (os.path.basename(gov.path), FIRST_UPDATE, w))
+    a.set_ylabel("change (%)")
+
+
+def _panel_phase_power(a, ctl, gov, pu):
+    """Panel 3 (Figure 1): power per phase, the controller run solid, its governor run dashed."""
+    _phase_lines(a, ctl, "power", pu[0], lw=2)
+    if gov is not None:
+        for (phase, col) in PHASES:
+            a.plot(gov.update, [p / pu[0] for p in phase_power(gov, phase)], lw=1, ls="--",
+                   color=col)
+    a.set_title("power per phase (whole allocation)%s"
+                % (": governor run dashed, controller run solid" if gov is not None
+                   else ", controller run"))
+    a.set_ylabel("power (%s)" % pu[1])
+
+
+def _panel_settings(a, ctl, gov):
+    """Panel 4 (Figure 2): the change per setting the controller ran."""
+    allow = -100 * ctl.allowed_loss
+    rows = per_setting(ctl, gov)
+    if rows:
+        xs = range(len(rows))
+        for k, (label, col) in enumerate((("throughput", "#1f77b4"), ("power", "#ff7f0e"),
+                                          ("energy per token", "#2ca02c"))):
+            a.bar([x + (k - 1) * 0.27 for x in xs], [r[1 + k] for r in rows], width=0.27,
+                  color=col, label=label)
+        if allow < 0:
+            a.axhline(allow, color="#1f77b4", lw=2, ls="--", label="allowance (%g%%)" % allow)
+        a.axhline(0, color="#888888", lw=1)
+        a.set_xticks(list(xs))
+        a.set_xticklabels([r[0] for r in rows], rotation=30, ha="right", fontsize=8)
+        a.set_title("change vs the governor run per setting the controller ran (updates from %d)"
+                    % FIRST_UPDATE)
+        a.set_xlabel("setting: generation/training SM clock (MHz)")
+    else:
+        a.set_title("no update of the governor run matches one of the controller run: no change "
+                    "per setting")
+    a.set_ylabel("change (%)")
+    a.grid(color="#dddddd")
+    if a.get_legend_handles_labels()[0]:
+        a.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+
+
+def _panels_observe_only(ax, gov, pu, eu):
+    """Observe-only: what the governor did, phase by phase (refit's power is left out: a refit
+    lasts milliseconds, and its energy over its time is mostly noise)."""
+    _phase_lines(ax[0], gov, "power", pu[0], lw=2)
+    ax[0].set_title("%s (governor, observe-only): power per phase, whole allocation"
+                    % os.path.basename(gov.path))
+    ax[0].set_ylabel("power (%s)" % pu[1])
+    _phase_lines(ax[1], gov, "energy", eu[0], lw=2)
+    ax[1].plot(gov.update, [ph.get("refit", (0, math.nan))[1] / eu[0] for ph in gov.phases],
+               lw=1, color="#7f7f7f", label="refit")
+    ax[1].set_title("energy per phase per update (SM clocks: the governor chose them)")
+    ax[1].set_ylabel("energy (%s)" % eu[1])
+
+
+def _panel_ept(a, runs):
+    """Last panel: energy per valid token of every run."""
+    for r in runs:
+        g = r.role == "governor"
+        a.plot(r.update, [e / n if n > 0 else math.nan for e, n in zip(r.E, r.N)],
+               lw=1 if g else 2, ls="--" if g else "-",
+               label="%s seed %s" % ("governor" if g else "controller",
+                                     r.seed if r.seed is not None else "-"))
+    a.set_title("energy per valid training token")
+    a.set_ylabel("energy (J / token)")
+
+
 def figure(paths):
-    """The report's matplotlib Figure for the traces at paths: with a controller trace, the
-    clocks, the change against the governor with the allowance, power per phase under both
-    (the paper's Figure 1), the change per setting (Figure 2) and the energy per valid token;
-    with governor (observe-only) traces alone, power and energy per phase per update and the
-    energy per valid token."""
+    """The report's matplotlib Figure for the traces at paths: with a controller trace and the
+    governor run of its seed, the clocks, the change against the governor with the allowance,
+    power per phase under both (the paper's Figure 1), the change per setting (Figure 2) and the
+    energy per valid token; a controller trace without its governor run, the three of these that
+    need none (clocks, power per phase, energy per token); governor (observe-only) traces alone,
+    power and energy per phase per update and the energy per valid token. Every axis names its
+    unit; power and energy per phase take the unit that keeps tick labels short (unit())."""
     if not paths:
         raise ValueError("no traces given")
     plt = _matplotlib()
@@ -230,128 +384,26 @@ def figure(paths):
     ctl, gov = _pair(runs)
     first = ctl or gov
     peak = first.peak or max([m for m in first.gen + first.train if m] or [1980])
-    fig, ax = plt.subplots(5 if ctl else 3, 1, figsize=(11, 19 if ctl else 11.5))
-    xmax = first.update[-1] + 1
-    upd_axes = []
-
+    five = ctl is not None and gov is not None
+    fig, ax = plt.subplots(5 if five else 3, 1, figsize=(11, 19 if five else 11.5))
+    pu, eu = _phase_units([r for r in (gov, ctl) if r is not None])
     if ctl is None:
-        # observe-only: what the governor did, phase by phase
-        a = ax[0]
-        for phase, col in PHASES:
-            a.plot(gov.update, [p / 1000 for p in phase_power(gov, phase)], lw=2, color=col,
-                   label=phase)
-        a.set_title("%s (governor, observe-only): power per phase, whole allocation"
-                    % os.path.basename(gov.path))
-        a.set_ylabel("kW")
-        a = ax[1]
-        for phase, col in PHASES + (("refit", "#7f7f7f"),):
-            a.plot(gov.update, [ph.get(phase, (0, math.nan))[1] / 1000 for ph in gov.phases],
-                   lw=2 if phase != "refit" else 1, color=col, label=phase)
-        a.set_title("energy per phase per update (SM clocks: the governor chose them)")
-        a.set_ylabel("kJ")
-        upd_axes = [ax[0], ax[1], ax[2]]
+        _panels_observe_only(ax, gov, pu, eu)
+        upd_axes = list(ax)
+    elif gov is None:
+        _panel_clocks(ax[0], ctl, peak)
+        _panel_phase_power(ax[1], ctl, None, pu)
+        upd_axes = list(ax)
     else:
-        # 1: clocks and marks of the controller run
-        a = ax[0]
-        gen = [m or peak for m in ctl.gen]
-        train = [m or peak for m in ctl.train]
-        used = [m for m in ctl.gen + ctl.train if m] or [peak]
-        lo = (min(used) - 200) // 100 * 100 if min(used) > 300 else 0
-        calib = [u for u, s, k in zip(ctl.update, ctl.state, ctl.marks)
-                 if s == "calibrating" or "calibrated" in k]
-        if calib:
-            a.bar(calib, [peak + 120 - lo] * len(calib), width=1.0, bottom=lo, color="#cccccc",
-                  alpha=0.35, label="calibration", align="center")
-        a.step(ctl.update, gen, where="post", lw=2, color="#1f77b4", label="generation")
-        a.step(ctl.update, train, where="post", lw=2, color="#d62728", label="training")
-        marks = [("propose", peak + 60, "D", "#2ca02c", "trial starts"),
-                 (("trial", "round"), peak + 60, "^", "#9467bd", "verdict"),
-                 ("confirm", peak + 90, "s", "#ff7f0e", "confirmation"),
-                 ("adjust", peak + 90, "o", "#8c564b", "adjust"),
-                 ("refresh", peak + 90, "o", "#17becf", "refresh")]
-        for kinds, y, mk, col, label in marks:
-            kinds = (kinds,) if isinstance(kinds, str) else kinds
-            us = [u for u, k in zip(ctl.update, ctl.marks) if k & set(kinds)]
-            if us:
-                a.scatter(us, [y] * len(us), marker=mk, color=col, label=label,
-                          facecolors="none" if mk in "o" and label == "refresh" else col)
-        locks = [u for u, k in zip(ctl.update, ctl.marks) if "lock" in k]
-        if locks:
-            a.vlines(locks, lo, peak + 90, colors="#000000", lw=3, label="lock")
-        a.set_title("%s: SM clocks per update (governor drawn at its %d MHz peak)"
-                    % (os.path.basename(ctl.path), peak))
-        a.set_ylabel("MHz")
-        a.set_ylim(lo, peak + 120)
-
-        # 2: changes against the governor of the same seed, with the allowance
-        a = ax[1]
-        allow = -100 * ctl.allowed_loss
-        if gov is not None:
-            xs, tp, pw, ep, whole = changes(ctl, gov)
-            a.plot(xs, tp, lw=2, color="#1f77b4", label="throughput")
-            a.plot(xs, pw, lw=2, color="#ff7f0e", label="power")
-            a.plot(xs, ep, lw=2, color="#2ca02c", label="energy per token")
-            a.axhline(0, color="#888888", lw=1)
-            if allow < 0:
-                a.axhline(allow, color="#1f77b4", lw=2, ls="--", label="allowance (%g%%)" % allow)
-            w = ("throughput %+.2f%%, power %+.2f%%, energy/token %+.2f%%" % whole
-                 if whole else "no matched updates")
-            a.set_title("change vs governor run %s (5-update mean)\nwhole run from update %d: %s"
-                        % (os.path.basename(gov.path), FIRST_UPDATE, w))
-        else:
-            a.axhline(0, color="#888888", lw=1)
-            a.set_title("no governor trace of the same seed: no comparison")
-        a.set_ylabel("%")
-
-        # 3 (Figure 1): power per phase, governor dashed, controller solid
-        a = ax[2]
-        for phase, col in PHASES:
-            a.plot(ctl.update, [p / 1000 for p in phase_power(ctl, phase)], lw=2, color=col,
-                   label=phase)
-            if gov is not None:
-                a.plot(gov.update, [p / 1000 for p in phase_power(gov, phase)], lw=1, ls="--",
-                       color=col)
-        a.set_title("power per phase (whole allocation): governor run dashed, controller run "
-                    "solid")
-        a.set_ylabel("kW")
-
-        # 4 (Figure 2): per setting
-        a = ax[3]
-        rows = per_setting(ctl, gov) if gov is not None else []
-        if rows:
-            xs = range(len(rows))
-            for k, (label, col) in enumerate((("throughput", "#1f77b4"), ("power", "#ff7f0e"),
-                                              ("energy per token", "#2ca02c"))):
-                a.bar([x + (k - 1) * 0.27 for x in xs], [r[1 + k] for r in rows], width=0.27,
-                      color=col, label=label)
-            if allow < 0:
-                a.axhline(allow, color="#1f77b4", lw=2, ls="--", label="allowance (%g%%)" % allow)
-            a.axhline(0, color="#888888", lw=1)
-            a.set_xticks(list(xs))
-            a.set_xticklabels([r[0] for r in rows], rotation=30, ha="right", fontsize=8)
-            a.set_title("change vs the governor run per setting the controller ran (gen/train MHz; "
-                        "updates from %d)" % FIRST_UPDATE)
-        else:
-            a.set_title("no governor trace of the same seed: no change per setting")
-        a.set_ylabel("%")
-        a.grid(color="#dddddd")
-        if a.get_legend_handles_labels()[0]:
-            a.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+        _panel_clocks(ax[0], ctl, peak)
+        _panel_change(ax[1], ctl, gov)
+        _panel_phase_power(ax[2], ctl, gov, pu)
+        _panel_settings(ax[3], ctl, gov)
         upd_axes = [ax[0], ax[1], ax[2], ax[4]]
-
-    # last: energy per valid token of every run
-    a = ax[-1]
-    for r in runs:
-        g = r.role == "governor"
-        a.plot(r.update, [e / n if n > 0 else math.nan for e, n in zip(r.E, r.N)],
-               lw=1 if g else 2, ls="--" if g else "-",
-               label="%s seed %s" % ("governor" if g else "controller",
-                                     r.seed if r.seed is not None else "-"))
-    a.set_title("energy per valid training token")
-    a.set_ylabel("J / token")
+    _panel_ept(ax[-1], runs)
     for a in upd_axes:
         a.set_xlabel("update")
-        a.set_xlim(0, xmax)
+        a.set_xlim(0, first.update[-1] + 1)
         a.grid(color="#dddddd")
         if a.get_legend_handles_labels()[0]:
             a.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)

@@ -80,8 +80,11 @@ def test_cli_writes_png_and_svg(tmp_path):
                    for l in a.get_lines()), [l.get_label() for l in a.get_lines()]
     # Figure 1: generation power, governor 5000 * 0.6 / 6 = 500 W, controller 4600 * 0.6 / 6.3
     gen = [l for l in fig.axes[2].get_lines() if l.get_color() == "#1f77b4"]
-    assert [round(1000 * v, 6) for v in gen[0].get_ydata()[-1:]] == [round(4600 / 10.5, 6)]
-    assert round(1000 * gen[1].get_ydata()[-1], 6) == 500.0
+    assert [round(v, 6) for v in gen[0].get_ydata()[-1:]] == [round(4600 / 10.5, 6)]
+    assert round(gen[1].get_ydata()[-1], 6) == 500.0
+    assert [a.get_ylabel() for a in fig.axes] == [
+        "SM clock (MHz)", "change (%)", "power (W)", "change (%)", "energy (J / token)"]
+    assert fig.axes[3].get_xlabel() == "setting: generation/training SM clock (MHz)"
 
 
 def test_per_setting_and_phase_power(tmp_path):
@@ -105,9 +108,44 @@ def test_governor_only_traces_are_plotted(tmp_path):
     assert len(titles) == 3 and "observe-only" in titles[0] and "power per phase" in titles[0]
     assert "energy per phase" in titles[1] and titles[2] == "energy per valid training token"
     labels = [l.get_label() for l in fig.axes[0].get_lines()]
-    assert labels[:3] == ["generation", "logprob", "training"]
+    assert labels[:3] == ["generation", "log-prob", "training"]
     out = str(tmp_path / "gov.png")
     assert report.main([g]) == 0 and open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_observe_only_run_has_its_units(tmp_path):
+    """One observe-only session on two idle GPUs (105 W each): its panels say 210 W and 10.5 J
+    per 50 ms generation phase, every axis with its unit, and no empty comparison panel."""
+    rows = [(u, 900.0, 0.08, 16.8, 0, 0, [], "calibrating") for u in range(1, 7)]
+    path = write_trace(tmp_path / "run.jsonl", "governor", 0, rows)
+    with open(path) as f:  # as eerl.Session(observe_only=True) writes it: no role
+        lines = f.read().replace('"role": "governor", ', '"observe_only": true, ')
+    with open(path, "w") as f:
+        f.write(lines)
+    fig = report.figure([path])
+    assert [a.get_ylabel() for a in fig.axes] == ["power (W)", "energy (J)", "energy (J / token)"]
+    assert [a.get_xlabel() for a in fig.axes] == ["update"] * 3
+    gen = fig.axes[0].get_lines()[0]
+    assert gen.get_label() == "generation" and gen.get_ydata()[0] == pytest.approx(210.0)
+    assert fig.axes[1].get_lines()[0].get_ydata()[0] == pytest.approx(0.6 * 16.8)
+
+
+def test_controller_run_alone_gets_no_empty_panels(tmp_path):
+    """A controller trace without its governor run: clocks, power per phase, energy per token."""
+    _, c = pair(tmp_path)
+    fig = report.figure([c])
+    assert [a.get_ylabel() for a in fig.axes] == [
+        "SM clock (MHz)", "power (W)", "energy (J / token)"]
+    assert not any("no governor" in a.get_title() for a in fig.axes)
+    assert fig.axes[1].get_title() == "power per phase (whole allocation), controller run"
+
+
+def test_units_keep_tick_labels_short():
+    assert report.unit(210.0, report.WATT) == (1.0, "W")
+    assert report.unit(999.9, report.WATT) == (1.0, "W")
+    assert report.unit(24000.0, report.WATT) == (1000.0, "kW")
+    assert report.unit(1.5e6, report.JOULE) == (1e6, "MJ")
+    assert report.unit(5e13, report.JOULE) == (1e9, "GJ")
 
 
 def test_errors(tmp_path, capsys):

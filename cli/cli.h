@@ -15,6 +15,7 @@
 #define EERL_EXIT_USAGE 2 /* bad arguments: the message names the value and the valid choices */
 
 int eerl_cmd_devices(int argc, char **argv);
+int eerl_cmd_doctor(int argc, char **argv);
 int eerl_cmd_lock(int argc, char **argv);
 int eerl_cmd_reset(int argc, char **argv);
 int eerl_cmd_status(int argc, char **argv);

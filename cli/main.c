@@ -14,6 +14,8 @@ struct cmd {
 static const struct cmd cmds[] = {
     {"devices", "list GPUs: index, UUID, name, clock range, clock, power, energy",
      eerl_cmd_devices},
+    {"doctor", "check this node before a first run: driver, GPUs, clocks, eerld, permission",
+     eerl_cmd_doctor},
     {"lock", "lease GPUs from eerld, lock their clock, run a command, release", eerl_cmd_lock},
     {"meter", "run a command and report the GPU energy it used", eerl_cmd_meter},
     {"reset", "return GPUs to the default clock governor through eerld", eerl_cmd_reset},

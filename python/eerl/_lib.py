@@ -6,7 +6,7 @@ package calls. It does not own any eerl handle (session.py and agent.py do).
 Where the library comes from, first match wins:
   1. $EERL_LIBRARY: that file and only that file (a failure to load it is an error, not a
      fall-through, so a typo does not silently pick up another libeerl);
-  2. a libeerl.so* next to this package (copied there by whoever packages it);
+  2. a libeerl.so* next to this package (the wheel carries one there: pip install .);
   3. the system's library path (libeerl.so.<major>, then libeerl.so, then ctypes.util).
 A library whose eerl_version() has another major version than this package is refused.
 """
@@ -15,10 +15,37 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import re
 import threading
 
-__version__ = "0.2.0"
-VERSION_MAJOR = 0
+
+
+def _package_version():
+    """This package's version. Its one source is include/eerl/version.h: the wheel build writes
+    it into eerl/_version.py; a package run from the source tree (python/eerl, as the tests run
+    it) reads the header two directories up."""
+    try:
+        from ._version import version
+        return version
+    except ImportError:
+        pass
+    header = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "include", "eerl", "version.h")
+    try:
+        with open(header) as f:
+            m = re.search(r'#define EERL_VERSION_STRING "([0-9]+\.[0-9]+\.[0-9]+)"', f.read())
+    except OSError as e:
+        raise ImportError("eerl cannot tell its own version: it has no eerl/_version.py (the "
+                          "wheel build writes it) and %s cannot be read (%s): install the "
+                          "package with pip install <eerl source directory>" % (header, e))
+    if m is None:
+        raise ImportError("eerl cannot tell its own version: %s has no EERL_VERSION_STRING "
+                          '"MAJOR.MINOR.PATCH"' % header)
+    return m.group(1)
+
+
+__version__ = _package_version()
+VERSION_MAJOR = int(__version__.split(".")[0])
 
 _lock = threading.Lock()
 _lib = None
@@ -113,9 +140,10 @@ def load():
             if from_env:
                 raise LibraryNotFound("cannot load EERL_LIBRARY=%s: %s" % (names[0], errors[0]))
             raise LibraryNotFound(
-                "libeerl not found (tried %s). Build eerl (cmake --build build) and set "
-                "EERL_LIBRARY=/path/to/libeerl.so, install it (cmake --install), or copy "
-                "libeerl.so next to the eerl package" % "; ".join(errors))
+                "libeerl not found (tried %s). Install this package from eerl's source "
+                "directory (pip install ., which builds libeerl into it), or build eerl "
+                "(cmake --build build) and set EERL_LIBRARY=/path/to/libeerl.so, or install "
+                "it (cmake --install)" % "; ".join(errors))
         try:
             _declare(lib)
         except AttributeError as e:

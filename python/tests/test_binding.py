@@ -20,6 +20,16 @@ def run_py(code, **env):
                           capture_output=True, text=True, timeout=HANG_S)
 
 
+def copy_package(tmp_path, *ignore):
+    """python/eerl copied to tmp_path/pkg/eerl, away from the source tree, with the _version.py
+    that the wheel build writes into it."""
+    pkg = tmp_path / "pkg"
+    shutil.copytree(os.path.join(REPO, "python", "eerl"), str(pkg / "eerl"),
+                    ignore=shutil.ignore_patterns("__pycache__", *ignore))
+    (pkg / "eerl" / "_version.py").write_text('version = "%s"\n' % eerl.__version__)
+    return pkg
+
+
 def test_loads_the_library_named_by_eerl_library():
     assert os.path.samefile(eerl.library_path(), LIB)
     assert eerl.library_version() == eerl.__version__
@@ -34,9 +44,7 @@ def test_missing_eerl_library_is_an_error_naming_the_path(tmp_path):
 
 def test_not_found_anywhere_says_what_to_do(tmp_path):
     # No EERL_LIBRARY, nothing beside the package (a copy of it elsewhere), no system libeerl.
-    pkg = tmp_path / "pkg"
-    shutil.copytree(os.path.join(REPO, "python", "eerl"), str(pkg / "eerl"),
-                    ignore=shutil.ignore_patterns("libeerl.so*", "__pycache__"))
+    pkg = copy_package(tmp_path, "libeerl.so*")
     env = child_env()
     env.pop("EERL_LIBRARY")
     env["PYTHONPATH"] = str(pkg)
@@ -48,10 +56,22 @@ def test_not_found_anywhere_says_what_to_do(tmp_path):
     assert "libeerl not found" in r.stderr and "EERL_LIBRARY" in r.stderr, r.stderr
 
 
+def test_a_package_that_cannot_tell_its_version_says_why(tmp_path):
+    # Neither the wheel's _version.py nor a source tree's include/eerl/version.h: import fails
+    # naming what it looked for, rather than checking libeerl against a guessed major.
+    pkg = copy_package(tmp_path)
+    os.remove(str(pkg / "eerl" / "_version.py"))
+    env = child_env()
+    env["PYTHONPATH"] = str(pkg)
+    r = subprocess.run([sys.executable, "-c", "import eerl"], env=env, capture_output=True,
+                       text=True, timeout=HANG_S, cwd=str(tmp_path))
+    assert r.returncode != 0
+    header = str(tmp_path / "include" / "eerl" / "version.h")
+    assert "cannot tell its own version" in r.stderr and header in r.stderr, r.stderr
+
+
 def test_library_beside_the_package_is_found(tmp_path):
-    pkg = tmp_path / "pkg"
-    shutil.copytree(os.path.join(REPO, "python", "eerl"), str(pkg / "eerl"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    pkg = copy_package(tmp_path)
     shutil.copy(LIB, str(pkg / "eerl" / "libeerl.so"))
     env = child_env()
     env.pop("EERL_LIBRARY")
@@ -109,13 +129,14 @@ def test_errors_carry_eerl_strerror_and_name():
 def test_struct_layouts_match_the_headers(tmp_path):
     """Every ctypes mirror has the size and field offsets the C compiler gives the header."""
     lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"eerl/core.h\""]
-    for h in ("runtime.h", "agent.h"):
+    for h in ("runtime.h", "agent.h", "doctor.h"):
         if os.path.exists(os.path.join(REPO, "include", "eerl", h)):
             lines.append("#include \"eerl/%s\"" % h)
     lines.append("int main(void) {")
     expect = {}
     for cname, st in _types.LAYOUTS.items():
-        hdr = {"eerl_rt": "runtime.h", "struct eerl_agent": "agent.h"}
+        hdr = {"eerl_rt": "runtime.h", "struct eerl_agent": "agent.h",
+               "struct eerl_doctor": "doctor.h"}
         needs = next((v for k, v in hdr.items() if cname.startswith(k)), None)
         if needs and not os.path.exists(os.path.join(REPO, "include", "eerl", needs)):
             continue

@@ -40,6 +40,31 @@ expect_rc 0 $? "analyze one pair"
 a=$(jq -c '.seeds[] | select(.seed == 2) | [.saving_pct, .dq_pct]' "$tmp/sim.json")
 b=$(jq -c '[.whole.saving_pct, .whole.dq_pct]' "$tmp/one.json")
 [ "$a" = "$b" ] || fail "one pair: sim says $a for seed 2, analyze $b"
+# Update lines out of order (a trace joined from parts) give the same figures as in order; an
+# update recorded twice is refused, naming both lines.
+mkdir -p "$tmp/shuf" "$tmp/dup"
+cp "$tmp/d/seed2-governor.jsonl" "$tmp/shuf/"
+cp "$tmp/d/seed2-governor.jsonl" "$tmp/dup/"
+/usr/bin/python3 - "$tmp/d/seed2-controller.jsonl" "$tmp/shuf/seed2-controller.jsonl" \
+    "$tmp/dup/seed2-controller.jsonl" <<'PY'
+import json, random, sys
+lines = open(sys.argv[1]).readlines()
+head = [l for l in lines if json.loads(l).get("type") != "update"]
+ups = [l for l in lines if json.loads(l).get("type") == "update"]
+random.Random(7).shuffle(ups)
+open(sys.argv[2], "w").writelines(head + ups)
+open(sys.argv[3], "w").writelines(lines + ups[:1])
+PY
+"$EERL_BIN" analyze --json "$tmp"/shuf/*.jsonl >"$tmp/shuf.json"
+expect_rc 0 $? "analyze shuffled"
+a=$(jq -c '[.whole, .before_lock, .after_lock, .seeds[0].lock_update, .normalized]' "$tmp/one.json")
+b=$(jq -c '[.whole, .before_lock, .after_lock, .seeds[0].lock_update, .normalized]' "$tmp/shuf.json")
+[ "$a" = "$b" ] || fail "shuffled updates: in order $a, shuffled $b"
+"$EERL_BIN" analyze "$tmp"/dup/*.jsonl >"$tmp/out" 2>"$tmp/err"
+expect_rc 1 $? "an update twice"
+n=$(wc -l <"$tmp/dup/seed2-controller.jsonl")
+expect_in "$tmp/err" "$tmp/dup/seed2-controller.jsonl:$n: update" "an update twice"
+expect_in "$tmp/err" "(also at line" "an update twice"
 
 # replay --json: a missing ratio is null, not the trace's string "nan"
 "$EERL_BIN" replay --json "$tmp/d/seed1-controller.jsonl" >"$tmp/rp.json" 2>/dev/null

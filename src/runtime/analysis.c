@@ -102,15 +102,178 @@ static char *read_line(FILE *f, size_t *cap, char **buf)
     return *buf;
 }
 
+/* What eerl__an_load_trace builds as it reads: the series, and the trace line of each update
+ * (for the messages of order_updates). */
+struct loader {
+    struct eerl__an_series s;
+    size_t *line, line_cap, obs_cap;
+    eerl_event ev[256];
+};
+
+/* One update line (line lineno) onto the series. The lock is the one of the lowest update
+ * (file order for an ordered trace; order_updates sorts the rest). */
+static int load_update(struct loader *ld, const char *buf, size_t lineno, char *w2, size_t w2_len)
+{
+    struct eerl__an_series *s = &ld->s;
+    struct eerl__trace_update u;
+    unsigned marks = 0;
+    int state = -1, e;
+    size_t i, n;
+
+    e = eerl__trace_parse_update(buf, &u, ld->ev, 256, w2, w2_len);
+    if (e < 0)
+        return e;
+    n = u.n_events < 256 ? u.n_events : 256;
+    for (i = 0; i < n; i++) {
+        marks |= 1u << ld->ev[i].kind;
+        state = (int)ld->ev[i].state;
+        if (ld->ev[i].kind == EERL_EV_LOCK && (!s->locked || u.obs.update < s->lock_update)) {
+            s->locked = 1;
+            s->lock_update = u.obs.update;
+            s->lock_setting = ld->ev[i].candidate;
+        }
+    }
+    e = eerl__an_series_add(s, u.obs.update, u.obs.gen_tokens, u.obs.valid_tokens,
+                            u.obs.longest_tokens, u.obs.time_s, u.obs.energy_j, &u.obs.setting,
+                            state, marks);
+    if (e < 0)
+        return e;
+    if (s->n > ld->obs_cap) {
+        eerl_obs *q = realloc(s->obs, s->cap * sizeof(*q));
+        if (!q)
+            return EERL_ENOMEM;
+        s->obs = q;
+        ld->obs_cap = s->cap;
+    }
+    s->obs[s->n - 1] = u.obs;
+    if (s->n > ld->line_cap) {
+        size_t *q = realloc(ld->line, s->cap * sizeof(*q));
+        if (!q)
+            return EERL_ENOMEM;
+        ld->line = q;
+        ld->line_cap = s->cap;
+    }
+    ld->line[s->n - 1] = lineno;
+    return 0;
+}
+
+struct order_key {
+    uint64_t update;
+    size_t line, i;
+};
+
+static int order_cmp(const void *pa, const void *pb)
+{
+    const struct order_key *a = pa, *b = pb;
+
+    if (a->update != b->update)
+        return a->update < b->update ? -1 : 1;
+    return a->line < b->line ? -1 : a->line > b->line;
+}
+
+#define PERMUTE(arr)                                                                               \
+    do {                                                                                           \
+        void *t_ = malloc(s->n * sizeof(*(arr)));                                                  \
+        if (!t_)                                                                                   \
+            goto nomem;                                                                            \
+        for (i = 0; i < s->n; i++)                                                                 \
+            memcpy((char *)t_ + i * sizeof(*(arr)), &(arr)[k[i].i], sizeof(*(arr)));               \
+        memcpy((arr), t_, s->n * sizeof(*(arr)));                                                  \
+        free(t_);                                                                                  \
+    } while (0)
+
+/* The comparisons pair runs update by update and the in-flight model reads the previous update,
+ * so the series goes in update order: a trace whose lines are out of order (joined from parts)
+ * is sorted; one that holds an update twice is refused, naming both lines. */
+static int order_updates(struct eerl__an_series *s, const size_t *line, const char *path, char *why,
+                         size_t len)
+{
+    struct order_key *k;
+    size_t i;
+
+    for (i = 1; i < s->n && s->update[i - 1] < s->update[i]; i++)
+        ;
+    if (s->n < 2 || i == s->n)
+        return 0;
+    k = malloc(s->n * sizeof(*k));
+    if (!k)
+        return EERL_ENOMEM;
+    for (i = 0; i < s->n; i++) {
+        k[i].update = s->update[i];
+        k[i].line = line[i];
+        k[i].i = i;
+    }
+    qsort(k, s->n, sizeof(*k), order_cmp);
+    for (i = 1; i < s->n; i++)
+        if (k[i].update == k[i - 1].update) {
+            snprintf(why, len,
+                     "%s:%zu: update %llu again (also at line %zu): a run records each update "
+                     "once; was this trace written by two sessions, or joined from two runs?",
+                     path, k[i].line, (unsigned long long)k[i].update, k[i - 1].line);
+            free(k);
+            return EERL_EPARSE;
+        }
+    PERMUTE(s->update);
+    PERMUTE(s->G);
+    PERMUTE(s->N);
+    PERMUTE(s->L);
+    PERMUTE(s->T);
+    PERMUTE(s->E);
+    PERMUTE(s->setting);
+    PERMUTE(s->state);
+    PERMUTE(s->marks);
+    PERMUTE(s->obs);
+    free(k);
+    return 0;
+nomem:
+    free(k);
+    return EERL_ENOMEM;
+}
+
+#undef PERMUTE
+
+/* A "run" line: the run's role, seed and divergence. */
+static void load_run(struct eerl__an_series *s, const char *buf)
+{
+    json_t *o = json_loads(buf, 0, NULL), *v;
+
+    if ((v = json_object_get(o, "role")) && json_is_string(v))
+        snprintf(s->role, sizeof(s->role), "%s", json_string_value(v));
+    else if ((v = json_object_get(o, "observe_only")) && json_is_true(v))
+        snprintf(s->role, sizeof(s->role), "governor");
+    if ((v = json_object_get(o, "seed")) && json_is_integer(v)) {
+        s->has_seed = 1;
+        s->seed = (uint64_t)json_integer_value(v);
+    }
+    if ((v = json_object_get(o, "divergence")) && json_is_number(v) && json_number_value(v) >= 0)
+        s->divergence = json_number_value(v);
+    json_decref(o);
+}
+
+/* A "header" line: the mode, governor peak, tolerance and allowance. */
+static int load_header(struct eerl__an_series *s, const char *buf, char *w2, size_t w2_len)
+{
+    struct eerl__trace_header *h = malloc(sizeof(*h));
+    int e;
+
+    if (!h)
+        return EERL_ENOMEM;
+    e = eerl__trace_parse_header(buf, h, w2, w2_len);
+    s->mode = h->mode;
+    s->peak_mhz = h->peak;
+    s->time_tolerance = h->cfg.time_tolerance;
+    s->allowed_loss = h->cfg.allowed_loss;
+    free(h);
+    return e;
+}
+
 int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why, size_t len)
 {
     FILE *f = fopen(path, "r");
     char *buf = NULL, type[32], w2[256];
-    size_t cap = 0, lineno = 0, obs_cap = 0;
-    eerl_event *ev = NULL;
-    struct eerl__an_series s;
+    size_t cap = 0, lineno = 0;
+    struct loader *ld = NULL;
     int e = 0, have_header = 0;
-
     struct stat st;
 
     if (!f) {
@@ -123,13 +286,13 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
                  path);
         return EERL_EINVAL;
     }
-    eerl__an_series_init(&s);
-    snprintf(s.role, sizeof(s.role), "controller");
-    ev = calloc(256, sizeof(*ev));
-    if (!ev) {
+    ld = calloc(1, sizeof(*ld));
+    if (!ld) {
         fclose(f);
         return EERL_ENOMEM;
     }
+    eerl__an_series_init(&ld->s);
+    snprintf(ld->s.role, sizeof(ld->s.role), "controller");
     while (read_line(f, &cap, &buf)) {
         lineno++;
         if (!buf[0])
@@ -140,92 +303,45 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
             goto out;
         }
         if (!strcmp(type, "header")) {
-            struct eerl__trace_header *h = malloc(sizeof(*h));
-            if (!h) {
-                e = EERL_ENOMEM;
-                goto out;
-            }
-            e = eerl__trace_parse_header(buf, h, w2, sizeof(w2));
-            s.mode = h->mode;
-            s.peak_mhz = h->peak;
-            s.time_tolerance = h->cfg.time_tolerance;
-            s.allowed_loss = h->cfg.allowed_loss;
-            free(h);
+            e = load_header(&ld->s, buf, w2, sizeof(w2));
             if (e < 0) {
                 snprintf(why, len, "%s:%zu: %s", path, lineno, w2);
                 goto out;
             }
             have_header = 1;
         } else if (!strcmp(type, "run")) {
-            json_t *o = json_loads(buf, 0, NULL), *v;
-            if ((v = json_object_get(o, "role")) && json_is_string(v))
-                snprintf(s.role, sizeof(s.role), "%s", json_string_value(v));
-            else if ((v = json_object_get(o, "observe_only")) && json_is_true(v))
-                snprintf(s.role, sizeof(s.role), "governor");
-            if ((v = json_object_get(o, "seed")) && json_is_integer(v)) {
-                s.has_seed = 1;
-                s.seed = (uint64_t)json_integer_value(v);
-            }
-            if ((v = json_object_get(o, "divergence")) && json_is_number(v) &&
-                json_number_value(v) >= 0)
-                s.divergence = json_number_value(v);
-            json_decref(o);
+            load_run(&ld->s, buf);
         } else if (!strcmp(type, "update")) {
-            struct eerl__trace_update u;
-            unsigned marks = 0;
-            int state = -1;
-            size_t i, n;
-
             if (!have_header) {
                 snprintf(why, len, "%s:%zu: update line before the header", path, lineno);
                 e = EERL_EPARSE;
                 goto out;
             }
-            e = eerl__trace_parse_update(buf, &u, ev, 256, w2, sizeof(w2));
+            w2[0] = '\0';
+            e = load_update(ld, buf, lineno, w2, sizeof(w2));
             if (e < 0) {
-                snprintf(why, len, "%s:%zu: %s", path, lineno, w2);
+                snprintf(why, len, "%s:%zu: %s", path, lineno, w2[0] ? w2 : eerl_strerror(e));
                 goto out;
             }
-            n = u.n_events < 256 ? u.n_events : 256;
-            for (i = 0; i < n; i++) {
-                marks |= 1u << ev[i].kind;
-                state = (int)ev[i].state;
-                if (ev[i].kind == EERL_EV_LOCK && !s.locked) {
-                    s.locked = 1;
-                    s.lock_update = u.obs.update;
-                    s.lock_setting = ev[i].candidate;
-                }
-            }
-            e = eerl__an_series_add(&s, u.obs.update, u.obs.gen_tokens, u.obs.valid_tokens,
-                                    u.obs.longest_tokens, u.obs.time_s, u.obs.energy_j,
-                                    &u.obs.setting, state, marks);
-            if (e < 0)
-                goto out;
-            if (s.n > obs_cap) {
-                eerl_obs *q = realloc(s.obs, s.cap * sizeof(*q));
-                if (!q) {
-                    e = EERL_ENOMEM;
-                    goto out;
-                }
-                s.obs = q;
-                obs_cap = s.cap;
-            }
-            s.obs[s.n - 1] = u.obs;
         }
     }
     if (!have_header) {
         snprintf(why, len, "%s: no trace header (is this an eerl trace?)", path);
         e = EERL_EPARSE;
     }
+    if (e == 0)
+        e = order_updates(&ld->s, ld->line, path, why, len);
 out:
     fclose(f);
     free(buf);
-    free(ev);
+    free(ld->line);
     if (e < 0) {
-        eerl__an_series_free(&s);
+        eerl__an_series_free(&ld->s);
+        free(ld);
         return e;
     }
-    *ret = s;
+    *ret = ld->s;
+    free(ld);
     return 0;
 }
 

@@ -54,7 +54,8 @@ start_eerld() {
     "$EERLD" --foreground --socket "$sock" --state-dir "$tmp/state-$name" --devices twin:h100x2 \
         --socket-group "$(id -gn 65534 2>/dev/null || echo root)" "$@" 2>"$tmp/eerld-$name.log" &
     dpid=$!
-    wait_until 120 test -S "$sock" || { fail "eerld did not start: $(cat "$tmp/eerld-$name.log")"; return 1; }
+    wait_until 120 test -S "$sock" ||
+        { fail "eerld did not start: $(cat "$tmp/eerld-$name.log")"; return 1; }
 }
 stop_eerld() {
     kill -TERM "$dpid"
@@ -132,7 +133,8 @@ if [ -S /run/eerl/eerld.sock ]; then
 else
     EERL_NVML_LIBRARY=$tmp/nowhere/libnvidia-ml.so.1 "$EERL_BIN" doctor >"$tmp/out" 2>&1
     expect_rc 1 $? "eerl doctor without a driver"
-    expect_line "$tmp/out" nvml error "no NVIDIA driver: EERL_NVML_LIBRARY=$tmp/nowhere/libnvidia-ml.so.1"
+    expect_line "$tmp/out" nvml error \
+        "no NVIDIA driver: EERL_NVML_LIBRARY=$tmp/nowhere/libnvidia-ml.so.1"
     expect_in "$tmp/out" "install the NVIDIA driver" "no driver: what to do"
     expect_line "$tmp/out" eerld ok "no eerld"
     line "$tmp/out" "gpu 0" && fail "no driver: a GPU line was printed"

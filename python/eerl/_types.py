@@ -163,6 +163,18 @@ class AgentReading(C.Structure):
                 ("power_mw", C.c_uint), ("sm_mhz", C.c_uint)]
 
 
+# include/eerl/doctor.h
+DOCTOR_NAME_MAX = 32
+DOCTOR_TEXT_MAX = 384
+DOCTOR_CHECKS_MAX = 1056
+DOCTOR_LEVELS = ["ok", "warning", "error"]  # eerl_doctor_level
+
+
+class DoctorCheck(C.Structure):
+    _fields_ = [("name", C.c_char * DOCTOR_NAME_MAX), ("level", C.c_int),
+                ("message", C.c_char * DOCTOR_TEXT_MAX), ("fix", C.c_char * DOCTOR_TEXT_MAX)]
+
+
 # name -> (struct, [fields]) for the layout test; C type names as the headers spell them.
 LAYOUTS = {
     "eerl_setting": Setting,
@@ -175,6 +187,7 @@ LAYOUTS = {
     "eerl_rt_update_info": RtUpdateInfo,
     "struct eerl_agent_info": AgentInfo,
     "struct eerl_agent_reading": AgentReading,
+    "struct eerl_doctor_check": DoctorCheck,
 }
 
 

@@ -47,6 +47,7 @@ process other than the main one, and no session in the main one; an update that 
 
 import importlib
 
+from .. import _tested
 from ._common import Framework, IntegrationError, PhaseDriver, numeric_metrics
 
 PHASES = {
@@ -59,7 +60,7 @@ PHASES = {
     "compute_loss": "training",
 }
 CONTAINERS = {"_prepare_inputs"}  # time inside, outside any mapped block, is "other"
-TESTED = "1.16.0"
+TESTED = _tested.TESTED["trl"]
 DOC = "docs/integrations/trl.md"
 
 

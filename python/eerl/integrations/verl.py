@@ -65,6 +65,7 @@ import sys
 import threading
 import warnings
 
+from .. import _tested
 from ._common import Framework, IntegrationError, PhaseDriver, numeric_metrics
 
 PHASES = {
@@ -85,7 +86,7 @@ DISCRETE_GENERATION = {"verl.experimental.one_step_off_policy.ray_trainer"}
 # Trainers that label the weights they send before training a step with that step's number
 # (one-step-off: update_weights(global_steps) runs before the step trains; 0 is the initial push)
 LABEL_BEFORE_TRAINING = ("OneStepOffRayTrainer",)
-TESTED = "0.9.1"
+TESTED = _tested.TESTED["verl"]
 DOC = "docs/integrations/verl.md"
 
 # Where verl defines what is hooked (the defining modules are patched too).

@@ -287,7 +287,8 @@ const char *eerl_cli_setting_str(const eerl_setting *s, char *buf, size_t len)
     return buf;
 }
 
-/* One row; range: the per-seed update range ("27-29"), or NULL for the window's own count. */
+/* One row; range: the fewest to the most updates the row counts in a seed ("27 to 29": a count
+ * per seed, not update numbers), or NULL for the window's own count. */
 static void cmp_row(const char *name, const char *range, const struct eerl__an_window *w,
                     const char *setting)
 {
@@ -301,7 +302,7 @@ static void cmp_row(const char *name, const char *range, const struct eerl__an_w
         snprintf(u, sizeof(u), "-");
     else
         snprintf(u, sizeof(u), "%.0f", w->updates);
-    printf("  %-28s %8s  %-20s %8s  %10s\n", name, u, setting, s, q);
+    printf("  %-28s %16s  %-20s %8s  %10s\n", name, u, setting, s, q);
 }
 
 static const char *range_str(const struct eerl__an_result *res, int after, char *buf, size_t n)
@@ -312,7 +313,7 @@ static const char *range_str(const struct eerl__an_result *res, int after, char 
     if (lo == hi)
         snprintf(buf, n, "%.0f", lo);
     else
-        snprintf(buf, n, "%.0f-%.0f", lo, hi);
+        snprintf(buf, n, "%.0f to %.0f", lo, hi);
     return buf;
 }
 
@@ -341,8 +342,8 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
                "seeds of updates %s\n",
                dv, res->norm_governors, updates_desc);
     }
-    printf("\n  %-28s %8s  %-20s %8s  %10s\n", "interval", "updates", "gen/train MHz", "saving",
-           "throughput");
+    printf("\n  %-28s %16s  %-20s %8s  %10s\n", "interval", "updates per seed", "gen/train MHz",
+           "saving", "throughput");
     if (res->lock_same)
         eerl_cli_setting_str(&res->lock_setting, set, sizeof(set));
     else

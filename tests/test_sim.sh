@@ -128,6 +128,12 @@ for div in 0 0.025; do
         fail "divergence $div: analyze --json lacks figures the text prints"
     grep -q "^rows: " "$tmp/fig.txt" || fail "divergence $div: no line says what the rows are"
     first=$(sed -n '/^  interval/{n;p;q}' "$tmp/fig.txt")
+    # The count column says what it counts; seeds that lock at different updates give a range
+    # of counts written "N to M", never "N-M", which reads as update numbers.
+    grep -q "^  interval  *updates per seed  gen/train MHz" "$tmp/fig.txt" ||
+        fail "divergence $div: count column header: $(grep '^  interval' "$tmp/fig.txt")"
+    grep -E "^  (before|after) lock.*[0-9]-[0-9]" "$tmp/fig.txt" &&
+        fail "divergence $div: a range of counts reads as update numbers"
     if [ $div = 0 ]; then
         expect_in "$tmp/fig.txt" "allowance (2%) on the whole run: met" "divergence 0: verdict"
         jq -e '.rows == "same-work" and .dq_pct == .whole.dq_pct' "$tmp/fig.json" >/dev/null ||

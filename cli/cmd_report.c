@@ -616,7 +616,7 @@ static void panel_settings(FILE *f, const struct report *r)
             "set xlabel 'setting: generation/training SM clock (MHz)' offset 0,1\n"
             "set xrange [*:*]\nset style data histogram\n"
             "set style histogram clustered gap 1\nset style fill solid 0.8 noborder\n"
-            "set xtics rotate by -30 scale 0 font ',9'\n"
+            "set xtics rotate by 30 right scale 0 font ',9'\n"
             "plot 'setting.dat' u 2:xtic(1) lc rgb '#1f77b4' t 'throughput', \\\n"
             " '' u 3 lc rgb '#ff7f0e' t 'power', '' u 4 lc rgb '#2ca02c' t 'energy per "
             "token'",
@@ -624,7 +624,7 @@ static void panel_settings(FILE *f, const struct report *r)
     allowance_line(f, r);
     fprintf(f,
             "\nset style data lines\nunset style\nset xtics norotate scale 1 "
-            "font ''\nset xtics autofreq\nset xlabel 'update'\nset xrange [0:%llu]\n",
+            "font ''\nset xtics autofreq\nset xlabel 'update' offset 0,0\nset xrange [0:%llu]\n",
             (unsigned long long)(r->first->update[r->first->n - 1] + 1));
 }
 

@@ -154,8 +154,8 @@ expect_rc 2 $? "eerl doctor --socket without a path"
 expect_in "$tmp/err" "--socket needs the path" "--socket without a path"
 
 # --- as another user (uid 65534): eerld's policy decides
-if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
-    echo "SKIP: the other-user checks need root and setpriv"
+if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null || ! id 65534 >/dev/null 2>&1; then
+    echo "SKIP: the other-user checks need root, setpriv and a user 65534 (nobody)"
 else
     as_nobody() { setpriv --reuid=65534 --regid="$(id -g 65534)" --clear-groups "$@"; }
     # The default policy: only root leases. No root, no CAP_SYS_ADMIN: a controlling run fails.

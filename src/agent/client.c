@@ -2,7 +2,17 @@
  * the optional heartbeat thread, and the cached device list behind eerl_agent_device. Requests
  * are strictly one at a time per connection (send a line, read the line that answers it, check
  * the id), which keeps the daemon's per-connection state trivial and the latency a single round
- * trip. It never prints; the daemon's message for a refusal lands in last_error. */
+ * trip. It never prints; the daemon's message for a refusal lands in last_error.
+ *
+ * Time: the heartbeat waits on CLOCK_MONOTONIC, so a step of the wall clock (NTP, an operator,
+ * a clock ahead) never delays a heartbeat past the daemon's timeout.
+ *
+ * Fork: a connection belongs to the process that opened it. A process-wide registry (its mutex
+ * held across fork) lets the child handler close every inherited socket in a forked child, so a
+ * child that lives on never keeps a lease alive after its parent dies (SOCK_CLOEXEC only covers
+ * exec). In the child every call then fails with EERL_ESTATE without touching the mutex (it may
+ * have been copied locked), and eerl_agent_free frees memory only: no join of the parent's
+ * heartbeat thread, no release of the parent's GPUs. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,6 +44,8 @@ struct dev_cache {
 
 struct eerl_agent {
     int fd;
+    pid_t pid;                       /* the process that connected; see "Fork" above */
+    eerl_agent *reg_prev, *reg_next; /* the registry, under reg_mu */
     pthread_mutex_t mu;
     uint64_t next_id;
     char *rbuf; /* rcap bytes: what was read past the last answered line */
@@ -53,6 +65,67 @@ struct eerl_agent {
     struct dev_cache *devs;
     unsigned n_devs;
 };
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static eerl_agent *reg_head;
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+static void reg_prepare(void)
+{
+    pthread_mutex_lock(&reg_mu);
+}
+
+static void reg_parent(void)
+{
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* In a forked child: drop our copy of every connection (close is async-signal-safe). */
+static void reg_child(void)
+{
+    eerl_agent *a;
+
+    for (a = reg_head; a; a = a->reg_next)
+        if (a->fd >= 0) {
+            close(a->fd);
+            a->fd = -1;
+        }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+static void reg_init(void)
+{
+    pthread_atfork(reg_prepare, reg_parent, reg_child);
+}
+
+static void reg_add(eerl_agent *a)
+{
+    pthread_once(&reg_once, reg_init);
+    pthread_mutex_lock(&reg_mu);
+    a->reg_next = reg_head;
+    if (reg_head)
+        reg_head->reg_prev = a;
+    reg_head = a;
+    pthread_mutex_unlock(&reg_mu);
+}
+
+static void reg_remove(eerl_agent *a)
+{
+    pthread_mutex_lock(&reg_mu);
+    if (a->reg_prev)
+        a->reg_prev->reg_next = a->reg_next;
+    else if (reg_head == a)
+        reg_head = a->reg_next;
+    if (a->reg_next)
+        a->reg_next->reg_prev = a->reg_prev;
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* A forked child's copy of a connection: see "Fork" above. */
+static int forked(const eerl_agent *a)
+{
+    return a->pid != getpid();
+}
 
 static int set_why(char *why, size_t len, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -201,6 +274,11 @@ static int call(eerl_agent *a, struct eerl__agent_req *req, json_t **ret_reply)
     json_t *rep = NULL;
     int e;
 
+    if (forked(a))
+        return set_why(a->last_error, sizeof(a->last_error), EERL_ESTATE,
+                       "this connection to eerld belongs to process %ld; a forked child (pid %ld) "
+                       "cannot use it: connect anew",
+                       (long)a->pid, (long)getpid());
     pthread_mutex_lock(&a->mu);
     a->last_error[0] = '\0';
     e = round_trip(a, req, &rep, a->last_error, sizeof(a->last_error));
@@ -219,6 +297,28 @@ static unsigned get_u(json_t *o, const char *key)
     json_t *x = json_object_get(o, key);
     json_int_t v = json_is_integer(x) ? json_integer_value(x) : 0;
     return v < 0 ? 0 : (unsigned)v;
+}
+
+/* The mutex, and the heartbeat's condition variable on CLOCK_MONOTONIC (see "Time" above). */
+static int init_sync(eerl_agent *a, char *why, size_t why_len)
+{
+    pthread_condattr_t ca;
+    int r;
+
+    if (pthread_condattr_init(&ca) != 0)
+        return set_why(why, why_len, EERL_ESYS, "pthread_condattr_init failed");
+    r = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (r == 0)
+        r = pthread_cond_init(&a->hb_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (r != 0)
+        return set_why(why, why_len, EERL_ESYS,
+                       "cannot make a condition variable on CLOCK_MONOTONIC: %s", strerror(r));
+    if (pthread_mutex_init(&a->mu, NULL) != 0) {
+        pthread_cond_destroy(&a->hb_cv);
+        return set_why(why, why_len, EERL_ESYS, "pthread_mutex_init failed");
+    }
+    return 0;
 }
 
 int eerl_agent_connect(const char *path, const char *client_name, char *why, size_t why_len,
@@ -243,8 +343,15 @@ int eerl_agent_connect(const char *path, const char *client_name, char *why, siz
         return set_why(why, why_len, EERL_ENOMEM, "out of memory");
     }
     a->rcap = EERL_AGENT_MSG_MAX;
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->hb_cv, NULL);
+    a->pid = getpid();
+    a->fd = -1;
+    e = init_sync(a, why, why_len);
+    if (e < 0) {
+        free(a->rbuf);
+        free(a);
+        return e;
+    }
+    reg_add(a);
     a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (a->fd < 0) {
         e = set_why(why, why_len, EERL_ESYS, "socket: %s", strerror(errno));
@@ -301,6 +408,16 @@ void eerl_agent_free(eerl_agent *a)
 {
     if (!a)
         return;
+    reg_remove(a);
+    if (forked(a)) {
+        /* The heartbeat thread, the mutex's holder and the lease are the parent's. */
+        if (a->fd >= 0)
+            close(a->fd);
+        free_devs(a);
+        free(a->rbuf);
+        free(a);
+        return;
+    }
     if (a->hb_running) {
         pthread_mutex_lock(&a->mu);
         a->hb_stop = 1;
@@ -399,6 +516,8 @@ static int owner_lock(void *ctx, const unsigned *gpus, size_t n, unsigned mhz)
 
     if (n > EERL_AGENT_GPUS_MAX)
         return EERL_EINVAL;
+    if (forked(a))
+        return eerl_agent_heartbeat(a); /* refused, with the reason in last_error */
     pthread_mutex_lock(&a->mu);
     for (k = 0; k < n; k++)
         if (gpus[k] > EERL__AGENT_GPU_INDEX_MAX || !a->held[gpus[k]])
@@ -567,7 +686,7 @@ static void *hb_main(void *arg)
         struct timespec ts;
         int r;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += a->hb_interval_ms / 1000;
         ts.tv_nsec += (long)(a->hb_interval_ms % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
@@ -598,6 +717,8 @@ int eerl_agent_start_heartbeat(eerl_agent *a, unsigned interval_ms)
         return EERL_EINVAL;
     if (a->hb_running)
         return EERL_ESTATE;
+    if (forked(a))
+        return eerl_agent_heartbeat(a); /* refused, with the reason in last_error */
     if (interval_ms == 0)
         interval_ms = a->info.heartbeat_ms ? a->info.heartbeat_ms / 3 : 1000;
     if (interval_ms == 0)

@@ -2,7 +2,8 @@
  * saved next to a checkpoint is reused by the next job segment, which skips calibration and
  * search and starts at the saved lock within the allowance; a change of GPU model or allocation
  * (the tag), clock list or mode starts a fresh search; a missing file is a fresh search, a
- * damaged one an error; the paper's strategies do not resume; a controller that has observed
+ * damaged one (any changed byte: a checksum) or a FIFO an error; a state saved before checksums
+ * resumes with a note; the paper's strategies do not resume; a controller that has observed
  * refuses. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "eerl/core.h"
@@ -270,6 +273,120 @@ static void test_damaged(void **state)
     eerl_ctl_free(a);
 }
 
+/* Every single-byte change anywhere in a saved state (header, references, padding) is refused
+ * (issue 36: 20 of 24 flips used to resume silently), and so is the same state resumed from a
+ * file; the controller is untouched and calibrates. */
+static void test_flipped_byte_refused(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), need = 0, len, i, resumed = 0;
+    char path[4096], why[256];
+    unsigned char *buf, *bad;
+    struct synth s;
+    eerl_ctl *a, *b;
+    eerl_ctl_status st;
+    FILE *f;
+
+    (void)state;
+    a = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    synth_init(&s, EERL_MODE_COLOCATED, 4);
+    run(a, &s, 40, NULL);
+    assert_int_equal(eerl_ctl_save(a, TAG, NULL, 0, &need), EERL_EOVERFLOW);
+    buf = malloc(need);
+    bad = malloc(need);
+    assert_non_null(buf);
+    assert_non_null(bad);
+    assert_int_equal(eerl_ctl_save(a, TAG, buf, need, &len), 0);
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    assert_int_equal(eerl_ctl_restore(b, TAG, buf, len, why, sizeof(why)), 0); /* undamaged */
+    eerl_ctl_free(b);
+    for (i = 0; i < len; i++) {
+        memcpy(bad, buf, len);
+        bad[i] ^= (unsigned char)(0x01u << (i % 8));
+        b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+        if (eerl_ctl_restore(b, TAG, bad, len, why, sizeof(why)) == 0) {
+            resumed++;
+        } else {
+            eerl_ctl_get_status(b, &st);
+            assert_int_equal(st.references, 0);
+        }
+        eerl_ctl_free(b);
+    }
+    if (resumed)
+        fail_msg("%zu of %zu single-byte changes resumed", resumed, len);
+    /* From a file: refused with the file named, and why. */
+    memcpy(bad, buf, len);
+    bad[len / 2] ^= 0x10;
+    snprintf(path, sizeof(path), "%s/flipped.state", tu_tmpdir());
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bad, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), EERL_EPARSE);
+    assert_non_null(strstr(why, "flipped.state"));
+    assert_non_null(strstr(why, "checksum"));
+    eerl_ctl_free(b);
+    free(bad);
+    free(buf);
+    eerl_ctl_free(a);
+}
+
+/* A state saved by the release before checksums (format 2: the same bytes, magic "EERLCTL2", no
+ * checksum) still resumes, and says that it could not be checked. */
+static void test_format_2_resumes_with_a_note(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), need = 0, len;
+    char why[256];
+    unsigned char *buf;
+    struct synth s;
+    eerl_ctl *a, *b;
+    eerl_ctl_status st;
+
+    (void)state;
+    a = make(EERL_MODE_DISAGGREGATED, EERL_STRATEGY_EERL, clocks, nc);
+    synth_init(&s, EERL_MODE_DISAGGREGATED, 7);
+    run(a, &s, 120, NULL);
+    assert_int_equal(eerl_ctl_save(a, TAG, NULL, 0, &need), EERL_EOVERFLOW);
+    buf = malloc(need);
+    assert_non_null(buf);
+    assert_int_equal(eerl_ctl_save(a, TAG, buf, need, &len), 0);
+    assert_memory_equal(buf, "EERLCTL3", 8);
+    buf[7] = '2';
+    b = make(EERL_MODE_DISAGGREGATED, EERL_STRATEGY_EERL, clocks, nc);
+    why[0] = '\0';
+    assert_int_equal(eerl_ctl_restore(b, TAG, buf, len - 8, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "format 2 has no checksum"));
+    eerl_ctl_get_status(b, &st);
+    assert_int_equal(st.state, EERL_STATE_LOCKED);
+    eerl_ctl_free(b);
+    free(buf);
+    eerl_ctl_free(a);
+}
+
+/* A FIFO where the state should be is refused at once, naming it: reading it would wait for a
+ * writer forever. (The alarm is a hang guard, not a speed check.) */
+static void test_fifo_refused(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    char path[4096], why[256];
+    eerl_ctl *b;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/fifo.state", tu_tmpdir());
+    assert_int_equal(mkfifo(path, 0600), 0);
+    b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    alarm(120);
+    assert_int_equal(eerl__resume_load(b, TAG, path, why, sizeof(why)), EERL_EPARSE);
+    alarm(0);
+    assert_non_null(strstr(why, "fifo.state"));
+    assert_non_null(strstr(why, "not a regular file"));
+    eerl_ctl_free(b);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +394,9 @@ int main(void)
         cmocka_unit_test(test_changes_start_fresh),
         cmocka_unit_test(test_inflight_resumes),
         cmocka_unit_test(test_damaged),
+        cmocka_unit_test(test_flipped_byte_refused),
+        cmocka_unit_test(test_format_2_resumes_with_a_note),
+        cmocka_unit_test(test_fifo_refused),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tu_cleanup();

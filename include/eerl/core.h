@@ -382,7 +382,9 @@ EERL_EXPORT int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, s
  * EERL_EVERSION for a state of another eerl version or state format; EERL_ENOTSUP for a
  * strategy that does not resume (only the eerl strategy does, in every mode).
  * EERL_ESTATE without an event when the controller has observed already; EERL_EPARSE (no event,
- * controller unchanged) for a buffer that is not a saved state or is damaged. why says which. */
+ * controller unchanged) for a buffer that is not a saved state or is damaged (a checksum covers
+ * every byte; a state of format 2, saved before checksums, is read unchecked and, on success,
+ * why says so). why says which. */
 EERL_EXPORT int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
                                  char *why, size_t why_len);
 

@@ -96,21 +96,38 @@ out:
     return e;
 }
 
+/* Reads n bytes of fd into p; -1 with errno on failure, -2 when the file ended early. */
+static int read_all(int fd, unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return -2;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
 int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len, char *why,
                       size_t why_len)
 {
     unsigned char *buf = NULL;
     struct stat sb;
-    size_t got = 0;
-    FILE *f = NULL;
-    int e;
+    int e, fd, r;
 
     if (!path || !ret_buf || !ret_len) {
         snprintf(why, why_len, "no path");
         return EERL_EINVAL;
     }
-    f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; the type is checked
+     * before anything is read. */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
         if (errno == ENOENT) {
             snprintf(why, why_len, "no saved state at '%s': fresh search", path);
             return 1;
@@ -118,9 +135,17 @@ int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len
         snprintf(why, why_len, "reading saved state '%s': %s", path, strerror(errno));
         return EERL_EIO;
     }
-    if (fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
-        (unsigned long long)sb.st_size > RESUME_MAX) {
-        snprintf(why, why_len, "'%s' is empty or not a saved controller state", path);
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(why, why_len,
+                 "'%s' is not a regular file (a saved controller state is one); refusing to "
+                 "read it",
+                 path);
+        e = EERL_EPARSE;
+        goto out;
+    }
+    if (sb.st_size <= 0 || (unsigned long long)sb.st_size > RESUME_MAX) {
+        snprintf(why, why_len, "'%s' is %s, not a saved controller state", path,
+                 sb.st_size <= 0 ? "empty" : "far too big");
         e = EERL_EPARSE;
         goto out;
     }
@@ -130,18 +155,19 @@ int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len
         e = EERL_ENOMEM;
         goto out;
     }
-    got = fread(buf, 1, (size_t)sb.st_size, f);
-    if (got != (size_t)sb.st_size) {
-        snprintf(why, why_len, "reading saved state '%s': short read", path);
+    r = read_all(fd, buf, (size_t)sb.st_size);
+    if (r < 0) {
+        snprintf(why, why_len, "reading saved state '%s': %s", path,
+                 r == -2 ? "short read (the file shrank)" : strerror(errno));
         e = EERL_EIO;
         goto out;
     }
     *ret_buf = buf;
-    *ret_len = got;
+    *ret_len = (size_t)sb.st_size;
     buf = NULL;
     e = 0;
 out:
-    fclose(f);
+    close(fd);
     free(buf);
     return e;
 }
@@ -149,11 +175,12 @@ out:
 int eerl__resume_apply(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
                        const char *path, char *why, size_t why_len)
 {
-    char r[400];
+    char r[400] = "";
     int e = eerl_ctl_restore(ctl, tag, buf, len, r, sizeof(r));
 
     if (e == 0) {
-        snprintf(why, why_len, "resumed from '%s'", path);
+        /* r: a note on a state of an older format, else empty */
+        snprintf(why, why_len, r[0] ? "resumed from '%s' (%s)" : "resumed from '%s'%s", path, r);
         return 0;
     }
     if (e == EERL_EPARSE) {

@@ -63,7 +63,9 @@ static void usage(FILE *out)
             "  --help           show this help\n\n"
             "Flags in the report say how an energy figure was obtained: reset (the counter\n"
             "went backwards), stuck (it stopped moving), power (integrated power used),\n"
-            "lost (the GPU was lost), missed (a read failed), partial. docs/meter.md explains.\n\n"
+            "lost (the GPU was lost), missed (a read failed), partial, suspect (the counter\n"
+            "fell far short of power over too short a stretch to call it stuck).\n"
+            "docs/meter.md explains.\n\n"
             "environment:\n"
             "  EERL_NVML_LIBRARY  path of libnvidia-ml.so.1 (or the stand-in library)\n");
 }

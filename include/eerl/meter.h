@@ -65,7 +65,10 @@ typedef struct eerl_meter eerl_meter;
     0x10u                       /* interval outside the samples: before the first sample not       \
                                  * counted, after the last extrapolated at the last power */
 #define EERL_METER_MISSED 0x20u /* a read failed; the gap was interpolated across */
-#define EERL_METER_FLAGS_ALL 0x3fu
+#define EERL_METER_SUSPECT                                                                         \
+    0x40u /* the counter counted far less than power says over a stretch too short for the stuck   \
+           * test (a fraction of a second): it may have stopped, the energy may be low */
+#define EERL_METER_FLAGS_ALL 0x7fu
 
 /* Energy between two marks. Arrays are indexed by position in the query (gpu[i] is the device
  * index of entry i) and hold its first min(n_gpus, EERL_METER_READING_GPUS) GPUs. */

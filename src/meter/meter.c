@@ -26,7 +26,11 @@
  * Locks: tick_lock serializes ticks (device reads included); lock guards the ring. Order:
  * tick_lock, then lock. run_lock + run_cond control the sampler thread and guard the mark queue;
  * served_cond (with run_lock) wakes queries waiting for marks. run_lock may be held while
- * tick_lock is taken (set_clock, start), never the reverse. */
+ * tick_lock is taken (set_clock, start), never the reverse.
+ * Fork: the sampler thread, and whoever held a lock at the fork, stay in the parent. In a forked
+ * child (pid differs from the creator's) stop only forgets the thread, free frees memory without
+ * joining or destroying the inherited locks, and a mark while the parent's thread serves fails
+ * with EERL_ESTATE instead of queueing for a thread that is not there. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -36,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "eerl/error.h"
 #include "meter/meter.h"
@@ -50,6 +55,13 @@
  * stretch reads about 2x the energy) the stretch must be twice as long and the share 0.2. */
 #define PARTLY_STUCK_MIN_S 1.0
 #define PARTLY_STUCK_RATIO 0.5
+/* The suspect test, for stretches too short for those two (phases of a fraction of a second): over
+ * a window of counter readings at least SUSPECT_MIN_S long, a healthy counter, one ~100 ms update
+ * behind at worst, counts at least (0.25 - 0.1) / 0.25 = 60% of the lowest power sampled times
+ * the window; one that counted less than SUSPECT_RATIO of that may have stopped (with averaged
+ * power, which lags a drop: less than 0.4 of that). */
+#define SUSPECT_MIN_S 0.25
+#define SUSPECT_RATIO 0.4
 #define DEFAULT_HISTORY_S 3600.0
 /* Marks queued for the thread before it serves them; more in one burst share the last slot (the
  * ones dropped are interpolated between their neighbours). */
@@ -84,6 +96,8 @@ struct gpu_state {
     uint64_t anchor_counter;
     uint64_t anchor_seq; /* the last settled sample */
     unsigned pend_flags; /* flags the pending stretch has collected (MISSED) */
+    int chk_ok;          /* the suspect test's window has begun: at chk_seq, counter chk_mj */
+    uint64_t chk_seq, chk_mj;
 };
 
 struct eerl_meter {
@@ -118,6 +132,7 @@ struct eerl_meter {
     pthread_mutex_t run_lock;
     pthread_cond_t run_cond;
     pthread_t thread;
+    pid_t pid; /* the creator: the thread and the locks' holders live in that process */
     int running;
     int stop_flag;
 
@@ -214,6 +229,7 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     if (!m)
         return EERL_ENOMEM;
     m->dev = dev;
+    m->pid = getpid();
     m->n = n_gpus;
     m->interval_ms = interval_ms;
     m->clock = eerl_clock_monotonic;
@@ -275,13 +291,15 @@ void eerl_meter_free(eerl_meter *m)
 {
     if (!m)
         return;
-    if (m->running)
-        eerl_meter_stop(m);
-    pthread_mutex_destroy(&m->lock);
-    pthread_mutex_destroy(&m->tick_lock);
-    pthread_mutex_destroy(&m->run_lock);
-    pthread_cond_destroy(&m->run_cond);
-    pthread_cond_destroy(&m->served_cond);
+    if (m->pid == getpid()) { /* see "Fork" above */
+        if (m->running)
+            eerl_meter_stop(m);
+        pthread_mutex_destroy(&m->lock);
+        pthread_mutex_destroy(&m->tick_lock);
+        pthread_mutex_destroy(&m->run_lock);
+        pthread_cond_destroy(&m->run_cond);
+        pthread_cond_destroy(&m->served_cond);
+    }
     free(m->t);
     free(m->sg);
     free(m->cum);
@@ -437,6 +455,8 @@ static void settle(eerl_meter *m, size_t gi, uint64_t k, double e_j, const doubl
     for (s = a + 1; s < k; s++) {
         if (s < lo)
             continue;
+        if (flags & EERL_METER_STUCK) /* the suspicion is confirmed: stuck says more */
+            sgat(m, s, gi)->flags &= ~EERL_METER_SUSPECT;
         if (total > 0)
             sgat(m, s, gi)->acc = acc_a + e_j * (cum[s - a] / total);
         else
@@ -444,6 +464,8 @@ static void settle(eerl_meter *m, size_t gi, uint64_t k, double e_j, const doubl
         sgat(m, s, gi)->flags |= flags;
     }
     sgat(m, k, gi)->acc = acc_a + e_j;
+    if (flags & EERL_METER_STUCK)
+        sgat(m, k, gi)->flags &= ~EERL_METER_SUSPECT;
     sgat(m, k, gi)->flags |= flags | g->pend_flags;
     g->anchor_seq = k;
     g->pend_flags = 0;
@@ -469,10 +491,9 @@ static int partly_stuck(const struct gpu_state *g, double dt, double e_ctr, doub
     return dt >= PARTLY_STUCK_MIN_S && e_ctr < PARTLY_STUCK_RATIO * e_pow;
 }
 
-/* Brings GPU gi's bookkeeping up to sample k with what the tick read. redo: sample k is already
- * stored (a power-only tick, still pending) and rd adds its counter reading; its power stays. */
-static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *rd, double *cum,
-                       int redo)
+/* Brings GPU gi's bookkeeping up to sample k with what the tick read (see update_gpu). */
+static void account_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *rd, double *cum,
+                        int redo)
 {
     struct gpu_state *g = &m->gs[gi];
     struct sample_gpu *cur = sgat(m, k, gi);
@@ -605,6 +626,49 @@ static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *
         return;
     }
     pend(m, gi, k, prov, 0); /* normal between NVML's ~100 ms updates */
+}
+
+/* The suspect test (SUSPECT_MIN_S) at a good counter reading mj at sample k: once the window
+ * since the last test is long enough, a counter that fell far short of the lowest power sampled
+ * in it flags the window's samples that still hold counter energy (a stuck or power stretch is
+ * flagged so already); then the window starts again at k. */
+static void suspect_test(eerl_meter *m, size_t gi, uint64_t k, uint64_t mj)
+{
+    struct gpu_state *g = &m->gs[gi];
+    double dt, p_min = -1, ratio = g->power_instant == 0 ? 0.4 * SUSPECT_RATIO : SUSPECT_RATIO;
+    uint64_t s;
+
+    if (!g->chk_ok || mj < g->chk_mj || g->chk_seq < oldest_seq(m)) {
+        g->chk_ok = 1; /* the first reading, a reset or a window older than the history */
+        g->chk_seq = k;
+        g->chk_mj = mj;
+        return;
+    }
+    dt = tat(m, k) - tat(m, g->chk_seq);
+    if (dt < SUSPECT_MIN_S)
+        return;
+    for (s = g->chk_seq; s <= k; s++) {
+        double w = sgat(m, s, gi)->power_w;
+        if (w >= 0 && (p_min < 0 || w < p_min))
+            p_min = w;
+    }
+    if (p_min > 0 && (double)(mj - g->chk_mj) / 1000.0 < ratio * p_min * dt)
+        for (s = g->chk_seq + 1; s <= k; s++)
+            if (!(sgat(m, s, gi)->flags & (EERL_METER_STUCK | EERL_METER_POWER)))
+                sgat(m, s, gi)->flags |= EERL_METER_SUSPECT;
+    g->chk_seq = k;
+    g->chk_mj = mj;
+}
+
+/* Brings GPU gi's bookkeeping up to sample k with what the tick read, then runs the suspect test
+ * on a good counter reading. redo: sample k is already stored (a power-only tick, still pending)
+ * and rd adds its counter reading; its power stays. */
+static void update_gpu(eerl_meter *m, size_t gi, uint64_t k, const struct read *rd, double *cum,
+                       int redo)
+{
+    account_gpu(m, gi, k, rd, cum, redo);
+    if (rd->energy_read && rd->energy_r == 0 && !m->gs[gi].lost)
+        suspect_test(m, gi, k, rd->mj);
 }
 
 static double thread_cpu(void)
@@ -843,6 +907,12 @@ static int tick_clock(eerl_meter *m, int force, double *ret_now_s)
     return r;
 }
 
+/* A forked child's copy of a meter whose thread runs in the parent (see "Fork" above). */
+static int thread_elsewhere(const eerl_meter *m)
+{
+    return m->pid != getpid() && m->running;
+}
+
 int eerl_meter_mark(eerl_meter *m, double *ret_now_s)
 {
     double t;
@@ -850,6 +920,8 @@ int eerl_meter_mark(eerl_meter *m, double *ret_now_s)
 
     if (!m)
         return EERL_EINVAL;
+    if (thread_elsewhere(m))
+        return EERL_ESTATE;
     pthread_mutex_lock(&m->run_lock);
     if (m->serving) {
         /* The thread reads the counters for it: take the time, queue it, wake the thread. */
@@ -895,6 +967,8 @@ static void wait_marks(eerl_meter *m, double t1)
 {
     uint64_t want;
 
+    if (thread_elsewhere(m))
+        return;
     pthread_mutex_lock(&m->run_lock);
     want = m->mark_seq;
     if (m->served_seq < want && t1 > m->served_t) {
@@ -1066,6 +1140,10 @@ int eerl_meter_stop(eerl_meter *m)
 {
     if (!m)
         return EERL_EINVAL;
+    if (thread_elsewhere(m)) {
+        m->running = m->serving = 0;
+        return 0;
+    }
     pthread_mutex_lock(&m->run_lock);
     if (!m->running) {
         pthread_mutex_unlock(&m->run_lock);
@@ -1355,8 +1433,10 @@ int eerl_meter_flags_str(unsigned flags, char *buf, size_t len)
         unsigned bit;
         const char *name;
     } names[] = {
-        {EERL_METER_RESET, "reset"}, {EERL_METER_STUCK, "stuck"},     {EERL_METER_POWER, "power"},
-        {EERL_METER_LOST, "lost"},   {EERL_METER_PARTIAL, "partial"}, {EERL_METER_MISSED, "missed"},
+        {EERL_METER_RESET, "reset"},     {EERL_METER_STUCK, "stuck"},
+        {EERL_METER_POWER, "power"},     {EERL_METER_LOST, "lost"},
+        {EERL_METER_PARTIAL, "partial"}, {EERL_METER_MISSED, "missed"},
+        {EERL_METER_SUSPECT, "suspect"},
     };
     size_t i, used = 0;
 

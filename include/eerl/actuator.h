@@ -7,7 +7,11 @@
  *
  * Ownership: the actuator borrows the device handle, which must stay open until
  * eerl_actuator_free (or process exit, when the atexit restore uses it). Every call on one
- * actuator is serialized by its own mutex; live actuators sit in a process-wide registry. */
+ * actuator is serialized by its own mutex; live actuators sit in a process-wide registry.
+ *
+ * Fork: an actuator belongs to the process that created it. In a forked child, calls that set,
+ * restore or read it fail with EERL_ESTATE, eerl_actuator_free frees memory only and the atexit
+ * restore skips it: a child never resets or changes its parent's GPUs. */
 #ifndef EERL_ACTUATOR_H
 #define EERL_ACTUATOR_H
 

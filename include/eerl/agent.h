@@ -8,7 +8,12 @@
  * heartbeat thread (eerl_agent_start_heartbeat) and the caller can share it. Calls return 0 or a
  * negative EERL_E* code (the daemon's refusals arrive as the same codes: EERL_EBUSY for a GPU
  * another client holds, EERL_ENOPERM for a policy refusal, EERL_ERANGE for a clock outside the
- * policy's floor/ceiling); eerl_agent_last_error has the daemon's message with the values. */
+ * policy's floor/ceiling); eerl_agent_last_error has the daemon's message with the values.
+ *
+ * Fork: the socket is opened close-on-exec, and a fork without exec closes the child's copy at
+ * once (pthread_atfork), so only the process that connected keeps a lease alive. In the child
+ * every call fails with EERL_ESTATE and eerl_agent_free frees memory only. The heartbeat waits on
+ * CLOCK_MONOTONIC: a step of the wall clock never delays it. */
 #ifndef EERL_AGENT_H
 #define EERL_AGENT_H
 

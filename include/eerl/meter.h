@@ -92,7 +92,9 @@ typedef struct eerl_meter_reading {
 EERL_EXPORT int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus,
                                unsigned interval_ms, eerl_meter **ret_meter);
 
-/* Stops the sampler thread if it runs, then frees. NULL is a no-op. */
+/* Stops the sampler thread if it runs, then frees. NULL is a no-op. In a forked child whose
+ * parent runs the thread: frees memory only (no join, no inherited lock touched), and marks there
+ * fail with EERL_ESTATE. */
 EERL_EXPORT void eerl_meter_free(eerl_meter *m);
 
 /* Keeps at least `seconds` of samples at the meter's interval (more samples than that are kept

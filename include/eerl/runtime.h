@@ -116,7 +116,13 @@ EERL_EXPORT int eerl_rt_config_default(eerl_mode mode, eerl_rt_config *ret_cfg);
 EERL_EXPORT int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
                             eerl_rt **ret_rt);
 
-/* Restores every clock (eerl_rt_close), then frees. NULL is a no-op. */
+/* Restores every clock (eerl_rt_close), then frees. NULL is a no-op.
+ *
+ * Fork: a session belongs to the process that opened it. In a forked child (fork without exec)
+ * phase, sample and update calls fail with EERL_ESTATE; eerl_rt_close and eerl_rt_free restore
+ * nothing, join nothing and leave the trace unwritten (the child only closes its copy of the
+ * trace's descriptor and of the eerld connection), so the child neither hangs nor touches the
+ * parent's GPUs. */
 EERL_EXPORT void eerl_rt_free(eerl_rt *rt);
 
 /* Restores every clock the owner changed, stops the meter thread and closes the trace. Returns

@@ -182,6 +182,7 @@ class Session:
         self._dev = None
         self._agent = None
         self._closed = True
+        self._pid = os.getpid()  # a forked child's copy is inert: see close()
         self._open_phases = []
         self._resume_cache = (False, "")
         self._update = 1  # updates are numbered from 1, as in eerl sim and the CLI
@@ -324,6 +325,9 @@ class Session:
     # ---- phases and updates ------------------------------------------------------------------
 
     def _require_open(self):
+        if self._pid != os.getpid():
+            raise EerlError(-15, "this session belongs to process %d; a forked child (pid %d) "
+                            "cannot use it: open a session of its own" % (self._pid, os.getpid()))
         if self._closed:
             raise EerlError(-15, "the session is closed")
 
@@ -541,12 +545,19 @@ class Session:
     def close(self):
         """Restores every clock the session changed, stops its meter, closes the trace, releases
         the device (and eerld's lease). Idempotent. Raises EerlError if a restore failed (the
-        session is closed all the same)."""
+        session is closed all the same). In a forked child it only marks the child's copy
+        closed: the parent's clocks, thread, trace and lease are left alone."""
         if self._closed:
             return
         self._closed = True
         with _live_lock:
             _live.discard(self)
+        if self._pid != os.getpid():
+            # A forked child's copy (os.fork, a fork-started worker): the clocks, the meter's
+            # thread, the trace and the eerld lease are the parent's. Nothing is restored or
+            # freed; libeerl already closed the child's copy of the eerld socket at the fork.
+            self._rt = self._dev = self._agent = None
+            return
         f = _c()
         rc = f["rt_close"](self._rt)
         detail = f["rt_last_error"](self._rt) if rc < 0 else b""

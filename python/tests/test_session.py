@@ -266,6 +266,50 @@ def test_sigterm_chains_to_the_programs_own_handler(node):
     assert r.stdout.split() == ["closed", "[%d]" % signal.SIGTERM]
 
 
+def test_a_forked_child_leaves_the_parents_clocks_alone(node):
+    """A child forked mid-phase (os.fork, a fork-started data loader worker) that exits normally
+    runs the interpreter's exit (which closes live sessions): it must not hang on the parent's
+    meter thread nor reset the GPUs the parent has locked, and the session refuses it; the
+    parent carries on and restores its clocks itself."""
+    script = textwrap.dedent("""
+        import os, sys, time
+        sys.path.insert(0, %r)
+        import eerl
+        from test_session import run_until_locked, POOLS
+        from conftest import read_locks
+        s = eerl.Session(pools=POOLS)
+        run_until_locked(s, %r)  # in a phase, clocks locked
+        locked = read_locks(%r)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                s.update_end(1, 1, 1)
+                print("CHILD used the session", flush=True)
+            except eerl.EerlError as e:
+                print("CHILD refused:", e, flush=True)
+            sys.exit(0)  # the interpreter's exit: atexit closes the live sessions
+        t0 = time.monotonic()
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() - t0 > 120:  # a hang guard
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                print("CHILD hung", flush=True)
+                break
+            time.sleep(0.02)
+        print("AFTER", read_locks(%r) == locked, flush=True)
+        s.close()
+        print("CLOSED", read_locks(%r), flush=True)
+    """ % (os.path.dirname(os.path.abspath(__file__)), node, node, node, node))
+    r = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                       text=True, timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert "CHILD hung" not in out, r.stdout
+    assert out[0].startswith("CHILD refused:") and "forked child" in out[0], r.stdout
+    assert "AFTER True" in out, r.stdout
+    assert out[-1] == "CLOSED [(None, None), (None, None)]", r.stdout
+
+
 def test_normal_exit_without_close_restores_clocks(node):
     script = textwrap.dedent("""
         import sys

@@ -8,9 +8,11 @@
  * and calls eerl_actuator_restore_all() from its main loop; the eerl CLI does that. SIGKILL or a
  * crash cannot be handled in-process: that is what the node daemon is for.
  *
- * Fork: the atexit restore runs only in the process that created the actuator (a forked child
- * that calls exit() must not reset its parent's GPUs), and the registry mutex is held across
- * fork so a child never inherits it locked. */
+ * Fork: an actuator belongs to the process that created it. In a forked child the atexit
+ * restore skips it, every call that would touch a clock or the actuator's mutex (which the child
+ * may have inherited locked) fails with EERL_ESTATE, and eerl_actuator_free frees memory only: a
+ * child never resets or changes its parent's GPUs. The registry mutex is held across fork so a
+ * child never inherits it locked. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +76,17 @@ static int fail(eerl_actuator *a, int err, const char *fmt, ...)
     vsnprintf(a->last_error, sizeof(a->last_error), fmt, ap);
     va_end(ap);
     return err;
+}
+
+/* 0 in the process that created a; EERL_ESTATE, said in last_error, in a forked child. */
+static int check_owner(eerl_actuator *a)
+{
+    if (a->pid == getpid())
+        return 0;
+    return fail(a, EERL_ESTATE,
+                "the GPU clocks belong to process %ld; its forked child (pid %ld) does not touch "
+                "them",
+                (long)a->pid, (long)getpid());
 }
 
 int eerl_actuator_new(eerl_device *dev, int observe_only, eerl_actuator **ret)
@@ -161,10 +174,12 @@ void eerl_actuator_free(eerl_actuator *a)
     if (a->next)
         a->next->prev = a->prev;
     pthread_mutex_unlock(&reg_mu);
-    pthread_mutex_lock(&a->mu);
-    (void)restore_locked(a);
-    pthread_mutex_unlock(&a->mu);
-    pthread_mutex_destroy(&a->mu);
+    if (check_owner(a) == 0) {
+        pthread_mutex_lock(&a->mu);
+        (void)restore_locked(a);
+        pthread_mutex_unlock(&a->mu);
+        pthread_mutex_destroy(&a->mu);
+    }
     for (i = 0; i < a->n; i++)
         free(a->gpus[i].clocks);
     free(a->gpus);
@@ -231,6 +246,8 @@ int eerl_actuator_snap(eerl_actuator *a, unsigned gpu, unsigned mhz, unsigned *r
 
     if (!a || !ret_mhz)
         return EERL_EINVAL;
+    if ((r = check_owner(a)) < 0)
+        return r;
     pthread_mutex_lock(&a->mu);
     r = check_gpu(a, gpu);
     if (r == 0)
@@ -249,6 +266,8 @@ int eerl_actuator_set_range(eerl_actuator *a, unsigned gpu, unsigned min_mhz, un
 
     if (!a)
         return EERL_EINVAL;
+    if ((r = check_owner(a)) < 0)
+        return r;
     pthread_mutex_lock(&a->mu);
     if (min_mhz > max_mhz) {
         r = fail(a, EERL_EINVAL,
@@ -297,6 +316,8 @@ int eerl_actuator_restore(eerl_actuator *a)
 
     if (!a)
         return EERL_EINVAL;
+    if ((r = check_owner(a)) < 0)
+        return r;
     pthread_mutex_lock(&a->mu);
     r = restore_locked(a);
     pthread_mutex_unlock(&a->mu);
@@ -325,12 +346,16 @@ int eerl_actuator_restore_all(void)
 
 int eerl_actuator_gpu(eerl_actuator *a, unsigned gpu, eerl_actuator_gpu_state *ret)
 {
+    int r;
+
     if (!a || !ret)
         return EERL_EINVAL;
+    if ((r = check_owner(a)) < 0)
+        return r;
     pthread_mutex_lock(&a->mu);
     if (gpu >= a->n) {
-        int r = fail(a, EERL_ENODEV, "GPU index %u does not exist (%u GPU%s: 0-%u)", gpu, a->n,
-                     a->n == 1 ? "" : "s", a->n ? a->n - 1 : 0);
+        r = fail(a, EERL_ENODEV, "GPU index %u does not exist (%u GPU%s: 0-%u)", gpu, a->n,
+                 a->n == 1 ? "" : "s", a->n ? a->n - 1 : 0);
         pthread_mutex_unlock(&a->mu);
         return r;
     }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -41,6 +42,7 @@ struct eerl_rt {
     eerl_rt_clock_owner owner;
     FILE *trace;
     int closed, colocated, thread, started;
+    pid_t pid;     /* the process that opened it; a forked child's copy is inert (eerl_rt_close) */
     unsigned *all; /* every GPU of the pools, generation first (ours) */
     size_t n_all;
     unsigned *pool_gpus[2]; /* each pool's GPUs (ours; colocated: both the same list) */
@@ -390,6 +392,7 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
     if (!rt->cfg.clock)
         rt->cfg.clock = eerl_clock_monotonic;
     rt->dev = dev;
+    rt->pid = getpid();
     rt->colocated = cfg->mode == EERL_MODE_COLOCATED;
     /* One list, generation first: the pools are its two parts (colocated: both the whole). */
     memcpy(rt->all, gen_list(cfg), cfg->n_gen * sizeof(unsigned));
@@ -648,6 +651,19 @@ fail:
     return e;
 }
 
+/* A forked child's copy: the clocks, the meter's thread and the trace's buffered lines are the
+ * parent's. Nothing is restored, joined or flushed; the child only drops its trace descriptor. */
+static int close_forked_copy(eerl_rt *rt)
+{
+    rt->closed = 1;
+    rt->thread = 0;
+    if (rt->trace) {
+        close(fileno(rt->trace)); /* the FILE (and its buffer) stays unflushed, unfreed */
+        rt->trace = NULL;
+    }
+    return 0;
+}
+
 int eerl_rt_close(eerl_rt *rt)
 {
     int e = 0, r;
@@ -656,6 +672,8 @@ int eerl_rt_close(eerl_rt *rt)
         return EERL_EINVAL;
     if (rt->closed)
         return 0;
+    if (rt->pid != getpid())
+        return close_forked_copy(rt);
     rt->closed = 1;
     r = rt->owner.restore(rt->owner.ctx);
     if (r < 0) {
@@ -799,6 +817,19 @@ static int pool_lock(eerl_rt *rt, unsigned p, unsigned mhz)
     return 0;
 }
 
+/* 0, or EERL_ESTATE said in the last error: the session is closed, or this is a forked child's
+ * copy of it. */
+static int check_open(eerl_rt *rt)
+{
+    if (rt->pid != getpid())
+        return fail(rt, EERL_ESTATE,
+                    "this session belongs to process %ld; a forked child (pid %ld) cannot use it",
+                    (long)rt->pid, (long)getpid());
+    if (rt->closed)
+        return fail(rt, EERL_ESTATE, "the session is closed");
+    return 0;
+}
+
 /* A phase boundary: the meter reads the energy counters at the clock's now (under its tick lock,
  * so it stays in order with the sampler thread), and that time is the boundary's. */
 static int mark(eerl_rt *rt, double *ret_t)
@@ -820,8 +851,8 @@ int eerl_rt_sample(eerl_rt *rt)
 
     if (!rt)
         return EERL_EINVAL;
-    if (rt->closed)
-        return fail(rt, EERL_ESTATE, "the session is closed");
+    if (check_open(rt) < 0)
+        return EERL_ESTATE;
     t = now(rt);
     e = eerl_meter_tick(rt->meter, t);
     if (e < 0)
@@ -838,8 +869,8 @@ static const char *phase_name(eerl_phase ph)
 
 static int check_call(eerl_rt *rt, unsigned *pool, eerl_phase phase)
 {
-    if (rt->closed)
-        return fail(rt, EERL_ESTATE, "the session is closed");
+    if (check_open(rt) < 0)
+        return EERL_ESTATE;
     if (*pool >= EERL_POOLS_MAX)
         return fail(rt, EERL_EINVAL, "pool %u is unknown (0 generation, 1 training)", *pool);
     if ((unsigned)phase >= EERL_PHASE_COUNT)
@@ -1131,8 +1162,8 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
 
     if (!rt || !work)
         return EERL_EINVAL;
-    if (rt->closed)
-        return fail(rt, EERL_ESTATE, "the session is closed");
+    if (check_open(rt) < 0)
+        return EERL_ESTATE;
     for (p = 0; p < 2; p++)
         for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
             if (rt->in_phase[p][ph])

@@ -2,15 +2,23 @@
 
 Owns: the eerl_rt handle, the eerl_device it borrows (NVML, or the eerld client device) and, when
 going through eerld, the eerl_agent connection. Closing a session (close(), garbage collection,
-interpreter exit, or SIGTERM) closes the runtime, which restores every clock it changed, then
+interpreter exit, or SIGTERM, SIGHUP or SIGQUIT) closes the runtime, which restores every clock it changed, then
 frees the device and the connection (eerld also resets what that connection held).
 
-Signals: the first session installs a SIGTERM handler (main thread only, and only when SIGTERM's
-handler is the default or a Python callable). It closes every live session, then hands the signal
-on: to the previous Python handler if there was one, otherwise it restores the default action and
-sends SIGTERM to the process again, so the exit status is still "killed by SIGTERM". Python runs
-the handler between bytecodes of the main thread, not in signal context, so calling into libeerl
-there is safe.
+Signals: the first session installs a handler for SIGTERM, SIGHUP and SIGQUIT, the signals a
+supervisor (Slurm, Kubernetes, systemd, torchrun) sends to end a job (main thread only; each only
+when its handler is the default or a Python callable). When the program had its own Python handler
+for the signal, that handler runs first, with every session still open (a checkpoint can save the
+controller state and finish the update in flight), and eerl closes nothing: the sessions close
+when the program ends (its with-block, close(), garbage collection, the atexit hook). Otherwise it
+closes every live session, restores the default action and sends the signal to the process again,
+so the exit status is still "killed by" it. SIGINT keeps Python's own handler (KeyboardInterrupt,
+then the same exit paths). Python runs the handler between bytecodes of the main thread, not in
+signal context, so calling into libeerl there is safe.
+
+Fork: a session belongs to the process that opened it. In a forked child (fork without exec) every
+call raises EerlError and close() only marks the child's copy closed, so a child never touches,
+hangs on or keeps alive the parent's clocks, meter thread, trace or eerld lease.
 """
 
 import atexit
@@ -31,7 +39,10 @@ from ._lib import EerlError
 _live = weakref.WeakSet()
 _live_lock = threading.Lock()
 _sig_installed = False
-_sig_previous = None
+_sig_previous = {}  # signal -> the program's Python handler, or None (the default action)
+# What a supervisor sends to end a job; SIGINT is Python's own (KeyboardInterrupt).
+_EXIT_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGQUIT")
+                      if hasattr(signal, n))
 _fns = None
 
 
@@ -159,7 +170,8 @@ class Session:
     run_info: a dict merged into the trace's "run" line (model, framework, ...).
     eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
         True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path.
-    install_sigterm: install the SIGTERM handler described in the module's docstring.
+    install_sigterm: install the handler for SIGTERM, SIGHUP and SIGQUIT described in the
+        module's docstring.
     resume_from: a controller state saved by save_state() (the file, or the checkpoint directory
         holding eerl-controller.state), or None. The controller then skips calibration and
         search and starts at the saved lock. A missing file, or a state learned on another GPU
@@ -627,25 +639,29 @@ def close_all():
     return first
 
 
-def _on_sigterm(signum, frame):
-    close_all()
-    prev = _sig_previous
+def _on_exit_signal(signum, frame):
+    prev = _sig_previous.get(signum)
     if callable(prev):
+        # The program's own handler decides what the signal means (checkpoint and exit, or go
+        # on); the sessions stay open for it and close on the program's way out.
         prev(signum, frame)
         return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    close_all()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _install_sigterm():
-    global _sig_installed, _sig_previous
+    """Installs _on_exit_signal for each of _EXIT_SIGNALS (see the module's docstring)."""
+    global _sig_installed
     if _sig_installed or threading.current_thread() is not threading.main_thread():
         return
-    prev = signal.getsignal(signal.SIGTERM)
-    if prev is signal.SIG_IGN or prev is None:
-        return  # the program ignores SIGTERM (or set it outside Python): leave it alone
-    _sig_previous = prev if callable(prev) else None
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    for sig in _EXIT_SIGNALS:
+        prev = signal.getsignal(sig)
+        if prev is signal.SIG_IGN or prev is None:
+            continue  # the program ignores it (or set it outside Python): leave it alone
+        _sig_previous[sig] = prev if callable(prev) else None
+        signal.signal(sig, _on_exit_signal)
     _sig_installed = True
 
 

@@ -220,7 +220,12 @@ def test_observe_only_never_locks(node):
     s.close()
 
 
-def test_sigterm_restores_clocks_then_dies_by_sigterm(node, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
+                         ids=["SIGTERM", "SIGHUP", "SIGQUIT"])
+def test_a_supervisors_signal_restores_clocks_then_kills(node, tmp_path, sig):
+    """SIGTERM (Slurm, Kubernetes, systemd), SIGHUP and SIGQUIT (which torchrun forwards too) to
+    a program without a handler of its own: the clocks are restored, the trace is whole, and the
+    process still dies of that signal."""
     trace = str(tmp_path / "run.jsonl")
     script = textwrap.dedent("""
         import sys, time
@@ -233,37 +238,56 @@ def test_sigterm_restores_clocks_then_dies_by_sigterm(node, tmp_path):
         time.sleep(60)
     """ % (os.path.dirname(os.path.abspath(__file__)), trace, node))
     p = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=no_core_dump)
     try:
         line = p.stdout.readline()
         assert line.strip() == "LOCKED", p.stderr.read()
         assert all(lo is not None for lo, _ in read_locks(node))
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=30)
+        p.send_signal(sig)
+        p.wait(timeout=HANG_S)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == -signal.SIGTERM, p.stderr.read()
+    assert p.returncode == -sig, p.stderr.read()
     assert read_locks(node) == [(None, None), (None, None)]
     lines = open(trace).read().splitlines()
     assert lines and all(json.loads(l) for l in lines)  # every line complete
 
 
-def test_sigterm_chains_to_the_programs_own_handler(node):
+def no_core_dump():
+    """preexec_fn: SIGQUIT's default action dumps core; the test wants only the exit status."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def test_sigterm_runs_the_programs_handler_first_with_the_session_open(node, tmp_path):
+    """A training script that traps SIGTERM to checkpoint (a preemption, Slurm's --signal): its
+    handler runs with the session open, saves the controller state; the update in flight still
+    ends; the process exits as the program decides, and the clocks are restored on the way out."""
+    state = str(tmp_path / "eerl.state")
     script = textwrap.dedent("""
         import os, signal, sys
         sys.path.insert(0, %r)
-        seen = []
-        signal.signal(signal.SIGTERM, lambda n, f: seen.append(n))
         import eerl
-        s = eerl.Session(pools={"generation": [0], "training": [0]})
-        os.kill(os.getpid(), signal.SIGTERM)
-        print("closed" if s.closed else "open", seen)
-    """ % os.path.dirname(os.path.abspath(__file__)))
+        from test_session import run_until_locked, POOLS
+        saved = []
+        signal.signal(signal.SIGTERM, lambda n, f: saved.append(s.save_state(%r)))
+        s = eerl.Session(pools=POOLS)
+        run_until_locked(s, %r)  # mid-update, in a phase, clocks locked
+        os.kill(os.getpid(), signal.SIGTERM)  # Python runs the handler before the next line
+        print("SAVED", saved == [%r], flush=True)
+        for ph in [p for p in ("generation", "training") if p in [k for k, _, _ in s._open_phases]]:
+            s.phase_end(ph)
+        m = s.update_end(generated_tokens=100, valid_tokens=90, longest_response=10)
+        print("UPDATE", m["eerl/update"] > 0, flush=True)
+        sys.exit(3)  # the program's own exit: eerl restores at the interpreter's exit
+    """ % (os.path.dirname(os.path.abspath(__file__)), state, node, state))
     r = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
                        text=True, timeout=HANG_S)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["closed", "[%d]" % signal.SIGTERM]
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.split() == ["SAVED", "True", "UPDATE", "True"], r.stdout + r.stderr
+    assert os.path.getsize(state) > 0
+    assert read_locks(node) == [(None, None), (None, None)]
 
 
 def test_a_forked_child_leaves_the_parents_clocks_alone(node):

@@ -5,9 +5,12 @@ The stand-in NVML library (docs/device.md): $EERL_NVML_LIBRARY if set, else fake
 libeerl used. Every test gets its own state file (tmp_path), so tests never see each other's GPUs.
 """
 
+import atexit
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -34,6 +37,29 @@ HANG_S = 1200
 # timeouts or the killed processes, not through this check.
 RAY_SYSTEM_CONFIG = {"health_check_period_ms": 3000, "health_check_timeout_ms": 30000,
                      "health_check_failure_threshold": 10}
+# Every Ray node the tests start listens and connects on loopback only.
+RAY_NODE_IP = "127.0.0.1"
+
+
+def _ray_of_our_own():
+    """Set before any test imports Ray, inherited by every process the tests start:
+    - RAY_TMPDIR, a fresh folder with its "ray" inside: ray.cluster_utils.Cluster writes the
+      cluster's address into Ray's *default* temp folder ($RAY_TMPDIR/ray, else /tmp/ray) whatever
+      temp_dir the nodes get, and fails where that folder was never made, i.e. on a machine that
+      never ran Ray. Removed when the test process exits.
+    - RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, Ray's own single-machine setting (read when Ray is
+      imported): without it Ray replaces 127.0.0.1 by the machine's outward address wherever it
+      is given one (a node's address, the address ray.init connects to)."""
+    if os.environ.get("EERL_TEST_RAY_OWNER"):
+        return  # a process the tests started: it keeps its parent's
+    tmp = tempfile.mkdtemp(prefix="eerl-ray-")
+    os.makedirs(os.path.join(tmp, "ray"))
+    os.environ.update({"RAY_TMPDIR": tmp, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                       "EERL_TEST_RAY_OWNER": str(os.getpid())})
+    atexit.register(shutil.rmtree, tmp, True)
+
+
+_ray_of_our_own()
 BUILD = os.path.dirname(LIB)
 FAKE_NVML = os.environ.get("EERL_NVML_LIBRARY") or os.path.join(BUILD, "fake_nvml",
                                                                  "libnvidia-ml.so.1")

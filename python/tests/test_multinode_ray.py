@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import EERL_BIN, HANG_S, HERE, LIB, PYROOT, RAY_SYSTEM_CONFIG
+from conftest import (EERL_BIN, HANG_S, HERE, LIB, PYROOT, RAY_NODE_IP,  # noqa: E402
+                      RAY_SYSTEM_CONFIG)
 import eerld_nodes
 
 ray = pytest.importorskip("ray")
@@ -70,7 +71,7 @@ class RayCluster:
         self.cluster = Cluster()
         self.head_socket = os.path.join(str(root), "no-eerld-here.sock")
         head = self.cluster.add_node(wait=False, num_cpus=1, num_gpus=0,
-                                     include_dashboard=False, temp_dir=self.temp,
+                                     node_ip_address=RAY_NODE_IP, include_dashboard=False, temp_dir=self.temp,
                                      _system_config=RAY_SYSTEM_CONFIG,
                                      env_vars={"PYTHONPATH": os.pathsep.join([PYROOT, HERE]),
                                                "EERL_LIBRARY": LIB,
@@ -89,6 +90,7 @@ class RayCluster:
         node = eerld_nodes.start_nodes(self.root, 1, first=len(self.nodes))[0]
         try:
             rn = self.cluster.add_node(wait=False, num_cpus=1, num_gpus=len(node.uuids),
+                                       node_ip_address=RAY_NODE_IP,
                                        env_vars=node_env(node))
             self.wait_alive(rn)
         except BaseException:
@@ -139,6 +141,18 @@ def replay(trace):
     assert rp.returncode == 0, rp.stderr
     assert "0 mismatches" in rp.stdout, rp.stdout
     return rp.stdout
+
+
+def test_the_test_cluster_is_on_loopback_and_its_files_in_its_own_folder(rc):
+    """Test servers listen on loopback only, and the Ray of the tests writes nothing in Ray's
+    default folder (/tmp/ray): on a machine that never ran Ray that folder does not exist."""
+    addrs = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
+    assert addrs == [RAY_NODE_IP], addrs
+    gcs_host = rc.cluster.address.rsplit(":", 1)[0]
+    assert gcs_host == RAY_NODE_IP, rc.cluster.address
+    default = ray._common.utils.get_default_ray_temp_dir()
+    assert default.startswith(os.environ["RAY_TMPDIR"] + os.sep), default
+    assert rc.temp != default and os.path.isdir(rc.temp)
 
 
 def test_pools_come_from_where_the_workers_are(rc, tmp_path):

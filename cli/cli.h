@@ -28,6 +28,8 @@ int eerl_cmd_report(int argc, char **argv);
 
 /* "eerl <cmd>: " prefixed message on stderr, printf-style. */
 void eerl_cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The note for a trace whose last line (line) is cut short: the whole lines before it were read. */
+void eerl_cli_note_cut(const char *cmd, const char *path, size_t line);
 
 /* Parses a non-negative integer in [min, max]; on failure prints an error naming `what` and the
  * bad text and returns -1. */

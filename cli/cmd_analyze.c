@@ -288,6 +288,8 @@ int eerl_cmd_analyze(int argc, char **argv)
             eerl_cli_err(CMD, "%s", why);
             goto out;
         }
+        if (s[i].cut_line)
+            eerl_cli_note_cut(CMD, paths[i], s[i].cut_line);
         if (s[i].n == 0) {
             eerl_cli_err(CMD, "%s has no update lines", paths[i]);
             goto out;

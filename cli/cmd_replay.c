@@ -158,12 +158,17 @@ int eerl_cmd_replay(int argc, char **argv)
     while ((got = getline(&line, &cap, f)) >= 0) {
         eerl_setting before, next;
         size_t n_out, n_cmp;
+        int cut = got > 0 && line[got - 1] != '\n'; /* the last line, without its newline */
 
         lineno++;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = 0;
         if (got == 0)
             continue;
+        if (cut && eerl__trace_line_type(line, type, sizeof(type)) < 0) {
+            eerl_cli_note_cut(CMD, path, lineno); /* a write that did not finish */
+            break;
+        }
         if (!ctl) {
             err = eerl__trace_parse_header(line, h, why, sizeof(why));
             if (err < 0) {

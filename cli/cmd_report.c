@@ -346,6 +346,8 @@ static int load_runs(struct report *r)
             eerl_cli_err(CMD, "%s", why);
             return -1;
         }
+        if (r->s[i].cut_line)
+            eerl_cli_note_cut(CMD, r->paths[i], r->s[i].cut_line);
         if (r->s[i].n == 0) {
             eerl_cli_err(CMD, "%s has no update lines", r->paths[i]);
             return -1;

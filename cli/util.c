@@ -26,6 +26,14 @@ void eerl_cli_err(const char *cmd, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+void eerl_cli_note_cut(const char *cmd, const char *path, size_t line)
+{
+    fprintf(stderr,
+            "eerl %s: note: %s:%zu: the last line is cut short (a write that did not finish: a "
+            "full disk or a crash); every whole line before it is read\n",
+            cmd, path, line);
+}
+
 int eerl_cli_parse_uint(const char *cmd, const char *what, const char *text, unsigned long min,
                         unsigned long max, unsigned long *ret)
 {

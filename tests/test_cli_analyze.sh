@@ -66,6 +66,25 @@ n=$(wc -l <"$tmp/dup/seed2-controller.jsonl")
 expect_in "$tmp/err" "$tmp/dup/seed2-controller.jsonl:$n: update" "an update twice"
 expect_in "$tmp/err" "(also at line" "an update twice"
 
+# A trace whose last line was cut short (a full disk or a crash mid-write) is read up to its last
+# whole line, with a note naming the line: analyze, report and replay keep every whole line.
+mkdir -p "$tmp/cut"
+cp "$tmp/d/seed2-governor.jsonl" "$tmp/cut/"
+n=$(wc -l <"$tmp/d/seed2-controller.jsonl")
+head -c -40 "$tmp/d/seed2-controller.jsonl" >"$tmp/cut/seed2-controller.jsonl"
+"$EERL_BIN" analyze --json "$tmp"/cut/*.jsonl >"$tmp/cut.json" 2>"$tmp/err"
+expect_rc 0 $? "analyze a cut trace"
+expect_in "$tmp/err" "$tmp/cut/seed2-controller.jsonl:$n: the last line is cut short" \
+    "analyze a cut trace"
+[ "$(jq '.whole.updates' "$tmp/cut.json")" = "$(($(jq '.whole.updates' "$tmp/one.json") - 1))" ] ||
+    fail "analyze a cut trace: $(jq -c '.whole' "$tmp/cut.json"), not one update fewer"
+"$EERL_BIN" replay --quiet "$tmp/cut/seed2-controller.jsonl" >"$tmp/out" 2>"$tmp/err"
+expect_rc 0 $? "replay a cut trace"
+expect_in "$tmp/err" "$tmp/cut/seed2-controller.jsonl:$n: the last line is cut short" \
+    "replay a cut trace"
+expect_in "$tmp/out" "replayed $(($(grep -c '"type":"update"' "$tmp/d/seed2-controller.jsonl") - 1)) updates" \
+    "replay a cut trace"
+
 # replay --json: a missing ratio is null, not the trace's string "nan"
 "$EERL_BIN" replay --json "$tmp/d/seed1-controller.jsonl" >"$tmp/rp.json" 2>/dev/null
 expect_rc 0 $? "replay --json"

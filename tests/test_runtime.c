@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -220,9 +222,10 @@ static void at(struct rig *r, double t)
 
 /* One update: twin under what the session will apply, then the phase marks (sequential modes).
  * Returns the twin's update; *locked_gen / *locked_train: the clock the owner holds the
- * generation / training pool's first GPU at right after its generation / log-prob begins. */
-static void one_update(struct rig *r, unsigned idx, struct eerl_twin_update *ret,
-                       eerl_rt_update_info *info, unsigned *locked_gen, unsigned *locked_train)
+ * generation / training pool's first GPU at right after its generation / log-prob begins. The
+ * result: eerl_rt_update_end's. */
+static int one_update_rc(struct rig *r, unsigned idx, struct eerl_twin_update *ret,
+                         eerl_rt_update_info *info, unsigned *locked_gen, unsigned *locked_train)
 {
     struct eerl_twin_update u;
     unsigned g, t, tp = r->mode == EERL_TWIN_COLOCATED ? 0 : 1;
@@ -269,9 +272,16 @@ static void one_update(struct rig *r, unsigned idx, struct eerl_twin_update *ret
     w.longest_tokens = u.longest;
     w.policy_version = idx;
     e = eerl_rt_update_end(r->rt, &w, info);
-    if (e < 0)
-        fail_msg("update_end %u: %s", idx, eerl_rt_last_error(r->rt));
     *ret = u;
+    return e;
+}
+
+/* one_update_rc, which must succeed. */
+static void one_update(struct rig *r, unsigned idx, struct eerl_twin_update *ret,
+                       eerl_rt_update_info *info, unsigned *locked_gen, unsigned *locked_train)
+{
+    if (one_update_rc(r, idx, ret, info, locked_gen, locked_train) < 0)
+        fail_msg("update_end %u: %s", idx, eerl_rt_last_error(r->rt));
 }
 
 /* In-flight loops pause generation for the weight refit: the refit phase begins and ends inside
@@ -403,6 +413,98 @@ static void test_config_errors(void **state)
     assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
     assert_int_not_equal(stat(path, &st), 0);
     assert_ptr_equal(rt, (eerl_rt *)0x1); /* untouched on failure */
+    rig_close(&r);
+}
+
+/* A trace path the session did not create is never removed when the first write fails: here a
+ * link to /dev/full (issue 36: as root, a trace at /dev/full deleted the device node). The start
+ * fails naming the path and the cause. */
+static void test_trace_path_kept_when_first_write_fails(void **state)
+{
+    static struct rig r;
+    struct rig_resume res;
+    char link[4096];
+    struct stat st;
+
+    (void)state;
+    if (access("/dev/full", W_OK) != 0)
+        skip(); /* no /dev/full to write to here */
+    snprintf(link, sizeof(link), "%s/full.jsonl", tu_tmpdir());
+    unlink(link);
+    assert_int_equal(symlink("/dev/full", link), 0);
+    memset(&res, 0, sizeof(res));
+    res.strategy = EERL_STRATEGY_EERL;
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 2, 0, link, 0, &res), EERL_EIO);
+    assert_non_null(strstr(res.why, link));
+    assert_non_null(strstr(res.why, strerror(ENOSPC)));
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    rig_close(&r);
+    unlink(link);
+}
+
+#define FULL_UPDATES 12
+
+/* A disk that fills mid-run (the file size limit stands in for it: a write past it is cut short,
+ * the next fails with EFBIG): the update that cannot be written is reported once, naming the
+ * trace and the cause; the session goes on; the trace holds whole lines only, the updates before
+ * the failure, each one JSON. */
+static void test_trace_full_disk_keeps_whole_lines(void **state)
+{
+    static struct rig r;
+    struct eerl_twin_update u;
+    eerl_rt_update_info info;
+    struct rlimit old, lim;
+    void (*old_xfsz)(int);
+    char path[4096], msg[FULL_UPDATES + 1][512], *text, *p, *nl;
+    int rc[FULL_UPDATES + 1];
+    unsigned g, t, i, failed = 0, n_update = 0;
+    struct stat st;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/full-disk.jsonl", tu_tmpdir());
+    rig_open(&r, EERL_TWIN_COLOCATED, 2, 0, path, 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)st.st_size + 5017; /* a few update lines, then one cut */
+    old_xfsz = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    for (i = 1; i <= FULL_UPDATES; i++) {
+        rc[i] = one_update_rc(&r, i, &u, &info, &g, &t);
+        snprintf(msg[i], sizeof(msg[i]), "%s", rc[i] < 0 ? eerl_rt_last_error(r.rt) : "");
+    }
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_xfsz);
+    assert_int_equal(eerl_rt_close(r.rt), 0);
+    for (i = 1; i <= FULL_UPDATES; i++) {
+        if (rc[i] == 0)
+            continue;
+        assert_int_equal(rc[i], EERL_EIO);
+        assert_int_equal(failed, 0); /* reported once */
+        failed = i;
+        assert_non_null(strstr(msg[i], path));
+        assert_non_null(strstr(msg[i], strerror(EFBIG)));
+    }
+    assert_true(failed > 1 && failed < FULL_UPDATES);
+    text = tu_read_file(path);
+    assert_non_null(text);
+    assert_true(text[0] && text[strlen(text) - 1] == '\n');
+    for (p = text; *p; p = nl + 1) {
+        json_error_t je;
+        json_t *o;
+
+        nl = strchr(p, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        o = json_loads(p, 0, &je);
+        if (!o)
+            fail_msg("a trace line is not JSON (%s): %.80s", je.text, p);
+        n_update += !strcmp(json_string_value(json_object_get(o, "type")), "update");
+        json_decref(o);
+    }
+    assert_int_equal(n_update, failed - 1);
+    free(text);
     rig_close(&r);
 }
 
@@ -966,6 +1068,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_config_errors, rigs_teardown),
         cmocka_unit_test_teardown(test_phase_order, rigs_teardown),
+        cmocka_unit_test_teardown(test_trace_path_kept_when_first_write_fails, rigs_teardown),
+        cmocka_unit_test_teardown(test_trace_full_disk_keeps_whole_lines, rigs_teardown),
         cmocka_unit_test_teardown(test_nested_phases_inflight, rigs_teardown),
         cmocka_unit_test_teardown(test_colocated_locks_measures_restores, rigs_teardown),
         cmocka_unit_test_teardown(test_resume_session, rigs_teardown),

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import sys
+import warnings
 
 FIRST_UPDATE = 2  # like eerl analyze/report: update 0 and 1 warm up
 
@@ -53,7 +54,8 @@ def _mhz(v):
 
 
 def load(path):
-    """Reads one trace into a Run; ValueError naming the file and line when it is not one."""
+    """Reads one trace into a Run; ValueError naming the file and line when it is not one. A last
+    line cut short (no newline, not JSON) is left out with a RuntimeWarning naming it."""
     r = Run(path)
     have_header = False
     if os.path.isdir(path):
@@ -64,14 +66,19 @@ def load(path):
     except OSError as e:
         raise ValueError("cannot read %s: %s" % (path, e.strerror))
     with f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
+        for lineno, raw in enumerate(f, 1):
+            line = raw.strip()
             if not line:
                 continue
             try:
                 o = json.loads(line)
                 t = o["type"]
             except (ValueError, KeyError, TypeError):
+                if not raw.endswith("\n"):  # the last line: a write that did not finish
+                    warnings.warn("%s:%d: the last line is cut short (a write that did not "
+                                  "finish: a full disk or a crash); every whole line before it "
+                                  "is read" % (path, lineno), RuntimeWarning, stacklevel=2)
+                    break
                 raise ValueError("%s:%d: not a trace line" % (path, lineno))
             if t == "header":
                 if o.get("format") != "eerl-trace":

@@ -58,6 +58,23 @@ def test_changes_against_the_governor(tmp_path):
     assert ep[-1] == pytest.approx(100 * ((1 + 4 * 4600 / 5000) / 5 - 1))
 
 
+def test_cut_last_line_keeps_the_whole_ones(tmp_path):
+    """A trace whose last line a full disk or a crash cut short is read up to its last whole
+    line, with a warning naming the cut line; a broken line elsewhere is still refused."""
+    g, c = pair(tmp_path)
+    text = open(c).read()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(text[:-40])
+    with pytest.warns(RuntimeWarning, match="cut.jsonl:10: the last line is cut short"):
+        r = report.load(str(cut))
+    assert r.update == list(range(7))
+    lines = text.splitlines(True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:5] + [lines[5][:30] + "\n"] + lines[6:]))
+    with pytest.raises(ValueError, match="bad.jsonl:6: not a trace line"):
+        report.load(str(bad))
+
+
 def test_cli_writes_png_and_svg(tmp_path):
     g, c = pair(tmp_path)
     out = str(tmp_path / "r.png")

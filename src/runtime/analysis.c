@@ -78,11 +78,13 @@ int eerl__an_series_add(struct eerl__an_series *s, uint64_t update, double G, do
 
 /* ---- traces ------------------------------------------------------------------------------- */
 
-static char *read_line(FILE *f, size_t *cap, char **buf)
+/* One line without its newline; *ret_nl: whether a newline ended it. */
+static char *read_line(FILE *f, size_t *cap, char **buf, int *ret_nl)
 {
     size_t n = 0;
     int c;
 
+    *ret_nl = 0;
     while ((c = fgetc(f)) != EOF) {
         if (n + 2 > *cap) {
             size_t nc = *cap ? 2 * *cap : 4096;
@@ -92,8 +94,10 @@ static char *read_line(FILE *f, size_t *cap, char **buf)
             *buf = b;
             *cap = nc;
         }
-        if (c == '\n')
+        if (c == '\n') {
+            *ret_nl = 1;
             break;
+        }
         (*buf)[n++] = (char)c;
     }
     if (n == 0 && c == EOF)
@@ -273,7 +277,7 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
     char *buf = NULL, type[32], w2[256];
     size_t cap = 0, lineno = 0;
     struct loader *ld = NULL;
-    int e = 0, have_header = 0;
+    int e = 0, have_header = 0, nl;
     struct stat st;
 
     if (!f) {
@@ -293,11 +297,15 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
     }
     eerl__an_series_init(&ld->s);
     snprintf(ld->s.role, sizeof(ld->s.role), "controller");
-    while (read_line(f, &cap, &buf)) {
+    while (read_line(f, &cap, &buf, &nl)) {
         lineno++;
         if (!buf[0])
             continue;
         if (eerl__trace_line_type(buf, type, sizeof(type)) < 0) {
+            if (!nl) { /* the last line, cut short: keep the whole ones before it */
+                ld->s.cut_line = lineno;
+                break;
+            }
             snprintf(why, len, "%s:%zu: not a JSON line", path, lineno);
             e = EERL_EPARSE;
             goto out;

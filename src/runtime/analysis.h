@@ -42,6 +42,9 @@ struct eerl__an_series {
      * cluster's runs differ by whatever they differ). */
     double allowed_loss;
     double divergence;
+    /* Read from a trace only: the line number of a last line cut short (a write that did not
+     * finish: a full disk, a crash), left out; 0 when the trace ends with a whole line. */
+    size_t cut_line;
 };
 
 void eerl__an_series_init(struct eerl__an_series *s);
@@ -50,7 +53,9 @@ int eerl__an_series_add(struct eerl__an_series *s, uint64_t update, double G, do
                         double T, double E, const eerl_setting *setting, int state, unsigned marks);
 
 /* Reads a trace written by the runtime session: header, "run" line (role, seed) and update lines.
- * EERL_EPARSE / EERL_ESYS with why naming the file, line and problem. */
+ * A last line without its newline that is not JSON is a write cut short: every whole line before
+ * it is read and ret->cut_line names it. EERL_EPARSE / EERL_ESYS with why naming the file, line
+ * and problem. */
 int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why, size_t len);
 
 struct eerl__an_window {

@@ -68,6 +68,9 @@ struct eerl_rt {
     int resumed;  /* 1: the controller started from a saved state */
     char resume_detail[512];
     char err[512];
+    long long trace_end; /* the trace's length in whole lines (eerl__trace_append) */
+    int trace_created;   /* 1: this session created the trace file, so a failed start removes it */
+    char trace_file[4096]; /* its path, for messages */
 };
 
 static int fail(eerl_rt *rt, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -146,6 +149,17 @@ static const unsigned *train_list(const eerl_rt_config *c)
     return c->train_pool ? c->train_pool : c->train_gpus;
 }
 
+/* One JSON line onto the trace, whole or not at all (eerl__trace_append). */
+static int append_json(eerl_rt *rt, const json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    int e = s ? eerl__trace_append(rt->trace, s, &rt->trace_end) : EERL_ENOMEM, err = errno;
+
+    free(s);
+    errno = err;
+    return e;
+}
+
 /* The trace's "run" line: how the session was set up, plus the caller's metadata. */
 static int write_run_line(eerl_rt *rt, const char *run_json, char *why, size_t len)
 {
@@ -178,9 +192,7 @@ static int write_run_line(eerl_rt *rt, const char *run_json, char *why, size_t l
         json_object_update(o, extra);
         json_decref(extra);
     }
-    if (json_dumpf(o, rt->trace, JSON_COMPACT | JSON_REAL_PRECISION(17)) < 0 ||
-        fputc('\n', rt->trace) == EOF)
-        e = EERL_EIO;
+    e = append_json(rt, o);
     json_decref(o);
     return e;
 }
@@ -255,8 +267,7 @@ static int write_resume_line(eerl_rt *rt, const char *from, const unsigned char 
 
     if (e < 0)
         return e;
-    if (fputs(line, rt->trace) == EOF || fputc('\n', rt->trace) == EOF)
-        e = EERL_EIO;
+    e = eerl__trace_append(rt->trace, line, &rt->trace_end);
     free(line);
     return e;
 }
@@ -527,39 +538,49 @@ static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
     return 0;
 }
 
-/* The trace: header, run line, resume record. On failure no file is left behind. */
+/* Drops the trace of a session that does not start: the file goes only if this session created
+ * it (a path that was there, a device like /dev/full included, is never removed). */
+static void drop_trace(eerl_rt *rt, const char *path)
+{
+    fclose(rt->trace);
+    rt->trace = NULL;
+    if (rt->trace_created)
+        remove(path);
+}
+
+/* The trace: header, run line, resume record, each line whole (eerl__trace_append). On failure
+ * a file this session created is removed. */
 static int init_trace(eerl_rt *rt, const eerl_rt_config *cfg, const unsigned char *saved,
                       size_t saved_len, char *why, size_t why_len)
 {
-    char producer[64];
+    char producer[64], *line = NULL;
     int e;
 
     if (!cfg->trace_path)
         return 0;
-    rt->trace = fopen(cfg->trace_path, "w");
-    if (!rt->trace) {
+    if (eerl__trace_open(cfg->trace_path, &rt->trace, &rt->trace_created) < 0) {
         snprintf(why, why_len, "cannot create trace '%s': %s", cfg->trace_path, strerror(errno));
         return EERL_ESYS;
     }
+    snprintf(rt->trace_file, sizeof(rt->trace_file), "%s", cfg->trace_path);
     snprintf(producer, sizeof(producer), "eerl %s runtime", eerl_version_string());
-    e = eerl__trace_write_header(rt->trace, rt->ctl, cfg->producer ? cfg->producer : producer);
+    e = eerl__trace_header_line(rt->ctl, cfg->producer ? cfg->producer : producer, &line);
+    if (e == 0)
+        e = eerl__trace_append(rt->trace, line, &rt->trace_end);
+    free(line);
     if (e == 0)
         e = write_run_line(rt, cfg->trace_run_json, why, why_len);
     if (e == 0 && cfg->resume_from)
         e = write_resume_line(rt, cfg->resume_from, saved, saved_len);
-    if (e == 0 && fflush(rt->trace) != 0)
-        e = EERL_EIO;
     if (e < 0) {
         if (!why[0])
             snprintf(why, why_len, "cannot write trace '%s': %s", cfg->trace_path, strerror(errno));
-        fclose(rt->trace);
-        rt->trace = NULL;
-        remove(cfg->trace_path);
+        drop_trace(rt, cfg->trace_path);
     }
     return e;
 }
 
-/* The meter's sampling thread, when asked for; removes the trace if it cannot start. */
+/* The meter's sampling thread, when asked for; drops the trace if it cannot start. */
 static int start_sampling(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t why_len)
 {
     int e;
@@ -569,11 +590,8 @@ static int start_sampling(eerl_rt *rt, const eerl_rt_config *cfg, char *why, siz
     e = eerl_meter_start(rt->meter);
     if (e < 0) {
         snprintf(why, why_len, "starting the meter thread: %s", eerl_strerror(e));
-        if (rt->trace) {
-            fclose(rt->trace);
-            rt->trace = NULL;
-            remove(cfg->trace_path);
-        }
+        if (rt->trace)
+            drop_trace(rt, cfg->trace_path);
         return e;
     }
     rt->thread = 1;
@@ -1123,7 +1141,7 @@ static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req,
 {
     char *line = NULL, fl[128];
     json_t *j, *x, *pb;
-    int e;
+    int e, err;
 
     e = eerl__trace_update_line(o, req, rt->ev, n_ev, &line);
     if (e < 0)
@@ -1143,11 +1161,10 @@ static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req,
     eerl_meter_flags_str(mflags, fl, sizeof(fl));
     json_object_set_new(x, "meter_flags", json_string(fl));
     json_object_set_new(j, "runtime", x);
-    e = 0;
-    if (json_dumpf(j, rt->trace, JSON_COMPACT | JSON_REAL_PRECISION(17)) < 0 ||
-        fputc('\n', rt->trace) == EOF || fflush(rt->trace) != 0)
-        e = EERL_EIO;
+    e = append_json(rt, j);
+    err = errno;
     json_decref(j);
+    errno = err;
     return e;
 }
 
@@ -1194,8 +1211,11 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     if (rt->trace) {
         terr = trace_update(rt, &info.obs, &info.requested, n_ev, t_end, busy, mflags);
         if (terr < 0) {
-            fail(rt, EERL_EIO, "writing the trace: %s; the session carries on without it",
-                 strerror(errno));
+            fail(rt, EERL_EIO,
+                 "writing update %llu to the trace '%s': %s; the trace keeps the lines before it, "
+                 "whole, and the session carries on without it",
+                 (unsigned long long)work->update, rt->trace_file,
+                 terr == EERL_EIO ? strerror(errno) : eerl_strerror(terr));
             fclose(rt->trace);
             rt->trace = NULL;
         }

@@ -1,10 +1,13 @@
 /* Owns the JSON encoding of traces (see trace.h and docs/trace-format.md). Doubles are written
  * with 17 significant digits so every value reads back bit for bit, which is what lets
  * `eerl replay` demand identical decisions. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -251,6 +254,62 @@ static int write_line(FILE *f, char *line)
     int bad = fputs(line, f) < 0 || fputc('\n', f) == EOF;
     free(line);
     return bad ? EERL_EIO : 0;
+}
+
+int eerl__trace_open(const char *path, FILE **ret_f, int *ret_created)
+{
+    int created = 1, fd, err;
+    FILE *f;
+
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd < 0 && errno == EEXIST) {
+        created = 0;
+        fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+    }
+    if (fd < 0)
+        return EERL_ESYS;
+    f = fdopen(fd, "w");
+    if (!f) {
+        err = errno;
+        close(fd);
+        if (created)
+            unlink(path);
+        errno = err;
+        return EERL_ESYS;
+    }
+    *ret_f = f;
+    *ret_created = created;
+    return 0;
+}
+
+int eerl__trace_append(FILE *f, const char *line, long long *end)
+{
+    size_t n = strlen(line), done = 0;
+    int fd = fileno(f), err;
+    char *buf = malloc(n + 1);
+
+    if (!buf)
+        return EERL_ENOMEM;
+    memcpy(buf, line, n);
+    buf[n++] = '\n';
+    while (done < n) {
+        ssize_t w = write(fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
+            /* Back to the last whole line where the file can be cut (not a device). */
+            if (done > 0 && ftruncate(fd, (off_t)*end) == 0)
+                (void)lseek(fd, (off_t)*end, SEEK_SET);
+            free(buf);
+            errno = err;
+            return EERL_EIO;
+        }
+        done += (size_t)w;
+    }
+    free(buf);
+    *end += (long long)n;
+    return 0;
 }
 
 int eerl__trace_write_header(FILE *f, const eerl_ctl *ctl, const char *producer)

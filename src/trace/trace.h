@@ -45,6 +45,15 @@ int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **re
  * produced. requested may be NULL. malloc'd into *ret_line. */
 int eerl__trace_update_line(const eerl_obs *obs, const eerl_setting *requested,
                             const eerl_event *ev, size_t n_ev, char **ret_line);
+/* Opens path for a new trace: created when nothing is there (*ret_created 1), else the file (or
+ * device) that is there, truncated (*ret_created 0: a failure must leave it, never remove it).
+ * EERL_ESYS with errno kept. */
+int eerl__trace_open(const char *path, FILE **ret_f, int *ret_created);
+/* Appends line and a newline to f's file as one whole line, with write(2) (nothing may sit in f's
+ * stdio buffer). *end: the file's length in whole lines, advanced on success. On a short or
+ * failed write (a full disk) the file is cut back to *end, so a reader never meets part of a
+ * line; EERL_EIO with errno the write's. */
+int eerl__trace_append(FILE *f, const char *line, long long *end);
 /* Convenience: the same lines written to f with a newline. */
 int eerl__trace_write_header(FILE *f, const eerl_ctl *ctl, const char *producer);
 int eerl__trace_write_update(FILE *f, const eerl_obs *obs, const eerl_setting *requested,

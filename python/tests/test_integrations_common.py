@@ -107,3 +107,31 @@ def test_strict_first_update_without_a_phase_names_what_it_saw_not_the_runtime_r
         assert s.metrics()["eerl/update"] == 2
     finally:
         s.close()
+
+
+class _FullDiskSession(RecordingSession):
+    """A session whose trace sits on a full disk, as MultiNodeSession's does: update_end raises
+    the OSError of the write (after recording the update)."""
+
+    def update_end(self, **kwargs):
+        RecordingSession.update_end(self, **kwargs)
+        raise OSError(28, "No space left on device")
+
+
+def test_an_oserror_from_the_session_warns_once_unless_strict():
+    s = _FullDiskSession()
+    d = PhaseDriver(s)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):  # the training loop goes on
+            d.enter("gen", "generation")
+            d.exit("gen")
+            assert d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2) is None
+    msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "No space left on device" in msgs[0], msgs
+    assert len(s.updates) == 3 and d.errors == 3
+    d = PhaseDriver(_FullDiskSession(), strict=True)
+    d.enter("gen", "generation")
+    d.exit("gen")
+    with pytest.raises(OSError, match="No space left"):
+        d.update_end(generated_tokens=4, valid_tokens=4, longest_response=2)

@@ -8,9 +8,10 @@ Only the outermost mapped timer is a phase: a framework's timers nest ("step" > 
 eerl pool is in one phase at a time. An optional base phase runs whenever no mapped timer does
 (TRL: the optimizer step is training except where generation, log-prob or refit interrupt it).
 
-Errors: a hook runs inside the framework's loop. strict=True lets an EerlError propagate (and
-stop the run); strict=False (the default) turns it into one RuntimeWarning per distinct message
-and counts it (errors), so a clock-control failure never kills a multi-day run silently or loudly.
+Errors: a hook runs inside the framework's loop. strict=True lets an EerlError (or an OSError:
+a multi-node session's trace on a full disk, its connection to a node) propagate (and stop the
+run); strict=False (the default) turns it into one RuntimeWarning per distinct message and counts
+it (errors), so a clock-control failure never kills a multi-day run silently or loudly.
 
 Failing loudly (every integration does both):
 
@@ -137,7 +138,7 @@ class PhaseDriver:
     def call(self, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except EerlError as e:
+        except (EerlError, OSError) as e:
             self.errors += 1
             if self.strict:
                 raise
@@ -240,17 +241,18 @@ class PhaseDriver:
         RuntimeWarning per distinct finding. The update is recorded before the finding raises, so
         the trace keeps it (as "other" time); when the session refuses it because no phase ever
         began (the runtime has no start time for a first update without a phase), the finding
-        says so instead of the runtime's EERL_ESTATE. Other eerl errors follow the error policy
-        (call()). Returns what session.update_end returned (None when it was not recorded)."""
+        says so instead of the runtime's EERL_ESTATE. Other eerl errors, and an OSError (a
+        multi-node session's trace on a full disk), follow the error policy (call()). Returns what session.update_end returned (None when it was not recorded)."""
         self.set_base(None)
         self.close_all()
         finding = self._finding()
         r = err = None
         try:
             r = self.session.update_end(**kwargs)
-        except EerlError as e:
+        except (EerlError, OSError) as e:
             err = e
-        refused = err is not None and finding is not None and finding[2] and err.code == _ESTATE
+        refused = (err is not None and finding is not None and finding[2]
+                   and getattr(err, "code", None) == _ESTATE)
         if finding is not None:
             msg, missing, _ = finding
             if refused:

@@ -334,6 +334,22 @@ def test_a_forked_child_leaves_the_parents_clocks_alone(node):
     assert out[-1] == "CLOSED [(None, None), (None, None)]", r.stdout
 
 
+def test_a_second_session_on_the_same_gpus_is_refused(node):
+    """Two sessions in one process driving one GPU would fight over its clock (through eerld the
+    second lease is EERL_EBUSY): the second is refused, naming the GPU; other GPUs, an
+    observe-only session, and the same GPU after the first closes are fine."""
+    one = {"generation": [0], "training": [0]}
+    with eerl.Session(pools=one):
+        with pytest.raises(eerl.EerlError) as e:
+            eerl.Session(pools={"generation": [1, 0], "training": [1, 0]})
+        assert e.value.name == "EERL_EBUSY"
+        assert "GPU 0 (GPU-00000000-0000-0000-0000-000000000000) is already driven by another " \
+               "eerl session in this process (pid %d)" % os.getpid() in str(e.value)
+        eerl.Session(pools={"generation": [1], "training": [1]}).close()  # GPU 1 was not kept
+        eerl.Session(pools=one, observe_only=True).close()
+    eerl.Session(pools=one).close()
+
+
 def test_normal_exit_without_close_restores_clocks(node):
     script = textwrap.dedent("""
         import sys

@@ -529,6 +529,10 @@ static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
             snprintf(why, why_len, "building the clock actuator: %s", eerl_strerror(e));
             return e;
         }
+        /* One in-process session per GPU, as eerld allows one lease per GPU. */
+        if (!cfg->observe_only &&
+            (e = eerl__rt_owner_claim(rt->own, rt->all, rt->n_all, why, why_len)) < 0)
+            return e;
         rt->owner = *eerl__rt_owner_iface(rt->own);
     }
     if (!rt->owner.lock || !rt->owner.restore) {

@@ -39,6 +39,38 @@ EERL_EXPORT int eerl_device_open_nvml(eerl_device **ret_dev);
  * yet to carry that text, hence the buffer. */
 EERL_EXPORT int eerl_device_open_nvml_ex(char *why, size_t why_len, eerl_device **ret_dev);
 
+/* A device whose GPUs are read by the caller: the GPUs of other nodes, which a session across
+ * nodes reaches through its framework's engine (python/eerl/multinode.py). The device is GPUs
+ * 0..count-1; each is described once (eerl_device_remote_describe) before the device is used.
+ * Reads go through one callback that reads every GPU at once: a reader (the meter) asks for one
+ * snapshot per instant it reads, so a phase boundary costs one call, whatever the GPU count.
+ * Clocks are not set through this device (EERL_ENOTSUP): a session over it is given a clock
+ * owner (eerl_rt_config.owner) that sets them where the GPUs are. */
+typedef struct eerl_device_reading {
+    int err; /* 0, or this GPU's EERL_E* (EERL_EGPULOST, EERL_ENOTSUP: no energy counter) */
+    uint64_t energy_mj;
+    unsigned power_mw;
+    unsigned sm_mhz;
+} eerl_device_reading;
+
+/* Reads GPUs 0..n-1 into ret[0..n-1]. Returns 0, or an EERL_E* when nothing could be read (every
+ * read of that snapshot then fails with it). Called on the thread that reads the meter: the
+ * session's caller, as the session's meter runs without a sampler thread over such a device. */
+typedef int (*eerl_device_read_fn)(void *ctx, eerl_device_reading *ret, size_t n);
+
+/* Opens a remote device of count GPUs (1 to 2^20, the most a meter takes) read through read(ctx,
+ * ...). The device borrows ctx. */
+EERL_EXPORT int eerl_device_open_remote(unsigned count, eerl_device_read_fn read, void *ctx,
+                                        eerl_device **ret_dev);
+
+/* Describes GPU gpu of a remote device: its model name, UUID and supported SM clocks (n_clocks,
+ * 1 to EERL_DEVICE_CLOCKS_MAX, any order; kept highest first). Strings longer than the device
+ * keeps (EERL_DEVICE_NAME_MAX, EERL_DEVICE_UUID_MAX) are EERL_EOVERFLOW. EERL_EINVAL on a device
+ * of another backend. */
+EERL_EXPORT int eerl_device_remote_describe(eerl_device *dev, unsigned gpu, const char *name,
+                                            const char *uuid, const unsigned *clocks,
+                                            size_t n_clocks);
+
 /* Closes the backend. Does not reset clocks: that is the actuator's job. NULL is a no-op. */
 EERL_EXPORT void eerl_device_free(eerl_device *dev);
 

@@ -65,6 +65,13 @@ const char *eerl_device_last_error(const eerl_device *dev)
     return dev ? dev->last_error : "";
 }
 
+int eerl__device_snapshot(eerl_device *dev)
+{
+    if (!dev)
+        return EERL_EINVAL;
+    return dev->ops->snapshot ? dev->ops->snapshot(dev) : 0;
+}
+
 int eerl_device_count(eerl_device *dev, unsigned *ret_count)
 {
     if (!dev || !ret_count)

@@ -31,6 +31,10 @@ struct eerl__device_ops {
     int (*power_instant_mw)(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
     /* The driver's version; may be NULL (EERL_ENOTSUP). */
     int (*driver_version)(eerl_device *dev, char *buf, size_t len);
+    /* Reads every GPU at once; the reads that follow, up to the next snapshot, return what it
+     * read. For a backend whose reads cost a round trip each (remote.c). May be NULL: every read
+     * then goes to the GPU. */
+    int (*snapshot)(eerl_device *dev);
 };
 
 /* Wraps a backend. On success the device owns impl; on failure the caller still does. */
@@ -40,6 +44,11 @@ int eerl__device_new(const struct eerl__device_ops *ops, void *impl, eerl_device
  * backend can write `return eerl__device_fail(dev, EERL_ENVML, "...", ...)`. */
 int eerl__device_fail(eerl_device *dev, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Called by a reader (the meter) before a batch of reads of one instant: one read of every GPU
+ * where the backend has a snapshot op, else nothing. 0 or the snapshot's error (its reads then
+ * fail with it too). */
+int eerl__device_snapshot(eerl_device *dev);
 
 /* The impl a backend gave eerl__device_new, for backends that need their own handle back. */
 void *eerl__device_impl(eerl_device *dev);

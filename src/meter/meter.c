@@ -9,7 +9,9 @@
  *
  * Two rates: every tick reads power (instantaneous where the backend has it), the counters are
  * read only on "energy ticks" (every energy interval, and at marks), because on real drivers a
- * counter read costs a thousand times a power read.
+ * counter read costs a thousand times a power read. Before the reads of one instant the meter
+ * asks the device for a snapshot: a backend that reads GPUs elsewhere (device/remote.c, the GPUs
+ * of other nodes) reads them all in one round trip there, so a tick costs one, not one per GPU.
  *
  * Per GPU, the "anchor" is the last sample whose acc is settled (backed by a good reading). When
  * a tick cannot settle the sample (a power-only tick, the counter has not moved yet, or a read
@@ -43,6 +45,7 @@
 #include <unistd.h>
 
 #include "eerl/error.h"
+#include "device/device_impl.h"
 #include "meter/meter.h"
 
 /* A counter that has not moved for this long while the GPU draws power is stuck. NVML updates
@@ -742,9 +745,13 @@ static void upgrade_last_locked(eerl_meter *m)
 
         memset(&rd[i], 0, sizeof(rd[i]));
         rd[i].todo = !g->lost && g->energy_supported != 0 && g->anchor_seq != k;
+        todo += rd[i].todo;
+    }
+    if (todo)
+        (void)eerl__device_snapshot(m->dev); /* a failure fails the reads: flagged there */
+    for (i = 0; i < m->n; i++) {
         if (!rd[i].todo)
             continue;
-        todo++;
         read_energy(m, i, &rd[i]);
         rd[i].power_r = rd[i].energy_r == EERL_EGPULOST ? EERL_EGPULOST : 0;
         rd[i].mw = 0; /* unused: redo keeps the sample's power */
@@ -786,6 +793,7 @@ static int tick_locked(eerl_meter *m, double now_s, int force)
     }
     energy = force || !m->have_energy_t ||
              now_s - m->last_energy_t >= energy_interval_locked(m) - 0.5 * m->interval_ms / 1000.0;
+    (void)eerl__device_snapshot(m->dev); /* one instant's reads; a failure fails them: flagged */
     for (i = 0; i < m->n; i++) {
         struct gpu_state *g = &m->gs[i];
 
@@ -856,6 +864,8 @@ static void store_mark_sample_locked(eerl_meter *m, double t, int with_power)
     uint64_t k;
     size_t i;
 
+    if (with_power)
+        (void)eerl__device_snapshot(m->dev);
     for (i = 0; i < m->n; i++) {
         memset(&rd[i], 0, sizeof(rd[i]));
         rd[i].energy_r = EERL_ENOTSUP;

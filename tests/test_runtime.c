@@ -1063,10 +1063,175 @@ static void test_nvml_standin_through_eerld(void **state)
     standin_run(*state, 1);
 }
 
+/* ---- across nodes: a remote device (its GPUs read through a callback) ---------------------- */
+
+struct nodes_rig {
+    double t;          /* virtual seconds */
+    uint64_t mj[4];    /* the GPUs' counters */
+    unsigned reads;    /* read callbacks */
+    unsigned locks[4]; /* what the owner was told, per GPU */
+    unsigned restores;
+};
+
+static double nodes_now(void *ctx)
+{
+    return ((struct nodes_rig *)ctx)->t;
+}
+
+static int nodes_read(void *ctx, eerl_device_reading *ret, size_t n)
+{
+    struct nodes_rig *r = ctx;
+    size_t i;
+
+    r->reads++;
+    for (i = 0; i < n; i++) {
+        ret[i].energy_mj = r->mj[i];
+        ret[i].power_mw = 300000;
+        ret[i].sm_mhz = 1980;
+    }
+    return 0;
+}
+
+static int nodes_lock(void *ctx, const unsigned *gpus, size_t n, unsigned mhz)
+{
+    struct nodes_rig *r = ctx;
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        r->locks[gpus[i]] = mhz;
+    return 0;
+}
+
+static int nodes_restore(void *ctx)
+{
+    ((struct nodes_rig *)ctx)->restores++;
+    return 0;
+}
+
+/* Every GPU at 300 W for dt seconds. */
+static void nodes_run(struct nodes_rig *r, double dt)
+{
+    unsigned g;
+
+    r->t += dt;
+    for (g = 0; g < 4; g++)
+        r->mj[g] += (uint64_t)llround(300000 * dt);
+}
+
+static json_t *nth_line(const char *path, const char *type, size_t k)
+{
+    char *text = tu_read_file(path), *p, *save = NULL;
+    json_t *o = NULL;
+
+    assert_non_null(text);
+    for (p = strtok_r(text, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+        json_t *x = json_loads(p, 0, NULL);
+        assert_non_null(x);
+        if (!strcmp(json_string_value(json_object_get(x, "type")), type) && k-- == 0) {
+            o = x;
+            break;
+        }
+        json_decref(x);
+    }
+    free(text);
+    assert_non_null(o);
+    return o;
+}
+
+/* A session over GPUs of two nodes: each boundary reads them in one call; a counter that resets
+ * on node 1 is flagged for that node and the update; each node's energy is in the trace and
+ * they add up to the update's; a stop for a cause outside the session (a node lost) ends the
+ * trace with a line naming the phases in progress, then restores and closes. */
+static void test_across_nodes(void **state)
+{
+    static const unsigned clocks[] = {1980, 1500, 1005, 345}, node_of[] = {0, 0, 1, 1};
+    static struct nodes_rig r;
+    eerl_rt_clock_owner owner = {&r, nodes_lock, nodes_restore, NULL};
+    eerl_device *dev = NULL;
+    eerl_rt_config cfg;
+    eerl_rt *rt = NULL;
+    eerl_rt_work w = {0, 4000, 3600, 300, -1};
+    char path[600];
+    unsigned g, u;
+    json_t *o, *x;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    snprintf(path, sizeof(path), "%s/nodes.jsonl", tu_tmpdir());
+    assert_int_equal(eerl_device_open_remote(4, nodes_read, &r, &dev), 0);
+    for (g = 0; g < 4; g++)
+        assert_int_equal(eerl_device_remote_describe(dev, g, "NVIDIA H100", "GPU-x", clocks, 4), 0);
+    eerl_rt_config_default(EERL_MODE_COLOCATED, &cfg);
+    for (g = 0; g < 4; g++)
+        cfg.gen_gpus[g] = g;
+    cfg.n_gen = 4;
+    cfg.trace_path = path;
+    cfg.clock = nodes_now;
+    cfg.clock_ctx = &r;
+    cfg.owner = &owner;
+    cfg.node_of = node_of;
+    cfg.n_node_of = 4;
+    assert_int_equal(eerl_rt_new(dev, &cfg, NULL, 0, &rt), 0);
+    for (u = 1; u <= 3; u++) {
+        unsigned before = r.reads;
+
+        w.update = u;
+        assert_int_equal(eerl_rt_phase_begin(rt, 0, EERL_PHASE_GEN), 0);
+        nodes_run(&r, 1.0);
+        if (u == 2)
+            r.mj[2] = 7; /* node 1's first GPU: its driver reset the counter */
+        assert_int_equal(eerl_rt_phase_end(rt, 0, EERL_PHASE_GEN), 0);
+        assert_int_equal(eerl_rt_phase_begin(rt, 0, EERL_PHASE_TRAIN), 0);
+        nodes_run(&r, 1.0);
+        assert_int_equal(eerl_rt_phase_end(rt, 0, EERL_PHASE_TRAIN), 0);
+        assert_int_equal(eerl_rt_update_end(rt, &w, NULL), 0);
+        /* One read per instant a boundary falls on (a phase's end and the next one's begin, in
+         * virtual time, are one instant): 0 s, 1 s, 2 s, then 3 s, 4 s, ... */
+        assert_int_equal(r.reads - before, u == 1 ? 3 : 2);
+    }
+    for (u = 0; u < 3; u++) {
+        double e0, e1;
+
+        o = nth_line(path, "update", u);
+        x = json_object_get(o, "runtime");
+        e0 = json_real_value(json_object_get(json_object_get(x, "node_energy_j"), "0"));
+        e1 = json_real_value(json_object_get(json_object_get(x, "node_energy_j"), "1"));
+        assert_true(fabs(e0 + e1 - json_real_value(json_object_get(o, "energy_j"))) < 1e-6);
+        assert_true(fabs(e0 - 2 * 2 * 300.0) < 1e-6); /* node 0 untouched: 2 GPUs, 2 s, 300 W */
+        if (u == 1) {
+            assert_non_null(strstr(json_string_value(json_object_get(x, "meter_flags")), "reset"));
+            assert_non_null(strstr(
+                json_string_value(json_object_get(json_object_get(x, "node_meter_flags"), "1")),
+                "reset"));
+            assert_null(json_object_get(json_object_get(x, "node_meter_flags"), "0"));
+        } else {
+            assert_int_equal(json_object_size(json_object_get(x, "node_meter_flags")), 0);
+        }
+        json_decref(o);
+    }
+    /* A stop line of a type the format defines is refused, the session still open. */
+    assert_int_equal(eerl_rt_abort(rt, "update", NULL), EERL_EINVAL);
+    assert_non_null(strstr(eerl_rt_last_error(rt), "stop line type 'update'"));
+    assert_int_equal(eerl_rt_abort(rt, "node_lost", "[1]"), EERL_EINVAL);
+    assert_int_equal(eerl_rt_phase_begin(rt, 0, EERL_PHASE_GEN), 0);
+    assert_int_equal(eerl_rt_abort(rt, "node_lost", "{\"node\":1,\"update\":99}"), 0);
+    assert_int_equal(r.restores, 1);
+    assert_int_equal(eerl_rt_phase_end(rt, 0, EERL_PHASE_GEN), EERL_ESTATE);
+    o = nth_line(path, "node_lost", 0);
+    assert_int_equal(json_integer_value(json_object_get(o, "update")), 4); /* ours, not 99 */
+    assert_int_equal(json_integer_value(json_object_get(o, "node")), 1);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(o, "open_phases"), 0)),
+                        "generation");
+    json_decref(o);
+    eerl_rt_free(rt);
+    eerl_device_free(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_config_errors, rigs_teardown),
+        cmocka_unit_test(test_across_nodes),
         cmocka_unit_test_teardown(test_phase_order, rigs_teardown),
         cmocka_unit_test_teardown(test_trace_path_kept_when_first_write_fails, rigs_teardown),
         cmocka_unit_test_teardown(test_trace_full_disk_keeps_whole_lines, rigs_teardown),

@@ -96,6 +96,13 @@ typedef struct eerl_rt_config {
      * read from this array instead of gen_gpus (train_gpus). Read by eerl_rt_new only. */
     const unsigned *gen_pool;
     const unsigned *train_pool;
+    /* Added after 0.3.0. A session across nodes (a remote device: eerl_device_open_remote): the
+     * node each device GPU is on, node_of[gpu] for gpu < n_node_of (at least the device's GPU
+     * count). The trace's update lines then give each node's energy over the update
+     * ("node_energy_j") and the meter flags of each node that has any ("node_meter_flags").
+     * NULL: one node. Read by eerl_rt_new only. */
+    const unsigned *node_of;
+    size_t n_node_of;
 } eerl_rt_config;
 
 /* Defaults for the mode: allowed loss 0.02, strategy
@@ -193,6 +200,17 @@ EERL_EXPORT int eerl_rt_save_state(eerl_rt *rt, const char *path);
  * resume_from). *ret_detail (may be NULL) says why in words ("" without resume_from); valid for
  * the session's life. EERL_EINVAL for a NULL session. */
 EERL_EXPORT int eerl_rt_resumed(const eerl_rt *rt, const char **ret_detail);
+
+/* Stops the session for a cause outside it, which leaves the allocation's energy unaccounted for
+ * (a node of a session across nodes lost, or failing): appends one last trace line
+ * {"type": type, "update": the update in progress (the last one ended + 1), "open_phases": the
+ * phases a pool is in, generation first, and every key of detail_json}, then closes
+ * (eerl_rt_close). type: 1 to 31 lower-case letters and '_', none of the types the trace format
+ * defines ("header", "update", "run", "resume"); detail_json: NULL or a JSON object text.
+ * A bad type or detail is EERL_EINVAL (nothing written, the session still open). Otherwise the
+ * session is closed whatever happens; the return is the first error of writing the line
+ * (EERL_EIO) or of closing. */
+EERL_EXPORT int eerl_rt_abort(eerl_rt *rt, const char *type, const char *detail_json);
 
 /* Detail of the last failing call ("" if none). Valid until the next call. */
 EERL_EXPORT const char *eerl_rt_last_error(const eerl_rt *rt);

@@ -128,6 +128,8 @@ class RtConfig(C.Structure):
         ("resume_tag", C.c_char_p),
         ("gen_pool", C.POINTER(C.c_uint)),
         ("train_pool", C.POINTER(C.c_uint)),
+        ("node_of", C.POINTER(C.c_uint)),
+        ("n_node_of", C.c_size_t),
     ]
 
 
@@ -151,6 +153,14 @@ class RtUpdateInfo(C.Structure):
         ("n_events", C.c_size_t),
         ("meter_flags", C.c_uint),
     ]
+
+
+class DeviceReading(C.Structure):
+    _fields_ = [("err", C.c_int), ("energy_mj", C.c_uint64), ("power_mw", C.c_uint),
+                ("sm_mhz", C.c_uint)]
+
+
+DEVICE_READ_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(DeviceReading), C.c_size_t)
 
 
 class AgentInfo(C.Structure):
@@ -185,6 +195,7 @@ LAYOUTS = {
     "eerl_rt_config": RtConfig,
     "eerl_rt_work": RtWork,
     "eerl_rt_update_info": RtUpdateInfo,
+    "eerl_device_reading": DeviceReading,
     "struct eerl_agent_info": AgentInfo,
     "struct eerl_agent_reading": AgentReading,
     "struct eerl_doctor_check": DoctorCheck,

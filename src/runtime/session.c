@@ -47,6 +47,9 @@ struct eerl_rt {
     size_t n_all;
     unsigned *pool_gpus[2]; /* each pool's GPUs (ours; colocated: both the same list) */
     size_t n_pool[2];
+    unsigned *node_at; /* across nodes: the node of all[i] (ours); NULL on one node */
+    unsigned n_nodes;
+    unsigned long long next_update; /* the update in progress: the last one ended + 1 */
     eerl_setting applied;
     eerl_setting prev_setting;
     int have_prev;
@@ -400,6 +403,7 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
     rt->cfg.resume_tag = NULL;
     rt->cfg.gen_pool = NULL;
     rt->cfg.train_pool = NULL;
+    rt->cfg.node_of = NULL;
     if (!rt->cfg.clock)
         rt->cfg.clock = eerl_clock_monotonic;
     rt->dev = dev;
@@ -416,7 +420,34 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
     rt->n_pool[1] = rt->colocated ? cfg->n_gen : cfg->n_train;
     rt->t_update0 = 0;
     rt->refit_start[0] = rt->refit_start[1] = -1;
+    rt->next_update = 1;
     *ret_rt = rt;
+    return 0;
+}
+
+/* Across nodes: the node of each GPU of the pools, from cfg->node_of (every device GPU's). */
+static int init_nodes(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t why_len)
+{
+    unsigned count = 0;
+    size_t i;
+
+    if (!cfg->node_of)
+        return 0;
+    if (eerl_device_count(rt->dev, &count) < 0 || cfg->n_node_of < count) {
+        snprintf(why, why_len, "node_of names the node of %zu GPUs, but the device has %u",
+                 cfg->n_node_of, count);
+        return EERL_EINVAL;
+    }
+    rt->node_at = malloc(rt->n_all * sizeof(*rt->node_at));
+    if (!rt->node_at) {
+        snprintf(why, why_len, "out of memory");
+        return EERL_ENOMEM;
+    }
+    for (i = 0; i < rt->n_all; i++) {
+        rt->node_at[i] = cfg->node_of[rt->all[i]];
+        if (rt->node_at[i] >= rt->n_nodes)
+            rt->n_nodes = rt->node_at[i] + 1;
+    }
     return 0;
 }
 
@@ -642,6 +673,9 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *caller_cfg, char *why, s
     e = rt_alloc(dev, cfg, why, why_len, &rt);
     if (e < 0)
         return e;
+    e = init_nodes(rt, cfg, why, why_len);
+    if (e < 0)
+        goto fail;
     e = init_controller(rt, cfg, &saved, &saved_len, why, why_len);
     if (e < 0)
         goto fail;
@@ -669,6 +703,7 @@ fail:
     eerl_agent_free(rt->agent);
     free(rt->ev);
     free(rt->all);
+    free(rt->node_at);
     free(rt);
     return e;
 }
@@ -727,6 +762,7 @@ void eerl_rt_free(eerl_rt *rt)
     eerl_ctl_free(rt->ctl);
     free(rt->ev);
     free(rt->all);
+    free(rt->node_at);
     free(rt);
 }
 
@@ -1138,8 +1174,50 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
     return 0;
 }
 
-/* The update line, with the runtime's own record (interval, per-pool busy time, meter flags)
- * added under "runtime"; trace readers ignore keys they do not know. */
+/* Across nodes: each node's energy over the update and the meter flags of each node that has
+ * any, into the runtime record x. */
+static int node_records(eerl_rt *rt, double t_end, json_t *x)
+{
+    double *j = calloc(rt->n_all, sizeof(*j)), *sum = calloc(rt->n_nodes, sizeof(*sum));
+    unsigned *fl = calloc(rt->n_all, sizeof(*fl)), *nfl = calloc(rt->n_nodes, sizeof(*nfl));
+    json_t *ne = json_object(), *nf = json_object();
+    eerl_meter_reading r;
+    char key[16], buf[128];
+    size_t i;
+    int e = EERL_ENOMEM;
+
+    if (!j || !sum || !fl || !nfl || !ne || !nf)
+        goto out;
+    e = eerl_meter_energy_each(rt->meter, rt->t_update0, t_end, NULL, rt->n_all, j, NULL, fl, &r);
+    if (e < 0)
+        goto out;
+    for (i = 0; i < rt->n_all; i++) {
+        sum[rt->node_at[i]] += j[i];
+        nfl[rt->node_at[i]] |= fl[i];
+    }
+    for (i = 0; i < rt->n_nodes; i++) {
+        snprintf(key, sizeof(key), "%zu", i);
+        json_object_set_new(ne, key, json_real(sum[i]));
+        if (nfl[i]) {
+            eerl_meter_flags_str(nfl[i], buf, sizeof(buf));
+            json_object_set_new(nf, key, json_string(buf));
+        }
+    }
+    json_object_set(x, "node_energy_j", ne);
+    json_object_set(x, "node_meter_flags", nf);
+out:
+    json_decref(ne);
+    json_decref(nf);
+    free(j);
+    free(sum);
+    free(fl);
+    free(nfl);
+    return e;
+}
+
+/* The update line, with the runtime's own record (interval, per-pool busy time, meter flags;
+ * across nodes, each node's energy and flags) added under "runtime"; trace readers ignore keys
+ * they do not know. */
 static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req, size_t n_ev,
                         double t_end, const double busy[2], unsigned mflags)
 {
@@ -1165,7 +1243,9 @@ static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req,
     eerl_meter_flags_str(mflags, fl, sizeof(fl));
     json_object_set_new(x, "meter_flags", json_string(fl));
     json_object_set_new(j, "runtime", x);
-    e = append_json(rt, j);
+    e = rt->node_at ? node_records(rt, t_end, x) : 0;
+    if (e == 0)
+        e = append_json(rt, j);
     err = errno;
     json_decref(j);
     errno = err;
@@ -1225,6 +1305,7 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
         }
     }
     /* Next update: its setting applies from the next phase boundary on. */
+    rt->next_update = (unsigned long long)work->update + 1;
     rt->prev_setting = info.obs.setting;
     rt->have_prev = 1;
     if (!rt->cfg.observe_only)
@@ -1236,4 +1317,33 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     if (ret_info)
         *ret_info = info;
     return terr < 0 ? EERL_EIO : 0;
+}
+
+int eerl_rt_abort(eerl_rt *rt, const char *type, const char *detail_json)
+{
+    const char *open[2 * EERL_PHASE_COUNT];
+    char *line = NULL, why[256] = "";
+    size_t n = 0;
+    unsigned ph;
+    int e, c;
+
+    if (!rt)
+        return EERL_EINVAL;
+    if (check_open(rt) < 0)
+        return EERL_ESTATE;
+    for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
+        if (rt->in_phase[0][ph] || rt->in_phase[1][ph])
+            open[n++] = phase_name((eerl_phase)ph);
+    e = eerl__trace_stop_line(type, rt->next_update, open, n, detail_json, &line, why, sizeof(why));
+    if (e == EERL_EINVAL)
+        return fail(rt, e, "stopping the session: %s", why[0] ? why : "bad argument");
+    if (e == 0 && rt->trace) {
+        e = eerl__trace_append(rt->trace, line, &rt->trace_end);
+        if (e < 0)
+            fail(rt, e, "writing the %s line to the trace '%s': %s", type, rt->trace_file,
+                 strerror(errno));
+    }
+    free(line);
+    c = eerl_rt_close(rt);
+    return e < 0 ? e : c;
 }

@@ -823,6 +823,75 @@ int eerl__trace_resume_line(const char *from, const char *tag, int resumed, cons
     return dump(o, ret_line);
 }
 
+static int stop_type_ok(const char *type)
+{
+    static const char *const taken[] = {"header", "update", "run", "resume"};
+    size_t i, n = type ? strlen(type) : 0;
+
+    if (n == 0 || n > 31)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (!((type[i] >= 'a' && type[i] <= 'z') || type[i] == '_'))
+            return 0;
+    for (i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+        if (!strcmp(type, taken[i]))
+            return 0;
+    return 1;
+}
+
+int eerl__trace_stop_line(const char *type, unsigned long long update,
+                          const char *const *open_phases, size_t n_open, const char *detail_json,
+                          char **ret_line, char *why, size_t len)
+{
+    json_t *o, *detail = NULL, *a;
+    json_error_t je;
+    size_t i;
+
+    if (!ret_line || (n_open && !open_phases))
+        return EERL_EINVAL;
+    if (!stop_type_ok(type)) {
+        snprintf(why, len,
+                 "stop line type '%s' must be 1 to 31 of a-z and '_', not header, update, run or "
+                 "resume",
+                 type ? type : "(null)");
+        return EERL_EINVAL;
+    }
+    if (detail_json) {
+        detail = json_loads(detail_json, 0, &je);
+        if (!json_is_object(detail)) {
+            snprintf(why, len, "stop line detail is not a JSON object: %s",
+                     detail ? "another JSON value" : je.text);
+            json_decref(detail);
+            return EERL_EINVAL;
+        }
+    }
+    o = json_object();
+    a = json_array();
+    if (!o || !a) {
+        json_decref(o);
+        json_decref(a);
+        json_decref(detail);
+        return EERL_ENOMEM;
+    }
+    json_object_set_new(o, "type", json_string(type));
+    json_object_set_new(o, "update", json_integer((json_int_t)update));
+    for (i = 0; i < n_open; i++)
+        json_array_append_new(a, json_string(open_phases[i]));
+    json_object_set_new(o, "open_phases", a);
+    if (detail) { /* the caller's keys after ours, which they may not replace */
+        const char *k;
+        json_t *v;
+
+        json_object_foreach(detail, k, v)
+        {
+            if (!json_object_get(o, k))
+                json_object_set(o, k, v);
+        }
+        json_decref(detail);
+    }
+    return dump(o, ret_line);
+}
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')

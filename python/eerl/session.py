@@ -155,44 +155,17 @@ def _gpu_list(pools, key):
     return out
 
 
-class Session:
-    """One RL job's eerl session. See docs/python.md.
+class _RuntimeSession:
+    """What every session is, on one node or across many: one eerl_rt (the C runtime), which
+    marks the phases, meters, builds each update's observation, asks the controller, applies its
+    setting through the clock owner and writes the trace. A subclass opens the device the
+    runtime reads (self._dev) and calls _start; it may override _after_call, which runs after
+    every call into the runtime (a session across nodes raises a node's failure there), and
+    _free_device."""
 
-    mode: "colocated", "disaggregated", "drained" or "inflight".
-    pools: {"generation": [gpu, ...], "training": [gpu, ...]} (device indices on this node;
-        colocated: the same list twice, or only one of them).
-    allowed_loss: throughput may fall to (1 - allowed_loss) of the governor's.
-    observe_only: measure, decide and trace, but never change a clock (needs no privilege).
-    trace: path of the JSON-lines trace (docs/trace-format.md), or None.
-    strategy: "eerl" (the default here, in the C API and in `eerl sim`: it saves the most within
-        the allowance and resumes), "paper" (the paper's own controller) or a baseline
-        ("governor", "global-clock", "linear-search").
-    run_info: a dict merged into the trace's "run" line (model, framework, ...).
-    eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
-        True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path.
-    install_sigterm: install the handler for SIGTERM, SIGHUP and SIGQUIT described in the
-        module's docstring.
-    resume_from: a controller state saved by save_state() (the file, or the checkpoint directory
-        holding eerl-controller.state), or None. The controller then skips calibration and
-        search and starts at the saved lock. A missing file, or a state learned on another GPU
-        model, allocation, clock list, mode, strategy, configuration or eerl version, starts a
-        fresh search instead: resumed is False and resume_detail says why (so do the trace and
-        the first update's events). A damaged or unreadable file raises EerlError naming it.
-        Only strategy "eerl" resumes (in every mode); the others start fresh and say so.
-    resume_tag: the hardware identity saved states are matched on; None: the first GPU's model
-        and the pool sizes.
-    clock: None (real time), or a function returning the time in seconds, never going back: the
-        session then runs in that (e.g. a simulator's virtual) time, its meter reading the
-        counters at the phase boundaries only.
-    """
-
-    def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
-                 trace=None, strategy="eerl", run_info=None, governor_peak_mhz=0,
-                 meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
-                 resume_tag=None, clock=None):
+    def _init_common(self):
         self._rt = None
         self._dev = None
-        self._agent = None
         self._closed = True
         self._pid = os.getpid()  # a forked child's copy is inert: see close()
         self._open_phases = []
@@ -206,74 +179,53 @@ class Session:
         self._call_s = 0.0
         self._calls = 0
         self._overhead = None  # (seconds, calls) of the last update
+
+    def _config(self, mode, gen, train, allowed_loss, strategy, trace, run_info, producer,
+                clock=None, resume_from=None, resume_tag=None, governor_peak_mhz=0,
+                meter_interval_ms=0, sample_thread=True):
+        """The runtime's configuration (eerl_rt_config); what its pointers point to is kept on
+        self for the session's life. gen, train: device GPU indices."""
         if mode not in T.MODES:
             raise ValueError("mode %r: use one of %s" % (mode, ", ".join(T.MODES)))
         if strategy not in T.STRATEGIES:
             raise ValueError("strategy %r: use one of %s" % (strategy, ", ".join(T.STRATEGIES)))
-        if pools is None:
-            pools = {"generation": [0], "training": [0]}
-        if not isinstance(pools, dict):
-            raise ValueError("pools must be a dict like {'generation': [0, 1], 'training': [0, 1]}"
-                             ", not %r" % (pools,))
-        bad = set(pools) - {"generation", "training"}
-        if bad:
-            raise ValueError("pools has unknown key(s) %s: use 'generation' and 'training'"
-                             % ", ".join(sorted(map(repr, bad))))
-        gen, train = _gpu_list(pools, "generation"), _gpu_list(pools, "training")
-        if mode == "colocated":
-            gen = gen or train
-            train = train or gen
-            if sorted(gen) != sorted(train):
-                raise ValueError("colocated: generation and training share one pool, but got "
-                                 "generation %s and training %s" % (gen, train))
-        if not gen or not train:
-            raise ValueError("%s: both pools need GPUs, got generation %s and training %s"
-                             % (mode, gen, train))
-        self.mode = mode
-        self.pools = {"generation": gen, "training": train}
-        self.observe_only = bool(observe_only)
-        self.trace = os.fspath(trace) if trace is not None else None
-        f = _c()
-
+        if run_info is not None and not isinstance(run_info, dict):
+            raise ValueError("run_info must be a dict, not %r" % (run_info,))
         cfg = T.RtConfig()
-        _lib.check(f["rt_config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
+        _lib.check(_c()["rt_config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
                    "eerl_rt_config_init")
         # Pools of any size go through gen_pool/train_pool (eerl_rt_new copies them).
-        gen_a = (C.c_uint * max(len(gen), 1))(*gen)
-        train_a = (C.c_uint * max(len(train), 1))(*train)
-        cfg.gen_pool = C.cast(gen_a, C.POINTER(C.c_uint))
+        self._keep = [(C.c_uint * max(len(gen), 1))(*gen), (C.c_uint * max(len(train), 1))(*train)]
+        cfg.gen_pool = C.cast(self._keep[0], C.POINTER(C.c_uint))
         cfg.n_gen = len(gen)
-        cfg.train_pool = C.cast(train_a, C.POINTER(C.c_uint))
+        cfg.train_pool = C.cast(self._keep[1], C.POINTER(C.c_uint))
         cfg.n_train = len(train)
         cfg.allowed_loss = float(allowed_loss)
         cfg.strategy = T.STRATEGIES[strategy]
         cfg.observe_only = 1 if self.observe_only else 0
-        # Kept on self: the C side may hold the pointers for the session's life.
-        self._trace_b = self.trace.encode() if self.trace is not None else None
-        if run_info is not None and not isinstance(run_info, dict):
-            raise ValueError("run_info must be a dict, not %r" % (run_info,))
-        self._run_b = json.dumps(run_info).encode() if run_info is not None else None
-        cfg.trace_path = self._trace_b
-        cfg.trace_run_json = self._run_b
-        cfg.producer = ("eerl %s python" % _lib.__version__).encode()
-        self._producer_b = cfg.producer
+        self._keep += [self.trace.encode() if self.trace is not None else None,
+                       json.dumps(run_info).encode() if run_info is not None else None,
+                       producer.encode()]
+        cfg.trace_path, cfg.trace_run_json, cfg.producer = self._keep[2:5]
         cfg.governor_peak_mhz = _ranged_int("governor_peak_mhz", governor_peak_mhz, 0, _U32_MAX)
         cfg.meter_interval_ms = _ranged_int("meter_interval_ms", meter_interval_ms, 0, _U32_MAX)
-        cfg.sample_thread = 1
+        cfg.sample_thread = 1 if sample_thread else 0
         if clock is not None:  # virtual time: the meter samples at the phase boundaries only
             self._clock_fn = _CLOCK_FN(lambda _ctx: float(clock()))
             cfg.clock = C.cast(self._clock_fn, C.c_void_p)
             cfg.sample_thread = 0
-        self._resume_b = os.fsencode(resume_from) if resume_from is not None else None
-        self._resume_tag_b = resume_tag.encode() if resume_tag is not None else None
-        cfg.resume_from = self._resume_b
-        cfg.resume_tag = self._resume_tag_b
+        self._keep += [os.fsencode(resume_from) if resume_from is not None else None,
+                       resume_tag.encode() if resume_tag is not None else None]
+        cfg.resume_from, cfg.resume_tag = self._keep[5:7]
+        return cfg
 
-        self._open_device(eerld, sorted(set(gen) | set(train)))
+    def _start(self, cfg):
+        """Opens the runtime over self._dev; frees the device when it does not open."""
         why = C.create_string_buffer(512)
         rt = C.c_void_p()
         try:
-            rc = f["rt_new"](self._dev, C.byref(cfg), why, len(why), C.byref(rt))
+            rc = _c()["rt_new"](self._dev, C.byref(cfg), why, len(why), C.byref(rt))
+            self._after_call("the session's start")
             _lib.check(rc, "opening the eerl session", lambda: why.value)
         except BaseException:
             self._free_device()
@@ -283,56 +235,12 @@ class Session:
         self._resume_info()
         with _live_lock:
             _live.add(self)
-        if install_sigterm:
-            _install_sigterm()
 
-    # ---- device ------------------------------------------------------------------------------
-
-    def _open_device(self, eerld, gpus):
-        f = _c()
-        use = eerld
-        if use is None:
-            use = _lib.has("eerl_agent_wanted") and bool(_agent_fns()["wanted"]())
-        if use:
-            a = _agent_fns()
-            path = use.encode() if isinstance(use, str) else None
-            why = C.create_string_buffer(512)
-            agent = C.c_void_p()
-            _lib.check(a["connect"](path, b"eerl-python", why, len(why), C.byref(agent)),
-                       "connecting to eerld at %s" % (use if isinstance(use, str)
-                                                       else a["socket_path"]().decode()),
-                       lambda: why.value)
-            self._agent = agent
-            try:
-                if not self.observe_only:
-                    arr = (C.c_uint * len(gpus))(*gpus)
-                    _lib.check(a["lease"](agent, arr, len(gpus)),
-                               "leasing GPUs %s from eerld" % gpus,
-                               lambda: a["last_error"](agent))
-                _lib.check(a["start_heartbeat"](agent, 0), "starting the eerld heartbeat",
-                           lambda: a["last_error"](agent))
-                dev = C.c_void_p()
-                _lib.check(a["device"](agent, C.byref(dev)), "eerld device",
-                           lambda: a["last_error"](agent))
-                self._dev = dev
-            except BaseException:
-                a["free"](agent)
-                self._agent = None
-                raise
-            return
-        why = C.create_string_buffer(512)
-        dev = C.c_void_p()
-        _lib.check(f["device_open_nvml_ex"](why, len(why), C.byref(dev)), "opening NVML",
-                   lambda: why.value)
-        self._dev = dev
+    def _after_call(self, at):
+        """Runs after every call into the runtime, before its return code is looked at."""
 
     def _free_device(self):
-        if self._dev is not None:
-            _c()["device_free"](self._dev)
-            self._dev = None
-        if self._agent is not None:
-            _agent_fns()["free"](self._agent)
-            self._agent = None
+        """Frees what the subclass opened for the runtime to read."""
 
     # ---- phases and updates ------------------------------------------------------------------
 
@@ -375,8 +283,10 @@ class Session:
         done = []
         try:
             for p in pools:
-                _lib.check(f["rt_phase_begin"](self._rt, p, ph),
-                           "beginning phase %s on the %s pool" % (key, _pool_name(p)), self._err)
+                rc = f["rt_phase_begin"](self._rt, p, ph)
+                self._after_call("the begin of phase %s" % key)
+                _lib.check(rc, "beginning phase %s on the %s pool" % (key, _pool_name(p)),
+                           self._err)
                 done.append(p)
         except BaseException:
             for p in done:
@@ -394,6 +304,7 @@ class Session:
         first = None
         for p in pools:
             rc = f["rt_phase_end"](self._rt, p, ph)
+            self._after_call("the end of phase %s" % key)
             if rc < 0 and first is None:
                 first = (rc, p, self._err())
         for i, (k, _, ps) in enumerate(self._open_phases):
@@ -433,8 +344,9 @@ class Session:
         w.policy_version = (-1 if policy_version is None
                             else _ranged_int("policy_version", policy_version, -1, _I64_MAX))
         info = T.RtUpdateInfo()
-        _lib.check(_c()["rt_update_end"](self._rt, C.byref(w), C.byref(info)),
-                   "ending update %d" % w.update, self._err)
+        rc = _c()["rt_update_end"](self._rt, C.byref(w), C.byref(info))
+        self._after_call("the end of the update")
+        _lib.check(rc, "ending update %d" % w.update, self._err)
         self._update = w.update + 1
         self._last = info
         # This update's overhead ends here (its own call up to now included); the rest of this
@@ -450,7 +362,9 @@ class Session:
         meter has no sampler thread: a simulator calls it as its time goes on (eerl sim
         samples every virtual second), as the thread does every 200 ms in real time."""
         self._require_open()
-        _lib.check(_c()["rt_sample"](self._rt), "meter sample", self._err)
+        rc = _c()["rt_sample"](self._rt)
+        self._after_call("a meter sample")
+        _lib.check(rc, "meter sample", self._err)
 
     def save_state(self, path):
         """Saves the controller's learned state (governor references, the lock) for a later
@@ -568,7 +482,8 @@ class Session:
             # A forked child's copy (os.fork, a fork-started worker): the clocks, the meter's
             # thread, the trace and the eerld lease are the parent's. Nothing is restored or
             # freed; libeerl already closed the child's copy of the eerld socket at the fork.
-            self._rt = self._dev = self._agent = None
+            self._rt = self._dev = None
+            self._forget_device()
             return
         f = _c()
         rc = f["rt_close"](self._rt)
@@ -576,6 +491,7 @@ class Session:
         f["rt_free"](self._rt)
         self._rt = None
         self._free_device()
+        self._after_call("the session's close")
         _lib.check(rc, "closing the eerl session", lambda: detail)
 
     def __enter__(self):
@@ -591,6 +507,131 @@ class Session:
                 self.close()
         except Exception:
             pass  # nothing to report to at collection time; the clocks were still reset
+
+
+
+class Session(_RuntimeSession):
+    """One RL job's eerl session. See docs/python.md.
+
+    mode: "colocated", "disaggregated", "drained" or "inflight".
+    pools: {"generation": [gpu, ...], "training": [gpu, ...]} (device indices on this node;
+        colocated: the same list twice, or only one of them).
+    allowed_loss: throughput may fall to (1 - allowed_loss) of the governor's.
+    observe_only: measure, decide and trace, but never change a clock (needs no privilege).
+    trace: path of the JSON-lines trace (docs/trace-format.md), or None.
+    strategy: "eerl" (the default here, in the C API and in `eerl sim`: it saves the most within
+        the allowance and resumes), "paper" (the paper's own controller) or a baseline
+        ("governor", "global-clock", "linear-search").
+    run_info: a dict merged into the trace's "run" line (model, framework, ...).
+    eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
+        True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path.
+    install_sigterm: install the handler for SIGTERM, SIGHUP and SIGQUIT described in the
+        module's docstring.
+    resume_from: a controller state saved by save_state() (the file, or the checkpoint directory
+        holding eerl-controller.state), or None. The controller then skips calibration and
+        search and starts at the saved lock. A missing file, or a state learned on another GPU
+        model, allocation, clock list, mode, strategy, configuration or eerl version, starts a
+        fresh search instead: resumed is False and resume_detail says why (so do the trace and
+        the first update's events). A damaged or unreadable file raises EerlError naming it.
+        Only strategy "eerl" resumes (in every mode); the others start fresh and say so.
+    resume_tag: the hardware identity saved states are matched on; None: the first GPU's model
+        and the pool sizes.
+    clock: None (real time), or a function returning the time in seconds, never going back: the
+        session then runs in that (e.g. a simulator's virtual) time, its meter reading the
+        counters at the phase boundaries only.
+    """
+
+    def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
+                 trace=None, strategy="eerl", run_info=None, governor_peak_mhz=0,
+                 meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
+                 resume_tag=None, clock=None):
+        self._init_common()
+        self._agent = None
+        if mode not in T.MODES:
+            raise ValueError("mode %r: use one of %s" % (mode, ", ".join(T.MODES)))
+        if pools is None:
+            pools = {"generation": [0], "training": [0]}
+        if not isinstance(pools, dict):
+            raise ValueError("pools must be a dict like {'generation': [0, 1], 'training': [0, 1]}"
+                             ", not %r" % (pools,))
+        bad = set(pools) - {"generation", "training"}
+        if bad:
+            raise ValueError("pools has unknown key(s) %s: use 'generation' and 'training'"
+                             % ", ".join(sorted(map(repr, bad))))
+        gen, train = _gpu_list(pools, "generation"), _gpu_list(pools, "training")
+        if mode == "colocated":
+            gen = gen or train
+            train = train or gen
+            if sorted(gen) != sorted(train):
+                raise ValueError("colocated: generation and training share one pool, but got "
+                                 "generation %s and training %s" % (gen, train))
+        if not gen or not train:
+            raise ValueError("%s: both pools need GPUs, got generation %s and training %s"
+                             % (mode, gen, train))
+        self.mode = mode
+        self.pools = {"generation": gen, "training": train}
+        self.observe_only = bool(observe_only)
+        self.trace = os.fspath(trace) if trace is not None else None
+        cfg = self._config(mode, gen, train, allowed_loss, strategy, trace, run_info,
+                           "eerl %s python" % _lib.__version__, clock=clock,
+                           resume_from=resume_from, resume_tag=resume_tag,
+                           governor_peak_mhz=governor_peak_mhz,
+                           meter_interval_ms=meter_interval_ms)
+        self._open_device(eerld, sorted(set(gen) | set(train)))
+        self._start(cfg)
+        if install_sigterm:
+            _install_sigterm()
+
+    # ---- device ------------------------------------------------------------------------------
+
+    def _open_device(self, eerld, gpus):
+        f = _c()
+        use = eerld
+        if use is None:
+            use = _lib.has("eerl_agent_wanted") and bool(_agent_fns()["wanted"]())
+        if use:
+            a = _agent_fns()
+            path = use.encode() if isinstance(use, str) else None
+            why = C.create_string_buffer(512)
+            agent = C.c_void_p()
+            _lib.check(a["connect"](path, b"eerl-python", why, len(why), C.byref(agent)),
+                       "connecting to eerld at %s" % (use if isinstance(use, str)
+                                                       else a["socket_path"]().decode()),
+                       lambda: why.value)
+            self._agent = agent
+            try:
+                if not self.observe_only:
+                    arr = (C.c_uint * len(gpus))(*gpus)
+                    _lib.check(a["lease"](agent, arr, len(gpus)),
+                               "leasing GPUs %s from eerld" % gpus,
+                               lambda: a["last_error"](agent))
+                _lib.check(a["start_heartbeat"](agent, 0), "starting the eerld heartbeat",
+                           lambda: a["last_error"](agent))
+                dev = C.c_void_p()
+                _lib.check(a["device"](agent, C.byref(dev)), "eerld device",
+                           lambda: a["last_error"](agent))
+                self._dev = dev
+            except BaseException:
+                a["free"](agent)
+                self._agent = None
+                raise
+            return
+        why = C.create_string_buffer(512)
+        dev = C.c_void_p()
+        _lib.check(f["device_open_nvml_ex"](why, len(why), C.byref(dev)), "opening NVML",
+                   lambda: why.value)
+        self._dev = dev
+
+    def _free_device(self):
+        if self._dev is not None:
+            _c()["device_free"](self._dev)
+            self._dev = None
+        if self._agent is not None:
+            _agent_fns()["free"](self._agent)
+            self._agent = None
+
+    def _forget_device(self):
+        self._agent = None
 
     def __repr__(self):
         return "<eerl.Session %s %s%s>" % (self.mode, self.pools,

@@ -59,11 +59,11 @@ class NodeServer:
     """Runs on one node: executes the driver's commands against that node's eerld.
 
     A command that runs past the driver's wait (handle's timeout_s: eerld held, the node slow)
-    has been given up by the driver, which raised NodeLost for this node: from then on this
-    server changes no clock (the rest of that command is skipped), releases every GPU it leased
-    and closes its eerld connection (eerld resets them), and refuses every later command. The
-    wait is counted from when the command reached this node, so the node never gives up before
-    the driver does."""
+    has been given up by the driver, which raised NodeLost for this node. So this server then
+    changes no clock (the rest of that command is skipped), releases every GPU it leased and
+    closes its eerld connection (eerld resets them), answers why, and refuses every later
+    command; a late command that changed nothing gives the node up as well. The wait is counted
+    from when the command reached this node, so the node never gives up before the driver."""
 
     def __init__(self, socket=None):
         self.socket = socket
@@ -80,12 +80,16 @@ class NodeServer:
             self.agent = Agent(self.socket, name="eerl-multinode")
         return self.agent
 
-    def _change(self):
-        """The agent, for a call that changes a clock, a lease or a pool: refused once the
-        driver stopped waiting for this command."""
+    def _in_time(self):
+        """Raises _GaveUp once the driver stopped waiting for this command."""
         if self._deadline is not None and time.monotonic() > self._deadline[0]:
             self.gave_up = ("gave up: %r ran past the driver's %g s wait for it, so this node "
                             "was released and applies nothing more" % self._deadline[1:])
+            raise _GaveUp(-12, self.gave_up)  # EERL_ETIMEDOUT
+
+    def _change(self):
+        """The agent, for a call that changes a clock, a lease or a pool."""
+        self._in_time()
         return self._agent()
 
     def handle(self, cmd, args, timeout_s=None):
@@ -95,7 +99,9 @@ class NodeServer:
         if timeout_s is not None and cmd != "close":
             self._deadline = (time.monotonic() + float(timeout_s), cmd, float(timeout_s))
         try:
-            return ("ok", getattr(self, "cmd_" + cmd)(**(args or {})))
+            r = getattr(self, "cmd_" + cmd)(**(args or {}))
+            self._in_time()  # done, but late: the driver gave this node up all the same
+            return ("ok", r)
         except _GaveUp as e:
             try:
                 self.cmd_close()   # eerld resets every GPU this connection leased

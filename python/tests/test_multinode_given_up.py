@@ -46,19 +46,23 @@ def node(tmp_path):
         n.stop()
 
 
-def test_a_command_past_the_drivers_wait_is_not_applied_and_the_node_released(node):
+@pytest.mark.parametrize("late", ["a clock after the read", "only the read"])
+def test_a_command_past_the_drivers_wait_is_not_applied_and_the_node_released(node, late):
     """The node side of both adapters (a torch.distributed node rank runs this NodeServer):
     eerld holds a boundary's read past the wait the driver gave it; when the read comes back the
-    clock the boundary sets after it is not applied, the GPUs are released (eerld resets them
-    and no one holds them) and the answer says the node gave up; a later command is refused."""
+    clock the boundary sets after it (if any) is not applied, the GPUs are released (eerld
+    resets them and no one holds them) and the answer says the node gave up; a later command is
+    refused."""
     srv = multinode.NodeServer(node.socket)
     assert srv.handle("lease", {"gpus": [0, 1]}, timeout_s=HANG_S)[0] == "ok"
     r = srv.handle("step", {"gpus": [0, 1], "before": [[[0, 1], 1200]]}, timeout_s=HANG_S)
     assert r[0] == "ok" and node.locks() == [(1200, 1200)] * 2, (r, node.locks())
     go_on = held(node.proc)
     out = []
-    t = threading.Thread(target=lambda: out.append(srv.handle(
-        "step", {"gpus": [0, 1], "after": [[[0, 1], 345]]}, timeout_s=0.2)))
+    step = {"gpus": [0, 1]}
+    if late == "a clock after the read":
+        step["after"] = [[[0, 1], 345]]
+    t = threading.Thread(target=lambda: out.append(srv.handle("step", step, timeout_s=0.2)))
     try:
         t.start()
         # eerld is held until the step's wait is over: its read cannot come back before
@@ -77,3 +81,77 @@ def test_a_command_past_the_drivers_wait_is_not_applied_and_the_node_released(no
     assert holders(node) == [None, None]
     r = srv.handle("step", {"gpus": [0, 1], "before": [[[0, 1], 900]]}, timeout_s=HANG_S)
     assert r[0] == "err" and "gave up" in r[2] and node.locks() == GOVERNOR, r
+
+
+def running(pid):
+    """Whether process pid is still there (a zombie is not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two GPU nodes of a real Ray cluster, on loopback, built as test_multinode_ray.py's."""
+    pytest.importorskip("ray")
+    import test_multinode_ray
+    c = test_multinode_ray.RayCluster(tmp_path_factory.mktemp("ray"))
+    try:
+        for _ in range(2):
+            c.add_gpu_node()
+        yield c
+    finally:
+        c.close()
+
+
+def test_a_slow_ray_node_given_up_is_released(cluster, tmp_path):
+    """A colocated session on two Ray nodes; inside a generation phase, with both nodes'
+    clocks locked, node 1's eerld is held past the adapter's wait (3 s): the next boundary
+    raises NodeLost naming the node and saying its actor was killed; once that eerld goes on,
+    the node's GPUs are back at the governor and leased by no one, its NodeServer actor is
+    gone, and node 0 was released. Without it the slow node's actor applied the late boundary
+    and its heartbeats kept the lease until the adapter was closed."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import ray_workers
+    from test_multinode_ray import run_updates
+    a, b = cluster.nodes
+    ws = [ray_workers.Worker.options(
+        num_gpus=2, scheduling_strategy=NodeAffinitySchedulingStrategy(rn.node_id, soft=False))
+        .remote() for rn in cluster.ray_nodes]
+    try:
+        recs = multinode.ray_worker_gpus(ws)
+        ad = multinode.RayAdapter.for_workers(recs, timeout_s=HANG_S)
+        pid = ad.call("ping", {n: {} for n in ad.nodes})[1]["pid"]
+        s = multinode.MultiNodeSession(ad, mode="colocated", strategy="paper",
+                                       pools=ad.locate({"generation": recs, "training": recs}))
+        try:
+            def locked(s):
+                return s.applied_setting()["gen_mhz"] and all(
+                    lo is not None for n in (a, b) for lo, _ in n.locks())
+            assert run_updates(s, 40, until=locked) is not None, (a.locks(), b.locks())
+            # the wait shortened only now, so a loaded machine cannot lose a node earlier; and
+            # eerld is held for less than its heartbeat timeout (5 s), so the hold alone
+            # would not end the lease
+            ad.timeout_s = 3.0
+            go_on = held(b.proc)
+            try:
+                with pytest.raises(multinode.NodeLost) as e:
+                    s.phase_end("generation")
+            finally:
+                go_on()
+            msg = str(e.value)
+            assert e.value.node == 1 and cluster.ray_nodes[1].node_id in msg and \
+                "no answer to 'step' within 3 s" in msg and "actor was killed" in msg, msg
+            eerld_nodes.wait_for(lambda: b.locks() == GOVERNOR and holders(b) == [None, None],
+                                 90, "the given-up node's GPUs reset and not leased")
+            eerld_nodes.wait_for(lambda: not running(pid), 90, "its NodeServer actor gone")
+            assert a.locks() == GOVERNOR and holders(a) == [None, None]
+        finally:
+            s.close()
+            ad.close()
+    finally:
+        for w in ws:
+            ray.kill(w)

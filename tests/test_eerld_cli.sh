@@ -44,6 +44,42 @@ expect_rc 7 $? "eerl lock passes the command's exit status"
 "$EERL_BIN" status --json --socket "$sock" >"$tmp/out"
 grep -q '"locked_mhz": \[' "$tmp/out" && fail "a GPU is still locked after eerl lock ended"
 
+# --- lock with a command: a signal sent to eerl lock (a supervisor's SIGTERM or SIGHUP) reaches
+# the command; eerl lock waits for it, releases, and exits with the command's status. (SIGINT is
+# forwarded the same way, but a background job of a script starts with SIGINT ignored.)
+gone() { [ ! -e "/proc/$1" ] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"; }
+for sig in TERM HUP; do
+    rm -f "$tmp/cmd"
+    "$EERL_BIN" lock --gpus 1 --clock 1200 --socket "$sock" -- sh -c \
+        'trap "echo got >>\"$0\"; exit 3" '$sig'; echo $$ >"$0"; while :; do sleep 0.05; done' \
+        "$tmp/cmd" 2>"$tmp/err" &
+    lpid=$!
+    wait_until 120 test -s "$tmp/cmd" || fail "eerl lock -- CMD never started CMD"
+    cpid=$(head -n1 "$tmp/cmd")
+    kill -$sig "$lpid"
+    if wait_until 120 grep -q got "$tmp/cmd"; then
+        wait "$lpid"
+        expect_rc 3 $? "eerl lock -- CMD after SIG$sig: CMD's status"
+        expect_in "$tmp/err" "released" "lock: released after SIG$sig reached CMD"
+    else
+        fail "SIG$sig sent to eerl lock never reached its command"
+        kill -KILL "$cpid" "$lpid" 2>/dev/null
+        wait "$lpid" 2>/dev/null
+    fi
+    "$EERL_BIN" status --json --socket "$sock" >"$tmp/out"
+    grep -q '"locked_mhz": \[' "$tmp/out" && fail "a GPU is still locked after SIG$sig"
+done
+# A supervisor's SIGKILL: the command dies with eerl lock, never running on unlocked.
+rm -f "$tmp/cmd"
+"$EERL_BIN" lock --gpus 1 --clock 1200 --socket "$sock" -- sh -c \
+    'echo $$ >"$0"; while :; do sleep 0.05; done' "$tmp/cmd" 2>/dev/null &
+lpid=$!
+wait_until 120 test -s "$tmp/cmd" || fail "eerl lock -- CMD never started CMD"
+cpid=$(head -n1 "$tmp/cmd")
+kill -KILL "$lpid"
+wait "$lpid" 2>/dev/null
+wait_until 120 gone "$cpid" || { fail "the command ran on after eerl lock was SIGKILLed"; kill -KILL "$cpid"; }
+
 # --- lock without a command holds until SIGTERM, then releases
 "$EERL_BIN" lock --gpus 3 --clock 1005 --socket "$sock" 2>"$tmp/err" &
 lpid=$!

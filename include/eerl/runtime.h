@@ -204,7 +204,9 @@ EERL_EXPORT int eerl_rt_resumed(const eerl_rt *rt, const char **ret_detail);
 /* Stops the session for a cause outside it, which leaves the allocation's energy unaccounted for
  * (a node of a session across nodes lost, or failing): appends one last trace line
  * {"type": type, "update": the update in progress (the last one ended + 1), "open_phases": the
- * phases a pool is in, generation first, and every key of detail_json}, then closes
+ * phases a pool is in, generation first (or detail_json's "open_phases", an array: a caller that
+ * stops inside a boundary call knows what was open when it failed), and every other key of
+ * detail_json}, then closes
  * (eerl_rt_close). type: 1 to 31 lower-case letters and '_', none of the types the trace format
  * defines ("header", "update", "run", "resume"); detail_json: NULL or a JSON object text.
  * A bad type or detail is EERL_EINVAL (nothing written, the session still open). Otherwise the

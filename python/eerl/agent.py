@@ -109,18 +109,27 @@ class Agent:
 
     def read(self, gpus):
         """[(energy_mj, power_mw, sm_mhz)] for gpus; EerlError if a GPU could not be read."""
+        res = []
+        for g, (err, mj, mw, mhz) in zip(gpus, self.readings(gpus)):
+            if err < 0:
+                raise EerlError(err, "reading GPU %d through eerld" % g)
+            res.append((mj, mw, mhz))
+        return res
+
+    def readings(self, gpus):
+        """[(err, energy_mj, power_mw, sm_mhz)] for gpus, in their order: err 0, or the EERL_E*
+        code of a GPU that could not be read (lost, no energy counter), as eerld answered it."""
         a, n = _arr(gpus)
         out = (T.AgentReading * max(1, n))()
         got = C.c_size_t()
         self._check(_c()["read"](self._live(), a, n, out, n, C.byref(got)),
                     "reading GPUs %s" % list(gpus))
-        res = []
-        for i in range(got.value):
-            r = out[i]
-            if r.err < 0:
-                raise EerlError(r.err, "reading GPU %d through eerld" % r.gpu)
-            res.append((r.energy_mj, r.power_mw, r.sm_mhz))
-        return res
+        by = {out[i].gpu: out[i] for i in range(got.value)}
+        missing = [g for g in gpus if g not in by]
+        if missing:
+            raise EerlError(-10, "reading GPUs %s" % list(gpus),
+                            "eerld answered no reading of GPU %d" % missing[0])
+        return [(by[g].err, by[g].energy_mj, by[g].power_mw, by[g].sm_mhz) for g in gpus]
 
     def devices(self):
         """[{"gpu": NVML index, "uuid": ..., "name": ...}] for every GPU the daemon serves."""

@@ -16,37 +16,35 @@ every rank by torch_gather_gpus) names its node and its GPUs by UUID, and the ad
 finds each GPU's NVML index in the eerld of the worker's node.
 
 Both adapters carry the same few commands to a NodeServer on each node (devices, hello, lease,
-a phase boundary's clock settings and energy read, close). At every phase boundary the driver
-sends one command to all nodes, all in flight together, that sets the clocks of the pools that
-change and reads every GPU's energy counter in the same round trip, so every figure is a sum
-over nodes of counter differences between boundaries.
+a phase boundary's clock settings and energy read, close).
 
-MultiNodeSession has the Session interface (phase_begin/phase_end/phase(), update_end, metrics,
-status, close) in all four modes; it keeps the books as eerl.Session's runtime does
-(src/runtime/session.c: per-pool intervals, idle clock, arrivals, carry-over, policy age),
-builds the observation itself from the boundary readings, feeds the C controller (eerl_ctl_*),
-and writes a trace in eerl's trace format (docs/trace-format.md) that `eerl replay` checks. At
-its start each node's eerld release, GPUs, models and clock lists are checked. Closing it (or
-collecting it, or the process exiting) releases every lease; eerld resets those GPUs. A node
-lost or failing mid-run stops it: the others are released, the trace ends with a line naming
-the node, and NodeLost / NodeError is raised.
+MultiNodeSession is eerl.Session's runtime (src/runtime, the same C session: observations, the
+meter's counter model and flags, the controller, resume, the trace) over the GPUs of every node:
+the runtime sees them as one remote device (eerl_device_open_remote), whose read asks every
+node at once, and sets their clocks through a clock owner that sends them to the nodes. At
+every phase boundary the driver sends one command to all nodes, all in flight together, that
+sets the clocks the runtime changed and reads every GPU's energy counter, power and clock. This
+module finds the nodes and pools, serves the node side, reaches each node's eerld and notices
+lost nodes; it builds no observation and writes no trace line. At the session's start each
+node's eerld release, GPUs, models and clock lists are checked. Closing it (or collecting it,
+or the process exiting) releases every lease; eerld resets those GPUs. A node lost or failing
+mid-run stops it: the others are released, the runtime ends the trace with a line naming the
+node, and NodeLost / NodeError is raised.
 """
 
-import atexit
 import ctypes as C
 import json
-import math
 import os
 import pickle
 import re
 import socket as _socket
 import sys
 import time
-import weakref
 
 from . import _lib
 from . import _types as T
 from ._lib import EerlError
+from .session import _RuntimeSession, _c, _live, _live_lock
 
 # ---- the node side -------------------------------------------------------------------------------
 
@@ -68,7 +66,6 @@ class NodeServer:
     def __init__(self, socket=None):
         self.socket = socket
         self.agent = None
-        self.pools = {}
         self.gave_up = None   # why this server gave up, once it has
         self._deadline = None
 
@@ -133,10 +130,11 @@ class NodeServer:
             return {"info": info, "clocks": a.supported_clocks(gpus[0]) if gpus else []}
         out = {"info": info, "gpus": {}, "error": None}
         try:
-            names = {d["gpu"]: d["name"] for d in a.devices()}
+            devs = {d["gpu"]: d for d in a.devices()}
             for g in gpus:
-                if g in names:
-                    out["gpus"][str(g)] = {"name": names[g], "clocks": a.supported_clocks(g)}
+                if g in devs:
+                    out["gpus"][str(g)] = {"name": devs[g]["name"], "uuid": devs[g]["uuid"],
+                                           "clocks": a.supported_clocks(g)}
         except EerlError as e:
             out["error"] = (e.code, str(e))
         return out
@@ -144,28 +142,17 @@ class NodeServer:
     def cmd_lease(self, gpus):
         self._change().lease(gpus)
 
-    def cmd_define(self, pools):
-        """pools: {name: [gpus, gen_mhz, train_mhz, idle_mhz]}."""
-        for name, (gpus, g, t, i) in pools.items():
-            self._change().define_pool(name, gpus, g, t, i)
-            self.pools[name] = gpus
-
-    def cmd_step(self, gpus, phases=None, define=None, before=None, after=None):
-        """One phase boundary on this node: optionally redefines pools and switches pools to
-        phases ({name: phase}), sets the clocks of before ([[gpus, mhz], ...]; 0: the governor),
-        reads the energy counters of gpus, then sets after. Returns ([energy_mj per gpu],
-        [sm_mhz per gpu])."""
-        a = self._agent()
-        if define:
-            self.cmd_define(define)
-        for name, phase in (phases or {}).items():
-            self._change().set_phase(name, phase)
+    def cmd_step(self, gpus, before=None, after=None):
+        """One phase boundary on this node: sets the clocks of before ([[gpus, mhz], ...]; 0:
+        the governor), reads gpus, then sets after. Returns [[err, energy_mj, power_mw, sm_mhz]
+        per GPU read], err 0 or the EERL_E* code of a GPU eerld could not read (lost, no energy
+        counter), which the driver's meter flags as it would on its own node."""
         for gs, mhz in before or ():
             self._change().set_clocks(gs, mhz, mhz)
-        r = a.read(gpus) if gpus else []
+        r = [list(x) for x in self._agent().readings(gpus)] if gpus else []
         for gs, mhz in after or ():
             self._change().set_clocks(gs, mhz, mhz)
-        return [x[0] for x in r], [x[2] for x in r]
+        return r
 
     def cmd_close(self, release=True):
         if self.agent is not None:
@@ -730,77 +717,38 @@ class RayAdapter(_Adapter):
 
 # ---- the driver side -----------------------------------------------------------------------------
 
-_ctl = None
-_live = weakref.WeakSet()
 
-
-def _ctl_fns():
-    global _ctl
-    if _ctl is None:
-        d = _lib.declare
-        P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
-        _ctl = {
-            "config_init": d("eerl_ctl_config_init", I, [I, C.POINTER(T.CtlConfig), S]),
-            "new": d("eerl_ctl_new", I, [I, C.POINTER(T.CtlConfig), C.POINTER(U), S, U,
-                                         C.POINTER(P)]),
-            "free": d("eerl_ctl_free", None, [P]),
-            "observe": d("eerl_ctl_observe", I, [P, C.POINTER(T.Obs), C.POINTER(T.Setting)]),
-            "setting": d("eerl_ctl_setting", I, [P, C.POINTER(T.Setting)]),
-            "events": d("eerl_ctl_events", S, [P, C.POINTER(T.Event), S]),
-            "status": d("eerl_ctl_get_status", I, [P, C.POINTER(T.CtlStatus)]),
-            "state_name": d("eerl_state_name", C.c_char_p, [I]),
-            "kind_name": d("eerl_event_kind_name", C.c_char_p, [I]),
-            "verdict_name": d("eerl_verdict_name", C.c_char_p, [I]),
-        }
-    return _ctl
-
-
-def _num(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
-
-
-def _clk(v):
-    return v if v else "governor"
-
-
-def _setting_json(s):
-    return {"gen_mhz": _clk(s.mhz[0]), "train_mhz": _clk(s.mhz[1]), "idle_mhz": _clk(s.idle_mhz)}
-
-
-def _config_json(cfg):
-    """The controller configuration as the C trace header writes it (src/trace/trace.c): every
-    field, so that eerl replay rebuilds the same controller."""
-    out = {}
-    for name, ctype in cfg._fields_:
-        if name in ("size", "strategy", "block_choices", "static_setting", "group_names"):
-            continue
-        v = getattr(cfg, name)
-        out[name] = float(v) if ctype is C.c_double else int(v)
-    out["block_choices"] = [int(b) for b in cfg.block_choices if b]
-    out["static_setting"] = _setting_json(cfg.static_setting)
-    out["group_names"] = [cfg.group_names[k].value.decode()
-                          for k in range(min(int(cfg.n_groups), len(cfg.group_names)))]
-    return out
+def _index(x, what, key):
+    """x as a non-negative int index (a node given as 0 or "0" is node 0), else ValueError."""
+    try:
+        if isinstance(x, bool) or (isinstance(x, float) and not x.is_integer()):
+            raise ValueError
+        n = int(x)
+    except (TypeError, ValueError):
+        raise ValueError("pools[%r]: %s %r is not an index" % (key, what, x)) from None
+    if n < 0:
+        raise ValueError("pools[%r]: %s %d is negative" % (key, what, n))
+    return n
 
 
 def _norm_pool(pool, key):
-    """{node: [gpus]} from {node: [gpus]} or [(node, gpu), ...]."""
-    if isinstance(pool, dict):
-        out = {int(n): [int(g) for g in gs] for n, gs in pool.items() if gs}
-    else:
-        out = {}
-        try:
-            for n, g in pool:
-                out.setdefault(int(n), []).append(int(g))
-        except (TypeError, ValueError):
-            raise ValueError("pools[%r] must be {node: [gpu, ...]} or [(node, gpu), ...], not %r"
-                             % (key, pool))
-    for n, gs in out.items():
-        if n < 0 or any(g < 0 for g in gs):
-            raise ValueError("pools[%r]: negative node or GPU index in %r" % (key, pool))
-    return out
+    """{node: [gpu, ...] sorted} from {node: [gpus]} or [(node, gpu), ...]. A node named twice
+    (0 and "0") is one node with the GPUs of both; a GPU named twice is refused."""
+    try:
+        if isinstance(pool, dict):
+            pairs = [(n, g) for n, gs in pool.items() for g in gs]
+        else:
+            pairs = [(n, g) for n, g in pool]
+    except (TypeError, ValueError):
+        raise ValueError("pools[%r] must be {node: [gpu, ...]} or [(node, gpu), ...], not %r"
+                         % (key, pool)) from None
+    out = {}
+    for n, g in pairs:
+        n, g = _index(n, "node", key), _index(g, "GPU", key)
+        if g in out.get(n, ()):
+            raise ValueError("pools[%r]: node %d names GPU %d twice: %r" % (key, n, g, pool))
+        out.setdefault(n, []).append(g)
+    return {n: sorted(gs) for n, gs in sorted(out.items())}
 
 
 def _version_of(text):
@@ -814,45 +762,107 @@ def _compatible(v, mine):
     return v[0] == mine[0] and (mine[0] > 0 or v[1] == mine[1])
 
 
-class MultiNodeSession:
-    """The controller in the driver, clocks and energy on every node through adapter.
+_device_fns = None
 
-    mode: "colocated", "disaggregated", "drained" or "inflight", as in eerl.Session.
-    pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists of
-    (node, gpu) pairs; adapter.locate() makes them). Colocated: the same GPUs in both; the other
-    modes: disjoint. strategy, allowed_loss, observe_only, trace, run_info: as in eerl.Session.
-    clock: the time source (seconds); give a virtual clock to drive it in virtual time.
 
-    It keeps the books exactly as eerl.Session's runtime does (docs/runtime.md, "What it does at
-    each call"): each pool's phases and busy intervals, a refit begun inside generation pausing
-    it, a waiting pool of separate pools at the idle clock, phase energies (the allocation's
-    while the phase ran, synchronous modes; each pool's own, asynchronous ones), each pool's
-    energy and its arrival at the rendezvous, in-flight's carry-over and the policy age. Every
-    interval starts and ends at a phase boundary, and every boundary reads every GPU of every
-    node in one round trip, so each figure is a sum over nodes of counter differences."""
+def _dev_c():
+    global _device_fns
+    if _device_fns is None:
+        d = _lib.declare
+        P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
+        _device_fns = {
+            "open": d("eerl_device_open_remote", I, [U, T.DEVICE_READ_FN, P, C.POINTER(P)]),
+            "describe": d("eerl_device_remote_describe", I, [P, U, C.c_char_p, C.c_char_p,
+                                                             C.POINTER(U), S]),
+            "free": d("eerl_device_free", None, [P]),
+            "last_error": d("eerl_device_last_error", C.c_char_p, [P]),
+            "abort": d("eerl_rt_abort", I, [P, C.c_char_p, C.c_char_p]),
+        }
+    return _device_fns
+
+
+class MultiNodeSession(_RuntimeSession):
+    """A session across nodes: eerl.Session's runtime (the C runtime: observations, the meter's
+    counter model and flags, the controller, resume, the trace), over the GPUs of every node,
+    which it reads and whose clocks it sets through adapter.
+
+    mode, allowed_loss, observe_only, trace, strategy, run_info, resume_from, resume_tag, clock:
+    as in eerl.Session (resume_tag's default names the GPU model, the pool sizes and the node
+    count). pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists
+    of (node, gpu) pairs; adapter.locate() makes them), GPUs as each node's NVML indices.
+    Colocated: the same GPUs in both; the other modes: disjoint.
+
+    The runtime sees the pools' GPUs as one remote device (eerl_device_open_remote), node by node
+    in node order. At each phase boundary its meter reads every GPU of every node in one command
+    to every node, all in flight together, which first sets the clocks the runtime changed
+    before the boundary (a phase's begin); clocks it changes after the boundary (a phase's end:
+    the idle clock, the clock of a phase that resumes) go out as the call returns. At its start
+    each node's eerld release, GPUs, models and clock lists are checked. Closing it (or
+    collecting it, or the process exiting) releases every lease; eerld resets those GPUs. A node
+    lost or failing mid-run stops it: the others are released, the runtime ends the trace with a
+    line naming the node, and NodeLost / NodeError is raised."""
 
     def __init__(self, adapter, mode="colocated", pools=None, allowed_loss=0.02,
-                 observe_only=False, trace=None, clock=time.monotonic, strategy="eerl",
-                 run_info=None):
-        self._ctl_h = None
-        self._closed = True
-        self._trace = None
-        self._stopped = None
-        if strategy not in T.STRATEGIES:
-            raise ValueError("strategy %r: use one of %s" % (strategy, ", ".join(T.STRATEGIES)))
+                 observe_only=False, trace=None, clock=None, strategy="eerl", run_info=None,
+                 resume_from=None, resume_tag=None):
+        self._init_common()
+        self._stopped = None      # why the session stopped, once a node made it stop
+        self._failure = None      # a node's failure seen inside a runtime call
+        self._pending = []        # clock changes the runtime made since the last command
+        self._leased = False
+        self._released = False
+        self._owner_err = b""
+        self.last_sm_mhz = {}
         if mode not in T.MODES:
             raise ValueError("MultiNodeSession mode %r: use one of %s"
                              % (mode, ", ".join(T.MODES)))
+        self.adapter = adapter
+        self.mode = mode
+        self.strategy = strategy
+        self.observe_only = bool(observe_only)
+        self.trace = os.fspath(trace) if trace is not None else None
+        self._pools(pools)
+        names, uuids, clocks, servers = self._hello()
+        self.clocks = sorted(set(clocks[0]), reverse=True)
+        self.peak = self.clocks[0]
+        self._open_remote(names, uuids, clocks)
+        try:
+            if not self.observe_only:
+                adapter.call("lease", {n: {"gpus": self.all_gpus[n]} for n in self.nodes})
+                self._leased = True
+            cfg = self._config(
+                mode, [self._index[x] for x in self._pairs(self.gen)],
+                [self._index[x] for x in self._pairs(self.train)], allowed_loss, strategy,
+                trace, self._run_line(run_info, servers),
+                "eerl %s python multinode" % _lib.__version__, clock=clock,
+                resume_from=resume_from,
+                resume_tag=resume_tag if resume_tag is not None else self._tag(names[0]),
+                sample_thread=False)
+        except BaseException:
+            self._free_device()
+            raise
+        self._owner = T.RtClockOwner(None, T.LOCK_FN(self._lock_cb),
+                                     T.RESTORE_FN(self._restore_cb),
+                                     T.LAST_ERROR_FN(self._owner_error_cb))
+        cfg.owner = C.pointer(self._owner)
+        self._node_of = (C.c_uint * len(self._where))(*[n for n, _ in self._where])
+        cfg.node_of = C.cast(self._node_of, C.POINTER(C.c_uint))
+        cfg.n_node_of = len(self._where)
+        self._start(cfg)
+
+    # ---- the pools and the nodes ----------------------------------------------------------------
+
+    def _pools(self, pools):
+        """Checks pools; sets gen, train, nodes, all_gpus and the device's GPU list (_where:
+        (node, NVML index) per device index, node by node)."""
         if not isinstance(pools, dict) or set(pools) != {"generation", "training"}:
             raise ValueError("pools needs 'generation' and 'training', got %r" % (pools,))
-        if run_info is not None and not isinstance(run_info, dict):
-            raise ValueError("run_info must be a dict, not %r" % (run_info,))
-        gen, train = _norm_pool(pools["generation"], "generation"), \
-            _norm_pool(pools["training"], "training")
+        gen = _norm_pool(pools["generation"], "generation")
+        train = _norm_pool(pools["training"], "training")
         if not gen or not train:
             raise ValueError("%s: both pools need GPUs, got generation %r and training %r"
-                             % (mode, gen, train))
-        if mode == "colocated":
+                             % (self.mode, gen, train))
+        if self.mode == "colocated":
             if gen != train:
                 raise ValueError("colocated: both pools must be the same GPUs, got %r and %r"
                                  % (gen, train))
@@ -860,90 +870,27 @@ class MultiNodeSession:
             both = [(n, g) for n in gen for g in gen[n] if g in train.get(n, [])]
             if both:
                 raise ValueError("%s: GPU %d of node %d is in both pools"
-                                 % ((mode,) + both[0][::-1]))
-        for key, pool in (("generation", gen), ("training", train)):
-            for n, gs in pool.items():
-                if len(set(gs)) != len(gs):
-                    raise ValueError("pools[%r]: node %d names a GPU twice: %r" % (key, n, gs))
-        unknown = sorted((set(gen) | set(train)) - set(adapter.nodes))
+                                 % ((self.mode,) + both[0][::-1]))
+        unknown = sorted((set(gen) | set(train)) - set(self.adapter.nodes))
         if unknown:
             raise ValueError("node %d is not one of the adapter's nodes %s"
-                             % (unknown[0], adapter.nodes))
-        self.adapter = adapter
-        self.mode = mode
-        self.colocated = mode == "colocated"
-        self.overlapped = mode in ("drained", "inflight")
-        self.observe_only = bool(observe_only)
+                             % (unknown[0], self.adapter.nodes))
         self.gen, self.train = gen, train
-        self._pool_gpus = [gen] if self.colocated else [gen, train]
         self.nodes = sorted(set(gen) | set(train))
-        self.all_gpus = {n: sorted(set(gen.get(n, [])) | set(train.get(n, []))) for n in self.nodes}
-        self._pos = {n: {g: i for i, g in enumerate(self.all_gpus[n])} for n in self.nodes}
-        self.clock = clock
-        f = _ctl_fns()
+        self.all_gpus = {n: sorted(set(gen.get(n, [])) | set(train.get(n, [])))
+                         for n in self.nodes}
+        self._where = [(n, g) for n in self.nodes for g in self.all_gpus[n]]
+        self._index = {x: i for i, x in enumerate(self._where)}
 
-        clocks = self._hello()
-        self.peak = max(clocks)
-        cfg = T.CtlConfig()
-        _lib.check(f["config_init"](T.MODES[mode], C.byref(cfg), C.sizeof(cfg)),
-                   "controller defaults")
-        cfg.allowed_loss = float(allowed_loss)
-        cfg.strategy = T.STRATEGIES[strategy]
-        self.strategy = strategy
-        arr = (C.c_uint * len(clocks))(*clocks)
-        h = C.c_void_p()
-        _lib.check(f["new"](T.MODES[mode], C.byref(cfg), arr, len(clocks), self.peak,
-                            C.byref(h)), "building the controller (allowed loss %g)"
-                   % allowed_loss)
-        self._ctl_h = h
-        self.allowed_loss = float(allowed_loss)
-        self.clocks = sorted(set(clocks), reverse=True)
-        self.applied = T.Setting()  # governor until the controller says otherwise
-        f["setting"](h, C.byref(self.applied))
-        self._prev_setting = None
-        try:
-            if not self.observe_only:
-                adapter.call("lease", {n: {"gpus": self.all_gpus[n]} for n in self.nodes})
-            if trace is not None:
-                self._trace = open(os.fspath(trace), "w")
-                self._write({"type": "header", "format": "eerl-trace", "version": 1,
-                             "producer": "eerl %s python multinode" % _lib.__version__,
-                             "mode": mode, "strategy": self.strategy,
-                             "governor_peak_mhz": self.peak, "clocks_mhz": self.clocks,
-                             "config": _config_json(cfg)})
-                run = dict(run_info or {})
-                run.update({"type": "run", "mode": mode, "nodes": len(self.nodes),
-                            "pools": {"generation": {str(k): v for k, v in gen.items()},
-                                      "training": {str(k): v for k, v in train.items()}},
-                            "observe_only": self.observe_only,
-                            "node_names": {str(n): adapter.describe(n) for n in self.nodes},
-                            "node_eerld": {str(n): self._servers[n] for n in self.nodes}})
-                uuids = getattr(adapter, "gpu_uuids", None)
-                if uuids:
-                    run["gpu_uuids"] = {str(n): {str(g): u for g, u in sorted(m.items())}
-                                        for n, m in uuids.items() if n in self.nodes}
-                self._write(run)
-        except BaseException:
-            self._teardown()
-            raise
-        self._closed = False
-        np_ = len(self._pool_gpus)
-        self._in = [set() for _ in range(np_)]       # phases each pool is in
-        self._stack = [[] for _ in range(np_)]       # open phases, innermost last
-        self._iv = [[[] for _ in range(5)] for _ in range(np_)]  # [[mark0, mark1], ...]
-        self._refit_start = [None] * np_
-        self._cur = [None] * np_                     # MHz each pool was put at (None: unknown)
-        self._marks = []                             # [(t, {node: [energy_mj]})] this update
-        self._m_update0 = None
-        self._update = 1  # numbered from 1, as in eerl.Session and eerl sim
-        self._last = None
-        self.last_sm_mhz = {}
-        _live.add(self)
+    @staticmethod
+    def _pairs(pool):
+        return [(n, g) for n, gs in sorted(pool.items()) for g in gs]
 
     def _hello(self):
         """Asks every node's NodeServer about its eerld and the pools' GPUs; refuses (ValueError
         naming the node and the value) an eerld of another version, a pool GPU the node's eerld
-        does not serve, and GPUs of another model or clock list than the first pool GPU's."""
+        does not serve, and GPUs of another model or clock list than the first pool GPU's.
+        Returns each device GPU's name, UUID and clocks, and each node's eerld version."""
         a = self.adapter
         try:
             hello = a.call("hello", {n: {"gpus": self.all_gpus[n], "describe": True}
@@ -954,20 +901,7 @@ class MultiNodeSession:
                                  "%s (protocol 1): %s" % (a.describe(e.node), _lib.__version__,
                                                           e.why)) from e
             raise
-        mine = _version_of(_lib.library_version())
-        self._servers = {}
-        for n in self.nodes:
-            h = hello[n]
-            server = h["info"].get("server", "")
-            v = _version_of(server)
-            if v is None or not _compatible(v, mine):
-                raise ValueError(
-                    "%s runs %r, which this eerl %s cannot drive: the multi-node session needs "
-                    "an eerld of release %d.%s (upgrade that node's eerld, or run this eerl's "
-                    "release there)" % (a.describe(n), server or "an eerld that gives no version",
-                                        _lib.library_version(), mine[0],
-                                        "x" if mine[0] > 0 else "%d.x" % mine[1]))
-            self._servers[n] = server
+        servers = {n: self._check_server(n, hello[n]["info"]) for n in self.nodes}
         for key, pool in (("generation", self.gen), ("training", self.train)):
             for n, gs in pool.items():
                 count = hello[n]["info"]["gpus"]
@@ -977,138 +911,201 @@ class MultiNodeSession:
                         "pools[%r] names GPU %d of %s, whose eerld serves %s: no node serves "
                         "that GPU" % (key, bad[0], a.describe(n),
                                       "GPUs 0-%d" % (count - 1) if count else "no GPU"))
-        first = None
         for n in self.nodes:
-            h = hello[n]
-            if h.get("error"):
-                raise NodeError(n, h["error"][0], h["error"][1], a.describe(n))
-            for g in self.all_gpus[n]:
-                d = h["gpus"][str(g)]
-                if first is None:
-                    first = (n, g, d)
-                    if not d["clocks"]:
-                        raise EerlError(-6, "%s reported no supported clocks for GPU %d"
-                                        % (a.describe(n), g))
-                    continue
-                n0, g0, d0 = first
-                if d["name"] != d0["name"]:
-                    raise ValueError("GPU %d of %s is a %r, but GPU %d of %s is a %r: one "
-                                     "session needs one GPU model" % (
-                                         g, a.describe(n), d["name"], g0, a.describe(n0),
-                                         d0["name"]))
-                if sorted(d["clocks"]) != sorted(d0["clocks"]):
-                    c, c0 = d["clocks"] or [0], d0["clocks"]
-                    raise ValueError(
-                        "GPU %d of %s supports other clocks than GPU %d of %s (%s ... %s MHz, "
-                        "%d clocks, against %s ... %s MHz, %d): one session needs one clock "
-                        "list" % (g, a.describe(n), g0, a.describe(n0), max(c), min(c),
-                                  len(d["clocks"]), max(c0), min(c0), len(c0)))
-        return first[2]["clocks"]
+            if hello[n].get("error"):
+                raise NodeError(n, hello[n]["error"][0], hello[n]["error"][1], a.describe(n))
+        descs = [hello[n]["gpus"][str(g)] for n, g in self._where]
+        self._check_same(descs)
+        return ([d["name"] for d in descs], [d.get("uuid", "") for d in descs],
+                [d["clocks"] for d in descs], servers)
 
-    # ---- plumbing -------------------------------------------------------------------------------
+    def _check_server(self, n, info):
+        mine = _version_of(_lib.library_version())
+        server = info.get("server", "")
+        v = _version_of(server)
+        if v is None or not _compatible(v, mine):
+            raise ValueError(
+                "%s runs %r, which this eerl %s cannot drive: the multi-node session needs "
+                "an eerld of release %d.%s (upgrade that node's eerld, or run this eerl's "
+                "release there)" % (self.adapter.describe(n),
+                                    server or "an eerld that gives no version",
+                                    _lib.library_version(), mine[0],
+                                    "x" if mine[0] > 0 else "%d.x" % mine[1]))
+        return server
 
-    def _write(self, obj):
-        self._trace.write(json.dumps(obj, separators=(",", ":")) + "\n")
-        self._trace.flush()
+    def _check_same(self, descs):
+        """One GPU model and one clock list across the pools (one controller drives them)."""
+        a = self.adapter
+        (n0, g0), d0 = self._where[0], descs[0]
+        if not d0["clocks"]:
+            raise EerlError(-6, "%s reported no supported clocks for GPU %d"
+                            % (a.describe(n0), g0))
+        for (n, g), d in zip(self._where[1:], descs[1:]):
+            if d["name"] != d0["name"]:
+                raise ValueError("GPU %d of %s is a %r, but GPU %d of %s is a %r: one "
+                                 "session needs one GPU model" % (
+                                     g, a.describe(n), d["name"], g0, a.describe(n0),
+                                     d0["name"]))
+            if sorted(d["clocks"]) != sorted(d0["clocks"]):
+                c, c0 = d["clocks"] or [0], d0["clocks"]
+                raise ValueError(
+                    "GPU %d of %s supports other clocks than GPU %d of %s (%s ... %s MHz, "
+                    "%d clocks, against %s ... %s MHz, %d): one session needs one clock "
+                    "list" % (g, a.describe(n), g0, a.describe(n0), max(c), min(c),
+                              len(d["clocks"]), max(c0), min(c0), len(c0)))
 
-    def _phase_clock(self, p, ph):
-        """The clock pool p runs phase ph at under the applied setting (runtime.c's
-        phase_clock); None for "other", which leaves the clock alone."""
-        s = self.applied
-        if ph == 0:
-            return s.mhz[0]
-        if ph in (1, 2):
-            return s.mhz[1]
-        if ph == 3:
-            return s.mhz[1] if (self.colocated or p == 1) else s.mhz[0]
-        return None
+    def _tag(self, name):
+        """The allocation a saved state belongs to: GPU model, pool sizes, node count."""
+        ng, nt = len(self._pairs(self.gen)), len(self._pairs(self.train))
+        sizes = "%d" % ng if self.mode == "colocated" else "%d/%d" % (ng, nt)
+        return "%.40s %s on %d node%s" % (name, sizes, len(self.nodes),
+                                          "" if len(self.nodes) == 1 else "s")
 
-    def _want(self, p, mhz, out):
-        """Pool p to mhz at this boundary unless it is there already (runtime.c's pool_lock)."""
-        if self.observe_only or mhz is None or (self._cur[p] == mhz):
-            return
-        out.append((p, mhz))
-        self._cur[p] = mhz
+    def _run_line(self, run_info, servers):
+        """What the trace's run line says of the nodes, after the caller's run_info."""
+        if run_info is not None and not isinstance(run_info, dict):
+            raise ValueError("run_info must be a dict, not %r" % (run_info,))
+        a = self.adapter
+        run = dict(run_info or {})
+        run.update({"nodes": len(self.nodes),
+                    "node_pools": {"generation": {str(k): v for k, v in self.gen.items()},
+                                   "training": {str(k): v for k, v in self.train.items()}},
+                    "node_gpus": [[n, g] for n, g in self._where],
+                    "node_names": {str(n): a.describe(n) for n in self.nodes},
+                    "node_eerld": {str(n): servers[n] for n in self.nodes}})
+        uuids = getattr(a, "gpu_uuids", None)
+        if uuids:
+            run["gpu_uuids"] = {str(n): {str(g): u for g, u in sorted(m.items())}
+                                for n, m in uuids.items() if n in self.nodes}
+        return run
 
-    def _sets(self, locks):
-        """{node: [[gpus, mhz], ...]} for the pool locks [(pool, mhz), ...]."""
+    # ---- the runtime's device and clock owner ----------------------------------------------------
+
+    def _open_remote(self, names, uuids, clocks):
+        f = _dev_c()
+        self._read_fn = T.DEVICE_READ_FN(self._read_cb)
+        dev = C.c_void_p()
+        _lib.check(f["open"](len(self._where), self._read_fn, None, C.byref(dev)),
+                   "opening the nodes' GPUs as one device (%d GPUs)" % len(self._where))
+        self._dev = dev
+        try:
+            for i, (n, g) in enumerate(self._where):
+                arr = (C.c_uint * len(clocks[i]))(*clocks[i])
+                _lib.check(f["describe"](dev, i, names[i].encode(), uuids[i].encode(), arr,
+                                         len(clocks[i])),
+                           "describing GPU %d of %s" % (g, self.adapter.describe(n)),
+                           lambda: f["last_error"](dev))
+        except BaseException:
+            self._free_device()
+            raise
+
+    def _sets(self, changes):
+        """{node: [[gpus, mhz], ...]} for the runtime's clock changes [(device GPUs, mhz)]."""
         per = {}
-        for p, mhz in locks:
-            for n, gs in self._pool_gpus[p].items():
+        for gpus, mhz in changes:
+            on = {}
+            for i in gpus:
+                n, g = self._where[i]
+                on.setdefault(n, []).append(g)
+            for n, gs in on.items():
                 per.setdefault(n, []).append([gs, int(mhz)])
         return per
 
-    def _step(self, at, before=(), after=()):
-        """One phase boundary: one command to every node, all in flight together, that sets the
-        pools that change clock (before the read: at a begin; after it: at an end) and reads
-        every GPU's energy counter. Returns the boundary's mark index."""
-        b, a = self._sets(before), self._sets(after)
-        per = {}
-        for n in self.nodes:
-            args = {"gpus": self.all_gpus[n]}
-            if n in b:
-                args["before"] = b[n]
-            if n in a:
-                args["after"] = a[n]
-            per[n] = args
+    def _read_cb(self, _ctx, ret, n):
+        """The remote device's read (the meter, at a boundary): one command to every node, all
+        in flight together, that applies the clock changes made since the last command, then
+        reads every GPU of the node."""
         try:
+            sets, self._pending = self._sets(self._pending), []
+            per = {m: {"gpus": self.all_gpus[m]} for m in self.nodes}
+            for m, s in sets.items():
+                per[m]["before"] = s
             res = self.adapter.call("step", per)
-        except NodeError as e:
+            k = 0
+            for m in self.nodes:
+                rows = res[m]
+                if len(rows) != len(self.all_gpus[m]):
+                    raise NodeError(m, -10, "answered %d readings for %d GPUs"
+                                    % (len(rows), len(self.all_gpus[m])),
+                                    self.adapter.describe(m))
+                self.last_sm_mhz[m] = [r[3] for r in rows]
+                for err, mj, mw, mhz in rows:
+                    ret[k].err, ret[k].energy_mj, ret[k].power_mw, ret[k].sm_mhz = \
+                        err, mj, mw, mhz
+                    k += 1
+            return 0
+        except BaseException as e:  # a ctypes callback cannot raise: _after_call raises it
+            self._failure = self._failure or e
+            return -10  # EERL_EIO
+
+    def _lock_cb(self, _ctx, gpus, n, mhz):
+        """The runtime puts a pool at a clock: sent with the next command to the nodes."""
+        self._pending.append(([gpus[i] for i in range(n)], mhz))
+        return 0
+
+    def _restore_cb(self, _ctx):
+        """The runtime restores every clock (close): every node releases its GPUs (eerld puts
+        them back to the governor) and closes its eerld connection."""
+        self._pending = []
+        if self._released:
+            return 0
+        self._released = True
+        try:
+            self._release(self.nodes)
+            return 0
+        except BaseException as e:
+            self._failure = self._failure or e
+            self._owner_err = str(e).encode(errors="replace")
+            return -10  # EERL_EIO
+
+    def _owner_error_cb(self, _ctx):
+        return self._owner_err
+
+    def _release(self, nodes):
+        if nodes:
+            self.adapter.call("close", {m: {"release": not self.observe_only} for m in nodes})
+
+    def _free_device(self):
+        if self._leased and not self._released:
+            self._released = True
+            try:  # the runtime never started, so its restore did not release the nodes
+                self._release(self.nodes)
+            except EerlError:
+                pass  # each node's eerld resets its GPUs as its connection closes
+        self._leased = False
+        if self._dev is not None:
+            _dev_c()["free"](self._dev)
+            self._dev = None
+
+    def _forget_device(self):
+        pass
+
+    # ---- a node's failure stops the session ------------------------------------------------------
+
+    def _after_call(self, at):
+        """After every runtime call: a node's failure inside it stops the session (or, at the
+        session's close, is raised); clock changes made after the boundary go out now."""
+        e, self._failure = self._failure, None
+        if e is not None:
+            if not isinstance(e, NodeError):
+                raise e
+            if self._rt is None:
+                raise e
             self._stop(e, at)
-        t = self.clock()
-        self._marks.append((t, {n: res[n][0] for n in self.nodes}))
-        self.last_sm_mhz = {n: res[n][1] for n in self.nodes}
-        return len(self._marks) - 1
-
-    def _energy(self, m0, m1, pool=None):
-        """Joules between two marks over every GPU (pool None) or over a pool's GPUs."""
-        e0, e1 = self._marks[m0][1], self._marks[m1][1]
-        tot = 0
-        for n in self.nodes:
-            if pool is None:
-                idx = range(len(self.all_gpus[n]))
-            else:
-                idx = [self._pos[n][g] for g in pool.get(n, [])]
-            for i in idx:
-                tot += e1[n][i] - e0[n][i]
-        return tot / 1000.0
-
-    def _t(self, m):
-        return self._marks[m][0]
-
-    def _busy(self, ivs):
-        return sum(self._t(b) - self._t(a) for a, b in ivs)
-
-    def _pools_for(self, key, pool):
-        if self.colocated:
-            if pool is not None and pool not in ("generation", "training", "both"):
-                raise ValueError("pool %r: use 'generation', 'training' or 'both'" % (pool,))
-            return [0]
-        if pool is None:
-            return {"generation": [0], "logprob": [1], "training": [1]}.get(key, [0, 1])
-        table = {"generation": [0], "training": [1], "both": [0, 1]}
-        if pool not in table:
-            raise ValueError("pool %r: use 'generation', 'training' or 'both'" % (pool,))
-        return table[pool]
-
-    # ---- the Session interface ------------------------------------------------------------------
-
-    def _require_open(self):
-        if self._closed:
-            raise EerlError(-15, "the multi-node session is closed" +
-                            (" (it stopped: %s)" % self._stopped if self._stopped else ""))
-
-    def _open_phases(self):
-        names = list(T.PHASES)
-        return sorted({names[ph] for p in self._in for ph in p})
+        if self._pending and self._rt is not None:
+            sets, self._pending = self._sets(self._pending), []
+            try:
+                self.adapter.call("step", {m: {"gpus": [], "before": s} for m, s in sets.items()})
+            except NodeError as e2:
+                self._stop(e2, at)
 
     def _stop(self, e, at):
         """A node failed or was lost mid-run: the session cannot account for the allocation's
         energy any more, so it stops. Every other node is released (eerld puts its GPUs back to
         the governor); the failed node's eerld resets its GPUs when the connection drops (a
-        lost node) or when we close it (a node that answered with an error); the trace gets a
-        line saying which node and why, after the updates it already has; then NodeLost (or
-        NodeError) is raised naming the node."""
+        lost node) or when we close it (a node that answered with an error); the runtime ends
+        the trace with a line saying which node and why, after the updates it already has;
+        then NodeLost (or NodeError) is raised naming the node."""
         lost = isinstance(e, NodeLost)
         n = e.node
         gone = getattr(self.adapter, "lost", ())
@@ -1117,12 +1114,11 @@ class MultiNodeSession:
             if m in gone or (lost and m == n):
                 continue
             try:
-                self.adapter.call("close", {m: {"release": not self.observe_only}})
+                self._release([m])
                 released.append(m)
             except NodeError as e2:
                 failed.append("%s (%s)" % (self.adapter.describe(m), e2.why))
         release_error = "; ".join(failed) or None
-        where = "update %d, at %s" % (self._update, at)
         parts = [getattr(self.adapter, "lost_note", _Adapter.lost_note)] if lost else []
         if released:
             parts.append("node%s %s %s back at the governor" % (
@@ -1131,317 +1127,42 @@ class MultiNodeSession:
         if failed:
             parts.append("releasing failed on %s, whose eerld resets its GPUs when the "
                          "connection closes or when it starts again" % release_error)
-        msg = "%s %s in %s: %s. The session stopped: %s; the trace keeps %s" % (
-            self.adapter.describe(n), "was lost" if lost else "failed", where, e.why,
-            "; ".join(parts) or "no node to release",
+        msg = "%s %s in update %d, at %s: %s. The session stopped: %s; the trace keeps %s" % (
+            self.adapter.describe(n), "was lost" if lost else "failed", self._update, at,
+            e.why, "; ".join(parts) or "no node to release",
             "updates 1-%d" % (self._update - 1) if self._update > 1 else "no update")
-        if self._trace is not None:
-            self._write({"type": "node_lost" if lost else "node_error", "node": n,
-                         "name": self.adapter.describe(n), "update": self._update,
-                         "at": at, "open_phases": self._open_phases(), "why": e.why,
-                         "action": "stopped", "released": released,
-                         "release_error": release_error})
+        # the phases open when the node failed: a phase whose end failed is still open
+        open_ = {k for k, _, _ in self._open_phases}
+        detail = {"node": n, "name": self.adapter.describe(n), "at": at,
+                  "open_phases": [k for k in T.PHASES if k in open_], "why": e.why,
+                  "action": "stopped", "released": released, "release_error": release_error}
         self._stopped = msg
         self._closed = True
-        _live.discard(self)
-        if self._trace is not None:
-            self._trace.close()
-            self._trace = None
-        if self._ctl_h is not None:
-            _ctl_fns()["free"](self._ctl_h)
-            self._ctl_h = None
+        self._released = True  # above: the runtime's restore has nothing left to do
+        with _live_lock:
+            _live.discard(self)
+        f = _dev_c()
+        f["abort"](self._rt, b"node_lost" if lost else b"node_error",
+                   json.dumps(detail).encode())
+        _c()["rt_free"](self._rt)
+        self._rt = None
+        self._free_device()
         err = NodeLost(n, e.why) if lost else NodeError(n, e.code, e.why)
         err.message = msg
         err.args = (msg,)
         raise err from e
 
-    def phase_begin(self, name, pool=None):
-        """A phase begins on a pool (default: the pool that runs it in this mode; refit and
-        other: both), as in eerl.Session: its clock is applied on every node of the pool and
-        every GPU is read, in one round trip."""
-        self._require_open()
-        key, ph = T.phase_id(name)
-        ps = self._pools_for(key, pool)
-        for p in ps:
-            if ph in self._in[p]:
-                raise EerlError(-15, "beginning phase %s" % key, "the %s pool is already in it"
-                                % ("training" if p else "generation"))
-        locks = []
-        for p in ps:
-            self._want(p, self._phase_clock(p, ph), locks)
-        m = self._step("the begin of phase %s" % key, before=locks)
-        if self._m_update0 is None:
-            self._m_update0 = m
-        for p in ps:
-            if ph == 3 and self._refit_start[p] is None:
-                self._refit_start[p] = m
-            self._in[p].add(ph)
-            st = self._stack[p]
-            if st:  # the phase it interrupts stops accruing here
-                self._iv[p][st[-1]][-1][1] = m
-            st.append(ph)
-            self._iv[p][ph].append([m, m])
-        return key
-
-    def phase_end(self, name, pool=None):
-        self._require_open()
-        key, ph = T.phase_id(name)
-        ps = self._pools_for(key, pool)
-        for p in ps:
-            if ph not in self._in[p]:
-                raise EerlError(-15, "ending phase %s" % key, "the %s pool is not in it"
-                                % ("training" if p else "generation"))
-        # what each pool does after the boundary: resume the phase an inner one interrupted (at
-        # its own clock), or, separate pools with nothing open, wait at the idle clock
-        locks, resume = [], {}
-        for p in ps:
-            st = self._stack[p]
-            top = st[-1] == ph
-            left = [x for x in st if x != ph]
-            if top and left:
-                resume[p] = left[-1]
-                self._want(p, self._phase_clock(p, left[-1]), locks)
-            elif not left and not self.colocated and self.applied.idle_mhz != 0:
-                self._want(p, self.applied.idle_mhz, locks)
-        m = self._step("the end of phase %s" % key, after=locks)
-        for p in ps:
-            st = self._stack[p]
-            if st[-1] == ph:  # else its interval was closed when an inner phase began
-                self._iv[p][ph][-1][1] = m
-            self._stack[p] = [x for x in st if x != ph]
-            self._in[p].discard(ph)
-            if p in resume:
-                self._iv[p][resume[p]].append([m, m])
-
-    def phase(self, name, pool=None):
-        from .session import _Phase
-        return _Phase(self, name, pool)
-
-    def update_end(self, generated_tokens, valid_tokens, longest_response, policy_version=None,
-                   update=None):
-        self._require_open()
-        open_ = self._open_phases()
-        if open_:
-            raise EerlError(-15, "ending update %d" % self._update,
-                            "phase %s is still open" % ", ".join(open_))
-        if self._m_update0 is None:
-            raise EerlError(-15, "ending update %d" % self._update, "no phase began")
-        for what, v in (("generated_tokens", generated_tokens), ("valid_tokens", valid_tokens),
-                        ("longest_response", longest_response)):
-            try:
-                float(v)
-            except (TypeError, ValueError):
-                raise ValueError("%s must be a number, not %r" % (what, v))
-        f = _ctl_fns()
-        m1 = self._step("the end of the update")
-        m0 = self._m_update0
-        o = self._observation(m0, m1, generated_tokens, valid_tokens, longest_response,
-                              policy_version, update)
-        req = T.Setting()
-        f["setting"](self._ctl_h, C.byref(req))
-        nxt = T.Setting()
-        rc = f["observe"](self._ctl_h, C.byref(o), C.byref(nxt))
-        evs = (T.Event * 256)()
-        n_ev = f["events"](self._ctl_h, evs, 256)
-        if self._trace is not None:
-            self._write(self._update_line(o, req, evs, n_ev, m0, m1))
-        self._prev_setting = bytes(o.setting)
-        if rc == 0 and not self.observe_only:
-            self.applied = nxt
-        self._last = (o, rc == 0)
-        self._update = o.update + 1
-        # the next update starts where this one ended
-        self._marks = [self._marks[m1]]
-        self._m_update0 = 0
-        for p in range(len(self._pool_gpus)):
-            self._iv[p] = [[] for _ in range(5)]
-            self._refit_start[p] = None
-        return self.metrics()
-
-    def _observation(self, m0, m1, G, N, L, policy_version, update):
-        """The update's observation, as runtime.c's build_obs makes it."""
-        o = T.Obs()
-        o.update = self._update if update is None else int(update)
-        o.gen_tokens = float(G)
-        o.valid_tokens = float(N)
-        o.longest_tokens = float(L)
-        o.policy_age = (o.update - int(policy_version)
-                        if policy_version is not None and 0 <= int(policy_version) <= o.update
-                        else -1)
-        t0 = self._t(m0)
-        o.time_s = self._t(m1) - t0
-        o.energy_j = self._energy(m0, m1)
-        np_ = len(self._pool_gpus)
-        for ph in range(5):
-            best, bp = 0.0, 0
-            for p in range(np_):
-                b = self._busy(self._iv[p][ph])
-                if b > best:
-                    best, bp = b, p
-            o.phase_time_s[ph] = best
-            if best <= 0:
-                continue
-            if not self.overlapped:  # stages in turn: the allocation's energy while it ran
-                o.phase_energy_j[ph] = sum(self._energy(a, b) for a, b in self._iv[bp][ph]
-                                           if self._t(b) > self._t(a))
-            else:  # pools overlap: each pool's own energy while it ran the phase
-                o.phase_energy_j[ph] = sum(
-                    self._energy(a, b, self._pool_gpus[p]) for p in range(np_)
-                    for a, b in self._iv[p][ph] if self._t(b) > self._t(a))
-        self._pool_busy = [sum(self._busy(self._iv[p][ph]) for ph in range(5))
-                           for p in range(np_)]
-        if not self.colocated:
-            for p in range(2):
-                o.pool_energy_j[p] = self._energy(m0, m1, self._pool_gpus[p])
-                # arrival at the rendezvous: the end of the pool's last work before its refit
-                arr, rs = 0.0, self._refit_start[p]
-                for ph in (0, 1, 2):
-                    for a, b in self._iv[p][ph]:
-                        if rs is not None and self._t(a) >= self._t(rs):
-                            continue
-                        arr = max(arr, self._t(b) - t0)
-                o.arrival_s[p] = arr
-            o.flags |= T.OBS_POOL_ENERGY | T.OBS_ARRIVALS
-        o.setting = self.applied
-        if self.mode == "inflight" and self._prev_setting is not None and \
-                self._prev_setting != bytes(self.applied):
-            o.flags |= T.OBS_CARRYOVER
-        return o
-
-    def _update_line(self, o, req, evs, n_ev, m0, m1):
-        """docs/trace-format.md's update line (as eerl.Session writes it), its "runtime" record
-        and the energy of each node over the update."""
-        f = _ctl_fns()
-        phases = {}
-        for i, name in enumerate(T.PHASES):
-            if o.phase_time_s[i] or o.phase_energy_j[i]:
-                phases[name] = {"time_s": _num(o.phase_time_s[i]),
-                                "energy_j": _num(o.phase_energy_j[i])}
-        line = {"type": "update", "update": o.update,
-                "work": {"G": o.gen_tokens, "N": o.valid_tokens, "L": o.longest_tokens},
-                "time_s": _num(o.time_s), "energy_j": _num(o.energy_j), "phases": phases}
-        if o.policy_age >= 0:
-            line["work"]["policy_age"] = o.policy_age
-        if o.flags & (T.OBS_ARRIVALS | T.OBS_POOL_ENERGY):
-            pools = {}
-            for i, name in enumerate(("generation", "training")):
-                p = {}
-                if o.flags & T.OBS_ARRIVALS:
-                    p["arrival_s"] = _num(o.arrival_s[i])
-                if o.flags & T.OBS_POOL_ENERGY:
-                    p["energy_j"] = _num(o.pool_energy_j[i])
-                pools[name] = p
-            line["pools"] = pools
-        if o.flags & T.OBS_CARRYOVER:
-            line["carryover"] = True
-        other = o.flags & ~(T.OBS_ARRIVALS | T.OBS_POOL_ENERGY | T.OBS_CARRYOVER)
-        if other:
-            line["flags"] = other
-        line["setting"] = {"requested": _setting_json(req), "observed": _setting_json(o.setting)}
-        events = []
-        for k in range(n_ev):
-            ev = evs[k]
-            events.append({
-                "kind": f["kind_name"](ev.kind).decode(),
-                "state": f["state_name"](ev.state).decode(),
-                "candidate": _setting_json(ev.candidate), "next": _setting_json(ev.next),
-                "verdict": f["verdict_name"](ev.verdict).decode(), "n_updates": ev.n_updates,
-                "time_ratio": _num(ev.time_ratio), "energy_ratio": _num(ev.energy_ratio),
-                "meas_time_ratio": _num(ev.meas_time_ratio),
-                "meas_energy_ratio": _num(ev.meas_energy_ratio),
-                "reason": ev.reason.decode(errors="replace")})
-        line["events"] = events
-        busy = {"generation": _num(self._pool_busy[0])}
-        if not self.colocated:
-            busy["training"] = _num(self._pool_busy[1])
-        e0, e1 = self._marks[m0][1], self._marks[m1][1]
-        line["runtime"] = {
-            "t_start": self._t(m0), "t_end": self._t(m1), "pool_busy_s": busy,
-            "meter_flags": "",
-            "node_energy_j": {str(n): _num(sum(b - a for a, b in zip(e0[n], e1[n])) / 1000.0)
-                              for n in self.nodes}}
-        return line
-
-    def status(self):
-        self._require_open()
-        f = _ctl_fns()
-        st = T.CtlStatus()
-        _lib.check(f["status"](self._ctl_h, C.byref(st)), "controller status")
-        return {"state": f["state_name"](st.state).decode(), "locked": bool(st.locked),
-                "observed": st.observed, "rejected": st.rejected, "trials": st.trials,
-                "requested": st.setting.to_dict()}
-
-    def applied_setting(self):
-        return self.applied.to_dict() if not self.observe_only else T.Setting().to_dict()
+    def _require_open(self):
+        if self._stopped:
+            raise EerlError(-15, "the multi-node session is closed (it stopped: %s)"
+                            % self._stopped)
+        _RuntimeSession._require_open(self)
 
     def metrics(self):
-        st = self.status()
-        s = self.applied_setting()
-        m = {"eerl/state": st["state"], "eerl/locked": int(st["locked"]),
-             "eerl/gen_mhz": s["gen_mhz"], "eerl/train_mhz": s["train_mhz"],
-             "eerl/idle_mhz": s["idle_mhz"], "eerl/observed": st["observed"],
-             "eerl/rejected": st["rejected"], "eerl/trials": st["trials"],
-             "eerl/nodes": len(self.nodes)}
-        if self._last is not None:
-            o, ok = self._last
-            m.update({"eerl/update": int(o.update), "eerl/update_energy_j": o.energy_j,
-                      "eerl/update_time_s": o.time_s,
-                      "eerl/energy_per_valid_token_j": o.energy_j / o.valid_tokens
-                      if o.valid_tokens > 0 else float("nan"),
-                      "eerl/valid_tokens_per_s": o.valid_tokens / o.time_s
-                      if o.time_s > 0 else float("nan"),
-                      "eerl/accepted": int(ok)})
+        m = _RuntimeSession.metrics(self)
+        m["eerl/nodes"] = len(self.nodes)
         return m
 
-    @property
-    def closed(self):
-        return self._closed
-
-    def _teardown(self):
-        err = None
-        try:
-            self.adapter.call("close", {n: {"release": not self.observe_only}
-                                        for n in self.nodes})
-        except EerlError as e:
-            err = e
-        if self._trace is not None:
-            self._trace.close()
-            self._trace = None
-        if self._ctl_h is not None:
-            _ctl_fns()["free"](self._ctl_h)
-            self._ctl_h = None
-        return err
-
-    def close(self):
-        """Releases every node's GPUs (eerld resets their clocks) and closes the trace. The
-        adapter stays open (close it yourself: TorchDistributedAdapter.close stops the node
-        ranks' serve())."""
-        if self._closed:
-            return
-        self._closed = True
-        _live.discard(self)
-        err = self._teardown()
-        if err is not None:
-            raise err
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-@atexit.register
-def _close_all():
-    for s in list(_live):
-        try:
-            s.close()
-        except Exception:
-            pass
+    def __repr__(self):
+        return "<eerl.multinode.MultiNodeSession %s on %d nodes%s>" % (
+            self.mode, len(self.nodes), " closed" if self._closed else "")

@@ -13,7 +13,9 @@ The one-node session (eerl.Session through eerld, the C runtime, its meter sampl
 virtual ms between boundaries as its thread samples in real time) sees 4 GPUs of one node;
 the multi-node session sees the same 4 GPUs as 2 GPUs on each of 2 nodes (each pool spread over
 both nodes), through NodeServers in this process, each on its own node's eerld. Their trace
-update lines must agree, figure by figure, but for the multi-node session's per-node energies.
+update lines must agree, figure by figure, but for the multi-node session's per-node records;
+also when one GPU's counter resets or sticks mid-run (both sessions are the one C runtime, so
+the meter's counter model and its flags apply to a remote node's GPU as to a local one).
 """
 
 import heapq
@@ -96,6 +98,16 @@ class VirtualGPUs:
             st = json.load(open(n.state))
             out += [g.get("locked_max_mhz") or PEAK for g in st["gpus"]]
         return out
+
+    def set_gpu(self, gid, **fields):
+        """Changes one GPU's stand-in description (a counter fault), adopted at once."""
+        node, i = self.where[gid]
+
+        def fn(n, st):
+            if n is node:
+                st["gpus"][i].update(fields)
+        self._rewrite(fn)
+        self.watch[self.nodes.index(node)].read([0])
 
     def repower(self, busy):
         """busy: global ids of the GPUs at work; the others wait."""
@@ -240,9 +252,10 @@ def same(a, b, path=""):
 UPDATES = {"colocated": 40, "disaggregated": 40, "drained": 40, "inflight": 70}
 
 
-@needs_runtime
-@pytest.mark.parametrize("mode", ["colocated", "disaggregated", "drained", "inflight"])
-def test_multinode_matches_one_node_update_by_update(tmp_path, mode):
+def run_both(tmp_path, mode, updates, before_update=None):
+    """The same work on eerl.Session over one node of 4 GPUs and on MultiNodeSession over 2
+    nodes of 2 (each pool on both nodes); before_update(vg, u), if given, runs before update u
+    on each. Returns the two traces' update lines."""
     state = {"virtual_time_ms": 0}
     one = eerld_nodes.start_nodes(tmp_path / "one", 1, n_gpus=4, state_fields=state)
     two = eerld_nodes.start_nodes(tmp_path / "two", 2, n_gpus=2, first=1, state_fields=state)
@@ -270,7 +283,9 @@ def test_multinode_matches_one_node_update_by_update(tmp_path, mode):
             try:
                 vg.repower(set())
                 c = Cluster(vg, s, mode, ids)
-                for u in range(1, UPDATES[mode] + 1):
+                for u in range(1, updates + 1):
+                    if before_update is not None:
+                        before_update(vg, u)
                     c.update(u)
             finally:
                 s.close()
@@ -280,26 +295,79 @@ def test_multinode_matches_one_node_update_by_update(tmp_path, mode):
             for n in nodes:
                 assert n.locks() == [(None, None)] * len(n.uuids), (name, n.locks())
             results[name] = updates_of(trace)
-        a, b = results["one"], results["multi"]
-        assert len(a) == len(b) == UPDATES[mode]
-        for x, y in zip(a, b):
-            node_e = y["runtime"].pop("node_energy_j")
-            assert math.isclose(sum(node_e.values()), y["energy_j"], rel_tol=1e-9)
-            diff = same(x, y)
-            assert not diff, "update %d differs: %s" % (x["update"], diff[:8])
-        # and the run exercised what this mode has: decisions off the governor, and the
-        # asynchronous modes' records
-        moved = [x for x in a if x["setting"]["observed"] != {
-            "gen_mhz": "governor", "train_mhz": "governor", "idle_mhz": "governor"}]
-        assert moved, "the controller never left the governor in %d updates" % len(a)
-        if mode != "colocated":
-            assert all("arrival_s" in x["pools"]["training"] for x in a)
-        if mode == "inflight":
-            assert any(x.get("carryover") for x in a)
-            assert {x["work"]["policy_age"] for x in a} >= {1, 2}
+        return results["one"], results["multi"]
     finally:
         for n in one + two:
             n.stop()
+
+
+def node_records(y):
+    """The multi-node session's own records of an update line, taken out of it: each node's
+    energy (checked to add up to the update's) and meter flags."""
+    node_e = y["runtime"].pop("node_energy_j")
+    assert math.isclose(sum(node_e.values()), y["energy_j"], rel_tol=1e-9)
+    return node_e, y["runtime"].pop("node_meter_flags", None)
+
+
+@needs_runtime
+@pytest.mark.parametrize("mode", ["colocated", "disaggregated", "drained", "inflight"])
+def test_multinode_matches_one_node_update_by_update(tmp_path, mode):
+    a, b = run_both(tmp_path, mode, UPDATES[mode])
+    assert len(a) == len(b) == UPDATES[mode]
+    for x, y in zip(a, b):
+        assert node_records(y)[1] == {}
+        diff = same(x, y)
+        assert not diff, "update %d differs: %s" % (x["update"], diff[:8])
+    # and the run exercised what this mode has: decisions off the governor, and the
+    # asynchronous modes' records
+    moved = [x for x in a if x["setting"]["observed"] != {
+        "gen_mhz": "governor", "train_mhz": "governor", "idle_mhz": "governor"}]
+    assert moved, "the controller never left the governor in %d updates" % len(a)
+    if mode != "colocated":
+        assert all("arrival_s" in x["pools"]["training"] for x in a)
+    if mode == "inflight":
+        assert any(x.get("carryover") for x in a)
+        assert {x["work"]["policy_age"] for x in a} >= {1, 2}
+
+
+FAULT_AT = 6  # the update in which node 1's first GPU (GPU 2 of the one node) has its fault
+
+
+def counter_fault(fault):
+    """before_update for run_both: GPU 2's counter resets (the driver reset it) at the start of
+    update FAULT_AT, or stops counting (stuck) for updates FAULT_AT and FAULT_AT + 1."""
+    def before(vg, u):
+        if fault == "reset" and u == FAULT_AT:
+            vg.set_gpu(2, reset_counter=True)
+        elif fault == "stuck" and u in (FAULT_AT, FAULT_AT + 2):
+            vg.set_gpu(2, counter_stuck=u == FAULT_AT)
+    return before
+
+
+@needs_runtime
+@pytest.mark.parametrize("fault", ["reset", "stuck"])
+@pytest.mark.parametrize("mode", ["colocated", "drained"])
+def test_a_remote_counter_fault_is_handled_as_on_one_node(tmp_path, mode, fault):
+    """A counter that resets, or sticks, on one node mid-run: the multi-node session flags it in
+    the trace (the update's meter_flags, and that node's own) and counts that update's energy
+    exactly as eerl.Session does on one node given the same counters: never a negative energy,
+    never the stuck GPU as 0 J."""
+    a, b = run_both(tmp_path, mode, FAULT_AT + 4, counter_fault(fault))
+    assert len(a) == len(b) == FAULT_AT + 4
+    for x, y in zip(a, b):
+        node_e, node_f = node_records(y)
+        diff = same(x, y)
+        assert not diff, "update %d differs: %s" % (x["update"], diff[:8])
+        assert x["energy_j"] > 0 and all(e > 0 for e in node_e.values()), (x, node_e)
+        flags = x["runtime"]["meter_flags"]
+        if x["update"] == FAULT_AT:
+            assert fault in flags.split(","), flags
+            assert set(node_f) == {"1"} and fault in node_f["1"].split(","), node_f
+        elif fault not in flags.split(","):
+            assert "0" not in (node_f or {}), node_f  # node 0 never had a fault
+    # the fault's update is the other updates' size: the stuck GPU was counted from its power
+    e = [x["energy_j"] / x["time_s"] for x in a]
+    assert 0.5 < e[FAULT_AT - 1] / e[FAULT_AT - 2] < 2, e
 
 
 # ---- bad input: refused at start, naming the node and the value -------------------------------

@@ -878,7 +878,16 @@ int eerl__trace_stop_line(const char *type, unsigned long long update,
     for (i = 0; i < n_open; i++)
         json_array_append_new(a, json_string(open_phases[i]));
     json_object_set_new(o, "open_phases", a);
-    if (detail) { /* the caller's keys after ours, which they may not replace */
+    if (detail && json_object_get(detail, "open_phases") &&
+        !json_is_array(json_object_get(detail, "open_phases"))) {
+        snprintf(why, len, "stop line detail's open_phases is not an array");
+        json_decref(detail);
+        json_decref(o);
+        return EERL_EINVAL;
+    }
+    if (detail) { /* the caller's keys after ours; only its open_phases replaces ours */
+        if (json_object_get(detail, "open_phases"))
+            json_object_set(o, "open_phases", json_object_get(detail, "open_phases"));
         const char *k;
         json_t *v;
 

@@ -5,18 +5,20 @@ import csv
 import ctypes
 import json
 import os
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from eerl import tracefile  # noqa: E402  (the package's trace reader, from this source tree)
 MODES = {"colocated": 0, "disaggregated": 1, "async-drained": 2, "async-inflight": 3}
 MODEL_KEY = {"Qwen3-30B-A3B": "qwen3-30b-a3b", "Nemotron-Super-49B": "nemotron-super-49b"}
 GPU_KEY = {"H100": "h100", "GB200": "gb200"}
 
 
 def trace_updates(path, first=1):
-    """The update records of an eerl trace (JSON lines), from update `first` on."""
-    with open(path) as f:
-        recs = [json.loads(x) for x in f if x.strip()]
-    return [r for r in recs if r.get("type") == "update" and r["update"] >= first]
+    """The update records of an eerl trace (read by eerl.tracefile, the package's one trace
+    reader), from update `first` on."""
+    return [r for r in tracefile.read(path).updates if r["update"] >= first]
 
 
 def find_paper_dir():

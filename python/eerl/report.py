@@ -21,11 +21,11 @@ matplotlib Figure. Reads the trace files only (docs/trace-format.md); needs no l
 """
 
 import argparse
-import json
 import math
 import os
 import sys
-import warnings
+
+from . import tracefile
 
 FIRST_UPDATE = 2  # like eerl analyze/report: update 0 and 1 warm up
 
@@ -43,81 +43,45 @@ class Run:
         self.phases = []  # per update: {phase: (time_s, energy_j)}
 
 
-def _f(v):
-    if isinstance(v, str):
-        return float(v)  # "nan", "inf", "-inf"
-    return float(v)
-
-
-def _mhz(v):
-    return 0 if v in (None, "governor") else int(v)
-
-
 def load(path):
-    """Reads one trace into a Run; ValueError naming the file and line when it is not one. A last
-    line cut short (no newline, not JSON) is left out with a RuntimeWarning naming it."""
+    """Reads one trace (eerl.tracefile) into a Run; ValueError naming the file and line when it
+    is not one. A last line cut short (no newline, not JSON) is left out with a RuntimeWarning
+    naming it."""
+    t = tracefile.read(path)
     r = Run(path)
-    have_header = False
-    if os.path.isdir(path):
-        raise ValueError("'%s' is a directory; give the traces in it (e.g. '%s'/*.jsonl)"
-                         % (path, path))
-    try:
-        f = open(path)
-    except OSError as e:
-        raise ValueError("cannot read %s: %s" % (path, e.strerror))
-    with f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line:
-                continue
-            try:
-                o = json.loads(line)
-                t = o["type"]
-            except (ValueError, KeyError, TypeError):
-                if not raw.endswith("\n"):  # the last line: a write that did not finish
-                    warnings.warn("%s:%d: the last line is cut short (a write that did not "
-                                  "finish: a full disk or a crash); every whole line before it "
-                                  "is read" % (path, lineno), RuntimeWarning, stacklevel=2)
-                    break
-                raise ValueError("%s:%d: not a trace line" % (path, lineno))
-            if t == "header":
-                if o.get("format") != "eerl-trace":
-                    raise ValueError("%s:%d: not an eerl trace header" % (path, lineno))
-                r.mode, r.peak = o.get("mode"), int(o.get("governor_peak_mhz", 0))
-                r.allowed_loss = float((o.get("config") or {}).get("allowed_loss", 0.02))
-                have_header = True
-            elif t == "run":
-                if isinstance(o.get("role"), str):
-                    r.role = o["role"]
-                elif o.get("observe_only") is True:
-                    r.role = "governor"
-                if isinstance(o.get("seed"), int):
-                    r.seed = o["seed"]
-            elif t == "update":
-                if not have_header:
-                    raise ValueError("%s:%d: update line before the header" % (path, lineno))
-                try:
-                    r.update.append(int(o["update"]))
-                    r.N.append(_f(o["work"]["N"]))
-                    r.T.append(_f(o["time_s"]))
-                    r.E.append(_f(o["energy_j"]))
-                    obs = o["setting"]["observed"]
-                    r.gen.append(_mhz(obs.get("gen_mhz")))
-                    r.train.append(_mhz(obs.get("train_mhz")))
-                    r.idle.append(_mhz(obs.get("idle_mhz")))
-                    r.phases.append({k: (_f(v.get("time_s", 0)), _f(v.get("energy_j", 0)))
-                                     for k, v in (o.get("phases") or {}).items()})
-                except (KeyError, TypeError, ValueError) as e:
-                    raise ValueError("%s:%d: bad update line (%s)" % (path, lineno, e))
-                kinds = set()
-                state = None
-                for ev in o.get("events", []):
-                    kinds.add(ev.get("kind"))
-                    state = ev.get("state", state)
-                r.marks.append(kinds)
-                r.state.append(state)
-    if not have_header:
-        raise ValueError("%s: no trace header (is this an eerl trace?)" % path)
+    h = t.header
+    r.mode, r.peak = h.get("mode"), int(h.get("governor_peak_mhz", 0))
+    r.allowed_loss = float((h.get("config") or {}).get("allowed_loss", 0.02))
+    run = t.run or {}
+    if isinstance(run.get("role"), str):
+        r.role = run["role"]
+    elif run.get("observe_only") is True:
+        r.role = "governor"
+    if isinstance(run.get("seed"), int):
+        r.seed = run["seed"]
+    for o in t.updates:
+        try:
+            r.update.append(int(o["update"]))
+            r.N.append(tracefile.number(o["work"]["N"]))
+            r.T.append(tracefile.number(o["time_s"]))
+            r.E.append(tracefile.number(o["energy_j"]))
+            obs = o["setting"]["observed"]
+            r.gen.append(tracefile.clock_mhz(obs.get("gen_mhz")))
+            r.train.append(tracefile.clock_mhz(obs.get("train_mhz")))
+            r.idle.append(tracefile.clock_mhz(obs.get("idle_mhz")))
+            r.phases.append({k: (tracefile.number(v.get("time_s", 0)),
+                                 tracefile.number(v.get("energy_j", 0)))
+                             for k, v in (o.get("phases") or {}).items()})
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError("%s: bad update line of update %s (%s)"
+                             % (path, o.get("update"), e))
+        kinds = set()
+        state = None
+        for ev in o.get("events", []):
+            kinds.add(ev.get("kind"))
+            state = ev.get("state", state)
+        r.marks.append(kinds)
+        r.state.append(state)
     return r
 
 

@@ -5,8 +5,9 @@
                      allowed_loss=0.02, observe_only=False, trace="run.jsonl")
     with s.phase("generation"): ...
     with s.phase("training"): ...
-    s.update_end(generated_tokens=G, valid_tokens=N, longest_response=L, policy_version=v)
-    s.metrics()
+    u = s.update_end(generated_tokens=G, valid_tokens=N, longest_response=L, policy_version=v)
+    u.energy_per_valid_token_j, s.status().state, s.applied_setting().gen_mhz
+    s.metrics()   # the flat "eerl/..." dict for loggers
     s.close()
 
 docs/python.md in the eerl repository has the whole story.
@@ -14,7 +15,9 @@ docs/python.md in the eerl repository has the whole story.
 
 from ._lib import (EerlError, LibraryNotFound, VersionMismatch, __version__, library_path,
                    library_version)
+from .api import SessionLike, Setting, Status, Update
 from .session import Session, close_all, live_sessions
 
-__all__ = ["Session", "EerlError", "LibraryNotFound", "VersionMismatch", "library_path",
-           "library_version", "live_sessions", "close_all", "__version__"]
+__all__ = ["Session", "SessionLike", "Setting", "Status", "Update", "EerlError",
+           "LibraryNotFound", "VersionMismatch", "library_path", "library_version",
+           "live_sessions", "close_all", "__version__"]

@@ -34,6 +34,7 @@ import weakref
 
 from . import _lib
 from . import _types as T
+from . import api
 from ._lib import EerlError
 
 _live = weakref.WeakSet()
@@ -326,8 +327,8 @@ class _RuntimeSession:
         """Ends one RL update with its work: G generated tokens, N valid training tokens, L tokens
         of the longest response, the policy version that generated the consumed batch (None:
         unknown). update: the framework's update number (default: counts from 1, as eerl sim,
-        the CLI and the trace do). Returns a dict
-        of what eerl measured and decided (also what metrics() reports)."""
+        the CLI and the trace do). Returns an eerl.api.Update: what eerl measured and decided
+        (its metrics: what metrics() reports now)."""
         self._require_open()
         for name, v in (("generated_tokens", generated_tokens), ("valid_tokens", valid_tokens),
                         ("longest_response", longest_response)):
@@ -355,7 +356,15 @@ class _RuntimeSession:
         self._overhead = (self._call_s + (now - self._call_t0), self._calls + 1)
         self._call_s = -(now - self._call_t0)
         self._calls = -1
-        return self.metrics()
+        m = self.metrics()
+        o = info.obs
+        return api.Update(
+            update=int(o.update), energy_j=o.energy_j, time_s=o.time_s,
+            valid_tokens=o.valid_tokens,
+            energy_per_valid_token_j=m["eerl/energy_per_valid_token_j"],
+            valid_tokens_per_s=m["eerl/valid_tokens_per_s"], accepted=bool(info.accepted),
+            meter_flags=int(info.meter_flags), state=m["eerl/state"],
+            next_setting=self.applied_setting(), metrics=m)
 
     def sample(self):
         """Takes a meter sample now. Only for a session given a clock (virtual time), whose
@@ -399,24 +408,22 @@ class _RuntimeSession:
         return self._resume_cache
 
     def applied_setting(self):
-        """{"gen_mhz", "train_mhz", "idle_mhz"} applied from the next phase boundary (0: governor)."""
+        """The eerl.api.Setting applied from the next phase boundary (0: the governor)."""
         self._require_open()
         s = T.Setting()
         _lib.check(_c()["rt_applied_setting"](self._rt, C.byref(s)), "applied setting", self._err)
-        return s.to_dict()
+        return _setting(s)
 
     def status(self):
+        """The controller's eerl.api.Status: state, lock, requested setting, counts."""
         self._require_open()
         st = T.CtlStatus()
         _lib.check(_c()["rt_status"](self._rt, C.byref(st)), "session status", self._err)
-        return {
-            "state": _c()["state_name"](st.state).decode(),
-            "locked": bool(st.locked),
-            "locked_setting": st.locked_setting.to_dict() if st.locked else None,
-            "requested": st.setting.to_dict(),
-            "observed": st.observed, "rejected": st.rejected, "trials": st.trials,
-            "refreshes": st.refreshes, "references": st.references,
-        }
+        return api.Status(
+            state=_c()["state_name"](st.state).decode(), locked=bool(st.locked),
+            locked_setting=_setting(st.locked_setting) if st.locked else None,
+            requested=_setting(st.setting), observed=st.observed, rejected=st.rejected,
+            trials=st.trials, refreshes=st.refreshes, references=st.references)
 
     @_timed
     def metrics(self):
@@ -636,6 +643,11 @@ class Session(_RuntimeSession):
     def __repr__(self):
         return "<eerl.Session %s %s%s>" % (self.mode, self.pools,
                                           " closed" if self._closed else "")
+
+
+def _setting(s):
+    """eerl.api.Setting of a C eerl_setting."""
+    return api.Setting(gen_mhz=s.mhz[0], train_mhz=s.mhz[1], idle_mhz=s.idle_mhz)
 
 
 def _pool_name(p):

@@ -95,7 +95,7 @@ RANK_SCRIPT = textwrap.dedent("""
         s = multinode.MultiNodeSession(ad, mode=mode, pools=pools, trace=trace)
         seen = []
         for u in range(20):
-            rec = {"applied": s.applied_setting()}
+            rec = {"applied": s.applied_setting().to_dict()}
             if mode in ASYNC:
                 for what, phase in ASYNC[mode]:
                     (s.phase_begin if what == "b" else s.phase_end)(phase)

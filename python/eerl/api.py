@@ -1,0 +1,128 @@
+"""The typed surface of every eerl session: eerl.Session on one node and
+eerl.multinode.MultiNodeSession across many are one runtime and answer to one interface
+(SessionLike), and what they return is typed, as Zeus's Measurement is: an update's figures
+(Update), a clock setting (Setting), the controller's status (Status). metrics() stays the flat
+"eerl/..." dict that loggers take.
+
+Setting and Status also read by key and iterate over their field names (s.status()["state"],
+dict(s.applied_setting())): code written when these calls returned dicts keeps working. An
+Update reads by the metrics() keys (u["eerl/update_energy_j"]) for the same reason.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ContextManager, Dict, Optional, Protocol, runtime_checkable
+
+
+class _Fields(Mapping):
+    """A dataclass that reads by field name too (see the module's docstring)."""
+
+    def __getitem__(self, key):
+        if isinstance(key, str) and key in self._names():
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self):
+        return len(self._names())
+
+    @classmethod
+    def _names(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+
+    def to_dict(self):
+        """A plain dict (nested settings too), e.g. for json.dumps."""
+        return {k: (v.to_dict() if isinstance(v, _Fields) else v) for k, v in self.items()}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Setting(_Fields):
+    """SM clocks in MHz; 0 is the default governor."""
+    gen_mhz: int
+    train_mhz: int
+    idle_mhz: int
+
+    @property
+    def governor(self):
+        """True when every clock is left to the governor."""
+        return not (self.gen_mhz or self.train_mhz or self.idle_mhz)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Status(_Fields):
+    """The controller's state ("calibrating", "searching", "confirming", "locked",
+    "monitoring"), its lock, the setting it requests now, and its counts."""
+    state: str
+    locked: bool
+    locked_setting: Optional[Setting]
+    requested: Setting
+    observed: int
+    rejected: int
+    trials: int
+    refreshes: int
+    references: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """What one update_end measured and decided. meter_flags: EERL_METER_* bits of the update's
+    energy reading (0: the counters alone; docs/meter.md); accepted: False when the controller
+    refused the observation; next_setting: what the session applies from the next phase
+    boundary; metrics: metrics() right after the update."""
+    update: int
+    energy_j: float
+    time_s: float
+    valid_tokens: float
+    energy_per_valid_token_j: float
+    valid_tokens_per_s: float
+    accepted: bool
+    meter_flags: int
+    state: str
+    next_setting: Setting
+    metrics: Dict[str, Any]
+
+    def __getitem__(self, key):
+        return self.metrics[key]
+
+    def get(self, key, default=None):
+        return self.metrics.get(key, default)
+
+
+@runtime_checkable
+class SessionLike(Protocol):
+    """What eerl.Session and MultiNodeSession both are; the integrations take either."""
+
+    mode: str
+
+    def phase_begin(self, name: str, pool: Optional[str] = None) -> str: ...
+
+    def phase_end(self, name: str, pool: Optional[str] = None) -> None: ...
+
+    def phase(self, name: str, pool: Optional[str] = None) -> ContextManager: ...
+
+    def update_end(self, generated_tokens: float, valid_tokens: float,
+                   longest_response: float, policy_version: Optional[int] = None,
+                   update: Optional[int] = None) -> Update: ...
+
+    def sample(self) -> None: ...
+
+    def metrics(self) -> Dict[str, Any]: ...
+
+    def status(self) -> Status: ...
+
+    def applied_setting(self) -> Setting: ...
+
+    def save_state(self, path) -> str: ...
+
+    @property
+    def resumed(self) -> bool: ...
+
+    @property
+    def resume_detail(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def close(self) -> None: ...

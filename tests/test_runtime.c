@@ -1227,11 +1227,70 @@ static void test_across_nodes(void **state)
     eerl_device_free(dev);
 }
 
+/* A clock that moves on a microsecond each time it is read, as real time does between calls. */
+static double ticking_now(void *ctx)
+{
+    struct nodes_rig *r = ctx;
+
+    r->t += 1e-6;
+    return r->t;
+}
+
+/* Both pools at one boundary (a refit across separate pools): one read of the GPUs, not one per
+ * pool; a call that would find either pool in the wrong state changes nothing. */
+static void test_both_pools_at_one_boundary(void **state)
+{
+    static const unsigned clocks[] = {1980, 1005}, gen[] = {0, 1}, train[] = {2, 3};
+    static struct nodes_rig r;
+    eerl_rt_clock_owner owner = {&r, nodes_lock, nodes_restore, NULL};
+    eerl_device *dev = NULL;
+    eerl_rt_config cfg;
+    eerl_rt *rt = NULL;
+    eerl_rt_work w = {1, 4000, 3600, 300, -1};
+    eerl_rt_update_info info;
+    unsigned g, before;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(eerl_device_open_remote(4, nodes_read, &r, &dev), 0);
+    for (g = 0; g < 4; g++)
+        assert_int_equal(eerl_device_remote_describe(dev, g, "NVIDIA H100", "GPU-x", clocks, 2), 0);
+    eerl_rt_config_default(EERL_MODE_DRAINED, &cfg);
+    memcpy(cfg.gen_gpus, gen, sizeof(gen));
+    cfg.n_gen = 2;
+    memcpy(cfg.train_gpus, train, sizeof(train));
+    cfg.n_train = 2;
+    cfg.clock = ticking_now;
+    cfg.clock_ctx = &r;
+    cfg.owner = &owner;
+    assert_int_equal(eerl_rt_new(dev, &cfg, NULL, 0, &rt), 0);
+    assert_int_equal(eerl_rt_phase_begin(rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+    assert_int_equal(eerl_rt_phase_begin(rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+    assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN), 0);
+    assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+    before = r.reads;
+    assert_int_equal(eerl_rt_phase_begin(rt, EERL_RT_POOL_BOTH, EERL_PHASE_REFIT), 0);
+    assert_int_equal(r.reads - before, 1);
+    assert_int_equal(eerl_rt_phase_begin(rt, EERL_RT_POOL_BOTH, EERL_PHASE_REFIT), EERL_ESTATE);
+    assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_GEN, EERL_PHASE_REFIT), 0);
+    before = r.reads;
+    assert_int_equal(eerl_rt_phase_end(rt, EERL_RT_POOL_BOTH, EERL_PHASE_REFIT), EERL_ESTATE);
+    assert_int_equal(r.reads, before); /* refused before any read */
+    assert_int_equal(eerl_rt_phase_end(rt, EERL_POOL_TRAIN, EERL_PHASE_REFIT), 0);
+    assert_int_equal(eerl_rt_phase_begin(rt, 3, EERL_PHASE_REFIT), EERL_EINVAL);
+    assert_int_equal(eerl_rt_update_end(rt, &w, &info), 0);
+    assert_true(info.obs.phase_time_s[EERL_PHASE_REFIT] > 0);
+    assert_true(info.obs.arrival_s[EERL_POOL_GEN] > 0 && info.obs.arrival_s[EERL_POOL_TRAIN] > 0);
+    eerl_rt_free(rt);
+    eerl_device_free(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_config_errors, rigs_teardown),
         cmocka_unit_test(test_across_nodes),
+        cmocka_unit_test(test_both_pools_at_one_boundary),
         cmocka_unit_test_teardown(test_phase_order, rigs_teardown),
         cmocka_unit_test_teardown(test_trace_path_kept_when_first_write_fails, rigs_teardown),
         cmocka_unit_test_teardown(test_trace_full_disk_keeps_whole_lines, rigs_teardown),

@@ -136,10 +136,15 @@ EERL_EXPORT void eerl_rt_free(eerl_rt *rt);
  * the first error. Further phase or update calls fail with EERL_ESTATE. Idempotent. */
 EERL_EXPORT int eerl_rt_close(eerl_rt *rt);
 
-/* A pool (EERL_POOL_GEN / EERL_POOL_TRAIN; colocated: either) begins or ends a phase at the
- * clock's now. Begin applies the setting in force for that pool and phase; end puts a pool of
- * separate pools at the idle clock until its next phase (when the setting has one). A begin of a
- * phase the pool is already in, or an end of one it is not in, is EERL_ESTATE. */
+/* Both pools at one boundary (a refit): one meter mark for the two, each pool's clock set as
+ * its own call would. Added after 0.3.0. */
+#define EERL_RT_POOL_BOTH 2u
+
+/* A pool (EERL_POOL_GEN / EERL_POOL_TRAIN, or EERL_RT_POOL_BOTH; colocated: any) begins or ends a
+ * phase at the clock's now. Begin applies the setting in force for that pool and phase; end puts
+ * a pool of separate pools at the idle clock until its next phase (when the setting has one). A
+ * begin of a phase the pool (either pool, for both) is already in, or an end of one it is not
+ * in, is EERL_ESTATE, and changes nothing. */
 EERL_EXPORT int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase);
 EERL_EXPORT int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase);
 

@@ -24,6 +24,7 @@ PHASES = {"generation": 0, "logprob": 1, "training": 2, "refit": 3, "other": 4}
 PHASE_ALIASES = {"gen": "generation", "log-prob": "logprob", "log_prob": "logprob",
                  "train": "training", "weight_update": "refit", "update_weights": "refit"}
 POOL_GEN, POOL_TRAIN = 0, 1
+POOL_BOTH = 2  # EERL_RT_POOL_BOTH: both pools at one boundary
 STATES = ["calibrating", "searching", "confirming", "locked", "monitoring"]
 CLOCK_GOVERNOR = 0
 

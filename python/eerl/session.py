@@ -280,19 +280,10 @@ class _RuntimeSession:
         self._require_open()
         key, ph = T.phase_id(name)
         pools = self._pools_for(key, pool)
-        f = _c()
-        done = []
-        try:
-            for p in pools:
-                rc = f["rt_phase_begin"](self._rt, p, ph)
-                self._after_call("the begin of phase %s" % key)
-                _lib.check(rc, "beginning phase %s on the %s pool" % (key, _pool_name(p)),
-                           self._err)
-                done.append(p)
-        except BaseException:
-            for p in done:
-                f["rt_phase_end"](self._rt, p, ph)
-            raise
+        p = T.POOL_BOTH if len(pools) == 2 else pools[0]  # both pools: one boundary
+        rc = _c()["rt_phase_begin"](self._rt, p, ph)
+        self._after_call("the begin of phase %s" % key)
+        _lib.check(rc, "beginning phase %s on %s" % (key, _pool_name(p)), self._err)
         self._open_phases.append((key, ph, pools))
         return key
 
@@ -301,21 +292,15 @@ class _RuntimeSession:
         self._require_open()
         key, ph = T.phase_id(name)
         pools = self._pools_for(key, pool)
-        f = _c()
-        first = None
-        for p in pools:
-            rc = f["rt_phase_end"](self._rt, p, ph)
-            self._after_call("the end of phase %s" % key)
-            if rc < 0 and first is None:
-                first = (rc, p, self._err())
+        p = T.POOL_BOTH if len(pools) == 2 else pools[0]
+        rc = _c()["rt_phase_end"](self._rt, p, ph)
+        self._after_call("the end of phase %s" % key)
+        detail = self._err() if rc < 0 else b""
         for i, (k, _, ps) in enumerate(self._open_phases):
             if k == key and ps == pools:
                 del self._open_phases[i]
                 break
-        if first is not None:
-            rc, p, detail = first
-            _lib.check(rc, "ending phase %s on the %s pool" % (key, _pool_name(p)),
-                       lambda: detail)
+        _lib.check(rc, "ending phase %s on %s" % (key, _pool_name(p)), lambda: detail)
 
     def phase(self, name, pool=None):
         """Context manager: with s.phase("generation"): ... (the phase ends even on an error)."""
@@ -651,7 +636,8 @@ def _setting(s):
 
 
 def _pool_name(p):
-    return "generation" if p == T.POOL_GEN else "training"
+    return {T.POOL_GEN: "the generation pool", T.POOL_TRAIN: "the training pool"}.get(
+        p, "both pools")
 
 
 class _Phase:

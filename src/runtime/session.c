@@ -929,13 +929,23 @@ static int check_call(eerl_rt *rt, unsigned *pool, eerl_phase phase)
 {
     if (check_open(rt) < 0)
         return EERL_ESTATE;
-    if (*pool >= EERL_POOLS_MAX)
-        return fail(rt, EERL_EINVAL, "pool %u is unknown (0 generation, 1 training)", *pool);
+    if (*pool >= EERL_POOLS_MAX && *pool != EERL_RT_POOL_BOTH)
+        return fail(rt, EERL_EINVAL,
+                    "pool %u is unknown (0 generation, 1 training, %u both at one boundary)", *pool,
+                    EERL_RT_POOL_BOTH);
     if ((unsigned)phase >= EERL_PHASE_COUNT)
         return fail(rt, EERL_EINVAL, "phase %d is unknown", (int)phase);
     if (rt->colocated)
         *pool = 0;
     return 0;
+}
+
+/* The pools a (checked) call names, into ps: one, or both (EERL_RT_POOL_BOTH). */
+static unsigned call_pools(unsigned pool, unsigned ps[2])
+{
+    ps[0] = pool == EERL_RT_POOL_BOTH ? 0 : pool;
+    ps[1] = 1;
+    return pool == EERL_RT_POOL_BOTH ? 2 : 1;
 }
 
 /* Starts a new busy interval of (pool, phase) at t. */
@@ -952,34 +962,9 @@ static void open_iv(eerl_rt *rt, unsigned pool, eerl_phase phase, double t)
     }
 }
 
-int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
+/* A pool's books at the begin of a phase at t. */
+static void begin_books(eerl_rt *rt, unsigned pool, eerl_phase phase, double t)
 {
-    unsigned mhz;
-    double t = 0;
-    int e;
-
-    if (!rt)
-        return EERL_EINVAL;
-    e = check_call(rt, &pool, phase);
-    if (e < 0 || (unsigned)phase >= EERL_PHASE_COUNT) /* the second: for the compiler's bounds */
-        return e < 0 ? e : EERL_EINVAL;
-    if (rt->in_phase[pool][phase])
-        return fail(rt, EERL_ESTATE, "%s pool is already in phase %s",
-                    pool ? "training" : "generation", phase_name(phase));
-    /* The setting decided at the last update's end takes effect here, before the work. */
-    if (phase_clock(rt, &rt->applied, pool, phase, &mhz) == 0) {
-        e = pool_lock(rt, pool, mhz);
-        if (e < 0)
-            return e;
-    }
-    e = mark(rt, &t);
-    if (e < 0)
-        return e;
-    if (!rt->started) {
-        rt->started = 1;
-        rt->t_update0 = t;
-    }
-    rt->update_open = 1;
     if (phase == EERL_PHASE_REFIT && rt->refit_start[pool] < 0)
         rt->refit_start[pool] = t;
     rt->in_phase[pool][phase] = 1;
@@ -989,55 +974,98 @@ int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
     }
     rt->stack[pool][rt->depth[pool]++] = phase;
     open_iv(rt, pool, phase, t);
-    return 0;
 }
 
-int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
+int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
 {
+    unsigned ps[2], n, i, mhz;
     double t = 0;
-    int e, k, busy = 0;
+    int e;
 
     if (!rt)
         return EERL_EINVAL;
     e = check_call(rt, &pool, phase);
     if (e < 0 || (unsigned)phase >= EERL_PHASE_COUNT) /* the second: for the compiler's bounds */
         return e < 0 ? e : EERL_EINVAL;
-    if (!rt->in_phase[pool][phase])
-        return fail(rt, EERL_ESTATE, "%s pool is not in phase %s", pool ? "training" : "generation",
-                    phase_name(phase));
+    n = call_pools(pool, ps);
+    for (i = 0; i < n; i++)
+        if (rt->in_phase[ps[i]][phase])
+            return fail(rt, EERL_ESTATE, "%s pool is already in phase %s",
+                        ps[i] ? "training" : "generation", phase_name(phase));
+    /* The setting decided at the last update's end takes effect here, before the work. */
+    for (i = 0; i < n; i++)
+        if (phase_clock(rt, &rt->applied, ps[i], phase, &mhz) == 0) {
+            e = pool_lock(rt, ps[i], mhz);
+            if (e < 0)
+                return e;
+        }
     e = mark(rt, &t);
     if (e < 0)
         return e;
+    if (!rt->started) {
+        rt->started = 1;
+        rt->t_update0 = t;
+    }
+    rt->update_open = 1;
+    for (i = 0; i < n; i++)
+        begin_books(rt, ps[i], phase, t);
+    return 0;
+}
+
+/* A pool's books at the end of a phase at t, and the clock it goes to: the interrupted phase's
+ * when one resumes, else the idle clock for a pool of separate pools that now waits. */
+static int end_books(eerl_rt *rt, unsigned pool, eerl_phase phase, double t)
+{
+    unsigned d = rt->depth[pool], i, left, mhz;
+    int top = d > 0 && rt->stack[pool][d - 1] == phase, k, busy = 0;
+
     rt->in_phase[pool][phase] = 0;
-    {
-        unsigned d = rt->depth[pool], i, left;
-        int top = d > 0 && rt->stack[pool][d - 1] == phase;
+    if (top) /* else its interval was closed when an inner phase began */
+        rt->iv[pool][phase][rt->n_iv[pool][phase] - 1].t1 = t;
+    for (i = 0, left = 0; i < d; i++)
+        if (rt->stack[pool][i] != phase)
+            rt->stack[pool][left++] = rt->stack[pool][i];
+    rt->depth[pool] = left;
+    if (top && left > 0) { /* the interrupted phase resumes, at its own clock */
+        eerl_phase outer = rt->stack[pool][left - 1];
 
-        if (top) /* else its interval was closed when an inner phase began */
-            rt->iv[pool][phase][rt->n_iv[pool][phase] - 1].t1 = t;
-        for (i = 0, left = 0; i < d; i++)
-            if (rt->stack[pool][i] != phase)
-                rt->stack[pool][left++] = rt->stack[pool][i];
-        rt->depth[pool] = left;
-        if (top && left > 0) { /* the interrupted phase resumes, at its own clock */
-            eerl_phase outer = rt->stack[pool][left - 1];
-            unsigned mhz;
-
-            open_iv(rt, pool, outer, t);
-            if (phase_clock(rt, &rt->applied, pool, outer, &mhz) == 0) {
-                e = pool_lock(rt, pool, mhz);
-                if (e < 0)
-                    return e;
-            }
-            return 0;
-        }
+        open_iv(rt, pool, outer, t);
+        if (phase_clock(rt, &rt->applied, pool, outer, &mhz) == 0)
+            return pool_lock(rt, pool, mhz);
+        return 0;
     }
     for (k = 0; k < EERL_PHASE_COUNT; k++)
         busy |= rt->in_phase[pool][k];
-    /* A pool of separate pools that now waits goes to the idle clock, if the setting has one. */
     if (!rt->colocated && !busy && rt->applied.idle_mhz != EERL_CLOCK_GOVERNOR)
         return pool_lock(rt, pool, rt->applied.idle_mhz);
     return 0;
+}
+
+int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
+{
+    unsigned ps[2], n, i;
+    double t = 0;
+    int e, first = 0;
+
+    if (!rt)
+        return EERL_EINVAL;
+    e = check_call(rt, &pool, phase);
+    if (e < 0 || (unsigned)phase >= EERL_PHASE_COUNT) /* the second: for the compiler's bounds */
+        return e < 0 ? e : EERL_EINVAL;
+    n = call_pools(pool, ps);
+    for (i = 0; i < n; i++)
+        if (!rt->in_phase[ps[i]][phase])
+            return fail(rt, EERL_ESTATE, "%s pool is not in phase %s",
+                        ps[i] ? "training" : "generation", phase_name(phase));
+    e = mark(rt, &t);
+    if (e < 0)
+        return e;
+    for (i = 0; i < n; i++) { /* both pools' books, whatever a clock change of one says */
+        e = end_books(rt, ps[i], phase, t);
+        if (e < 0 && first == 0)
+            first = e;
+    }
+    return first;
 }
 
 /* Energy over a pool's (or the allocation's, gpus NULL) intervals. */

@@ -65,8 +65,8 @@ import sys
 import threading
 import warnings
 
-from .. import _tested
-from ._common import Framework, IntegrationError, PhaseDriver, numeric_metrics
+from ... import _tested
+from .._common import Framework, IntegrationError, PhaseDriver, numeric_metrics
 
 PHASES = {
     "gen": "generation",

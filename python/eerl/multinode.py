@@ -426,6 +426,19 @@ class _Adapter:
             pools[role] = {n: sorted(v) for n, v in sorted(pool.items())}
         return pools
 
+    def _take_posted(self):
+        """Takes the answers of every posted command (each node's, so none is left to be read
+        as the answer to a later command); raises the first failure."""
+        posted, self._posted = list(getattr(self, "_posted", ())), []
+        first = None
+        for p in posted:
+            try:
+                self._finish(p)
+            except NodeError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
     def _node_of(self, rec, devs):
         hosts = [n for n in self.nodes if devs[n]["host"] == rec.get("host")]
         return hosts[0] if len(hosts) == 1 else None
@@ -457,6 +470,7 @@ class TorchDistributedAdapter(_Adapter):
         self.world = dist.get_world_size(group)
         self.nodes = list(range(self.world))
         self.lost = set()
+        self._posted = []  # commands sent whose answers the next call takes
         self.server = NodeServer(socket)
         self.lost_note = (
             "the lost node's rank applies no clock change of a command that ran past the "
@@ -503,6 +517,16 @@ class TorchDistributedAdapter(_Adapter):
 
     def call(self, cmd, per_node):
         """Runs cmd on the nodes named in per_node ({node: kwargs}); returns {node: result}."""
+        self._take_posted()
+        return self._finish(self._start(cmd, per_node))
+
+    def post(self, cmd, per_node):
+        """Sends cmd to the nodes named in per_node without waiting for their answers: the next
+        call() takes them first, and raises a node's failure there. A node runs the commands it
+        is sent in order."""
+        self._posted.append(self._start(cmd, per_node))
+
+    def _start(self, cmd, per_node):
         if not self.is_driver:
             raise RuntimeError("only the driver rank calls nodes; node ranks call serve()")
         nodes = sorted(per_node)
@@ -519,6 +543,11 @@ class TorchDistributedAdapter(_Adapter):
                     lost.append((n, e))
         if self.driver in per_node:
             results[self.driver] = self.server.handle(cmd, per_node[self.driver])
+        return cmd, nodes, sends, lost, results, deadline
+
+    def _finish(self, started):
+        """The answers of a command _start sent: {node: result}, or NodeLost / NodeError."""
+        cmd, nodes, sends, lost, results, deadline = started
         for n in nodes:
             if n == self.driver or any(n == m for m, _ in lost):
                 continue
@@ -563,6 +592,10 @@ class TorchDistributedAdapter(_Adapter):
 
     def close(self):
         if self.is_driver:
+            try:  # every answer taken, so no node rank waits on one before its stop
+                self._take_posted()
+            except NodeError:
+                pass  # that node is in lost now: it is not sent the stop
             self.server.cmd_close()
             for n in self.nodes:
                 if n != self.driver and n not in self.lost:
@@ -618,6 +651,7 @@ class RayAdapter(_Adapter):
         self.node_ids = nodes
         self.nodes = list(range(len(nodes)))
         self.lost = set()
+        self._posted = []  # commands sent whose answers the next call takes
         self.lost_note = (
             "the lost node's NodeServer actor was killed, so no late command of it is applied "
             "and its eerld resets its GPUs and ends their lease as the connection closes")
@@ -663,14 +697,29 @@ class RayAdapter(_Adapter):
         return self.node_ids.index(nid)
 
     def call(self, cmd, per_node, timeout_s=None):
-        from ray.exceptions import GetTimeoutError, RayActorError
+        """Runs cmd on the nodes named in per_node ({node: kwargs}); returns {node: result}."""
+        self._take_posted()
+        return self._finish(self._start(cmd, per_node, timeout_s))
+
+    def post(self, cmd, per_node):
+        """Sends cmd to the nodes named in per_node without waiting for their answers: the next
+        call() takes them first, and raises a node's failure there. An actor runs the commands
+        it is sent in order."""
+        self._posted.append(self._start(cmd, per_node, None))
+
+    def _start(self, cmd, per_node, timeout_s):
         timeout_s = self.timeout_s if timeout_s is None else float(timeout_s)
         nodes = sorted(per_node)
         gone = [n for n in nodes if n in self.lost]
         if gone:
             raise NodeLost(gone[0], "lost earlier", self.describe(gone[0]))
         refs = [self.actors[n].handle.remote(cmd, per_node[n], timeout_s) for n in nodes]
-        deadline = time.monotonic() + timeout_s
+        return cmd, nodes, refs, timeout_s, time.monotonic() + timeout_s
+
+    def _finish(self, started):
+        """The answers of a command _start sent: {node: result}, or NodeLost / NodeError."""
+        from ray.exceptions import GetTimeoutError, RayActorError
+        cmd, nodes, refs, timeout_s, deadline = started
         results, lost = [], []
         for n, ref in zip(nodes, refs):
             try:
@@ -1093,9 +1142,12 @@ class MultiNodeSession(_RuntimeSession):
                 raise e
             self._stop(e, at)
         if self._pending and self._rt is not None:
+            # sent without waiting where the adapter can (post): the next command takes the
+            # answers, so the call returns after one round trip, not two
             sets, self._pending = self._sets(self._pending), []
+            send = getattr(self.adapter, "post", None) or self.adapter.call
             try:
-                self.adapter.call("step", {m: {"gpus": [], "before": s} for m, s in sets.items()})
+                send("step", {m: {"gpus": [], "before": s} for m, s in sets.items()})
             except NodeError as e2:
                 self._stop(e2, at)
 

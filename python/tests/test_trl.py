@@ -1,11 +1,12 @@
 """eerl.integrations.trl against the real TRL (the release pinned in python/requirements/test.in):
 GRPOTrainer runs for a few optimizer steps on the CPU with a tiny randomly initialised Llama built
-from a config and a word-level tokenizer built here (nothing is downloaded), hooked exactly as
-docs/integrations/trl.md tells a user. What TRL did is recorded beside eerl (its profiling blocks,
-its generation tensors), and eerl's phases, G/N/L and trace are checked against it.
+from a config and a word-level tokenizer built here (nothing is downloaded), hooked as
+docs/integrations/trl.md tells a user: the one line (EerlCallback) and the explicit install().
+What TRL did is recorded beside eerl (its profiling blocks, its generation tensors), and eerl's
+phases, G/N/L and trace are checked against it.
 
-The vLLM engine cannot be installed here (it needs CUDA): one test gives TRL's own vLLM code path
-(sync_weights, vLLM.generate) a small engine object that generates with the same model."""
+TRL's vLLM paths (colocate, server, AsyncGRPOTrainer) run against the real vLLM in
+test_trl_vllm.py, in a virtual environment of their own."""
 
 import json
 import os
@@ -131,20 +132,6 @@ def test_generate_batch_path(model_dir, tmp_path, monkeypatch):
     assert [(u[0], u[1], u[2]) for u in s.updates] == [(g["G"], g["N"], g["L"]) for g in rec.gens]
 
 
-def test_vllm_path_sync_weights_is_refit(model_dir, tmp_path, monkeypatch):
-    # TRL's vLLM code path with a stand-in engine: sync_weights when the step changed, then
-    # vLLM.generate; with importance-sampling correction TRL computes the old log-probs.
-    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.1)
-    trl_tiny.use_standin_vllm(trainer)
-    rec = trl_tiny.Record(trainer, monkeypatch)
-    s, _ = train_hooked(trainer)
-    assert rec.steps == [[["sync_weights", "vLLM.generate", "_get_per_token_logps_and_entropies",
-                           "_get_per_token_logps_and_entropies"], []]] * 2
-    one = ["training", "refit", "generation", "logprob", "logprob", "training", "training", "|"]
-    assert s.phases() == one * 2
-    assert [(u[0], u[1], u[2]) for u in s.updates] == [(g["G"], g["N"], g["L"]) for g in rec.gens]
-
-
 def test_n_honours_the_env_and_tool_mask(model_dir, tmp_path, monkeypatch):
     # A rollout_func returning env_mask (TRL treats it as tool_mask: 0 = tokens the model did not
     # generate): N = TRL's loss mask (completion_mask x tool_mask), G = the model's tokens.
@@ -243,12 +230,14 @@ def test_blocks_of_another_trainer_class_are_not_this_hooks(model_dir, tmp_path)
 
 
 def test_two_processes_one_controller(model_dir, node, tmp_path):
-    # torchrun, 2 processes on gloo: rank 0 owns the one Session (both GPUs of the node), rank 1
-    # calls the same install(None, trainer); rank 1 is metered by rank 0's session.
+    # torchrun, 2 processes on gloo, every one with the same line: rank 0 owns the one Session,
+    # its pools the GPUs of both ranks (each rank's stand-in GPU, gathered over the job's
+    # group); rank 1 is metered by rank 0's session.
     out = tmp_path / "ranks"
     out.mkdir()
+    uuids = ["GPU-00000000-0000-0000-0000-%012d" % i for i in range(2)]
     env = child_env(EERL_FAKE_NVML_STATE=node, TRL_TINY_MODEL=model_dir, TRL_TINY_OUT=str(out),
-                    OMP_NUM_THREADS=1)
+                    OMP_NUM_THREADS=1, CUDA_VISIBLE_DEVICES=",".join(uuids))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "--master_addr", "127.0.0.1", "--master_port", str(trl_tiny.free_port()),
            os.path.join(HERE, "trl_tiny.py")]
@@ -258,7 +247,8 @@ def test_two_processes_one_controller(model_dir, node, tmp_path):
     r0 = json.load(open(out / "rank0.json"))
     r1 = json.load(open(out / "rank1.json"))
     assert r0["world"] == 2 and r1["world"] == 2
-    # Rank 1 may not hold the session: refused, naming why.
+    assert r0["pools"] == {"generation": [0, 1], "training": [0, 1]} and "calls" not in r1
+    # Rank 1 may not hold a session of the explicit form: refused, naming why.
     assert "must live in TRL's main process" in r1["refused"]
     phases = per_update(r0["calls"])
     print("two-process phases per update:", phases)
@@ -278,9 +268,9 @@ def test_two_processes_one_controller(model_dir, node, tmp_path):
 
 def test_two_nodes_one_controller(model_dir, tmp_path):
     # Two torchrun launches (--nnodes 2, one process each) as two nodes on this machine, each
-    # with its own eerld over 2 stand-in GPUs of its own (tests/fake_nvml): rank 0 holds the one
-    # MultiNodeSession of the job, its pools from where the ranks' GPUs are; the other node
-    # serves it from a thread while it trains.
+    # with its own eerld over 2 stand-in GPUs of its own (tests/fake_nvml), every rank with the
+    # same line: rank 0 holds the one MultiNodeSession of the job, its pools from where the
+    # ranks' GPUs are; the other node serves it from a thread while it trains.
     import eerld_nodes
     out = tmp_path / "ranks"
     out.mkdir()
@@ -363,3 +353,154 @@ def test_resume_with_trls_checkpoint(model_dir, node, tmp_path):
         assert trainer.state.global_step == 2 and hook.updates == 1  # step 2 only
     finally:
         s2.close()
+
+
+# ---- the one line: EerlCallback ---------------------------------------------------------------
+
+
+@pytest.fixture
+def eerld_node(tmp_path, monkeypatch):
+    """One eerld over 2 stand-in GPUs, reached through $EERL_SOCKET, as on a machine without
+    CUDA that runs `eerld --devices twin` to try eerl; stopped after the test."""
+    import eerld_nodes
+    n = eerld_nodes.start_nodes(tmp_path / "eerld", 1)[0]
+    monkeypatch.setenv("EERL_SOCKET", n.socket)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
+def trace_lines(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def test_one_line_finds_the_pools_and_gives_the_clocks_back(model_dir, eerld_node, tmp_path,
+                                                            monkeypatch):
+    # GRPOTrainer(..., callbacks=[EerlCallback()]): no Session, no install, no close. No process
+    # has a CUDA device, so the callback takes the GPUs of the eerld it reaches and says so.
+    trace = str(tmp_path / "eerl-run.jsonl")
+    cb = eerl_trl.EerlCallback(trace=trace)
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=3, eval_steps=2,
+                               callbacks=[cb])
+    rec = trl_tiny.Record(trainer, monkeypatch)
+    with pytest.warns(UserWarning) as w:
+        trainer.train()
+    said = [str(x.message) for x in w if x.category is UserWarning and "eerl" in str(x.message)]
+    assert len(said) == 1 and "takes the GPUs of eerld at %s" % eerld_node.socket in said[0]
+    assert not [x for x in w if issubclass(x.category, RuntimeWarning)]  # a good run: none
+    assert cb.mode == "colocated" and cb.pools == {"generation": [0, 1], "training": [0, 1]}
+    # Closed at on_train_end: every clock is the governor's, no session is left open.
+    assert cb.session is None and eerl.live_sessions() == []
+    assert eerld_node.locks() == [(None, None)] * 2
+    lines = trace_lines(trace)
+    run = [l for l in lines if l["type"] == "run"][0]
+    assert sorted(run["pools"]["generation"]) == [0, 1] and run["framework"] == "TRL 1.16.0"
+    assert "eerld at %s" % eerld_node.socket in run["pools_from"]
+    ups = [l for l in lines if l["type"] == "update"]
+    assert len(ups) == 3 == len(rec.steps) == len(rec.gens)
+    for u, g, step in zip(ups, rec.gens, rec.steps):
+        assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == (g["G"], g["N"], g["L"])
+        want = {"training"} | {eerl_trl.PHASES[b] for blocks in step for b in blocks}
+        assert {p for p, v in u["phases"].items() if p != "other" and v["time_s"] > 0} == want
+    logged = [h for h in trainer.state.log_history if "eerl/observed" in h]
+    assert len(logged) == 3 and logged[-1]["eerl/observed"] == 3
+    # The callback stays with the trainer: a second train() opens a session of its own.
+    trainer.args.max_steps = 4
+    with pytest.warns(UserWarning, match="takes the GPUs of eerld"):
+        trainer.train(resume_from_checkpoint=None)
+    assert eerl.live_sessions() == []
+
+
+def test_one_line_added_with_add_callback(model_dir, eerld_node, tmp_path, monkeypatch):
+    # Added after the trainer was made: the callback finds its trainer at on_train_begin.
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.0)
+    rec = trl_tiny.Record(trainer, monkeypatch)
+    cb = eerl_trl.EerlCallback(trace=str(tmp_path / "t.jsonl"), observe_only=True)
+    trainer.add_callback(cb)
+    with pytest.warns(UserWarning, match="takes the GPUs of eerld"):
+        trainer.train()
+    ups = [l for l in trace_lines(tmp_path / "t.jsonl") if l["type"] == "update"]
+    assert [(u["work"]["G"], u["work"]["N"], u["work"]["L"]) for u in ups] == [
+        (g["G"], g["N"], g["L"]) for g in rec.gens]
+    assert eerl.live_sessions() == []
+
+
+def test_one_line_closes_the_session_when_training_fails(model_dir, eerld_node, tmp_path):
+    # A reward function that fails in the second step: train() raises, and the session the
+    # callback opened is closed on the way out (on_train_end never comes).
+    calls = []
+
+    def reward_fails(completions, **kw):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyError("reward server gone")
+        return [float(len(c)) for c in completions]
+
+    cb = eerl_trl.EerlCallback(trace=str(tmp_path / "t.jsonl"))
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=3, beta=0.0,
+                               callbacks=[cb])
+    trainer.reward_funcs = [reward_fails]
+    with pytest.warns(UserWarning, match="takes the GPUs"), pytest.raises(KeyError):
+        trainer.train()
+    assert cb.session is None and eerl.live_sessions() == []
+    assert eerld_node.locks() == [(None, None)] * 2
+    assert len([l for l in trace_lines(tmp_path / "t.jsonl") if l["type"] == "update"]) == 1
+
+
+def test_one_line_takes_only_session_keywords():
+    with pytest.raises(TypeError, match="mode: the mode comes from the trainer"):
+        eerl_trl.EerlCallback(mode="colocated")
+    with pytest.raises(TypeError, match="trace_path: no such keyword"):
+        eerl_trl.EerlCallback(trace_path="x.jsonl")
+    with pytest.raises(ValueError, match="pools="):
+        eerl_trl.EerlCallback(pools={"gen": [0]})
+
+
+def _refused(trainer, match, exc=ValueError):
+    """train() refuses with exc matching match, before any session opened or clock changed."""
+    with pytest.raises(exc, match=match):
+        trainer.train()
+    assert eerl.live_sessions() == [] and trainer.state.global_step == 0
+
+
+def test_one_line_refuses_bad_pools_naming_them(model_dir, eerld_node, tmp_path, monkeypatch):
+    u = eerld_node.uuids
+    t = trl_tiny.trainer(model_dir, str(tmp_path / "a"), max_steps=1,
+                         callbacks=[eerl_trl.EerlCallback(pools={"training": [5]})])
+    _refused(t, r"pools\['training'\]: GPU 5 is not one eerl can reach: eerld at %s, which "
+                r"has 0 \(%s\), 1 \(%s\)" % (eerld_node.socket, u[0], u[1]))
+    # This process's GPU is the stand-in node's GPU 0 (CUDA_VISIBLE_DEVICES, no CUDA here): a
+    # pool on GPU 1 is one the job does not use.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", u[0])
+    t = trl_tiny.trainer(model_dir, str(tmp_path / "b"), max_steps=1, callbacks=[
+        eerl_trl.EerlCallback(pools={"generation": [0], "training": [1]})])
+    _refused(t, r"pools\['training'\] has GPU 1, which the job does not use \(its processes "
+                r"use \[0\]\)")
+    # A GPU no eerld serves.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-99999999-0000-0000-0000-000000000000")
+    t = trl_tiny.trainer(model_dir, str(tmp_path / "c"), max_steps=1,
+                         callbacks=[eerl_trl.EerlCallback()])
+    _refused(t, r"rank None \(pid %d, CUDA_VISIBLE_DEVICES entry 0 \(no CUDA here\)\): GPU "
+                r"GPU-99999999-0000-0000-0000-000000000000 is not one eerl can reach: eerld"
+             % os.getpid())
+    assert eerld_node.locks() == [(None, None)] * 2
+    # With the job's GPU known, the one line takes it alone.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", u[1])
+    cb = eerl_trl.EerlCallback(observe_only=True)
+    t = trl_tiny.trainer(model_dir, str(tmp_path / "d"), max_steps=1, callbacks=[cb])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say: the pools are the job's
+        t.train()
+    assert cb.pools == {"generation": [1], "training": [1]}
+
+
+def test_one_line_refuses_a_trl_whose_hook_points_moved(model_dir, eerld_node, tmp_path,
+                                                        monkeypatch):
+    t = trl_tiny.trainer(model_dir, str(tmp_path / "a"), max_steps=1,
+                         callbacks=[eerl_trl.EerlCallback()])
+    monkeypatch.delattr(GRPOTrainer, "_generate_and_score_completions")
+    _refused(t, "TRL %s has no GRPOTrainer._generate_and_score_completions" % trl.__version__,
+             IntegrationError)

@@ -47,6 +47,7 @@ def trainer(model_dir, out, max_steps=3, eval_steps=None, beta=0.1, **extra):
     from trl import GRPOConfig, GRPOTrainer
 
     rollout_func = extra.pop("rollout_func", None)
+    callbacks = extra.pop("callbacks", None)
     kw = dict(output_dir=out, per_device_train_batch_size=4, num_generations=2,
               max_completion_length=MAX_COMPLETION, max_steps=max_steps,
               gradient_accumulation_steps=2, beta=beta, report_to=[], logging_steps=1,
@@ -64,7 +65,7 @@ def trainer(model_dir, out, max_steps=3, eval_steps=None, beta=0.1, **extra):
     return GRPOTrainer(model=model_dir, reward_funcs=reward_len, args=GRPOConfig(**kw),
                        train_dataset=Dataset.from_dict({"prompt": PROMPTS * 4}),
                        eval_dataset=eval_ds, processing_class=AutoTokenizer.from_pretrained(
-                           model_dir), rollout_func=rollout_func)
+                           model_dir), rollout_func=rollout_func, callbacks=callbacks)
 
 
 class Record:
@@ -174,47 +175,25 @@ class Spy:
     def metrics(self):
         return self.s.metrics()
 
-
-class StandinVLLM:
-    """In place of trl.generation.vllm_generation.VLLMGeneration (vLLM needs CUDA): generate()
-    samples with the trainer's own model inside the profiler TRL passes, and returns the sampled
-    tokens' log-probs as vLLM does; sync_weights() counts calls."""
-
-    def __init__(self, trainer):
-        self.trainer = trainer
-        self.syncs = 0
-
-    def sync_weights(self):
-        self.syncs += 1
-
-    def generate(self, prompts, images, num_generations, profiler=None):
-        import torch
-
-        t = self.trainer
-        model = t.accelerator.unwrap_model(t.model)
-        completions, logprobs = [], []
-        with profiler, torch.no_grad():
-            for ids in prompts:
-                x = torch.tensor([ids])
-                y = model.generate(x, attention_mask=torch.ones_like(x), do_sample=True,
-                                   max_new_tokens=MAX_COMPLETION, pad_token_id=0,
-                                   eos_token_id=1)[0, len(ids):].tolist()
-                if 1 in y:
-                    y = y[:y.index(1) + 1]
-                full = torch.tensor([ids + y])
-                lp = torch.log_softmax(model(full).logits[0, len(ids) - 1:-1].float(), -1)
-                completions.append(y)
-                logprobs.append([[float(lp[i, tok])] for i, tok in enumerate(y)])
-        return prompts, completions, logprobs, None
+    def close(self):
+        return self.s.close()
 
 
-def use_standin_vllm(trainer):
-    """Points TRL's use_vllm code path at StandinVLLM (set after construction, which would
-    otherwise import vLLM)."""
-    trainer.use_vllm = True
-    trainer.vllm_generation = StandinVLLM(trainer)
-    trainer._last_loaded_step = -1
-    trainer.vllm_importance_sampling_correction = True
+SPIES = []
+
+
+def spy_on(module, name):
+    """Makes module.name (a session class) build sessions wrapped in a Spy, kept in SPIES: the
+    test's record of the calls eerl's hook makes."""
+    import functools
+    real = getattr(module, name)
+
+    @functools.wraps(real)  # its signature, which EerlCallback checks keywords against
+    def make(*args, **kwargs):
+        SPIES.append(Spy(real(*args, **kwargs)))
+        return SPIES[-1]
+
+    setattr(module, name, make)
 
 
 def rollout_with_env_tokens(prompts, trainer):
@@ -249,89 +228,62 @@ def free_port():
 
 
 def main():
-    """torchrun worker: rank 0 holds the job's one eerl.Session over both GPUs of the node;
-    every rank runs the same install line (a no-op where the session is None)."""
+    """torchrun worker, every rank the same line: rank 0 holds the job's one eerl.Session over
+    the GPUs of both ranks (CUDA_VISIBLE_DEVICES: the stand-in node's UUIDs, one per rank)."""
     import eerl
     from eerl.integrations import trl as eerl_trl
     from eerl.integrations._common import IntegrationError
 
     out = os.environ["TRL_TINY_OUT"]
     rank = int(os.environ["RANK"])
-    t = trainer(os.environ["TRL_TINY_MODEL"], os.path.join(out, "run"), max_steps=2)
+    spy_on(eerl, "Session")
+    cb = eerl_trl.EerlCallback(trace=os.path.join(out, "eerl-run.jsonl"), observe_only=True)
+    t = trainer(os.environ["TRL_TINY_MODEL"], os.path.join(out, "run"), max_steps=2,
+                callbacks=[cb])                                    # the line
     rec = Record(t)
     result = {"rank": rank, "world": t.accelerator.num_processes}
-    # The lines docs/integrations/trl.md gives.
-    session = None
-    if t.accelerator.is_main_process:
-        session = eerl.Session(mode="colocated", pools={"generation": [0, 1], "training": [0, 1]},
-                               trace=os.path.join(out, "eerl-run.jsonl"), observe_only=True)
-        session = Spy(session)
-    else:
+    if not t.accelerator.is_main_process:  # the explicit form keeps its session in rank 0
         try:
             eerl_trl.install(object.__new__(Spy), t)
         except IntegrationError as e:
             result["refused"] = str(e)
-    train_warning_free(eerl_trl.install(session, t), t)
-    if session is not None:
-        result["calls"] = session.calls
-        session.s.close()
+    train_warning_free(t)
+    if SPIES:
+        result["calls"] = SPIES[0].calls
+        result["pools"] = cb.pools
     result["gens"] = rec.gens
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
         json.dump(result, f)
 
 
-def train_warning_free(hook, t):
-    """t.train() with any RuntimeWarning (eerl's among them) an error: a good run gives none. The
-    hook is uninstalled after, whatever happened."""
+def train_warning_free(t):
+    """t.train() with any RuntimeWarning (eerl's among them) an error: a good run gives none."""
     import warnings
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", RuntimeWarning)
-            t.train()
-    finally:
-        hook.uninstall()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        t.train()
 
 
 def main_nodes():
     """Worker of a two-node torchrun job on one machine (two torchrun launches, --nnodes 2, one
     process each; each "node" has its own eerld, named by its $EERL_SOCKET, and its own GPUs in
-    CUDA_VISIBLE_DEVICES, by UUID): global rank 0 holds the job's one MultiNodeSession; the
-    other node's local rank 0 serves it from a thread while it trains. These are the lines
-    docs/integrations/trl.md gives for several nodes."""
-    import datetime
-    import threading
-
+    CUDA_VISIBLE_DEVICES, by UUID), every rank the same line: global rank 0 holds the job's one
+    MultiNodeSession; the other node's local rank 0 serves it from a thread while it trains."""
     from eerl import multinode
     from eerl.integrations import trl as eerl_trl
 
     out = os.environ["TRL_TINY_OUT"]
-    t = trainer(os.environ["TRL_TINY_MODEL"], os.path.join(out, "run"), max_steps=2)
+    spy_on(multinode, "MultiNodeSession")
+    cb = eerl_trl.EerlCallback(trace=os.path.join(out, "eerl-run.jsonl"))
+    t = trainer(os.environ["TRL_TINY_MODEL"], os.path.join(out, "run"), max_steps=2,
+                callbacks=[cb])                                    # the line
     rec = Record(t)
     acc = t.accelerator
     result = {"rank": acc.process_index, "world": acc.num_processes}
-
-    recs = multinode.torch_gather_gpus(devices=[acc.local_process_index])  # every process
-    leaders = multinode.node_leaders(timeout=datetime.timedelta(hours=2))   # every process
-    session, ad, server = None, None, None
-    if int(os.environ["LOCAL_RANK"]) == 0:
-        ad = multinode.TorchDistributedAdapter(group=leaders)  # this node's eerld ($EERL_SOCKET)
-        if ad.is_driver:                                        # global rank 0
-            pools = ad.locate({"generation": recs, "training": recs})
-            session = multinode.MultiNodeSession(ad, mode="colocated", pools=pools,
-                                                 trace=os.path.join(out, "eerl-run.jsonl"))
-            result["pools"] = {k: {str(n): g for n, g in v.items()} for k, v in pools.items()}
-            session = Spy(session)  # the test's record of the calls (not in the doc)
-        else:
-            server = threading.Thread(target=ad.serve, name="eerl-node", daemon=True)
-            server.start()
-    train_warning_free(eerl_trl.install(session, t), t)
-    if session is not None:
-        result["calls"] = session.calls
-        session.s.close()
-        ad.close()                                              # the serving threads return
-    if server is not None:
-        server.join()
-
+    train_warning_free(t)
+    if SPIES:
+        result["calls"] = SPIES[0].calls
+        result["pools"] = {k: {str(n): g for n, g in v.items()} for k, v in cb.pools.items()}
     result["gens"] = rec.gens
     with open(os.path.join(out, "rank%d.json" % acc.process_index), "w") as f:
         json.dump(result, f)

@@ -1,4 +1,11 @@
-"""eerl for TRL's GRPOTrainer, without a fork (docs/integrations/trl.md).
+"""eerl for TRL's GRPOTrainer and AsyncGRPOTrainer, without a fork (docs/integrations/trl.md).
+
+One line, in every process of the job (_trl_callback.py does the rest):
+
+    from eerl.integrations.trl import EerlCallback
+    trainer = GRPOTrainer(..., callbacks=[EerlCallback(trace="eerl-run.jsonl")])
+
+The explicit form, for those who place the session themselves:
 
     import eerl
     from eerl.integrations import trl as eerl_trl
@@ -13,6 +20,7 @@
     if session is not None:
         session.close()
 
+GRPOTrainer below; AsyncGRPOTrainer (mode "inflight") in _trl_async.py.
 Hook points, as found in the TRL release it is tested against (trl 1.16.0 from PyPI:
 trl/extras/profiling.py, trl/trainer/grpo_trainer.py) and transformers' TrainerCallback:
   * Update boundaries: a TrainerCallback. on_step_begin (before the first micro-batch of an
@@ -41,8 +49,9 @@ trl/extras/profiling.py, trl/trainer/grpo_trainer.py) and transformers' TrainerC
   generation are merged into the next update that has one.
 
 Fails loudly (_common): install() refuses a TRL without these hook points, a session in a
-process other than the main one, and no session in the main one; an update that ends without a generation phase warns once
-(strict=True: raises), naming the TRL version and the profiling blocks it saw instead.
+process other than the main one, and no session in the main one; an update that ends without a
+generation phase warns once (strict=True: raises), naming the TRL version and the profiling
+blocks it saw instead.
 """
 
 import importlib
@@ -78,7 +87,7 @@ class TRLHook:
     """The installed hook (install() returns it). updates: eerl updates ended; generations: the
     train-mode generations counted; eval_generations: the eval-mode ones left out."""
 
-    def __init__(self, session, trainer, phases, strict, profiling, fw):
+    def __init__(self, session, trainer, phases, strict, profiling, fw, callback=True):
         self.session = session
         self.trainer = trainer
         self.phases = dict(phases)
@@ -143,8 +152,10 @@ class TRLHook:
                     hook._exit("rollout_func")
 
             trainer.rollout_func = rollout_func
-        self.callback = _make_callback(self)
-        trainer.add_callback(self.callback)
+        self.callback = None
+        if callback:  # install(): events from a callback of the hook's own
+            self.callback = _make_callback(self)
+            trainer.add_callback(self.callback)
 
     # ---- phases ---------------------------------------------------------------------------------
 
@@ -171,6 +182,13 @@ class TRLHook:
             self._containers -= 1
             if self._containers == 0 and self._in_step:
                 self.driver.set_base("training")
+
+    def train_begin(self, kwargs):
+        pass
+
+    def train_end(self):
+        self.driver.set_base(None)
+        self.driver.close_all()
 
     def step_begin(self):
         self._in_step = True
@@ -241,7 +259,7 @@ class TRLHook:
         if self._orig_rollout is not None:
             self.trainer.rollout_func = self._orig_rollout
         remove = getattr(self.trainer, "remove_callback", None)
-        if remove is not None:
+        if remove is not None and self.callback is not None:
             remove(self.callback)
         self.driver.set_base(None)
         self.driver.close_all()
@@ -271,29 +289,17 @@ def _make_callback(hook):
             hook.step_end()
 
         def on_train_end(self, args, state, control, **kwargs):
-            hook.driver.set_base(None)
-            hook.driver.close_all()
+            hook.train_end()
 
     return EerlCallback()
 
 
-def install(session, trainer, phases=None, strict=False, profiling_module=None):
-    """Hooks trainer (a TRL GRPOTrainer) and TRL's profiling for session.
+def is_async(trainer):
+    """Whether trainer is TRL's AsyncGRPOTrainer (or a subclass of it)."""
+    return any(c.__name__ == "AsyncGRPOTrainer" for c in type(trainer).__mro__)
 
-    session: the job's one eerl session (eerl.Session, or eerl.multinode.MultiNodeSession across
-        nodes), in TRL's main process (trainer.accelerator.is_main_process); None in every other
-        process, where install does nothing (None in the main process is refused: ValueError). phases: overrides of the block-name -> eerl phase
-        table (a value of None drops a name). strict: let eerl errors and a missing generation
-        phase stop the run. Raises IntegrationError when this TRL lacks a hook point."""
-    fw = framework()
-    acc = getattr(trainer, "accelerator", None)
-    main = getattr(acc, "is_main_process", True) if acc is not None else True
-    if session is None:
-        if main:
-            raise ValueError("eerl: install(None, trainer) in TRL's main process: the main process "
-                             "holds the job's session (%s); only the other processes pass None"
-                             % DOC)
-        return _Inert()
+
+def _profiling(fw, profiling_module=None):
     if profiling_module is None:
         try:
             profiling_module = importlib.import_module("trl.extras.profiling")
@@ -304,6 +310,20 @@ def install(session, trainer, phases=None, strict=False, profiling_module=None):
         "%s.ProfilingContext" % profiling_module.__name__: pc is not None and hasattr(
             pc, "__enter__") and hasattr(pc, "__exit__"),
     })
+    return profiling_module
+
+
+def check(trainer, fw=None, profiling_module=None):
+    """Refuses (IntegrationError naming TRL's version and every missing hook point) a trainer
+    whose hook points are not where this integration looks for them. Returns the profiling
+    module (GRPOTrainer) or None (AsyncGRPOTrainer). Checks nothing that differs between
+    processes, so every process of a job reaches the same verdict."""
+    fw = fw or framework()
+    if is_async(trainer):
+        from . import _trl_async
+        _trl_async.check(trainer, fw)
+        return None
+    profiling_module = _profiling(fw, profiling_module)
     cls = type(trainer).__name__
     fw.require({
         "%s._generate_and_score_completions" % cls: callable(
@@ -314,6 +334,43 @@ def install(session, trainer, phases=None, strict=False, profiling_module=None):
         "a profiled %s._prepare_inputs" % cls: hasattr(
             getattr(type(trainer), "_prepare_inputs", None), "__wrapped__"),
     })
+    return profiling_module
+
+
+def _hook(session, trainer, phases, strict, profiling_module, fw, callback):
+    if is_async(trainer):
+        from . import _trl_async
+        return _trl_async.AsyncHook(session, trainer, strict, fw, callback)
+    table = dict(PHASES)
+    for k, v in (phases or {}).items():
+        if v is None:
+            table.pop(k, None)
+        else:
+            table[k] = v
+    return TRLHook(session, trainer, table, strict, profiling_module, fw, callback)
+
+
+def install(session, trainer, phases=None, strict=False, profiling_module=None):
+    """Hooks trainer (a TRL GRPOTrainer or AsyncGRPOTrainer) and TRL's profiling for session.
+    The one-line form, EerlCallback, does this and the rest by itself.
+
+    session: the job's one eerl session (eerl.Session, or eerl.multinode.MultiNodeSession across
+        nodes), in TRL's main process (trainer.accelerator.is_main_process); None in every other
+        process, where install does nothing (None in the main process is refused: ValueError).
+        An AsyncGRPOTrainer's session runs mode "inflight", its generation pool the vLLM
+        server's GPUs. phases: overrides of the block-name -> eerl phase table (a value of None
+        drops a name; GRPOTrainer only). strict: let eerl errors and a missing generation phase
+        stop the run. Raises IntegrationError when this TRL lacks a hook point."""
+    fw = framework()
+    acc = getattr(trainer, "accelerator", None)
+    main = getattr(acc, "is_main_process", True) if acc is not None else True
+    if session is None:
+        if main:
+            raise ValueError("eerl: install(None, trainer) in TRL's main process: the main process "
+                             "holds the job's session (%s); only the other processes pass None"
+                             % DOC)
+        return _Inert()
+    profiling_module = check(trainer, fw, profiling_module)
     if not main:
         raise IntegrationError(
             "eerl: the session must live in TRL's main process (trainer.accelerator."
@@ -321,10 +378,14 @@ def install(session, trainer, phases=None, strict=False, profiling_module=None):
             "enters vLLM server-mode generation. This is process %s of %s; pass session=None "
             "here (%s)." % (getattr(acc, "process_index", "?"), getattr(acc, "num_processes", "?"),
                             DOC), fw.name, fw.version, ["the main process"])
-    table = dict(PHASES)
-    for k, v in (phases or {}).items():
-        if v is None:
-            table.pop(k, None)
-        else:
-            table[k] = v
-    return TRLHook(session, trainer, table, strict, profiling_module, fw)
+    return _hook(session, trainer, phases, strict, profiling_module, fw, callback=True)
+
+
+def __getattr__(name):
+    # EerlCallback subclasses transformers.TrainerCallback: made on first use, so that importing
+    # this module needs no transformers.
+    if name == "EerlCallback":
+        from ._trl_callback import callback_class
+        cls = globals()["EerlCallback"] = callback_class()
+        return cls
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

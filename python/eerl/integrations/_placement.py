@@ -1,0 +1,292 @@
+"""Where a framework's job runs, as the GPUs eerl meters and clocks: what the one-line forms of
+the integrations (eerl.integrations.trl.EerlCallback) use to find their pools by themselves.
+
+  job_record(device, local_index)  this process's record: host, pid, rank and the GPU it uses
+                                   (its CUDA device's UUID; on a machine without CUDA, the
+                                   entry of CUDA_VISIBLE_DEVICES at its local index, if set)
+  gather(obj) / broadcast(obj)     torch.distributed collectives on the default group, or the
+                                   object itself in a single process
+  node_gpus(eerld)                 this node's GPUs (NVML index, UUID, name) as eerl will see
+                                   them: eerld's when the session goes through it, else NVML's
+  vllm_server(url)                 what a vLLM server says of itself (/server_info, which
+                                   VLLM_SERVER_DEV_MODE=1 serves): its device, how many GPUs
+                                   it runs on, its CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
+  find(ids, node, what)            GPU ids (UUIDs, or NVML indices) -> NVML indices of node, or
+                                   a ValueError naming the id that is not there
+
+Owns nothing: each call opens and closes what it reads (an eerld connection, NVML). Touches no
+clock and no session.
+"""
+
+import ctypes as C
+import ipaddress
+import json
+import os
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from .. import _lib
+
+_fns = None
+
+
+def _c():
+    global _fns
+    if _fns is None:
+        d = _lib.declare
+        P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
+        _fns = {
+            "wanted": d("eerl_agent_wanted", I, []),
+            "open": d("eerl_device_open_nvml_ex", I, [C.c_char_p, S, C.POINTER(P)]),
+            "free": d("eerl_device_free", None, [P]),
+            "count": d("eerl_device_count", I, [P, C.POINTER(U)]),
+            "uuid": d("eerl_device_uuid", I, [P, U, C.c_char_p, S]),
+            "name": d("eerl_device_name", I, [P, U, C.c_char_p, S]),
+        }
+    return _fns
+
+
+def norm_uuid(u):
+    u = str(u).strip().lower()
+    return u[4:] if u.startswith("gpu-") else u
+
+
+def is_uuid(x):
+    return isinstance(x, str) and x[:4].upper() in ("GPU-", "MIG-")
+
+
+# ---- this process -------------------------------------------------------------------------------
+
+
+def job_record(device, local_index):
+    """This process's record (the shape eerl.multinode's adapters locate): {"node_id": None,
+    "host", "pid", "rank", "local": local_index, "gpus": [the GPU it uses] or [], "why": how
+    that was told}. Each node's launcher numbers its processes from local index 0, so the
+    records with local 0 count the job's nodes.
+
+    device: the torch.device the framework trains on (accelerate's accelerator.device). A CUDA
+    device is named by its UUID, which CUDA itself gives whatever CUDA_DEVICE_ORDER is. A
+    process on the CPU of a machine with CUDA uses no GPU. On a machine without CUDA, the entry
+    of CUDA_VISIBLE_DEVICES at local_index, where that variable is set (a stand-in node)."""
+    rec = {"node_id": None, "host": socket.gethostname(), "pid": os.getpid(), "rank": None,
+           "local": int(local_index), "gpus": [], "why": ""}
+    try:
+        import torch
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            rec["rank"] = dist.get_rank()
+        cuda = torch.cuda.is_available()
+    except ImportError:
+        torch, cuda = None, False
+    kind = getattr(device, "type", str(device))
+    if kind == "cuda" and cuda:
+        k = device.index if device.index is not None else torch.cuda.current_device()
+        rec["gpus"] = ["GPU-%s" % torch.cuda.get_device_properties(k).uuid]
+        rec["why"] = "CUDA device %d" % k
+        return rec
+    if cuda:
+        rec["why"] = "it trains on %s, not on a GPU" % kind
+        return rec
+    env = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    if not env:
+        rec["why"] = "no CUDA device, and CUDA_VISIBLE_DEVICES is not set"
+        return rec
+    if not 0 <= local_index < len(env):
+        raise ValueError("eerl: process %s (local index %d) has no CUDA device and "
+                         "CUDA_VISIBLE_DEVICES=%s names %d GPU(s): cannot tell its GPU"
+                         % (rec["rank"], local_index, ",".join(env), len(env)))
+    g = env[local_index]
+    rec["gpus"] = [g if is_uuid(g) else int(g)]
+    rec["why"] = "CUDA_VISIBLE_DEVICES entry %d (no CUDA here)" % local_index
+    return rec
+
+
+def _dist():
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist
+    return None
+
+
+def gather(obj):
+    """Collective: every process's obj, in rank order ([obj] in a single process)."""
+    dist = _dist()
+    if dist is None:
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast(obj):
+    """Collective: global rank 0's obj, in every process."""
+    dist = _dist()
+    if dist is None:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def rank():
+    dist = _dist()
+    return dist.get_rank() if dist is not None else 0
+
+
+# ---- this node --------------------------------------------------------------------------------
+
+
+def uses_eerld(eerld):
+    """Whether eerl.Session(eerld=eerld) goes through eerld (its own rule)."""
+    if eerld is None:
+        return _lib.has("eerl_agent_wanted") and bool(_c()["wanted"]())
+    return bool(eerld)
+
+
+def node_gpus(eerld=None):
+    """(this node's GPUs [{"gpu": NVML index, "uuid", "name"}], where from, in words)."""
+    if uses_eerld(eerld):
+        from ..agent import Agent
+        a = Agent(socket=eerld if isinstance(eerld, str) else None, heartbeat=False)
+        try:
+            return a.devices(), "eerld at %s" % a.socket
+        finally:
+            a.close()
+    f = _c()
+    why = C.create_string_buffer(512)
+    dev = C.c_void_p()
+    _lib.check(f["open"](why, len(why), C.byref(dev)), "opening NVML", lambda: why.value)
+    try:
+        n = C.c_uint()
+        _lib.check(f["count"](dev, C.byref(n)), "counting NVML's GPUs")
+        out, buf = [], C.create_string_buffer(128)
+        for g in range(n.value):
+            _lib.check(f["uuid"](dev, g, buf, len(buf)), "UUID of GPU %d" % g)
+            u = buf.value.decode()
+            _lib.check(f["name"](dev, g, buf, len(buf)), "name of GPU %d" % g)
+            out.append({"gpu": g, "uuid": u, "name": buf.value.decode()})
+        return out, "NVML in this process"
+    finally:
+        f["free"](dev)
+
+
+def describe(node, where):
+    return "%s, which has %s" % (where, ", ".join(
+        "%d (%s)" % (d["gpu"], d["uuid"]) for d in node) or "no GPU")
+
+
+def find(ids, node, where, what):
+    """NVML indices of ids (UUIDs, or NVML indices) on node (node_gpus()); ValueError naming
+    the first one that is not there, what it is (what) and what node has."""
+    by_uuid = {norm_uuid(d["uuid"]): d["gpu"] for d in node}
+    out = []
+    for g in ids:
+        if is_uuid(g):
+            idx = by_uuid.get(norm_uuid(g))
+        else:
+            try:
+                idx = int(g)
+            except (TypeError, ValueError):
+                raise ValueError("eerl: %s: GPU %r is neither an NVML index nor a UUID "
+                                 "('GPU-...')" % (what, g))
+            idx = idx if any(d["gpu"] == idx for d in node) else None
+        if idx is None:
+            raise ValueError("eerl: %s: GPU %s is not one eerl can reach: %s"
+                             % (what, g, describe(node, where)))
+        out.append(idx)
+    return out
+
+
+# ---- a vLLM server ------------------------------------------------------------------------------
+
+
+def _is_local(host):
+    """Whether host (a URL's) is this machine: loopback, its name, or an address bound here."""
+    if host in ("localhost", socket.gethostname(), socket.getfqdn()):
+        return True
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    for fam, _, _, _, addr in infos:
+        ip = ipaddress.ip_address(addr[0])
+        if ip.is_loopback:
+            return True
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+        try:
+            s.bind((addr[0], 0))  # succeeds only for an address of this machine
+            return True
+        except OSError:
+            pass
+        finally:
+            s.close()
+    return False
+
+
+def vllm_server(base_url, timeout_s=30.0):
+    """What the vLLM server at base_url says of itself: {"url", "local": on this machine,
+    "device": "cuda", "cpu", ..., "count": GPUs it runs on (tensor x pipeline x local data
+    parallel), "visible": its CUDA_VISIBLE_DEVICES entries or None, "order": its
+    CUDA_DEVICE_ORDER or None}. Raises OSError (unreachable) or ValueError (no /server_info:
+    a server started without VLLM_SERVER_DEV_MODE=1), naming the URL."""
+    url = base_url.rstrip("/") + "/server_info?config_format=json"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            info = json.loads(r.read().decode())
+    except urllib.error.HTTPError as e:
+        raise ValueError("the vLLM server at %s answers %s %s to /server_info (it serves it "
+                         "with VLLM_SERVER_DEV_MODE=1, as trl vllm-serve starts it)"
+                         % (base_url, e.code, e.reason))
+    cfg = info.get("vllm_config") or {}
+    par = cfg.get("parallel_config") or {}
+    env = {}
+    for line in ((info.get("system_env") or {}).get("env_vars") or "").splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            env[k.strip()] = v.strip()
+    count = int(par.get("world_size") or 1) * int(par.get("data_parallel_size_local") or 1)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    return {"url": base_url, "local": _is_local(urllib.parse.urlsplit(base_url).hostname or ""),
+            "device": str((cfg.get("device_config") or {}).get("device") or "unknown"),
+            "count": count, "order": env.get("CUDA_DEVICE_ORDER"),
+            "visible": None if visible is None else [x.strip() for x in visible.split(",")
+                                                     if x.strip()]}
+
+
+def server_gpus(srv, node):
+    """(NVML indices of the vLLM server's GPUs on node, None) or (None, why they cannot be
+    told). Its CUDA_VISIBLE_DEVICES entries in order (all of node's GPUs where it is unset), the
+    first srv["count"] of them; UUIDs are found by UUID; CUDA ordinals are NVML indices only
+    with CUDA_DEVICE_ORDER=PCI_BUS_ID or where the node's GPUs are all one model."""
+    if srv["device"] != "cuda":
+        return None, "the vLLM server at %s runs on device %r, not on a GPU" % (
+            srv["url"], srv["device"])
+    if not srv["local"]:
+        return None, ("the vLLM server at %s runs on another machine, whose GPUs eerl does "
+                      "not reach from here" % srv["url"])
+    ids = srv["visible"] if srv["visible"] is not None else [str(d["gpu"]) for d in node]
+    if len(ids) < srv["count"]:
+        return None, ("the vLLM server at %s runs on %d GPUs but sees %d (CUDA_VISIBLE_DEVICES"
+                      "=%s)" % (srv["url"], srv["count"], len(ids), ",".join(ids)))
+    ids = ids[:srv["count"]]
+    if any(not is_uuid(x) for x in ids):
+        same = len({d["name"] for d in node}) <= 1
+        if srv["order"] != "PCI_BUS_ID" and not same:
+            return None, ("the vLLM server at %s names its GPUs by CUDA ordinal (%s) on a node "
+                          "of several GPU models, without CUDA_DEVICE_ORDER=PCI_BUS_ID: their "
+                          "NVML indices cannot be told" % (srv["url"], ",".join(ids)))
+    by_uuid = {norm_uuid(d["uuid"]): d["gpu"] for d in node}
+    out = []
+    for x in ids:
+        idx = by_uuid.get(norm_uuid(x)) if is_uuid(x) else (
+            int(x) if x.isdigit() and any(d["gpu"] == int(x) for d in node) else None)
+        if idx is None:
+            return None, "the vLLM server at %s uses GPU %s, which is not on this node" % (
+                srv["url"], x)
+        out.append(idx)
+    return out, None

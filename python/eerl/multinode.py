@@ -825,7 +825,6 @@ def _dev_c():
                                                              C.POINTER(U), S]),
             "free": d("eerl_device_free", None, [P]),
             "last_error": d("eerl_device_last_error", C.c_char_p, [P]),
-            "abort": d("eerl_rt_abort", I, [P, C.c_char_p, C.c_char_p]),
         }
     return _device_fns
 
@@ -1193,9 +1192,13 @@ class MultiNodeSession(_RuntimeSession):
         self._released = True  # above: the runtime's restore has nothing left to do
         with _live_lock:
             _live.discard(self)
-        f = _dev_c()
-        f["abort"](self._rt, b"node_lost" if lost else b"node_error",
-                   json.dumps(detail).encode())
+        rc = _c()["rt_abort"](self._rt, b"node_lost" if lost else b"node_error",
+                              json.dumps(detail).encode())
+        if rc < 0:  # the session stops all the same; the message says what the trace lacks
+            msg += "; the trace could not be ended with its %s line: %s" % (
+                "node_lost" if lost else "node_error",
+                (_c()["rt_last_error"](self._rt) or b"").decode(errors="replace"))
+            self._stopped = msg
         _c()["rt_free"](self._rt)
         self._rt = None
         self._free_device()

@@ -74,6 +74,7 @@ def _c():
         "rt_last_error": d("eerl_rt_last_error", C.c_char_p, [P]),
         "rt_save_state": d("eerl_rt_save_state", I, [P, C.c_char_p]),
         "rt_resumed": d("eerl_rt_resumed", I, [P, C.POINTER(C.c_char_p)]),
+        "rt_abort": d("eerl_rt_abort", I, [P, C.c_char_p, C.c_char_p]),
         "state_name": d("eerl_state_name", C.c_char_p, [I]),
     }
     _fns = f

@@ -79,8 +79,9 @@ int eerl__trace_parse_resume(const char *line, char *tag, size_t tag_len, unsign
 
 /* The last line of a session stopped for a cause outside it (eerl_rt_abort): {"type": type,
  * "update": update, "open_phases": [names] (detail_json's own array instead, when it has one),
- * then every other key of detail_json (NULL: none; an object text, else EERL_EINVAL with why). type: 1 to 31 of [a-z_], not "header", "update", "run" or
- * "resume" (EERL_EINVAL with why). malloc'd into *ret_line. */
+ * then every other key of detail_json (NULL: none; an object text, else EERL_EINVAL with why).
+ * type: 1 to 31 of [a-z_], not "header", "update", "run" or "resume" (EERL_EINVAL with why).
+ * malloc'd into *ret_line. */
 int eerl__trace_stop_line(const char *type, unsigned long long update,
                           const char *const *open_phases, size_t n_open, const char *detail_json,
                           char **ret_line, char *why, size_t len);

@@ -1,5 +1,6 @@
 /* eerld: the node daemon that owns the GPU clocks (docs/eerld.md). This file owns the command
- * line and the move to the background; server.c does the work. */
+ * line (parsed whole before anything runs) and the move to the background; server.c does the
+ * work. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "eerl/agent.h"
 #include "eerl/version.h"
 
+#include "log.h"
 #include "server.h"
 
 static void usage(FILE *out)
@@ -59,26 +61,57 @@ static int parse_ulong(const char *opt, const char *v, int base, unsigned long l
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Sets option o (one that takes a value) to v. -1 (said) if v is not valid. */
+static int set_option(struct eerld_config *cfg, const char *o, const char *v)
 {
-    struct eerld_config cfg = {
-        .socket_path = EERL_AGENT_DEFAULT_SOCKET,
-        .state_dir = "/var/lib/eerl",
-        .policy_path = "/etc/eerl/eerld.conf",
-        .devices = "nvml",
-        .metrics_interval_ms = 5000,
-        .heartbeat_ms = 5000,
-        .socket_group = "eerl",
-        .socket_mode = 0660,
-    };
-    int a, pfd[2];
-    pid_t pid;
-    char b;
+    unsigned long x;
+
+    if (!strcmp(o, "--socket")) {
+        cfg->socket_path = v;
+    } else if (!strcmp(o, "--state-dir")) {
+        cfg->state_dir = v;
+    } else if (!strcmp(o, "--policy")) {
+        cfg->policy_path = v;
+        cfg->policy_explicit = 1;
+    } else if (!strcmp(o, "--devices")) {
+        cfg->devices = v;
+    } else if (!strcmp(o, "--metrics-textfile")) {
+        cfg->metrics_path = v;
+    } else if (!strcmp(o, "--metrics-interval")) {
+        if (parse_ulong(o, v, 10, 1, 3600, &x) < 0)
+            return -1;
+        cfg->metrics_interval_ms = (unsigned)x * 1000;
+    } else if (!strcmp(o, "--heartbeat-timeout")) {
+        if (parse_ulong(o, v, 10, 50, 3600000, &x) < 0)
+            return -1;
+        cfg->heartbeat_ms = (unsigned)x;
+    } else if (!strcmp(o, "--socket-group")) {
+        cfg->socket_group = v;
+        cfg->group_explicit = 1;
+    } else {
+        if (parse_ulong(o, v, 8, 0, 0777, &x) < 0)
+            return -1;
+        if (x & 0007) {
+            fprintf(stderr,
+                    "eerld: --socket-mode %s would let every user on the node talk "
+                    "to eerld; use the group (0660)\n",
+                    v);
+            return -1;
+        }
+        cfg->socket_mode = (unsigned)x;
+    }
+    return 0;
+}
+
+/* Parses the command line into cfg. -1: run with cfg; else the exit status (help, version,
+ * bad input: said). */
+static int parse_args(int argc, char **argv, struct eerld_config *cfg)
+{
+    int a;
 
     for (a = 1; a < argc; a++) {
         const char *o = argv[a];
         const char *v = a + 1 < argc ? argv[a + 1] : NULL;
-        unsigned long x;
 
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             usage(stdout);
@@ -89,7 +122,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!strcmp(o, "--foreground")) {
-            cfg.foreground = 1;
+            cfg->foreground = 1;
             continue;
         }
         if (strcmp(o, "--socket") && strcmp(o, "--state-dir") && strcmp(o, "--policy") &&
@@ -104,44 +137,19 @@ int main(int argc, char **argv)
             return 2;
         }
         a++;
-        if (!strcmp(o, "--socket")) {
-            cfg.socket_path = v;
-        } else if (!strcmp(o, "--state-dir")) {
-            cfg.state_dir = v;
-        } else if (!strcmp(o, "--policy")) {
-            cfg.policy_path = v;
-            cfg.policy_explicit = 1;
-        } else if (!strcmp(o, "--devices")) {
-            cfg.devices = v;
-        } else if (!strcmp(o, "--metrics-textfile")) {
-            cfg.metrics_path = v;
-        } else if (!strcmp(o, "--metrics-interval")) {
-            if (parse_ulong(o, v, 10, 1, 3600, &x) < 0)
-                return 2;
-            cfg.metrics_interval_ms = (unsigned)x * 1000;
-        } else if (!strcmp(o, "--heartbeat-timeout")) {
-            if (parse_ulong(o, v, 10, 50, 3600000, &x) < 0)
-                return 2;
-            cfg.heartbeat_ms = (unsigned)x;
-        } else if (!strcmp(o, "--socket-group")) {
-            cfg.socket_group = v;
-            cfg.group_explicit = 1;
-        } else {
-            if (parse_ulong(o, v, 8, 0, 0777, &x) < 0)
-                return 2;
-            if (x & 0007) {
-                fprintf(stderr,
-                        "eerld: --socket-mode %s would let every user on the node talk "
-                        "to eerld; use the group (0660)\n",
-                        v);
-                return 2;
-            }
-            cfg.socket_mode = (unsigned)x;
-        }
+        if (set_option(cfg, o, v) < 0)
+            return 2;
     }
-    if (cfg.foreground)
-        return eerld_run(&cfg, -1);
-    /* Background: the parent exits once the child serves (or with its failure). */
+    return -1;
+}
+
+/* Background: the parent exits once the child serves (or with its failure). */
+static int run_in_background(const struct eerld_config *cfg)
+{
+    int pfd[2];
+    pid_t pid;
+    char b;
+
     if (pipe(pfd) < 0) {
         perror("eerld: pipe");
         return 1;
@@ -173,5 +181,26 @@ int main(int argc, char **argv)
         f = freopen("/dev/null", "w", stderr);
         (void)f;
     }
-    return eerld_run(&cfg, pfd[1]);
+    return eerld_run(cfg, pfd[1]);
+}
+
+int main(int argc, char **argv)
+{
+    struct eerld_config cfg = {
+        .socket_path = EERL_AGENT_DEFAULT_SOCKET,
+        .state_dir = "/var/lib/eerl",
+        .policy_path = "/etc/eerl/eerld.conf",
+        .devices = "nvml",
+        .metrics_interval_ms = 5000,
+        .heartbeat_ms = 5000,
+        .socket_group = "eerl",
+        .socket_mode = 0660,
+    };
+    int rc = parse_args(argc, argv, &cfg);
+
+    if (rc >= 0)
+        return rc;
+    if (cfg.foreground)
+        return eerld_run(&cfg, -1);
+    return run_in_background(&cfg);
 }

@@ -9,6 +9,8 @@ a real eerl.Session on the stand-in NVML node, bad input (missing / renamed hook
 uninstall."""
 
 import json
+import os
+import sys
 import warnings
 
 import pytest
@@ -373,3 +375,264 @@ def test_fully_async_policy_drained(tq):
     check_work(s, run)
     ages = [u - v for u, (_, _, _, v) in enumerate(s.updates)]
     assert ages == [0, 1, 1], ages  # the rollouter ran one step ahead
+
+
+# ---- the one line: python -m eerl.integrations.verl.main_ppo ------------------------------------
+
+# What the tests add to verl's overrides for the job to run on the CPU (verl_job.py): Ray on
+# loopback with n GPUs declared and the stand-ins loaded in its workers, verl's validation's
+# micro-batch sizes, one TransferQueue storage unit.
+def job_overrides(n_gpus):
+    from conftest import RAY_NODE_IP
+    return ["ray_kwargs.ray_init.num_cpus=4", "+ray_kwargs.ray_init.num_gpus=%d" % n_gpus,
+            "+ray_kwargs.ray_init.include_dashboard=False",
+            "+ray_kwargs.ray_init._node_ip_address=%s" % RAY_NODE_IP,
+            "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=verl_job.setup",
+            "+actor_rollout_ref.rollout.agent.agent_loop_manager_class=verl_job.AgentLoop",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
+            "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"]
+
+
+class TwinEerld:
+    """eerld serving n simulated GPUs (--devices twin:h100xN) on a socket of its own."""
+
+    def __init__(self, root, n):
+        import subprocess
+        from conftest import BUILD
+        self.dir = os.path.join(str(root), "eerld")
+        os.makedirs(self.dir, mode=0o700)
+        self.socket = os.path.join(self.dir, "eerld.sock")
+        policy = os.path.join(self.dir, "policy.conf")
+        open(policy, "w").close()
+        self.log = os.path.join(self.dir, "eerld.log")
+        self.proc = subprocess.Popen(
+            [os.path.join(BUILD, "eerld"), "--socket", self.socket, "--state-dir",
+             os.path.join(self.dir, "state"), "--devices", "twin:h100x%d" % n, "--foreground",
+             "--policy", policy], stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        import eerld_nodes
+        eerld_nodes.wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None,
+                             60, "eerld's socket")
+        assert self.proc.poll() is None, open(self.log).read()
+
+    def devices(self):
+        from eerl.agent import Agent
+        a = Agent(socket=self.socket, heartbeat=False)
+        try:
+            return a.devices()
+        finally:
+            a.close()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def run_entry(tmp_path, mode, steps, n_gpus, ray_gpus=None, extra=(), **env):
+    """python -m eerl.integrations.verl.main_ppo with verl's overrides for mode, against an eerld
+    serving n_gpus twin GPUs (Ray declares ray_gpus, default as many); returns (completed
+    process, per-step records of the stand-ins, trace lines, eerld's GPUs after)."""
+    import subprocess
+    from conftest import HANG_S, HERE, PYROOT, child_env
+    eerld = TwinEerld(tmp_path, n_gpus)
+    record = str(tmp_path / "record.jsonl")
+    trace = str(tmp_path / "trace.jsonl")
+    cmd = ([sys.executable, "-m", "eerl.integrations.verl.main_ppo"] +
+           verl_cpu.overrides(mode, steps) + job_overrides(ray_gpus or n_gpus) +
+           ["+eerl.trace=trace.jsonl"] + list(extra))
+    e = child_env(EERL_SOCKET=eerld.socket, VERL_JOB_RECORD=record, RAY_DEDUP_LOGS=0, **env)
+    e["PYTHONPATH"] = os.pathsep.join([PYROOT, HERE, e.get("PYTHONPATH", "")])
+    try:
+        p = subprocess.run(cmd, cwd=str(tmp_path), env=e, capture_output=True, text=True,
+                           timeout=HANG_S)
+        devices = eerld.devices()
+    finally:
+        eerld.stop()
+    recs = [json.loads(x) for x in open(record)] if os.path.exists(record) else []
+    lines = [json.loads(x) for x in open(trace)] if os.path.exists(trace) else []
+    return p, recs, lines, devices
+
+
+def check_trace(lines, recs, steps):
+    """eerl's update lines against what the stand-ins produced and trained on, step by step."""
+    ups = [u for u in lines if u["type"] == "update"]
+    assert len(ups) == len(recs) == steps
+    for u, r in zip(ups, recs):
+        w = u["work"]
+        assert (w["G"], w["N"], w["L"]) == (r["generated"], r["trained"], r["longest"])
+    return ups
+
+
+def test_main_ppo_one_line_v1_sync(tmp_path):
+    p, recs, lines, devs = run_entry(tmp_path, "sync", 3, 2)
+    assert p.returncode == 0, p.stderr[-4000:]
+    run = [x for x in lines if x["type"] == "run"][0]
+    assert run["mode"] == "colocated"  # verl's hybrid engine
+    assert run["pools"] == {"generation": [0, 1], "training": [0, 1]}  # from its workers' GPUs
+    assert run["framework"] == "verl 0.9.1" and "PPOTrainerSync" in run["trainer"]
+    assert "actor_rollout_wg.workers" in run["pools_from"]
+    ups = check_trace(lines, recs, 3)
+    assert [u["work"]["policy_age"] for u in ups] == [0, 0, 0]
+    assert all(sorted(u["phases"]) == ["generation", "logprob", "refit", "training"] for u in ups)
+    assert [d["gpu"] for d in devs] == [0, 1]
+
+
+def test_main_ppo_one_line_separate_async_is_drained(tmp_path):
+    p, recs, lines, _ = run_entry(tmp_path, "separate_async", 3, 3)
+    assert p.returncode == 0, p.stderr[-4000:]
+    run = [x for x in lines if x["type"] == "run"][0]
+    assert run["mode"] == "drained"  # rollout on GPUs of its own (hybrid_engine=False)
+    # Ray gave the two training workers two GPUs and the rollout replica's worker the third
+    assert sorted(run["pools"]["training"] + run["pools"]["generation"]) == [0, 1, 2]
+    assert len(run["pools"]["generation"]) == 1, run["pools"]
+    assert "standalone_server_manager" in run["pools_from"]
+    ups = check_trace(lines, recs, 3)
+    assert [u["work"]["policy_age"] for u in ups] == [0, 1, 1]
+    assert all(u["pools"]["generation"]["energy_j"] > 0 for u in ups)
+
+
+def test_main_ppo_refuses_a_gpu_no_eerld_serves(tmp_path):
+    # the job's three training workers hold three GPUs; eerld serves two
+    p, recs, lines, _ = run_entry(tmp_path, "sync", 2, 2, ray_gpus=3, VERL_JOB_TRAIN_GPUS=3)
+    assert p.returncode != 0
+    assert "GPU 2 is not one eerl can reach" in p.stderr, p.stderr[-4000:]
+    assert "verl's training workers" in p.stderr and "eerld at" in p.stderr
+    # refused before the session opened: no trace, no step trained
+    assert lines == [] and recs == []
+
+
+@pytest.fixture
+def node3(tmp_path, monkeypatch):
+    """A 3-GPU stand-in NVML node (the tests' Ray instance declares 3 GPUs)."""
+    from conftest import write_state
+    path = write_state(tmp_path / "nvml3.json", n_gpus=3)
+    monkeypatch.setenv("EERL_FAKE_NVML_STATE", path)
+    return path
+
+
+def with_job(opts, run, *worker_lists):
+    """run.fit() with the entry's Job on verl's trainer classes, as in verl's TaskRunner; the
+    stand-in GPU workers killed after."""
+    import ray
+    from eerl.integrations.verl import _job
+    job = _job.Job(opts)
+    job.patch()
+    try:
+        run.fit()
+    finally:
+        job.unpatch()
+        job.close()
+        for ws in worker_lists:
+            for w in ws:
+                ray.kill(w)
+    return job
+
+
+def test_the_entry_runs_the_legacy_trainer_on_its_workers_gpus(tq, node3, tmp_path):
+    import verl_job
+    from eerl import multinode
+    run = verl_cpu.LegacyRun(steps=3)
+    run.actor.workers = verl_job.gpu_workers(2)
+    held = sorted(g for r in multinode.ray_worker_gpus(run.actor.workers) for g in r["gpus"])
+    trace = str(tmp_path / "legacy.jsonl")
+    job = with_job({"trace": trace, "strict": True}, run, run.actor.workers)
+    assert job.opened == 1 and job.info["mode"] == "colocated"
+    assert job.info["pools"] == {"generation": held, "training": held}
+    ups = [json.loads(x) for x in open(trace) if '"update"' in x and '"work"' in x]
+    assert [(u["work"]["G"], u["work"]["N"]) for u in ups] == \
+        [(t["generated"], t["trained"]) for t in run.trained]
+    assert read_locks(node3) == [(None, None)] * 3
+
+
+def test_the_entry_runs_one_step_off_drained_on_its_rollout_replicas(tq, node3, tmp_path):
+    import verl_job
+    from eerl import multinode
+    run = verl_cpu.OneStepOffRun(steps=3)
+    run.actor.workers = verl_job.gpu_workers(2)
+    rollout = verl_job.gpu_workers(1)
+    run.trainer.llm_server_manager = verl_job.Servers(run.rollout, [verl_job.Replica(rollout)])
+    gen = [g for r in multinode.ray_worker_gpus(rollout) for g in r["gpus"]]
+    trace = str(tmp_path / "osop.jsonl")
+    job = with_job({"trace": trace, "strict": True}, run, run.actor.workers, rollout)
+    assert job.info["mode"] == "drained"
+    assert job.info["pools"]["generation"] == gen and len(job.info["pools"]["training"]) == 2
+    ups = [json.loads(x) for x in open(trace) if '"update"' in x and '"work"' in x]
+    assert [u["work"]["N"] for u in ups] == [t["trained"] for t in run.trained]
+
+
+def test_the_entry_refuses_a_pool_the_job_does_not_use(tq, node3, tmp_path):
+    import verl_job
+    run = verl_cpu.LegacyRun(steps=2)
+    run.actor.workers = verl_job.gpu_workers(2)
+    from eerl import multinode
+    held = {g for r in multinode.ray_worker_gpus(run.actor.workers) for g in r["gpus"]}
+    other = ({0, 1, 2} - held).pop()
+    with pytest.raises(ValueError) as e:
+        with_job({"pools": {"training": [other]}}, run, run.actor.workers)
+    msg = str(e.value)
+    assert "+eerl.pools.training names GPU %d, which the job does not use" % other in msg, msg
+    assert run.trained == [] and read_locks(node3) == [(None, None)] * 3
+
+
+def test_separate_async_with_its_hybrid_engine_is_refused_naming_the_setting(tq):
+    from eerl.integrations.verl import _job
+    run = verl_cpu.V1Run("separate_async", steps=1,
+                         overrides=["actor_rollout_ref.hybrid_engine=True"])
+    with pytest.raises(IntegrationError, match="actor_rollout_ref.hybrid_engine=False"):
+        _job.mode_of(run.trainer)
+
+
+def test_an_eerl_option_that_does_not_exist_is_refused_before_ray_starts(tmp_path, capfd,
+                                                                          monkeypatch):
+    from eerl.integrations.verl import main_ppo
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr("ray.init", lambda *a, **k: started.append(1))
+    with pytest.raises(SystemExit):  # Hydra reports the error and exits 1
+        main_ppo.main(verl_cpu.overrides("sync", 1) + job_overrides(2) + ["+eerl.tarce=x"])
+    err = capfd.readouterr().err
+    assert "+eerl.tarce: eerl has no such option" in err and "+eerl.trace" in err, err
+    assert started == []
+    with pytest.raises(SystemExit):
+        main_ppo.main(verl_cpu.overrides("sync", 1) + job_overrides(2) +
+                      ["+eerl.mode=drained"])
+    assert "the mode comes from verl's configuration" in capfd.readouterr().err
+
+
+def test_the_entry_refuses_a_verl_whose_hook_points_moved(monkeypatch):
+    from eerl.integrations.verl import main_ppo
+    import verl.trainer.ppo.v1.trainer_base as tb
+    import verl.trainer.main_ppo as vm
+    monkeypatch.delattr(tb, "compute_data_metrics")
+    with pytest.raises(IntegrationError) as e:
+        main_ppo.main(["+eerl.trace=x"])
+    assert "verl 0.9.1" in str(e.value) and "trainer_base.compute_data_metrics" in str(e.value)
+    monkeypatch.undo()
+    monkeypatch.delattr(vm, "run_ppo")
+    with pytest.raises(IntegrationError, match="verl.trainer.main_ppo.run_ppo"):
+        main_ppo.main([])
+    monkeypatch.undo()
+    monkeypatch.delattr(tb.PPOTrainer, "fit")
+    with pytest.raises(IntegrationError, match="fit\\(\\) of verl's PPOTrainer"):
+        main_ppo.main([])
+
+
+@pytest.mark.parametrize("argv,runner", [([], "EerlTaskRunnerV1"),
+                                         (["trainer.use_v1=False"], "EerlTaskRunner")],
+                         ids=["v1", "legacy"])
+def test_the_entry_runs_verls_own_main_with_its_task_runner(argv, runner, tmp_path, monkeypatch):
+    """verl's main itself runs (its Hydra configuration, its choice of TaskRunner), handing
+    run_ppo verl's TaskRunner with eerl on and the +eerl options as given."""
+    import verl.trainer.main_ppo as vm
+    from eerl.integrations.verl import _job, main_ppo
+    monkeypatch.chdir(tmp_path)
+    got = []
+    monkeypatch.setattr(vm, "run_ppo", lambda config, task_runner_class: got.append(
+        (config, task_runner_class)))
+    main_ppo.main(verl_cpu.overrides("sync", 1) + job_overrides(2)[6:] + argv +
+                  ["+eerl.trace=t.jsonl", "+eerl.observe_only=true"])
+    (config, cls), = got
+    assert cls.__ray_actor_class__.__name__ == runner
+    assert _job.options(config) == {"trace": str(tmp_path / "t.jsonl"), "observe_only": True}
+    assert getattr(vm.run_ppo, "__name__", "") == "<lambda>"  # verl's run_ppo given back

@@ -24,11 +24,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+GPUS = 3  # what the tests' Ray instance declares
 
-def config(mode, steps, correction=False, overrides=()):
-    import verl
-    from hydra import compose, initialize_config_dir
-    d = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+
+def overrides(mode, steps, correction=False, extra=()):
+    """The Hydra overrides of verl's ppo_trainer.yaml for a small run of the v1 trainer mode
+    (sync, colocate_async, separate_async) on the CPU stand-ins."""
     ov = [
         "trainer.v1.trainer_mode=%s" % mode,
         "data.train_batch_size=4",
@@ -56,22 +57,33 @@ def config(mode, steps, correction=False, overrides=()):
         ov += ["actor_rollout_ref.rollout.calculate_log_probs=True",
                "algorithm.rollout_correction.rollout_rs=token_k1",
                "algorithm.rollout_correction.rollout_rs_threshold='0.8_1.25'"]
-    ov += list(overrides)
+    return ov + list(extra)
+
+
+def config(mode, steps, correction=False, overrides_=()):
+    import verl
+    from hydra import compose, initialize_config_dir
+    d = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=d, version_base=None):
-        return compose(config_name="ppo_trainer", overrides=ov)
+        return compose(config_name="ppo_trainer",
+                       overrides=overrides(mode, steps, correction, overrides_))
 
 
 @contextlib.contextmanager
 def transfer_queue():
-    """A local Ray instance of our own (never another one on this machine) and TransferQueue."""
+    """A local Ray instance of our own (never another one on this machine; on loopback) and
+    TransferQueue. The instance declares GPUS GPUs, which Ray hands out as it would real ones
+    (gpu_workers): the machine has none."""
     import ray
     import transfer_queue as tq
     from omegaconf import OmegaConf
     tmp = tempfile.mkdtemp(prefix="eerl-ray-")
-    from conftest import RAY_SYSTEM_CONFIG
-    ray.init(address="local", num_cpus=4, num_gpus=0, include_dashboard=False,
+    from conftest import HERE, PYROOT, RAY_NODE_IP, RAY_SYSTEM_CONFIG
+    path = os.pathsep.join([PYROOT, HERE] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    ray.init(address="local", num_cpus=4, num_gpus=GPUS, include_dashboard=False,
              log_to_driver=False, _temp_dir=tmp, configure_logging=False,
-             _system_config=RAY_SYSTEM_CONFIG)
+             _node_ip_address=RAY_NODE_IP, _system_config=RAY_SYSTEM_CONFIG,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})  # eerl and these modules
     try:
         tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
         try:
@@ -253,6 +265,31 @@ class Prompts:
                    "index": np.array(idx, dtype=object)}
 
 
+def setup_v1(t, cfg, steps, rollout, actor):
+    """What verl's init() sets on the v1 trainer t from its GPU workers, set to the stand-ins."""
+    t.tokenizer = SimpleNamespace(eos_token_id=2, pad_token_id=0)
+    t.processor = None
+    gen = cfg.data.get("gen_batch_size", None) or cfg.data.train_batch_size
+    t.train_dataloader = Prompts(gen, 4 * cfg.data.train_batch_size * (steps + 2))
+    t.train_dataloader_it = None
+    t.steps_per_epoch = steps
+    t.total_training_steps = steps
+    t._init_dump_executor()
+    t.resource_pool_manager = SimpleNamespace(get_n_gpus=lambda: 2)
+    t.actor_rollout_wg = actor
+    t.ref_policy_wg = actor
+    t.ref_in_actor = False
+    # rewards come with the trajectories (rollout-side reward loop), as by default
+    t.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=["rollout-side"])
+    t.checkpoint_manager = Checkpoints(rollout)
+    if cfg.trainer.v1.trainer_mode == "separate_async":
+        from verl.trainer.ppo.v1.trainer_separate_async import HybridEngineMode
+        t.standalone_checkpoint_manager = t.checkpoint_manager
+        t.current_mode = HybridEngineMode.TRAINER
+    t._load_checkpoint()  # resume_mode=disable: global_steps = 0
+    t.on_init_end()
+
+
 class V1Run:
     """One v1 trainer (mode: sync, colocate_async, separate_async) built by verl, run by verl."""
 
@@ -264,27 +301,7 @@ class V1Run:
                                logprobs=bool(cfg.actor_rollout_ref.rollout.calculate_log_probs))
         self.actor = Actor(self.rollout)
         t = get_trainer_cls(mode)(cfg)
-        t.tokenizer = SimpleNamespace(eos_token_id=2, pad_token_id=0)
-        t.processor = None
-        gen = cfg.data.get("gen_batch_size", None) or cfg.data.train_batch_size
-        t.train_dataloader = Prompts(gen, 4 * cfg.data.train_batch_size * (steps + 2))
-        t.train_dataloader_it = None
-        t.steps_per_epoch = steps
-        t.total_training_steps = steps
-        t._init_dump_executor()
-        t.resource_pool_manager = SimpleNamespace(get_n_gpus=lambda: 2)
-        t.actor_rollout_wg = self.actor
-        t.ref_policy_wg = self.actor
-        t.ref_in_actor = False
-        # rewards come with the trajectories (rollout-side reward loop), as by default
-        t.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=["rollout-side"])
-        t.checkpoint_manager = Checkpoints(self.rollout)
-        if mode == "separate_async":
-            from verl.trainer.ppo.v1.trainer_separate_async import HybridEngineMode
-            t.standalone_checkpoint_manager = t.checkpoint_manager
-            t.current_mode = HybridEngineMode.TRAINER
-        t._load_checkpoint()  # resume_mode=disable: global_steps = 0
-        t.on_init_end()
+        setup_v1(t, cfg, steps, self.rollout, self.actor)
         self.trainer = t
         self.logged = []
 

@@ -350,18 +350,18 @@ class VerlHook:
             return numeric_metrics(self.session)
 
 
-def install(session, phases=None, strict=False, log_metrics=True):
-    """Hooks every loaded verl trainer for session (see the module's docstring). phases:
-    overrides of the stage-name -> eerl phase map (a value of None drops a name). strict: eerl
-    errors and an update without phases stop the run. log_metrics: add eerl's figures to what verl
-    logs. Raises IntegrationError when verl lacks a hook point."""
-    fw = framework()
-    mode = getattr(session, "mode", "colocated")
+def _check_mode(fw, mode):
     if mode not in MODES:
         raise IntegrationError(
             "eerl: %s runs no schedule that is a %r session: %s. %s"
             % (fw, mode, MODES_REFUSED.get(mode, "the modes it runs are %s" % ", ".join(MODES)),
                fw._known()), fw.name, fw.version, [mode])
+
+
+def _hook_points(fw):
+    """Imports verl's trainer modules and checks that each holds verl's own hook points. Returns
+    {"mods": {module name: module}, "timers": verl's marked_timer functions, "metrics":
+    compute_data_metrics, "base": the v1 PPOTrainer}; IntegrationError naming each one absent."""
     mods = {}
     for name in (METRICS_SOURCE, CORRECTION_SOURCE) + TIMER_SOURCES + tuple(TRAINERS):
         try:
@@ -392,47 +392,67 @@ def install(session, phases=None, strict=False, log_metrics=True):
     base = getattr(mods[V1_BASE], "PPOTrainer", None)
     held["%s.PPOTrainer._compute_metrics" % V1_BASE] = hasattr(base, "_compute_metrics")
     fw.require(held)
+    return {"mods": mods, "timers": timers, "metrics": metrics_fn, "base": base}
 
-    table = dict(PHASES)
-    for k, v in (phases or {}).items():
-        if v is None:
-            table.pop(k, None)
-        else:
-            table[k] = v
-    hook = VerlHook(session, table, strict, log_metrics, fw)
+
+def _recipes(fw):
+    """The recipes' modules that import ({name: module}) and why the others did not ({name:
+    why}); IntegrationError naming a hook point a recipe that imports lacks."""
+    got, skipped = {}, {}
     for name, attrs in RECIPES.items():
         try:
             m = importlib.import_module(name)
         except Exception as e:  # a recipe whose optional dependencies are absent
-            hook.skipped[name] = "%s: %s" % (type(e).__name__, e)
+            skipped[name] = "%s: %s" % (type(e).__name__, e)
             continue
         missing = [a for a in attrs if not hasattr(m, a)]
         if missing:
             fw.refuse(["%s.%s" % (name, a) for a in missing])
+        got[name] = m
+    return got, skipped
 
-    class _Timer:
-        __slots__ = ("name", "inner", "module")
 
-        def __init__(self, name, inner, module):
-            self.name, self.inner, self.module = name, inner, module
+def check(mode=None):
+    """What install() checks, hooking nothing: IntegrationError naming verl's version and each
+    hook point it lacks (or mode, when verl runs no such schedule). Returns the recipes that did
+    not import ({module: why})."""
+    fw = framework()
+    if mode is not None:
+        _check_mode(fw, mode)
+    _hook_points(fw)
+    return _recipes(fw)[1]
 
-        def __enter__(self):
-            r = self.inner.__enter__()
-            hook._enter(self.name, self.module)
-            return r
 
-        def __exit__(self, et, ev, tb):
-            try:
-                hook._exit(self.name)
-            except BaseException:
-                self.inner.__exit__(et, ev, tb)
-                raise
-            return self.inner.__exit__(et, ev, tb)
+class _Timer:
+    """verl's marked_timer context, which also begins and ends the hook's phases."""
+    __slots__ = ("hook", "name", "inner", "module")
+
+    def __init__(self, hook, name, inner, module):
+        self.hook, self.name, self.inner, self.module = hook, name, inner, module
+
+    def __enter__(self):
+        r = self.inner.__enter__()
+        self.hook._enter(self.name, self.module)
+        return r
+
+    def __exit__(self, et, ev, tb):
+        try:
+            self.hook._exit(self.name)
+        except BaseException:
+            self.inner.__exit__(et, ev, tb)
+            raise
+        return self.inner.__exit__(et, ev, tb)
+
+
+def _wrappers(hook, points):
+    """The functions install() puts in place of verl's: {attribute: (originals, make(module))}
+    for the module-level ones, and the v1 PPOTrainer._compute_metrics replacement."""
+    metrics_fn = points["metrics"]
 
     def make_timer(orig):
         def make(module):
             def marked_timer(name, timing_raw, *args, **kwargs):
-                return _Timer(name, orig(name, timing_raw, *args, **kwargs), module)
+                return _Timer(hook, name, orig(name, timing_raw, *args, **kwargs), module)
             marked_timer.__wrapped__ = orig
             return marked_timer
         return make
@@ -446,14 +466,15 @@ def install(session, phases=None, strict=False, log_metrics=True):
         return out
     compute_data_metrics.__wrapped__ = metrics_fn
 
-    corr_fn = getattr(mods[CORRECTION_SOURCE], "compute_rollout_correction_and_add_to_batch", None)
+    corr_fn = getattr(points["mods"][CORRECTION_SOURCE],
+                      "compute_rollout_correction_and_add_to_batch", None)
 
     def compute_rollout_correction_and_add_to_batch(batch, *args, **kwargs):
         hook._correction(batch)
         return corr_fn(batch, *args, **kwargs)
     compute_rollout_correction_and_add_to_batch.__wrapped__ = corr_fn
 
-    orig_compute_metrics = base._compute_metrics
+    orig_compute_metrics = points["base"]._compute_metrics
 
     def _compute_metrics(self, batch, *args, **kwargs):
         steps = kwargs.get("global_steps", args[2] if len(args) > 2 else None)
@@ -465,16 +486,37 @@ def install(session, phases=None, strict=False, log_metrics=True):
             hook._v1 = None
     _compute_metrics.__wrapped__ = orig_compute_metrics
 
+    fns = [("marked_timer", [t], make_timer(t), True) for t in points["timers"]]
+    fns.append(("compute_data_metrics", [metrics_fn], lambda m: compute_data_metrics, True))
+    if corr_fn is not None:
+        fns.append(("compute_rollout_correction_and_add_to_batch", [corr_fn],
+                    lambda m: compute_rollout_correction_and_add_to_batch, False))
+    return fns, _compute_metrics
+
+
+def install(session, phases=None, strict=False, log_metrics=True):
+    """Hooks every loaded verl trainer for session (see the module's docstring). phases:
+    overrides of the stage-name -> eerl phase map (a value of None drops a name). strict: eerl
+    errors and an update without phases stop the run. log_metrics: add eerl's figures to what verl
+    logs. Raises IntegrationError when verl lacks a hook point."""
+    fw = framework()
+    _check_mode(fw, getattr(session, "mode", "colocated"))
+    points = _hook_points(fw)
+    table = dict(PHASES)
+    for k, v in (phases or {}).items():
+        if v is None:
+            table.pop(k, None)
+        else:
+            table[k] = v
+    hook = VerlHook(session, table, strict, log_metrics, fw)
+    hook.skipped = _recipes(fw)[1]
+    fns, compute_metrics = _wrappers(hook, points)
     sources = set(TIMER_SOURCES) | {METRICS_SOURCE, CORRECTION_SOURCE}
     with hook._lock:
-        for orig in timers:
-            hook.modules += hook._patch_everywhere("marked_timer", [orig], make_timer(orig),
-                                                   sources)
-        hook.modules += hook._patch_everywhere("compute_data_metrics", [metrics_fn],
-                                               lambda m: compute_data_metrics, sources)
-        if corr_fn is not None:
-            hook._patch_everywhere("compute_rollout_correction_and_add_to_batch", [corr_fn],
-                                   lambda m: compute_rollout_correction_and_add_to_batch, set())
-        hook._patch(base, "_compute_metrics", _compute_metrics)
+        for attr, originals, make, counted in fns:
+            names = hook._patch_everywhere(attr, originals, make, sources if counted else set())
+            if counted:
+                hook.modules += names
+        hook._patch(points["base"], "_compute_metrics", compute_metrics)
     hook.modules = sorted(set(hook.modules))
     return hook

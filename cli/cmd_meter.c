@@ -381,218 +381,277 @@ static void print_text(FILE *out, const struct report *r)
             fl[0] ? fl : "-");
 }
 
-int eerl_cmd_meter(int argc, char **argv)
-{
+/* What one run holds, from the parsed options to the report; freed by run_free. */
+struct run {
     struct opts o;
-    eerl_device *dev = NULL;
-    eerl_meter *m = NULL;
-    eerl_actuator *act = NULL;
-    eerl_meter_reading *rd = NULL;
-    double *joules = NULL, *peak_w = NULL;
-    unsigned *gpu_flags = NULL;
-    char(*uuids)[EERL_DEVICE_UUID_MAX] = NULL;
-    struct sigaction sa, old_int, old_term;
-    int exit_code = EERL_EXIT_FAIL, status = 0, r, handlers = 0;
-    unsigned count = 0, snapped = 0;
-    double t0 = 0, t1 = 0;
-    FILE *report_file = NULL;
-    char *report_tmp = NULL; /* written there, renamed over --output once the report is whole */
-    size_t i;
-    pid_t pid;
+    eerl_device *dev;
+    eerl_meter *m;
+    eerl_actuator *act;
+    eerl_meter_reading *rd;
+    double *joules, *peak_w;
+    unsigned *gpu_flags;
+    char (*uuids)[EERL_DEVICE_UUID_MAX];
+    struct sigaction old_int, old_term;
+    int handlers;
+    unsigned snapped;
+    double t0, t1;
+    int status; /* the command's, from waitpid */
+    FILE *report_file;
+    char *report_tmp; /* written there, renamed over --output once the report is whole */
+};
 
-    r = parse(argc, argv, &o);
-    if (r != 0) {
-        free(o.gpus);
-        return r > 0 ? EERL_EXIT_OK : EERL_EXIT_USAGE;
-    }
-    dev = eerl_cli_open_devices(CMD);
-    if (!dev) {
-        free(o.gpus);
+/* The GPUs to meter (--gpus, checked against the machine, or all of them), their UUIDs, the
+ * arrays of the report and the meter. 0, or the exit status. */
+static int open_gpus(struct run *r)
+{
+    unsigned count = 0;
+    size_t i, n;
+    int e = eerl_device_count(r->dev, &count);
+
+    if (e < 0) {
+        eerl_cli_err(CMD, "counting GPUs: %s: %s", eerl_strerror(e),
+                     eerl_device_last_error(r->dev));
         return EERL_EXIT_FAIL;
-    }
-    r = eerl_device_count(dev, &count);
-    if (r < 0) {
-        eerl_cli_err(CMD, "counting GPUs: %s: %s", eerl_strerror(r), eerl_device_last_error(dev));
-        goto out;
     }
     if (count == 0) {
         eerl_cli_err(CMD, "NVML sees no GPU on this machine");
-        goto out;
+        return EERL_EXIT_FAIL;
     }
-    if (!o.have_gpus) {
-        o.gpus = malloc(count * sizeof(*o.gpus));
-        if (!o.gpus) {
+    if (!r->o.have_gpus) {
+        r->o.gpus = malloc(count * sizeof(*r->o.gpus));
+        if (!r->o.gpus) {
             eerl_cli_err(CMD, "out of memory");
-            goto out;
+            return EERL_EXIT_FAIL;
         }
-        o.n_gpus = count;
-        for (i = 0; i < o.n_gpus; i++)
-            o.gpus[i] = (unsigned)i;
+        r->o.n_gpus = count;
+        for (i = 0; i < r->o.n_gpus; i++)
+            r->o.gpus[i] = (unsigned)i;
     }
-    for (i = 0; i < o.n_gpus; i++)
-        if (o.gpus[i] >= count) {
+    n = r->o.n_gpus;
+    for (i = 0; i < n; i++)
+        if (r->o.gpus[i] >= count) {
             eerl_cli_err(CMD,
                          "--gpus: GPU index %u does not exist (this machine has %u GPU%s: 0-%u)",
-                         o.gpus[i], count, count == 1 ? "" : "s", count - 1);
-            exit_code = EERL_EXIT_USAGE;
-            goto out;
+                         r->o.gpus[i], count, count == 1 ? "" : "s", count - 1);
+            return EERL_EXIT_USAGE;
         }
-    uuids = calloc(o.n_gpus, sizeof(*uuids));
-    rd = calloc(1, sizeof(*rd));
-    joules = calloc(o.n_gpus, sizeof(*joules));
-    peak_w = calloc(o.n_gpus, sizeof(*peak_w));
-    gpu_flags = calloc(o.n_gpus, sizeof(*gpu_flags));
-    if (!uuids || !rd || !joules || !peak_w || !gpu_flags) {
+    r->uuids = calloc(n, sizeof(*r->uuids));
+    r->rd = calloc(1, sizeof(*r->rd));
+    r->joules = calloc(n, sizeof(*r->joules));
+    r->peak_w = calloc(n, sizeof(*r->peak_w));
+    r->gpu_flags = calloc(n, sizeof(*r->gpu_flags));
+    if (!r->uuids || !r->rd || !r->joules || !r->peak_w || !r->gpu_flags) {
         eerl_cli_err(CMD, "out of memory");
-        goto out;
+        return EERL_EXIT_FAIL;
     }
-    for (i = 0; i < o.n_gpus; i++)
-        if (eerl_device_uuid(dev, o.gpus[i], uuids[i], sizeof(uuids[i])) < 0)
-            snprintf(uuids[i], sizeof(uuids[i]), "unknown");
-    r = eerl_meter_new(dev, o.gpus, o.n_gpus, (unsigned)o.interval_ms, &m);
-    if (r < 0) {
-        eerl_cli_err(CMD, "%s: %s", eerl_strerror(r), eerl_device_last_error(dev));
-        goto out;
+    for (i = 0; i < n; i++)
+        if (eerl_device_uuid(r->dev, r->o.gpus[i], r->uuids[i], sizeof(r->uuids[i])) < 0)
+            snprintf(r->uuids[i], sizeof(r->uuids[i]), "unknown");
+    e = eerl_meter_new(r->dev, r->o.gpus, n, (unsigned)r->o.interval_ms, &r->m);
+    if (e < 0) {
+        eerl_cli_err(CMD, "%s: %s", eerl_strerror(e), eerl_device_last_error(r->dev));
+        return EERL_EXIT_FAIL;
     }
+    return 0;
+}
 
-    /* Handlers before any clock is changed, so a signal from here on restores. */
+/* Handlers before any clock is changed, so a signal from here on restores. */
+static void install_handlers(struct run *r)
+{
+    struct sigaction sa;
+
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: waitpid must return EINTR so the main loop can restore */
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    handlers = 1;
+    sigaction(SIGINT, &sa, &r->old_int);
+    sigaction(SIGTERM, &sa, &r->old_term);
+    r->handlers = 1;
+}
 
-    if (o.clock_mhz) {
-        r = eerl_actuator_new(dev, o.observe_only, &act);
-        if (r < 0) {
-            eerl_cli_err(CMD, "%s", eerl_strerror(r));
-            goto out;
-        }
-        for (i = 0; i < o.n_gpus && r == 0; i++) {
-            r = eerl_actuator_snap(act, o.gpus[i], (unsigned)o.clock_mhz, &snapped);
-            if (r == 0)
-                r = eerl_actuator_set(act, o.gpus[i], (unsigned)o.clock_mhz);
-        }
-        if (r < 0) {
-            eerl_cli_err(CMD, "--clock: %s", eerl_actuator_last_error(act));
-            exit_code = r == EERL_ERANGE ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
-            goto out;
-        }
-    }
-    if (o.output) { /* open it now: an unwritable path must not cost a whole run */
-        report_file = open_report_tmp(o.output, &report_tmp);
-        if (!report_file) {
-            eerl_cli_err(CMD, "cannot write the report to '%s': %s", o.output, strerror(errno));
-            exit_code = EERL_EXIT_USAGE;
-            goto out;
-        }
-    }
-    if (got_signal) { /* interrupted during setup: do not start the command */
-        exit_code = 128 + got_signal;
-        goto out;
-    }
+/* --clock: every metered GPU locked (or, observe-only, what would be). 0, or the exit status. */
+static int lock_clocks(struct run *r)
+{
+    size_t i;
+    int e;
 
-    r = eerl_meter_tick_now(m, &t0);
-    if (r == 0)
-        r = eerl_meter_start(m);
-    if (r < 0) {
-        eerl_cli_err(CMD, "starting the sampler: %s", eerl_strerror(r));
-        goto out;
+    if (!r->o.clock_mhz)
+        return 0;
+    e = eerl_actuator_new(r->dev, r->o.observe_only, &r->act);
+    if (e < 0) {
+        eerl_cli_err(CMD, "%s", eerl_strerror(e));
+        return EERL_EXIT_FAIL;
     }
-    pid = spawn(o.argv, &exit_code);
+    for (i = 0; i < r->o.n_gpus && e == 0; i++) {
+        e = eerl_actuator_snap(r->act, r->o.gpus[i], (unsigned)r->o.clock_mhz, &r->snapped);
+        if (e == 0)
+            e = eerl_actuator_set(r->act, r->o.gpus[i], (unsigned)r->o.clock_mhz);
+    }
+    if (e < 0) {
+        eerl_cli_err(CMD, "--clock: %s", eerl_actuator_last_error(r->act));
+        return e == EERL_ERANGE ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Runs the command between two marks, the sampler running; restores the clocks when it ends (and
+ * at once on a signal). 0 and the command's status in r->status, or the exit status. */
+static int run_command(struct run *r)
+{
+    int exit_code = EERL_EXIT_FAIL, e = eerl_meter_tick_now(r->m, &r->t0);
+    pid_t pid;
+
+    if (e == 0)
+        e = eerl_meter_start(r->m);
+    if (e < 0) {
+        eerl_cli_err(CMD, "starting the sampler: %s", eerl_strerror(e));
+        return EERL_EXIT_FAIL;
+    }
+    pid = spawn(r->o.argv, &exit_code);
     if (pid < 0)
-        goto out;
+        return exit_code;
     for (;;) {
-        pid_t w = waitpid(pid, &status, 0);
+        pid_t w = waitpid(pid, &r->status, 0);
 
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) {
             eerl_cli_err(CMD, "waitpid: %s", strerror(errno));
-            goto out;
+            return EERL_EXIT_FAIL;
         }
-        if (got_signal && act) {
+        if (got_signal && r->act) {
             /* we are going down: give the clocks back now, not when the child gets round to
              * exiting */
-            r = eerl_actuator_restore_all();
-            if (r < 0)
-                eerl_cli_err(CMD, "restoring clocks: %s", eerl_actuator_last_error(act));
+            e = eerl_actuator_restore_all();
+            if (e < 0)
+                eerl_cli_err(CMD, "restoring clocks: %s", eerl_actuator_last_error(r->act));
         }
     }
     child_pid = 0;
-    eerl_meter_tick_now(m, &t1);
-    eerl_meter_stop(m);
-    if (act) {
-        r = eerl_actuator_restore(act);
-        if (r < 0)
-            eerl_cli_err(CMD, "restoring clocks: %s", eerl_actuator_last_error(act));
+    eerl_meter_tick_now(r->m, &r->t1);
+    eerl_meter_stop(r->m);
+    if (r->act) {
+        e = eerl_actuator_restore(r->act);
+        if (e < 0)
+            eerl_cli_err(CMD, "restoring clocks: %s", eerl_actuator_last_error(r->act));
     }
-    exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return 0;
+}
 
-    r = eerl_meter_energy_each(m, t0, t1, NULL, o.n_gpus, joules, peak_w, gpu_flags, rd);
-    if (r < 0) {
-        eerl_cli_err(CMD, "reading the energy: %s", eerl_strerror(r));
+/* The report, on stdout or into --output. Returns exit_code (the command's), or a failure when
+ * the energy cannot be read or the report written and the command succeeded. */
+static int report(struct run *r, int exit_code)
+{
+    int e = eerl_meter_energy_each(r->m, r->t0, r->t1, NULL, r->o.n_gpus, r->joules, r->peak_w,
+                                   r->gpu_flags, r->rd);
+    FILE *out = r->report_file ? r->report_file : stdout;
+    struct report rep;
+
+    if (e < 0) {
+        eerl_cli_err(CMD, "reading the energy: %s", eerl_strerror(e));
+        return exit_code == 0 ? EERL_EXIT_FAIL : exit_code;
+    }
+    rep = (struct report){.argv = r->o.argv,
+                          .status = r->status,
+                          .duration_s = r->t1 - r->t0,
+                          .interval_ms = (unsigned)r->o.interval_ms,
+                          .n_samples = r->rd->n_samples,
+                          .rd = r->rd,
+                          .gpus = r->o.gpus,
+                          .joules = r->joules,
+                          .peak_w = r->peak_w,
+                          .gpu_flags = r->gpu_flags,
+                          .uuids = r->uuids,
+                          .clock_req = (unsigned)r->o.clock_mhz,
+                          .clock_snapped = r->snapped,
+                          .observe_only = r->o.observe_only,
+                          .t0 = r->t0,
+                          .t1 = r->t1,
+                          .cpu_s = cpu_seconds()};
+    if (r->o.json)
+        print_json(out, &rep);
+    else
+        print_text(out, &rep);
+    r->report_file = NULL;
+    if (out != stdout && (fclose(out) != 0 || rename(r->report_tmp, r->o.output) != 0)) {
+        eerl_cli_err(CMD, "writing '%s': %s", r->o.output, strerror(errno));
         if (exit_code == 0)
             exit_code = EERL_EXIT_FAIL;
-        goto out;
+    } else if (out != stdout) {
+        free(r->report_tmp);
+        r->report_tmp = NULL;
+    } else {
+        fflush(stdout);
     }
-    {
-        struct report rep = {o.argv,
-                             status,
-                             t1 - t0,
-                             (unsigned)o.interval_ms,
-                             rd->n_samples,
-                             rd,
-                             o.gpus,
-                             joules,
-                             peak_w,
-                             gpu_flags,
-                             uuids,
-                             (unsigned)o.clock_mhz,
-                             snapped,
-                             o.observe_only,
-                             t0,
-                             t1,
-                             cpu_seconds()};
-        FILE *out = report_file ? report_file : stdout;
+    return exit_code;
+}
 
-        if (o.json)
-            print_json(out, &rep);
-        else
-            print_text(out, &rep);
-        report_file = NULL;
-        if (out != stdout && (fclose(out) != 0 || rename(report_tmp, o.output) != 0)) {
-            eerl_cli_err(CMD, "writing '%s': %s", o.output, strerror(errno));
-            if (exit_code == 0)
-                exit_code = EERL_EXIT_FAIL;
-        } else if (out != stdout) {
-            free(report_tmp);
-            report_tmp = NULL;
-        } else if (out == stdout) {
-            fflush(stdout);
+static void run_free(struct run *r)
+{
+    if (r->report_file)
+        fclose(r->report_file);
+    if (r->report_tmp) { /* no whole report: the file keeps what it held */
+        unlink(r->report_tmp);
+        free(r->report_tmp);
+    }
+    eerl_meter_free(r->m);
+    eerl_actuator_free(r->act); /* restores, if not done yet */
+    if (r->handlers) {
+        sigaction(SIGINT, &r->old_int, NULL);
+        sigaction(SIGTERM, &r->old_term, NULL);
+    }
+    eerl_device_free(r->dev);
+    free(r->uuids);
+    free(r->rd);
+    free(r->joules);
+    free(r->peak_w);
+    free(r->gpu_flags);
+    free(r->o.gpus);
+}
+
+/* Everything before the command starts. 0, or the exit status. */
+static int prepare(struct run *r)
+{
+    int rc = open_gpus(r);
+
+    if (rc)
+        return rc;
+    install_handlers(r);
+    if ((rc = lock_clocks(r)) != 0)
+        return rc;
+    if (r->o.output) { /* open it now: an unwritable path must not cost a whole run */
+        r->report_file = open_report_tmp(r->o.output, &r->report_tmp);
+        if (!r->report_file) {
+            eerl_cli_err(CMD, "cannot write the report to '%s': %s", r->o.output, strerror(errno));
+            return EERL_EXIT_USAGE;
         }
     }
-out:
-    if (report_file)
-        fclose(report_file);
-    if (report_tmp) { /* no whole report: the file keeps what it held */
-        unlink(report_tmp);
-        free(report_tmp);
+    if (got_signal) /* interrupted during setup: do not start the command */
+        return 128 + got_signal;
+    return 0;
+}
+
+int eerl_cmd_meter(int argc, char **argv)
+{
+    struct run r;
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    rc = parse(argc, argv, &r.o);
+    if (rc != 0) {
+        free(r.o.gpus);
+        return rc > 0 ? EERL_EXIT_OK : EERL_EXIT_USAGE;
     }
-    eerl_meter_free(m);
-    eerl_actuator_free(act); /* restores, if not done yet */
-    if (handlers) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+    r.dev = eerl_cli_open_devices(CMD);
+    if (!r.dev) {
+        free(r.o.gpus);
+        return EERL_EXIT_FAIL;
     }
-    eerl_device_free(dev);
-    free(uuids);
-    free(rd);
-    free(joules);
-    free(peak_w);
-    free(gpu_flags);
-    free(o.gpus);
-    return exit_code;
+    rc = prepare(&r);
+    if (rc == 0)
+        rc = run_command(&r);
+    if (rc == 0)
+        rc = report(&r, WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status));
+    run_free(&r);
+    return rc;
 }

@@ -105,189 +105,256 @@ static void print_event(const eerl_event *ev, int json)
     printf("  %s\n", ev->reason);
 }
 
-int eerl_cmd_replay(int argc, char **argv)
-{
-    const char *path = NULL;
-    int json = 0, all = 0, quiet = 0, i, rc = EERL_EXIT_FAIL, err;
-    FILE *f = NULL;
-    char *line = NULL, why[256], type[32];
-    size_t cap = 0, lineno = 0, k;
-    ssize_t got;
-    struct eerl__trace_header *h = NULL;
-    struct eerl__trace_update u;
-    eerl_event *rec = NULL, *out = NULL;
-    eerl_ctl *ctl = NULL;
-    unsigned long long updates = 0, events = 0, mismatches = 0, rejected = 0;
+struct opts {
+    const char *path;
+    int json, all, quiet;
+};
 
+/* One replay: the trace being read, the controller it rebuilt, what was counted. */
+struct replay {
+    struct opts o;
+    size_t lineno;
+    struct eerl__trace_header *h;
+    struct eerl__trace_update u;
+    eerl_event *rec, *out; /* recorded and replayed events, EV_CAP each */
+    eerl_ctl *ctl;
+    unsigned long long updates, events, mismatches, rejected;
+};
+
+/* -1: go on; else the exit status (help, bad input: said). */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    int i;
+
+    memset(o, 0, sizeof(*o));
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return EERL_EXIT_OK;
         } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
+            o->json = 1;
         } else if (!strcmp(argv[i], "--all")) {
-            all = 1;
+            o->all = 1;
         } else if (!strcmp(argv[i], "--quiet")) {
-            quiet = 1;
+            o->quiet = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             eerl_cli_err(CMD, "unknown option '%s' (valid: --json, --all, --quiet)", argv[i]);
             return EERL_EXIT_USAGE;
-        } else if (!path) {
-            path = argv[i];
+        } else if (!o->path) {
+            o->path = argv[i];
         } else {
-            eerl_cli_err(CMD, "more than one trace given ('%s' and '%s')", path, argv[i]);
+            eerl_cli_err(CMD, "more than one trace given ('%s' and '%s')", o->path, argv[i]);
             return EERL_EXIT_USAGE;
         }
     }
-    if (!path) {
+    if (!o->path) {
         usage(stderr);
         return EERL_EXIT_USAGE;
     }
-    f = strcmp(path, "-") ? fopen(path, "r") : stdin;
+    return -1;
+}
+
+/* The header line: the controller the trace was recorded with. 0, or -1 (said). */
+static int on_header(struct replay *rp, const char *line)
+{
+    char why[256];
+    struct eerl__trace_header *h = rp->h;
+    int err = eerl__trace_parse_header(line, h, why, sizeof(why));
+
+    if (err < 0) {
+        eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
+        return -1;
+    }
+    err = eerl_ctl_new(h->mode, &h->cfg, h->clocks, h->n_clocks, h->peak, &rp->ctl);
+    if (err < 0) {
+        eerl_cli_err(CMD, "%s:%zu: cannot build the controller: %s", rp->o.path, rp->lineno,
+                     eerl_strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* The session restored a saved state before its first update: restore the same bytes, so the
+ * replay starts where the run did (or refuses it the same way). 0, or -1 (said). */
+static int on_resume(struct replay *rp, const char *line)
+{
+    char tag[64], why[256], rwhy[400];
+    unsigned char *st = NULL;
+    size_t st_len = 0;
+    int err = eerl__trace_parse_resume(line, tag, sizeof(tag), &st, &st_len, why, sizeof(why));
+
+    if (err < 0) {
+        eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
+        return -1;
+    }
+    if (err == 0) {
+        err = eerl_ctl_restore(rp->ctl, tag, st, st_len, rwhy, sizeof(rwhy));
+        free(st);
+        if (err == EERL_EPARSE || err == EERL_EINVAL) {
+            eerl_cli_err(CMD, "%s:%zu: the recorded saved state: %s", rp->o.path, rp->lineno, rwhy);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The recorded events of the update against the n_out replayed ones: every difference said. */
+static void compare_events(struct replay *rp, size_t n_out)
+{
+    const struct eerl__trace_update *u = &rp->u;
+    size_t k, n_cmp;
+
+    if (u->n_events != n_out) {
+        rp->mismatches++;
+        fprintf(stderr, "eerl replay: %s:%zu (update %llu): %zu events recorded, %zu replayed\n",
+                rp->o.path, rp->lineno, (unsigned long long)u->obs.update, u->n_events, n_out);
+    }
+    n_cmp = u->n_events < n_out ? u->n_events : n_out;
+    if (n_cmp > EV_CAP)
+        n_cmp = EV_CAP;
+    for (k = 0; k < n_cmp; k++) {
+        const eerl_event *a = &rp->rec[k], *b = &rp->out[k];
+        const char *field = diff_event(a, b);
+
+        if (!field)
+            continue;
+        rp->mismatches++;
+        fprintf(stderr,
+                "eerl replay: %s:%zu (update %llu): event %zu differs in %s:\n"
+                "  recorded: %s %s '%s'\n  replayed: %s %s '%s'\n",
+                rp->o.path, rp->lineno, (unsigned long long)u->obs.update, k, field,
+                eerl_event_kind_name(a->kind), eerl_verdict_name(a->verdict), a->reason,
+                eerl_event_kind_name(b->kind), eerl_verdict_name(b->verdict), b->reason);
+    }
+}
+
+/* An update line: the controller observes it, its events are printed and checked. 0, or -1
+ * (said). */
+static int on_update(struct replay *rp, const char *line)
+{
+    struct eerl__trace_update *u = &rp->u;
+    eerl_setting before, next;
+    char why[256];
+    size_t n_out, k;
+    int err = eerl__trace_parse_update(line, u, rp->rec, EV_CAP, why, sizeof(why));
+
+    if (err < 0) {
+        eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
+        return -1;
+    }
+    rp->updates++;
+    eerl_ctl_setting(rp->ctl, &before);
+    if (u->has_requested && !eerl_setting_equal(&before, &u->requested)) {
+        char a[48], b[48];
+        rp->mismatches++;
+        fprintf(stderr,
+                "eerl replay: %s:%zu (update %llu): requested setting: recorded %s, "
+                "replayed %s\n",
+                rp->o.path, rp->lineno, (unsigned long long)u->obs.update,
+                eerl__setting_str(&u->requested, a, sizeof(a)),
+                eerl__setting_str(&before, b, sizeof(b)));
+    }
+    err = eerl_ctl_observe(rp->ctl, &u->obs, &next);
+    if (err == EERL_EINVAL)
+        rp->rejected++;
+    n_out = eerl_ctl_events(rp->ctl, rp->out, EV_CAP);
+    rp->events += n_out;
+    for (k = 0; k < n_out; k++)
+        if (rp->o.json || (!rp->o.quiet && (rp->o.all || (rp->out[k].kind != EERL_EV_HOLD &&
+                                                          rp->out[k].kind != EERL_EV_SKIP))))
+            print_event(&rp->out[k], rp->o.json);
+    if (u->has_events)
+        compare_events(rp, n_out);
+    return 0;
+}
+
+/* One line of the trace (got bytes, its newline still there). 0: go on; 1: stop reading (a last
+ * line cut short); -1: failed (said). */
+static int on_line(struct replay *rp, char *line, ssize_t got)
+{
+    char type[32];
+    int cut = got > 0 && line[got - 1] != '\n'; /* the last line, without its newline */
+
+    rp->lineno++;
+    while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+        line[--got] = 0;
+    if (got == 0)
+        return 0;
+    if (cut && eerl__trace_line_type(line, type, sizeof(type)) < 0) {
+        eerl_cli_note_cut(CMD, rp->o.path, rp->lineno); /* a write that did not finish */
+        return 1;
+    }
+    if (!rp->ctl)
+        return on_header(rp, line);
+    if (eerl__trace_line_type(line, type, sizeof(type)) < 0) {
+        eerl_cli_err(CMD, "%s:%zu: not a JSON object", rp->o.path, rp->lineno);
+        return -1;
+    }
+    if (!strcmp(type, "resume") && rp->updates == 0)
+        return on_resume(rp, line);
+    if (strcmp(type, "update"))
+        return 0; /* other record types are for other readers */
+    return on_update(rp, line);
+}
+
+static void print_summary(const struct replay *rp)
+{
+    eerl_ctl_status st;
+    char a[48];
+
+    eerl_ctl_get_status(rp->ctl, &st);
+    fprintf(rp->o.json ? stderr : stdout,
+            "replayed %llu updates (%llu refused), %llu events, %llu mismatches; %s mode, "
+            "state %s%s%s\n",
+            rp->updates, rp->rejected, rp->events, rp->mismatches, eerl_mode_name(st.mode),
+            eerl_state_name(st.state), st.locked ? ", locked at " : "",
+            st.locked ? eerl__setting_str(&st.locked_setting, a, sizeof(a)) : "");
+}
+
+int eerl_cmd_replay(int argc, char **argv)
+{
+    struct replay rp;
+    int rc = EERL_EXIT_FAIL, r = 0;
+    FILE *f = NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+
+    memset(&rp, 0, sizeof(rp));
+    if ((r = parse_args(argc, argv, &rp.o)) >= 0)
+        return r;
+    f = strcmp(rp.o.path, "-") ? fopen(rp.o.path, "r") : stdin;
     if (!f) {
-        eerl_cli_err(CMD, "cannot open '%s': %s", path, strerror(errno));
+        eerl_cli_err(CMD, "cannot open '%s': %s", rp.o.path, strerror(errno));
         return EERL_EXIT_FAIL;
     }
-    h = calloc(1, sizeof(*h));
-    rec = calloc(EV_CAP, sizeof(*rec));
-    out = calloc(EV_CAP, sizeof(*out));
-    if (!h || !rec || !out) {
+    rp.h = calloc(1, sizeof(*rp.h));
+    rp.rec = calloc(EV_CAP, sizeof(*rp.rec));
+    rp.out = calloc(EV_CAP, sizeof(*rp.out));
+    if (!rp.h || !rp.rec || !rp.out) {
         eerl_cli_err(CMD, "out of memory");
         goto done;
     }
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        eerl_setting before, next;
-        size_t n_out, n_cmp;
-        int cut = got > 0 && line[got - 1] != '\n'; /* the last line, without its newline */
-
-        lineno++;
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
-            line[--got] = 0;
-        if (got == 0)
-            continue;
-        if (cut && eerl__trace_line_type(line, type, sizeof(type)) < 0) {
-            eerl_cli_note_cut(CMD, path, lineno); /* a write that did not finish */
-            break;
-        }
-        if (!ctl) {
-            err = eerl__trace_parse_header(line, h, why, sizeof(why));
-            if (err < 0) {
-                eerl_cli_err(CMD, "%s:%zu: %s", path, lineno, why);
-                goto done;
-            }
-            err = eerl_ctl_new(h->mode, &h->cfg, h->clocks, h->n_clocks, h->peak, &ctl);
-            if (err < 0) {
-                eerl_cli_err(CMD, "%s:%zu: cannot build the controller: %s", path, lineno,
-                             eerl_strerror(err));
-                goto done;
-            }
-            continue;
-        }
-        if (eerl__trace_line_type(line, type, sizeof(type)) < 0) {
-            eerl_cli_err(CMD, "%s:%zu: not a JSON object", path, lineno);
-            goto done;
-        }
-        if (!strcmp(type, "resume") && updates == 0) {
-            /* The session restored a saved state before its first update: restore the same
-             * bytes, so the replay starts where the run did (or refuses it the same way). */
-            char tag[64], rwhy[400];
-            unsigned char *st = NULL;
-            size_t st_len = 0;
-
-            err = eerl__trace_parse_resume(line, tag, sizeof(tag), &st, &st_len, why, sizeof(why));
-            if (err < 0) {
-                eerl_cli_err(CMD, "%s:%zu: %s", path, lineno, why);
-                goto done;
-            }
-            if (err == 0) {
-                err = eerl_ctl_restore(ctl, tag, st, st_len, rwhy, sizeof(rwhy));
-                free(st);
-                if (err == EERL_EPARSE || err == EERL_EINVAL) {
-                    eerl_cli_err(CMD, "%s:%zu: the recorded saved state: %s", path, lineno, rwhy);
-                    goto done;
-                }
-            }
-            continue;
-        }
-        if (strcmp(type, "update"))
-            continue; /* other record types are for other readers */
-        err = eerl__trace_parse_update(line, &u, rec, EV_CAP, why, sizeof(why));
-        if (err < 0) {
-            eerl_cli_err(CMD, "%s:%zu: %s", path, lineno, why);
-            goto done;
-        }
-        updates++;
-        eerl_ctl_setting(ctl, &before);
-        if (u.has_requested && !eerl_setting_equal(&before, &u.requested)) {
-            char a[48], b[48];
-            mismatches++;
-            fprintf(stderr,
-                    "eerl replay: %s:%zu (update %llu): requested setting: recorded %s, "
-                    "replayed %s\n",
-                    path, lineno, (unsigned long long)u.obs.update,
-                    eerl__setting_str(&u.requested, a, sizeof(a)),
-                    eerl__setting_str(&before, b, sizeof(b)));
-        }
-        err = eerl_ctl_observe(ctl, &u.obs, &next);
-        if (err == EERL_EINVAL)
-            rejected++;
-        n_out = eerl_ctl_events(ctl, out, EV_CAP);
-        events += n_out;
-        for (k = 0; k < n_out; k++)
-            if (json ||
-                (!quiet && (all || (out[k].kind != EERL_EV_HOLD && out[k].kind != EERL_EV_SKIP))))
-                print_event(&out[k], json);
-        if (!u.has_events)
-            continue;
-        if (u.n_events != n_out) {
-            mismatches++;
-            fprintf(stderr,
-                    "eerl replay: %s:%zu (update %llu): %zu events recorded, %zu replayed\n", path,
-                    lineno, (unsigned long long)u.obs.update, u.n_events, n_out);
-        }
-        n_cmp = u.n_events < n_out ? u.n_events : n_out;
-        if (n_cmp > EV_CAP)
-            n_cmp = EV_CAP;
-        for (k = 0; k < n_cmp; k++) {
-            const char *field = diff_event(&rec[k], &out[k]);
-            if (field) {
-                mismatches++;
-                fprintf(stderr,
-                        "eerl replay: %s:%zu (update %llu): event %zu differs in %s:\n"
-                        "  recorded: %s %s '%s'\n  replayed: %s %s '%s'\n",
-                        path, lineno, (unsigned long long)u.obs.update, k, field,
-                        eerl_event_kind_name(rec[k].kind), eerl_verdict_name(rec[k].verdict),
-                        rec[k].reason, eerl_event_kind_name(out[k].kind),
-                        eerl_verdict_name(out[k].verdict), out[k].reason);
-            }
-        }
-    }
+    while ((got = getline(&line, &cap, f)) >= 0 && (r = on_line(&rp, line, got)) == 0)
+        ;
+    if (r < 0)
+        goto done;
     if (ferror(f)) {
-        eerl_cli_err(CMD, "reading '%s': %s", path, strerror(errno));
+        eerl_cli_err(CMD, "reading '%s': %s", rp.o.path, strerror(errno));
         goto done;
     }
-    if (!ctl) {
-        eerl_cli_err(CMD, "%s: empty trace (no header line)", path);
+    if (!rp.ctl) {
+        eerl_cli_err(CMD, "%s: empty trace (no header line)", rp.o.path);
         goto done;
     }
-    {
-        eerl_ctl_status st;
-        char a[48];
-        eerl_ctl_get_status(ctl, &st);
-        fprintf(json ? stderr : stdout,
-                "replayed %llu updates (%llu refused), %llu events, %llu mismatches; %s mode, "
-                "state %s%s%s\n",
-                updates, rejected, events, mismatches, eerl_mode_name(st.mode),
-                eerl_state_name(st.state), st.locked ? ", locked at " : "",
-                st.locked ? eerl__setting_str(&st.locked_setting, a, sizeof(a)) : "");
-    }
-    rc = mismatches ? EERL_EXIT_FAIL : EERL_EXIT_OK;
+    print_summary(&rp);
+    rc = rp.mismatches ? EERL_EXIT_FAIL : EERL_EXIT_OK;
 done:
-    eerl_ctl_free(ctl);
+    eerl_ctl_free(rp.ctl);
     free(line);
-    free(h);
-    free(rec);
-    free(out);
+    free(rp.h);
+    free(rp.rec);
+    free(rp.out);
     if (f && f != stdin)
         fclose(f);
     return rc;

@@ -192,194 +192,234 @@ static char *read_file(const char *path)
     return buf;
 }
 
-int eerl_cmd_sweep(int argc, char **argv)
-{
-    const char *model = "qwen3-30b-a3b", *gpu = "h100", *mode_s = "disaggregated", *alloc = NULL;
-    const char *size = "M";
-    const char *pairs_s = NULL, *params = NULL;
-    unsigned long seeds = 4, u_first = 5, u_last = 25, seed0 = 1;
-    double divergence = 0.025;
-    int json = 0, rc = EERL_EXIT_USAGE, e, i;
-    struct pair pairs[MAX_PAIRS];
-    size_t n_pairs = 0, k;
-    struct twin_ctx tctx;
-    struct backend be = {&tctx, twin_run};
-    eerl_twin_mode mode;
-    unsigned ng = 0, nt = 0;
-    double *lq = NULL, *le = NULL;
-    char *text = NULL;
+struct opts {
+    const char *model, *gpu, *mode_s, *alloc, *size, *pairs_s, *params;
+    unsigned long seeds, u_first, u_last, seed0;
+    double divergence;
+    int json;
     struct eerl_cli_workload wopt;
-    struct eerl__wl_scenario scn;
-    char scn_desc[160];
+};
 
-    memset(&tctx, 0, sizeof(tctx));
-    memset(&wopt, 0, sizeof(wopt));
+/* --updates FIRST-LAST. -1 (said) if malformed. */
+static int parse_updates(const char *v, struct opts *o)
+{
+    char *end;
+
+    errno = 0;
+    o->u_first = strtoul(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end != '-' || end[1] < '0' || end[1] > '9') {
+        eerl_cli_err(CMD, "--updates '%s' is malformed; give FIRST-LAST, e.g. 5-25", v);
+        return -1;
+    }
+    o->u_last = strtoul(end + 1, &end, 10);
+    if (errno || *end || o->u_last < o->u_first || o->u_last > 100000) {
+        eerl_cli_err(CMD,
+                     "--updates '%s' is malformed; give FIRST-LAST with FIRST <= "
+                     "LAST <= 100000, e.g. 5-25",
+                     v);
+        return -1;
+    }
+    return 0;
+}
+
+/* Option a with value v (one that takes a value). -1 (said) if v is bad, 1 if a is unknown. */
+static int set_option(struct opts *o, const char *a, const char *v)
+{
+    int e;
+
+    if (!strcmp(a, "--model")) {
+        o->model = v;
+    } else if (!strcmp(a, "--gpu-model") || !strcmp(a, "--gpu")) {
+        o->gpu = v;
+    } else if (!strcmp(a, "--mode")) {
+        o->mode_s = v;
+    } else if (!strcmp(a, "--alloc")) {
+        o->alloc = v;
+    } else if (!strcmp(a, "--size")) {
+        o->size = v;
+    } else if (!strcmp(a, "--pairs")) {
+        o->pairs_s = v;
+    } else if (!strcmp(a, "--params")) {
+        o->params = v;
+    } else if (!strcmp(a, "--seeds")) {
+        if (eerl_cli_parse_uint(CMD, "--seeds", v, 0, 1000, &o->seeds) < 0)
+            return -1;
+        if (o->seeds == 0) {
+            eerl_cli_err(CMD, "--seeds 0: give at least 1 seed");
+            return -1;
+        }
+    } else if (!strcmp(a, "--seed0")) {
+        if (eerl_cli_parse_uint(CMD, "--seed0", v, 0, 1000000000, &o->seed0) < 0)
+            return -1;
+    } else if (!strcmp(a, "--divergence")) {
+        if (eerl_cli_parse_double(CMD, "--divergence", v, 0, 0.5, &o->divergence) < 0)
+            return -1;
+    } else if (!strcmp(a, "--updates")) {
+        return parse_updates(v, o);
+    } else if ((e = eerl_cli_workload_opt(CMD, a, v, &o->wopt)) != 0) {
+        return e < 0 ? -1 : 0;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* Parses the command line into o. -1: go on; else the exit status (help, bad input: said). */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    int i;
+
+    *o = (struct opts){.model = "qwen3-30b-a3b",
+                       .gpu = "h100",
+                       .mode_s = "disaggregated",
+                       .size = "M",
+                       .seeds = 4,
+                       .u_first = 5,
+                       .u_last = 25,
+                       .seed0 = 1,
+                       .divergence = 0.025};
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
+        int e;
 
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return EERL_EXIT_OK;
-        } else if (!strcmp(a, "--csv")) {
-            json = 0;
-            takes = 0;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-            takes = 0;
+        } else if (!strcmp(a, "--csv") || !strcmp(a, "--json")) {
+            o->json = !strcmp(a, "--json");
+            continue;
         } else if (!v) {
             eerl_cli_err(CMD, "option '%s' needs a value (or is unknown); see eerl sweep --help",
                          a);
             return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--model")) {
-            model = v;
-        } else if (!strcmp(a, "--gpu-model") || !strcmp(a, "--gpu")) {
-            gpu = v;
-        } else if (!strcmp(a, "--mode")) {
-            mode_s = v;
-        } else if (!strcmp(a, "--alloc")) {
-            alloc = v;
-        } else if (!strcmp(a, "--size")) {
-            size = v;
-        } else if (!strcmp(a, "--pairs")) {
-            pairs_s = v;
-        } else if (!strcmp(a, "--params")) {
-            params = v;
-        } else if (!strcmp(a, "--seeds")) {
-            if (eerl_cli_parse_uint(CMD, "--seeds", v, 0, 1000, &seeds) < 0)
-                return EERL_EXIT_USAGE;
-            if (seeds == 0) {
-                eerl_cli_err(CMD, "--seeds 0: give at least 1 seed");
-                return EERL_EXIT_USAGE;
-            }
-        } else if (!strcmp(a, "--seed0")) {
-            if (eerl_cli_parse_uint(CMD, "--seed0", v, 0, 1000000000, &seed0) < 0)
-                return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--divergence")) {
-            if (eerl_cli_parse_double(CMD, "--divergence", v, 0, 0.5, &divergence) < 0)
-                return EERL_EXIT_USAGE;
-        } else if (!strcmp(a, "--updates")) {
-            char *end;
-            errno = 0;
-            u_first = strtoul(v, &end, 10);
-            if (*v < '0' || *v > '9' || *end != '-' || end[1] < '0' || end[1] > '9') {
-                eerl_cli_err(CMD, "--updates '%s' is malformed; give FIRST-LAST, e.g. 5-25", v);
-                return EERL_EXIT_USAGE;
-            }
-            u_last = strtoul(end + 1, &end, 10);
-            if (errno || *end || u_last < u_first || u_last > 100000) {
-                eerl_cli_err(CMD,
-                             "--updates '%s' is malformed; give FIRST-LAST with FIRST <= "
-                             "LAST <= 100000, e.g. 5-25",
-                             v);
-                return EERL_EXIT_USAGE;
-            }
-        } else if ((e = eerl_cli_workload_opt(CMD, a, v, &wopt)) != 0) {
-            if (e < 0)
-                return EERL_EXIT_USAGE;
-        } else {
-            eerl_cli_err(CMD, "unknown option '%s'; see eerl sweep --help", a);
-            return EERL_EXIT_USAGE;
         }
-        i += takes;
+        e = set_option(o, a, v);
+        if (e > 0)
+            eerl_cli_err(CMD, "unknown option '%s'; see eerl sweep --help", a);
+        if (e != 0)
+            return EERL_EXIT_USAGE;
+        i++;
     }
-    if (!pairs_s) {
+    if (!o->pairs_s) {
         eerl_cli_err(CMD, "missing --pairs (the clock pairs to sweep, e.g. 1800/1500,Gov/1200); "
                           "see eerl sweep --help");
         return EERL_EXIT_USAGE;
     }
-    if (!alloc) /* eerl sim's defaults */
-        alloc =
-            eerl_twin_mode_parse(mode_s, &mode) == 0 && mode == EERL_TWIN_COLOCATED ? "32" : "8/32";
-    if (eerl_cli_twin_target(CMD, model, gpu, mode_s, size, alloc, EERL_TWIN_GPUS_LIMIT, &mode, &ng,
-                             &nt) < 0)
-        return EERL_EXIT_USAGE;
-    if (parse_pairs(pairs_s, pairs, &n_pairs) < 0)
-        return EERL_EXIT_USAGE;
-    if (eerl_cli_workload_resolve(CMD, &wopt, u_last, &scn) < 0)
-        return EERL_EXIT_USAGE;
-    eerl_cli_workload_desc(&scn, scn_desc, sizeof(scn_desc));
+    return -1;
+}
 
-    if (params) {
-        text = read_file(params);
+/* What the sweep runs on: the target checked, the pairs, the scenario, the preset (ctx holds
+ * it: the caller frees it). -1: go on; else the exit status (said). */
+static int prepare(struct opts *o, struct pair *pairs, size_t *n_pairs, struct twin_ctx *ctx,
+                   char *scn_desc, size_t desc_len)
+{
+    eerl_twin_mode mode;
+    unsigned ng = 0, nt = 0;
+    struct eerl__wl_scenario scn;
+    char *text = NULL;
+    size_t k;
+    int e;
+
+    if (!o->alloc) /* eerl sim's defaults */
+        o->alloc = eerl_twin_mode_parse(o->mode_s, &mode) == 0 && mode == EERL_TWIN_COLOCATED
+                       ? "32"
+                       : "8/32";
+    if (eerl_cli_twin_target(CMD, o->model, o->gpu, o->mode_s, o->size, o->alloc,
+                             EERL_TWIN_GPUS_LIMIT, &mode, &ng, &nt) < 0 ||
+        parse_pairs(o->pairs_s, pairs, n_pairs) < 0 ||
+        eerl_cli_workload_resolve(CMD, &o->wopt, o->u_last, &scn) < 0)
+        return EERL_EXIT_USAGE;
+    eerl_cli_workload_desc(&scn, scn_desc, desc_len);
+    if (o->params) {
+        text = read_file(o->params);
         if (!text) {
-            eerl_cli_err(CMD, "cannot read parameter file '%s': %s", params, strerror(errno));
+            eerl_cli_err(CMD, "cannot read parameter file '%s': %s", o->params, strerror(errno));
             return EERL_EXIT_FAIL;
         }
     }
-    e = eerl_twin_preset_new(model, gpu, text, &tctx.preset);
+    e = eerl_twin_preset_new(o->model, o->gpu, text, &ctx->preset);
     free(text);
     if (e < 0) {
         eerl_cli_err(CMD, "%s: no usable preset for %s on %s: %s",
-                     params ? params
-                            : "built-in "
-                              "parameters",
-                     model, gpu, eerl_strerror(e));
-        return params ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
+                     o->params ? o->params : "built-in parameters", o->model, o->gpu,
+                     eerl_strerror(e));
+        return o->params ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
     }
-    e = eerl__preset_set_scenario(tctx.preset, &scn);
+    e = eerl__preset_set_scenario(ctx->preset, &scn);
     if (e < 0) {
         eerl_cli_err(CMD, "--workload %s: %s", scn_desc, eerl_strerror(e));
-        goto out;
+        return EERL_EXIT_USAGE;
     }
-    for (k = 0; k < n_pairs; k++) {
+    for (k = 0; k < *n_pairs; k++) {
         const struct pair *q = &pairs[k];
-        unsigned bad = !eerl_twin_preset_clock_ok(tctx.preset, q->gen)     ? q->gen
-                       : !eerl_twin_preset_clock_ok(tctx.preset, q->train) ? q->train
+        unsigned bad = !eerl_twin_preset_clock_ok(ctx->preset, q->gen)     ? q->gen
+                       : !eerl_twin_preset_clock_ok(ctx->preset, q->train) ? q->train
                                                                            : 0;
         if (bad) {
             eerl_cli_err(CMD, "pair %s/%s: %u MHz is not a clock %s supports", q->gen_text,
-                         q->train_text, bad, gpu);
-            clock_hint(tctx.preset, gpu);
-            goto out;
+                         q->train_text, bad, o->gpu);
+            clock_hint(ctx->preset, o->gpu);
+            return EERL_EXIT_USAGE;
         }
     }
-    tctx.cfg.mode = mode;
-    tctx.cfg.n_gen = ng;
-    tctx.cfg.n_train = nt;
-    tctx.cfg.size = size[0];
-    tctx.cfg.divergence = divergence;
+    ctx->cfg.mode = mode;
+    ctx->cfg.n_gen = ng;
+    ctx->cfg.n_train = nt;
+    ctx->cfg.size = o->size[0];
+    ctx->cfg.divergence = o->divergence;
+    return -1;
+}
 
-    /* The experiment loop: per seed one governor run, then each pair; per-seed log ratios. A
-     * run's id (its divergence stream) follows from its clocks, not its place in the list. */
-    rc = EERL_EXIT_FAIL;
-    lq = calloc(n_pairs, sizeof(*lq));
-    le = calloc(n_pairs, sizeof(*le));
-    if (!lq || !le) {
-        eerl_cli_err(CMD, "out of memory");
-        goto out;
-    }
-    for (k = 0; k < seeds; k++) {
-        unsigned long seed = seed0 + k;
+/* The experiment loop: per seed one governor run, then each pair; per-seed log ratios summed in
+ * lq (throughput) and le (energy per token). A run's id (its divergence stream) follows from its
+ * clocks, not its place in the list. 0, or -1 (said). */
+static int sweep(const struct opts *o, const struct backend *be, const struct pair *pairs,
+                 size_t n_pairs, double *lq, double *le)
+{
+    unsigned long k;
+
+    for (k = 0; k < o->seeds; k++) {
+        unsigned long seed = o->seed0 + k;
         struct totals g, c;
         size_t j;
+        int e;
 
         fprintf(stderr, "eerl sweep: seed %lu (%lu/%lu): governor and %zu pair%s\n", seed, k + 1,
-                seeds, n_pairs, n_pairs == 1 ? "" : "s");
-        e = be.run(be.ctx, seed, 0, EERL_TWIN_GOV, EERL_TWIN_GOV, (unsigned)u_first,
-                   (unsigned)u_last, &g);
+                o->seeds, n_pairs, n_pairs == 1 ? "" : "s");
+        e = be->run(be->ctx, seed, 0, EERL_TWIN_GOV, EERL_TWIN_GOV, (unsigned)o->u_first,
+                    (unsigned)o->u_last, &g);
         if (e < 0) {
             eerl_cli_err(CMD, "governor run, seed %lu: %s", seed, eerl_strerror(e));
-            goto out;
+            return -1;
         }
         for (j = 0; j < n_pairs; j++) {
-            e = be.run(be.ctx, seed, 1 + pairs[j].gen * 10007u + pairs[j].train, pairs[j].gen,
-                       pairs[j].train, (unsigned)u_first, (unsigned)u_last, &c);
+            e = be->run(be->ctx, seed, 1 + pairs[j].gen * 10007u + pairs[j].train, pairs[j].gen,
+                        pairs[j].train, (unsigned)o->u_first, (unsigned)o->u_last, &c);
             if (e < 0) {
                 eerl_cli_err(CMD, "pair %s/%s, seed %lu: %s", pairs[j].gen_text,
                              pairs[j].train_text, seed, eerl_strerror(e));
-                goto out;
+                return -1;
             }
             lq[j] += log((c.valid_tokens / c.seconds) / (g.valid_tokens / g.seconds));
             le[j] += log((c.joules / c.valid_tokens) / (g.joules / g.valid_tokens));
         }
     }
-    if (json) {
+    return 0;
+}
+
+static void print_results(const struct opts *o, const char *scn_desc, const struct pair *pairs,
+                          size_t n_pairs, const double *lq, const double *le)
+{
+    unsigned long seeds = o->seeds;
+    size_t k;
+
+    if (o->json) {
         printf("{\"model\":\"%s\",\"gpu\":\"%s\",\"mode\":\"%s\",\"alloc\":\"%s\",\"size\":\"%s\","
                "\"updates\":\"%lu-%lu\",\"divergence\":%g,\"workload\":\"%s\",\"backend\":"
                "\"twin\",\"pairs\":[",
-               model, gpu, mode_s, alloc, size, u_first, u_last, divergence, scn_desc);
+               o->model, o->gpu, o->mode_s, o->alloc, o->size, o->u_first, o->u_last, o->divergence,
+               scn_desc);
         for (k = 0; k < n_pairs; k++)
             printf("%s{\"gen_mhz\":\"%s\",\"train_mhz\":\"%s\",\"dq_pct\":%.2f,"
                    "\"saving_pct\":%.2f,\"seeds\":%lu}",
@@ -392,6 +432,35 @@ int eerl_cmd_sweep(int argc, char **argv)
             printf("%s,%s,%.2f,%.2f,%lu\n", pairs[k].gen_text, pairs[k].train_text,
                    100 * (exp(lq[k] / seeds) - 1), 100 * (1 - exp(le[k] / seeds)), seeds);
     }
+}
+
+int eerl_cmd_sweep(int argc, char **argv)
+{
+    struct opts o;
+    struct pair pairs[MAX_PAIRS];
+    size_t n_pairs = 0;
+    struct twin_ctx tctx;
+    struct backend be = {&tctx, twin_run};
+    double *lq = NULL, *le = NULL;
+    char scn_desc[160];
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc >= 0)
+        return rc;
+    memset(&tctx, 0, sizeof(tctx));
+    rc = prepare(&o, pairs, &n_pairs, &tctx, scn_desc, sizeof(scn_desc));
+    if (rc >= 0)
+        goto out;
+    rc = EERL_EXIT_FAIL;
+    lq = calloc(n_pairs, sizeof(*lq));
+    le = calloc(n_pairs, sizeof(*le));
+    if (!lq || !le) {
+        eerl_cli_err(CMD, "out of memory");
+        goto out;
+    }
+    if (sweep(&o, &be, pairs, n_pairs, lq, le) < 0)
+        goto out;
+    print_results(&o, scn_desc, pairs, n_pairs, lq, le);
     rc = EERL_EXIT_OK;
 out:
     free(lq);

@@ -325,31 +325,36 @@ static const char *range_str(const struct eerl__an_result *res, int after, char 
     return buf;
 }
 
-void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, double divergence,
-                               double allowed_loss, const char *updates_desc,
-                               const struct eerl_cli_oracle *oracle)
+/* What the rows mean: exact (the runs of a seed did the same work) or normalized. */
+static void print_rows_note(const struct eerl__an_result *res, int norm, double divergence,
+                            const char *updates_desc)
 {
-    const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
-    int norm = vw != &res->whole;
-    char set[64], o2[96], r1[32], r2[32], dv[64];
-    size_t k;
+    char dv[64];
 
-    if (!norm)
+    if (!norm) {
         printf("rows: the controller run against its seed's governor run, on the same work "
                "(exact); geometric means over seeds of updates %s\n",
                updates_desc);
-    else {
-        if (divergence >= 0)
-            snprintf(dv, sizeof(dv), "divergence %g", divergence);
-        else
-            snprintf(dv, sizeof(dv), "as real runs do");
-        printf("rows: the runs of a seed differ in their work (%s); \"normalized\" rows score the "
-               "controller runs against a governor model fitted on the %u governor runs' work "
-               "(Appendix E), the verdict's figure; \"matched seeds\" rows compare each "
-               "controller run with its seed's governor run as they ran; geometric means over "
-               "seeds of updates %s\n",
-               dv, res->norm_governors, updates_desc);
+        return;
     }
+    if (divergence >= 0)
+        snprintf(dv, sizeof(dv), "divergence %g", divergence);
+    else
+        snprintf(dv, sizeof(dv), "as real runs do");
+    printf("rows: the runs of a seed differ in their work (%s); \"normalized\" rows score the "
+           "controller runs against a governor model fitted on the %u governor runs' work "
+           "(Appendix E), the verdict's figure; \"matched seeds\" rows compare each "
+           "controller run with its seed's governor run as they ran; geometric means over "
+           "seeds of updates %s\n",
+           dv, res->norm_governors, updates_desc);
+}
+
+/* The table of intervals: whole run, before and after the lock, the oracles. */
+static void print_intervals(const struct eerl__an_result *res, int norm,
+                            const struct eerl_cli_oracle *oracle)
+{
+    char set[64], o2[96], r1[32], r2[32];
+
     printf("\n  %-28s %16s  %-20s %8s  %10s\n", "interval", "updates per seed", "gen/train MHz",
            "saving", "throughput");
     if (res->lock_same)
@@ -369,22 +374,27 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
         cmp_row("before lock, matched seeds", r1, &res->before, "varies");
         cmp_row("after lock, matched seeds", r2, &res->after, set);
     }
-    if (oracle) {
-        eerl_cli_setting_str(oracle->setting, o2, sizeof(o2));
-        cmp_row("oracle (best static)", NULL, oracle->w, o2);
-        if (oracle->win) {
-            char lbl[64], ch[32];
+    if (!oracle)
+        return;
+    eerl_cli_setting_str(oracle->setting, o2, sizeof(o2));
+    cmp_row("oracle (best static)", NULL, oracle->w, o2);
+    if (oracle->win) {
+        char lbl[64], ch[32];
 
-            snprintf(lbl, sizeof(lbl), "oracle (a setting per %u)", oracle->window);
-            if (oracle->win_changes)
-                snprintf(ch, sizeof(ch), "%u change%s", oracle->win_changes,
-                         oracle->win_changes == 1 ? "" : "s");
-            else
-                snprintf(ch, sizeof(ch), "held static");
-            cmp_row(lbl, NULL, oracle->win, ch);
-        }
+        snprintf(lbl, sizeof(lbl), "oracle (a setting per %u)", oracle->window);
+        if (oracle->win_changes)
+            snprintf(ch, sizeof(ch), "%u change%s", oracle->win_changes,
+                     oracle->win_changes == 1 ? "" : "s");
+        else
+            snprintf(ch, sizeof(ch), "held static");
+        cmp_row(lbl, NULL, oracle->win, ch);
     }
-    printf("\n");
+}
+
+/* The verdict on the allowance, the capture ratios, the governors' own spread. */
+static void print_verdict(const struct eerl__an_result *res, const struct eerl__an_window *vw,
+                          int norm, double allowed_loss, const struct eerl_cli_oracle *oracle)
+{
     if (allowed_loss > 0)
         printf("  allowance (%g%%) on the %swhole run: %s (throughput %+.2f%%)\n",
                allowed_loss * 100, norm ? "normalized " : "",
@@ -411,6 +421,15 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
         printf("  the governor runs' own spread against their model: %.2f%% in time, %.2f%% in "
                "energy\n",
                res->gov_time_spread_pct, res->gov_energy_spread_pct);
+}
+
+/* One row per seed: its lock, whole run and after the lock, its capture. */
+static void print_seeds(const struct eerl__an_result *res, int norm,
+                        const struct eerl_cli_oracle *oracle)
+{
+    char set[64];
+    size_t k;
+
     printf("\n  %-6s %-20s %-7s %21s %21s\n", "", "lock", "",
            norm ? "- whole, matched -" : "--- whole run ---", "--- after lock ---");
     printf("  %-6s %-20s %-7s %10s %10s %10s %10s%s\n", "seed", "gen/train MHz", "after", "saving",
@@ -440,4 +459,18 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
     }
     printf("  (lock after: the update whose measurement locked the setting; the after-lock rows "
            "count the updates after it)\n");
+}
+
+void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, double divergence,
+                               double allowed_loss, const char *updates_desc,
+                               const struct eerl_cli_oracle *oracle)
+{
+    const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
+    int norm = vw != &res->whole;
+
+    print_rows_note(res, norm, divergence, updates_desc);
+    print_intervals(res, norm, oracle);
+    printf("\n");
+    print_verdict(res, vw, norm, allowed_loss, oracle);
+    print_seeds(res, norm, oracle);
 }

@@ -9,8 +9,8 @@ src=${EERL_SOURCE_DIR:?EERL_SOURCE_DIR is not set}
 cd "$src" || exit 1
 fields='locked|locked_setting|next|trials|refreshes|block_updates|pred_min_t|ref_n|ref_head|observed|rejected|after|after_count'
 pattern="ctl->($fields)(\.[a-z_]+(\[[^]]*\])?)?[[:space:]]*([-+*/|&]?=[^=]|\+\+|--)|(\+\+|--)ctl->($fields)\b"
-hits=$(grep -nE "$pattern" src/*/*.c src/*/*.h | grep -vE '^src/core/(controller|lifecycle)\.c:')
-n=$(ls src/*/*.c src/*/*.h | wc -l)
+hits=$(grep -nE "$pattern" src/*/*.c src/*/*.h src/core/*/*.c src/core/*/*.h | grep -vE '^src/core/(controller|lifecycle)\.c:')
+n=$(ls src/*/*.c src/*/*.h src/core/*/*.c src/core/*/*.h | wc -l)
 if [ -n "$hits" ]; then
     echo "the controller's life-cycle fields are written outside src/core/controller.c and lifecycle.c:"
     echo "$hits"

@@ -13,7 +13,7 @@
 #include "eerl/version.h"
 #include "core/config.h"
 #include "core/controller.h"
-#include "core/proposer_model.h"
+#include "core/phase_model.h"
 #include "core/monitor.h"
 
 static int cmp_desc(const void *a, const void *b)

@@ -8,7 +8,7 @@
 
 #include "core/controller.h"
 #include "core/monitor.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 void eerl__ctl_watch(struct eerl_ctl *ctl, int governor_kept)
 {

@@ -8,7 +8,7 @@
 #define EERL_CORE_MONITOR_H
 
 #include "core/controller.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 struct eerl__monitor {
     struct eerl__acc *ring; /* one entry per usable, covered update */

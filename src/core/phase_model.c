@@ -5,7 +5,7 @@
 
 #include "eerl/error.h"
 #include "core/predictor.h"
-#include "core/proposer_model.h"
+#include "core/phase_model.h"
 
 #define PM_VAR_FLOOR 1e-6 /* per-update variance floor of a ratio (0.1%) */
 #define PM_W_MIN 1.0      /* a clock counts as tried with this much weight */

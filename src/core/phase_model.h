@@ -11,8 +11,8 @@
  * ring of recent governor-predicted parts, combined as the layout combines them (sequential:
  * sum; overlapped: the later pool plus the rest). Pure arithmetic on its own struct: no
  * allocation, no I/O. */
-#ifndef EERL_CORE_PROPOSER_MODEL_H
-#define EERL_CORE_PROPOSER_MODEL_H
+#ifndef EERL_CORE_PHASE_MODEL_H
+#define EERL_CORE_PHASE_MODEL_H
 
 #include <stddef.h>
 

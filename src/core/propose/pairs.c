@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 struct pairs_st {
     unsigned trials;

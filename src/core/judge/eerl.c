@@ -37,8 +37,8 @@
 
 #include "eerl/error.h"
 #include "core/controller.h"
-#include "core/proposer_model.h"
-#include "core/search.h"
+#include "core/phase_model.h"
+#include "core/ratios.h"
 
 enum { EE_CAL, EE_RUN, EE_REFRESH };
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/search.h"
+#include "core/ratios.h"
 
 static double ratio(double m, double p)
 {

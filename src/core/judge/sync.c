@@ -4,7 +4,7 @@
  * references (section 6.1, search.c's eerl__judge_parts), and a throughput failure names the
  * phase that added most time, which the proposer (propose_pairs.c) raises first. The trial loop
  * is strategy_trials.c's; after lock the controller monitors (lifecycle.c). */
-#include "core/trials.h"
+#include "core/judge/trial_loop.h"
 
 /* Section 6.1: per-phase ratios at the observed work applied to the governor references. */
 static void sync_judge(const struct eerl_ctl *ctl, const eerl_setting *s, const struct eerl__acc *a,

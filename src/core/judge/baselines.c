@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 #define BL_SAMPLES 5
 

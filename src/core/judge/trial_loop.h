@@ -4,11 +4,11 @@
  * updates, judged by the mode's ratios and the pass rule, and the proposer's next move; at the
  * lock the controller takes over (lifecycle.c). What differs per mode is in a
  * struct eerl__trials_mode (strategy_sync.c, strategy_drained.c). */
-#ifndef EERL_CORE_TRIALS_H
-#define EERL_CORE_TRIALS_H
+#ifndef EERL_CORE_TRIAL_LOOP_H
+#define EERL_CORE_TRIAL_LOOP_H
 
 #include "core/controller.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 struct eerl__trials_mode {
     /* The ratios of a setting's updates against the governor, as this mode estimates them. */

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/proposer_model.h"
+#include "core/phase_model.h"
 
 #define PM_AVOID 8        /* settings measured too slow, remembered */
 #define PM_AVOID_FOR 60   /* ... for this many updates (the work drifts) */

@@ -19,7 +19,7 @@
 
 #include "eerl/error.h"
 #include "core/predictor.h"
-#include "core/proposer_model.h"
+#include "core/phase_model.h"
 
 #define PEAK 1980u
 #define assert_near(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))

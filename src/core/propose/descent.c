@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 #define DS_GROUPS EERL_GROUPS_MAX
 #define DS_TEST_MIN 3      /* updates a test takes at least (strategy_eerl.c's EE_N_MIN) */

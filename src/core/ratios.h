@@ -2,8 +2,8 @@
  * (accumulators), the ways to turn them into candidate/governor ratios that each section of the
  * paper prescribes, the pass rule, and the record of settings tried in a search round. Owns no
  * memory; reads the controller's predictor and references. */
-#ifndef EERL_CORE_SEARCH_H
-#define EERL_CORE_SEARCH_H
+#ifndef EERL_CORE_RATIOS_H
+#define EERL_CORE_RATIOS_H
 
 #include "eerl/core.h"
 #include "core/controller.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 enum { IF_CAL, IF_CAND, IF_GOV, IF_LCAND, IF_LGOV, IF_DONE };
 

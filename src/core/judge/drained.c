@@ -6,7 +6,7 @@
  * their recorded arrivals (search.c's eerl__judge_arrivals); other candidates by the
  * whole-update prediction (eerl__judge_whole). The trial loop is strategy_trials.c's; after lock
  * the controller monitors the pools not at the governor (lifecycle.c). */
-#include "core/trials.h"
+#include "core/judge/trial_loop.h"
 
 static const char *group_name(int g)
 {

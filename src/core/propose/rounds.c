@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/controller.h"
-#include "core/search.h"
+#include "core/ratios.h"
 
 struct rounds_st {
     int round;

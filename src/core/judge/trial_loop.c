@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/trials.h"
+#include "core/judge/trial_loop.h"
 
 /* TR_LOCKED: the search is over; the controller runs the updates (lifecycle.c). */
 enum { TR_CAL, TR_TRIAL, TR_GAP, TR_CONFIRM, TR_LOCKED };

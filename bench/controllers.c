@@ -37,6 +37,7 @@
 
 #include "eerl/error.h"
 #include "runtime/analysis.h"
+#include "sim/schedule.h"
 #include "sim/sim.h"
 #include "twin/scenario.h"
 

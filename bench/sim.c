@@ -13,6 +13,7 @@
 
 #include "eerl/error.h"
 #include "runtime/analysis.h"
+#include "sim/oracle.h"
 #include "sim/sim.h"
 
 struct paper_row {

@@ -20,6 +20,7 @@
 #include "eerl/twin.h"
 #include "cli.h"
 #include "runtime/analysis.h"
+#include "sim/schedule.h"
 #include "sim/sim.h"
 #include "twin/presets.h"
 #include "twin/scenario.h"

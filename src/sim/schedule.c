@@ -1,4 +1,4 @@
-/* The windowed oracle: see sim.h. A drifting run's best setting moves, so the best static
+/* The windowed oracle: see schedule.h. A drifting run's best setting moves, so the best static
  * setting is no longer the ceiling a controller that follows the drift can reach; this is the
  * ceiling with a change allowed every `window` updates. Work is the same under every setting
  * (the workload stream is keyed by the seed), so a window's time and energy under a pair are
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "eerl/error.h"
-#include "sim/sim.h"
+#include "sim/schedule.h"
 #include "twin/presets.h"
 #include "twin/run.h"
 
@@ -29,48 +29,6 @@ struct wdata {
 };
 
 #define AT(d, a, c, i, w) ((d)->a[((c) * (d)->n_seeds + (i)) * (d)->n_win + (w)])
-
-int eerl__sim_twin_windows(const eerl_twin_preset *p, const struct eerl_twin_config *cfg,
-                           const unsigned *gen, const unsigned *train, size_t n_sched,
-                           unsigned window, unsigned updates, const struct eerl__wl_batch *replay,
-                           double *T, double *E, double *N)
-{
-    eerl_twin *t = NULL;
-    struct eerl_twin_update up;
-    unsigned u, n_win = (updates + window - 1) / window;
-    int e;
-
-    e = eerl_twin_new(p, cfg, &t);
-    if (e < 0)
-        return e;
-    if (replay && cfg->divergence == 0) {
-        t->wl.replay = replay;
-        t->wl.n_replay = updates;
-    }
-    memset(T, 0, n_win * sizeof(*T));
-    memset(E, 0, n_win * sizeof(*E));
-    memset(N, 0, n_win * sizeof(*N));
-    for (u = 0; u < updates; u++) {
-        unsigned w = u / window;
-
-        if (u % window == 0 && (u == 0 || n_sched > 1)) {
-            size_t k = n_sched > 1 ? w : 0;
-            e = eerl_twin_set_clocks(t, gen[k], train[k]);
-            if (e < 0)
-                break;
-        }
-        e = eerl_twin_step(t, &up);
-        if (e < 0)
-            break;
-        if (u >= EERL__AN_FIRST_UPDATE - 1) {
-            T[w] += up.duration;
-            E[w] += up.energy_j;
-            N[w] += up.valid_tokens;
-        }
-    }
-    eerl_twin_free(t);
-    return e;
-}
 
 /* Whole-run figures of per-seed totals against the governor's: geometric means, percent. */
 static void score(const struct wdata *d, const double *T, const double *E, const double *N,
@@ -255,22 +213,181 @@ static size_t group_cands(const unsigned *clocks, size_t n_clocks, unsigned stat
     return n;
 }
 
+/* The candidate pairs of d: 0 the governor, 1 the static pair (sg, st), then the grid around it
+ * (each pair once). */
+static int make_candidates(struct wdata *d, const unsigned *clocks, size_t n_clocks, unsigned sg,
+                           unsigned st)
+{
+    unsigned gc[2 * GEN_STEPS + 3], tc[2 * TRAIN_STEPS + 3];
+    size_t n_gc = group_cands(clocks, n_clocks, sg, GEN_STEPS, gc);
+    size_t n_tc = group_cands(clocks, n_clocks, st, TRAIN_STEPS, tc), i, c;
+
+    d->cg = calloc(n_gc * n_tc + 2, sizeof(unsigned));
+    d->ct = calloc(n_gc * n_tc + 2, sizeof(unsigned));
+    if (!d->cg || !d->ct)
+        return EERL_ENOMEM;
+    d->cg[0] = d->ct[0] = EERL_TWIN_GOV;
+    d->cg[1] = sg;
+    d->ct[1] = st;
+    d->n_cand = 2;
+    for (i = 0; i < n_gc; i++)
+        for (c = 0; c < n_tc; c++) {
+            size_t k;
+
+            for (k = 0; k < d->n_cand && !(d->cg[k] == gc[i] && d->ct[k] == tc[c]); k++)
+                ;
+            if (k < d->n_cand)
+                continue;
+            d->cg[d->n_cand] = gc[i];
+            d->ct[d->n_cand] = tc[c];
+            d->n_cand++;
+        }
+    return 0;
+}
+
+/* Every candidate's per-window totals on every seed (the seeds' batches drawn once), and the
+ * governor's whole-run totals. */
+static int window_data(struct wdata *d, const eerl_twin_preset *preset,
+                       const struct eerl_twin_config *base, const uint64_t *seeds, unsigned updates,
+                       unsigned window, struct eerl__wl_batch *batches)
+{
+    size_t c, i, w;
+    int e;
+
+    d->T = calloc(d->n_cand * d->n_seeds * d->n_win, sizeof(double));
+    d->E = calloc(d->n_cand * d->n_seeds * d->n_win, sizeof(double));
+    d->N = calloc(d->n_cand * d->n_seeds * d->n_win, sizeof(double));
+    if (!d->T || !d->E || !d->N)
+        return EERL_ENOMEM;
+    for (i = 0; i < d->n_seeds; i++) {
+        e = eerl__wl_draw(&preset->wl, base->size, seeds[i], updates, batches + i * updates);
+        if (e < 0)
+            return e;
+    }
+    for (c = 0; c < d->n_cand; c++)
+        for (i = 0; i < d->n_seeds; i++) {
+            struct eerl_twin_config cfg = *base;
+
+            cfg.seed = seeds[i];
+            e = eerl__sim_twin_windows(preset, &cfg, &d->cg[c], &d->ct[c], 1, window, updates,
+                                       batches + i * updates, &AT(d, T, c, i, 0),
+                                       &AT(d, E, c, i, 0), &AT(d, N, c, i, 0));
+            if (e < 0)
+                return e;
+        }
+    for (i = 0; i < d->n_seeds; i++)
+        for (w = 0; w < d->n_win; w++) {
+            d->Tg[i] += AT(d, T, 0, i, w);
+            d->Eg[i] += AT(d, E, 0, i, w);
+            d->Ng[i] += AT(d, N, 0, i, w);
+        }
+    return 0;
+}
+
+/* The schedule x (candidate per window) into s, and its whole-run totals per seed on runs that
+ * switch clocks at the window boundaries. */
+static int switching_totals(const struct wdata *d, const size_t *x, struct eerl__sim_schedule *s,
+                            const eerl_twin_preset *preset, const struct eerl_twin_config *base,
+                            const uint64_t *seeds, unsigned updates,
+                            const struct eerl__wl_batch *batches, double *T, double *E, double *N)
+{
+    double *wt = calloc(d->n_win, sizeof(double)), *we = calloc(d->n_win, sizeof(double));
+    double *wn = calloc(d->n_win, sizeof(double));
+    size_t i, w;
+    int e = 0;
+
+    if (!wt || !we || !wn)
+        e = EERL_ENOMEM;
+    for (w = 0; w < d->n_win; w++) {
+        s->gen_mhz[w] = d->cg[x[w]];
+        s->train_mhz[w] = d->ct[x[w]];
+    }
+    for (i = 0; e == 0 && i < d->n_seeds; i++) {
+        struct eerl_twin_config cfg = *base;
+
+        cfg.seed = seeds[i];
+        e = eerl__sim_twin_windows(preset, &cfg, s->gen_mhz, s->train_mhz, d->n_win, s->window,
+                                   updates, batches + i * updates, wt, we, wn);
+        if (e < 0)
+            break;
+        T[i] = E[i] = N[i] = 0;
+        for (w = 0; w < d->n_win; w++) {
+            T[i] += wt[w];
+            E[i] += we[w];
+            N[i] += wn[w];
+        }
+    }
+    free(wt);
+    free(we);
+    free(wn);
+    return e;
+}
+
+/* Chooses on the window data and scores on runs that switch. Where the switching runs miss the
+ * allowance (the asynchronous carry at a switch), chooses again with the limit tightened by the
+ * miss. Falls back to the static setting in every window when nothing beats it. */
+static int choose_schedule(const struct wdata *d, struct eerl__sim_schedule *s,
+                           const struct eerl__sim_oracle *stat, double allowed_loss,
+                           const eerl_twin_preset *preset, const struct eerl_twin_config *base,
+                           const uint64_t *seeds, unsigned updates,
+                           const struct eerl__wl_batch *batches)
+{
+    double T[EERL__AN_SEEDS_MAX], E[EERL__AN_SEEDS_MAX], N[EERL__AN_SEEDS_MAX];
+    double limit = 100 * allowed_loss;
+    size_t *x = calloc(d->n_win, sizeof(*x)), *tmp = calloc(d->n_win, sizeof(*tmp)), tries, w;
+    int e = 0;
+
+    if (!x || !tmp) {
+        e = EERL_ENOMEM;
+        goto out;
+    }
+    for (tries = 0; tries < 4; tries++) {
+        double dq, sav;
+
+        if (!isfinite(choose(d, limit, x, tmp, T, E, N)))
+            break;
+        e = switching_totals(d, x, s, preset, base, seeds, updates, batches, T, E, N);
+        if (e < 0)
+            goto out;
+        score(d, T, E, N, &dq, &sav, s->seed_dq_pct, s->seed_saving_pct);
+        if (dq >= -100 * allowed_loss) {
+            s->dq_pct = dq;
+            s->saving_pct = sav;
+            break;
+        }
+        limit -= (-100 * allowed_loss - dq) + 0.005;
+    }
+    if (tries == 4 || !(s->saving_pct > stat->saving_pct)) {
+        /* The static setting in every window: its own figures. */
+        for (w = 0; w < d->n_win; w++) {
+            s->gen_mhz[w] = stat->setting.mhz[EERL_GROUP_GEN];
+            s->train_mhz[w] = stat->setting.mhz[EERL_GROUP_TRAIN];
+        }
+        s->saving_pct = stat->saving_pct;
+        s->dq_pct = stat->dq_pct;
+        memcpy(s->seed_saving_pct, stat->seed_saving_pct, d->n_seeds * sizeof(double));
+        memcpy(s->seed_dq_pct, stat->seed_dq_pct, d->n_seeds * sizeof(double));
+        s->held_static = 1;
+    }
+    for (w = 1; w < d->n_win; w++)
+        s->changes += s->gen_mhz[w] != s->gen_mhz[w - 1] || s->train_mhz[w] != s->train_mhz[w - 1];
+out:
+    free(x);
+    free(tmp);
+    return e;
+}
+
 int eerl__sim_oracle_windowed(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
                               unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
                               size_t n_seeds, double allowed_loss, unsigned window,
                               const struct eerl__sim_oracle *stat, struct eerl__sim_schedule *ret)
 {
     unsigned clocks[EERL_DEVICE_CLOCKS_MAX];
-    unsigned gc[2 * GEN_STEPS + 3], tc[2 * TRAIN_STEPS + 3];
-    size_t n_clocks = 0, n_gc, n_tc, c, i, w, *x = NULL, *tmp = NULL, tries;
+    size_t n_clocks = 0;
     struct eerl_twin_config base;
     struct eerl__sim_schedule s;
     struct wdata d;
-    double T[EERL__AN_SEEDS_MAX], E[EERL__AN_SEEDS_MAX], N[EERL__AN_SEEDS_MAX];
-    double limit = 100 * allowed_loss, *wt = NULL, *we = NULL, *wn = NULL;
     struct eerl__wl_batch *batches = NULL;
-    unsigned sg = stat ? stat->setting.mhz[EERL_GROUP_GEN] : 0;
-    unsigned st = stat ? stat->setting.mhz[EERL_GROUP_TRAIN] : 0;
     int e;
 
     if (!preset || !stat || !ret || n_seeds == 0 || n_seeds > EERL__AN_SEEDS_MAX || window == 0 ||
@@ -288,135 +405,30 @@ int eerl__sim_oracle_windowed(const eerl_twin_preset *preset, eerl_mode mode, un
     base.size = size;
     s.window = window;
     s.n_windows = (updates + window - 1) / window;
-    n_gc = group_cands(clocks, n_clocks, sg, GEN_STEPS, gc);
-    n_tc = group_cands(clocks, n_clocks, st, TRAIN_STEPS, tc);
     d.n_seeds = n_seeds;
     d.n_win = s.n_windows;
-    /* Candidate 0 the governor, 1 the static pair, then the grid (each pair once). */
-    d.cg = calloc(n_gc * n_tc + 2, sizeof(unsigned));
-    d.ct = calloc(n_gc * n_tc + 2, sizeof(unsigned));
     s.gen_mhz = calloc(s.n_windows, sizeof(unsigned));
     s.train_mhz = calloc(s.n_windows, sizeof(unsigned));
-    x = calloc(s.n_windows, sizeof(*x));
-    tmp = calloc(s.n_windows, sizeof(*tmp));
-    if (!d.cg || !d.ct || !s.gen_mhz || !s.train_mhz || !x || !tmp) {
-        e = EERL_ENOMEM;
-        goto out;
-    }
-    d.cg[0] = d.ct[0] = EERL_TWIN_GOV;
-    d.cg[1] = sg;
-    d.ct[1] = st;
-    d.n_cand = 2;
-    for (i = 0; i < n_gc; i++)
-        for (c = 0; c < n_tc; c++) {
-            size_t k;
-
-            for (k = 0; k < d.n_cand && !(d.cg[k] == gc[i] && d.ct[k] == tc[c]); k++)
-                ;
-            if (k < d.n_cand)
-                continue;
-            d.cg[d.n_cand] = gc[i];
-            d.ct[d.n_cand] = tc[c];
-            d.n_cand++;
-        }
-    d.T = calloc(d.n_cand * n_seeds * d.n_win, sizeof(double));
-    d.E = calloc(d.n_cand * n_seeds * d.n_win, sizeof(double));
-    d.N = calloc(d.n_cand * n_seeds * d.n_win, sizeof(double));
-    wt = calloc(d.n_win, sizeof(double));
-    we = calloc(d.n_win, sizeof(double));
-    wn = calloc(d.n_win, sizeof(double));
     batches = calloc(n_seeds * updates, sizeof(*batches));
-    if (!d.T || !d.E || !d.N || !wt || !we || !wn || !batches) {
-        e = EERL_ENOMEM;
-        goto out;
-    }
-    for (i = 0; i < n_seeds; i++) {
-        e = eerl__wl_draw(&preset->wl, size, seeds[i], updates, batches + i * updates);
-        if (e < 0)
-            goto out;
-    }
-    for (c = 0; c < d.n_cand; c++)
-        for (i = 0; i < n_seeds; i++) {
-            struct eerl_twin_config cfg = base;
-
-            cfg.seed = seeds[i];
-            e = eerl__sim_twin_windows(preset, &cfg, &d.cg[c], &d.ct[c], 1, window, updates,
-                                       batches + i * updates, &AT(&d, T, c, i, 0),
-                                       &AT(&d, E, c, i, 0), &AT(&d, N, c, i, 0));
-            if (e < 0)
-                goto out;
-        }
-    for (i = 0; i < n_seeds; i++)
-        for (w = 0; w < d.n_win; w++) {
-            d.Tg[i] += AT(&d, T, 0, i, w);
-            d.Eg[i] += AT(&d, E, 0, i, w);
-            d.Ng[i] += AT(&d, N, 0, i, w);
-        }
+    e = !s.gen_mhz || !s.train_mhz || !batches
+            ? EERL_ENOMEM
+            : make_candidates(&d, clocks, n_clocks, stat->setting.mhz[EERL_GROUP_GEN],
+                              stat->setting.mhz[EERL_GROUP_TRAIN]);
+    if (e == 0)
+        e = window_data(&d, preset, &base, seeds, updates, window, batches);
     s.candidates = (unsigned)d.n_cand;
-    /* Choose on the window data; score on runs that switch. Where the switching runs miss the
-     * allowance (the asynchronous carry at a switch), choose again with the limit tightened by
-     * the miss. */
-    for (tries = 0; tries < 4; tries++) {
-        double dq, sav;
-
-        if (!isfinite(choose(&d, limit, x, tmp, T, E, N)))
-            break;
-        for (i = 0; i < n_seeds; i++) {
-            struct eerl_twin_config cfg = base;
-
-            for (w = 0; w < d.n_win; w++) {
-                s.gen_mhz[w] = d.cg[x[w]];
-                s.train_mhz[w] = d.ct[x[w]];
-            }
-            cfg.seed = seeds[i];
-            e = eerl__sim_twin_windows(preset, &cfg, s.gen_mhz, s.train_mhz, d.n_win, window,
-                                       updates, batches + i * updates, wt, we, wn);
-            if (e < 0)
-                goto out;
-            T[i] = E[i] = N[i] = 0;
-            for (w = 0; w < d.n_win; w++) {
-                T[i] += wt[w];
-                E[i] += we[w];
-                N[i] += wn[w];
-            }
-        }
-        score(&d, T, E, N, &dq, &sav, s.seed_dq_pct, s.seed_saving_pct);
-        if (dq >= -100 * allowed_loss) {
-            s.dq_pct = dq;
-            s.saving_pct = sav;
-            break;
-        }
-        limit -= (-100 * allowed_loss - dq) + 0.005;
+    if (e == 0)
+        e = choose_schedule(&d, &s, stat, allowed_loss, preset, &base, seeds, updates, batches);
+    if (e == 0) {
+        *ret = s;
+        s.gen_mhz = s.train_mhz = NULL;
     }
-    if (tries == 4 || !(s.saving_pct > stat->saving_pct)) {
-        /* The static setting in every window: its own figures. */
-        for (w = 0; w < d.n_win; w++) {
-            s.gen_mhz[w] = sg;
-            s.train_mhz[w] = st;
-        }
-        s.saving_pct = stat->saving_pct;
-        s.dq_pct = stat->dq_pct;
-        memcpy(s.seed_saving_pct, stat->seed_saving_pct, n_seeds * sizeof(double));
-        memcpy(s.seed_dq_pct, stat->seed_dq_pct, n_seeds * sizeof(double));
-        s.held_static = 1;
-    }
-    for (w = 1; w < d.n_win; w++)
-        s.changes += s.gen_mhz[w] != s.gen_mhz[w - 1] || s.train_mhz[w] != s.train_mhz[w - 1];
-    *ret = s;
-    s.gen_mhz = s.train_mhz = NULL;
-    e = 0;
-out:
     eerl__sim_schedule_free(&s);
     free(d.cg);
     free(d.ct);
     free(d.T);
     free(d.E);
     free(d.N);
-    free(wt);
-    free(we);
-    free(wn);
-    free(x);
-    free(tmp);
     free(batches);
     return e;
 }

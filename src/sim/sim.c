@@ -193,28 +193,23 @@ void eerl__sim_run_free(struct eerl__sim_run *r)
         eerl__an_series_free(&r->series);
 }
 
-int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, char *why,
-                  size_t len)
-{
-    struct eerl_twin_config tc;
+/* What one run holds while it runs. */
+struct simrun {
     struct runctx r;
     struct watch w;
     eerl_rt_clock_owner wo;
-    eerl_rt_config rc;
     eerl_ctl_config cc;
-    eerl_device *dev = NULL;
+    eerl_device *dev;
     struct eerl__sim_run out;
-    unsigned u, i, n_all, *all = NULL;
+};
+
+/* The twin, its device and the watching clock owner. */
+static int open_twin(const struct eerl__sim_config *c, struct simrun *s, char *why, size_t len)
+{
+    struct eerl_twin_config tc;
+    unsigned n_all = c->n_gen + c->n_train;
     int e;
 
-    memset(&r, 0, sizeof(r));
-    memset(&w, 0, sizeof(w));
-    memset(&out, 0, sizeof(out));
-    eerl__an_series_init(&out.series);
-    if (!c || !ret || !c->preset || c->updates == 0) {
-        snprintf(why, len, "bad simulation configuration");
-        return EERL_EINVAL;
-    }
     memset(&tc, 0, sizeof(tc));
     tc.mode = c->mode;
     tc.n_gen = c->n_gen;
@@ -224,7 +219,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     tc.run_id = c->controller ? 1 : 0;
     tc.divergence = c->divergence;
     tc.noise = c->noise;
-    e = eerl_twin_new(c->preset, &tc, &r.twin);
+    e = eerl_twin_new(c->preset, &tc, &s->r.twin);
     if (e < 0) {
         snprintf(why, len, "simulated cluster: %s%s", eerl_strerror(e),
                  c->noise ? " (per-update noise asked for: the preset must have a fitted "
@@ -232,36 +227,41 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
                           : "");
         return e;
     }
-    e = eerl_twin_device(r.twin, &dev);
+    e = eerl_twin_device(s->r.twin, &s->dev);
     if (e < 0) {
         snprintf(why, len, "twin device: %s", eerl_strerror(e));
-        goto fail;
+        return e;
     }
-    n_all = c->n_gen + c->n_train;
-    w.n = n_all;
-    w.mhz = calloc(n_all, sizeof(*w.mhz));
-    if (!w.mhz) {
-        e = EERL_ENOMEM;
-        goto fail;
-    }
-    e = eerl__rt_owner_new(dev, !c->controller, &w.inner);
+    s->w.n = n_all;
+    s->w.mhz = calloc(n_all, sizeof(*s->w.mhz));
+    if (!s->w.mhz)
+        return EERL_ENOMEM;
+    e = eerl__rt_owner_new(s->dev, !c->controller, &s->w.inner);
     if (e < 0) {
         snprintf(why, len, "clock actuator: %s", eerl_strerror(e));
-        goto fail;
+        return e;
     }
-    w.in = eerl__rt_owner_iface(w.inner);
-    wo.ctx = &w;
-    wo.lock = watch_lock;
-    wo.restore = watch_restore;
-    wo.last_error = watch_err;
+    s->w.in = eerl__rt_owner_iface(s->w.inner);
+    s->wo.ctx = &s->w;
+    s->wo.lock = watch_lock;
+    s->wo.restore = watch_restore;
+    s->wo.last_error = watch_err;
+    return 0;
+}
+
+/* The runtime session on the twin's device, in virtual time, through the watching owner. */
+static int open_session(const struct eerl__sim_config *c, struct simrun *s, char *why, size_t len)
+{
+    eerl_rt_config rc;
+    unsigned i, n_all = c->n_gen + c->n_train, *all;
+    const char *d = "";
+    int e;
 
     eerl_rt_config_default(c->mode, &rc);
     /* The twin's GPUs in order, generation pool first: both pools are parts of one list. */
     all = malloc(n_all * sizeof(*all));
-    if (!all) {
-        e = EERL_ENOMEM;
-        goto fail;
-    }
+    if (!all)
+        return EERL_ENOMEM;
     for (i = 0; i < n_all; i++)
         all[i] = i;
     rc.gen_pool = all;
@@ -271,419 +271,209 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     rc.allowed_loss = c->allowed_loss;
     rc.strategy = c->strategy;
     /* Table 3 for the mode, with the strategies' own fields (unused by the paper's). */
-    eerl_ctl_config_default(c->mode, &cc);
-    cc.allowed_loss = c->allowed_loss;
-    cc.strategy = c->strategy;
-    cc.expected_updates = c->expected_updates;
-    cc.static_setting = c->static_setting;
-    rc.ctl_cfg = &cc;
+    eerl_ctl_config_default(c->mode, &s->cc);
+    s->cc.allowed_loss = c->allowed_loss;
+    s->cc.strategy = c->strategy;
+    s->cc.expected_updates = c->expected_updates;
+    s->cc.static_setting = c->static_setting;
+    rc.ctl_cfg = &s->cc;
     rc.observe_only = !c->controller;
     rc.trace_path = c->trace_path;
     rc.trace_run_json = c->trace_run_json;
     rc.clock = vclock_now;
-    rc.clock_ctx = &r.vc;
+    rc.clock_ctx = &s->r.vc;
     rc.meter_interval_ms = 1000;
-    rc.owner = &wo;
+    rc.owner = &s->wo;
     if (c->controller)
         rc.resume_from = c->resume_from;
-    r.sample_s = c->sample_s > 0 ? c->sample_s : 1.0;
-    r.next_sample = 0;
-    r.vc.t = 0;
-    e = eerl_rt_new(dev, &rc, why, len, &r.rt);
+    s->r.sample_s = c->sample_s > 0 ? c->sample_s : 1.0;
+    s->r.next_sample = 0;
+    s->r.vc.t = 0;
+    e = eerl_rt_new(s->dev, &rc, why, len, &s->r.rt);
     free(all);
-    all = NULL;
     if (e < 0)
-        goto fail;
-    {
-        const char *d = "";
-        out.resumed = eerl_rt_resumed(r.rt, &d) == 1;
-        snprintf(out.resume_detail, sizeof(out.resume_detail), "%s", d);
-    }
-    snprintf(out.series.role, sizeof(out.series.role), "%s",
+        return e;
+    s->out.resumed = eerl_rt_resumed(s->r.rt, &d) == 1;
+    snprintf(s->out.resume_detail, sizeof(s->out.resume_detail), "%s", d);
+    snprintf(s->out.series.role, sizeof(s->out.series.role), "%s",
              c->controller ? "controller" : "governor");
-    out.series.has_seed = 1;
-    out.series.seed = c->seed;
-    out.series.mode = c->mode;
+    s->out.series.has_seed = 1;
+    s->out.series.seed = c->seed;
+    s->out.series.mode = c->mode;
+    return 0;
+}
 
-    for (u = 0; u < c->updates; u++) {
-        struct eerl_twin_update up;
-        struct mark m[MARKS_MAX];
-        eerl_rt_update_info info;
-        eerl_rt_work work;
-        const eerl_event *ev;
-        unsigned g, t, marks = 0;
-        size_t nm, k, n_ev;
-        int state = -1;
+/* At a phase's begin (m) in update u: the clock the session locked the pool at must be the one
+ * the twin ran the phase at. */
+static int check_lock(const struct eerl__sim_config *c, const struct simrun *s,
+                      const struct mark *m, const struct eerl_twin_update *up, unsigned u,
+                      char *why, size_t len)
+{
+    unsigned gpu = m->pool ? c->n_gen : 0;
+    unsigned ran = (m->phase == EERL_PHASE_GEN || (m->phase == EERL_PHASE_REFIT && m->pool == 0 &&
+                                                   c->mode != EERL_MODE_COLOCATED))
+                       ? up->gen_mhz
+                       : up->train_mhz;
 
-        /* What the session will lock at this update's phase boundaries. */
-        eerl_rt_phase_clock(r.rt, EERL_POOL_GEN, EERL_PHASE_GEN, &g);
-        eerl_rt_phase_clock(r.rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN, &t);
-        e = eerl_twin_set_clocks(r.twin, g, t);
-        if (e == 0)
-            e = eerl_twin_step(r.twin, &up);
-        if (e < 0) {
-            snprintf(why, len, "twin update %u under %u/%u MHz: %s", u + 1, g, t, eerl_strerror(e));
-            goto fail;
-        }
-        out.true_energy_j += up.energy_j;
-        out.true_time_s += up.duration;
-        nm = phase_marks(c->mode, &up, m);
-        for (k = 0; k < nm; k++) {
-            e = advance(&r, m[k].t, why, len);
-            if (e < 0)
-                goto fail;
-            e = m[k].begin ? eerl_rt_phase_begin(r.rt, m[k].pool, m[k].phase)
-                           : eerl_rt_phase_end(r.rt, m[k].pool, m[k].phase);
-            if (e < 0) {
-                snprintf(why, len, "update %u: %s", u + 1, eerl_rt_last_error(r.rt));
-                goto fail;
-            }
-            if (m[k].begin && c->controller) {
-                /* The clock the session locked this pool at must be the one the twin ran. */
-                unsigned gpu = m[k].pool ? c->n_gen : 0;
-                unsigned ran = (m[k].phase == EERL_PHASE_GEN ||
-                                (m[k].phase == EERL_PHASE_REFIT && m[k].pool == 0 &&
-                                 c->mode != EERL_MODE_COLOCATED))
-                                   ? up.gen_mhz
-                                   : up.train_mhz;
-                if (w.mhz[gpu] != ran) {
-                    snprintf(why, len,
-                             "update %u: the session locked GPU %u at %u MHz for a phase the twin "
-                             "ran at %u MHz",
-                             u + 1, gpu, w.mhz[gpu], ran);
-                    e = EERL_ESTATE;
-                    goto fail;
-                }
-            }
-        }
-        e = advance(&r, up.t_start + up.duration, why, len);
-        if (e < 0)
-            goto fail;
-        memset(&work, 0, sizeof(work));
-        work.update = u + 1;
-        work.gen_tokens = up.gen_tokens;
-        work.valid_tokens = up.valid_tokens;
-        work.longest_tokens = up.longest;
-        work.policy_version = (int64_t)(u + 1) - (int64_t)up.policy_age;
-        e = eerl_rt_update_end(r.rt, &work, &info);
-        if (e < 0) {
-            snprintf(why, len, "update %u: %s", u + 1, eerl_rt_last_error(r.rt));
-            goto fail;
-        }
-        n_ev = eerl_rt_events(r.rt, &ev);
-        for (k = 0; k < n_ev; k++) {
-            marks |= 1u << ev[k].kind;
-            state = (int)ev[k].state;
-            if (ev[k].kind == EERL_EV_LOCK && !out.series.locked) {
-                out.series.locked = 1;
-                out.series.lock_update = work.update;
-                out.series.lock_setting = ev[k].candidate;
-            }
-        }
-        out.meter_energy_j += info.obs.energy_j;
-        e = eerl__an_series_add(&out.series, work.update, info.obs.gen_tokens,
-                                info.obs.valid_tokens, info.obs.longest_tokens, info.obs.time_s,
-                                info.obs.energy_j, &info.obs.setting, state, marks);
-        if (e < 0)
-            goto fail;
-    }
-    eerl_rt_status(r.rt, &out.status);
-    if (c->controller && c->save_state) {
-        e = eerl_rt_save_state(r.rt, c->save_state);
-        if (e < 0) {
-            snprintf(why, len, "%s", eerl_rt_last_error(r.rt));
-            goto fail;
-        }
-    }
-    e = eerl_rt_close(r.rt);
+    if (s->w.mhz[gpu] == ran)
+        return 0;
+    snprintf(why, len,
+             "update %u: the session locked GPU %u at %u MHz for a phase the twin "
+             "ran at %u MHz",
+             u + 1, gpu, s->w.mhz[gpu], ran);
+    return EERL_ESTATE;
+}
+
+/* The update's end: the twin's work to the session, its observation and events to the series. */
+static int end_update(struct simrun *s, const struct eerl_twin_update *up, unsigned u, char *why,
+                      size_t len)
+{
+    struct eerl__sim_run *out = &s->out;
+    eerl_rt_update_info info;
+    eerl_rt_work work;
+    const eerl_event *ev;
+    unsigned marks = 0;
+    size_t k, n_ev;
+    int state = -1, e;
+
+    memset(&work, 0, sizeof(work));
+    work.update = u + 1;
+    work.gen_tokens = up->gen_tokens;
+    work.valid_tokens = up->valid_tokens;
+    work.longest_tokens = up->longest;
+    work.policy_version = (int64_t)(u + 1) - (int64_t)up->policy_age;
+    e = eerl_rt_update_end(s->r.rt, &work, &info);
     if (e < 0) {
-        snprintf(why, len, "closing the session: %s", eerl_rt_last_error(r.rt));
-        goto fail;
+        snprintf(why, len, "update %u: %s", u + 1, eerl_rt_last_error(s->r.rt));
+        return e;
+    }
+    n_ev = eerl_rt_events(s->r.rt, &ev);
+    for (k = 0; k < n_ev; k++) {
+        marks |= 1u << ev[k].kind;
+        state = (int)ev[k].state;
+        if (ev[k].kind == EERL_EV_LOCK && !out->series.locked) {
+            out->series.locked = 1;
+            out->series.lock_update = work.update;
+            out->series.lock_setting = ev[k].candidate;
+        }
+    }
+    out->meter_energy_j += info.obs.energy_j;
+    return eerl__an_series_add(&out->series, work.update, info.obs.gen_tokens,
+                               info.obs.valid_tokens, info.obs.longest_tokens, info.obs.time_s,
+                               info.obs.energy_j, &info.obs.setting, state, marks);
+}
+
+/* Update u: the twin runs it under the clocks the session will lock, then its phase boundaries
+ * go to the session in virtual time, and its end. */
+static int run_update(const struct eerl__sim_config *c, struct simrun *s, unsigned u, char *why,
+                      size_t len)
+{
+    struct eerl_twin_update up;
+    struct mark m[MARKS_MAX];
+    unsigned g, t;
+    size_t nm, k;
+    int e;
+
+    /* What the session will lock at this update's phase boundaries. */
+    eerl_rt_phase_clock(s->r.rt, EERL_POOL_GEN, EERL_PHASE_GEN, &g);
+    eerl_rt_phase_clock(s->r.rt, EERL_POOL_TRAIN, EERL_PHASE_TRAIN, &t);
+    e = eerl_twin_set_clocks(s->r.twin, g, t);
+    if (e == 0)
+        e = eerl_twin_step(s->r.twin, &up);
+    if (e < 0) {
+        snprintf(why, len, "twin update %u under %u/%u MHz: %s", u + 1, g, t, eerl_strerror(e));
+        return e;
+    }
+    s->out.true_energy_j += up.energy_j;
+    s->out.true_time_s += up.duration;
+    nm = phase_marks(c->mode, &up, m);
+    for (k = 0; k < nm; k++) {
+        e = advance(&s->r, m[k].t, why, len);
+        if (e < 0)
+            return e;
+        e = m[k].begin ? eerl_rt_phase_begin(s->r.rt, m[k].pool, m[k].phase)
+                       : eerl_rt_phase_end(s->r.rt, m[k].pool, m[k].phase);
+        if (e < 0) {
+            snprintf(why, len, "update %u: %s", u + 1, eerl_rt_last_error(s->r.rt));
+            return e;
+        }
+        if (m[k].begin && c->controller && (e = check_lock(c, s, &m[k], &up, u, why, len)) < 0)
+            return e;
+    }
+    e = advance(&s->r, up.t_start + up.duration, why, len);
+    if (e < 0)
+        return e;
+    return end_update(s, &up, u, why, len);
+}
+
+/* After the last update: the status, the saved state, the session closed and every GPU back to
+ * the governor. */
+static int close_session(const struct eerl__sim_config *c, struct simrun *s, char *why, size_t len)
+{
+    unsigned i, n_all = c->n_gen + c->n_train;
+    int e;
+
+    eerl_rt_status(s->r.rt, &s->out.status);
+    if (c->controller && c->save_state) {
+        e = eerl_rt_save_state(s->r.rt, c->save_state);
+        if (e < 0) {
+            snprintf(why, len, "%s", eerl_rt_last_error(s->r.rt));
+            return e;
+        }
+    }
+    e = eerl_rt_close(s->r.rt);
+    if (e < 0) {
+        snprintf(why, len, "closing the session: %s", eerl_rt_last_error(s->r.rt));
+        return e;
     }
     /* Restored: the actuator holds no lock and the twin's requests are the governor's. */
-    out.restored = r.twin->req_gen == EERL_TWIN_GOV && r.twin->req_train == EERL_TWIN_GOV;
+    s->out.restored = s->r.twin->req_gen == EERL_TWIN_GOV && s->r.twin->req_train == EERL_TWIN_GOV;
     for (i = 0; i < n_all; i++) {
         eerl_actuator_gpu_state st;
-        if (eerl_actuator_gpu(eerl__rt_owner_actuator(w.inner), i, &st) == 0 &&
+        if (eerl_actuator_gpu(eerl__rt_owner_actuator(s->w.inner), i, &st) == 0 &&
             (st.locked_max_mhz != 0 || st.touched))
-            out.restored = 0;
+            s->out.restored = 0;
     }
-    out.lock_calls = w.calls;
-    eerl_rt_free(r.rt);
-    eerl__rt_owner_free(w.inner);
-    free(w.mhz);
-    eerl_device_free(dev);
-    eerl_twin_free(r.twin);
-    *ret = out;
-    return 0;
-fail:
-    if (r.rt) {
-        eerl_rt_free(r.rt);
-        if (c && c->trace_path)
-            remove(c->trace_path); /* a failed run leaves no partial trace */
-    }
-    eerl__rt_owner_free(w.inner);
-    free(w.mhz);
-    free(all);
-    eerl_device_free(dev);
-    eerl_twin_free(r.twin);
-    eerl__an_series_free(&out.series);
-    return e;
-}
-
-/* ---- oracle ---------------------------------------------------------------------------------- */
-
-struct eval {
-    double lq, le;
-};
-
-/* The totals of a seed's run held at (g, t) over updates 1..updates-1, its batches replayed. */
-static int held_totals(const eerl_twin_preset *p, const struct eerl_twin_config *cfg,
-                       unsigned updates, const struct eerl__wl_batch *batches, unsigned g,
-                       unsigned t, struct eerl_twin_totals *ret)
-{
-    double T, E, N;
-    int e = eerl__sim_twin_windows(p, cfg, &g, &t, 1, updates, updates, batches, &T, &E, &N);
-
-    if (e < 0)
-        return e;
-    ret->valid_tokens = N;
-    ret->seconds = T;
-    ret->joules = E;
-    ret->updates = updates - 1;
+    s->out.lock_calls = s->w.calls;
     return 0;
 }
 
-static int eval_pair(const eerl_twin_preset *p, const struct eerl_twin_config *base,
-                     const uint64_t *seeds, size_t n, unsigned updates,
-                     const struct eerl__wl_batch *batches, const struct eerl_twin_totals *gov,
-                     unsigned g, unsigned t, double *dq, double *sav, double *sd_dq, double *sd_sav)
+int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, char *why,
+                  size_t len)
 {
-    double lq = 0, le = 0;
-    size_t i;
+    struct simrun s;
+    unsigned u;
     int e;
 
-    for (i = 0; i < n; i++) {
-        struct eerl_twin_config cfg = *base;
-        struct eerl_twin_totals c;
-        double q, en;
-
-        cfg.seed = seeds[i];
-        e = held_totals(p, &cfg, updates, batches + i * updates, g, t, &c);
-        if (e < 0)
-            return e;
-        q = (c.valid_tokens / c.seconds) / (gov[i].valid_tokens / gov[i].seconds);
-        en = (c.joules / c.valid_tokens) / (gov[i].joules / gov[i].valid_tokens);
-        if (sd_dq) {
-            sd_dq[i] = 100 * (q - 1);
-            sd_sav[i] = 100 * (1 - en);
-        }
-        lq += log(q);
-        le += log(en);
-    }
-    *dq = 100 * (exp(lq / n) - 1);
-    *sav = 100 * (1 - exp(le / n));
-    return 0;
-}
-
-/* The oracle search's state: the candidate clocks (the governor first, then the supported
- * clocks from the top), every pair evaluated so far and the best one meeting the allowance. */
-struct osearch {
-    const eerl_twin_preset *preset;
-    const struct eerl_twin_config *base;
-    const uint64_t *seeds;
-    size_t n_seeds, n; /* n: candidates */
-    unsigned updates;
-    const struct eerl_twin_totals *gov;
-    const struct eerl__wl_batch *batches; /* [seed * updates + u] */
-    const unsigned *cand;
-    double allowed_pct;
-    signed char *done; /* [g * n + t]: 0 not yet, 1 evaluated */
-    double *dq, *sav;
-    unsigned evaluated;
-    size_t best_g, best_t;
-    double best, best_dq;
-};
-
-/* Evaluates the pair of candidates (g, t) once; returns < 0 on error, else whether it meets the
- * allowance. */
-static int opair(struct osearch *s, size_t g, size_t t, double *sav)
-{
-    size_t k = g * s->n + t;
-
-    if (!s->done[k]) {
-        int e = eval_pair(s->preset, s->base, s->seeds, s->n_seeds, s->updates, s->batches, s->gov,
-                          s->cand[g], s->cand[t], &s->dq[k], &s->sav[k], NULL, NULL);
-        if (e < 0)
-            return e;
-        s->done[k] = 1;
-        s->evaluated++;
-        if (s->dq[k] >= -s->allowed_pct && s->sav[k] > s->best) {
-            s->best = s->sav[k];
-            s->best_dq = s->dq[k];
-            s->best_g = g;
-            s->best_t = t;
-        }
-    }
-    if (sav)
-        *sav = s->sav[k];
-    return s->dq[k] >= -s->allowed_pct;
-}
-
-/* The last index in lo..hi (lo known to meet the allowance) whose pair meets it, where the pair
- * is (fixed, i) for a training search or (i, fixed) for a generation search: bisection, since a
- * lower clock never makes an update shorter. */
-static long olast(struct osearch *s, size_t lo, size_t hi, size_t fixed, int train)
-{
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo + 1) / 2;
-        int ok = train ? opair(s, fixed, mid, NULL) : opair(s, mid, fixed, NULL);
-        if (ok < 0)
-            return ok;
-        if (ok)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return (long)lo;
-}
-
-int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
-                     unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
-                     size_t n_seeds, double allowed_loss, struct eerl__sim_oracle *ret)
-{
-    unsigned clocks[EERL_DEVICE_CLOCKS_MAX], cand[EERL_DEVICE_CLOCKS_MAX + 1];
-    struct eerl_twin_totals *gov = NULL;
-    struct eerl__wl_batch *batches = NULL;
-    struct eerl_twin_config base;
-    struct eerl__sim_oracle o;
-    struct osearch s;
-    size_t n_clocks = 0, n_cand = 0, i;
-    unsigned best_g = 0, best_t = 0, evaluated = 0;
-    double best = -INFINITY, best_dq = 0;
-    int e;
-
-    if (!preset || !ret || n_seeds == 0 || n_seeds > EERL__AN_SEEDS_MAX ||
-        updates < EERL__AN_FIRST_UPDATE)
-        return EERL_EINVAL;
-    e = eerl_twin_preset_clocks(preset, clocks, EERL_DEVICE_CLOCKS_MAX, &n_clocks);
-    if (e < 0)
-        return e;
-    memset(&base, 0, sizeof(base));
-    base.mode = mode;
-    base.n_gen = n_gen;
-    base.n_train = n_train;
-    base.size = size;
-    base.divergence = 0;
     memset(&s, 0, sizeof(s));
-    gov = calloc(n_seeds, sizeof(*gov));
-    batches = calloc(n_seeds * (size_t)updates, sizeof(*batches));
-    cand[n_cand++] = EERL_TWIN_GOV;
-    for (i = 0; i < n_clocks; i++)
-        cand[n_cand++] = clocks[i];
-    s.done = calloc(n_cand * n_cand, 1);
-    s.dq = calloc(n_cand * n_cand, sizeof(double));
-    s.sav = calloc(n_cand * n_cand, sizeof(double));
-    if (!gov || !batches || !s.done || !s.dq || !s.sav) {
-        e = EERL_ENOMEM;
-        goto out;
+    eerl__an_series_init(&s.out.series);
+    if (!c || !ret || !c->preset || c->updates == 0) {
+        snprintf(why, len, "bad simulation configuration");
+        return EERL_EINVAL;
     }
-    /* Every setting of a seed sees the same batches: drawn once. */
-    for (i = 0; i < n_seeds; i++) {
-        struct eerl_twin_config cfg = base;
-        cfg.seed = seeds[i];
-        e = eerl__wl_draw(&preset->wl, size, seeds[i], updates, batches + i * updates);
-        if (e == 0)
-            e = held_totals(preset, &cfg, updates, batches + i * updates, EERL_TWIN_GOV,
-                            EERL_TWIN_GOV, &gov[i]);
-        if (e < 0)
-            goto out;
+    e = open_twin(c, &s, why, len);
+    if (e < 0 && !s.r.twin)
+        return e;
+    if (e == 0)
+        e = open_session(c, &s, why, len);
+    for (u = 0; e == 0 && u < c->updates; u++)
+        e = run_update(c, &s, u, why, len);
+    if (e == 0)
+        e = close_session(c, &s, why, len);
+    if (e < 0 && s.r.rt && c->trace_path) {
+        eerl_rt_free(s.r.rt);
+        s.r.rt = NULL;
+        remove(c->trace_path); /* a failed run leaves no partial trace */
     }
-    memset(&o, 0, sizeof(o));
-    /* Every supported pair that can be best, on the supported clocks' own grid. Lowering either
-     * clock never shortens an update in the twin's modes, so the pairs that meet the allowance
-     * are, for each generation clock, every training clock down to a lowest one, and the
-     * generation clocks that can take part are those that meet it with training at the
-     * governor. Bisection finds the lowest generation clock, then for each generation clock
-     * down to it the lowest training clock; from there the training clock goes up while the
-     * saving rises (energy per token is U-shaped in a clock: below some clock the longer phase
-     * costs more than the lower power saves), two steps past the last rise. (Until this
-     * search, a grid of every third clock refined within 30 MHz of its best missed better
-     * pairs: 1815/1305 at 10.17% where 1800/1320 saves 10.51% within 2%, Qwen H100 colocated
-     * 32 M, 107 updates.) */
-    s.preset = preset;
-    s.base = &base;
-    s.seeds = seeds;
-    s.n_seeds = n_seeds;
-    s.n = n_cand;
-    s.updates = updates;
-    s.gov = gov;
-    s.batches = batches;
-    s.cand = cand;
-    s.allowed_pct = 100 * allowed_loss;
-    s.best = -INFINITY;
-    {
-        long gmin = olast(&s, 0, n_cand - 1, 0, 0), g;
-
-        if (gmin < 0) {
-            e = (int)gmin;
-            goto out;
-        }
-        for (g = 0; g <= gmin; g++) {
-            long tmin = olast(&s, 0, n_cand - 1, (size_t)g, 1), t;
-            double top = -INFINITY, sv;
-            int falls = 0;
-
-            if (tmin < 0) {
-                e = (int)tmin;
-                goto out;
-            }
-            for (t = tmin; t >= 0 && falls < 2; t--) {
-                e = opair(&s, (size_t)g, (size_t)t, &sv);
-                if (e < 0)
-                    goto out;
-                if (sv > top) {
-                    top = sv;
-                    falls = 0;
-                } else {
-                    falls++;
-                }
-            }
-        }
+    eerl_rt_free(s.r.rt);
+    eerl__rt_owner_free(s.w.inner);
+    free(s.w.mhz);
+    eerl_device_free(s.dev);
+    eerl_twin_free(s.r.twin);
+    if (e < 0) {
+        eerl__an_series_free(&s.out.series);
+        return e;
     }
-    e = 0;
-    evaluated = s.evaluated;
-    if (isfinite(s.best)) {
-        best = s.best;
-        best_dq = s.best_dq;
-        best_g = cand[s.best_g];
-        best_t = cand[s.best_t];
-    }
-    if (!isfinite(best)) { /* nothing meets the allowance: the governor itself */
-        best_g = best_t = EERL_TWIN_GOV;
-        best = 0;
-        best_dq = 0;
-    }
-    e = eval_pair(preset, &base, seeds, n_seeds, updates, batches, gov, best_g, best_t, &best_dq,
-                  &best, o.seed_dq_pct, o.seed_saving_pct);
-    if (e < 0)
-        goto out;
-    o.setting.mhz[EERL_GROUP_GEN] = best_g;
-    o.setting.mhz[EERL_GROUP_TRAIN] = best_t;
-    o.setting.idle_mhz =
-        ((best_g || best_t) && (mode == EERL_MODE_DISAGGREGATED || mode == EERL_MODE_DRAINED))
-            ? (unsigned)preset->gpu.idle_clock
-            : EERL_CLOCK_GOVERNOR;
-    o.saving_pct = best;
-    o.dq_pct = best_dq;
-    o.evaluated = evaluated;
-    *ret = o;
-    e = 0;
-out:
-    free(gov);
-    free(batches);
-    free(s.done);
-    free(s.dq);
-    free(s.sav);
-    return e;
+    *ret = s.out;
+    return 0;
 }

@@ -2,8 +2,8 @@
  * twin. Per update it sets the twin's clocks to what the session will apply, advances the twin
  * one update, then replays that update's phase boundaries to the session in virtual time
  * (sampling the meter in between), checks that the clocks the session locked through its owner
- * are the ones the twin ran, and ends the update with the twin's work. Also the oracle: the best
- * static setting on a fine grid, on the same seeds and updates. Owns the twin, its device, the
+ * are the ones the twin ran, and ends the update with the twin's work. The oracles the runs are
+ * compared with are oracle.h (static) and schedule.h (windowed). Owns the twin, its device, the
  * session and the clock owner of one run; prints nothing. */
 #ifndef EERL_SIM_SIM_H
 #define EERL_SIM_SIM_H
@@ -53,57 +53,5 @@ void eerl__sim_run_free(struct eerl__sim_run *r);
 
 /* Calibration length of the controller for the mode (updates). */
 unsigned eerl__sim_calibration_updates(eerl_mode mode);
-
-/* Oracle: the best static generation/training setting (idle: the twin's idle clock in the modes
- * that have one) over updates [EERL__AN_FIRST_UPDATE, updates] of the given seeds, whose
- * matched-seed throughput change is >= -allowed_loss, on a 45 MHz grid then 15 MHz around the
- * best. Runs are noise-free (divergence 0): the oracle is the setting's true effect. */
-struct eerl__sim_oracle {
-    eerl_setting setting;
-    double saving_pct, dq_pct; /* geometric means over the seeds */
-    double seed_saving_pct[EERL__AN_SEEDS_MAX], seed_dq_pct[EERL__AN_SEEDS_MAX];
-    unsigned evaluated; /* settings evaluated */
-};
-int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
-                     unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
-                     size_t n_seeds, double allowed_loss, struct eerl__sim_oracle *ret);
-
-/* One noise-free run of a seed (cfg) under a schedule, gen[k]/train[k] in window k (n_sched 1:
- * one pair held), and its per-window totals T, E, N over updates 1..updates-1 (0-based; update
- * 0 left out as the analysis leaves it out). replay (NULL: draw): the seed's batches from
- * eerl__wl_draw, the same under every setting, so an oracle draws them once. */
-struct eerl__wl_batch;
-int eerl__sim_twin_windows(const eerl_twin_preset *p, const struct eerl_twin_config *cfg,
-                           const unsigned *gen, const unsigned *train, size_t n_sched,
-                           unsigned window, unsigned updates, const struct eerl__wl_batch *replay,
-                           double *T, double *E, double *N);
-
-/* The windowed oracle (schedule.c): the best schedule of settings that may change every `window`
- * updates (window k: 0-based updates [k window, (k + 1) window)), held from update 1 like the
- * static oracle, whose whole-run matched-seed throughput change over the same updates meets the
- * same allowance. One schedule for all the seeds, as the static oracle is one setting. It
- * chooses among the pairs within a few grid steps of the static oracle's setting (and the
- * governor), by a Lagrangian split of energy against time per window and then single-window
- * moves that use the allowance left, and scores the schedule it found on runs that switch
- * clocks at the window boundaries. The static oracle's setting is one schedule: where nothing
- * beats it (or a schedule does not hold the allowance once run), the windowed oracle holds it,
- * so its saving is never below the static one's. */
-struct eerl__sim_schedule {
-    unsigned window, n_windows;
-    unsigned *gen_mhz, *train_mhz; /* per window (EERL_TWIN_GOV: governor); owned */
-    double saving_pct, dq_pct;     /* geometric means over the seeds, scored on switching runs */
-    double seed_saving_pct[EERL__AN_SEEDS_MAX], seed_dq_pct[EERL__AN_SEEDS_MAX];
-    unsigned changes;    /* windows whose setting differs from the window before */
-    unsigned candidates; /* settings each window chose among */
-    int held_static;     /* 1: the static oracle's setting in every window */
-};
-int eerl__sim_oracle_windowed(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
-                              unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
-                              size_t n_seeds, double allowed_loss, unsigned window,
-                              const struct eerl__sim_oracle *stat, struct eerl__sim_schedule *ret);
-void eerl__sim_schedule_free(struct eerl__sim_schedule *s);
-/* The setting of window k as the controller would report it (idle clock where the mode has one). */
-void eerl__sim_schedule_setting(const eerl_twin_preset *preset, eerl_mode mode,
-                                const struct eerl__sim_schedule *s, unsigned k, eerl_setting *ret);
 
 #endif

@@ -15,6 +15,7 @@
 #include "eerl/error.h"
 #include "cli.h"
 #include "runtime/analysis.h"
+#include "runtime/unexplained.h"
 
 #define CMD "analyze"
 #define TRACES_MAX 512
@@ -87,49 +88,197 @@ static void fwd_rows(const struct eerl__an_fwd_summary *r)
     }
 }
 
+/* Each trace's controller replayed to its calibration (runtime/unexplained.h): what the governor
+ * predictor leaves of the update time unexplained there, the figure a session reports once.
+ * has[i]: 1 measured, 0 the controller never calibrated (too few governor updates). */
+static int calibrations(const char *const *paths, size_t n, struct eerl__unexpl *ux, int *has)
+{
+    char why[512];
+    size_t i;
+    int e;
+
+    for (i = 0; i < n; i++) {
+        e = eerl__unexpl_of_trace(paths[i], &ux[i], why, sizeof(why));
+        if (e < 0) {
+            eerl_cli_err(CMD, "%s", why);
+            return e;
+        }
+        has[i] = e == 0;
+    }
+    return 0;
+}
+
+static json_t *calibration_json(const struct eerl__unexpl *u, int has)
+{
+    json_t *o;
+
+    if (!has)
+        return json_null();
+    o = json_object();
+    json_object_set_new(o, "update", json_integer((json_int_t)u->update));
+    json_object_set_new(o, "governor_updates", json_integer((json_int_t)u->n));
+    json_object_set_new(o, "unexplained_share", json_real(u->share));
+    json_object_set_new(o, "constant_share", json_real(u->constant));
+    json_object_set_new(o, "allowed_loss", json_real(u->allowed_loss));
+    json_object_set_new(o, "trial_updates_needed", json_integer(u->need));
+    json_object_set_new(o, "trial_updates_max", json_integer(u->trial_max));
+    json_object_set_new(o, "strategy", json_string(eerl_strategy_name(u->strategy)));
+    json_object_set_new(o, "work_explains_time", json_boolean(!u->too_noisy));
+    return o;
+}
+
+/* The figure in words, under a trace's heading (and, when the work does not explain the time,
+ * what the session said). */
+static void calibration_print(const struct eerl__unexpl *u, int has)
+{
+    char msg[1536];
+
+    if (!has) {
+        printf("    calibration: the controller never calibrated on this trace (too few "
+               "governor updates)\n");
+        return;
+    }
+    printf("    calibration (update %llu, %zu governor updates): the governor predictor leaves "
+           "%.1f%% of the update time unexplained (leave-one-out; a constant %.1f%%); a trial "
+           "needs about %u update%s to resolve the %.1f%% allowance",
+           u->update, u->n, 100 * u->share, 100 * u->constant, u->need, u->need == 1 ? "" : "s",
+           100 * u->allowed_loss);
+    if (u->trial_max)
+        printf(" (the %s strategy's trials take at most %u)", eerl_strategy_name(u->strategy),
+               u->trial_max);
+    printf("\n");
+    eerl__unexpl_message(u, msg, sizeof(msg));
+    if (msg[0])
+        printf("    the work does not explain the time: %s\n", msg);
+}
+
+/* What one forward test found: per trace its counts, summary and calibration, and the pool. */
+struct fwd_out {
+    struct eerl__an_fwd_summary *sum, all;
+    struct eerl__an_fwd_count *cnt;
+    struct eerl__unexpl *ux;
+    int *has;
+};
+
+static void fwd_print_json(const struct eerl__an_series *s, const char *const *paths, size_t n,
+                           const struct eerl__an_fwd_cfg *cfg, const struct fwd_out *r)
+{
+    json_t *jo = json_object(), *c = json_object(), *a = json_array(), *p = json_object();
+    size_t i;
+
+    json_object_set_new(c, "fit", json_integer(cfg->fit));
+    json_object_set_new(c, "predict", json_integer(cfg->predict));
+    json_object_set_new(c, "step", json_integer(cfg->step));
+    json_object_set_new(c, "consecutive", json_boolean(cfg->consecutive));
+    json_object_set_new(c, "from", json_integer((json_int_t)cfg->first_update));
+    json_object_set_new(jo, "forward_test", c);
+    json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
+    for (i = 0; i < n; i++) {
+        const struct eerl__an_fwd_count *k = &r->cnt[i];
+        json_t *o = json_object();
+
+        json_object_set_new(o, "path", json_string(paths[i]));
+        json_object_set_new(o, "role", json_string(s[i].role));
+        json_object_set_new(o, "seed",
+                            s[i].has_seed ? json_integer((json_int_t)s[i].seed) : json_null());
+        json_object_set_new(o, "update_lines", json_integer((json_int_t)k->lines));
+        json_object_set_new(o, "warmup", json_integer((json_int_t)k->warmup));
+        json_object_set_new(o, "not_governor", json_integer((json_int_t)k->not_governor));
+        json_object_set_new(o, "refused", json_integer((json_int_t)k->invalid));
+        json_object_set_new(o, "governor_updates", json_integer((json_int_t)k->used));
+        json_object_set_new(o, "gaps", json_integer((json_int_t)k->gaps));
+        json_object_set_new(o, "longest_consecutive", json_integer((json_int_t)k->longest));
+        fwd_summary_json(o, &r->sum[i]);
+        json_object_set_new(o, "calibration", calibration_json(&r->ux[i], r->has[i]));
+        json_array_append_new(a, o);
+    }
+    json_object_set_new(jo, "traces", a);
+    json_object_set_new(p, "traces", json_integer((json_int_t)n));
+    fwd_summary_json(p, &r->all);
+    json_object_set_new(jo, "pooled", p);
+    eerl_cli_print_json(jo);
+}
+
+static void fwd_print_text(const struct eerl__an_series *s, const char *const *paths, size_t n,
+                           const struct eerl__an_fwd_cfg *cfg, const struct fwd_out *r)
+{
+    size_t i;
+
+    printf("eerl analyze --forward-test: %s mode, %zu trace%s; fit %u, predict %u, step %u "
+           "governor updates from update %llu on%s\n",
+           eerl_mode_name(s[0].mode), n, n == 1 ? "" : "s", cfg->fit, cfg->predict, cfg->step,
+           (unsigned long long)cfg->first_update, cfg->consecutive ? ", consecutive only" : "");
+    printf("median and 90th percentile of |predicted / measured - 1| per predicted update;\n"
+           "constant: the fit window's mean throughput and mean update energy; token-work:\n"
+           "the governor predictor (Eq. 2) fitted on the window\n");
+    for (i = 0; i < n; i++) {
+        const struct eerl__an_fwd_count *k = &r->cnt[i];
+
+        printf("\n  %s (%s", paths[i], s[i].role);
+        if (s[i].has_seed)
+            printf(", seed %llu", (unsigned long long)s[i].seed);
+        printf("): %zu governor updates used of %zu (%zu warm-up, %zu under other "
+               "settings, %zu refused), %zu gap%s, %u block%s across a gap\n",
+               k->used, k->lines, k->warmup, k->not_governor, k->invalid, k->gaps,
+               k->gaps == 1 ? "" : "s", r->sum[i].gap_blocks, r->sum[i].gap_blocks == 1 ? "" : "s");
+        fwd_rows(&r->sum[i]);
+        calibration_print(&r->ux[i], r->has[i]);
+    }
+    printf("\n  pooled over %zu trace%s\n", n, n == 1 ? "" : "s");
+    fwd_rows(&r->all);
+}
+
+/* A trace without enough governor updates for the test, named with its counts. */
+static void fwd_too_few(const char *path, const struct eerl__an_fwd_count *c,
+                        const struct eerl__an_fwd_cfg *cfg, size_t need)
+{
+    char tail[128] = "";
+
+    if (cfg->consecutive && c->used >= need)
+        snprintf(tail, sizeof(tail), ", at most %zu of them in a row (--consecutive)", c->longest);
+    eerl_cli_err(CMD,
+                 "%s has %zu usable governor updates%s (of %zu update lines: %zu "
+                 "warm-up, %zu under other settings, %zu refused); the forward test "
+                 "needs at least --fit %u + --predict %u = %zu%s",
+                 path, c->used, tail, c->lines, c->warmup, c->not_governor, c->invalid, cfg->fit,
+                 cfg->predict, need, cfg->consecutive ? " in a row" : "");
+}
+
 /* eerl analyze --forward-test over the n loaded traces s (paths as given). */
 static int forward_test(const struct eerl__an_series *s, const char *const *paths, size_t n,
                         const struct eerl__an_fwd_cfg *cfg, int json)
 {
     struct eerl__an_fwd_errs pooled, one;
-    struct eerl__an_fwd_summary *sum = NULL, all;
-    struct eerl__an_fwd_count *cnt = NULL;
+    struct fwd_out r;
     size_t i, need = (size_t)cfg->fit + cfg->predict;
     int rc = EERL_EXIT_FAIL, e;
     char why[512];
 
     eerl__an_fwd_errs_init(&pooled);
     eerl__an_fwd_errs_init(&one);
-    sum = calloc(n, sizeof(*sum));
-    cnt = calloc(n, sizeof(*cnt));
-    if (!sum || !cnt) {
+    memset(&r, 0, sizeof(r));
+    r.sum = calloc(n, sizeof(*r.sum));
+    r.cnt = calloc(n, sizeof(*r.cnt));
+    r.ux = calloc(n, sizeof(*r.ux));
+    r.has = calloc(n, sizeof(*r.has));
+    if (!r.sum || !r.cnt || !r.ux || !r.has) {
         eerl_cli_err(CMD, "out of memory");
         goto out;
     }
     for (i = 0; i < n; i++) {
-        e = eerl__an_fwd_count(&s[i], cfg, &cnt[i]);
+        e = eerl__an_fwd_count(&s[i], cfg, &r.cnt[i]);
         if (e < 0) {
             eerl_cli_err(CMD, "%s: %s", paths[i], eerl_strerror(e));
             goto out;
         }
-        if (cnt[i].used < need || (cfg->consecutive && cnt[i].longest < need)) {
-            char tail[128] = "";
-            if (cfg->consecutive && cnt[i].used >= need)
-                snprintf(tail, sizeof(tail), ", at most %zu of them in a row (--consecutive)",
-                         cnt[i].longest);
-            eerl_cli_err(CMD,
-                         "%s has %zu usable governor updates%s (of %zu update lines: %zu "
-                         "warm-up, %zu under other settings, %zu refused); the forward test "
-                         "needs at least --fit %u + --predict %u = %zu%s",
-                         paths[i], cnt[i].used, tail, cnt[i].lines, cnt[i].warmup,
-                         cnt[i].not_governor, cnt[i].invalid, cfg->fit, cfg->predict, need,
-                         cfg->consecutive ? " in a row" : "");
+        if (r.cnt[i].used < need || (cfg->consecutive && r.cnt[i].longest < need)) {
+            fwd_too_few(paths[i], &r.cnt[i], cfg, need);
             goto out;
         }
         eerl__an_fwd_errs_free(&one);
         e = eerl__an_forward_test(&s[i], cfg, &one, why, sizeof(why));
         if (e == 0)
-            e = eerl__an_fwd_summarize(&one, &sum[i]);
+            e = eerl__an_fwd_summarize(&one, &r.sum[i]);
         if (e == 0)
             e = eerl__an_fwd_errs_merge(&pooled, &one);
         if (e < 0) {
@@ -137,70 +286,25 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
             goto out;
         }
     }
-    e = eerl__an_fwd_summarize(&pooled, &all);
+    e = eerl__an_fwd_summarize(&pooled, &r.all);
     if (e < 0) {
         eerl_cli_err(CMD, "forward test: %s", eerl_strerror(e));
         goto out;
     }
-    if (json) {
-        json_t *jo = json_object(), *c = json_object(), *a = json_array(), *p = json_object();
-
-        json_object_set_new(c, "fit", json_integer(cfg->fit));
-        json_object_set_new(c, "predict", json_integer(cfg->predict));
-        json_object_set_new(c, "step", json_integer(cfg->step));
-        json_object_set_new(c, "consecutive", json_boolean(cfg->consecutive));
-        json_object_set_new(c, "from", json_integer((json_int_t)cfg->first_update));
-        json_object_set_new(jo, "forward_test", c);
-        json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
-        for (i = 0; i < n; i++) {
-            json_t *o = json_object();
-            json_object_set_new(o, "path", json_string(paths[i]));
-            json_object_set_new(o, "role", json_string(s[i].role));
-            json_object_set_new(o, "seed",
-                                s[i].has_seed ? json_integer((json_int_t)s[i].seed) : json_null());
-            json_object_set_new(o, "update_lines", json_integer((json_int_t)cnt[i].lines));
-            json_object_set_new(o, "warmup", json_integer((json_int_t)cnt[i].warmup));
-            json_object_set_new(o, "not_governor", json_integer((json_int_t)cnt[i].not_governor));
-            json_object_set_new(o, "refused", json_integer((json_int_t)cnt[i].invalid));
-            json_object_set_new(o, "governor_updates", json_integer((json_int_t)cnt[i].used));
-            json_object_set_new(o, "gaps", json_integer((json_int_t)cnt[i].gaps));
-            json_object_set_new(o, "longest_consecutive", json_integer((json_int_t)cnt[i].longest));
-            fwd_summary_json(o, &sum[i]);
-            json_array_append_new(a, o);
-        }
-        json_object_set_new(jo, "traces", a);
-        json_object_set_new(p, "traces", json_integer((json_int_t)n));
-        fwd_summary_json(p, &all);
-        json_object_set_new(jo, "pooled", p);
-        eerl_cli_print_json(jo);
-    } else {
-        printf("eerl analyze --forward-test: %s mode, %zu trace%s; fit %u, predict %u, step %u "
-               "governor updates from update %llu on%s\n",
-               eerl_mode_name(s[0].mode), n, n == 1 ? "" : "s", cfg->fit, cfg->predict, cfg->step,
-               (unsigned long long)cfg->first_update, cfg->consecutive ? ", consecutive only" : "");
-        printf("median and 90th percentile of |predicted / measured - 1| per predicted update;\n"
-               "constant: the fit window's mean throughput and mean update energy; token-work:\n"
-               "the governor predictor (Eq. 2) fitted on the window\n");
-        for (i = 0; i < n; i++) {
-            printf("\n  %s (%s", paths[i], s[i].role);
-            if (s[i].has_seed)
-                printf(", seed %llu", (unsigned long long)s[i].seed);
-            printf("): %zu governor updates used of %zu (%zu warm-up, %zu under other "
-                   "settings, %zu refused), %zu gap%s, %u block%s across a gap\n",
-                   cnt[i].used, cnt[i].lines, cnt[i].warmup, cnt[i].not_governor, cnt[i].invalid,
-                   cnt[i].gaps, cnt[i].gaps == 1 ? "" : "s", sum[i].gap_blocks,
-                   sum[i].gap_blocks == 1 ? "" : "s");
-            fwd_rows(&sum[i]);
-        }
-        printf("\n  pooled over %zu trace%s\n", n, n == 1 ? "" : "s");
-        fwd_rows(&all);
-    }
+    if (calibrations(paths, n, r.ux, r.has) < 0)
+        goto out;
+    if (json)
+        fwd_print_json(s, paths, n, cfg, &r);
+    else
+        fwd_print_text(s, paths, n, cfg, &r);
     rc = EERL_EXIT_OK;
 out:
     eerl__an_fwd_errs_free(&one);
     eerl__an_fwd_errs_free(&pooled);
-    free(sum);
-    free(cnt);
+    free(r.sum);
+    free(r.cnt);
+    free(r.ux);
+    free(r.has);
     return rc;
 }
 

@@ -219,6 +219,15 @@ EERL_EXPORT int eerl_rt_resumed(const eerl_rt *rt, const char **ret_detail);
  * (EERL_EIO) or of closing. */
 EERL_EXPORT int eerl_rt_abort(eerl_rt *rt, const char *type, const char *detail_json);
 
+/* What the last eerl_rt_update_end has to tell a person, in words ("" if nothing; the library
+ * prints nothing itself). Today one notice, once per session, at the update whose observation
+ * calibrated the controller: when the governor predictor leaves more of the update time
+ * unexplained than a trial can resolve within the allowance (the work G, N, L does not explain
+ * the time, so clock changes cannot be judged), the share, what it means for the controller
+ * and the usual cause; the trace has it as an "unexplained" line (docs/runtime.md). Valid until
+ * the next eerl_rt_update_end. Added after 0.3.0. */
+EERL_EXPORT const char *eerl_rt_notice(const eerl_rt *rt);
+
 /* Detail of the last failing call ("" if none). Valid until the next call. */
 EERL_EXPORT const char *eerl_rt_last_error(const eerl_rt *rt);
 

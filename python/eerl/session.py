@@ -30,6 +30,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 import weakref
 
 from . import _lib
@@ -77,6 +78,8 @@ def _c():
         "rt_abort": d("eerl_rt_abort", I, [P, C.c_char_p, C.c_char_p]),
         "state_name": d("eerl_state_name", C.c_char_p, [I]),
     }
+    if _lib.has("eerl_rt_notice"):  # added after 0.3.0
+        f["rt_notice"] = d("eerl_rt_notice", C.c_char_p, [P])
     _fns = f
     return f
 
@@ -336,6 +339,9 @@ class _RuntimeSession:
         _lib.check(rc, "ending update %d" % w.update, self._err)
         self._update = w.update + 1
         self._last = info
+        notice = _c()["rt_notice"](self._rt) if "rt_notice" in _c() else None
+        if notice:  # once a run: the work does not explain the time (docs/runtime.md)
+            warnings.warn("eerl: " + notice.decode(), RuntimeWarning, stacklevel=2)
         # This update's overhead ends here (its own call up to now included); the rest of this
         # call counts in the next update's.
         now = time.perf_counter()

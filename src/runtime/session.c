@@ -23,6 +23,7 @@
 #include "core/config.h"
 #include "runtime/owner.h"
 #include "runtime/resume.h"
+#include "runtime/unexplained.h"
 #include "trace/trace.h"
 
 #define IV_MAX 16  /* intervals of one phase of one pool within an update (then merged) */
@@ -74,6 +75,8 @@ struct eerl_rt {
     long long trace_end; /* the trace's length in whole lines (eerl__trace_append) */
     int trace_created;   /* 1: this session created the trace file, so a failed start removes it */
     char trace_file[4096]; /* its path, for messages */
+    int explained;         /* 1: the calibration's check ran (explain_once) */
+    char notice[1536];     /* what the last update end has to tell a person, or "" */
 };
 
 static int fail(eerl_rt *rt, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -1280,6 +1283,40 @@ static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req,
     return e;
 }
 
+/* Once, at the update whose observation calibrated the controller: when the governor predictor
+ * leaves more of the update time unexplained than a trial can resolve (runtime/unexplained.h),
+ * the trace gets an "unexplained" line and the caller a notice (eerl_rt_notice). Returns the
+ * trace's write error, if any. */
+static int explain_once(eerl_rt *rt, unsigned long long update, size_t n_ev)
+{
+    struct eerl__unexpl u;
+    char *line = NULL;
+    size_t k;
+    int e;
+
+    for (k = 0; k < n_ev && rt->ev[k].kind != EERL_EV_CALIBRATED; k++)
+        ;
+    if (rt->explained || k == n_ev)
+        return 0;
+    rt->explained = 1;
+    if (eerl__unexpl_measure(rt->ctl, &u) < 0 || !u.too_noisy)
+        return 0; /* fewer references than it takes (EERL_ENODATA), or the work explains it */
+    u.update = update;
+    eerl__unexpl_message(&u, rt->notice, sizeof(rt->notice));
+    if (!rt->trace)
+        return 0;
+    e = eerl__unexpl_line(&u, rt->notice, &line);
+    if (e == 0)
+        e = eerl__trace_append(rt->trace, line, &rt->trace_end);
+    free(line);
+    return e;
+}
+
+const char *eerl_rt_notice(const eerl_rt *rt)
+{
+    return rt ? rt->notice : "";
+}
+
 int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_info *ret_info)
 {
     eerl_rt_update_info info;
@@ -1320,8 +1357,11 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     info.meter_flags = mflags;
     eerl_ctl_get_status(rt->ctl, &st);
     info.state = st.state;
+    rt->notice[0] = '\0';
     if (rt->trace) {
         terr = trace_update(rt, &info.obs, &info.requested, n_ev, t_end, busy, mflags);
+        if (terr == 0)
+            terr = explain_once(rt, (unsigned long long)work->update, n_ev);
         if (terr < 0) {
             fail(rt, EERL_EIO,
                  "writing update %llu to the trace '%s': %s; the trace keeps the lines before it, "
@@ -1332,6 +1372,8 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
             rt->trace = NULL;
         }
     }
+    if (!rt->trace)
+        (void)explain_once(rt, (unsigned long long)work->update, n_ev); /* the notice alone */
     /* Next update: its setting applies from the next phase boundary on. */
     rt->next_update = (unsigned long long)work->update + 1;
     rt->prev_setting = info.obs.setting;

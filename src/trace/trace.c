@@ -329,14 +329,6 @@ int eerl__trace_write_update(FILE *f, const eerl_obs *obs, const eerl_setting *r
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        if (why && len)                                                                            \
-            snprintf(why, len, __VA_ARGS__);                                                       \
-        err = EERL_EPARSE;                                                                         \
-        goto fail;                                                                                 \
-    } while (0)
-
 static json_t *load(const char *line, char *why, size_t len)
 {
     json_error_t e;
@@ -436,76 +428,124 @@ static int get_setting(json_t *o, eerl_setting *s)
     return 0;
 }
 
-int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
-                             size_t len)
-{
-    struct eerl__trace_header h;
-    json_t *o = load(line, why, len), *v, *cfg;
-    const char *key;
-    size_t i;
-    int err = EERL_EPARSE;
+/* In the helpers of a parser: says why and returns EERL_EPARSE. */
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        if (why && len)                                                                            \
+            snprintf(why, len, __VA_ARGS__);                                                       \
+        return EERL_EPARSE;                                                                        \
+    } while (0)
 
-    if (!o)
-        return EERL_EPARSE;
-    memset(&h, 0, sizeof(h));
-    v = json_object_get(o, "type");
+/* The header's own keys (config aside) into h. 0, or EERL_EPARSE / EERL_EVERSION with why. */
+static int header_keys(json_t *o, struct eerl__trace_header *h, char *why, size_t len)
+{
+    json_t *v = json_object_get(o, "type");
+    size_t i;
+
     if (!json_is_string(v) || strcmp(json_string_value(v), "header"))
-        FAIL("the first line must be the header (\"type\": \"header\")");
+        BAD("the first line must be the header (\"type\": \"header\")");
     v = json_object_get(o, "format");
     if (!json_is_string(v) || strcmp(json_string_value(v), EERL__TRACE_FORMAT))
-        FAIL("\"format\" must be \"%s\"", EERL__TRACE_FORMAT);
+        BAD("\"format\" must be \"%s\"", EERL__TRACE_FORMAT);
     v = json_object_get(o, "version");
     if (!json_is_integer(v) || json_integer_value(v) < 1)
-        FAIL("\"version\" must be a positive integer");
-    h.version = (unsigned)json_integer_value(v);
-    if (h.version > EERL__TRACE_VERSION) {
+        BAD("\"version\" must be a positive integer");
+    h->version = (unsigned)json_integer_value(v);
+    if (h->version > EERL__TRACE_VERSION) {
         if (why && len)
             snprintf(why, len, "trace format version %u is newer than this eerl reads (%d)",
-                     h.version, EERL__TRACE_VERSION);
-        err = EERL_EVERSION;
-        goto fail;
+                     h->version, EERL__TRACE_VERSION);
+        return EERL_EVERSION;
     }
     v = json_object_get(o, "mode");
-    if (!json_is_string(v) || eerl_mode_from_name(json_string_value(v), &h.mode) < 0)
-        FAIL("\"mode\" %s%s%s is not one of colocated, disaggregated, drained, inflight",
-             json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : "(missing)",
-             json_is_string(v) ? "'" : "");
-    eerl_ctl_config_default(h.mode, &h.cfg);
+    if (!json_is_string(v) || eerl_mode_from_name(json_string_value(v), &h->mode) < 0)
+        BAD("\"mode\" %s%s%s is not one of colocated, disaggregated, drained, inflight",
+            json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : "(missing)",
+            json_is_string(v) ? "'" : "");
+    eerl_ctl_config_default(h->mode, &h->cfg);
     /* A trace without the key was written before it existed, when update 1 was a reference. */
-    h.cfg.warmup_updates = 0;
+    h->cfg.warmup_updates = 0;
     /* Nor eerl's in-flight revision: 0 decided then. */
-    h.cfg.inflight_revision = 0;
+    h->cfg.inflight_revision = 0;
     /* Nor eerl's revision in the other modes: 0 decided then. */
-    h.cfg.eerl_revision = 0;
+    h->cfg.eerl_revision = 0;
     /* Nor the paper strategy's grid revision: 0 decided then. */
-    h.cfg.paper_revision = 0;
+    h->cfg.paper_revision = 0;
     v = json_object_get(o, "strategy");
     if (v &&
-        (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h.cfg.strategy) < 0))
-        FAIL("\"strategy\" '%s' is unknown (valid: %s)",
-             json_is_string(v) ? json_string_value(v) : "?", eerl_strategy_names());
+        (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h->cfg.strategy) < 0))
+        BAD("\"strategy\" '%s' is unknown (valid: %s)",
+            json_is_string(v) ? json_string_value(v) : "?", eerl_strategy_names());
     v = json_object_get(o, "governor_peak_mhz");
     if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 100000)
-        FAIL("\"governor_peak_mhz\" must be a positive integer");
-    h.peak = (unsigned)json_integer_value(v);
+        BAD("\"governor_peak_mhz\" must be a positive integer");
+    h->peak = (unsigned)json_integer_value(v);
     v = json_object_get(o, "clocks_mhz");
     if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > EERL__TRACE_CLOCKS_MAX)
-        FAIL("\"clocks_mhz\" must be a non-empty array of at most %d clocks",
-             EERL__TRACE_CLOCKS_MAX);
+        BAD("\"clocks_mhz\" must be a non-empty array of at most %d clocks",
+            EERL__TRACE_CLOCKS_MAX);
     for (i = 0; i < json_array_size(v); i++) {
         json_t *c = json_array_get(v, i);
         if (!json_is_integer(c) || json_integer_value(c) <= 0 || json_integer_value(c) > 100000)
-            FAIL("\"clocks_mhz\"[%zu] is not a clock in MHz", i);
-        h.clocks[i] = (unsigned)json_integer_value(c);
+            BAD("\"clocks_mhz\"[%zu] is not a clock in MHz", i);
+        h->clocks[i] = (unsigned)json_integer_value(c);
     }
-    h.n_clocks = json_array_size(v);
+    h->n_clocks = json_array_size(v);
     v = json_object_get(o, "producer");
     if (json_is_string(v))
-        snprintf(h.producer, sizeof(h.producer), "%s", json_string_value(v));
-    cfg = json_object_get(o, "config");
-    if (cfg && !json_is_object(cfg))
-        FAIL("\"config\" must be an object");
-    json_object_foreach(cfg, key, v)
+        snprintf(h->producer, sizeof(h->producer), "%s", json_string_value(v));
+    return 0;
+}
+
+/* The config keys that are not plain numbers: block_choices, static_setting, group_names. 1 if
+ * key is one of them (read into cfg), 0 if not, EERL_EPARSE with why. */
+static int config_list(const char *key, json_t *v, eerl_ctl_config *cfg, char *why, size_t len)
+{
+    size_t i;
+
+    if (!strcmp(key, "block_choices")) {
+        if (!json_is_array(v) || json_array_size(v) == 0 ||
+            json_array_size(v) > EERL_BLOCK_CHOICES_MAX)
+            BAD("config \"block_choices\" must be an array of 1-%d lengths",
+                EERL_BLOCK_CHOICES_MAX);
+        memset(cfg->block_choices, 0, sizeof(cfg->block_choices));
+        for (i = 0; i < json_array_size(v); i++) {
+            json_t *c = json_array_get(v, i);
+            if (!json_is_integer(c) || json_integer_value(c) <= 0 || json_integer_value(c) > 1000)
+                BAD("config \"block_choices\"[%zu] must be a length in updates", i);
+            cfg->block_choices[i] = (unsigned)json_integer_value(c);
+        }
+        return 1;
+    }
+    if (!strcmp(key, "static_setting")) {
+        if (get_setting(v, &cfg->static_setting) < 0)
+            BAD("config \"static_setting\" is not a setting");
+        return 1;
+    }
+    if (!strcmp(key, "group_names")) {
+        if (!json_is_array(v) || json_array_size(v) > EERL_GROUPS_MAX)
+            BAD("config \"group_names\" must be an array of at most %d names", EERL_GROUPS_MAX);
+        for (i = 0; i < json_array_size(v); i++) {
+            json_t *c = json_array_get(v, i);
+            if (!json_is_string(c) || strlen(json_string_value(c)) >= sizeof(cfg->group_names[0]))
+                BAD("config \"group_names\"[%zu] must be a name of at most %zu characters", i,
+                    sizeof(cfg->group_names[0]) - 1);
+            snprintf(cfg->group_names[i], sizeof(cfg->group_names[i]), "%s", json_string_value(c));
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* The header's "config" object into cfg: every key known, every value valid. */
+static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t len)
+{
+    const char *key;
+    json_t *v;
+
+    if (obj && !json_is_object(obj))
+        BAD("\"config\" must be an object");
+    json_object_foreach(obj, key, v)
     {
         double d;
         int known = 0;
@@ -513,67 +553,55 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
     if (!strcmp(key, #name)) {                                                                     \
         known = 1;                                                                                 \
         if (get_num(v, &d) < 0)                                                                    \
-            FAIL("config \"%s\" must be a number", key);                                           \
-        h.cfg.name = d;                                                                            \
+            BAD("config \"%s\" must be a number", key);                                            \
+        cfg->name = d;                                                                             \
     }
 #define R_U(name)                                                                                  \
     if (!strcmp(key, #name)) {                                                                     \
         known = 1;                                                                                 \
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 10000000)  \
-            FAIL("config \"%s\" must be a non-negative integer", key);                             \
-        h.cfg.name = (unsigned)json_integer_value(v);                                              \
+            BAD("config \"%s\" must be a non-negative integer", key);                              \
+        cfg->name = (unsigned)json_integer_value(v);                                               \
     }
 #define R(name, t) R_##t(name)
         CFG_FIELDS(R)
 #undef R
 #undef R_D
 #undef R_U
-        if (!strcmp(key, "block_choices")) {
-            known = 1;
-            if (!json_is_array(v) || json_array_size(v) == 0 ||
-                json_array_size(v) > EERL_BLOCK_CHOICES_MAX)
-                FAIL("config \"block_choices\" must be an array of 1-%d lengths",
-                     EERL_BLOCK_CHOICES_MAX);
-            memset(h.cfg.block_choices, 0, sizeof(h.cfg.block_choices));
-            for (i = 0; i < json_array_size(v); i++) {
-                json_t *c = json_array_get(v, i);
-                if (!json_is_integer(c) || json_integer_value(c) <= 0 ||
-                    json_integer_value(c) > 1000)
-                    FAIL("config \"block_choices\"[%zu] must be a length in updates", i);
-                h.cfg.block_choices[i] = (unsigned)json_integer_value(c);
-            }
-        }
-        if (!strcmp(key, "static_setting")) {
-            known = 1;
-            if (get_setting(v, &h.cfg.static_setting) < 0)
-                FAIL("config \"static_setting\" is not a setting");
-        }
-        if (!strcmp(key, "group_names")) {
-            known = 1;
-            if (!json_is_array(v) || json_array_size(v) > EERL_GROUPS_MAX)
-                FAIL("config \"group_names\" must be an array of at most %d names",
-                     EERL_GROUPS_MAX);
-            for (i = 0; i < json_array_size(v); i++) {
-                json_t *c = json_array_get(v, i);
-                if (!json_is_string(c) ||
-                    strlen(json_string_value(c)) >= sizeof(h.cfg.group_names[0]))
-                    FAIL("config \"group_names\"[%zu] must be a name of at most %zu characters", i,
-                         sizeof(h.cfg.group_names[0]) - 1);
-                snprintf(h.cfg.group_names[i], sizeof(h.cfg.group_names[i]), "%s",
-                         json_string_value(c));
-            }
+        if (!known) {
+            int r = config_list(key, v, cfg, why, len);
+
+            if (r < 0)
+                return r;
+            known = r;
         }
         if (!known)
-            FAIL("config \"%s\" is unknown to this eerl (written by a newer version?)", key);
+            BAD("config \"%s\" is unknown to this eerl (written by a newer version?)", key);
     }
-    {
-        char cwhy[160];
-        if (eerl_ctl_config_check(&h.cfg, cwhy, sizeof(cwhy)) < 0)
-            FAIL("config: %s", cwhy);
+    return 0;
+}
+
+int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
+                             size_t len)
+{
+    struct eerl__trace_header h;
+    json_t *o = load(line, why, len);
+    char cwhy[160];
+    int err;
+
+    if (!o)
+        return EERL_EPARSE;
+    memset(&h, 0, sizeof(h));
+    err = header_keys(o, &h, why, len);
+    if (err == 0)
+        err = header_config(json_object_get(o, "config"), &h.cfg, why, len);
+    if (err == 0 && eerl_ctl_config_check(&h.cfg, cwhy, sizeof(cwhy)) < 0) {
+        if (why && len)
+            snprintf(why, len, "config: %s", cwhy);
+        err = EERL_EPARSE;
     }
-    *ret = h;
-    err = 0;
-fail:
+    if (err == 0)
+        *ret = h;
     json_decref(o);
     return err;
 }
@@ -664,122 +692,156 @@ static int measure_bad(const eerl_obs *o, double *ret_v, char *key, size_t key_l
     return 0;
 }
 
+/* An update line's number, work, time and energy into u. */
+static int update_work(json_t *o, struct eerl__trace_update *u, char *why, size_t len)
+{
+    json_t *v = json_object_get(o, "type"), *w;
+
+    if (!json_is_string(v) || strcmp(json_string_value(v), "update"))
+        BAD("not an update line");
+    v = json_object_get(o, "update");
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        BAD("\"update\" must be a non-negative integer");
+    u->obs.update = (uint64_t)json_integer_value(v);
+    w = json_object_get(o, "work");
+    if (!json_is_object(w) || get_num(json_object_get(w, "G"), &u->obs.gen_tokens) < 0 ||
+        get_num(json_object_get(w, "N"), &u->obs.valid_tokens) < 0 ||
+        get_num(json_object_get(w, "L"), &u->obs.longest_tokens) < 0)
+        BAD("\"work\" needs numbers G, N and L");
+    v = json_object_get(w, "policy_age");
+    if (v) {
+        if (!json_is_integer(v))
+            BAD("\"work.policy_age\" must be an integer");
+        u->obs.policy_age = (int)json_integer_value(v);
+    }
+    if (get_num(json_object_get(o, "time_s"), &u->obs.time_s) < 0 ||
+        get_num(json_object_get(o, "energy_j"), &u->obs.energy_j) < 0)
+        BAD("\"time_s\" and \"energy_j\" must be numbers");
+    return 0;
+}
+
+/* An update line's phases and pools into obs. */
+static int update_parts(json_t *o, eerl_obs *obs, char *why, size_t len)
+{
+    json_t *ph = json_object_get(o, "phases"), *v;
+    size_t i;
+
+    if (ph && !json_is_object(ph))
+        BAD("\"phases\" must be an object");
+    for (i = 0; ph && i < EERL_PHASE_COUNT; i++) {
+        json_t *p = json_object_get(ph, phase_keys[i]);
+        if (!p)
+            continue;
+        if (!json_is_object(p) || opt_num(p, "time_s", &obs->phase_time_s[i]) < 0 ||
+            opt_num(p, "energy_j", &obs->phase_energy_j[i]) < 0)
+            BAD("\"phases.%s\" needs numbers time_s and energy_j", phase_keys[i]);
+    }
+    v = json_object_get(o, "pools");
+    if (!v)
+        return 0;
+    if (!json_is_object(v))
+        BAD("\"pools\" must be an object");
+    for (i = 0; i < EERL_POOLS_MAX; i++) {
+        json_t *p = json_object_get(v, pool_keys[i]);
+        if (!p)
+            continue;
+        if (!json_is_object(p))
+            BAD("\"pools.%s\" must be an object", pool_keys[i]);
+        if (json_object_get(p, "arrival_s")) {
+            if (get_num(json_object_get(p, "arrival_s"), &obs->arrival_s[i]) < 0)
+                BAD("\"pools.%s.arrival_s\" must be a number", pool_keys[i]);
+            obs->flags |= EERL_OBS_ARRIVALS;
+        }
+        if (json_object_get(p, "energy_j")) {
+            if (get_num(json_object_get(p, "energy_j"), &obs->pool_energy_j[i]) < 0)
+                BAD("\"pools.%s.energy_j\" must be a number", pool_keys[i]);
+            obs->flags |= EERL_OBS_POOL_ENERGY;
+        }
+    }
+    return 0;
+}
+
+/* An update line's flags, settings and events (at most cap into ev) into u. */
+static int update_decisions(json_t *o, struct eerl__trace_update *u, eerl_event *ev, size_t cap,
+                            char *why, size_t len)
+{
+    json_t *v = json_object_get(o, "carryover"), *set;
+    size_t i;
+
+    if (v && !json_is_boolean(v))
+        BAD("\"carryover\" must be true or false");
+    if (json_is_true(v))
+        u->obs.flags |= EERL_OBS_CARRYOVER;
+    v = json_object_get(o, "flags");
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            BAD("\"flags\" must be a non-negative integer");
+        u->obs.flags |= (unsigned)json_integer_value(v);
+    }
+    set = json_object_get(o, "setting");
+    if (!json_is_object(set) || get_setting(json_object_get(set, "observed"), &u->obs.setting) < 0)
+        BAD("\"setting.observed\" must be a setting (gen_mhz, train_mhz, idle_mhz)");
+    v = json_object_get(set, "requested");
+    if (v) {
+        if (get_setting(v, &u->requested) < 0)
+            BAD("\"setting.requested\" must be a setting");
+        u->has_requested = 1;
+    }
+    v = json_object_get(o, "events");
+    if (!v)
+        return 0;
+    if (!json_is_array(v))
+        BAD("\"events\" must be an array");
+    u->has_events = 1;
+    u->n_events = json_array_size(v);
+    for (i = 0; i < u->n_events && i < cap; i++) {
+        if (parse_event(json_array_get(v, i), &ev[i]) < 0)
+            BAD("\"events\"[%zu] is malformed", i);
+        ev[i].update = u->obs.update;
+    }
+    return 0;
+}
+
+/* A measurement is never negative or infinite: a line that says so was not written by eerl (or
+ * was edited), unless its events say the observation was refused, which keeps what was observed
+ * (replay needs it as it was). */
+static int update_measures(const struct eerl__trace_update *u, const eerl_event *ev, size_t cap,
+                           char *why, size_t len)
+{
+    char bad[48];
+    double d;
+    size_t i;
+
+    for (i = 0; u->has_events && i < u->n_events && i < cap; i++)
+        if (ev[i].kind == EERL_EV_REJECT)
+            return 0;
+    if (measure_bad(&u->obs, &d, bad, sizeof(bad)))
+        BAD("\"%s\" is %g: a measurement is a finite number >= 0 (or \"nan\" when it is "
+            "missing); no event says this update was refused",
+            bad, d);
+    return 0;
+}
+
 int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
                              size_t cap, char *why, size_t len)
 {
     struct eerl__trace_update u;
-    json_t *o = load(line, why, len), *v, *w, *ph, *set;
-    size_t i;
-    int err = EERL_EPARSE;
+    json_t *o = load(line, why, len);
+    int err;
 
     if (!o)
         return EERL_EPARSE;
     memset(&u, 0, sizeof(u));
     u.obs.policy_age = -1;
-    v = json_object_get(o, "type");
-    if (!json_is_string(v) || strcmp(json_string_value(v), "update"))
-        FAIL("not an update line");
-    v = json_object_get(o, "update");
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        FAIL("\"update\" must be a non-negative integer");
-    u.obs.update = (uint64_t)json_integer_value(v);
-    w = json_object_get(o, "work");
-    if (!json_is_object(w) || get_num(json_object_get(w, "G"), &u.obs.gen_tokens) < 0 ||
-        get_num(json_object_get(w, "N"), &u.obs.valid_tokens) < 0 ||
-        get_num(json_object_get(w, "L"), &u.obs.longest_tokens) < 0)
-        FAIL("\"work\" needs numbers G, N and L");
-    v = json_object_get(w, "policy_age");
-    if (v) {
-        if (!json_is_integer(v))
-            FAIL("\"work.policy_age\" must be an integer");
-        u.obs.policy_age = (int)json_integer_value(v);
-    }
-    if (get_num(json_object_get(o, "time_s"), &u.obs.time_s) < 0 ||
-        get_num(json_object_get(o, "energy_j"), &u.obs.energy_j) < 0)
-        FAIL("\"time_s\" and \"energy_j\" must be numbers");
-    ph = json_object_get(o, "phases");
-    if (ph && !json_is_object(ph))
-        FAIL("\"phases\" must be an object");
-    for (i = 0; ph && i < EERL_PHASE_COUNT; i++) {
-        json_t *p = json_object_get(ph, phase_keys[i]);
-        if (!p)
-            continue;
-        if (!json_is_object(p) || opt_num(p, "time_s", &u.obs.phase_time_s[i]) < 0 ||
-            opt_num(p, "energy_j", &u.obs.phase_energy_j[i]) < 0)
-            FAIL("\"phases.%s\" needs numbers time_s and energy_j", phase_keys[i]);
-    }
-    v = json_object_get(o, "pools");
-    if (v) {
-        if (!json_is_object(v))
-            FAIL("\"pools\" must be an object");
-        for (i = 0; i < EERL_POOLS_MAX; i++) {
-            json_t *p = json_object_get(v, pool_keys[i]);
-            if (!p)
-                continue;
-            if (!json_is_object(p))
-                FAIL("\"pools.%s\" must be an object", pool_keys[i]);
-            if (json_object_get(p, "arrival_s")) {
-                if (get_num(json_object_get(p, "arrival_s"), &u.obs.arrival_s[i]) < 0)
-                    FAIL("\"pools.%s.arrival_s\" must be a number", pool_keys[i]);
-                u.obs.flags |= EERL_OBS_ARRIVALS;
-            }
-            if (json_object_get(p, "energy_j")) {
-                if (get_num(json_object_get(p, "energy_j"), &u.obs.pool_energy_j[i]) < 0)
-                    FAIL("\"pools.%s.energy_j\" must be a number", pool_keys[i]);
-                u.obs.flags |= EERL_OBS_POOL_ENERGY;
-            }
-        }
-    }
-    v = json_object_get(o, "carryover");
-    if (v && !json_is_boolean(v))
-        FAIL("\"carryover\" must be true or false");
-    if (json_is_true(v))
-        u.obs.flags |= EERL_OBS_CARRYOVER;
-    v = json_object_get(o, "flags");
-    if (v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            FAIL("\"flags\" must be a non-negative integer");
-        u.obs.flags |= (unsigned)json_integer_value(v);
-    }
-    set = json_object_get(o, "setting");
-    if (!json_is_object(set) || get_setting(json_object_get(set, "observed"), &u.obs.setting) < 0)
-        FAIL("\"setting.observed\" must be a setting (gen_mhz, train_mhz, idle_mhz)");
-    v = json_object_get(set, "requested");
-    if (v) {
-        if (get_setting(v, &u.requested) < 0)
-            FAIL("\"setting.requested\" must be a setting");
-        u.has_requested = 1;
-    }
-    v = json_object_get(o, "events");
-    if (v) {
-        if (!json_is_array(v))
-            FAIL("\"events\" must be an array");
-        u.has_events = 1;
-        u.n_events = json_array_size(v);
-        for (i = 0; i < u.n_events && i < cap; i++) {
-            if (parse_event(json_array_get(v, i), &ev[i]) < 0)
-                FAIL("\"events\"[%zu] is malformed", i);
-            ev[i].update = u.obs.update;
-        }
-    }
-    /* A measurement is never negative or infinite: a line that says so was not written by eerl
-     * (or was edited), unless its events say the observation was refused, which keeps what was
-     * observed (replay needs it as it was). */
-    for (i = 0; u.has_events && i < u.n_events && i < cap; i++)
-        if (ev[i].kind == EERL_EV_REJECT)
-            break;
-    if (!u.has_events || i == u.n_events || i == cap) {
-        char bad[48];
-        double d;
-
-        if (measure_bad(&u.obs, &d, bad, sizeof(bad)))
-            FAIL("\"%s\" is %g: a measurement is a finite number >= 0 (or \"nan\" when it is "
-                 "missing); no event says this update was refused",
-                 bad, d);
-    }
-    *ret = u;
-    err = 0;
-fail:
+    err = update_work(o, &u, why, len);
+    if (err == 0)
+        err = update_parts(o, &u.obs, why, len);
+    if (err == 0)
+        err = update_decisions(o, &u, ev, cap, why, len);
+    if (err == 0)
+        err = update_measures(&u, ev, cap, why, len);
+    if (err == 0)
+        *ret = u;
     json_decref(o);
     return err;
 }

@@ -155,36 +155,109 @@ static int get_gpus(json_t *o, struct eerl__agent_req *r, int required, char *wh
     return 0;
 }
 
-static int parse_fields(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+static int parse_hello(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+{
+    unsigned long long v = 0;
+    int present, e;
+    json_t *x;
+    size_t n, i;
+    const char *s;
+
+    if ((e = get_uint(o, "v", 1000000, 1, &v, &present, why, why_len)) < 0)
+        return e;
+    r->version = (unsigned)v;
+    x = json_object_get(o, "client");
+    if (!x)
+        return 0;
+    if (!json_is_string(x))
+        return bad(why, why_len, "\"client\" must be a string");
+    n = json_string_length(x);
+    s = json_string_value(x);
+    if (n > EERL__AGENT_CLIENT_MAX)
+        return bad(why, why_len, "\"client\" is longer than %d characters", EERL__AGENT_CLIENT_MAX);
+    for (i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return bad(why, why_len, "\"client\" holds a control character");
+    memcpy(r->client, s, n);
+    r->client[n] = '\0';
+    return 0;
+}
+
+static int parse_set(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
 {
     unsigned long long v = 0, a = 0, b = 0;
     int present, pa, pb, e;
-    json_t *x;
 
+    if ((e = get_gpus(o, r, 1, why, why_len)) < 0)
+        return e;
+    if ((e = get_uint(o, "mhz", EERL__AGENT_MHZ_MAX, 0, &v, &present, why, why_len)) < 0 ||
+        (e = get_uint(o, "min_mhz", EERL__AGENT_MHZ_MAX, 0, &a, &pa, why, why_len)) < 0 ||
+        (e = get_uint(o, "max_mhz", EERL__AGENT_MHZ_MAX, 0, &b, &pb, why, why_len)) < 0)
+        return e;
+    if (present && (pa || pb))
+        return bad(why, why_len, "give either \"mhz\" or \"min_mhz\" and \"max_mhz\", not both");
+    if (present) {
+        r->min_mhz = r->max_mhz = (unsigned)v;
+        return 0;
+    }
+    if (!pa || !pb)
+        return bad(why, why_len, "\"set\" needs \"mhz\", or both \"min_mhz\" and \"max_mhz\"");
+    if (a > b)
+        return bad(why, why_len, "\"min_mhz\" %llu is above \"max_mhz\" %llu", a, b);
+    if ((a == 0) != (b == 0))
+        return bad(why, why_len,
+                   "\"min_mhz\" and \"max_mhz\" must both be 0 (governor) or "
+                   "both be clocks");
+    r->min_mhz = (unsigned)a;
+    r->max_mhz = (unsigned)b;
+    return 0;
+}
+
+static int parse_pool(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+{
+    static const char *const k[3] = {"gen", "train", "idle"};
+    unsigned long long v = 0;
+    int present, i, e;
+
+    if ((e = get_name(o, "pool", EERL_AGENT_POOL_NAME_MAX, r->pool, why, why_len)) < 0 ||
+        (e = get_gpus(o, r, 1, why, why_len)) < 0)
+        return e;
+    for (i = 0; i < 3; i++) {
+        if ((e = get_uint(o, k[i], EERL__AGENT_MHZ_MAX, 1, &v, &present, why, why_len)) < 0)
+            return e;
+        r->pool_mhz[i] = (unsigned)v;
+    }
+    return 0;
+}
+
+static int parse_phase(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+{
+    const char *s;
+    json_t *x;
+    int i, e;
+
+    if ((e = get_name(o, "pool", EERL_AGENT_POOL_NAME_MAX, r->pool, why, why_len)) < 0)
+        return e;
+    x = json_object_get(o, "phase");
+    if (!x)
+        return bad(why, why_len, "missing \"phase\"");
+    if (!json_is_string(x))
+        return bad(why, why_len, "\"phase\" must be a string: gen, train or idle");
+    s = json_string_value(x);
+    for (i = 0; i < 3; i++)
+        if (!strcmp(s, phase_names[i]))
+            break;
+    if (i == 3 || strlen(s) != json_string_length(x))
+        return bad(why, why_len, "\"phase\" must be gen, train or idle");
+    r->phase = (eerl_agent_phase)i;
+    return 0;
+}
+
+static int parse_fields(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+{
     switch (r->op) {
     case EERL__OP_HELLO:
-        if ((e = get_uint(o, "v", 1000000, 1, &v, &present, why, why_len)) < 0)
-            return e;
-        r->version = (unsigned)v;
-        x = json_object_get(o, "client");
-        if (x) {
-            size_t n, i;
-            const char *s;
-
-            if (!json_is_string(x))
-                return bad(why, why_len, "\"client\" must be a string");
-            n = json_string_length(x);
-            s = json_string_value(x);
-            if (n > EERL__AGENT_CLIENT_MAX)
-                return bad(why, why_len, "\"client\" is longer than %d characters",
-                           EERL__AGENT_CLIENT_MAX);
-            for (i = 0; i < n; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                    return bad(why, why_len, "\"client\" holds a control character");
-            memcpy(r->client, s, n);
-            r->client[n] = '\0';
-        }
-        return 0;
+        return parse_hello(o, r, why, why_len);
     case EERL__OP_DEVICES:
     case EERL__OP_HEARTBEAT:
         return 0;
@@ -196,64 +269,11 @@ static int parse_fields(json_t *o, struct eerl__agent_req *r, char *why, size_t 
     case EERL__OP_LEASE:
         return get_gpus(o, r, 1, why, why_len);
     case EERL__OP_SET:
-        if ((e = get_gpus(o, r, 1, why, why_len)) < 0)
-            return e;
-        if ((e = get_uint(o, "mhz", EERL__AGENT_MHZ_MAX, 0, &v, &present, why, why_len)) < 0 ||
-            (e = get_uint(o, "min_mhz", EERL__AGENT_MHZ_MAX, 0, &a, &pa, why, why_len)) < 0 ||
-            (e = get_uint(o, "max_mhz", EERL__AGENT_MHZ_MAX, 0, &b, &pb, why, why_len)) < 0)
-            return e;
-        if (present && (pa || pb))
-            return bad(why, why_len,
-                       "give either \"mhz\" or \"min_mhz\" and \"max_mhz\", not both");
-        if (present) {
-            r->min_mhz = r->max_mhz = (unsigned)v;
-            return 0;
-        }
-        if (!pa || !pb)
-            return bad(why, why_len, "\"set\" needs \"mhz\", or both \"min_mhz\" and \"max_mhz\"");
-        if (a > b)
-            return bad(why, why_len, "\"min_mhz\" %llu is above \"max_mhz\" %llu", a, b);
-        if ((a == 0) != (b == 0))
-            return bad(why, why_len,
-                       "\"min_mhz\" and \"max_mhz\" must both be 0 (governor) or "
-                       "both be clocks");
-        r->min_mhz = (unsigned)a;
-        r->max_mhz = (unsigned)b;
-        return 0;
-    case EERL__OP_POOL: {
-        static const char *const k[3] = {"gen", "train", "idle"};
-        int i;
-
-        if ((e = get_name(o, "pool", EERL_AGENT_POOL_NAME_MAX, r->pool, why, why_len)) < 0 ||
-            (e = get_gpus(o, r, 1, why, why_len)) < 0)
-            return e;
-        for (i = 0; i < 3; i++) {
-            if ((e = get_uint(o, k[i], EERL__AGENT_MHZ_MAX, 1, &v, &present, why, why_len)) < 0)
-                return e;
-            r->pool_mhz[i] = (unsigned)v;
-        }
-        return 0;
-    }
-    case EERL__OP_PHASE: {
-        const char *s;
-        int i;
-
-        if ((e = get_name(o, "pool", EERL_AGENT_POOL_NAME_MAX, r->pool, why, why_len)) < 0)
-            return e;
-        x = json_object_get(o, "phase");
-        if (!x)
-            return bad(why, why_len, "missing \"phase\"");
-        if (!json_is_string(x))
-            return bad(why, why_len, "\"phase\" must be a string: gen, train or idle");
-        s = json_string_value(x);
-        for (i = 0; i < 3; i++)
-            if (!strcmp(s, phase_names[i]))
-                break;
-        if (i == 3 || strlen(s) != json_string_length(x))
-            return bad(why, why_len, "\"phase\" must be gen, train or idle");
-        r->phase = (eerl_agent_phase)i;
-        return 0;
-    }
+        return parse_set(o, r, why, why_len);
+    case EERL__OP_POOL:
+        return parse_pool(o, r, why, why_len);
+    case EERL__OP_PHASE:
+        return parse_phase(o, r, why, why_len);
     default:
         return bad(why, why_len, "unknown op");
     }

@@ -636,3 +636,48 @@ def test_the_entry_runs_verls_own_main_with_its_task_runner(argv, runner, tmp_pa
     assert cls.__ray_actor_class__.__name__ == runner
     assert _job.options(config) == {"trace": str(tmp_path / "t.jsonl"), "observe_only": True}
     assert getattr(vm.run_ppo, "__name__", "") == "<lambda>"  # verl's run_ppo given back
+
+
+def test_the_entry_takes_a_session_across_nodes_when_verl_placed_workers_on_several(
+        tmp_path, monkeypatch):
+    """verl's workers on two nodes (their records as Ray gives them: node ids, GPU UUIDs): the
+    entry opens a MultiNodeSession over an adapter reaching both nodes' eerlds, the pools found
+    there by UUID; the trace names both nodes and every clock is back after fit()."""
+    import socket
+    import eerld_nodes
+    from eerl import multinode
+    from eerl.integrations.verl import _job
+    nodes = eerld_nodes.start_nodes(tmp_path, 2)
+    try:
+        run = verl_cpu.LegacyRun(steps=3)
+        run.actor.workers = ["w%d" % i for i in range(4)]  # handles, as verl holds them
+        recs = [{"node_id": "node-%s" % "ab"[i // 2], "host": socket.gethostname(), "pid": i,
+                 "rank": i, "gpus": [nodes[i // 2].uuids[i % 2]]} for i in range(4)]
+        monkeypatch.setattr(multinode, "ray_worker_gpus", lambda actors: list(recs))
+        monkeypatch.setattr(_job, "_here", lambda: "node-driver")
+        made = []
+
+        class Adapter(eerld_nodes.LocalAdapter, multinode._Adapter):
+            pass
+
+        def for_workers(*lists, **kw):
+            assert [r["node_id"] for r in lists[0]] == [r["node_id"] for r in recs]
+            made.append(Adapter([n.socket for n in nodes]))
+            return made[-1]
+        monkeypatch.setattr(multinode.RayAdapter, "for_workers", staticmethod(for_workers))
+        trace = str(tmp_path / "nodes.jsonl")
+        job = with_job({"trace": trace, "strict": True}, run)
+        assert job.info == {"mode": "colocated", "nodes": 2,
+                            "pools": {"generation": {0: [0, 1], 1: [0, 1]},
+                                      "training": {0: [0, 1], 1: [0, 1]}}}
+        lines = [json.loads(x) for x in open(trace)]
+        run_line = [x for x in lines if x["type"] == "run"][0]
+        assert run_line["gpu_uuids"] == {str(k): {str(g): u for g, u in enumerate(n.uuids)}
+                                         for k, n in enumerate(nodes)}
+        assert run_line["pools_from"].startswith("training: actor_rollout_wg.workers")
+        ups = [x for x in lines if x["type"] == "update"]
+        assert [u["work"]["N"] for u in ups] == [t["trained"] for t in run.trained]
+        assert all(n.locks() == [(None, None)] * 2 for n in nodes)
+    finally:
+        for n in nodes:
+            n.stop()

@@ -21,17 +21,14 @@
 #include "eerl/runtime.h"
 #include "eerl/version.h"
 #include "core/config.h"
+#include "runtime/config.h"
+#include "runtime/observe.h"
 #include "runtime/owner.h"
 #include "runtime/resume.h"
 #include "runtime/unexplained.h"
 #include "trace/trace.h"
 
-#define IV_MAX 16  /* intervals of one phase of one pool within an update (then merged) */
 #define EV_CAP 256 /* the controller keeps at most 256 pending events */
-
-struct iv {
-    double t0, t1;
-};
 
 struct eerl_rt {
     eerl_rt_config cfg;
@@ -54,17 +51,9 @@ struct eerl_rt {
     eerl_setting applied;
     eerl_setting prev_setting;
     int have_prev;
-    double t_update0;
     int update_open;
-    int in_phase[2][EERL_PHASE_COUNT];
-    /* Open phases of each pool, innermost last: only the innermost accrues time (a pool does one
-     * thing at a time; a refit begun inside generation, as in-flight loops do, pauses it). */
-    eerl_phase stack[2][EERL_PHASE_COUNT];
-    unsigned depth[2];
-    struct iv iv[2][EERL_PHASE_COUNT][IV_MAX];
-    size_t n_iv[2][EERL_PHASE_COUNT];
-    double refit_start[2]; /* first refit begin of the pool in this update, or -1 */
-    unsigned cur_mhz[2];   /* what the owner has each pool at */
+    struct eerl__rt_books books; /* the update in progress */
+    unsigned cur_mhz[2];         /* what the owner has each pool at */
     int cur_known[2];
     eerl_event *ev;
     size_t n_ev;
@@ -90,69 +79,9 @@ static int fail(eerl_rt *rt, int e, const char *fmt, ...)
     return e;
 }
 
-/* The end of the last field of 0.2, the first size-tagged release: the shortest struct a caller
- * may pass. Fields added later go after resume_tag. */
-#define RT_CFG_SIZE_MIN                                                                            \
-    (offsetof(eerl_rt_config, resume_tag) + sizeof(((eerl_rt_config *)0)->resume_tag))
-
-int eerl_rt_config_init(eerl_mode mode, eerl_rt_config *ret_cfg, size_t size)
-{
-    eerl_rt_config c;
-
-    if (!ret_cfg || (unsigned)mode >= EERL_MODE_COUNT || size < RT_CFG_SIZE_MIN)
-        return EERL_EINVAL;
-    memset(&c, 0, sizeof(c));
-    c.size = size < sizeof(c) ? size : sizeof(c);
-    c.mode = mode;
-    c.allowed_loss = 0.02;
-    c.strategy = EERL_STRATEGY_EERL;
-    memcpy(ret_cfg, &c, c.size);
-    return 0;
-}
-
-/* The function behind the header's macro, for bindings that call the symbol. */
-int(eerl_rt_config_default)(eerl_mode mode, eerl_rt_config *ret_cfg)
-{
-    return eerl_rt_config_init(mode, ret_cfg, sizeof(*ret_cfg));
-}
-
 static double now(const eerl_rt *rt)
 {
     return rt->cfg.clock(rt->cfg.clock_ctx);
-}
-
-/* A pool's GPUs exist and are distinct; seen[] (count entries) gets bit `bit` of each. Linear
- * in the pool, so an allocation of thousands of GPUs is checked as fast as one of eight. */
-static int check_pool(const unsigned *g, size_t n, const char *name, unsigned count,
-                      unsigned char *seen, unsigned bit, char *why, size_t len)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        if (g[i] >= count) {
-            snprintf(why, len, "%s pool names GPU %u but the device has %u GPUs (0-%u)", name, g[i],
-                     count, count ? count - 1 : 0);
-            return -1;
-        }
-        if (seen[g[i]] & bit) {
-            snprintf(why, len, "%s pool names GPU %u twice", name, g[i]);
-            return -1;
-        }
-        seen[g[i]] |= bit;
-    }
-    return 0;
-}
-
-/* The pools' GPU lists: the pointers when given, else the fixed arrays (at most
- * EERL_RT_POOL_GPUS_MAX each). */
-static const unsigned *gen_list(const eerl_rt_config *c)
-{
-    return c->gen_pool ? c->gen_pool : c->gen_gpus;
-}
-
-static const unsigned *train_list(const eerl_rt_config *c)
-{
-    return c->train_pool ? c->train_pool : c->train_gpus;
 }
 
 /* One JSON line onto the trace, whole or not at all (eerl__trace_append). */
@@ -280,107 +209,6 @@ static int write_resume_line(eerl_rt *rt, const char *from, const unsigned char 
 
 /* ---- construction: one step per resource, in the order they depend on each other ---------- */
 
-/* The configuration against the device: mode, allowance, strategy, pools. */
-/* A pool's size: at most EERL_RT_GPUS_LIMIT, and no more than the fixed array holds when the
- * list is given there. */
-static int check_pool_size(size_t n, int in_array, const char *name, const char *field, char *why,
-                           size_t len)
-{
-    if (n > EERL_RT_GPUS_LIMIT) {
-        snprintf(why, len, "%s pool has %zu GPUs, more than the %u a session takes", name, n,
-                 EERL_RT_GPUS_LIMIT);
-        return -1;
-    }
-    if (in_array && n > EERL_RT_POOL_GPUS_MAX) {
-        snprintf(why, len,
-                 "%s pool has %zu GPUs but %s holds at most %d: give a pool of that size "
-                 "in %s_pool",
-                 name, n, field, EERL_RT_POOL_GPUS_MAX, name[0] == 'g' ? "gen" : "train");
-        return -1;
-    }
-    return 0;
-}
-
-static int check_config(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len)
-{
-    const unsigned *gen = gen_list(cfg), *train = train_list(cfg);
-    unsigned char *seen = NULL;
-    unsigned count = 0;
-    size_t i;
-    int e;
-
-    if ((unsigned)cfg->mode >= EERL_MODE_COUNT) {
-        snprintf(why, why_len, "mode %d is unknown", (int)cfg->mode);
-        return EERL_EINVAL;
-    }
-    if (!cfg->ctl_cfg && !(cfg->allowed_loss > 0 && cfg->allowed_loss < 0.5)) {
-        snprintf(why, why_len, "allowed loss %g must be in (0, 0.5) (0.02 allows 2%%)",
-                 cfg->allowed_loss);
-        return EERL_EINVAL;
-    }
-    if (!cfg->ctl_cfg && (unsigned)cfg->strategy >= EERL_STRATEGY_COUNT) {
-        snprintf(why, why_len, "strategy %d is unknown", (int)cfg->strategy);
-        return EERL_EINVAL;
-    }
-    if (check_pool_size(cfg->n_gen, !cfg->gen_pool, "generation", "gen_gpus", why, why_len) < 0 ||
-        check_pool_size(cfg->n_train, !cfg->train_pool, "training", "train_gpus", why, why_len) < 0)
-        return EERL_EINVAL;
-    if (cfg->mode != EERL_MODE_COLOCATED && cfg->n_gen + cfg->n_train > EERL_RT_GPUS_LIMIT) {
-        snprintf(why, why_len, "the pools hold %zu GPUs together, more than the %u a session takes",
-                 cfg->n_gen + cfg->n_train, EERL_RT_GPUS_LIMIT);
-        return EERL_EINVAL;
-    }
-    e = eerl_device_count(dev, &count);
-    if (e < 0) {
-        snprintf(why, why_len, "counting GPUs: %s", eerl_strerror(e));
-        return e;
-    }
-    seen = calloc(count ? count : 1, 1); /* bit 1: in the generation pool, bit 2: training */
-    if (!seen) {
-        snprintf(why, why_len, "out of memory");
-        return EERL_ENOMEM;
-    }
-    e = EERL_EINVAL;
-    if (check_pool(gen, cfg->n_gen, "generation", count, seen, 1, why, why_len) < 0)
-        goto out;
-    if (check_pool(train, cfg->n_train, "training", count, seen, 2, why, why_len) < 0)
-        goto out;
-    if (cfg->n_gen == 0) {
-        snprintf(why, why_len, "the generation pool is empty");
-        goto out;
-    }
-    if (cfg->mode == EERL_MODE_COLOCATED) {
-        /* Both lists are free of duplicates: the same size and every training GPU generates. */
-        int same = cfg->n_train == cfg->n_gen;
-        for (i = 0; same && i < cfg->n_train; i++)
-            same = seen[train[i]] & 1;
-        if (cfg->n_train && !same) {
-            snprintf(why, why_len,
-                     "colocated mode runs generation and training on one set of GPUs; the "
-                     "training pool differs from the generation pool");
-            goto out;
-        }
-        e = 0;
-        goto out;
-    }
-    if (cfg->n_train == 0) {
-        snprintf(why, why_len, "%s mode needs a training pool", eerl_mode_name(cfg->mode));
-        goto out;
-    }
-    for (i = 0; i < cfg->n_gen; i++)
-        if (seen[gen[i]] & 2) {
-            snprintf(why, why_len,
-                     "%s mode needs separate pools; GPU %u is in both (use colocated "
-                     "for shared GPUs)",
-                     eerl_mode_name(cfg->mode), gen[i]);
-            goto out;
-        }
-    e = 0;
-out:
-    free(seen);
-    return e;
-}
-
 /* The session itself: its copy of the configuration (the pointers it does not keep cleared)
  * and the pools' GPU lists. */
 static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
@@ -413,16 +241,15 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
     rt->pid = getpid();
     rt->colocated = cfg->mode == EERL_MODE_COLOCATED;
     /* One list, generation first: the pools are its two parts (colocated: both the whole). */
-    memcpy(rt->all, gen_list(cfg), cfg->n_gen * sizeof(unsigned));
+    memcpy(rt->all, eerl__rt_gen_list(cfg), cfg->n_gen * sizeof(unsigned));
     if (!rt->colocated)
-        memcpy(rt->all + cfg->n_gen, train_list(cfg), cfg->n_train * sizeof(unsigned));
+        memcpy(rt->all + cfg->n_gen, eerl__rt_train_list(cfg), cfg->n_train * sizeof(unsigned));
     rt->n_all = n_all;
     rt->pool_gpus[0] = rt->all;
     rt->n_pool[0] = cfg->n_gen;
     rt->pool_gpus[1] = rt->colocated ? rt->all : rt->all + cfg->n_gen;
     rt->n_pool[1] = rt->colocated ? cfg->n_gen : cfg->n_train;
-    rt->t_update0 = 0;
-    rt->refit_start[0] = rt->refit_start[1] = -1;
+    eerl__books_start(&rt->books, 0);
     rt->next_update = 1;
     *ret_rt = rt;
     return 0;
@@ -657,22 +484,10 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *caller_cfg, char *why, s
         snprintf(why, why_len, "no device, configuration or result pointer");
         return EERL_EINVAL;
     }
-    /* This release's struct: the defaults (the mode's field is the caller's), then the caller's
-     * fields, all of them or the first cfg->size bytes of a shorter (older) struct. */
-    if (cfg->size < RT_CFG_SIZE_MIN || cfg->size > sizeof(*cfg)) {
-        snprintf(why, why_len,
-                 "configuration size %zu is not one this eerl reads (%zu to %zu): start from "
-                 "eerl_rt_config_default",
-                 cfg->size, (size_t)RT_CFG_SIZE_MIN, sizeof(*cfg));
-        return EERL_EINVAL;
-    }
-    (void)eerl_rt_config_init(EERL_MODE_COLOCATED, &full, sizeof(full));
-    memcpy(&full, cfg, cfg->size);
-    full.size = sizeof(full);
-    cfg = &full;
-    e = check_config(dev, cfg, why, why_len);
+    e = eerl__rt_config_resolve(dev, cfg, &full, why, why_len);
     if (e < 0)
         return e;
+    cfg = &full;
     e = rt_alloc(dev, cfg, why, why_len, &rt);
     if (e < 0)
         return e;
@@ -951,34 +766,6 @@ static unsigned call_pools(unsigned pool, unsigned ps[2])
     return pool == EERL_RT_POOL_BOTH ? 2 : 1;
 }
 
-/* Starts a new busy interval of (pool, phase) at t. */
-static void open_iv(eerl_rt *rt, unsigned pool, eerl_phase phase, double t)
-{
-    size_t n = rt->n_iv[pool][phase];
-
-    if (n < IV_MAX) {
-        rt->iv[pool][phase][n].t0 = t;
-        rt->iv[pool][phase][n].t1 = t;
-        rt->n_iv[pool][phase] = n + 1;
-    } else { /* merge into the last one: the busy time is then an upper bound */
-        rt->iv[pool][phase][IV_MAX - 1].t1 = t;
-    }
-}
-
-/* A pool's books at the begin of a phase at t. */
-static void begin_books(eerl_rt *rt, unsigned pool, eerl_phase phase, double t)
-{
-    if (phase == EERL_PHASE_REFIT && rt->refit_start[pool] < 0)
-        rt->refit_start[pool] = t;
-    rt->in_phase[pool][phase] = 1;
-    if (rt->depth[pool] > 0) { /* the phase it interrupts stops accruing here */
-        eerl_phase outer = rt->stack[pool][rt->depth[pool] - 1];
-        rt->iv[pool][outer][rt->n_iv[pool][outer] - 1].t1 = t;
-    }
-    rt->stack[pool][rt->depth[pool]++] = phase;
-    open_iv(rt, pool, phase, t);
-}
-
 int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
 {
     unsigned ps[2], n, i, mhz;
@@ -992,7 +779,7 @@ int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
         return e < 0 ? e : EERL_EINVAL;
     n = call_pools(pool, ps);
     for (i = 0; i < n; i++)
-        if (rt->in_phase[ps[i]][phase])
+        if (rt->books.in_phase[ps[i]][phase])
             return fail(rt, EERL_ESTATE, "%s pool is already in phase %s",
                         ps[i] ? "training" : "generation", phase_name(phase));
     /* The setting decided at the last update's end takes effect here, before the work. */
@@ -1007,11 +794,11 @@ int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
         return e;
     if (!rt->started) {
         rt->started = 1;
-        rt->t_update0 = t;
+        rt->books.t_update0 = t;
     }
     rt->update_open = 1;
     for (i = 0; i < n; i++)
-        begin_books(rt, ps[i], phase, t);
+        eerl__books_begin(&rt->books, ps[i], phase, t);
     return 0;
 }
 
@@ -1019,27 +806,16 @@ int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
  * when one resumes, else the idle clock for a pool of separate pools that now waits. */
 static int end_books(eerl_rt *rt, unsigned pool, eerl_phase phase, double t)
 {
-    unsigned d = rt->depth[pool], i, left, mhz;
-    int top = d > 0 && rt->stack[pool][d - 1] == phase, k, busy = 0;
+    eerl_phase outer;
+    unsigned mhz;
 
-    rt->in_phase[pool][phase] = 0;
-    if (top) /* else its interval was closed when an inner phase began */
-        rt->iv[pool][phase][rt->n_iv[pool][phase] - 1].t1 = t;
-    for (i = 0, left = 0; i < d; i++)
-        if (rt->stack[pool][i] != phase)
-            rt->stack[pool][left++] = rt->stack[pool][i];
-    rt->depth[pool] = left;
-    if (top && left > 0) { /* the interrupted phase resumes, at its own clock */
-        eerl_phase outer = rt->stack[pool][left - 1];
-
-        open_iv(rt, pool, outer, t);
+    if (eerl__books_end(&rt->books, pool, phase, t, &outer)) {
         if (phase_clock(rt, &rt->applied, pool, outer, &mhz) == 0)
             return pool_lock(rt, pool, mhz);
         return 0;
     }
-    for (k = 0; k < EERL_PHASE_COUNT; k++)
-        busy |= rt->in_phase[pool][k];
-    if (!rt->colocated && !busy && rt->applied.idle_mhz != EERL_CLOCK_GOVERNOR)
+    if (!rt->colocated && !eerl__books_busy(&rt->books, pool) &&
+        rt->applied.idle_mhz != EERL_CLOCK_GOVERNOR)
         return pool_lock(rt, pool, rt->applied.idle_mhz);
     return 0;
 }
@@ -1057,7 +833,7 @@ int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
         return e < 0 ? e : EERL_EINVAL;
     n = call_pools(pool, ps);
     for (i = 0; i < n; i++)
-        if (!rt->in_phase[ps[i]][phase])
+        if (!rt->books.in_phase[ps[i]][phase])
             return fail(rt, EERL_ESTATE, "%s pool is not in phase %s",
                         ps[i] ? "training" : "generation", phase_name(phase));
     e = mark(rt, &t);
@@ -1071,133 +847,20 @@ int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
     return first;
 }
 
-/* Energy over a pool's (or the allocation's, gpus NULL) intervals. */
-static int energy_over(eerl_rt *rt, const struct iv *iv, size_t n, const unsigned *gpus,
-                       size_t n_gpus, double *ret_j, unsigned *flags)
-{
-    eerl_meter_reading r;
-    double j = 0;
-    size_t i;
-    int e;
-
-    for (i = 0; i < n; i++) {
-        if (iv[i].t1 <= iv[i].t0)
-            continue;
-        e = gpus ? eerl_meter_energy_gpus(rt->meter, iv[i].t0, iv[i].t1, gpus, n_gpus, &r)
-                 : eerl_meter_energy(rt->meter, iv[i].t0, iv[i].t1, &r);
-        if (e < 0)
-            return fail(rt, e, "meter energy over [%.3f, %.3f] s: %s", iv[i].t0, iv[i].t1,
-                        eerl_strerror(e));
-        j += r.total_joules;
-        *flags |= r.flags;
-    }
-    *ret_j = j;
-    return 0;
-}
-
-static double busy_time(const struct iv *iv, size_t n)
-{
-    double s = 0;
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        s += iv[i].t1 - iv[i].t0;
-    return s;
-}
-
+/* The observation of the update ending at t_end (observe.c), with the setting it ran under. */
 static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs *o, unsigned *flags,
                      double busy[2])
 {
-    eerl_meter_reading r;
-    int overlapped = eerl_mode_overlapped(rt->cfg.mode), e;
-    unsigned np = rt->colocated ? 1 : 2, p, ph;
+    struct eerl__obs_source src = {rt->meter,
+                                   rt->cfg.mode,
+                                   rt->colocated,
+                                   {rt->pool_gpus[0], rt->pool_gpus[1]},
+                                   {rt->n_pool[0], rt->n_pool[1]}};
+    char why[sizeof(rt->err)];
+    int e = eerl__obs_build(&rt->books, &src, w, t_end, o, flags, busy, why, sizeof(why));
 
-    memset(o, 0, sizeof(*o));
-    o->update = w->update;
-    o->gen_tokens = w->gen_tokens;
-    o->valid_tokens = w->valid_tokens;
-    o->longest_tokens = w->longest_tokens;
-    o->policy_age = w->policy_version >= 0 && (uint64_t)w->policy_version <= w->update
-                        ? (int)(w->update - (uint64_t)w->policy_version)
-                        : -1;
-    o->time_s = t_end - rt->t_update0;
-    e = eerl_meter_energy(rt->meter, rt->t_update0, t_end, &r);
     if (e < 0)
-        return fail(rt, e, "meter energy of update %llu: %s", (unsigned long long)w->update,
-                    eerl_strerror(e));
-    o->energy_j = r.total_joules;
-    *flags |= r.flags;
-    for (ph = 0; ph < EERL_PHASE_COUNT; ph++) {
-        double best = 0, j = 0;
-        unsigned bp = 0;
-
-        for (p = 0; p < np; p++) {
-            double b = busy_time(rt->iv[p][ph], rt->n_iv[p][ph]);
-            if (b > best) {
-                best = b;
-                bp = p;
-            }
-        }
-        o->phase_time_s[ph] = best;
-        if (best <= 0)
-            continue;
-        if (!overlapped) {
-            /* Stages run in turn: the whole allocation's energy while the stage runs. */
-            e = energy_over(rt, rt->iv[bp][ph], rt->n_iv[bp][ph], NULL, 0, &j, flags);
-            if (e < 0)
-                return e;
-            o->phase_energy_j[ph] = j;
-        } else {
-            /* Pools overlap: each pool's own energy while it runs the phase. */
-            double sum = 0;
-            for (p = 0; p < np; p++) {
-                e = energy_over(rt, rt->iv[p][ph], rt->n_iv[p][ph], rt->pool_gpus[p], rt->n_pool[p],
-                                &j, flags);
-                if (e < 0)
-                    return e;
-                sum += j;
-            }
-            o->phase_energy_j[ph] = sum;
-        }
-    }
-    for (p = 0; p < 2; p++) {
-        busy[p] = 0;
-        for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
-            busy[p] += busy_time(rt->iv[p][ph], rt->n_iv[p][ph]);
-    }
-    if (!rt->colocated) {
-        for (p = 0; p < 2; p++) {
-            e = eerl_meter_energy_gpus(rt->meter, rt->t_update0, t_end, rt->pool_gpus[p],
-                                       rt->n_pool[p], &r);
-            if (e < 0)
-                return fail(rt, e, "meter energy of the %s pool: %s", p ? "training" : "generation",
-                            eerl_strerror(e));
-            o->pool_energy_j[p] = r.total_joules;
-            *flags |= r.flags;
-        }
-        o->flags |= EERL_OBS_POOL_ENERGY;
-    }
-    if (!rt->colocated) {
-        /* Arrival at the rendezvous: the end of the pool's last work before its first refit
-         * (separate pools, also when they take turns; the sequential predictor reads phase
-         * times, so there the arrivals are a record, not an input). */
-        for (p = 0; p < 2; p++) {
-            double arr = 0;
-            unsigned phs[3] = {EERL_PHASE_GEN, EERL_PHASE_LOGPROB, EERL_PHASE_TRAIN};
-            unsigned k;
-            size_t i;
-            for (k = 0; k < 3; k++)
-                for (i = 0; i < rt->n_iv[p][phs[k]]; i++) {
-                    const struct iv *v = &rt->iv[p][phs[k]][i];
-                    if (rt->refit_start[p] >= 0 && v->t0 >= rt->refit_start[p])
-                        continue;
-                    if (v->t1 - rt->t_update0 > arr)
-                        arr = v->t1 - rt->t_update0;
-                }
-            o->arrival_s[p] = arr;
-        }
-        o->flags |= EERL_OBS_ARRIVALS;
-    }
+        return fail(rt, e, "%s", why);
     o->setting = rt->applied;
     if (rt->cfg.mode == EERL_MODE_INFLIGHT && rt->have_prev &&
         !eerl_setting_equal(&rt->prev_setting, &rt->applied))
@@ -1219,7 +882,8 @@ static int node_records(eerl_rt *rt, double t_end, json_t *x)
 
     if (!j || !sum || !fl || !nfl || !ne || !nf)
         goto out;
-    e = eerl_meter_energy_each(rt->meter, rt->t_update0, t_end, NULL, rt->n_all, j, NULL, fl, &r);
+    e = eerl_meter_energy_each(rt->meter, rt->books.t_update0, t_end, NULL, rt->n_all, j, NULL, fl,
+                               &r);
     if (e < 0)
         goto out;
     for (i = 0; i < rt->n_all; i++) {
@@ -1264,7 +928,7 @@ static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req,
     if (!j)
         return EERL_EPARSE;
     x = json_object();
-    json_object_set_new(x, "t_start", json_real(rt->t_update0));
+    json_object_set_new(x, "t_start", json_real(rt->books.t_update0));
     json_object_set_new(x, "t_end", json_real(t_end));
     pb = json_object();
     json_object_set_new(pb, "generation", json_real(busy[0]));
@@ -1332,7 +996,7 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
         return EERL_ESTATE;
     for (p = 0; p < 2; p++)
         for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
-            if (rt->in_phase[p][ph])
+            if (rt->books.in_phase[p][ph])
                 return fail(rt, EERL_ESTATE, "update %llu ends while the %s pool is in phase %s",
                             (unsigned long long)work->update, p ? "training" : "generation",
                             phase_name((eerl_phase)ph));
@@ -1380,10 +1044,8 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     rt->have_prev = 1;
     if (!rt->cfg.observe_only)
         rt->applied = info.next;
-    rt->t_update0 = t_end;
+    eerl__books_start(&rt->books, t_end);
     rt->update_open = 0;
-    memset(rt->n_iv, 0, sizeof(rt->n_iv));
-    rt->refit_start[0] = rt->refit_start[1] = -1;
     if (ret_info)
         *ret_info = info;
     return terr < 0 ? EERL_EIO : 0;
@@ -1402,7 +1064,7 @@ int eerl_rt_abort(eerl_rt *rt, const char *type, const char *detail_json)
     if (check_open(rt) < 0)
         return EERL_ESTATE;
     for (ph = 0; ph < EERL_PHASE_COUNT; ph++)
-        if (rt->in_phase[0][ph] || rt->in_phase[1][ph])
+        if (rt->books.in_phase[0][ph] || rt->books.in_phase[1][ph])
             open[n++] = phase_name((eerl_phase)ph);
     e = eerl__trace_stop_line(type, rt->next_update, open, n, detail_json, &line, why, sizeof(why));
     if (e == EERL_EINVAL)

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eerl/error.h"
@@ -236,4 +237,26 @@ int eerl__obs_build(const struct eerl__rt_books *b, const struct eerl__obs_sourc
     if (!src->colocated)
         return pool_figures(b, src, t_end, o, flags, why, why_len);
     return 0;
+}
+
+int eerl__obs_nodes(eerl_meter *meter, double t0, double t1, const unsigned *node_at, size_t n_all,
+                    unsigned n_nodes, double *sum, unsigned *flags)
+{
+    double *j = calloc(n_all, sizeof(*j));
+    unsigned *fl = calloc(n_all, sizeof(*fl));
+    eerl_meter_reading r;
+    size_t i;
+    int e = EERL_ENOMEM;
+
+    memset(sum, 0, n_nodes * sizeof(*sum));
+    memset(flags, 0, n_nodes * sizeof(*flags));
+    if (j && fl)
+        e = eerl_meter_energy_each(meter, t0, t1, NULL, n_all, j, NULL, fl, &r);
+    for (i = 0; e == 0 && i < n_all; i++) {
+        sum[node_at[i]] += j[i];
+        flags[node_at[i]] |= fl[i];
+    }
+    free(j);
+    free(fl);
+    return e;
 }

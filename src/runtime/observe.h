@@ -56,4 +56,10 @@ int eerl__obs_build(const struct eerl__rt_books *b, const struct eerl__obs_sourc
                     const eerl_rt_work *w, double t_end, eerl_obs *o, unsigned *flags,
                     double busy[2], char *why, size_t why_len);
 
+/* Across nodes: each node's energy over [t0, t1] into sum[0..n_nodes-1] and its GPUs' meter
+ * flags OR-ed into flags[]; node_at[i] is the node of the meter's GPU i (n_all of them). 0, or
+ * EERL_ENOMEM or the meter's error. */
+int eerl__obs_nodes(eerl_meter *meter, double t0, double t1, const unsigned *node_at, size_t n_all,
+                    unsigned n_nodes, double *sum, unsigned *flags);
+
 #endif

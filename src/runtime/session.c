@@ -25,6 +25,7 @@
 #include "runtime/observe.h"
 #include "runtime/owner.h"
 #include "runtime/resume.h"
+#include "runtime/tracing.h"
 #include "runtime/unexplained.h"
 #include "trace/trace.h"
 
@@ -38,7 +39,7 @@ struct eerl_rt {
     struct eerl__rt_owner *own; /* ours, when cfg.owner was NULL */
     eerl_agent *agent;          /* ours, when the clocks go through eerld (see eerl_rt_new) */
     eerl_rt_clock_owner owner;
-    FILE *trace;
+    struct eerl__tracing trace;
     int closed, colocated, thread, started;
     pid_t pid;     /* the process that opened it; a forked child's copy is inert (eerl_rt_close) */
     unsigned *all; /* every GPU of the pools, generation first (ours) */
@@ -61,11 +62,8 @@ struct eerl_rt {
     int resumed;  /* 1: the controller started from a saved state */
     char resume_detail[512];
     char err[512];
-    long long trace_end; /* the trace's length in whole lines (eerl__trace_append) */
-    int trace_created;   /* 1: this session created the trace file, so a failed start removes it */
-    char trace_file[4096]; /* its path, for messages */
-    int explained;         /* 1: the calibration's check ran (explain_once) */
-    char notice[1536];     /* what the last update end has to tell a person, or "" */
+    int explained;     /* 1: the calibration's check ran (explain_once) */
+    char notice[1536]; /* what the last update end has to tell a person, or "" */
 };
 
 static int fail(eerl_rt *rt, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -82,54 +80,6 @@ static int fail(eerl_rt *rt, int e, const char *fmt, ...)
 static double now(const eerl_rt *rt)
 {
     return rt->cfg.clock(rt->cfg.clock_ctx);
-}
-
-/* One JSON line onto the trace, whole or not at all (eerl__trace_append). */
-static int append_json(eerl_rt *rt, const json_t *o)
-{
-    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    int e = s ? eerl__trace_append(rt->trace, s, &rt->trace_end) : EERL_ENOMEM, err = errno;
-
-    free(s);
-    errno = err;
-    return e;
-}
-
-/* The trace's "run" line: how the session was set up, plus the caller's metadata. */
-static int write_run_line(eerl_rt *rt, const char *run_json, char *why, size_t len)
-{
-    json_t *o = json_object(), *pools = json_object(), *a;
-    size_t p, i;
-    int e = 0;
-
-    json_object_set_new(o, "type", json_string("run"));
-    json_object_set_new(o, "mode", json_string(eerl_mode_name(rt->cfg.mode)));
-    json_object_set_new(o, "observe_only", json_boolean(rt->cfg.observe_only));
-    json_object_set_new(o, "allowed_loss", json_real(rt->cfg.allowed_loss));
-    json_object_set_new(o, "device", json_string(eerl_device_backend(rt->dev)));
-    for (p = 0; p < 2; p++) {
-        a = json_array();
-        for (i = 0; i < rt->n_pool[p]; i++)
-            json_array_append_new(a, json_integer(rt->pool_gpus[p][i]));
-        json_object_set_new(pools, p ? "training" : "generation", a);
-    }
-    json_object_set_new(o, "pools", pools);
-    if (run_json) {
-        json_error_t je;
-        json_t *extra = json_loads(run_json, 0, &je);
-        if (!json_is_object(extra)) {
-            snprintf(why, len, "trace run metadata is not a JSON object: %s",
-                     extra ? "not an object" : je.text);
-            json_decref(extra);
-            json_decref(o);
-            return EERL_EINVAL;
-        }
-        json_object_update(o, extra);
-        json_decref(extra);
-    }
-    e = append_json(rt, o);
-    json_decref(o);
-    return e;
 }
 
 /* A saved state's file: path itself, or path/eerl-controller.state for a directory. */
@@ -193,18 +143,6 @@ static int resume(eerl_rt *rt, const char *from, unsigned char **ret_state, size
     }
     rt->resumed = e == 0;
     return 0;
-}
-
-static int write_resume_line(eerl_rt *rt, const char *from, const unsigned char *st, size_t n)
-{
-    char *line = NULL;
-    int e = eerl__trace_resume_line(from, rt->tag, rt->resumed, rt->resume_detail, st, n, &line);
-
-    if (e < 0)
-        return e;
-    e = eerl__trace_append(rt->trace, line, &rt->trace_end);
-    free(line);
-    return e;
 }
 
 /* ---- construction: one step per resource, in the order they depend on each other ---------- */
@@ -403,46 +341,28 @@ static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
     return 0;
 }
 
-/* Drops the trace of a session that does not start: the file goes only if this session created
- * it (a path that was there, a device like /dev/full included, is never removed). */
-static void drop_trace(eerl_rt *rt, const char *path)
-{
-    fclose(rt->trace);
-    rt->trace = NULL;
-    if (rt->trace_created)
-        remove(path);
-}
-
-/* The trace: header, run line, resume record, each line whole (eerl__trace_append). On failure
- * a file this session created is removed. */
+/* The trace: header, run line, resume record (tracing.c). On failure a file this session
+ * created is removed. */
 static int init_trace(eerl_rt *rt, const eerl_rt_config *cfg, const unsigned char *saved,
                       size_t saved_len, char *why, size_t why_len)
 {
-    char producer[64], *line = NULL;
-    int e;
+    struct eerl__tracing_run run = {rt->cfg.mode,
+                                    rt->cfg.observe_only,
+                                    rt->cfg.allowed_loss,
+                                    eerl_device_backend(rt->dev),
+                                    {rt->pool_gpus[0], rt->pool_gpus[1]},
+                                    {rt->n_pool[0], rt->n_pool[1]},
+                                    cfg->trace_run_json};
+    struct eerl__tracing_resume res = {cfg->resume_from, rt->tag, rt->resume_detail,
+                                       rt->resumed,      saved,   saved_len};
+    char producer[64];
 
     if (!cfg->trace_path)
         return 0;
-    if (eerl__trace_open(cfg->trace_path, &rt->trace, &rt->trace_created) < 0) {
-        snprintf(why, why_len, "cannot create trace '%s': %s", cfg->trace_path, strerror(errno));
-        return EERL_ESYS;
-    }
-    snprintf(rt->trace_file, sizeof(rt->trace_file), "%s", cfg->trace_path);
     snprintf(producer, sizeof(producer), "eerl %s runtime", eerl_version_string());
-    e = eerl__trace_header_line(rt->ctl, cfg->producer ? cfg->producer : producer, &line);
-    if (e == 0)
-        e = eerl__trace_append(rt->trace, line, &rt->trace_end);
-    free(line);
-    if (e == 0)
-        e = write_run_line(rt, cfg->trace_run_json, why, why_len);
-    if (e == 0 && cfg->resume_from)
-        e = write_resume_line(rt, cfg->resume_from, saved, saved_len);
-    if (e < 0) {
-        if (!why[0])
-            snprintf(why, why_len, "cannot write trace '%s': %s", cfg->trace_path, strerror(errno));
-        drop_trace(rt, cfg->trace_path);
-    }
-    return e;
+    return eerl__tracing_start(&rt->trace, cfg->trace_path, rt->ctl,
+                               cfg->producer ? cfg->producer : producer, &run,
+                               cfg->resume_from ? &res : NULL, why, why_len);
 }
 
 /* The meter's sampling thread, when asked for; drops the trace if it cannot start. */
@@ -455,8 +375,8 @@ static int start_sampling(eerl_rt *rt, const eerl_rt_config *cfg, char *why, siz
     e = eerl_meter_start(rt->meter);
     if (e < 0) {
         snprintf(why, why_len, "starting the meter thread: %s", eerl_strerror(e));
-        if (rt->trace)
-            drop_trace(rt, cfg->trace_path);
+        if (rt->trace.f)
+            eerl__tracing_drop(&rt->trace);
         return e;
     }
     rt->thread = 1;
@@ -532,10 +452,7 @@ static int close_forked_copy(eerl_rt *rt)
 {
     rt->closed = 1;
     rt->thread = 0;
-    if (rt->trace) {
-        close(fileno(rt->trace)); /* the FILE (and its buffer) stays unflushed, unfreed */
-        rt->trace = NULL;
-    }
+    eerl__tracing_forget(&rt->trace);
     return 0;
 }
 
@@ -561,11 +478,8 @@ int eerl_rt_close(eerl_rt *rt)
         eerl_meter_stop(rt->meter);
         rt->thread = 0;
     }
-    if (rt->trace) {
-        if (fclose(rt->trace) != 0 && e == 0)
-            e = fail(rt, EERL_EIO, "closing the trace: %s", strerror(errno));
-        rt->trace = NULL;
-    }
+    if (eerl__tracing_close(&rt->trace) != 0 && e == 0)
+        e = fail(rt, EERL_EIO, "closing the trace: %s", strerror(errno));
     return e;
 }
 
@@ -868,82 +782,32 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
     return 0;
 }
 
-/* Across nodes: each node's energy over the update and the meter flags of each node that has
- * any, into the runtime record x. */
-static int node_records(eerl_rt *rt, double t_end, json_t *x)
-{
-    double *j = calloc(rt->n_all, sizeof(*j)), *sum = calloc(rt->n_nodes, sizeof(*sum));
-    unsigned *fl = calloc(rt->n_all, sizeof(*fl)), *nfl = calloc(rt->n_nodes, sizeof(*nfl));
-    json_t *ne = json_object(), *nf = json_object();
-    eerl_meter_reading r;
-    char key[16], buf[128];
-    size_t i;
-    int e = EERL_ENOMEM;
-
-    if (!j || !sum || !fl || !nfl || !ne || !nf)
-        goto out;
-    e = eerl_meter_energy_each(rt->meter, rt->books.t_update0, t_end, NULL, rt->n_all, j, NULL, fl,
-                               &r);
-    if (e < 0)
-        goto out;
-    for (i = 0; i < rt->n_all; i++) {
-        sum[rt->node_at[i]] += j[i];
-        nfl[rt->node_at[i]] |= fl[i];
-    }
-    for (i = 0; i < rt->n_nodes; i++) {
-        snprintf(key, sizeof(key), "%zu", i);
-        json_object_set_new(ne, key, json_real(sum[i]));
-        if (nfl[i]) {
-            eerl_meter_flags_str(nfl[i], buf, sizeof(buf));
-            json_object_set_new(nf, key, json_string(buf));
-        }
-    }
-    json_object_set(x, "node_energy_j", ne);
-    json_object_set(x, "node_meter_flags", nf);
-out:
-    json_decref(ne);
-    json_decref(nf);
-    free(j);
-    free(sum);
-    free(fl);
-    free(nfl);
-    return e;
-}
-
 /* The update line, with the runtime's own record (interval, per-pool busy time, meter flags;
  * across nodes, each node's energy and flags) added under "runtime"; trace readers ignore keys
  * they do not know. */
 static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req, size_t n_ev,
                         double t_end, const double busy[2], unsigned mflags)
 {
-    char *line = NULL, fl[128];
-    json_t *j, *x, *pb;
-    int e, err;
+    struct eerl__tracing_record rec = {
+        rt->books.t_update0, t_end, {busy[0], busy[1]}, rt->colocated, mflags, 0, NULL, NULL};
+    double *sum = NULL;
+    unsigned *nfl = NULL;
+    int e = 0;
 
-    e = eerl__trace_update_line(o, req, rt->ev, n_ev, &line);
-    if (e < 0)
-        return e;
-    j = json_loads(line, 0, NULL);
-    free(line);
-    if (!j)
-        return EERL_EPARSE;
-    x = json_object();
-    json_object_set_new(x, "t_start", json_real(rt->books.t_update0));
-    json_object_set_new(x, "t_end", json_real(t_end));
-    pb = json_object();
-    json_object_set_new(pb, "generation", json_real(busy[0]));
-    if (!rt->colocated)
-        json_object_set_new(pb, "training", json_real(busy[1]));
-    json_object_set_new(x, "pool_busy_s", pb);
-    eerl_meter_flags_str(mflags, fl, sizeof(fl));
-    json_object_set_new(x, "meter_flags", json_string(fl));
-    json_object_set_new(j, "runtime", x);
-    e = rt->node_at ? node_records(rt, t_end, x) : 0;
+    if (rt->node_at) {
+        sum = calloc(rt->n_nodes, sizeof(*sum));
+        nfl = calloc(rt->n_nodes, sizeof(*nfl));
+        e = !sum || !nfl ? EERL_ENOMEM
+                         : eerl__obs_nodes(rt->meter, rt->books.t_update0, t_end, rt->node_at,
+                                           rt->n_all, rt->n_nodes, sum, nfl);
+        rec.n_nodes = rt->n_nodes;
+        rec.node_energy_j = sum;
+        rec.node_flags = nfl;
+    }
     if (e == 0)
-        e = append_json(rt, j);
-    err = errno;
-    json_decref(j);
-    errno = err;
+        e = eerl__tracing_update(&rt->trace, o, req, rt->ev, n_ev, &rec);
+    free(sum);
+    free(nfl);
     return e;
 }
 
@@ -967,11 +831,11 @@ static int explain_once(eerl_rt *rt, unsigned long long update, size_t n_ev)
         return 0; /* fewer references than it takes (EERL_ENODATA), or the work explains it */
     u.update = update;
     eerl__unexpl_message(&u, rt->notice, sizeof(rt->notice));
-    if (!rt->trace)
+    if (!rt->trace.f)
         return 0;
     e = eerl__unexpl_line(&u, rt->notice, &line);
     if (e == 0)
-        e = eerl__trace_append(rt->trace, line, &rt->trace_end);
+        e = eerl__tracing_append(&rt->trace, line);
     free(line);
     return e;
 }
@@ -1022,7 +886,7 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     eerl_ctl_get_status(rt->ctl, &st);
     info.state = st.state;
     rt->notice[0] = '\0';
-    if (rt->trace) {
+    if (rt->trace.f) {
         terr = trace_update(rt, &info.obs, &info.requested, n_ev, t_end, busy, mflags);
         if (terr == 0)
             terr = explain_once(rt, (unsigned long long)work->update, n_ev);
@@ -1030,13 +894,12 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
             fail(rt, EERL_EIO,
                  "writing update %llu to the trace '%s': %s; the trace keeps the lines before it, "
                  "whole, and the session carries on without it",
-                 (unsigned long long)work->update, rt->trace_file,
+                 (unsigned long long)work->update, rt->trace.file,
                  terr == EERL_EIO ? strerror(errno) : eerl_strerror(terr));
-            fclose(rt->trace);
-            rt->trace = NULL;
+            eerl__tracing_close(&rt->trace);
         }
     }
-    if (!rt->trace)
+    if (!rt->trace.f)
         (void)explain_once(rt, (unsigned long long)work->update, n_ev); /* the notice alone */
     /* Next update: its setting applies from the next phase boundary on. */
     rt->next_update = (unsigned long long)work->update + 1;
@@ -1069,10 +932,10 @@ int eerl_rt_abort(eerl_rt *rt, const char *type, const char *detail_json)
     e = eerl__trace_stop_line(type, rt->next_update, open, n, detail_json, &line, why, sizeof(why));
     if (e == EERL_EINVAL)
         return fail(rt, e, "stopping the session: %s", why[0] ? why : "bad argument");
-    if (e == 0 && rt->trace) {
-        e = eerl__trace_append(rt->trace, line, &rt->trace_end);
+    if (e == 0 && rt->trace.f) {
+        e = eerl__tracing_append(&rt->trace, line);
         if (e < 0)
-            fail(rt, e, "writing the %s line to the trace '%s': %s", type, rt->trace_file,
+            fail(rt, e, "writing the %s line to the trace '%s': %s", type, rt->trace.file,
                  strerror(errno));
     }
     free(line);

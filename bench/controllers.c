@@ -36,7 +36,7 @@
 #include <time.h>
 
 #include "eerl/error.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 #include "sim/schedule.h"
 #include "sim/sim.h"
 #include "twin/scenario.h"

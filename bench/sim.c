@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "eerl/error.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 #include "sim/oracle.h"
 #include "sim/sim.h"
 

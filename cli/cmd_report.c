@@ -25,7 +25,7 @@
 
 #include "eerl/error.h"
 #include "cli.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 
 #define CMD "report"
 #define TRACES_MAX 64

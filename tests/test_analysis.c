@@ -16,7 +16,7 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 #include "synth_stream.h"
 
 /* A series as eerl__an_load_trace builds it, from n observations (the series takes o). */

@@ -7,7 +7,8 @@
 set -u
 src=${EERL_SOURCE_DIR:?EERL_SOURCE_DIR is not set}
 cd "$src" || exit 1
-[ $# -gt 0 ] || set -- programs/eerld src/meter src/runtime src/trace src/agent src/sim
+[ $# -gt 0 ] || set -- programs/eerld src/meter src/runtime src/analysis src/trace src/agent \
+    src/sim
 exec /usr/bin/python3 - "$@" <<'PY'
 import os, re, sys
 

@@ -9,7 +9,7 @@
 
 #include "eerl/core.h"
 #include "eerl/twin.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 
 /* Oracle: the best static generation/training setting (idle: the twin's idle clock in the modes
  * that have one) over updates [EERL__AN_FIRST_UPDATE, updates] of the given seeds, whose

@@ -13,7 +13,7 @@
 
 #include "eerl/runtime.h"
 #include "eerl/twin.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 
 struct eerl__sim_config {
     const eerl_twin_preset *preset;

@@ -12,7 +12,7 @@
 #include "core/lsq.h"
 #include "core/predictor.h"
 #include "core/setting.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 #include "trace/trace.h"
 
 void eerl__an_series_init(struct eerl__an_series *s)

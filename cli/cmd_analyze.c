@@ -2,7 +2,7 @@
  * by seed (the "run" line's seed and role; `eerl sim --trace` writes them): matched-seed geometric
  * means over the whole run and before/after the lock (Appendix A, Tables 4-5), and the
  * workload-normalized comparison against a governor model fitted on the pooled governor runs
- * (Appendix E). The figures come from src/runtime/analysis.c, the code `eerl sim` prints from.
+ * (Appendix E). The figures come from src/analysis/analysis.c, the code `eerl sim` prints from.
  * With --forward-test: Appendix B's forward test of the governor predictor over each trace's
  * governor updates and pooled over the traces given. */
 #include <math.h>
@@ -14,7 +14,7 @@
 
 #include "eerl/error.h"
 #include "cli.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 #include "runtime/unexplained.h"
 
 #define CMD "analyze"
@@ -308,193 +308,253 @@ out:
     return rc;
 }
 
-int eerl_cmd_analyze(int argc, char **argv)
-{
-    struct eerl__an_series *s = NULL;
-    const struct eerl__an_series *gs[EERL__AN_SEEDS_MAX], *cs[EERL__AN_SEEDS_MAX];
-    const struct eerl__an_series *allg[TRACES_MAX], *allc[TRACES_MAX];
+struct opts {
     const char *paths[TRACES_MAX];
-    struct eerl__an_result *res = NULL;
-    size_t n = 0, i, j, np = 0, ng = 0, nc = 0;
-    int json = 0, rc = EERL_EXIT_USAGE, e, fwd = 0, fwd_opt = 0;
-    struct eerl__an_fwd_cfg fc = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
-    char why[1024];
+    size_t n;
+    int json, fwd, fwd_opt;
+    struct eerl__an_fwd_cfg fc;
+};
 
-    for (i = 1; i < (size_t)argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+/* A --forward-test option with a value: --fit, --predict, --step, --from. -1 (said) if bad. */
+static int fwd_option(struct opts *o, const char *opt, const char *v)
+{
+    unsigned long x;
+
+    if (!v) {
+        eerl_cli_err(CMD, "%s needs a value (%s)", opt,
+                     strcmp(opt, "--from") ? "a number of governor updates" : "an update number");
+        return -1;
+    }
+    o->fwd_opt = 1;
+    if (!strcmp(opt, "--from")) {
+        if (eerl_cli_parse_uint(CMD, opt, v, 0, 1000000000, &x) < 0)
+            return -1;
+        o->fc.first_update = x;
+        return 0;
+    }
+    if (eerl_cli_parse_uint(CMD, opt, v, !strcmp(opt, "--fit") ? 2 : 1, 100000, &x) < 0)
+        return -1;
+    if (!strcmp(opt, "--fit"))
+        o->fc.fit = (unsigned)x;
+    else if (!strcmp(opt, "--predict"))
+        o->fc.predict = (unsigned)x;
+    else
+        o->fc.step = (unsigned)x;
+    return 0;
+}
+
+/* -1: go on; else the exit status (help, bad input: said). */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    int i;
+
+    memset(o, 0, sizeof(*o));
+    o->fc = (struct eerl__an_fwd_cfg){15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return EERL_EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--forward-test")) {
-            fwd = 1;
-        } else if (!strcmp(argv[i], "--consecutive")) {
-            fc.consecutive = 1;
-            fwd_opt = 1;
-        } else if (!strcmp(argv[i], "--fit") || !strcmp(argv[i], "--predict") ||
-                   !strcmp(argv[i], "--step") || !strcmp(argv[i], "--from")) {
-            unsigned long v;
-            const char *opt = argv[i];
-
-            if (i + 1 >= (size_t)argc) {
-                eerl_cli_err(CMD, "%s needs a value (%s)", opt,
-                             strcmp(opt, "--from") ? "a number of governor updates"
-                                                   : "an update number");
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--forward-test")) {
+            o->fwd = 1;
+        } else if (!strcmp(a, "--consecutive")) {
+            o->fc.consecutive = 1;
+            o->fwd_opt = 1;
+        } else if (!strcmp(a, "--fit") || !strcmp(a, "--predict") || !strcmp(a, "--step") ||
+                   !strcmp(a, "--from")) {
+            if (fwd_option(o, a, i + 1 < argc ? argv[i + 1] : NULL) < 0)
                 return EERL_EXIT_USAGE;
-            }
-            if (!strcmp(opt, "--from")) {
-                if (eerl_cli_parse_uint(CMD, opt, argv[++i], 0, 1000000000, &v) < 0)
-                    return EERL_EXIT_USAGE;
-                fc.first_update = v;
-                fwd_opt = 1;
-                continue;
-            }
-            if (eerl_cli_parse_uint(CMD, opt, argv[++i], !strcmp(opt, "--fit") ? 2 : 1, 100000,
-                                    &v) < 0)
-                return EERL_EXIT_USAGE;
-            if (!strcmp(opt, "--fit"))
-                fc.fit = (unsigned)v;
-            else if (!strcmp(opt, "--predict"))
-                fc.predict = (unsigned)v;
-            else
-                fc.step = (unsigned)v;
-            fwd_opt = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            eerl_cli_err(CMD, "unknown option '%s'; see eerl analyze --help", argv[i]);
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            eerl_cli_err(CMD, "unknown option '%s'; see eerl analyze --help", a);
             return EERL_EXIT_USAGE;
         } else {
-            if (n >= TRACES_MAX) {
+            if (o->n >= TRACES_MAX) {
                 eerl_cli_err(CMD, "more than %d traces", TRACES_MAX);
                 return EERL_EXIT_USAGE;
             }
-            paths[n++] = argv[i];
+            o->paths[o->n++] = a;
         }
     }
-    if (n == 0) {
+    if (o->n == 0) {
         eerl_cli_err(CMD, "no traces given; see eerl analyze --help");
         return EERL_EXIT_USAGE;
     }
-    if (fwd_opt && !fwd) {
+    if (o->fwd_opt && !o->fwd) {
         eerl_cli_err(CMD,
                      "--fit, --predict, --step, --from and --consecutive go with --forward-test");
         return EERL_EXIT_USAGE;
     }
-    rc = EERL_EXIT_FAIL;
-    s = calloc(n, sizeof(*s));
-    res = calloc(1, sizeof(*res));
-    if (!s || !res) {
-        eerl_cli_err(CMD, "out of memory");
-        goto out;
-    }
-    for (i = 0; i < n; i++) {
-        e = eerl__an_load_trace(paths[i], &s[i], why, sizeof(why));
+    return -1;
+}
+
+/* Every trace into s[i]: one mode, each with update lines. 0, or -1 (said). */
+static int load_traces(const struct opts *o, struct eerl__an_series *s)
+{
+    char why[1024];
+    size_t i;
+    int e;
+
+    for (i = 0; i < o->n; i++) {
+        e = eerl__an_load_trace(o->paths[i], &s[i], why, sizeof(why));
         if (e < 0) {
             eerl_cli_err(CMD, "%s", why);
-            goto out;
+            return -1;
         }
         if (s[i].cut_line)
-            eerl_cli_note_cut(CMD, paths[i], s[i].cut_line);
+            eerl_cli_note_cut(CMD, o->paths[i], s[i].cut_line);
         if (s[i].n == 0) {
-            eerl_cli_err(CMD, "%s has no update lines", paths[i]);
-            goto out;
+            eerl_cli_err(CMD, "%s has no update lines", o->paths[i]);
+            return -1;
         }
         if (i > 0 && s[i].mode != s[0].mode) {
-            eerl_cli_err(CMD, "%s is a %s run but %s is %s: compare runs of one mode", paths[i],
-                         eerl_mode_name(s[i].mode), paths[0], eerl_mode_name(s[0].mode));
-            goto out;
+            eerl_cli_err(CMD, "%s is a %s run but %s is %s: compare runs of one mode", o->paths[i],
+                         eerl_mode_name(s[i].mode), o->paths[0], eerl_mode_name(s[0].mode));
+            return -1;
         }
-        if (fwd)
-            continue;
+    }
+    return 0;
+}
+
+/* The governor and controller runs (allg[ng], allc[nc]), and the seed pairs (gs[k], cs[k]):
+ * paired by seed; without seeds, by order. -1 (said) if a controller run has no governor run. */
+struct runs {
+    const struct eerl__an_series *allg[TRACES_MAX], *allc[TRACES_MAX];
+    const struct eerl__an_series *gs[EERL__AN_SEEDS_MAX], *cs[EERL__AN_SEEDS_MAX];
+    size_t ng, nc, np;
+};
+
+static int pair_runs(const struct eerl__an_series *s, size_t n, struct runs *r)
+{
+    size_t i, j;
+
+    for (i = 0; i < n; i++) {
         if (!strcmp(s[i].role, "governor"))
-            allg[ng++] = &s[i];
+            r->allg[r->ng++] = &s[i];
         else
-            allc[nc++] = &s[i];
+            r->allc[r->nc++] = &s[i];
     }
-    if (fwd) {
-        rc = forward_test(s, paths, n, &fc, json);
-        goto out;
-    }
-    if (ng == 0 || nc == 0) {
+    if (r->ng == 0 || r->nc == 0) {
         eerl_cli_err(CMD,
                      "need governor and controller traces; got %zu governor and %zu "
                      "controller run%s",
-                     ng, nc, nc == 1 ? "" : "s");
-        goto out;
+                     r->ng, r->nc, r->nc == 1 ? "" : "s");
+        return -1;
     }
-    /* Pair by seed; without seeds, by order. */
-    for (i = 0; i < nc; i++) {
-        const struct eerl__an_series *g = NULL;
-        for (j = 0; j < ng; j++)
-            if (allc[i]->has_seed && allg[j]->has_seed && allg[j]->seed == allc[i]->seed) {
-                g = allg[j];
+    for (i = 0; i < r->nc; i++) {
+        const struct eerl__an_series *g = NULL, *c = r->allc[i];
+
+        for (j = 0; j < r->ng; j++)
+            if (c->has_seed && r->allg[j]->has_seed && r->allg[j]->seed == c->seed) {
+                g = r->allg[j];
                 break;
             }
-        if (!g && !allc[i]->has_seed && i < ng)
-            g = allg[i];
+        if (!g && !c->has_seed && i < r->ng)
+            g = r->allg[i];
         if (!g) {
             eerl_cli_err(CMD,
                          "controller trace of seed %llu has no governor trace of the same "
                          "seed among the arguments",
-                         (unsigned long long)allc[i]->seed);
-            goto out;
+                         (unsigned long long)c->seed);
+            return -1;
         }
-        if (np >= EERL__AN_SEEDS_MAX) {
+        if (r->np >= EERL__AN_SEEDS_MAX) {
             eerl_cli_err(CMD, "more than %d seed pairs", EERL__AN_SEEDS_MAX);
-            goto out;
+            return -1;
         }
-        gs[np] = g;
-        cs[np] = allc[i];
-        np++;
+        r->gs[r->np] = g;
+        r->cs[r->np] = c;
+        r->np++;
     }
-    e = eerl__an_compare(gs, cs, np, res);
+    return 0;
+}
+
+/* The comparison, as text or JSON. A seed's runs did the same work when every trace says
+ * divergence 0 (eerl sim's default); traces of a real cluster say nothing, and are judged
+ * workload-normalized. The allowance is the controller runs' own (their trace headers). */
+static void print_result(const struct opts *o, const struct eerl__an_series *s,
+                         const struct runs *r, const struct eerl__an_result *res)
+{
+    double div = s[0].divergence, loss = r->allc[0]->allowed_loss;
+    int exact = 1;
+    size_t i;
+
+    for (i = 0; i < o->n; i++) {
+        if (s[i].divergence != 0)
+            exact = 0;
+        if (s[i].divergence != div)
+            div = -1;
+    }
+    for (i = 0; i < r->nc; i++)
+        if (r->allc[i]->allowed_loss != loss)
+            loss = 0;
+    if (o->json) {
+        json_t *jo = eerl__an_result_json(res, exact, loss);
+
+        json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
+        json_object_set_new(jo, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
+        json_object_set_new(jo, "pairs", json_integer((json_int_t)r->np));
+        json_object_set_new(jo, "governor_traces", json_integer((json_int_t)r->ng));
+        json_object_set_new(jo, "controller_traces", json_integer((json_int_t)r->nc));
+        json_object_set_new(jo, "divergence", div >= 0 ? json_real(div) : json_null());
+        eerl_cli_print_json(jo);
+    } else {
+        char from[32];
+
+        printf("eerl analyze: %s mode, %zu seed pair%s, %zu governor and %zu controller "
+               "trace%s\n",
+               eerl_mode_name(s[0].mode), r->np, r->np == 1 ? "" : "s", r->ng, r->nc,
+               r->nc == 1 ? "" : "s");
+        snprintf(from, sizeof(from), "%d and later", EERL__AN_FIRST_UPDATE);
+        eerl_cli_print_comparison(res, exact, div, loss, from, NULL);
+    }
+}
+
+int eerl_cmd_analyze(int argc, char **argv)
+{
+    struct opts o;
+    struct eerl__an_series *s = NULL;
+    struct eerl__an_result *res = NULL;
+    struct runs *r = NULL;
+    int rc = parse_args(argc, argv, &o), e;
+    size_t i;
+
+    if (rc >= 0)
+        return rc;
+    rc = EERL_EXIT_FAIL;
+    s = calloc(o.n, sizeof(*s));
+    res = calloc(1, sizeof(*res));
+    r = calloc(1, sizeof(*r));
+    if (!s || !res || !r) {
+        eerl_cli_err(CMD, "out of memory");
+        goto out;
+    }
+    if (load_traces(&o, s) < 0)
+        goto out;
+    if (o.fwd) {
+        rc = forward_test(s, o.paths, o.n, &o.fc, o.json);
+        goto out;
+    }
+    if (pair_runs(s, o.n, r) < 0)
+        goto out;
+    e = eerl__an_compare(r->gs, r->cs, r->np, res);
     if (e == 0)
-        e = eerl__an_normalize(allg, ng, allc, nc, res);
+        e = eerl__an_normalize(r->allg, r->ng, r->allc, r->nc, res);
     if (e < 0) {
         eerl_cli_err(CMD, "analysis: %s", eerl_strerror(e));
         goto out;
     }
-    {
-        /* A seed's runs did the same work when every trace says divergence 0 (eerl sim's
-         * default); traces of a real cluster say nothing, and are judged workload-normalized.
-         * The allowance is the controller runs' own (their trace headers). */
-        double div = s[0].divergence, loss = allc[0]->allowed_loss;
-        int exact = 1;
-
-        for (i = 0; i < n; i++) {
-            if (s[i].divergence != 0)
-                exact = 0;
-            if (s[i].divergence != div)
-                div = -1;
-        }
-        for (i = 0; i < nc; i++)
-            if (allc[i]->allowed_loss != loss)
-                loss = 0;
-        if (json) {
-            json_t *jo = eerl__an_result_json(res, exact, loss);
-
-            json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
-            json_object_set_new(jo, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
-            json_object_set_new(jo, "pairs", json_integer((json_int_t)np));
-            json_object_set_new(jo, "governor_traces", json_integer((json_int_t)ng));
-            json_object_set_new(jo, "controller_traces", json_integer((json_int_t)nc));
-            json_object_set_new(jo, "divergence", div >= 0 ? json_real(div) : json_null());
-            eerl_cli_print_json(jo);
-        } else {
-            char from[32];
-
-            printf("eerl analyze: %s mode, %zu seed pair%s, %zu governor and %zu controller "
-                   "trace%s\n",
-                   eerl_mode_name(s[0].mode), np, np == 1 ? "" : "s", ng, nc, nc == 1 ? "" : "s");
-            snprintf(from, sizeof(from), "%d and later", EERL__AN_FIRST_UPDATE);
-            eerl_cli_print_comparison(res, exact, div, loss, from, NULL);
-        }
-    }
+    print_result(&o, s, r, res);
     rc = EERL_EXIT_OK;
 out:
     if (s)
-        for (i = 0; i < n; i++)
+        for (i = 0; i < o.n; i++)
             eerl__an_series_free(&s[i]);
     free(s);
     free(res);
+    free(r);
     return rc;
 }

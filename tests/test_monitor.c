@@ -7,45 +7,69 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "eerl/core.h"
 #include "eerl/error.h"
-#include "core/controller.h"
+#include "core/context.h"
 #include "core/monitor.h"
 #include "synth_stream.h"
 #include "testutil.h"
 
-/* A paper-strategy controller past its calibration; grid steps count from the peak
+/* What the monitor reads of a paper-strategy controller past its calibration (its context): the
+ * configuration, the clock grid, and the governor references of the calibration (update 1, the
+ * start-up, left out as the controller leaves it out). Grid steps count from the peak
  * (paper_revision 0) unless rev says otherwise. */
-static eerl_ctl *calibrated_rev(struct synth *s, unsigned rev)
+struct fix {
+    eerl_ctl_config cfg;
+    struct eerl__grid grid;
+    struct eerl__refs refs;
+    struct eerl__ctx cx;
+};
+
+static struct fix *calibrated_rev(struct synth *s, unsigned rev)
 {
     unsigned clocks[200];
     size_t nc = synth_clocks(clocks);
-    eerl_ctl *ctl;
-    eerl_ctl_config c = *tu_paper_cfg(EERL_MODE_COLOCATED);
+    struct fix *f = calloc(1, sizeof(*f));
     eerl_setting st;
-    eerl_event ev[64];
     int i;
 
-    c.paper_revision = rev;
+    assert_non_null(f);
+    f->cfg = *tu_paper_cfg(EERL_MODE_COLOCATED);
+    f->cfg.paper_revision = rev;
+    assert_int_equal(eerl__grid_init(&f->grid, clocks, nc, 1980, f->cfg.idle_mhz), 0);
+    if (rev >= 1)
+        eerl__grid_top_below_peak(&f->grid);
+    assert_int_equal(eerl__refs_init(&f->refs, f->cfg.ref_window, EERL__LAYOUT_SEQ), 0);
     synth_init(s, EERL_MODE_COLOCATED, 42);
-    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl), 0);
-    eerl_ctl_setting(ctl, &st);
+    memset(&st, 0, sizeof(st));
     for (i = 0; i < 15; i++) {
         eerl_obs o = synth_step(s, &st);
-        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
+        if (i > 0)
+            eerl__refs_add(&f->refs, &o);
     }
-    while (eerl_ctl_events(ctl, ev, 64))
-        ;
-    assert_true(ctl->pred.ready);
-    return ctl;
+    assert_true(f->refs.pred.ready);
+    f->cx.mode = EERL_MODE_COLOCATED;
+    f->cx.layout = EERL__LAYOUT_SEQ;
+    f->cx.cfg = &f->cfg;
+    f->cx.grid = &f->grid;
+    f->cx.refs = &f->refs;
+    return f;
 }
 
-static eerl_ctl *calibrated(struct synth *s)
+static struct fix *calibrated(struct synth *s)
 {
     return calibrated_rev(s, 0);
+}
+
+static void fix_free(struct fix *f)
+{
+    eerl__refs_free(&f->refs);
+    eerl__grid_free(&f->grid);
+    free(f);
 }
 
 static struct eerl__ratios loss(double l, double energy, double add_gen, double add_train)
@@ -64,9 +88,9 @@ static struct eerl__ratios loss(double l, double energy, double add_gen, double 
 static void test_shortfall_raises_the_slow_group(void **state)
 {
     struct synth s;
-    eerl_ctl *ctl = calibrated(&s);
+    struct fix *f = calibrated(&s);
     struct eerl__monitor m;
-    eerl_setting cur = eerl__ctl_setting(ctl, 1440, 1170), nv;
+    eerl_setting cur = eerl__grid_setting(&f->grid, 1440, 1170), nv;
     struct eerl__ratios r;
     char why[160];
 
@@ -74,33 +98,33 @@ static void test_shortfall_raises_the_slow_group(void **state)
     assert_int_equal(eerl__monitor_init(&m, 20), 0);
     eerl__monitor_clear(&m);
     r = loss(0.03, 0.7, 10, 2);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_RAISE);
     assert_int_equal(nv.mhz[0], 1485);
     assert_int_equal(nv.mhz[1], 1170);
     assert_non_null(strstr(why, "raise generation by 45"));
     /* Above 4% loss the step is 90 MHz; training added most this time. */
     r = loss(0.05, 0.7, 1, 9);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_RAISE);
     assert_int_equal(nv.mhz[0], 1440);
     assert_int_equal(nv.mhz[1], 1260);
     /* Only generation may move (drained-style): it rises even though training added more. */
     r = loss(0.03, 0.7, 1, 9);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 1u, &r, 50, 50, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 1u, &r, 50, 50, &nv, why, sizeof(why)),
                      EERL__MON_RAISE);
     assert_int_equal(nv.mhz[0], 1485);
     assert_int_equal(nv.mhz[1], 1170);
     eerl__monitor_fini(&m);
-    eerl_ctl_free(ctl);
+    fix_free(f);
 }
 
 static void test_margin_lowers_but_never_back_to_a_short_clock(void **state)
 {
     struct synth s;
-    eerl_ctl *ctl = calibrated(&s);
+    struct fix *f = calibrated(&s);
     struct eerl__monitor m;
-    eerl_setting cur = eerl__ctl_setting(ctl, 1395, 1170), nv;
+    eerl_setting cur = eerl__grid_setting(&f->grid, 1395, 1170), nv;
     struct eerl__ratios r;
     char why[160];
 
@@ -109,41 +133,41 @@ static void test_margin_lowers_but_never_back_to_a_short_clock(void **state)
     eerl__monitor_clear(&m);
     /* 1395 falls short: raised to 1440 and remembered. */
     r = loss(0.025, 0.6, 10, 1);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_RAISE);
     assert_int_equal(nv.mhz[0], 1440);
     cur = nv;
     /* Plenty of margin: generation adds more time, so training is lowered first. */
     r = loss(0.002, 0.6, 5, 1);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_LOWER);
     assert_int_equal(nv.mhz[0], 1440);
     assert_int_equal(nv.mhz[1], 1125);
     /* Training cannot move: generation would go back to 1395, which fell short: hold. */
     r = loss(0.002, 0.6, 1, 5);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 1u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 1u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_HOLD);
     /* Between the margin and the allowance: hold. */
     r = loss(0.015, 0.6, 1, 5);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_HOLD);
     /* No saving against the reference: refresh it. */
     r = loss(0.005, 1.01, 1, 5);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_REFRESH_ENERGY);
     /* A new lock forgets the floors. */
     eerl__monitor_clear(&m);
     r = loss(0.002, 0.6, 1, 5);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 1u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 1u, &r, 45, 90, &nv, why, sizeof(why)),
                      EERL__MON_LOWER);
     assert_int_equal(nv.mhz[0], 1395);
     eerl__monitor_fini(&m);
-    eerl_ctl_free(ctl);
+    fix_free(f);
 }
 
 /* One decision of a fresh monitor for both groups at 45/90 MHz steps; checks what it decides
  * and returns the setting it moves to. */
-static eerl_setting decided(eerl_ctl *ctl, eerl_setting cur, struct eerl__ratios r, int want)
+static eerl_setting decided(const struct fix *f, eerl_setting cur, struct eerl__ratios r, int want)
 {
     struct eerl__monitor m;
     eerl_setting nv;
@@ -151,7 +175,7 @@ static eerl_setting decided(eerl_ctl *ctl, eerl_setting cur, struct eerl__ratios
 
     assert_int_equal(eerl__monitor_init(&m, 20), 0);
     eerl__monitor_clear(&m);
-    assert_int_equal(eerl__monitor_decide(&m, ctl, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
+    assert_int_equal(eerl__monitor_decide(&m, &f->cx, &cur, 3u, &r, 45, 90, &nv, why, sizeof(why)),
                      want);
     eerl__monitor_fini(&m);
     return nv;
@@ -164,37 +188,37 @@ static eerl_setting decided(eerl_ctl *ctl, eerl_setting cur, struct eerl__ratios
 static void test_paper_grid_counts_from_below_the_peak(void **state)
 {
     struct synth s;
-    eerl_ctl *ctl = calibrated_rev(&s, 1);
-    eerl_setting lock = eerl__ctl_setting(ctl, 1830, 1425), nv;
+    struct fix *f = calibrated_rev(&s, 1);
+    eerl_setting lock = eerl__grid_setting(&f->grid, 1830, 1425), nv;
     struct eerl__ratios short_gen = loss(0.03, 0.7, 10, 2), margin = loss(0.002, 0.6, 5, 1);
     const unsigned up[] = {1875, 1920, EERL_CLOCK_GOVERNOR};
     int i;
 
     (void)state;
     for (i = 0, nv = lock; i < 3; i++) {
-        nv = decided(ctl, nv, short_gen, EERL__MON_RAISE);
+        nv = decided(f, nv, short_gen, EERL__MON_RAISE);
         assert_int_equal(nv.mhz[0], up[i]);
         assert_int_equal(nv.mhz[1], 1425);
     }
     /* Margin: training, which added less, is lowered by one step of the grid. */
-    nv = decided(ctl, lock, margin, EERL__MON_LOWER);
+    nv = decided(f, lock, margin, EERL__MON_LOWER);
     assert_int_equal(nv.mhz[0], 1830);
     assert_int_equal(nv.mhz[1], 1380);
-    eerl_ctl_free(ctl);
+    fix_free(f);
     /* Revision 0: from the peak. */
-    ctl = calibrated_rev(&s, 0);
-    lock = eerl__ctl_setting(ctl, 1830, 1425);
-    assert_int_equal(decided(ctl, lock, short_gen, EERL__MON_RAISE).mhz[0], 1890);
-    eerl_ctl_free(ctl);
+    f = calibrated_rev(&s, 0);
+    lock = eerl__grid_setting(&f->grid, 1830, 1425);
+    assert_int_equal(decided(f, lock, short_gen, EERL__MON_RAISE).mhz[0], 1890);
+    fix_free(f);
 }
 
 static void test_window_cadence_and_coverage(void **state)
 {
     struct synth s;
-    eerl_ctl *ctl = calibrated(&s);
+    struct fix *f = calibrated(&s);
     struct eerl__monitor m;
     struct eerl__acc sum;
-    eerl_setting st = eerl__ctl_setting(ctl, 1440, 1170);
+    eerl_setting st = eerl__grid_setting(&f->grid, 1440, 1170);
     int i, checks = 0, first = -1, act;
 
     (void)state;
@@ -202,7 +226,7 @@ static void test_window_cadence_and_coverage(void **state)
     eerl__monitor_clear(&m);
     for (i = 1; i <= 45; i++) {
         eerl_obs o = synth_step(&s, &st);
-        act = eerl__monitor_add(&m, ctl, &o, &sum);
+        act = eerl__monitor_add(&m, &f->cx, &o, &sum);
         assert_int_not_equal(act, EERL__MON_REFRESH);
         if (act == EERL__MON_CHECK) {
             checks++;
@@ -218,7 +242,7 @@ static void test_window_cadence_and_coverage(void **state)
     eerl__monitor_reset(&m);
     for (i = 1; i < 20; i++) {
         eerl_obs o = synth_step(&s, &st);
-        assert_int_equal(eerl__monitor_add(&m, ctl, &o, &sum), EERL__MON_NONE);
+        assert_int_equal(eerl__monitor_add(&m, &f->cx, &o, &sum), EERL__MON_NONE);
     }
     /* One long-tail update out of range is tolerated; three within ten are not. */
     eerl__monitor_reset(&m);
@@ -226,16 +250,16 @@ static void test_window_cadence_and_coverage(void **state)
         eerl_obs o = synth_step(&s, &st), big = o;
         big.gen_tokens *= 4;
         big.valid_tokens *= 4;
-        act = eerl__monitor_add(&m, ctl, &big, &sum);
+        act = eerl__monitor_add(&m, &f->cx, &big, &sum);
         if (i < 2)
             assert_int_equal(act, EERL__MON_NONE);
         else
             assert_int_equal(act, EERL__MON_REFRESH);
-        act = eerl__monitor_add(&m, ctl, &o, &sum);
+        act = eerl__monitor_add(&m, &f->cx, &o, &sum);
         assert_int_equal(act, EERL__MON_NONE);
     }
     eerl__monitor_fini(&m);
-    eerl_ctl_free(ctl);
+    fix_free(f);
 }
 
 int main(void)

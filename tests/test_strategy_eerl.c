@@ -17,7 +17,7 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
-#include "core/strategy.h"
+#include "core/judge.h"
 #include "synth_stream.h"
 
 static int verbose(void)

@@ -9,7 +9,7 @@
  * default). */
 #define EERL__INFLIGHT_REVISION 2
 /* The newest revision of eerl's judge and proposers in the other modes (cfg.eerl_revision;
- * strategy_eerl.c). */
+ * judge/eerl.c). */
 #define EERL__EERL_REVISION 6
 /* The newest revision of the paper strategy's synchronous search grid (cfg.paper_revision). */
 #define EERL__PAPER_REVISION 1

@@ -52,16 +52,16 @@ static unsigned popcount(unsigned v)
     return c;
 }
 
-int eerl__monitor_add(struct eerl__monitor *m, const struct eerl_ctl *ctl, const eerl_obs *obs,
+int eerl__monitor_add(struct eerl__monitor *m, const struct eerl__ctx *cx, const eerl_obs *obs,
                       struct eerl__acc *ret_sum)
 {
-    int covered = eerl__pred_covered(&ctl->pred, obs, ctl->cfg.coverage_margin);
+    int covered = eerl__pred_covered(&cx->refs->pred, obs, cx->cfg->coverage_margin);
     unsigned i;
 
     m->cov_bits = ((m->cov_bits << 1) | (covered ? 0u : 1u)) & ((1u << COV_SPAN) - 1);
     if (m->cov_n < COV_SPAN)
         m->cov_n++;
-    if (popcount(m->cov_bits) >= ctl->cfg.coverage_fail_limit) {
+    if (popcount(m->cov_bits) >= cx->cfg->coverage_fail_limit) {
         m->cov_bits = 0;
         m->cov_n = 0;
         return EERL__MON_REFRESH;
@@ -78,9 +78,9 @@ int eerl__monitor_add(struct eerl__monitor *m, const struct eerl_ctl *ctl, const
             m->head = (m->head + 1) % m->cap;
         }
         eerl__acc_reset(e);
-        eerl__acc_add(e, ctl, obs);
+        eerl__acc_add(e, cx, obs);
     }
-    if (m->since_check < ctl->cfg.monitor_every || m->n < m->cap)
+    if (m->since_check < cx->cfg->monitor_every || m->n < m->cap)
         return EERL__MON_NONE;
     m->since_check = 0;
     eerl__acc_reset(ret_sum);
@@ -89,12 +89,12 @@ int eerl__monitor_add(struct eerl__monitor *m, const struct eerl_ctl *ctl, const
     return EERL__MON_CHECK;
 }
 
-int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl_ctl *ctl,
+int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl__ctx *cx,
                          const eerl_setting *cur, unsigned adjustable, const struct eerl__ratios *r,
                          unsigned step, unsigned big_step, eerl_setting *ret_new, char *why,
                          size_t len)
 {
-    const eerl_ctl_config *c = &ctl->cfg;
+    const eerl_ctl_config *c = cx->cfg;
     double loss = 1.0 - 1.0 / r->time;
     int order[2], i, g;
 
@@ -112,10 +112,10 @@ int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl_ctl *ctl,
             g = order[i];
             if (!(adjustable & (1u << g)) || cur->mhz[g] == EERL_CLOCK_GOVERNOR)
                 continue;
-            if (eerl__ctl_step(ctl, cur->mhz[g], (int)s, &nv) < 0)
+            if (eerl__grid_step(cx->grid, cur->mhz[g], (int)s, &nv) < 0)
                 continue;
-            if (eerl__ctl_eff(ctl, cur->mhz[g]) > m->floor[g])
-                m->floor[g] = eerl__ctl_eff(ctl, cur->mhz[g]);
+            if (eerl__grid_eff(cx->grid, cur->mhz[g]) > m->floor[g])
+                m->floor[g] = eerl__grid_eff(cx->grid, cur->mhz[g]);
             *ret_new = *cur;
             ret_new->mhz[g] = nv;
             if (ret_new->mhz[0] == EERL_CLOCK_GOVERNOR && ret_new->mhz[1] == EERL_CLOCK_GOVERNOR)
@@ -147,9 +147,9 @@ int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl_ctl *ctl,
             g = order[i];
             if (!(adjustable & (1u << g)) || cur->mhz[g] == EERL_CLOCK_GOVERNOR)
                 continue;
-            if (eerl__ctl_step(ctl, cur->mhz[g], -(int)step, &nv) < 0)
+            if (eerl__grid_step(cx->grid, cur->mhz[g], -(int)step, &nv) < 0)
                 continue;
-            if (m->floor[g] && eerl__ctl_eff(ctl, nv) <= m->floor[g])
+            if (m->floor[g] && eerl__grid_eff(cx->grid, nv) <= m->floor[g])
                 continue;
             *ret_new = *cur;
             ret_new->mhz[g] = nv;
@@ -162,26 +162,4 @@ int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl_ctl *ctl,
     snprintf(why, len, "throughput loss %.2f%%, energy per token %.2f%% of governor: hold",
              100 * loss, 100 * r->energy);
     return EERL__MON_HOLD;
-}
-
-void eerl__refresh_begin(struct eerl_ctl *ctl, const eerl_setting *locked, unsigned *count,
-                         eerl_setting *next, const char *why)
-{
-    *count = 0;
-    eerl__ctl_refresh(ctl, locked, next, "%s: %u governor updates", why, ctl->cfg.refresh_updates);
-}
-
-int eerl__refresh_step(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *count,
-                       struct eerl__monitor *mon, const eerl_setting *locked, eerl_setting *next)
-{
-    char b[64];
-
-    if (!eerl__ctl_ref_count(ctl, obs, count, ctl->cfg.refresh_updates,
-                             "refreshing the governor reference", next))
-        return 0;
-    eerl__monitor_reset(mon);
-    *next = *locked;
-    eerl__ctl_emit(ctl, EERL_EV_HOLD, locked, "reference refreshed; back to %s",
-                   eerl__setting_str(locked, b, sizeof(b)));
-    return 1;
 }

@@ -3,11 +3,13 @@
  * cfg.monitor_window of them; a throughput shortfall raises a clock (bigger step above
  * cfg.big_loss), enough margin lowers one, each change starts a fresh window; updates whose work
  * lies outside the predictor's range are left out, and repeated ones ask for new governor
- * measurements. Owns its window ring (allocated by init). */
+ * measurements. Owns its window ring (allocated by init); reads the predictor and the grid
+ * through the context, and acts on nothing: the life cycle (lifecycle.c) carries out what it
+ * decides. */
 #ifndef EERL_CORE_MONITOR_H
 #define EERL_CORE_MONITOR_H
 
-#include "core/controller.h"
+#include "core/context.h"
 #include "core/ratios.h"
 
 struct eerl__monitor {
@@ -39,22 +41,13 @@ void eerl__monitor_reset(struct eerl__monitor *m);
 /* Forgets the floors too (a new lock). */
 void eerl__monitor_clear(struct eerl__monitor *m);
 /* One usable update under the locked setting; on EERL__MON_CHECK *ret_sum holds the window. */
-int eerl__monitor_add(struct eerl__monitor *m, const struct eerl_ctl *ctl, const eerl_obs *obs,
+int eerl__monitor_add(struct eerl__monitor *m, const struct eerl__ctx *cx, const eerl_obs *obs,
                       struct eerl__acc *ret_sum);
 /* Decides on a judged window. adjustable: bit per group that the strategy may move. step and
  * big_step in MHz. Writes the new setting (for RAISE/LOWER) and a reason. */
-int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl_ctl *ctl,
+int eerl__monitor_decide(struct eerl__monitor *m, const struct eerl__ctx *cx,
                          const eerl_setting *cur, unsigned adjustable, const struct eerl__ratios *r,
                          unsigned step, unsigned big_step, eerl_setting *ret_new, char *why,
                          size_t len);
-
-/* Refreshing the governor reference while locked (sync and drained): refresh_updates governor
- * updates, then back to the locked setting with a fresh monitor window. begin sets *count to 0,
- * the next setting to the governor and emits the REFRESH event; step takes one governor update
- * and returns 1 when the refresh is over (next = locked), 0 while it goes on. */
-void eerl__refresh_begin(struct eerl_ctl *ctl, const eerl_setting *locked, unsigned *count,
-                         eerl_setting *next, const char *why);
-int eerl__refresh_step(struct eerl_ctl *ctl, const eerl_obs *obs, unsigned *count,
-                       struct eerl__monitor *mon, const eerl_setting *locked, eerl_setting *next);
 
 #endif

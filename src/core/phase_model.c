@@ -1,4 +1,4 @@
-/* The model proposer's fit and proposal (proposer_model.h; docs/controller.md "The model
+/* The model proposer's fit and proposal (phase_model.h; docs/controller.md "The model
  * proposer"). */
 #include <math.h>
 #include <string.h>

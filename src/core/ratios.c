@@ -1,4 +1,4 @@
-/* Owns trial judging (see search.h). Every ratio is a ratio of sums, so long updates weigh by
+/* Owns trial judging (see ratios.h). Every ratio is a ratio of sums, so long updates weigh by
  * their length, as the paper's totals do; a part the governor predicts as 0 counts as unchanged. */
 #include <math.h>
 #include <stdio.h>
@@ -28,12 +28,12 @@ void eerl__acc_reset(struct eerl__acc *a)
     memset(a, 0, sizeof(*a));
 }
 
-void eerl__acc_add(struct eerl__acc *a, const struct eerl_ctl *ctl, const eerl_obs *o)
+void eerl__acc_add(struct eerl__acc *a, const struct eerl__ctx *cx, const eerl_obs *o)
 {
     struct eerl__parts m, p;
 
-    eerl__obs_parts(ctl->layout, o, &m);
-    eerl__pred_predict(&ctl->pred, o, &p);
+    eerl__obs_parts(cx->layout, o, &m);
+    eerl__pred_predict(&cx->refs->pred, o, &p);
     parts_add(&a->m, &m);
     parts_add(&a->p, &p);
     a->n++;
@@ -61,8 +61,8 @@ static void measured(const struct eerl__acc *a, struct eerl__ratios *r)
     r->window_time = a->m.t;
 }
 
-void eerl__judge_parts(const struct eerl_ctl *ctl, const struct eerl__acc *a,
-                       struct eerl__ratios *r)
+void eerl__ratios_parts(const struct eerl__ctx *cx, const struct eerl__acc *a,
+                        struct eerl__ratios *r)
 {
     double rg = ratio(a->m.t_gen, a->p.t_gen), rt = ratio(a->m.t_train, a->p.t_train);
     double rr = ratio(a->m.t_rest, a->p.t_rest);
@@ -73,14 +73,14 @@ void eerl__judge_parts(const struct eerl_ctl *ctl, const struct eerl__acc *a,
 
     memset(r, 0, sizeof(*r));
     measured(a, r);
-    for (j = 0; j < ctl->ref_n; j++) {
+    for (j = 0; j < cx->refs->n; j++) {
         struct eerl__parts p;
         double cg, ct;
 
-        eerl__pred_predict(&ctl->pred, eerl__ctl_ref(ctl, j), &p);
+        eerl__pred_predict(&cx->refs->pred, eerl__refs_at(cx->refs, j), &p);
         cg = rg * p.t_gen;
         ct = rt * p.t_train;
-        if (ctl->layout == EERL__LAYOUT_SEQ) {
+        if (cx->layout == EERL__LAYOUT_SEQ) {
             gov_t += p.t_gen + p.t_train + p.t_rest;
             cand_t += cg + ct + rr * p.t_rest;
         } else {
@@ -103,10 +103,10 @@ void eerl__judge_parts(const struct eerl_ctl *ctl, const struct eerl__acc *a,
     r->add_train = (rt - 1) * sum_t;
 }
 
-void eerl__judge_whole(const struct eerl_ctl *ctl, const struct eerl__acc *a,
-                       struct eerl__ratios *r)
+void eerl__ratios_whole(const struct eerl__ctx *cx, const struct eerl__acc *a,
+                        struct eerl__ratios *r)
 {
-    (void)ctl;
+    (void)cx;
     memset(r, 0, sizeof(*r));
     measured(a, r);
     r->time = r->meas_time;
@@ -114,18 +114,18 @@ void eerl__judge_whole(const struct eerl_ctl *ctl, const struct eerl__acc *a,
     overlap_added(a, r);
 }
 
-void eerl__judge_arrivals(const struct eerl_ctl *ctl, const struct eerl__acc *a,
-                          struct eerl__ratios *r)
+void eerl__ratios_arrivals(const struct eerl__ctx *cx, const struct eerl__acc *a,
+                           struct eerl__ratios *r)
 {
     double rt = ratio(a->m.t_train, a->p.t_train), gov = 0, cand = 0;
     size_t j;
 
     memset(r, 0, sizeof(*r));
     measured(a, r);
-    for (j = 0; j < ctl->ref_n; j++) {
+    for (j = 0; j < cx->refs->n; j++) {
         struct eerl__parts m;
 
-        eerl__obs_parts(ctl->layout, eerl__ctl_ref(ctl, j), &m);
+        eerl__obs_parts(cx->layout, eerl__refs_at(cx->refs, j), &m);
         gov += m.t;
         cand += fmax(m.t_gen, rt * m.t_train) + m.t_rest;
     }
@@ -135,8 +135,8 @@ void eerl__judge_arrivals(const struct eerl_ctl *ctl, const struct eerl__acc *a,
     r->add_train = cand - gov;
 }
 
-void eerl__judge_blocks(const struct eerl__acc *cand, const struct eerl__acc *gov,
-                        struct eerl__ratios *r)
+void eerl__ratios_blocks(const struct eerl__acc *cand, const struct eerl__acc *gov,
+                         struct eerl__ratios *r)
 {
     double gt = ratio(gov->m.t, gov->p.t), ge = ratio(gov->m.e, gov->p.e);
 
@@ -180,75 +180,4 @@ void eerl__event_set(eerl_event *ev, const struct eerl__ratios *r, unsigned n, e
     ev->meas_energy_ratio = r->meas_energy;
     ev->n_updates = n;
     ev->verdict = v;
-}
-
-struct eerl__tried *eerl__tried_find(struct eerl__tried_set *set, const eerl_setting *s)
-{
-    unsigned i;
-
-    for (i = 0; i < set->n; i++)
-        if (eerl_setting_equal(&set->t[i].s, s))
-            return &set->t[i];
-    return NULL;
-}
-
-struct eerl__tried *eerl__tried_put(struct eerl__tried_set *set, const eerl_setting *s,
-                                    eerl_verdict v, int time_fail, const struct eerl__ratios *r)
-{
-    struct eerl__tried *t = eerl__tried_find(set, s);
-
-    if (!t) {
-        if (set->n == EERL__TRIED_MAX) {
-            memmove(&set->t[0], &set->t[1], sizeof(set->t[0]) * (EERL__TRIED_MAX - 1));
-            set->n--;
-        }
-        t = &set->t[set->n++];
-        memset(t, 0, sizeof(*t));
-        t->s = *s;
-    }
-    t->v = v;
-    t->time_fail = time_fail;
-    t->time_ratio = r->time;
-    t->energy_ratio = r->energy;
-    return t;
-}
-
-const struct eerl__tried *eerl__tried_best(const struct eerl__tried_set *set)
-{
-    const struct eerl__tried *best = NULL;
-    unsigned i;
-
-    for (i = 0; i < set->n; i++) {
-        const struct eerl__tried *t = &set->t[i];
-        if (t->v != EERL_VERDICT_PASS || t->confirm_failed)
-            continue;
-        if (!best || t->energy_ratio < best->energy_ratio)
-            best = t;
-    }
-    return best;
-}
-
-eerl_setting eerl__with_group(const struct eerl_ctl *ctl, const eerl_setting *base, int group,
-                              unsigned clock)
-{
-    unsigned g = base->mhz[EERL_GROUP_GEN], t = base->mhz[EERL_GROUP_TRAIN];
-
-    if (group == EERL_GROUP_GEN)
-        g = clock;
-    else
-        t = clock;
-    return eerl__ctl_setting(ctl, g, t);
-}
-
-struct eerl__outcome eerl__outcome_judged(const eerl_setting *s, eerl_verdict v, int tf,
-                                          const struct eerl__ratios *r)
-{
-    struct eerl__outcome o = eerl__outcome_of(s);
-
-    o.verdict = v;
-    o.too_slow = tf;
-    o.r = r;
-    o.loss = 1.0 - 1.0 / r->time;
-    o.energy = r->energy;
-    return o;
 }

@@ -1,12 +1,12 @@
-/* What the strategies share to judge a trial: running sums of measured and predicted update parts
+/* What the judges share to judge a trial: running sums of measured and predicted update parts
  * (accumulators), the ways to turn them into candidate/governor ratios that each section of the
- * paper prescribes, the pass rule, and the record of settings tried in a search round. Owns no
- * memory; reads the controller's predictor and references. */
+ * paper prescribes, and the pass rule. Owns no memory; reads the predictor and the references
+ * through the context. */
 #ifndef EERL_CORE_RATIOS_H
 #define EERL_CORE_RATIOS_H
 
 #include "eerl/core.h"
-#include "core/controller.h"
+#include "core/context.h"
 #include "core/predictor.h"
 
 struct eerl__acc {
@@ -27,60 +27,30 @@ struct eerl__ratios {
 
 void eerl__acc_reset(struct eerl__acc *a);
 /* Adds o's measured parts and the predictor's governor parts for o's work. */
-void eerl__acc_add(struct eerl__acc *a, const struct eerl_ctl *ctl, const eerl_obs *o);
+void eerl__acc_add(struct eerl__acc *a, const struct eerl__ctx *cx, const eerl_obs *o);
 void eerl__acc_merge(struct eerl__acc *into, const struct eerl__acc *from);
 
 /* Section 6.1: per-part ratios (measured / predicted at the observed work) applied to the
  * governor predictions for the reference updates, combined as the layout combines parts. */
-void eerl__judge_parts(const struct eerl_ctl *ctl, const struct eerl__acc *a,
-                       struct eerl__ratios *r);
+void eerl__ratios_parts(const struct eerl__ctx *cx, const struct eerl__acc *a,
+                        struct eerl__ratios *r);
 /* Section 6.2, other candidates: whole-update measured / predicted at the observed work. */
-void eerl__judge_whole(const struct eerl_ctl *ctl, const struct eerl__acc *a,
-                       struct eerl__ratios *r);
+void eerl__ratios_whole(const struct eerl__ctx *cx, const struct eerl__acc *a,
+                        struct eerl__ratios *r);
 /* Section 6.2, training-only slowdown: the measured training slowdown applied to each
  * reference's recorded arrivals, update time recomputed as max(gen, slowed train) + rest. */
-void eerl__judge_arrivals(const struct eerl_ctl *ctl, const struct eerl__acc *a,
-                          struct eerl__ratios *r);
+void eerl__ratios_arrivals(const struct eerl__ctx *cx, const struct eerl__acc *a,
+                           struct eerl__ratios *r);
 /* Section 6.3: the candidate block's measured/predicted ratio over the bracketing governor
  * blocks' ratio (matched work on both sides). */
-void eerl__judge_blocks(const struct eerl__acc *cand, const struct eerl__acc *gov,
-                        struct eerl__ratios *r);
+void eerl__ratios_blocks(const struct eerl__acc *cand, const struct eerl__acc *gov,
+                         struct eerl__ratios *r);
 
 /* Pass = throughput >= 1 - allowed_loss and energy_ratio < min(energy_cap, 1 - min_saving).
  * Writes a reason. *time_fail is set when the throughput part failed. */
 eerl_verdict eerl__verdict(const eerl_ctl_config *cfg, const struct eerl__ratios *r,
                            double energy_cap, int *time_fail, char *why, size_t len);
-/* What a judge that has the paper's ratios tells its proposer (strategy.h): s judged v (tf: on
- * throughput) with ratios r, which the outcome points to. */
-struct eerl__outcome eerl__outcome_judged(const eerl_setting *s, eerl_verdict v, int tf,
-                                          const struct eerl__ratios *r);
 /* Copies ratios and verdict into an event. */
 void eerl__event_set(eerl_event *ev, const struct eerl__ratios *r, unsigned n, eerl_verdict v);
-
-#define EERL__TRIED_MAX 80
-
-struct eerl__tried {
-    eerl_setting s;
-    eerl_verdict v;
-    int time_fail;
-    int confirm_failed;
-    double time_ratio, energy_ratio;
-};
-
-struct eerl__tried_set {
-    struct eerl__tried t[EERL__TRIED_MAX];
-    unsigned n;
-};
-
-struct eerl__tried *eerl__tried_find(struct eerl__tried_set *set, const eerl_setting *s);
-/* Records (or updates) a verdict; the oldest entry is reused when full. */
-struct eerl__tried *eerl__tried_put(struct eerl__tried_set *set, const eerl_setting *s,
-                                    eerl_verdict v, int time_fail, const struct eerl__ratios *r);
-/* The passing, not confirmation-failed setting with the lowest energy ratio; NULL if none. */
-const struct eerl__tried *eerl__tried_best(const struct eerl__tried_set *set);
-
-/* base with group set to clock (idle clock as configured). */
-eerl_setting eerl__with_group(const struct eerl_ctl *ctl, const eerl_setting *base, int group,
-                              unsigned clock);
 
 #endif

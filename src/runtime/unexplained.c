@@ -55,7 +55,7 @@ static unsigned trial_max(const eerl_ctl_config *c, eerl_mode mode)
 
 /* Leave-one-out over refs: the relative time errors of the predictor (fitted as the controller
  * fits it) and of the others' mean, into em and ec; returns the folds that fitted. */
-static size_t leave_one_out(const struct eerl_ctl *ctl, const eerl_obs *const *refs, size_t n,
+static size_t leave_one_out(const struct eerl__ctx *cx, const eerl_obs *const *refs, size_t n,
                             const eerl_obs **sub, struct eerl__pred_work *w, double *em, double *ec)
 {
     struct eerl__pred p;
@@ -64,7 +64,7 @@ static size_t leave_one_out(const struct eerl_ctl *ctl, const eerl_obs *const *r
     double sum = 0;
 
     for (i = 0; i < n; i++) {
-        eerl__obs_parts(ctl->layout, refs[i], &m);
+        eerl__obs_parts(cx->layout, refs[i], &m);
         sum += m.t;
     }
     for (i = 0; i < n; i++) {
@@ -72,11 +72,11 @@ static size_t leave_one_out(const struct eerl_ctl *ctl, const eerl_obs *const *r
             if (j != i)
                 sub[k++] = refs[j];
         memset(&p, 0, sizeof(p));
-        if (eerl__pred_fit_opts(&p, ctl->layout, sub, n - 1, w, ctl->pred_min_t, ctl->pred_opts) <
+        if (eerl__pred_fit_opts(&p, cx->layout, sub, n - 1, w, cx->refs->min_t, cx->refs->opts) <
                 0 ||
             !p.ready)
             continue;
-        eerl__obs_parts(ctl->layout, refs[i], &m);
+        eerl__obs_parts(cx->layout, refs[i], &m);
         eerl__pred_predict(&p, refs[i], &q);
         if (!(q.t > 0) || !(m.t > 0))
             continue;
@@ -89,6 +89,7 @@ static size_t leave_one_out(const struct eerl_ctl *ctl, const eerl_obs *const *r
 
 int eerl__unexpl_measure(const eerl_ctl *ctl, struct eerl__unexpl *ret)
 {
+    const struct eerl__ctx *cx;
     struct eerl__unexpl u;
     struct eerl__pred_work w;
     const eerl_obs **refs = NULL, **sub = NULL;
@@ -98,7 +99,8 @@ int eerl__unexpl_measure(const eerl_ctl *ctl, struct eerl__unexpl *ret)
 
     if (!ctl || !ret)
         return EERL_EINVAL;
-    n = ctl->ref_n;
+    cx = eerl__ctl_context(ctl);
+    n = cx->refs->n;
     if (n < EERL__UNEXPL_MIN_REFS)
         return EERL_ENODATA;
     memset(&w, 0, sizeof(w));
@@ -110,18 +112,18 @@ int eerl__unexpl_measure(const eerl_ctl *ctl, struct eerl__unexpl *ret)
     if (!refs || !sub || !em || !ec || eerl__pred_work_init(&w, n) < 0)
         goto out;
     for (i = 0; i < n; i++)
-        refs[i] = eerl__ctl_ref(ctl, i);
+        refs[i] = eerl__refs_at(cx->refs, i);
     memset(&u, 0, sizeof(u));
     u.n = n;
-    u.folds = leave_one_out(ctl, refs, n, sub, &w, em, ec);
+    u.folds = leave_one_out(cx, refs, n, sub, &w, em, ec);
     e = EERL_ENODATA;
     if (u.folds < EERL__UNEXPL_MIN_REFS)
         goto out;
     u.share = robust_sd(em, u.folds);
     u.constant = robust_sd(ec, u.folds);
-    u.allowed_loss = ctl->cfg.allowed_loss;
-    u.strategy = ctl->cfg.strategy;
-    u.trial_max = trial_max(&ctl->cfg, ctl->mode);
+    u.allowed_loss = cx->cfg->allowed_loss;
+    u.strategy = cx->cfg->strategy;
+    u.trial_max = trial_max(cx->cfg, cx->mode);
     k = ceil(4 * u.share * u.share / (u.allowed_loss * u.allowed_loss));
     u.need = k > 1e9 ? 1000000000u : k < 1 ? 1u : (unsigned)k;
     u.too_noisy = u.need > EERL__UNEXPL_TRIAL_MAX;

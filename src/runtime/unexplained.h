@@ -42,7 +42,7 @@ struct eerl__unexpl {
     int too_noisy; /* need > EERL__UNEXPL_TRIAL_MAX */
 };
 
-/* The longest trial eerl's own strategy gives a setting (strategy_eerl.c): a run needing more
+/* The longest trial eerl's own strategy gives a setting (judge/eerl.c): a run needing more
  * updates than this per trial is one whose time the work does not explain well enough for any
  * of eerl's strategies to judge clock changes (the paper's trials take 3). */
 #define EERL__UNEXPL_TRIAL_MAX 12

@@ -1,9 +1,9 @@
 /* eerl's judge (beyond the paper, docs/controller.md "The eerl strategy"), for every mode but
  * in-flight: the paper's governor predictor (section 5.1, Eq. 2) and pass rule (section 5.2) in
  * place of Algorithm 1's fixed trials, governor gaps and confirmation. Its proposer
- * (propose_model.c with two groups, propose_descent.c's budgeted descent with 3-4) decides where
+ * (propose/model.c with two groups, propose/descent.c's budgeted descent with 3-4) decides where
  * to go; this file measures, and for the model proposer fits each group's phase time and power
- * against its clock from every usable update (proposer_model.c).
+ * against its clock from every usable update (phase_model.c).
  *
  * - Run-level throughput budget: every update after calibration adds its estimated slowdown
  *   (measured time minus the governor prediction at its work; governor updates add none) to an
@@ -29,15 +29,16 @@
  *   (and the account too, where the error stands out of the probes' scatter).
  * In-flight mode the whole-update predictor cannot tell a clock's effect from the carried work
  * (measured on the twin: +6 to +14% "loss" for a 180 MHz step), so controller.c gives the eerl
- * strategy in that mode strategy_eerl_inflight.c, which judges a setting by its rate.
+ * strategy in that mode judge/eerl_inflight.c, which judges a setting by its rate.
  * Owns only its state struct; reads the controller's predictor. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "eerl/error.h"
-#include "core/controller.h"
+#include "core/judge.h"
 #include "core/phase_model.h"
+#include "core/propose.h"
 #include "core/ratios.h"
 
 enum { EE_CAL, EE_RUN, EE_REFRESH };
@@ -81,8 +82,8 @@ struct ee_st {
     int late;
     int have_pend, pend_usable;
     eerl_obs pend;
-    /* With the model proposer (propose_model.c): each group's phase time and power against its
-     * clock, from every usable update (proposer_model.h). */
+    /* With the model proposer (propose/model.c): each group's phase time and power against its
+     * clock, from every usable update (phase_model.h). */
     int model;
     struct eerl__pm pm;
     struct eerl__pm_hist hist; /* from eerl_revision 4: read again at every verdict */
@@ -119,14 +120,15 @@ double eerl__probe_mean(const double *xs, unsigned n, double quiet_se)
 
 /* The scatter of the predictor's errors in one part on its most recent references (at most
  * EE_SE_REFS; 0 before five). */
-static double ref_error_sd(const struct eerl_ctl *ctl, enum eerl__part part)
+static double ref_error_sd(const struct eerl__ctx *cx, enum eerl__part part)
 {
     double scratch[EE_SE_REFS];
-    size_t n = ctl->ref_n < EE_SE_REFS ? ctl->ref_n : EE_SE_REFS;
+    size_t n = cx->refs->n < EE_SE_REFS ? cx->refs->n : EE_SE_REFS;
 
-    if (!ctl->pred.ready || n < 5)
+    if (!cx->refs->pred.ready || n < 5)
         return 0;
-    return eerl__pred_error_sd(&ctl->pred, ctl->ref_ptrs + (ctl->ref_n - n), n, part, scratch);
+    return eerl__pred_error_sd(&cx->refs->pred, cx->refs->ptrs + (cx->refs->n - n), n, part,
+                               scratch);
 }
 
 /* The probes' mean error as this run's revision takes it. From revision 2 on, with fewer than
@@ -140,19 +142,19 @@ static double ref_error_sd(const struct eerl_ctl *ctl, enum eerl__part part)
  * rule and by 0.29 / 0.31 / 0.38 with none; a predictor lagging behind growing work shows a mean
  * well clear of that noise, and over long runs the rule of revision 1 decides as before
  * (docs/notes/2026-12-01-within-the-allowance.md). */
-static double probe_mean(const struct eerl_ctl *ctl, const double *xs, unsigned n,
+static double probe_mean(const struct eerl__ctx *cx, const double *xs, unsigned n,
                          enum eerl__part part)
 {
     double m = 0, se;
     unsigned i;
 
-    if (ctl->cfg.eerl_revision < 2 || n >= EE_BIAS_MIN)
-        return eerl__probe_mean(xs, n, ctl->cfg.eerl_revision >= 1 ? ctl->cfg.budget_margin : 0);
+    if (cx->cfg->eerl_revision < 2 || n >= EE_BIAS_MIN)
+        return eerl__probe_mean(xs, n, cx->cfg->eerl_revision >= 1 ? cx->cfg->budget_margin : 0);
     if (n < 3)
         return 0;
-    se = ref_error_sd(ctl, part) / sqrt((double)n);
+    se = ref_error_sd(cx, part) / sqrt((double)n);
     if (se <= 0) /* no scatter to weigh the mean against (under five references) */
-        return eerl__probe_mean(xs, n, ctl->cfg.budget_margin);
+        return eerl__probe_mean(xs, n, cx->cfg->budget_margin);
     for (i = 0; i < n; i++)
         m += xs[i] / n;
     return fabs(m) > EE_BIAS_SIG * se ? m : 0;
@@ -165,10 +167,10 @@ static unsigned n_probes(const struct ee_st *st)
 
 /* The predictor's error on fresh governor work (the last EE_BIAS_N probes): what the loss and
  * energy estimates and the run's account are corrected by. */
-static void bias(const struct eerl_ctl *ctl, const struct ee_st *st, double *bt, double *be)
+static void bias(const struct eerl__ctx *cx, const struct ee_st *st, double *bt, double *be)
 {
-    *bt = probe_mean(ctl, st->bias_t, n_probes(st), EERL__PART_T);
-    *be = probe_mean(ctl, st->bias_e, n_probes(st), EERL__PART_E);
+    *bt = probe_mean(cx, st->bias_t, n_probes(st), EERL__PART_T);
+    *be = probe_mean(cx, st->bias_e, n_probes(st), EERL__PART_E);
 }
 
 /* The run's account: the governor time of every update so far (measured at the governor, else
@@ -177,10 +179,10 @@ static void bias(const struct eerl_ctl *ctl, const struct ee_st *st, double *bt,
  * predictor's error the more of them there are, and an account that kept each update's
  * correction of its day would keep the early, noisier ones for good (on the noisy twin it left
  * the account 0.2 to 0.4 points off the true loss). */
-static void account(const struct eerl_ctl *ctl, const struct ee_st *st, double *gov_s,
+static void account(const struct eerl__ctx *cx, const struct ee_st *st, double *gov_s,
                     double *excess_s)
 {
-    double b = probe_mean(ctl, st->bias_t, n_probes(st), EERL__PART_T);
+    double b = probe_mean(cx, st->bias_t, n_probes(st), EERL__PART_T);
 
     *gov_s = st->gov_meas_s + st->pred_s * (1 + b);
     *excess_s = st->meas_s - st->pred_s * (1 + b);
@@ -211,25 +213,25 @@ static eerl_ctl_state ee_state(const void *vst)
     }
 }
 
-static int ee_init(struct eerl_ctl *ctl, void *vst)
+static int ee_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_setup *ret_setup)
 {
     struct ee_st *st = vst;
 
-    eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
-    if (ctl->cfg.eerl_revision >= 5) /* the training part as a fixed part plus one per token */
-        eerl__ctl_set_fit_opts(ctl, EERL__PRED_LINEAR_TRAIN);
-    st->model = ctl->prop == &eerl__propose_model;
-    st->late = ctl->layout == EERL__LAYOUT_OVERLAP && ctl->cfg.eerl_revision >= 3;
-    eerl__pm_init(&st->pm, ctl->layout, ctl->peak, EE_KEEP);
+    ret_setup->fit_min_t = EERL__PRED_MIN_T;
+    if (cx->cfg->eerl_revision >= 5) /* the training part as a fixed part plus one per token */
+        ret_setup->fit_opts = EERL__PRED_LINEAR_TRAIN;
+    st->model = cx->prop == &eerl__propose_model;
+    st->late = cx->layout == EERL__LAYOUT_OVERLAP && cx->cfg->eerl_revision >= 3;
+    eerl__pm_init(&st->pm, cx->layout, cx->grid->peak, EE_KEEP);
     return 0;
 }
 
 /* Updates the job has left by the configured or learned horizon. */
-static double remaining(const struct eerl_ctl *ctl, const struct ee_st *st)
+static double remaining(const struct eerl__ctx *cx, const struct ee_st *st)
 {
-    if (ctl->cfg.expected_updates > st->seen)
-        return (double)(ctl->cfg.expected_updates - st->seen);
-    if (ctl->cfg.expected_updates)
+    if (cx->cfg->expected_updates > st->seen)
+        return (double)(cx->cfg->expected_updates - st->seen);
+    if (cx->cfg->expected_updates)
         return 1.0;
     return fmax(50.0, (double)st->seen);
 }
@@ -239,12 +241,12 @@ static double remaining(const struct eerl_ctl *ctl, const struct ee_st *st)
  * (sd) over the governor updates measured so far, and the governor run it will be judged against
  * carries the same scatter over the whole run: sd * sqrt(1 / governor updates + 1 / updates in
  * all). It shrinks as the probes accumulate, so over a long run it costs little. */
-static double account_se(const struct eerl_ctl *ctl, const struct ee_st *st)
+static double account_se(const struct eerl__ctx *cx, const struct ee_st *st)
 {
     if (st->n_gov == 0)
         return 0;
-    return ref_error_sd(ctl, EERL__PART_T) *
-           sqrt(1.0 / st->n_gov + 1.0 / ((double)st->seen + remaining(ctl, st)));
+    return ref_error_sd(cx, EERL__PART_T) *
+           sqrt(1.0 / st->n_gov + 1.0 / ((double)st->seen + remaining(cx, st)));
 }
 
 /* The loss the current setting may run at for the whole run to stay within the allowance: less
@@ -259,19 +261,19 @@ static double account_se(const struct eerl_ctl *ctl, const struct ee_st *st)
  * what took the whole run past it: colocated seed 27 of 107 updates ran 1635/1290 at 3.0% over
  * its last updates on a credit the truth did not have (-2.45% whole run). Over 1000 updates and
  * more the account is known well enough that the same spending is what the capture is made of. */
-static double target_rate(const struct eerl_ctl *ctl, const struct ee_st *st)
+static double target_rate(const struct eerl__ctx *cx, const struct ee_st *st)
 {
-    double a = ctl->cfg.allowed_loss - ctl->cfg.budget_margin, gov_s, excess_s, p, rem, r;
-    double left = remaining(ctl, st), cap = 2 * ctl->cfg.allowed_loss;
+    double a = cx->cfg->allowed_loss - cx->cfg->budget_margin, gov_s, excess_s, p, rem, r;
+    double left = remaining(cx, st), cap = 2 * cx->cfg->allowed_loss;
 
-    if (ctl->cfg.eerl_revision >= 2)
-        a -= EE_AIM_SE * account_se(ctl, st);
-    account(ctl, st, &gov_s, &excess_s);
+    if (cx->cfg->eerl_revision >= 2)
+        a -= EE_AIM_SE * account_se(cx, st);
+    account(cx, st, &gov_s, &excess_s);
     p = st->seen ? gov_s / (double)st->seen : 1.0;
     rem = p * left;
     r = (a * (gov_s + rem) - excess_s) / rem;
-    if (ctl->cfg.eerl_revision >= 6 && (double)st->seen + left < EE_SHORT_RUN)
-        cap = ctl->cfg.allowed_loss;
+    if (cx->cfg->eerl_revision >= 6 && (double)st->seen + left < EE_SHORT_RUN)
+        cap = cx->cfg->allowed_loss;
     return fmin(r, cap);
 }
 
@@ -291,14 +293,14 @@ static void run_at(struct ee_st *st, const eerl_setting *s, eerl_setting *next)
     *next = *s;
 }
 
-static void lock_now(struct eerl_ctl *ctl, struct ee_st *st, const char *why)
+static void lock_now(const struct eerl__ctx *cx, struct ee_st *st, const char *why)
 {
     st->locked = 1;
-    eerl__ctl_lock(ctl, &st->cur, NULL, why);
+    eerl__rec_lock(cx->rec, &st->cur, NULL, why);
 }
 
 /* The proposer's move, carried out. */
-static void follow(struct eerl_ctl *ctl, struct ee_st *st, const struct eerl__move *mv,
+static void follow(const struct eerl__ctx *cx, struct ee_st *st, const struct eerl__move *mv,
                    eerl_setting *next)
 {
     switch (mv->kind) {
@@ -313,19 +315,19 @@ static void follow(struct eerl_ctl *ctl, struct ee_st *st, const struct eerl__mo
         run_at(st, &mv->s, next);
         st->testing = 0;
         if (!st->locked)
-            lock_now(ctl, st, mv->why);
+            lock_now(cx, st, mv->why);
         return;
     default: /* HOLD */
         run_at(st, &mv->s, next);
         st->testing = 0;
         if (mv->why[0])
-            eerl__ctl_adjust(ctl, &st->cur, next, "%s", mv->why);
+            eerl__rec_adjust(cx->rec, &st->cur, next, "%s", mv->why);
         return;
     }
 }
 
 /* What the proposer is told about the current setting. */
-static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ee_st *st,
+static struct eerl__outcome outcome(const struct eerl__ctx *cx, const struct ee_st *st,
                                     eerl_verdict v, int slow, double m, double e, double var,
                                     double r)
 {
@@ -337,25 +339,25 @@ static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ee_
     o.energy = e;
     o.loss_var = var;
     o.budget = r;
-    o.remaining = remaining(ctl, st);
+    o.remaining = remaining(cx, st);
     o.locked = st->locked;
     o.n_updates = st->n;
     o.model = st->model ? &st->pm : NULL;
-    if (ctl->layout == EERL__LAYOUT_OVERLAP && st->n > 0)
+    if (cx->layout == EERL__LAYOUT_OVERLAP && st->n > 0)
         o.late_group = 2 * st->gen_late >= st->n ? EERL_GROUP_GEN : EERL_GROUP_TRAIN;
     return o;
 }
 
 /* The probes' error on each group's parts, as this run's revision takes it. */
-static void model_corr(const struct eerl_ctl *ctl, const struct ee_st *st, struct eerl__pm_corr *c)
+static void model_corr(const struct eerl__ctx *cx, const struct ee_st *st, struct eerl__pm_corr *c)
 {
     int g;
 
     for (g = 0; g < EERL__PM_GROUPS; g++) {
-        c->t[g] = probe_mean(ctl, st->bias_pt[g], n_probes(st),
-                             g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN);
-        c->e[g] = probe_mean(ctl, st->bias_pe[g], n_probes(st),
-                             g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN);
+        c->t[g] =
+            probe_mean(cx, st->bias_pt[g], n_probes(st), g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN);
+        c->e[g] =
+            probe_mean(cx, st->bias_pe[g], n_probes(st), g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN);
     }
 }
 
@@ -367,20 +369,20 @@ static void model_corr(const struct eerl_ctl *ctl, const struct ee_st *st, struc
  * then held its high reading while the run kept training at the governor for hundreds of
  * updates; read again, capture 0.64 -> 0.71 (colocated) and 0.73 -> 0.82 (disaggregated)
  * (docs/notes/2026-12-01-model-reread.md). */
-static void model_fit(const struct eerl_ctl *ctl, struct ee_st *st)
+static void model_fit(const struct eerl__ctx *cx, struct ee_st *st)
 {
-    if (ctl->cfg.eerl_revision >= 4 && ctl->pred.ready) {
+    if (cx->cfg->eerl_revision >= 4 && cx->refs->pred.ready) {
         struct eerl__pm_corr cr;
 
-        model_corr(ctl, st, &cr);
-        eerl__pm_reread(&st->pm, &st->hist, &ctl->pred, &cr);
+        model_corr(cx, st, &cr);
+        eerl__pm_reread(&st->pm, &st->hist, &cx->refs->pred, &cr);
     }
     eerl__pm_fit(&st->pm);
 }
 
-static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
+static void judge(const struct eerl__ctx *cx, struct ee_st *st, eerl_setting *next)
 {
-    double r = target_rate(ctl, st), n = st->n, m = st->sl / n, e = st->se / n;
+    double r = target_rate(cx, st), n = st->n, m = st->sl / n, e = st->se / n;
     double var = n > 1 ? fmax(0.0, (st->sl2 - n * m * m) / (n - 1)) : 0.0;
     double se = sqrt(fmax(var, 1e-4) / n);
     struct eerl__outcome o;
@@ -398,7 +400,7 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
         return;
     if (!slow && !fast && !st->model)
         slow = m > r; /* the window is full: the point estimate decides */
-    ev = eerl__ctl_emit(ctl, st->locked ? EERL_EV_MONITOR : EERL_EV_TRIAL, &st->cur,
+    ev = eerl__rec_emit(cx->rec, st->locked ? EERL_EV_MONITOR : EERL_EV_TRIAL, &st->cur,
                         "%s over %u updates: loss %.2f%% +- %.2f%%, energy ratio %.3f; budget "
                         "allows %.2f%%",
                         eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * m, 100 * se, e,
@@ -408,29 +410,29 @@ static void judge(struct eerl_ctl *ctl, struct ee_st *st, eerl_setting *next)
     ev->n_updates = st->n;
     ev->verdict = slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
     if (!st->locked)
-        eerl__ctl_trial_done(ctl);
+        eerl__rec_trial_done(cx->rec);
     if (!slow && !poor && st->locked && !st->model) {
         /* Locked and within the account. Credit banked since the lock (governor probes and
          * refreshes, a setting cheaper than its allowance, the end of the horizon coming) goes
          * to the proposer, at most once every 20 updates; otherwise the lock stays. */
         if (!(m + 2 * se < r - EE_RELAX_MARGIN && var < EE_RELAX_NOISE * EE_RELAX_NOISE &&
-              st->seen >= st->relax_at + 20 && remaining(ctl, st) > 4 * EE_N_MIN)) {
+              st->seen >= st->relax_at + 20 && remaining(cx, st) > 4 * EE_N_MIN)) {
             stats_reset(st);
             return;
         }
         st->relax_at = st->seen;
     }
-    o = outcome(ctl, st, slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS, slow, m, e, var, r);
+    o = outcome(cx, st, slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS, slow, m, e, var, r);
     if (st->model)
-        model_fit(ctl, st);
-    eerl__ctl_propose_next(ctl, &o, &mv);
+        model_fit(cx, st);
+    eerl__propose_next(cx, &o, &mv);
     if (st->model && eerl_setting_equal(&mv.s, &st->cur))
         stats_reset(st); /* the same setting, judged again on fresh updates */
-    follow(ctl, st, &mv, next);
+    follow(cx, st, &mv, next);
 }
 
 /* After calibration (or a resume): the proposer's first move from where the run stands. */
-static void start_search(struct eerl_ctl *ctl, struct ee_st *st, const eerl_setting *locked,
+static void start_search(const struct eerl__ctx *cx, struct ee_st *st, const eerl_setting *locked,
                          eerl_setting *next)
 {
     struct eerl__outcome from;
@@ -439,183 +441,227 @@ static void start_search(struct eerl_ctl *ctl, struct ee_st *st, const eerl_sett
     st->phase = EE_RUN;
     if (locked) {
         run_at(st, locked, next);
-        lock_now(ctl, st, "resumed from the saved state");
+        lock_now(cx, st, "resumed from the saved state");
     } else {
         st->cur = *next;
     }
-    from = outcome(ctl, st, EERL_VERDICT_NONE, 0, 0, 0, 0, target_rate(ctl, st));
-    eerl__ctl_propose_start(ctl, &from, &mv);
-    follow(ctl, st, &mv, next);
+    from = outcome(cx, st, EERL_VERDICT_NONE, 0, 0, 0, 0, target_rate(cx, st));
+    eerl__propose_start(cx, &from, &mv);
+    follow(cx, st, &mv, next);
 }
 
 /* Resume (eerl_ctl_restore): the references are back and the predictor fitted. With a saved lock
  * the run starts at it, locked and monitored by the run's own account (a setting that falls
  * behind is raised; nothing is lowered again); without one the search starts at once. */
-static int ee_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locked,
+static int ee_restore(const struct eerl__ctx *cx, void *vst, const eerl_setting *locked,
                       eerl_setting *next)
 {
     struct ee_st *st = vst;
 
-    if (!ctl->pred.ready)
+    if (!cx->refs->pred.ready)
         return EERL_ESTATE;
     if (!locked) {
-        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
-                       "resumed: predictor fitted on %zu saved governor updates", ctl->ref_n);
-        start_search(ctl, st, NULL, next);
+        eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
+                       "resumed: predictor fitted on %zu saved governor updates", cx->refs->n);
+        start_search(cx, st, NULL, next);
         return 0;
     }
-    start_search(ctl, st, locked, next);
+    start_search(cx, st, locked, next);
     return 0;
 }
 
-/* One update as evidence: the account, the references, the probes, the current setting's
- * estimates, and the decision that follows. */
-static void observe_one(struct eerl_ctl *ctl, struct ee_st *st, const eerl_obs *obs, int usable,
-                        eerl_setting *next)
+/* The run's account: the update's time, against the governor's (measured, or predicted). */
+static void charge(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs, int gov,
+                   const struct eerl__parts *m)
 {
-    const eerl_ctl_config *c = &ctl->cfg;
-    struct eerl__parts m, p;
-    int gov = eerl_setting_is_governor(&obs->setting);
-    char b[48];
+    struct eerl__parts p;
 
-    eerl__obs_parts(ctl->layout, obs, &m);
     st->seen++;
-    if (gov || !ctl->pred.ready) {
-        st->gov_meas_s += m.t;
+    if (gov || !cx->refs->pred.ready) {
+        st->gov_meas_s += m->t;
         st->n_gov++;
     } else {
         /* The governor time is the prediction, corrected in account() by the predictor's error
          * on the probes: uncorrected, a predictor that runs short of the governor by half a
          * point charged the account half a point on every update. */
-        eerl__pred_predict(&ctl->pred, obs, &p);
+        eerl__pred_predict(&cx->refs->pred, obs, &p);
         st->pred_s += p.t;
-        st->meas_s += m.t;
+        st->meas_s += m->t;
     }
+}
+
+/* A governor probe under way: 1 when this update was the probe (taken, or left out). Drained,
+ * the update before the probe runs at the current setting and is taken as evidence (0). */
+static int probe_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs, int usable,
+                    int gov, const struct eerl__parts *m, eerl_setting *next)
+{
+    struct eerl__parts p;
+    unsigned k = st->n_bias % EE_BIAS_N;
+
     if (st->probing == 2) {
         /* one update late (drained): the update before the probe, at the current setting */
         st->probing = 1;
         *next = st->cur;
-    } else if (st->probing) {
-        st->probing = 0;
-        if (st->phase != EE_REFRESH) /* one update late, a refresh may have begun since */
-            *next = st->cur;
-        if (usable && gov && ctl->pred.ready) {
-            /* The predictor's error on a fresh governor update, before it joins the fit: what
-             * the loss estimates of the next updates are corrected by. */
-            eerl__pred_predict(&ctl->pred, obs, &p);
-            if (p.t > 0 && p.e > 0) {
-                st->bias_t[st->n_bias % EE_BIAS_N] = m.t / p.t - 1;
-                st->bias_e[st->n_bias % EE_BIAS_N] = m.e / p.e - 1;
-                st->bias_pt[0][st->n_bias % EE_BIAS_N] = p.t_gen > 0 ? m.t_gen / p.t_gen - 1 : 0;
-                st->bias_pt[1][st->n_bias % EE_BIAS_N] =
-                    p.t_train > 0 ? m.t_train / p.t_train - 1 : 0;
-                st->bias_pe[0][st->n_bias % EE_BIAS_N] = p.e_gen > 0 ? m.e_gen / p.e_gen - 1 : 0;
-                st->bias_pe[1][st->n_bias % EE_BIAS_N] =
-                    p.e_train > 0 ? m.e_train / p.e_train - 1 : 0;
-                st->n_bias++;
-            }
-            eerl__ctl_ref_add(ctl, obs);
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor probe taken into the reference");
-        }
-        return;
+        return 0;
     }
-    if (!usable)
-        return;
+    if (!st->probing)
+        return 0;
+    st->probing = 0;
+    if (st->phase != EE_REFRESH) /* one update late, a refresh may have begun since */
+        *next = st->cur;
+    if (!(usable && gov && cx->refs->pred.ready))
+        return 1;
+    /* The predictor's error on a fresh governor update, before it joins the fit: what the loss
+     * estimates of the next updates are corrected by. */
+    eerl__pred_predict(&cx->refs->pred, obs, &p);
+    if (p.t > 0 && p.e > 0) {
+        st->bias_t[k] = m->t / p.t - 1;
+        st->bias_e[k] = m->e / p.e - 1;
+        st->bias_pt[0][k] = p.t_gen > 0 ? m->t_gen / p.t_gen - 1 : 0;
+        st->bias_pt[1][k] = p.t_train > 0 ? m->t_train / p.t_train - 1 : 0;
+        st->bias_pe[0][k] = p.e_gen > 0 ? m->e_gen / p.e_gen - 1 : 0;
+        st->bias_pe[1][k] = p.e_train > 0 ? m->e_train / p.e_train - 1 : 0;
+        st->n_bias++;
+    }
+    eerl__rec_ref_add(cx->rec, obs);
+    eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "governor probe taken into the reference");
+    return 1;
+}
+
+/* Calibration and refreshes: 1 when the update was one of theirs. */
+static int governor_stretch(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs,
+                            int gov, eerl_setting *next)
+{
+    const eerl_ctl_config *c = cx->cfg;
+    char b[48];
+
     switch (st->phase) {
     case EE_CAL:
-        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->fast_calibration_updates, "calibrating",
-                                 next))
-            return;
-        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
-                       ctl->ref_n);
-        start_search(ctl, st, NULL, next);
-        return;
+        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, c->fast_calibration_updates,
+                                 "calibrating", next))
+            return 1;
+        eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
+                       "predictor fitted on %zu governor updates", cx->refs->n);
+        start_search(cx, st, NULL, next);
+        return 1;
     case EE_REFRESH:
         if (st->late && !gov) /* one update late: the update before the refresh began */
-            return;
-        if (!eerl__ctl_ref_count(ctl, obs, &st->count, EE_REFRESH_N(c),
+            return 1;
+        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, EE_REFRESH_N(c),
                                  "refreshing the governor reference", next))
-            return;
+            return 1;
         st->phase = EE_RUN;
         *next = st->cur;
         stats_reset(st);
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur, "reference refreshed; back to %s",
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur, "reference refreshed; back to %s",
                        eerl__setting_str(&st->cur, b, sizeof(b)));
-        return;
+        return 1;
     default:
-        break;
+        return 0;
     }
+}
+
+/* Work the predictor has not seen: left out (1), and repeated misses refresh the reference. */
+static int uncovered(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs,
+                     eerl_setting *next)
+{
+    const eerl_ctl_config *c = cx->cfg;
+    unsigned k, bad = 0;
+
+    st->cov_bits =
+        ((st->cov_bits << 1) | !eerl__pred_covered(&cx->refs->pred, obs, c->coverage_margin)) &
+        0x3ffu;
+    if (!(st->cov_bits & 1u))
+        return 0;
+    for (k = 0; k < 10; k++)
+        bad += (st->cov_bits >> k) & 1u;
+    if (bad >= c->coverage_fail_limit) {
+        st->cov_bits = 0;
+        st->phase = EE_REFRESH;
+        st->count = 0;
+        eerl__rec_refresh(cx->rec, &st->cur, next,
+                          "work outside the predictor's range repeatedly: %u governor updates",
+                          EE_REFRESH_N(c));
+        return 1;
+    }
+    eerl__rec_emit(cx->rec, EERL_EV_SKIP, &st->cur, "work outside the predictor's range");
+    return 1;
+}
+
+/* The update's loss and energy estimates join the current setting's evidence (and the model's
+ * points). */
+static void take_evidence(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs,
+                          const struct eerl__parts *m)
+{
+    struct eerl__parts p;
+    double bt, be, l, er;
+
+    eerl__pred_predict(&cx->refs->pred, obs, &p);
+    bias(cx, st, &bt, &be);
+    l = p.t > 0 ? (m->t / p.t) / (1 + bt) - 1 : 0;
+    er = p.e > 0 ? (m->e / p.e) / (1 + be) : 1;
+    st->n++;
+    st->gen_late += m->t_gen >= m->t_train;
+    st->sl += l;
+    st->sl2 += l * l;
+    st->se += er;
+    if (st->model) {
+        /* Each group's phase against its governor prediction, corrected by the probes' error
+         * on that part: one point on each group's curve at its clock. From revision 4 the
+         * update is only kept: model_fit reads every kept update at the next verdict, and
+         * nothing reads the model before it. */
+        unsigned clk[EERL__PM_GROUPS] = {eerl__grid_eff(cx->grid, obs->setting.mhz[0]),
+                                         eerl__grid_eff(cx->grid, obs->setting.mhz[1])};
+
+        if (cx->cfg->eerl_revision >= 4) {
+            eerl__pm_hist_add(&st->hist, clk, obs, m);
+        } else {
+            struct eerl__pm_corr cr;
+
+            model_corr(cx, st, &cr);
+            eerl__pm_take(&st->pm, clk, m, &p, &cr);
+        }
+    }
+}
+
+/* One update as evidence: the account, the references, the probes, the current setting's
+ * estimates, and the decision that follows. */
+static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs,
+                        int usable, eerl_setting *next)
+{
+    struct eerl__parts m;
+    int gov = eerl_setting_is_governor(&obs->setting);
+    char b[48];
+
+    eerl__obs_parts(cx->layout, obs, &m);
+    charge(cx, st, obs, gov, &m);
+    if (probe_in(cx, st, obs, usable, gov, &m, next) || !usable ||
+        governor_stretch(cx, st, obs, gov, next))
+        return;
     if (gov) {
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor kept");
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "governor kept");
         return;
     }
     if (st->late && !eerl_setting_equal(&obs->setting, &st->cur)) {
-        eerl__ctl_emit(ctl, EERL_EV_SKIP, &obs->setting,
+        eerl__rec_emit(cx->rec, EERL_EV_SKIP, &obs->setting,
                        "ran at the setting before %s (taken one update late)",
                        eerl__setting_str(&st->cur, b, sizeof(b)));
         return;
     }
-    /* Work the predictor has not seen: left out, and repeated misses refresh the reference. */
-    st->cov_bits =
-        ((st->cov_bits << 1) | !eerl__pred_covered(&ctl->pred, obs, c->coverage_margin)) & 0x3ffu;
-    if (st->cov_bits & 1u) {
-        unsigned k, bad = 0;
-
-        for (k = 0; k < 10; k++)
-            bad += (st->cov_bits >> k) & 1u;
-        if (bad >= c->coverage_fail_limit) {
-            st->cov_bits = 0;
-            st->phase = EE_REFRESH;
-            st->count = 0;
-            eerl__ctl_refresh(ctl, &st->cur, next,
-                              "work outside the predictor's range repeatedly: %u governor updates",
-                              EE_REFRESH_N(c));
-            return;
-        }
-        eerl__ctl_emit(ctl, EERL_EV_SKIP, &st->cur, "work outside the predictor's range");
+    if (uncovered(cx, st, obs, next))
         return;
-    }
-    eerl__pred_predict(&ctl->pred, obs, &p);
-    {
-        double bt, be, l, er;
-
-        bias(ctl, st, &bt, &be);
-        l = p.t > 0 ? (m.t / p.t) / (1 + bt) - 1 : 0;
-        er = p.e > 0 ? (m.e / p.e) / (1 + be) : 1;
-        st->n++;
-        st->gen_late += m.t_gen >= m.t_train;
-        st->sl += l;
-        st->sl2 += l * l;
-        st->se += er;
-        if (st->model) {
-            /* Each group's phase against its governor prediction, corrected by the probes'
-             * error on that part: one point on each group's curve at its clock. From revision
-             * 4 the update is only kept: model_fit reads every kept update at the next verdict,
-             * and nothing reads the model before it. */
-            unsigned clk[EERL__PM_GROUPS] = {eerl__ctl_eff(ctl, obs->setting.mhz[0]),
-                                             eerl__ctl_eff(ctl, obs->setting.mhz[1])};
-
-            if (ctl->cfg.eerl_revision >= 4) {
-                eerl__pm_hist_add(&st->hist, clk, obs, &m);
-            } else {
-                struct eerl__pm_corr cr;
-
-                model_corr(ctl, st, &cr);
-                eerl__pm_take(&st->pm, clk, &m, &p, &cr);
-            }
-        }
-    }
-    judge(ctl, st, next);
+    take_evidence(cx, st, obs, &m);
+    judge(cx, st, next);
     if (++st->since_probe >= (st->locked ? EE_PROBE_LOCKED : EE_PROBE_EVERY) &&
         eerl_setting_equal(next, &st->cur)) {
         st->since_probe = 0;
         st->probing = st->late ? 2 : 1;
         memset(next, 0, sizeof(*next));
-        eerl__ctl_emit(ctl, EERL_EV_REFRESH, &st->cur, "one governor probe update");
+        eerl__rec_emit(cx->rec, EERL_EV_REFRESH, &st->cur, "one governor probe update");
         return;
     }
     if (st->n > 0)
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur, "%s %u updates",
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur, "%s %u updates",
                        eerl__setting_str(&st->cur, b, sizeof(b)), st->n);
 }
 
@@ -628,7 +674,7 @@ static void observe_one(struct eerl_ctl *ctl, struct ee_st *st, const eerl_obs *
  * governor runs the governor predictor's error falls from 13.6-14.0% to 1.2-1.3% per update once
  * responses collapse (L varying from batch to batch), and from 1.3-1.4% to 1.2% in steady work
  * (docs/notes/2026-12-01-horizons-controller.md). */
-static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+static void ee_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *obs, int usable,
                        eerl_setting *next)
 {
     struct ee_st *st = vst;
@@ -636,14 +682,14 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     int a_usable;
 
     if (!st->late) {
-        observe_one(ctl, st, obs, usable, next);
+        observe_one(cx, st, obs, usable, next);
         return;
     }
     if (!st->have_pend) {
         st->have_pend = 1;
         st->pend = *obs;
         st->pend_usable = usable;
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next,
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
                        "update taken as evidence with the next, which reports its generation work");
         return;
     }
@@ -653,14 +699,13 @@ static void ee_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     a_usable = st->pend_usable;
     st->pend = *obs;
     st->pend_usable = usable;
-    observe_one(ctl, st, &a, a_usable, next);
+    observe_one(cx, st, &a, a_usable, next);
 }
 
-const struct eerl__strategy_ops eerl__strategy_eerl = {
+const struct eerl__judge_ops eerl__judge_eerl = {
     .name = "eerl",
     .st_size = sizeof(struct ee_st),
     .init = ee_init,
-    .fini = NULL,
     .observe = ee_observe,
     .state = ee_state,
     .restore = ee_restore,

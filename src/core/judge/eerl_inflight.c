@@ -1,6 +1,6 @@
 /* eerl's judge in in-flight mode (beyond the paper, in place of section 6.3's governor-
  * bracketed candidate blocks; docs/controller.md "The eerl strategy"), and its monitoring after
- * lock. Its proposer (by default propose_pool_descent.c) decides where to go; this file measures.
+ * lock. Its proposer (by default propose/pool_descent.c) decides where to go; this file measures.
  *
  * In-flight, generation never stops: the update time follows the work carried across updates,
  * so the whole-update predictor reads noise as slowdown, and the paper brackets every candidate
@@ -21,7 +21,7 @@
  *   setting it came from by one standard error (at least 4, at most 8 usable updates; the
  *   carried-over update after each change is left out by the controller). No governor updates
  *   between candidates.
- * - Run-level budget: as the eerl strategy (strategy_eerl.c): every update adds its time minus
+ * - Run-level budget: as the eerl strategy (judge/eerl.c): every update adds its time minus
  *   the governor time of its work at the governor rate to one account, and the loss a setting
  *   may run at keeps the whole run, to the expected end, within allowed_loss - budget_margin.
  * - After lock, governor blocks are sized and timed from what is measured instead of fixed:
@@ -36,7 +36,8 @@
 #include <string.h>
 
 #include "eerl/error.h"
-#include "core/controller.h"
+#include "core/judge.h"
+#include "core/propose.h"
 
 enum { EI_CAL, EI_RUN, EI_GOV };
 
@@ -101,12 +102,12 @@ static eerl_ctl_state ei_state(const void *vst)
     }
 }
 
-static int ei_init(struct eerl_ctl *ctl, void *vst)
+static int ei_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_setup *ret_setup)
 {
     struct ei_st *st = vst;
 
-    st->rev = (int)ctl->cfg.inflight_revision;
-    eerl__ctl_set_fit_floor(ctl, EERL__PRED_MIN_T);
+    st->rev = (int)cx->cfg->inflight_revision;
+    ret_setup->fit_min_t = EERL__PRED_MIN_T;
     return 0;
 }
 
@@ -123,22 +124,22 @@ static double work_e(const struct ei_st *st, const eerl_obs *o)
     return st->rev ? st->e_a + st->e_b * o->valid_tokens : o->valid_tokens;
 }
 
-static double remaining(const struct eerl_ctl *ctl, const struct ei_st *st)
+static double remaining(const struct eerl__ctx *cx, const struct ei_st *st)
 {
-    if (ctl->cfg.expected_updates > st->seen)
-        return (double)(ctl->cfg.expected_updates - st->seen);
-    if (ctl->cfg.expected_updates)
+    if (cx->cfg->expected_updates > st->seen)
+        return (double)(cx->cfg->expected_updates - st->seen);
+    if (cx->cfg->expected_updates)
         return 1.0;
     return fmax(50.0, (double)st->seen);
 }
 
-static double target_rate(const struct eerl_ctl *ctl, const struct ei_st *st)
+static double target_rate(const struct eerl__ctx *cx, const struct ei_st *st)
 {
     /* The account's own error is the reference's: its measured noise widens the margin. */
-    double a = ctl->cfg.allowed_loss - ctl->cfg.budget_margin - st->se_ref;
-    double p = st->seen ? st->gov_s / (double)st->seen : 1.0, rem = p * remaining(ctl, st);
+    double a = cx->cfg->allowed_loss - cx->cfg->budget_margin - st->se_ref;
+    double p = st->seen ? st->gov_s / (double)st->seen : 1.0, rem = p * remaining(cx, st);
 
-    return fmin((a * (st->gov_s + rem) - st->excess_s) / rem, 2 * ctl->cfg.allowed_loss);
+    return fmin((a * (st->gov_s + rem) - st->excess_s) / rem, 2 * cx->cfg->allowed_loss);
 }
 
 static void block_reset(struct ei_st *st)
@@ -162,11 +163,11 @@ static void apply(struct ei_st *st, const eerl_setting *s, eerl_setting *next)
  * falls like 1/n rather than 1/sqrt(n) (on the twin: 1.4% at 4 updates, 0.7% at 8). The
  * spread of the reference's sliding block means of 2 and of 4 updates gives the error at 4,
  * c4, and the exponent, within [1/2, 1]: se(n) = c4 (4/n)^g. */
-static void block_noise(const struct eerl_ctl *ctl, const struct ei_st *st, size_t from, int energy,
+static void block_noise(const struct eerl__ctx *cx, const struct ei_st *st, size_t from, int energy,
                         double mean, double *c4, double *gam)
 {
     double c[2] = {0, 0};
-    size_t n = ctl->ref_n, i, j;
+    size_t n = cx->refs->n, i, j;
     int k;
 
     for (k = 0; k < 2; k++) {
@@ -176,7 +177,7 @@ static void block_noise(const struct eerl_ctl *ctl, const struct ei_st *st, size
         for (i = from; i + len <= n; i++) {
             double a = 0, b = 0, d;
             for (j = i; j < i + len; j++) {
-                const eerl_obs *o = eerl__ctl_ref(ctl, j);
+                const eerl_obs *o = eerl__refs_at(cx->refs, j);
                 a += energy ? o->energy_j : work_t(st, o);
                 b += energy ? work_e(st, o) : o->time_s;
             }
@@ -212,14 +213,14 @@ static double block_se(double c4, double gam, double n)
 #define EI_AFFINE_RANGE 1.5
 #define EI_AFFINE_GAIN 0.5
 #define EI_A_SE 3.0
-static void ref_model(const struct eerl_ctl *ctl, size_t from, int energy, double *a, double *b)
+static void ref_model(const struct eerl__ctx *cx, size_t from, int energy, double *a, double *b)
 {
     double sx = 0, sy = 0, mx, my, sxx = 0, sxy = 0, ss = 0, v0 = 0, v1 = 0, a1, b1;
     double lo = INFINITY, hi = 0;
-    size_t i, n = ctl->ref_n - from;
+    size_t i, n = cx->refs->n - from;
 
-    for (i = from; i < ctl->ref_n; i++) {
-        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+    for (i = from; i < cx->refs->n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
         sx += o->valid_tokens;
         sy += energy ? o->energy_j : o->time_s;
         lo = fmin(lo, o->valid_tokens);
@@ -231,16 +232,16 @@ static void ref_model(const struct eerl_ctl *ctl, size_t from, int energy, doubl
         return;
     mx = sx / (double)n;
     my = sy / (double)n;
-    for (i = from; i < ctl->ref_n; i++) {
-        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+    for (i = from; i < cx->refs->n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
         double dx = o->valid_tokens - mx, dy = (energy ? o->energy_j : o->time_s) - my;
         sxx += dx * dx;
         sxy += dx * dy;
     }
     b1 = sxy / sxx;
     a1 = my - b1 * mx;
-    for (i = from; i < ctl->ref_n; i++) {
-        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+    for (i = from; i < cx->refs->n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
         double y = energy ? o->energy_j : o->time_s, x = o->valid_tokens, r = y - a1 - b1 * x;
         double r0 = y / (*b * x) - 1, r1 = y / (a1 + b1 * x) - 1;
         ss += r * r;
@@ -262,17 +263,17 @@ static void ref_model(const struct eerl_ctl *ctl, size_t from, int energy, doubl
  * from 0, the older half goes, and so on down to 2 EI_TREND_MIN references. */
 #define EI_TREND_MIN 8
 #define EI_TREND_SD 4.0
-static size_t ref_from(const struct eerl_ctl *ctl)
+static size_t ref_from(const struct eerl__ctx *cx)
 {
-    size_t from = 0, n = ctl->ref_n;
+    size_t from = 0, n = cx->refs->n;
 
     while (n - from >= 2 * EI_TREND_MIN) {
         size_t h = (n - from) / 2, i;
         double a, b, s_old = 0, ss = 0, sd;
 
-        ref_model(ctl, from + h, 0, &a, &b);
+        ref_model(cx, from + h, 0, &a, &b);
         for (i = from; i < n; i++) {
-            const eerl_obs *o = eerl__ctl_ref(ctl, i);
+            const eerl_obs *o = eerl__refs_at(cx->refs, i);
             double r = o->time_s / (a + b * o->valid_tokens) - 1;
             if (i < from + h)
                 s_old += r;
@@ -291,15 +292,15 @@ static size_t ref_from(const struct eerl_ctl *ctl)
 /* Governor rate, energy per token and the noise of their block means from the references
  * (revision 1: the governor's time and energy models, ref_model, over the references that
  * agree, ref_from). */
-static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
+static int fit_reference(const struct eerl__ctx *cx, struct ei_st *st)
 {
     double sn = 0, stt = 0, se = 0;
-    size_t i, n = ctl->ref_n, from = 0;
+    size_t i, n = cx->refs->n, from = 0;
 
     if (n < 6)
         return EERL_ESTATE;
     for (i = 0; i < n; i++) {
-        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
         sn += o->valid_tokens;
         stt += o->time_s;
         se += o->energy_j;
@@ -307,16 +308,16 @@ static int fit_reference(struct eerl_ctl *ctl, struct ei_st *st)
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
     if (st->rev) {
-        from = ref_from(ctl);
-        ref_model(ctl, from, 0, &st->t_a, &st->t_b);
-        ref_model(ctl, from, 1, &st->e_a, &st->e_b);
+        from = ref_from(cx);
+        ref_model(cx, from, 0, &st->t_a, &st->t_b);
+        ref_model(cx, from, 1, &st->e_a, &st->e_b);
         st->gov_rate = st->gov_epn = 1;
     } else {
         st->gov_rate = sn / stt;
         st->gov_epn = se / sn;
     }
-    block_noise(ctl, st, from, 0, st->gov_rate, &st->rate_se4, &st->rate_se_slope);
-    block_noise(ctl, st, from, 1, st->gov_epn, &st->epn_se4, &st->epn_se_slope);
+    block_noise(cx, st, from, 0, st->gov_rate, &st->rate_se4, &st->rate_se_slope);
+    block_noise(cx, st, from, 1, st->gov_epn, &st->epn_se4, &st->epn_se_slope);
     st->n_ref = (unsigned)(n - from);
     st->se_ref = block_se(st->rate_se4, st->rate_se_slope, n);
     return 0;
@@ -336,27 +337,27 @@ static const char *ref_str(const struct ei_st *st, char *b, size_t len)
     return b;
 }
 
-static void lock_now(struct eerl_ctl *ctl, struct ei_st *st, const char *why)
+static void lock_now(const struct eerl__ctx *cx, struct ei_st *st, const char *why)
 {
     st->locked = 1;
     st->lock_rate = 0;
-    if (!ctl->locked)
+    if (!eerl__rec_locked(cx->rec, NULL))
         st->since_check = 0;
-    eerl__ctl_lock(ctl, &st->cur, NULL, why);
+    eerl__rec_lock(cx->rec, &st->cur, NULL, why);
 }
 
 /* The proposer's move, carried out; a new setting starts a fresh block. */
-static void follow(struct eerl_ctl *ctl, struct ei_st *st, const struct eerl__move *mv,
+static void follow(const struct eerl__ctx *cx, struct ei_st *st, const struct eerl__move *mv,
                    eerl_setting *next)
 {
     if (mv->kind == EERL__MOVE_TRY || !eerl_setting_equal(&mv->s, &st->cur))
         apply(st, &mv->s, next);
     st->group = mv->kind == EERL__MOVE_TRY ? mv->group : -1;
     if (mv->kind == EERL__MOVE_STOP)
-        lock_now(ctl, st, mv->why);
+        lock_now(cx, st, mv->why);
 }
 
-static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ei_st *st,
+static struct eerl__outcome outcome(const struct eerl__ctx *cx, const struct ei_st *st,
                                     eerl_verdict v, int slow, double loss, double epn)
 {
     struct eerl__outcome o = eerl__outcome_of(&st->cur);
@@ -365,8 +366,8 @@ static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ei_
     o.too_slow = slow;
     o.loss = loss;
     o.energy = st->gov_epn > 0 ? epn / st->gov_epn : 0;
-    o.budget = target_rate(ctl, st);
-    o.remaining = remaining(ctl, st);
+    o.budget = target_rate(cx, st);
+    o.remaining = remaining(cx, st);
     o.locked = st->locked;
     if (st->n > 0 && st->blk_n_arrivals == st->n)
         o.wait_ratio =
@@ -374,7 +375,7 @@ static struct eerl__outcome outcome(const struct eerl_ctl *ctl, const struct ei_
     return o;
 }
 
-static void start_search(struct eerl_ctl *ctl, struct ei_st *st, const eerl_setting *locked,
+static void start_search(const struct eerl__ctx *cx, struct ei_st *st, const eerl_setting *locked,
                          eerl_setting *next)
 {
     struct eerl__outcome from;
@@ -383,15 +384,15 @@ static void start_search(struct eerl_ctl *ctl, struct ei_st *st, const eerl_sett
     st->phase = EI_RUN;
     if (locked) {
         apply(st, locked, next);
-        lock_now(ctl, st, "resumed from the saved state");
+        lock_now(cx, st, "resumed from the saved state");
     } else {
         st->cur = *next;
         st->prev_epn = st->gov_epn;
         st->prev_n = st->n_ref;
     }
-    from = outcome(ctl, st, EERL_VERDICT_NONE, 0, 0, 0);
-    eerl__ctl_propose_start(ctl, &from, &mv);
-    follow(ctl, st, &mv, next);
+    from = outcome(cx, st, EERL_VERDICT_NONE, 0, 0, 0);
+    eerl__propose_start(cx, &from, &mv);
+    follow(cx, st, &mv, next);
 }
 
 /* The block's loss against the governor rate, its energy per token, and their standard errors
@@ -409,13 +410,13 @@ static void block_figures(const struct ei_st *st, unsigned n_other, double *loss
                   block_se(st->epn_se4, st->epn_se_slope, n_other));
 }
 
-static eerl_event *verdict_event(struct eerl_ctl *ctl, struct ei_st *st, eerl_event_kind kind,
+static eerl_event *verdict_event(const struct eerl__ctx *cx, struct ei_st *st, eerl_event_kind kind,
                                  double loss, double se_l, double epn, double r, int fail)
 {
     char b[48];
     eerl_event *ev;
 
-    ev = eerl__ctl_emit(ctl, kind, &st->cur,
+    ev = eerl__rec_emit(cx->rec, kind, &st->cur,
                         "%s over %u updates: rate loss %.2f%% +- %.2f%%, energy per token %.3f of "
                         "the governor's; budget allows %.2f%%",
                         eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * loss, 100 * se_l,
@@ -429,9 +430,9 @@ static eerl_event *verdict_event(struct eerl_ctl *ctl, struct ei_st *st, eerl_ev
 
 /* A move's test: sequential, decided when both the throughput and the energy are clear of their
  * bars by one standard error, when either is clearly short, or at EI_N_MAX updates. */
-static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+static void judge_move(const struct eerl__ctx *cx, struct ei_st *st, eerl_setting *next)
 {
-    double r = target_rate(ctl, st), loss, se_l, epn, se_e;
+    double r = target_rate(cx, st), loss, se_l, epn, se_e;
     int slow, fast, poor, good, fail, g;
     struct eerl__outcome o;
     struct eerl__move mv;
@@ -455,23 +456,23 @@ static void judge_move(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *nex
      * same time, so only a clear rise refuses it; a training step must show its saving (below
      * its best clock the pool's longer busy time costs more than the lower power saves). */
     fail = slow || poor || loss > r || (g == EERL_GROUP_TRAIN && epn >= st->prev_epn);
-    verdict_event(ctl, st, EERL_EV_TRIAL, loss, se_l, epn, r, fail);
-    eerl__ctl_trial_done(ctl);
-    o = outcome(ctl, st, fail ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS, loss > r, loss, epn);
+    verdict_event(cx, st, EERL_EV_TRIAL, loss, se_l, epn, r, fail);
+    eerl__rec_trial_done(cx->rec);
+    o = outcome(cx, st, fail ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS, loss > r, loss, epn);
     if (!fail) {
         st->prev_epn = epn;
         st->prev_n = st->n;
     }
-    eerl__ctl_propose_next(ctl, &o, &mv);
-    follow(ctl, st, &mv, next);
+    eerl__propose_next(cx, &o, &mv);
+    follow(cx, st, &mv, next);
 }
 
 /* After lock: a window at the lock. Raises generation when the account falls short; starts a
  * governor block when the lock's own rate moved more than the noise explains, or at the
  * latest every EI_CHECK_EVERY usable updates. */
-static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+static void judge_window(const struct eerl__ctx *cx, struct ei_st *st, eerl_setting *next)
 {
-    double r = target_rate(ctl, st), loss, se_l, epn, se_e, rate;
+    double r = target_rate(cx, st), loss, se_l, epn, se_e, rate;
     int slow, moved;
     char b[48];
 
@@ -483,24 +484,25 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
     moved = st->lock_rate > 0 &&
             fabs(rate / st->lock_rate - 1) >
                 3 * sqrt(2.0) * block_se(st->rate_se4, st->rate_se_slope, EI_WINDOW) + 0.005;
-    verdict_event(ctl, st, EERL_EV_MONITOR, loss, se_l, epn, r, slow);
+    verdict_event(cx, st, EERL_EV_MONITOR, loss, se_l, epn, r, slow);
     if (st->lock_rate <= 0)
         st->lock_rate = rate;
     if (slow) {
         unsigned c;
         /* Generation is raised; with it at the peak already, training (the lock's only cost
          * then: raising generation further changed nothing, and the account kept falling). */
-        int g = eerl__ctl_eff(ctl, st->cur.mhz[EERL_GROUP_GEN]) < ctl->peak ? EERL_GROUP_GEN
-                                                                            : EERL_GROUP_TRAIN;
+        int g = eerl__grid_eff(cx->grid, st->cur.mhz[EERL_GROUP_GEN]) < cx->grid->peak
+                    ? EERL_GROUP_GEN
+                    : EERL_GROUP_TRAIN;
 
-        if (eerl__ctl_eff(ctl, st->cur.mhz[g]) < ctl->peak &&
-            eerl__ctl_step(ctl, st->cur.mhz[g], (int)(ctl->cfg.grid_mhz / 2), &c) == 0) {
+        if (eerl__grid_eff(cx->grid, st->cur.mhz[g]) < cx->grid->peak &&
+            eerl__grid_step(cx->grid, st->cur.mhz[g], (int)(cx->cfg->grid_mhz / 2), &c) == 0) {
             eerl_setting s =
-                eerl__ctl_setting(ctl, g == EERL_GROUP_GEN ? c : st->cur.mhz[EERL_GROUP_GEN],
-                                  g == EERL_GROUP_TRAIN ? c : st->cur.mhz[EERL_GROUP_TRAIN]);
+                eerl__grid_setting(cx->grid, g == EERL_GROUP_GEN ? c : st->cur.mhz[EERL_GROUP_GEN],
+                                   g == EERL_GROUP_TRAIN ? c : st->cur.mhz[EERL_GROUP_TRAIN]);
             apply(st, &s, next);
             st->lock_rate = 0;
-            eerl__ctl_adjust(ctl, &st->cur, next, "raise to %s: the run's account falls short",
+            eerl__rec_adjust(cx->rec, &st->cur, next, "raise to %s: the run's account falls short",
                              eerl__setting_str(&st->cur, b, sizeof(b)));
             return;
         }
@@ -508,16 +510,16 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
     /* Credit banked (probes, a lock cheaper than its allowance, the horizon coming): generation
      * searches again from here with half-grid steps, at most once every 2 windows. */
     if (!slow && loss + 2 * se_l < r - EI_RELAX_MARGIN && st->since_relax >= 2 * EI_WINDOW &&
-        remaining(ctl, st) > 4 * EI_N_MAX) {
-        struct eerl__outcome o = outcome(ctl, st, EERL_VERDICT_PASS, 0, loss, epn);
+        remaining(cx, st) > 4 * EI_N_MAX) {
+        struct eerl__outcome o = outcome(cx, st, EERL_VERDICT_PASS, 0, loss, epn);
         struct eerl__move mv;
 
         st->since_relax = 0;
         st->locked = 0;
         st->prev_epn = epn;
         st->prev_n = st->n;
-        eerl__ctl_propose_next(ctl, &o, &mv);
-        follow(ctl, st, &mv, next);
+        eerl__propose_next(cx, &o, &mv);
+        follow(cx, st, &mv, next);
         if (!st->locked)
             return;
     }
@@ -533,7 +535,7 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
         st->gov_len = EI_GOV_N;
         st->since_check = 0;
         block_reset(st);
-        eerl__ctl_refresh(ctl, &st->cur, next, "%s: %u governor updates",
+        eerl__rec_refresh(cx->rec, &st->cur, next, "%s: %u governor updates",
                           moved ? "the lock's rate moved more than its noise"
                                 : "periodic check of the governor reference",
                           EI_GOV_N);
@@ -544,7 +546,7 @@ static void judge_window(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *n
 
 /* A governor block after lock: its rate replaces the reference when it differs by more than
  * the noise explains (the workload moved), else joins it; back to the lock. */
-static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *next)
+static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_setting *next)
 {
     double rate = st->blk_tokens / st->blk_time_s, epn = st->blk_energy_j / st->blk_work_e;
     double se = hypot(block_se(st->rate_se4, st->rate_se_slope, st->n),
@@ -559,7 +561,7 @@ static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *
      * updates). */
     if (st->rev >= 2 && moved && st->gov_len < 2 * EI_GOV_N) {
         st->gov_len = 2 * EI_GOV_N;
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next,
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
                        "governor block: %.4f of the predicted rate; %u updates more to confirm",
                        rate, EI_GOV_N);
         return;
@@ -574,10 +576,10 @@ static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *
             st->e_b *= epn;
             st->n_ref = st->n;
         } else {
-            size_t from = ref_from(ctl);
-            ref_model(ctl, from, 0, &st->t_a, &st->t_b);
-            ref_model(ctl, from, 1, &st->e_a, &st->e_b);
-            st->n_ref = (unsigned)(ctl->ref_n - from);
+            size_t from = ref_from(cx);
+            ref_model(cx, from, 0, &st->t_a, &st->t_b);
+            ref_model(cx, from, 1, &st->e_a, &st->e_b);
+            st->n_ref = (unsigned)(cx->refs->n - from);
         }
     } else if (moved) {
         st->gov_rate = rate;
@@ -594,41 +596,41 @@ static void end_gov_block(struct eerl_ctl *ctl, struct ei_st *st, eerl_setting *
     st->lock_rate = 0;
     apply(st, &st->cur, next);
     if (st->rev)
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur,
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur,
                        "governor block: %.4f of the predicted rate (%s the reference); back to %s",
                        rate, moved ? "rescales" : "joins",
                        eerl__setting_str(&st->cur, b, sizeof(b)));
     else
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur,
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur,
                        "governor block: rate %.1f tokens/s (%s the reference); back to %s", rate,
                        moved ? "replaces" : "joins", eerl__setting_str(&st->cur, b, sizeof(b)));
 }
 
-static int ei_restore(struct eerl_ctl *ctl, void *vst, const eerl_setting *locked,
+static int ei_restore(const struct eerl__ctx *cx, void *vst, const eerl_setting *locked,
                       eerl_setting *next)
 {
     struct ei_st *st = vst;
 
-    if (fit_reference(ctl, st) < 0)
+    if (fit_reference(cx, st) < 0)
         return EERL_ESTATE;
     if (!locked) {
         char r[160];
         if (st->rev)
-            eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+            eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
                            "resumed: %s from %zu saved governor updates", ref_str(st, r, sizeof(r)),
-                           ctl->ref_n);
+                           cx->refs->n);
         else
-            eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+            eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
                            "resumed: governor rate %.1f tokens/s from %zu saved governor updates",
-                           st->gov_rate, ctl->ref_n);
-        start_search(ctl, st, NULL, next);
+                           st->gov_rate, cx->refs->n);
+        start_search(cx, st, NULL, next);
         return 0;
     }
-    start_search(ctl, st, locked, next);
+    start_search(cx, st, locked, next);
     return 0;
 }
 
-static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+static void ei_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *obs, int usable,
                        eerl_setting *next)
 {
     struct ei_st *st = vst;
@@ -647,42 +649,42 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
     }
     if (!st->first_seen) {
         st->first_seen = 1;
-        eerl__ctl_emit(ctl, EERL_EV_SKIP, next,
+        eerl__rec_emit(cx->rec, EERL_EV_SKIP, next,
                        "first update: the in-flight pipeline starts empty; left out");
         return;
     }
     if (!usable)
         return;
     if (st->phase == EI_CAL) {
-        if (st->count < ctl->cfg.fast_calibration_updates) {
-            if (!eerl__ctl_ref_count(ctl, obs, &st->count, ctl->cfg.fast_calibration_updates,
+        if (st->count < cx->cfg->fast_calibration_updates) {
+            if (!eerl__rec_ref_count(cx->rec, obs, &st->count, cx->cfg->fast_calibration_updates,
                                      "calibrating", next))
                 return;
         } else {
-            eerl__ctl_ref_add(ctl, obs);
+            eerl__rec_ref_add(cx->rec, obs);
             st->count++;
         }
-        if (fit_reference(ctl, st) < 0) /* too few: cannot happen past calibration's minimum */
+        if (fit_reference(cx, st) < 0) /* too few: cannot happen past calibration's minimum */
             return;
         /* A noisy workload calibrates on, up to the reference window, until the reference rate
          * is known to EI_REF_SE: its error would bias the whole run's account. */
-        if (st->se_ref > EI_REF_SE && st->count < ctl->cfg.ref_window &&
-            remaining(ctl, st) > 8 * EI_N_MAX) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next,
+        if (st->se_ref > EI_REF_SE && st->count < cx->cfg->ref_window &&
+            remaining(cx, st) > 8 * EI_N_MAX) {
+            eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
                            "calibrating on (%u): the reference rate is known to %.2f%%, not %.2f%%",
                            st->count, 100 * st->se_ref, 100 * EI_REF_SE);
             return;
         }
-        eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+        eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
                        "%s; noise of a 4-update mean %.2f%% (rate), %.2f%% (energy), falling as "
                        "n^-%.2f, n^-%.2f",
                        ref_str(st, rb, sizeof(rb)), 100 * st->rate_se4, 100 * st->epn_se4,
                        st->rate_se_slope, st->epn_se_slope);
-        start_search(ctl, st, NULL, next);
+        start_search(cx, st, NULL, next);
         return;
     }
     if (st->phase == EI_GOV ? !gov : !eerl_setting_equal(&obs->setting, &st->cur)) {
-        eerl__ctl_emit(ctl, EERL_EV_SKIP, &st->cur, "not the setting under test");
+        eerl__rec_emit(cx->rec, EERL_EV_SKIP, &st->cur, "not the setting under test");
         return;
     }
     st->n++;
@@ -696,31 +698,30 @@ static void ei_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         st->blk_train_arrival_s += obs->arrival_s[EERL_POOL_TRAIN];
     }
     if (st->phase == EI_GOV) {
-        eerl__ctl_ref_add(ctl, obs);
+        eerl__rec_ref_add(cx->rec, obs);
         if (st->n < st->gov_len) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor block %u/%u", st->n, st->gov_len);
+            eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "governor block %u/%u", st->n, st->gov_len);
             return;
         }
-        end_gov_block(ctl, st, next);
+        end_gov_block(cx, st, next);
         return;
     }
     if (st->locked) {
         st->since_check++;
         st->since_relax++;
-        judge_window(ctl, st, next);
+        judge_window(cx, st, next);
     } else {
-        judge_move(ctl, st, next);
+        judge_move(cx, st, next);
     }
     if (eerl_setting_equal(next, &st->cur) && st->n > 0)
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur, "%s %u updates",
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur, "%s %u updates",
                        eerl__setting_str(&st->cur, b, sizeof(b)), st->n);
 }
 
-const struct eerl__strategy_ops eerl__strategy_eerl_inflight = {
+const struct eerl__judge_ops eerl__judge_eerl_inflight = {
     .name = "eerl-inflight",
     .st_size = sizeof(struct ei_st),
     .init = ei_init,
-    .fini = NULL,
     .observe = ei_observe,
     .state = ei_state,
     .restore = ei_restore,

@@ -4,9 +4,9 @@
  * shortest of cfg.block_choices whose candidate-vs-governor comparison reaches cfg.se_target
  * standard error. Each candidate block is bracketed by governor blocks and judged on matched
  * work (measured / predicted ratios of the candidate over those of the bracketing governor
- * blocks, search.c's eerl__judge_blocks). Updates carrying requests from the previous setting
+ * blocks, ratios.c's eerl__ratios_blocks). Updates carrying requests from the previous setting
  * never enter a block (the controller skips them). The less busy pool has the slack: the
- * proposer (propose_rounds.c) searches it first (first grid), then the other (second grid) with
+ * proposer (propose/rounds.c) searches it first (first grid), then the other (second grid) with
  * the first held; a confirmation takes 1-2 blocks. After lock one governor block follows every
  * cfg.inflight_lock_candidate_blocks candidate blocks and a failed check raises the last lowered
  * pool by its grid step. Owns only its state struct. */
@@ -14,7 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/controller.h"
+#include "core/judge.h"
+#include "core/propose.h"
 #include "core/ratios.h"
 
 enum { IF_CAL, IF_CAND, IF_GOV, IF_LCAND, IF_LGOV, IF_DONE };
@@ -69,8 +70,8 @@ static double ar1_factor(double rho, unsigned b)
     return s;
 }
 
-static void start_block(struct eerl_ctl *ctl, struct inflight_st *st, const struct eerl__move *mv,
-                        int confirming, eerl_setting *next)
+static void start_block(const struct eerl__ctx *cx, struct inflight_st *st,
+                        const struct eerl__move *mv, int confirming, eerl_setting *next)
 {
     char b[48];
 
@@ -80,56 +81,56 @@ static void start_block(struct eerl_ctl *ctl, struct inflight_st *st, const stru
     st->count = 0;
     eerl__acc_reset(&st->cand_acc);
     *next = mv->s;
-    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &mv->s, "%s%s %s for a block of %u", mv->label,
+    eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &mv->s, "%s%s %s for a block of %u", mv->label,
                    confirming ? "confirm" : "trial", eerl__setting_str(&mv->s, b, sizeof(b)),
                    st->block);
 }
 
-static void lock(struct eerl_ctl *ctl, struct inflight_st *st, const eerl_setting *s,
+static void lock(const struct eerl__ctx *cx, struct inflight_st *st, const eerl_setting *s,
                  eerl_setting *next, const char *why)
 {
     st->lock_blocks = 0;
     st->count = 0;
     eerl__acc_reset(&st->lock_acc);
     st->phase = eerl_setting_is_governor(s) ? IF_DONE : IF_LCAND;
-    eerl__ctl_lock(ctl, s, next, why);
+    eerl__rec_lock(cx->rec, s, next, why);
 }
 
 /* The proposer's move: a candidate block, a confirmation (fresh sums), or the lock. */
-static void follow(struct eerl_ctl *ctl, struct inflight_st *st, const struct eerl__move *mv,
+static void follow(const struct eerl__ctx *cx, struct inflight_st *st, const struct eerl__move *mv,
                    eerl_setting *next)
 {
     switch (mv->kind) {
     case EERL__MOVE_STOP:
-        lock(ctl, st, &mv->s, next, mv->why);
+        lock(cx, st, &mv->s, next, mv->why);
         return;
     case EERL__MOVE_CONFIRM:
         st->confirm_done = 0;
         eerl__acc_reset(&st->conf_cand);
         eerl__acc_reset(&st->conf_gov);
-        start_block(ctl, st, mv, 1, next);
+        start_block(cx, st, mv, 1, next);
         return;
     default:
-        start_block(ctl, st, mv, 0, next);
+        start_block(cx, st, mv, 0, next);
         return;
     }
 }
 
-static void propose_next(struct eerl_ctl *ctl, struct inflight_st *st, eerl_verdict v, int tf,
+static void propose_next(const struct eerl__ctx *cx, struct inflight_st *st, eerl_verdict v, int tf,
                          const struct eerl__ratios *r, eerl_setting *next)
 {
     struct eerl__outcome o = eerl__outcome_judged(&st->cur.s, v, tf, r);
     struct eerl__move mv;
 
     o.confirm = st->confirming;
-    eerl__ctl_propose_next(ctl, &o, &mv);
-    follow(ctl, st, &mv, next);
+    eerl__propose_next(cx, &o, &mv);
+    follow(cx, st, &mv, next);
 }
 
 /* A candidate block and its closing governor block are complete: judge and move on. */
-static void judge_block(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setting *next)
+static void judge_block(const struct eerl__ctx *cx, struct inflight_st *st, eerl_setting *next)
 {
-    const eerl_ctl_config *c = &ctl->cfg;
+    const eerl_ctl_config *c = cx->cfg;
     double cap = st->cur.energy_bar;
     struct eerl__acc gov = st->gov_prev;
     struct eerl__ratios r;
@@ -142,39 +143,39 @@ static void judge_block(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setti
     st->gov_prev = st->gov_cur;
     eerl__acc_reset(&st->gov_cur);
     if (!st->confirming) {
-        eerl__judge_blocks(&st->cand_acc, &gov, &r);
+        eerl__ratios_blocks(&st->cand_acc, &gov, &r);
         v = eerl__verdict(c, &r, cap, &tf, why, sizeof(why));
-        eerl__ctl_trial_done(ctl);
-        ev = eerl__ctl_emit(ctl, EERL_EV_TRIAL, &st->cur.s, "%s", why);
+        eerl__rec_trial_done(cx->rec);
+        ev = eerl__rec_emit(cx->rec, EERL_EV_TRIAL, &st->cur.s, "%s", why);
         eerl__event_set(ev, &r, st->cand_acc.n, v);
-        propose_next(ctl, st, v, tf, &r, next);
+        propose_next(cx, st, v, tf, &r, next);
         return;
     }
     eerl__acc_merge(&st->conf_cand, &st->cand_acc);
     eerl__acc_merge(&st->conf_gov, &gov);
     st->confirm_done++;
-    eerl__judge_blocks(&st->conf_cand, &st->conf_gov, &r);
+    eerl__ratios_blocks(&st->conf_cand, &st->conf_gov, &r);
     v = eerl__verdict(c, &r, cap, &tf, why, sizeof(why));
     if (v == EERL_VERDICT_PASS && st->confirm_done < c->confirm_trials_max &&
         1.0 / r.time - (1.0 - c->allowed_loss) < st->se) {
         /* A single block cannot rule out a small loss: one more before deciding. */
-        ev = eerl__ctl_emit(ctl, EERL_EV_CONFIRM, &st->cur.s,
+        ev = eerl__rec_emit(cx->rec, EERL_EV_CONFIRM, &st->cur.s,
                             "%s; margin below one standard error (%.2f%%), confirm again", why,
                             100 * st->se);
         eerl__event_set(ev, &r, st->conf_cand.n, EERL_VERDICT_NONE);
-        start_block(ctl, st, &st->cur, 1, next);
+        start_block(cx, st, &st->cur, 1, next);
         return;
     }
-    ev = eerl__ctl_emit(ctl, EERL_EV_CONFIRM, &st->cur.s, "%s", why);
+    ev = eerl__rec_emit(cx->rec, EERL_EV_CONFIRM, &st->cur.s, "%s", why);
     eerl__event_set(ev, &r, st->conf_cand.n, v);
-    propose_next(ctl, st, v, tf, &r, next);
+    propose_next(cx, st, v, tf, &r, next);
 }
 
-static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_setting *next)
+static void calibrated(const struct eerl__ctx *cx, struct inflight_st *st, eerl_setting *next)
 {
-    const eerl_ctl_config *c = &ctl->cfg;
+    const eerl_ctl_config *c = cx->cfg;
     double res[1024], mean = 0, var = 0, cov = 0, sd, rho, busy_g = 0, busy_t = 0, tt = 0;
-    size_t n = ctl->ref_n, i, from;
+    size_t n = cx->refs->n, i, from;
     struct eerl__outcome start;
     struct eerl__move mv;
     unsigned b = 0;
@@ -182,9 +183,9 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
 
     /* Residuals of log time against the token-work model, in update order. */
     for (i = 0; i < n; i++) {
-        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
         struct eerl__parts p, m;
-        eerl__pred_predict(&ctl->pred, o, &p);
+        eerl__pred_predict(&cx->refs->pred, o, &p);
         eerl__obs_parts(EERL__LAYOUT_OVERLAP, o, &m);
         res[i] = log(o->time_s / p.t);
         mean += res[i];
@@ -213,8 +214,8 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
             break;
     }
     st->block = b;
-    eerl__ctl_set_block(ctl, b);
-    eerl__ctl_emit(ctl, EERL_EV_BLOCK, next,
+    eerl__rec_set_block(cx->rec, b);
+    eerl__rec_emit(cx->rec, EERL_EV_BLOCK, next,
                    "noise %.2f%% per update, lag-1 correlation %.2f: blocks of %u give %.2f%% "
                    "standard error (target %.2f%%)",
                    100 * sd, rho, b, 100 * st->se, 100 * c->se_target);
@@ -224,7 +225,7 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
     st->group[1] = st->group[0] == EERL_GROUP_GEN ? EERL_GROUP_TRAIN : EERL_GROUP_GEN;
     st->grid[0] = c->first_grid_mhz;
     st->grid[1] = c->second_grid_mhz;
-    eerl__ctl_emit(ctl, EERL_EV_CALIBRATED, next,
+    eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
                    "predictor fitted on %zu governor updates; pools busy %.0f%% (generation) and "
                    "%.0f%% (training): search the %s pool first",
                    n, tt > 0 ? 100 * busy_g / tt : 0.0, tt > 0 ? 100 * busy_t / tt : 0.0,
@@ -234,34 +235,37 @@ static void calibrated(struct eerl_ctl *ctl, struct inflight_st *st, eerl_settin
     eerl__acc_reset(&st->gov_cur);
     from = n > b ? n - b : 0;
     for (i = from; i < n; i++)
-        eerl__acc_add(&st->gov_prev, ctl, eerl__ctl_ref(ctl, i));
+        eerl__acc_add(&st->gov_prev, cx, eerl__refs_at(cx->refs, i));
     start = eerl__outcome_of(next);
     start.slack_group = st->group[0];
-    eerl__ctl_propose_start(ctl, &start, &mv);
-    follow(ctl, st, &mv, next);
+    eerl__propose_start(cx, &start, &mv);
+    follow(cx, st, &mv, next);
 }
 
-static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int usable,
+static void if_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *obs, int usable,
                        eerl_setting *next)
 {
     struct inflight_st *st = vst;
-    const eerl_ctl_config *c = &ctl->cfg;
+    const eerl_ctl_config *c = cx->cfg;
     char b[48], why[EERL_REASON_MAX];
+    eerl_setting lk = {{0}, 0};
 
     if (!usable)
         return;
+    (void)eerl__rec_locked(cx->rec, &lk);
     switch (st->phase) {
     case IF_CAL:
-        if (eerl__ctl_warmup(ctl, next))
+        if (eerl__rec_warmup(cx->rec, next))
             return;
-        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->calibration_updates, "calibrating", next))
+        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, c->calibration_updates, "calibrating",
+                                 next))
             return;
-        calibrated(ctl, st, next);
+        calibrated(cx, st, next);
         return;
     case IF_CAND:
-        eerl__acc_add(&st->cand_acc, ctl, obs);
+        eerl__acc_add(&st->cand_acc, cx, obs);
         if (++st->count < st->block) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur.s, "%s block %s %u/%u",
+            eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur.s, "%s block %s %u/%u",
                            st->confirming ? "confirmation" : "candidate",
                            eerl__setting_str(&st->cur.s, b, sizeof(b)), st->count, st->block);
             return;
@@ -269,16 +273,17 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
         st->phase = IF_GOV;
         st->count = 0;
         memset(next, 0, sizeof(*next));
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur.s, "block of %s done; governor block follows",
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur.s,
+                       "block of %s done; governor block follows",
                        eerl__setting_str(&st->cur.s, b, sizeof(b)));
         return;
     case IF_GOV:
     case IF_LGOV:
-        eerl__acc_add(&st->gov_cur, ctl, obs);
-        if (!eerl__ctl_ref_count(ctl, obs, &st->count, st->block, "governor block", next))
+        eerl__acc_add(&st->gov_cur, cx, obs);
+        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, st->block, "governor block", next))
             return;
         if (st->phase == IF_GOV) {
-            judge_block(ctl, st, next);
+            judge_block(cx, st, next);
             return;
         }
         {
@@ -291,9 +296,9 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             eerl__acc_merge(&gov, &st->gov_cur);
             st->gov_prev = st->gov_cur;
             eerl__acc_reset(&st->gov_cur);
-            eerl__judge_blocks(&st->lock_acc, &gov, &r);
+            eerl__ratios_blocks(&st->lock_acc, &gov, &r);
             v = eerl__verdict(c, &r, 1.0, &tf, why, sizeof(why));
-            ev = eerl__ctl_emit(ctl, EERL_EV_MONITOR, &ctl->locked_setting, "%s", why);
+            ev = eerl__rec_emit(cx->rec, EERL_EV_MONITOR, &lk, "%s", why);
             eerl__event_set(ev, &r, st->lock_acc.n, v);
             st->phase = IF_LCAND;
             st->count = 0;
@@ -301,51 +306,48 @@ static void if_observe(struct eerl_ctl *ctl, void *vst, const eerl_obs *obs, int
             eerl__acc_reset(&st->lock_acc);
             if (v == EERL_VERDICT_FAIL) {
                 /* Raise the pool lowered last (round 2's if it was lowered) by its grid. */
-                int g = ctl->locked_setting.mhz[st->group[1]] != EERL_CLOCK_GOVERNOR ? st->group[1]
-                                                                                     : st->group[0];
+                int g = lk.mhz[st->group[1]] != EERL_CLOCK_GOVERNOR ? st->group[1] : st->group[0];
                 unsigned grid = g == st->group[1] ? st->grid[1] : st->grid[0], nv = 0;
                 eerl_setting ns;
-                if (eerl__ctl_step(ctl, ctl->locked_setting.mhz[g], (int)grid, &nv) < 0)
+                if (eerl__grid_step(cx->grid, lk.mhz[g], (int)grid, &nv) < 0)
                     nv = EERL_CLOCK_GOVERNOR;
-                ns = eerl__with_group(ctl, &ctl->locked_setting, g, nv);
-                eerl__ctl_adjust(ctl, &ns, next, "check failed: raise %s by %u MHz", group_name(g),
-                                 grid);
+                ns = eerl__grid_with_group(cx->grid, &lk, g, nv);
+                eerl__rec_adjust(cx->rec, &ns, next, "check failed: raise %s by %u MHz",
+                                 group_name(g), grid);
                 if (eerl_setting_is_governor(&ns))
                     st->phase = IF_DONE;
             }
-            *next = ctl->locked_setting;
+            (void)eerl__rec_locked(cx->rec, next);
         }
         return;
     case IF_LCAND:
-        eerl__acc_add(&st->lock_acc, ctl, obs);
+        eerl__acc_add(&st->lock_acc, cx, obs);
         if (++st->count < st->block) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked at %s; block %u/%u",
-                           eerl__setting_str(&ctl->locked_setting, b, sizeof(b)), st->count,
-                           st->block);
+            eerl__rec_emit(cx->rec, EERL_EV_HOLD, &lk, "locked at %s; block %u/%u",
+                           eerl__setting_str(&lk, b, sizeof(b)), st->count, st->block);
             return;
         }
         st->count = 0;
         if (++st->lock_blocks < c->inflight_lock_candidate_blocks) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting, "locked block %u/%u done",
-                           st->lock_blocks, c->inflight_lock_candidate_blocks);
+            eerl__rec_emit(cx->rec, EERL_EV_HOLD, &lk, "locked block %u/%u done", st->lock_blocks,
+                           c->inflight_lock_candidate_blocks);
             return;
         }
         st->phase = IF_LGOV;
         memset(next, 0, sizeof(*next));
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, &ctl->locked_setting,
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &lk,
                        "%u locked blocks done; governor check block follows", st->lock_blocks);
         return;
     default:
-        eerl__ctl_emit(ctl, EERL_EV_HOLD, next, "governor kept: no setting qualified");
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "governor kept: no setting qualified");
         return;
     }
 }
 
-const struct eerl__strategy_ops eerl__strategy_inflight = {
+const struct eerl__judge_ops eerl__judge_inflight = {
     .name = "paper-inflight",
     .st_size = sizeof(struct inflight_st),
     .init = NULL,
-    .fini = NULL,
     .observe = if_observe,
     .state = if_state,
 };

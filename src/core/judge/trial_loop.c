@@ -1,5 +1,5 @@
 /* Algorithm 1's trial loop (section 5.2) for the paper's synchronous and drained strategies
- * (trials.h): calibration at governor clocks, governor updates between trials as fresh
+ * (judge/trial_loop.h): calibration at governor clocks, governor updates between trials as fresh
  * references, fixed-length trials and confirmations judged by the mode's ratios and the pass
  * rule, the proposer asked what next after each verdict, and the lock handed to the controller
  * (lifecycle.c runs the monitoring after it). Owns only the loop's state struct. */
@@ -30,7 +30,8 @@ eerl_ctl_state eerl__trials_state(const void *vst)
     }
 }
 
-static void start_pending(struct eerl_ctl *ctl, struct eerl__trials_st *st, eerl_setting *next)
+static void start_pending(const struct eerl__ctx *cx, struct eerl__trials_st *st,
+                          eerl_setting *next)
 {
     int confirm = st->pending.kind == EERL__MOVE_CONFIRM;
     char b[48];
@@ -40,34 +41,34 @@ static void start_pending(struct eerl_ctl *ctl, struct eerl__trials_st *st, eerl
     st->count = 0;
     eerl__acc_reset(&st->acc);
     *next = st->cur.s;
-    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &st->cur.s, "%s%s %s for %u updates", st->cur.label,
+    eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &st->cur.s, "%s%s %s for %u updates", st->cur.label,
                    confirm ? "confirm" : "trial", eerl__setting_str(&st->cur.s, b, sizeof(b)),
-                   confirm ? ctl->cfg.confirm_updates : ctl->cfg.trial_updates);
+                   confirm ? cx->cfg->confirm_updates : cx->cfg->trial_updates);
 }
 
 /* The proposer's move: lock, or the candidate after cfg.governor_between governor updates
  * (references) if there are any and the mode wants them here. */
-static void follow(struct eerl_ctl *ctl, struct eerl__trials_st *st, const struct eerl__move *mv,
-                   int gap, eerl_setting *next)
+static void follow(const struct eerl__ctx *cx, struct eerl__trials_st *st,
+                   const struct eerl__move *mv, int gap, eerl_setting *next)
 {
     if (mv->kind == EERL__MOVE_STOP) {
+        /* The controller sees the lock and hands the updates to its life cycle. */
         st->phase = TR_LOCKED;
-        eerl__ctl_watch(ctl, eerl_setting_is_governor(&mv->s));
-        eerl__ctl_lock(ctl, &mv->s, next, mv->why);
+        eerl__rec_lock(cx->rec, &mv->s, next, mv->why);
         return;
     }
     st->pending = *mv;
-    if (gap && ctl->cfg.governor_between > 0) {
+    if (gap && cx->cfg->governor_between > 0) {
         memset(next, 0, sizeof(*next));
         st->phase = TR_GAP;
         st->count = 0;
     } else {
-        start_pending(ctl, st, next);
+        start_pending(cx, st, next);
     }
 }
 
 /* The candidate's last update is in: its verdict, then the proposer's next move. */
-static void judge_candidate(struct eerl_ctl *ctl, struct eerl__trials_st *st,
+static void judge_candidate(const struct eerl__ctx *cx, struct eerl__trials_st *st,
                             const struct eerl__trials_mode *mode, eerl_setting *next)
 {
     int confirm = st->phase == TR_CONFIRM, tf;
@@ -79,29 +80,29 @@ static void judge_candidate(struct eerl_ctl *ctl, struct eerl__trials_st *st,
     eerl_event *ev;
     eerl_verdict v;
 
-    mode->judge(ctl, &st->cur.s, &st->acc, &r);
-    v = eerl__verdict(&ctl->cfg, &r, st->cur.energy_bar, &tf, why, sizeof(why));
+    mode->ratios(cx, &st->cur.s, &st->acc, &r);
+    v = eerl__verdict(cx->cfg, &r, st->cur.energy_bar, &tf, why, sizeof(why));
     if (!confirm)
-        eerl__ctl_trial_done(ctl);
+        eerl__rec_trial_done(cx->rec);
     if (v == EERL_VERDICT_FAIL && tf && mode->names_slow_group)
         note =
             r.add_gen > r.add_train ? "; generation added most time" : "; training added most time";
     else if (v == EERL_VERDICT_FAIL && !tf && st->cur.fail_note)
         note = st->cur.fail_note;
-    ev = eerl__ctl_emit(ctl, confirm ? EERL_EV_CONFIRM : EERL_EV_TRIAL, &st->cur.s, "%s%s", why,
+    ev = eerl__rec_emit(cx->rec, confirm ? EERL_EV_CONFIRM : EERL_EV_TRIAL, &st->cur.s, "%s%s", why,
                         note);
     eerl__event_set(ev, &r, st->acc.n, v);
     o = eerl__outcome_judged(&st->cur.s, v, tf, &r);
     o.confirm = confirm;
-    eerl__ctl_propose_next(ctl, &o, &mv);
-    follow(ctl, st, &mv, 1, next);
+    eerl__propose_next(cx, &o, &mv);
+    follow(cx, st, &mv, 1, next);
 }
 
-void eerl__trials_observe(struct eerl_ctl *ctl, struct eerl__trials_st *st,
+void eerl__trials_observe(const struct eerl__ctx *cx, struct eerl__trials_st *st,
                           const struct eerl__trials_mode *mode, const eerl_obs *obs, int usable,
                           eerl_setting *next)
 {
-    const eerl_ctl_config *c = &ctl->cfg;
+    const eerl_ctl_config *c = cx->cfg;
     struct eerl__outcome from;
     struct eerl__move mv;
     char b[48];
@@ -110,34 +111,35 @@ void eerl__trials_observe(struct eerl_ctl *ctl, struct eerl__trials_st *st,
         return;
     switch (st->phase) {
     case TR_CAL:
-        if (eerl__ctl_warmup(ctl, next))
+        if (eerl__rec_warmup(cx->rec, next))
             return;
-        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->calibration_updates, "calibrating", next))
-            return;
-        from = eerl__outcome_of(next);
-        from.slack_group = mode->calibrated(ctl, next);
-        eerl__ctl_propose_start(ctl, &from, &mv);
-        follow(ctl, st, &mv, mode->gap_before_first, next);
-        return;
-    case TR_GAP:
-        if (!eerl__ctl_ref_count(ctl, obs, &st->count, c->governor_between, "governor reference",
+        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, c->calibration_updates, "calibrating",
                                  next))
             return;
-        start_pending(ctl, st, next);
+        from = eerl__outcome_of(next);
+        from.slack_group = mode->calibrated(cx, next);
+        eerl__propose_start(cx, &from, &mv);
+        follow(cx, st, &mv, mode->gap_before_first, next);
+        return;
+    case TR_GAP:
+        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, c->governor_between,
+                                 "governor reference", next))
+            return;
+        start_pending(cx, st, next);
         return;
     case TR_TRIAL:
     case TR_CONFIRM: {
         int confirm = st->phase == TR_CONFIRM;
         unsigned need = confirm ? c->confirm_updates : c->trial_updates;
 
-        eerl__acc_add(&st->acc, ctl, obs);
+        eerl__acc_add(&st->acc, cx, obs);
         if (++st->count < need) {
-            eerl__ctl_emit(ctl, EERL_EV_HOLD, &st->cur.s, "%s %s %u/%u",
+            eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur.s, "%s %s %u/%u",
                            confirm ? "confirming" : "trial",
                            eerl__setting_str(&st->cur.s, b, sizeof(b)), st->count, need);
             return;
         }
-        judge_candidate(ctl, st, mode, next);
+        judge_candidate(cx, st, mode, next);
         return;
     }
     default: /* TR_LOCKED: the controller has the updates */

@@ -1,5 +1,5 @@
 /* eerl's proposer (beyond the paper, in place of Algorithm 1's candidate steps; docs/controller.md
- * "The eerl strategy"): a budgeted descent with halving steps. Its judge is strategy_eerl.c (the
+ * "The eerl strategy"): a budgeted descent with halving steps. Its judge is judge/eerl.c (the
  * run-level account and the sequential test); this file only decides where to go next.
  *
  * - Start: the training group one big step down (cfg.start_drop_train_mhz), or in drained mode as
@@ -18,11 +18,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/controller.h"
+#include "core/propose.h"
 #include "core/ratios.h"
 
 #define DS_GROUPS EERL_GROUPS_MAX
-#define DS_TEST_MIN 3      /* updates a test takes at least (strategy_eerl.c's EE_N_MIN) */
+#define DS_TEST_MIN 3      /* updates a test takes at least (judge/eerl.c's EE_N_MIN) */
 #define DS_SLACK_REFS 32   /* calibration updates read for the training pool's wait */
 #define DS_SLACK_Q 0.2     /* the quantile of generation / training busy time taken */
 #define DS_SLACK_USE 0.75  /* the share of that wait the first step may use */
@@ -42,15 +42,15 @@ struct descent_st {
     double prev_loss;   /* and its mean loss */
 };
 
-static int descent_init(struct eerl_ctl *ctl, void *vst)
+static int descent_init(const struct eerl__ctx *cx, void *vst)
 {
     struct descent_st *st = vst;
     int g;
 
-    st->step[EERL_GROUP_GEN] = ctl->cfg.start_drop_gen_mhz;
+    st->step[EERL_GROUP_GEN] = cx->cfg->start_drop_gen_mhz;
     for (g = 1; g < DS_GROUPS; g++)
-        st->step[g] = ctl->cfg.start_drop_train_mhz;
-    for (g = (int)ctl->cfg.n_groups; g < DS_GROUPS; g++)
+        st->step[g] = cx->cfg->start_drop_train_mhz;
+    for (g = (int)cx->cfg->n_groups; g < DS_GROUPS; g++)
         st->frozen[g] = 1; /* not declared: stays at the governor */
     st->next_group = EERL_GROUP_TRAIN;
     st->prev_energy = 1.0;
@@ -58,29 +58,29 @@ static int descent_init(struct eerl_ctl *ctl, void *vst)
 }
 
 /* A setting with these group clocks and the configured idle clock (none if all governor). */
-static eerl_setting with_groups(const struct eerl_ctl *ctl, const unsigned *clk)
+static eerl_setting with_groups(const struct eerl__ctx *cx, const unsigned *clk)
 {
-    eerl_setting s = eerl__ctl_setting(ctl, clk[0], clk[1]);
+    eerl_setting s = eerl__grid_setting(cx->grid, clk[0], clk[1]);
     unsigned g;
 
-    for (g = 2; g < ctl->cfg.n_groups; g++)
+    for (g = 2; g < cx->cfg->n_groups; g++)
         s.mhz[g] = clk[g];
-    if (ctl->cfg.idle_mhz && !s.idle_mhz)
-        for (g = 2; g < ctl->cfg.n_groups; g++)
+    if (cx->cfg->idle_mhz && !s.idle_mhz)
+        for (g = 2; g < cx->cfg->n_groups; g++)
             if (clk[g] != EERL_CLOCK_GOVERNOR)
-                s.idle_mhz = eerl__ctl_snap(ctl, ctl->cfg.idle_mhz);
+                s.idle_mhz = eerl__grid_snap(cx->grid, cx->cfg->idle_mhz);
     return s;
 }
 
 /* Lowers group g of cur by its step (halving past known floors); 0 when g has nowhere to go. */
-static int lower_group(struct eerl_ctl *ctl, struct descent_st *st, const eerl_setting *cur, int g,
-                       unsigned *ret)
+static int lower_group(const struct eerl__ctx *cx, struct descent_st *st, const eerl_setting *cur,
+                       int g, unsigned *ret)
 {
-    unsigned min_step = ctl->cfg.grid_mhz / 2 ? ctl->cfg.grid_mhz / 2 : 1, c;
+    unsigned min_step = cx->cfg->grid_mhz / 2 ? cx->cfg->grid_mhz / 2 : 1, c;
 
     while (!st->frozen[g] && st->step[g] >= min_step) {
-        if (eerl__ctl_step(ctl, cur->mhz[g], -(int)st->step[g], &c) == 0 &&
-            eerl__ctl_eff(ctl, c) > st->floor_[g]) {
+        if (eerl__grid_step(cx->grid, cur->mhz[g], -(int)st->step[g], &c) == 0 &&
+            eerl__grid_eff(cx->grid, c) > st->floor_[g]) {
             *ret = c;
             return 1;
         }
@@ -104,14 +104,15 @@ static void stop(const struct eerl__outcome *o, const eerl_setting *cur, const c
 }
 
 /* The next step down from cur, groups in turn; stops when no group can move. */
-static void step_down(struct eerl_ctl *ctl, struct descent_st *st, const struct eerl__outcome *o,
-                      const eerl_setting *cur, struct eerl__move *ret)
+static void step_down(const struct eerl__ctx *cx, struct descent_st *st,
+                      const struct eerl__outcome *o, const eerl_setting *cur,
+                      struct eerl__move *ret)
 {
-    unsigned clk[DS_GROUPS], c, n = ctl->cfg.n_groups;
+    unsigned clk[DS_GROUPS], c, n = cx->cfg->n_groups;
     char b[48];
     int k;
 
-    if (o->remaining < 2 * DS_TEST_MIN + 1 && ctl->cfg.expected_updates) {
+    if (o->remaining < 2 * DS_TEST_MIN + 1 && cx->cfg->expected_updates) {
         stop(o, cur, "too few updates left for another test to pay", ret);
         return;
     }
@@ -134,7 +135,7 @@ static void step_down(struct eerl_ctl *ctl, struct descent_st *st, const struct 
     for (k = 0; k < (int)n; k++) {
         int g = (st->next_group + k) % (int)n, j;
 
-        if (!lower_group(ctl, st, cur, g, &c))
+        if (!lower_group(cx, st, cur, g, &c))
             continue;
         for (j = 0; j < DS_GROUPS; j++)
             clk[j] = cur->mhz[j];
@@ -143,11 +144,11 @@ static void step_down(struct eerl_ctl *ctl, struct descent_st *st, const struct 
         st->moved = 1u << g;
         st->next_group = (g + 1) % (int)n;
         ret->kind = EERL__MOVE_TRY;
-        ret->s = with_groups(ctl, clk);
+        ret->s = with_groups(cx, clk);
         ret->energy_bar = st->prev_energy;
-        eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &ret->s,
+        eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s,
                        "%s %s to %s (step %u MHz; budget allows %.2f%% loss)",
-                       o->locked ? "monitor: try" : "lower", ctl->cfg.group_names[g],
+                       o->locked ? "monitor: try" : "lower", cx->cfg->group_names[g],
                        eerl__setting_str(&ret->s, b, sizeof(b)), st->step[g], 100 * o->budget);
         return;
     }
@@ -156,8 +157,8 @@ static void step_down(struct eerl_ctl *ctl, struct descent_st *st, const struct 
 
 /* The last step fell short: back to where it came from, halve the moved groups' steps, and the
  * next step from there at once (that setting already passed). */
-static void step_back(struct eerl_ctl *ctl, struct descent_st *st, const struct eerl__outcome *o,
-                      const char *why, struct eerl__move *ret)
+static void step_back(const struct eerl__ctx *cx, struct descent_st *st,
+                      const struct eerl__outcome *o, const char *why, struct eerl__move *ret)
 {
     eerl_setting back = st->prev;
     char b[48];
@@ -165,22 +166,22 @@ static void step_back(struct eerl_ctl *ctl, struct descent_st *st, const struct 
 
     for (g = 0; g < DS_GROUPS; g++)
         if (st->moved & (1u << g)) {
-            unsigned f = eerl__ctl_eff(ctl, o->s.mhz[g]);
+            unsigned f = eerl__grid_eff(cx->grid, o->s.mhz[g]);
             if (f > st->floor_[g])
                 st->floor_[g] = f;
             st->step[g] /= 2;
         }
     st->moved = 0;
-    eerl__ctl_emit(ctl, EERL_EV_ADJUST, &back, "back to %s: %s",
+    eerl__rec_emit(cx->rec, EERL_EV_ADJUST, &back, "back to %s: %s",
                    eerl__setting_str(&back, b, sizeof(b)), why);
-    step_down(ctl, st, o, &back, ret);
+    step_down(cx, st, o, &back, ret);
 }
 
 /* No step to undo but the setting falls behind the budget: raise the group furthest below the
  * peak by one grid step (drained: the pool the update waits for; raising the other one's clock
  * buys no time); that group stops. */
-static void raise_one(struct eerl_ctl *ctl, struct descent_st *st, const struct eerl__outcome *o,
-                      struct eerl__move *ret)
+static void raise_one(const struct eerl__ctx *cx, struct descent_st *st,
+                      const struct eerl__outcome *o, struct eerl__move *ret)
 {
     unsigned c, clk[DS_GROUPS], j;
     char b[48];
@@ -190,20 +191,20 @@ static void raise_one(struct eerl_ctl *ctl, struct descent_st *st, const struct 
     ret->s = o->s;
     for (j = 0; j < DS_GROUPS; j++)
         clk[j] = o->s.mhz[j];
-    for (j = 1; j < ctl->cfg.n_groups; j++)
-        if (eerl__ctl_eff(ctl, clk[j]) < eerl__ctl_eff(ctl, clk[g]))
+    for (j = 1; j < cx->cfg->n_groups; j++)
+        if (eerl__grid_eff(cx->grid, clk[j]) < eerl__grid_eff(cx->grid, clk[g]))
             g = (int)j;
-    if (o->late_group >= 0 && eerl__ctl_eff(ctl, clk[o->late_group]) < ctl->peak)
+    if (o->late_group >= 0 && eerl__grid_eff(cx->grid, clk[o->late_group]) < cx->grid->peak)
         g = o->late_group;
-    if (eerl__ctl_step(ctl, clk[g], (int)ctl->cfg.grid_mhz, &c) < 0)
+    if (eerl__grid_step(cx->grid, clk[g], (int)cx->cfg->grid_mhz, &c) < 0)
         return;
-    if (eerl__ctl_eff(ctl, clk[g]) > st->floor_[g])
-        st->floor_[g] = eerl__ctl_eff(ctl, clk[g]);
+    if (eerl__grid_eff(cx->grid, clk[g]) > st->floor_[g])
+        st->floor_[g] = eerl__grid_eff(cx->grid, clk[g]);
     clk[g] = c;
     st->frozen[g] = 1;
     st->moved = 0;
     st->prev = o->s;
-    ret->s = with_groups(ctl, clk);
+    ret->s = with_groups(cx, clk);
     snprintf(ret->why, sizeof(ret->why), "raise to %s: the run's account falls short",
              eerl__setting_str(&ret->s, b, sizeof(b)));
 }
@@ -226,7 +227,7 @@ static void score_step(struct descent_st *st, const struct eerl__outcome *o)
         }
 }
 
-static void descent_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *o,
+static void descent_next(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *o,
                          struct eerl__move *ret)
 {
     struct descent_st *st = vst;
@@ -234,18 +235,18 @@ static void descent_next(struct eerl_ctl *ctl, void *vst, const struct eerl__out
 
     if (o->verdict == EERL_VERDICT_FAIL) {
         if (st->moved)
-            step_back(ctl, st, o, o->too_slow ? "too slow for the run's budget" : "no energy saved",
+            step_back(cx, st, o, o->too_slow ? "too slow for the run's budget" : "no energy saved",
                       ret);
         else
-            raise_one(ctl, st, o, ret);
+            raise_one(cx, st, o, ret);
         return;
     }
     if (o->locked) {
         /* Credit left over after lock: one more half-grid step per group. */
-        for (g = 0; g < (int)ctl->cfg.n_groups; g++) {
+        for (g = 0; g < (int)cx->cfg->n_groups; g++) {
             st->frozen[g] = 0;
             st->floor_[g] = 0;
-            st->step[g] = ctl->cfg.grid_mhz / 2;
+            st->step[g] = cx->cfg->grid_mhz / 2;
         }
     } else {
         score_step(st, o);
@@ -253,7 +254,7 @@ static void descent_next(struct eerl_ctl *ctl, void *vst, const struct eerl__out
     st->prev_energy = o->energy;
     st->prev_loss = o->loss;
     st->moved = 0;
-    step_down(ctl, st, o, &o->s, ret);
+    step_down(cx, st, o, &o->s, ret);
 }
 
 /* Drained mode: the training pool usually reaches the rendezvous first and waits for
@@ -261,17 +262,17 @@ static void descent_next(struct eerl_ctl *ctl, void *vst, const struct eerl__out
  * update time. The drop (MHz below the peak) at which training, taken to slow in proportion to
  * the clock (an upper bound: part of its time does not follow the clock), would use
  * DS_SLACK_USE of the wait in the calibration's DS_SLACK_Q-quantile update; 0 without a wait. */
-unsigned eerl__slack_drop(const struct eerl_ctl *ctl)
+unsigned eerl__slack_drop(const struct eerl__ctx *cx)
 {
     double r[DS_SLACK_REFS], q, f;
     size_t n = 0, i, j;
 
-    if (ctl->layout != EERL__LAYOUT_OVERLAP)
+    if (cx->layout != EERL__LAYOUT_OVERLAP)
         return 0;
-    for (i = 0; i < ctl->ref_n && n < DS_SLACK_REFS; i++) {
+    for (i = 0; i < cx->refs->n && n < DS_SLACK_REFS; i++) {
         struct eerl__parts m;
 
-        eerl__obs_parts(ctl->layout, eerl__ctl_ref(ctl, i), &m);
+        eerl__obs_parts(cx->layout, eerl__refs_at(cx->refs, i), &m);
         if (m.t_train > 0) {
             for (j = n++; j > 0 && r[j - 1] > m.t_gen / m.t_train; j--)
                 r[j] = r[j - 1];
@@ -283,15 +284,15 @@ unsigned eerl__slack_drop(const struct eerl_ctl *ctl)
     q = r[(size_t)(DS_SLACK_Q * (double)(n - 1))];
     if (q <= 1)
         return 0;
-    f = (double)ctl->peak / (1 + DS_SLACK_USE * (q - 1));
-    return (unsigned)((double)ctl->peak - f);
+    f = (double)cx->grid->peak / (1 + DS_SLACK_USE * (q - 1));
+    return (unsigned)((double)cx->grid->peak - f);
 }
 
-static void descent_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *from,
+static void descent_start(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *from,
                           struct eerl__move *ret)
 {
     struct descent_st *st = vst;
-    unsigned drop = eerl__slack_drop(ctl);
+    unsigned drop = eerl__slack_drop(cx);
     char b[48];
     int g;
 
@@ -306,7 +307,7 @@ static void descent_start(struct eerl_ctl *ctl, void *vst, const struct eerl__ou
     }
     if (drop < st->step[1])
         drop = st->step[1];
-    if (eerl__ctl_first_train_drop(ctl, drop, &ret->s) != 0) {
+    if (eerl__grid_first_train_drop(cx->grid, drop, &ret->s) != 0) {
         ret->kind = EERL__MOVE_STOP;
         ret->s = from->s;
         snprintf(ret->why, sizeof(ret->why), "no supported clock below the governor's peak");
@@ -316,7 +317,7 @@ static void descent_start(struct eerl_ctl *ctl, void *vst, const struct eerl__ou
     st->next_group = EERL_GROUP_GEN;
     ret->kind = EERL__MOVE_TRY;
     ret->energy_bar = st->prev_energy;
-    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &ret->s, "start at %s",
+    eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s, "start at %s",
                    eerl__setting_str(&ret->s, b, sizeof(b)));
 }
 

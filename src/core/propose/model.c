@@ -1,7 +1,7 @@
 /* eerl's proposer for two phase groups (beyond the paper; docs/controller.md "The model
  * proposer"), in place of the budgeted descent's fixed, halving steps: every verdict of the judge
- * (strategy_eerl.c) refits, from every update run so far, each group's phase time and power
- * against its clock (proposer_model.c), and the run goes to the setting of least predicted energy
+ * (judge/eerl.c) refits, from every update run so far, each group's phase time and power
+ * against its clock (phase_model.c), and the run goes to the setting of least predicted energy
  * whose predicted loss, corrected by what the current setting measured against its prediction,
  * stays within the loss the run's budget allows per update. So the search does not end at a lock:
  * when the work drifts, the residuals (through the correction and the refit) or the budget
@@ -22,15 +22,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/controller.h"
 #include "core/phase_model.h"
+#include "core/propose.h"
 
 #define PM_AVOID 8        /* settings measured too slow, remembered */
 #define PM_AVOID_FOR 60   /* ... for this many updates (the work drifts) */
 #define PM_TRUST_GRIDS 2  /* a proposal goes at most this many grid steps below a tried clock */
 #define PM_OFFSET_N 12.0  /* the current setting's residual counts n / (n + this) */
 #define PM_MIN_GAIN 0.002 /* predicted energy ratio gain worth a move */
-#define PM_TEST_MIN 3     /* updates a test takes at least (strategy_eerl.c's EE_N_MIN) */
+#define PM_TEST_MIN 3     /* updates a test takes at least (judge/eerl.c's EE_N_MIN) */
 #define PM_KAPPA 1.0      /* standard errors of the predicted loss kept inside the budget */
 
 struct model_st {
@@ -39,10 +39,10 @@ struct model_st {
     unsigned n_avoid;
 };
 
-static eerl_setting setting_of(const struct eerl_ctl *ctl, const unsigned *clk)
+static eerl_setting setting_of(const struct eerl__ctx *cx, const unsigned *clk)
 {
-    return eerl__ctl_setting(ctl, clk[0] >= ctl->peak ? EERL_CLOCK_GOVERNOR : clk[0],
-                             clk[1] >= ctl->peak ? EERL_CLOCK_GOVERNOR : clk[1]);
+    return eerl__grid_setting(cx->grid, clk[0] >= cx->grid->peak ? EERL_CLOCK_GOVERNOR : clk[0],
+                              clk[1] >= cx->grid->peak ? EERL_CLOCK_GOVERNOR : clk[1]);
 }
 
 /* Runs s next: before lock a candidate (TRY, judged against the budget only: the model already
@@ -62,8 +62,8 @@ static void go(const struct eerl__outcome *o, const eerl_setting *s, const char 
 
 /* Nothing the model knows stays within the budget: one grid step up for the group whose raise
  * the model says buys the most time (drained: the pool the measured updates waited for). */
-static void raise_one(struct eerl_ctl *ctl, const struct eerl__outcome *o, const unsigned *cur,
-                      struct eerl__move *ret)
+static void raise_one(const struct eerl__ctx *cx, const struct eerl__outcome *o,
+                      const unsigned *cur, struct eerl__move *ret)
 {
     struct eerl__pm_pred p;
     unsigned c[EERL__PM_GROUPS], best[EERL__PM_GROUPS], g, up;
@@ -74,28 +74,29 @@ static void raise_one(struct eerl_ctl *ctl, const struct eerl__outcome *o, const
     ret->kind = EERL__MOVE_HOLD;
     ret->s = o->s;
     for (g = 0; g < EERL__PM_GROUPS; g++) {
-        if (cur[g] >= ctl->peak || eerl__ctl_step(ctl, cur[g], (int)ctl->cfg.grid_mhz, &up) < 0)
+        if (cur[g] >= cx->grid->peak ||
+            eerl__grid_step(cx->grid, cur[g], (int)cx->cfg->grid_mhz, &up) < 0)
             continue;
         memcpy(c, cur, sizeof(c));
-        c[g] = eerl__ctl_eff(ctl, up);
+        c[g] = eerl__grid_eff(cx->grid, up);
         if (eerl__pm_predict(o->model, c, &p) == 0 && p.loss < best_loss) {
             best_loss = p.loss;
             memcpy(best, c, sizeof(best));
         }
     }
-    if (o->late_group >= 0 && cur[o->late_group] < ctl->peak &&
-        eerl__ctl_step(ctl, cur[o->late_group], (int)ctl->cfg.grid_mhz, &up) == 0) {
+    if (o->late_group >= 0 && cur[o->late_group] < cx->grid->peak &&
+        eerl__grid_step(cx->grid, cur[o->late_group], (int)cx->cfg->grid_mhz, &up) == 0) {
         memcpy(best, cur, sizeof(best));
-        best[o->late_group] = eerl__ctl_eff(ctl, up);
+        best[o->late_group] = eerl__grid_eff(cx->grid, up);
         best_loss = 0;
     }
     if (best_loss == INFINITY)
         return;
-    s = setting_of(ctl, best);
+    s = setting_of(cx, best);
     snprintf(why, sizeof(why), "raise to %s: nothing within the run's budget",
              eerl__setting_str(&s, b, sizeof(b)));
     if (!o->locked)
-        eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &s, "%s", why);
+        eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &s, "%s", why);
     go(o, &s, why, ret);
 }
 
@@ -108,10 +109,10 @@ static void hold(const struct eerl__outcome *o, const char *why, struct eerl__mo
         snprintf(ret->why, sizeof(ret->why), "%s", why);
 }
 
-static void model_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *from,
+static void model_start(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *from,
                         struct eerl__move *ret)
 {
-    unsigned drop = eerl__slack_drop(ctl);
+    unsigned drop = eerl__slack_drop(cx);
     char b[48];
 
     (void)vst;
@@ -121,9 +122,9 @@ static void model_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outc
         ret->s = from->s;
         return;
     }
-    if (drop < ctl->cfg.start_drop_train_mhz)
-        drop = ctl->cfg.start_drop_train_mhz;
-    if (eerl__ctl_first_train_drop(ctl, drop, &ret->s) != 0) {
+    if (drop < cx->cfg->start_drop_train_mhz)
+        drop = cx->cfg->start_drop_train_mhz;
+    if (eerl__grid_first_train_drop(cx->grid, drop, &ret->s) != 0) {
         ret->kind = EERL__MOVE_STOP;
         ret->s = from->s;
         snprintf(ret->why, sizeof(ret->why), "no supported clock below the governor's peak");
@@ -131,11 +132,11 @@ static void model_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outc
     }
     ret->kind = EERL__MOVE_TRY;
     ret->energy_bar = INFINITY;
-    eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &ret->s, "start at %s",
+    eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s, "start at %s",
                    eerl__setting_str(&ret->s, b, sizeof(b)));
 }
 
-static void model_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *o,
+static void model_next(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *o,
                        struct eerl__move *ret)
 {
     struct model_st *st = vst;
@@ -143,25 +144,25 @@ static void model_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outco
     struct eerl__pm_ask ask;
     struct eerl__pm_pred pc, pp;
     unsigned cur[EERL__PM_GROUPS], out[EERL__PM_GROUPS], i, j, g;
-    unsigned trust = PM_TRUST_GRIDS * ctl->cfg.grid_mhz;
+    unsigned trust = PM_TRUST_GRIDS * cx->cfg->grid_mhz;
     double r = o->budget, n = o->n_updates;
     int slow = o->too_slow, explore_gen = 0, have_cur;
     eerl_setting s;
     char b[48], why[EERL_REASON_MAX];
 
     for (g = 0; g < EERL__PM_GROUPS; g++)
-        cur[g] = eerl__ctl_eff(ctl, o->s.mhz[g]);
+        cur[g] = eerl__grid_eff(cx->grid, o->s.mhz[g]);
     if (!pm) {
         hold(o, "no model to propose from", ret);
         return;
     }
-    if (o->remaining < 2 * PM_TEST_MIN + 1 && ctl->cfg.expected_updates && !slow) {
+    if (o->remaining < 2 * PM_TEST_MIN + 1 && cx->cfg->expected_updates && !slow) {
         hold(o, "too few updates left for another test to pay", ret);
         return;
     }
     /* Forget the slow settings measured long ago; remember this one. */
     for (i = j = 0; i < st->n_avoid; i++)
-        if (ctl->cur_update < st->avoid_at[i] + PM_AVOID_FOR) {
+        if (cx->update < st->avoid_at[i] + PM_AVOID_FOR) {
             memcpy(st->avoid[j], st->avoid[i], sizeof(st->avoid[i]));
             st->avoid_at[j++] = st->avoid_at[i];
         }
@@ -173,28 +174,29 @@ static void model_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outco
             st->n_avoid--;
         }
         memcpy(st->avoid[st->n_avoid], cur, sizeof(cur));
-        st->avoid_at[st->n_avoid++] = ctl->cur_update;
+        st->avoid_at[st->n_avoid++] = cx->update;
     }
     memset(&ask, 0, sizeof(ask));
-    ask.clocks = ctl->clocks;
-    ask.n_clocks = ctl->n_clocks;
+    ask.clocks = cx->grid->clocks;
+    ask.n_clocks = cx->grid->n;
     ask.max_loss = r;
     ask.kappa = PM_KAPPA;
     ask.avoid = (const unsigned(*)[EERL__PM_GROUPS])st->avoid;
     ask.n_avoid = st->n_avoid;
     ask.no_governor = 1;
     for (g = 0; g < EERL__PM_GROUPS; g++) {
-        unsigned low = pm->g[g].lowest ? pm->g[g].lowest : ctl->peak;
+        unsigned low = pm->g[g].lowest ? pm->g[g].lowest : cx->grid->peak;
         if (cur[g] < low)
             low = cur[g];
         ask.lo[g] = low > trust ? low - trust : 0;
-        ask.hi[g] = ctl->peak;
+        ask.hi[g] = cx->grid->peak;
     }
     /* Generation has not run below the governor yet: its first step is fixed (the model knows
      * nothing of it) and training stays where it is. */
     if (!pm->g[EERL_GROUP_GEN].lowest && !slow) {
         unsigned c;
-        if (eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)ctl->cfg.start_drop_gen_mhz, &c) == 0) {
+        if (eerl__grid_step(cx->grid, EERL_CLOCK_GOVERNOR, -(int)cx->cfg->start_drop_gen_mhz, &c) ==
+            0) {
             explore_gen = 1;
             ask.lo[EERL_GROUP_GEN] = ask.hi[EERL_GROUP_GEN] = c;
             ask.lo[EERL_GROUP_TRAIN] = ask.hi[EERL_GROUP_TRAIN] = cur[EERL_GROUP_TRAIN];
@@ -204,7 +206,7 @@ static void model_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outco
     if (have_cur && n >= PM_TEST_MIN && !eerl_setting_is_governor(&o->s))
         ask.offset = (o->loss - pc.loss) * n / (n + PM_OFFSET_N);
     if (eerl__pm_propose(pm, &ask, out, &pp) < 0) {
-        raise_one(ctl, o, cur, ret);
+        raise_one(cx, o, cur, ret);
         return;
     }
     for (g = 0; g < EERL__PM_GROUPS; g++)
@@ -215,7 +217,7 @@ static void model_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outco
         hold(o, "the model's best within the run's budget", ret);
         return;
     }
-    s = setting_of(ctl, out);
+    s = setting_of(cx, out);
     snprintf(why, sizeof(why),
              "model: %s %s (predicted loss %.2f%%, energy ratio %.3f; budget allows %.2f%%)",
              slow          ? "raise to"
@@ -223,7 +225,7 @@ static void model_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outco
                            : "move to",
              eerl__setting_str(&s, b, sizeof(b)), 100 * (pp.loss + ask.offset), pp.energy, 100 * r);
     if (!o->locked)
-        eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &s, "%s", why);
+        eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &s, "%s", why);
     go(o, &s, why, ret);
 }
 

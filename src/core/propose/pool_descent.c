@@ -1,6 +1,6 @@
 /* eerl's proposer in in-flight mode (beyond the paper, in place of section 6.3's two rounds;
  * docs/controller.md "The eerl strategy"): a descent one pool at a time. Its judge is
- * strategy_eerl_inflight.c (the rate against the governor's and the run's account).
+ * judge/eerl_inflight.c (the rate against the governor's and the run's account).
  *
  * - Training first (in-flight the training pool usually waits for the next batch, so its clock
  *   costs little or no throughput and saves the most), then generation. Training starts
@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/controller.h"
+#include "core/propose.h"
 
-#define PD_TEST_MIN 4 /* updates a test takes at least (strategy_eerl_inflight.c's EI_N_MIN) */
+#define PD_TEST_MIN 4 /* updates a test takes at least (judge/eerl_inflight.c's EI_N_MIN) */
 
 struct pool_descent_st {
     int group; /* group being searched: training, then generation; -1 when done */
@@ -32,13 +32,13 @@ struct pool_descent_st {
     unsigned f_pass;
 };
 
-static int pd_init(struct eerl_ctl *ctl, void *vst)
+static int pd_init(const struct eerl__ctx *cx, void *vst)
 {
     struct pool_descent_st *st = vst;
 
     st->group = EERL_GROUP_TRAIN;
-    st->step[EERL_GROUP_TRAIN] = ctl->cfg.start_drop_train_mhz;
-    st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz;
+    st->step[EERL_GROUP_TRAIN] = cx->cfg->start_drop_train_mhz;
+    st->step[EERL_GROUP_GEN] = cx->cfg->grid_mhz;
     return 0;
 }
 
@@ -49,9 +49,10 @@ static int pd_init(struct eerl_ctl *ctl, void *vst)
  * setting's; a step the model puts past 1 (training arriving last) is not tried. Without
  * arrivals, or before a training setting below the peak has passed (one point cannot tell how
  * much of training's time follows the clock), nothing is skipped. */
-static int past_the_wait(const struct eerl_ctl *ctl, const struct pool_descent_st *st, unsigned mhz)
+static int past_the_wait(const struct eerl__ctx *cx, const struct pool_descent_st *st, unsigned mhz)
 {
-    double f0 = (double)ctl->peak, f1 = (double)st->f_pass, f = (double)eerl__ctl_eff(ctl, mhz);
+    double f0 = (double)cx->grid->peak, f1 = (double)st->f_pass,
+           f = (double)eerl__grid_eff(cx->grid, mhz);
     double b;
 
     if (st->q_gov <= 0 || st->f_pass == 0 || f1 >= f0 || st->q_pass <= 0)
@@ -73,14 +74,14 @@ static void stop(struct pool_descent_st *st, const eerl_setting *cur, const char
 
 /* The next step down from cur of the group being searched (training, then generation); stops
  * when both are done. */
-static void step_down(struct eerl_ctl *ctl, struct pool_descent_st *st,
+static void step_down(const struct eerl__ctx *cx, struct pool_descent_st *st,
                       const struct eerl__outcome *o, const eerl_setting *cur,
                       struct eerl__move *ret)
 {
-    unsigned min_step = ctl->cfg.grid_mhz / 2 ? ctl->cfg.grid_mhz / 2 : 1, c;
+    unsigned min_step = cx->cfg->grid_mhz / 2 ? cx->cfg->grid_mhz / 2 : 1, c;
     char b[48];
 
-    if (o->remaining < PD_TEST_MIN + 2 && ctl->cfg.expected_updates) {
+    if (o->remaining < PD_TEST_MIN + 2 && cx->cfg->expected_updates) {
         stop(st, cur, "too few updates left for another test to pay", ret);
         return;
     }
@@ -90,17 +91,18 @@ static void step_down(struct eerl_ctl *ctl, struct pool_descent_st *st,
         /* Training's energy curve is flat near its best clock: half-grid steps there cost
          * a test each for next to nothing. */
         while (st->step[g] >= (g == EERL_GROUP_TRAIN ? 2 * min_step : min_step)) {
-            if (eerl__ctl_step(ctl, cur->mhz[g], -(int)st->step[g], &c) == 0 &&
-                eerl__ctl_eff(ctl, c) > st->floor_[g] &&
-                !(g == EERL_GROUP_TRAIN && past_the_wait(ctl, st, c))) {
+            if (eerl__grid_step(cx->grid, cur->mhz[g], -(int)st->step[g], &c) == 0 &&
+                eerl__grid_eff(cx->grid, c) > st->floor_[g] &&
+                !(g == EERL_GROUP_TRAIN && past_the_wait(cx, st, c))) {
                 st->prev = *cur;
                 ret->kind = EERL__MOVE_TRY;
                 ret->group = g;
-                ret->s = eerl__ctl_setting(ctl, g == EERL_GROUP_GEN ? c : cur->mhz[EERL_GROUP_GEN],
-                                           g == EERL_GROUP_TRAIN ? c : cur->mhz[EERL_GROUP_TRAIN]);
-                eerl__ctl_emit(ctl, EERL_EV_PROPOSE, &ret->s,
+                ret->s =
+                    eerl__grid_setting(cx->grid, g == EERL_GROUP_GEN ? c : cur->mhz[EERL_GROUP_GEN],
+                                       g == EERL_GROUP_TRAIN ? c : cur->mhz[EERL_GROUP_TRAIN]);
+                eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s,
                                "lower %s to %s (step %u MHz; budget allows %.2f%% loss)",
-                               ctl->cfg.group_names[g], eerl__setting_str(&ret->s, b, sizeof(b)),
+                               cx->cfg->group_names[g], eerl__setting_str(&ret->s, b, sizeof(b)),
                                st->step[g], 100 * o->budget);
                 return;
             }
@@ -111,15 +113,15 @@ static void step_down(struct eerl_ctl *ctl, struct pool_descent_st *st,
     stop(st, cur, "each group at its lowest clock that pays", ret);
 }
 
-static void pd_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *from,
+static void pd_start(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *from,
                      struct eerl__move *ret)
 {
     struct pool_descent_st *st = vst;
     double ag = 0, at = 0;
     size_t i, na = 0;
 
-    for (i = 0; i < ctl->ref_n; i++) {
-        const eerl_obs *o = eerl__ctl_ref(ctl, i);
+    for (i = 0; i < cx->refs->n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
         if (o->flags & EERL_OBS_ARRIVALS) {
             ag += o->arrival_s[EERL_POOL_GEN];
             at += o->arrival_s[EERL_POOL_TRAIN];
@@ -134,10 +136,10 @@ static void pd_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome
         ret->s = from->s;
         return;
     }
-    step_down(ctl, st, from, &from->s, ret);
+    step_down(cx, st, from, &from->s, ret);
 }
 
-static void pd_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *o,
+static void pd_next(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *o,
                     struct eerl__move *ret)
 {
     struct pool_descent_st *st = vst;
@@ -148,28 +150,28 @@ static void pd_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome 
     if (o->locked) {
         /* Credit left over after lock: generation searches on from here, half-grid steps. */
         st->group = EERL_GROUP_GEN;
-        st->step[EERL_GROUP_GEN] = ctl->cfg.grid_mhz / 2;
+        st->step[EERL_GROUP_GEN] = cx->cfg->grid_mhz / 2;
         st->floor_[EERL_GROUP_GEN] = 0;
-        step_down(ctl, st, o, &o->s, ret);
+        step_down(cx, st, o, &o->s, ret);
         return;
     }
     if (o->verdict == EERL_VERDICT_FAIL) {
-        unsigned f = eerl__ctl_eff(ctl, o->s.mhz[g]);
+        unsigned f = eerl__grid_eff(cx->grid, o->s.mhz[g]);
 
         if (f > st->floor_[g])
             st->floor_[g] = f;
         st->step[g] /= 2;
-        eerl__ctl_emit(ctl, EERL_EV_ADJUST, &back, "back to %s: %s",
+        eerl__rec_emit(cx->rec, EERL_EV_ADJUST, &back, "back to %s: %s",
                        eerl__setting_str(&back, b, sizeof(b)),
                        o->too_slow ? "too slow for the run's budget" : "no energy saved");
-        step_down(ctl, st, o, &back, ret);
+        step_down(cx, st, o, &back, ret);
         return;
     }
     if (g == EERL_GROUP_TRAIN && o->wait_ratio >= 0) {
-        st->f_pass = eerl__ctl_eff(ctl, o->s.mhz[EERL_GROUP_TRAIN]);
+        st->f_pass = eerl__grid_eff(cx->grid, o->s.mhz[EERL_GROUP_TRAIN]);
         st->q_pass = o->wait_ratio;
     }
-    step_down(ctl, st, o, &o->s, ret);
+    step_down(cx, st, o, &o->s, ret);
 }
 
 const struct eerl__proposer_ops eerl__propose_pool_descent = {

@@ -6,11 +6,11 @@
  * and keeps it only if the pair uses less energy than round 1's setting alone (the energy bar).
  * On a pool's line a pass goes one grid step lower and a fail one step higher; a round's best is
  * confirmed on fresh updates (the next best if it fails); after round 2 the result is locked.
- * Its judges are strategy_drained.c and strategy_inflight.c. Owns only its state. */
+ * Its judges are judge/drained.c and judge/inflight.c. Owns only its state. */
 #include <stdio.h>
 #include <string.h>
 
-#include "core/controller.h"
+#include "core/propose.h"
 #include "core/ratios.h"
 
 struct rounds_st {
@@ -47,32 +47,33 @@ static void stop(const eerl_setting *s, const char *why, struct eerl__move *ret)
     snprintf(ret->why, sizeof(ret->why), "%s", why);
 }
 
-static void start_round(struct eerl_ctl *ctl, struct rounds_st *st, struct eerl__move *ret)
+static void start_round(const struct eerl__ctx *cx, struct rounds_st *st, struct eerl__move *ret)
 {
     unsigned clock = 0;
     eerl_setting s;
 
     memset(&st->tried, 0, sizeof(st->tried));
     st->trials = 0;
-    if (eerl__ctl_step(ctl, EERL_CLOCK_GOVERNOR, -(int)st->drop[st->round], &clock) < 0 ||
+    if (eerl__grid_step(cx->grid, EERL_CLOCK_GOVERNOR, -(int)st->drop[st->round], &clock) < 0 ||
         clock == EERL_CLOCK_GOVERNOR) {
         stop(&st->base, "no supported clock below the governor's peak", ret);
         return;
     }
-    s = eerl__with_group(ctl, &st->base, st->group[st->round], clock);
+    s = eerl__grid_with_group(cx->grid, &st->base, st->group[st->round], clock);
     candidate(st, EERL__MOVE_TRY, &s, ret);
 }
 
 /* A round ends with its confirmed setting (or none): round 1 hands over to round 2, round 2
  * ends the search. */
-static void end_round(struct eerl_ctl *ctl, struct rounds_st *st, const eerl_setting *result,
+static void end_round(const struct eerl__ctx *cx, struct rounds_st *st, const eerl_setting *result,
                       double energy, struct eerl__move *ret)
 {
     char b[48];
     eerl_setting keep = result ? *result : st->base;
 
-    eerl__ctl_emit(ctl, EERL_EV_ROUND, &keep, "round %d (%s pool) ends with %s%s", st->round + 1,
-                   group_name(st->group[st->round]), eerl__setting_str(&keep, b, sizeof(b)),
+    eerl__rec_emit(cx->rec, EERL_EV_ROUND, &keep, "round %d (%s pool) ends with %s%s",
+                   st->round + 1, group_name(st->group[st->round]),
+                   eerl__setting_str(&keep, b, sizeof(b)),
                    result ? "" : " (no lower clock qualified)");
     if (result) {
         st->base = *result;
@@ -80,7 +81,7 @@ static void end_round(struct eerl_ctl *ctl, struct rounds_st *st, const eerl_set
     }
     if (st->round == 0) {
         st->round = 1;
-        start_round(ctl, st, ret);
+        start_round(cx, st, ret);
         return;
     }
     stop(&st->base,
@@ -91,18 +92,18 @@ static void end_round(struct eerl_ctl *ctl, struct rounds_st *st, const eerl_set
 
 /* The next clock on the round's pool line from the judged one: a pass one grid step lower, a
  * fail one higher; 0 when that setting was tried already or reaches the governor. */
-static int line_next(const struct eerl_ctl *ctl, struct rounds_st *st,
+static int line_next(const struct eerl__ctx *cx, struct rounds_st *st,
                      const struct eerl__outcome *o, eerl_setting *ret)
 {
     int g = st->group[st->round];
     unsigned grid = st->grid[st->round], nv;
     eerl_setting s;
 
-    if (eerl__ctl_step(ctl, o->s.mhz[g], o->verdict == EERL_VERDICT_PASS ? -(int)grid : (int)grid,
-                       &nv) < 0 ||
+    if (eerl__grid_step(cx->grid, o->s.mhz[g],
+                        o->verdict == EERL_VERDICT_PASS ? -(int)grid : (int)grid, &nv) < 0 ||
         nv == EERL_CLOCK_GOVERNOR)
         return 0;
-    s = eerl__with_group(ctl, &st->base, g, nv);
+    s = eerl__grid_with_group(cx->grid, &st->base, g, nv);
     if (eerl__tried_find(&st->tried, &s))
         return 0;
     *ret = s;
@@ -120,7 +121,7 @@ static int confirm_best(const struct rounds_st *st, struct eerl__move *ret)
     return 1;
 }
 
-static void rounds_start(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *from,
+static void rounds_start(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *from,
                          struct eerl__move *ret)
 {
     struct rounds_st *st = vst;
@@ -128,17 +129,17 @@ static void rounds_start(struct eerl_ctl *ctl, void *vst, const struct eerl__out
 
     st->group[0] = first;
     st->group[1] = first == EERL_GROUP_GEN ? EERL_GROUP_TRAIN : EERL_GROUP_GEN;
-    st->grid[0] = ctl->cfg.first_grid_mhz;
-    st->grid[1] = ctl->cfg.second_grid_mhz;
-    st->drop[0] = ctl->cfg.start_drop_first_mhz;
-    st->drop[1] = ctl->cfg.start_drop_second_mhz;
+    st->grid[0] = cx->cfg->first_grid_mhz;
+    st->grid[1] = cx->cfg->second_grid_mhz;
+    st->drop[0] = cx->cfg->start_drop_first_mhz;
+    st->drop[1] = cx->cfg->start_drop_second_mhz;
     memset(&st->base, 0, sizeof(st->base));
     st->base_energy = 1.0;
     st->round = 0;
-    start_round(ctl, st, ret);
+    start_round(cx, st, ret);
 }
 
-static void rounds_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outcome *o,
+static void rounds_next(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *o,
                         struct eerl__move *ret)
 {
     struct rounds_st *st = vst;
@@ -150,7 +151,7 @@ static void rounds_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outc
         (void)eerl__tried_put(&st->tried, &o->s, o->verdict, o->too_slow, o->r);
     } else {
         if (o->verdict == EERL_VERDICT_PASS) {
-            end_round(ctl, st, &o->s, o->energy, ret);
+            end_round(cx, st, &o->s, o->energy, ret);
             return;
         }
         if ((t = eerl__tried_find(&st->tried, &o->s)))
@@ -158,10 +159,10 @@ static void rounds_next(struct eerl_ctl *ctl, void *vst, const struct eerl__outc
         if (confirm_best(st, ret))
             return;
     }
-    if (st->trials < ctl->cfg.max_trials && line_next(ctl, st, o, &s))
+    if (st->trials < cx->cfg->max_trials && line_next(cx, st, o, &s))
         candidate(st, EERL__MOVE_TRY, &s, ret);
     else if (!confirm_best(st, ret))
-        end_round(ctl, st, NULL, 0, ret);
+        end_round(cx, st, NULL, 0, ret);
 }
 
 const struct eerl__proposer_ops eerl__propose_rounds = {

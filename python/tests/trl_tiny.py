@@ -15,7 +15,10 @@ PROMPTS = ["a b", "c d", "e f", "g h", "i j", "a c", "b d", "e g"]
 MAX_COMPLETION = 8
 
 
-def build_model(path):
+def build_model(path, vllm=False):
+    """The tiny Llama and its tokenizer, saved to path. vllm: the size vLLM's CPU attention
+    takes (head_dim 64; it refuses 16), 2 layers of hidden size 128, bfloat16, and a chat
+    template and response schema (AsyncGRPOTrainer's prompts are conversations)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -27,11 +30,24 @@ def build_model(path):
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>")
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32,
-                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                      max_position_embeddings=64, pad_token_id=0, eos_token_id=1,
-                      bos_token_id=None)
-    LlamaForCausalLM(cfg).save_pretrained(path)
+    size = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                num_key_value_heads=2, max_position_embeddings=64)
+    if vllm:
+        size = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                    num_attention_heads=2, num_key_value_heads=2, head_dim=64,
+                    max_position_embeddings=256)
+        tok.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+        # how TRL's rollout worker reads a response back into a message (a known template's
+        # schema otherwise): all of it is content
+        tok.response_schema = {"x-regex": r"^(?P<content>[\s\S]*?)(?:<eos>)?$",
+                               "type": "object", "properties": {
+                                   "role": {"const": "assistant"}, "content": {"type": "string"}}}
+    cfg = LlamaConfig(vocab_size=len(vocab), pad_token_id=0, eos_token_id=1, bos_token_id=None,
+                      **size)
+    model = LlamaForCausalLM(cfg)
+    if vllm:
+        model = model.to(torch.bfloat16)
+    model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
 

@@ -11,6 +11,7 @@ the integrations (eerl.integrations.trl.EerlCallback) use to find their pools by
   vllm_server(url)                 what a vLLM server says of itself (/server_info, which
                                    VLLM_SERVER_DEV_MODE=1 serves): its device, how many GPUs
                                    it runs on, its CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
+  server_gpus(srv, node)           which of node's GPUs those are, or why that cannot be told
   find(ids, node, what)            GPU ids (UUIDs, or NVML indices) -> NVML indices of node, or
                                    a ValueError naming the id that is not there
 
@@ -229,11 +230,9 @@ def _is_local(host):
 
 
 def vllm_server(base_url, timeout_s=30.0):
-    """What the vLLM server at base_url says of itself: {"url", "local": on this machine,
-    "device": "cuda", "cpu", ..., "count": GPUs it runs on (tensor x pipeline x local data
-    parallel), "visible": its CUDA_VISIBLE_DEVICES entries or None, "order": its
-    CUDA_DEVICE_ORDER or None}. Raises OSError (unreachable) or ValueError (no /server_info:
-    a server started without VLLM_SERVER_DEV_MODE=1), naming the URL."""
+    """What the vLLM server at base_url says of itself (server_record() of its /server_info).
+    Raises OSError (unreachable) or ValueError (no /server_info: a server started without
+    VLLM_SERVER_DEV_MODE=1), naming the URL."""
     url = base_url.rstrip("/") + "/server_info?config_format=json"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as r:
@@ -242,6 +241,13 @@ def vllm_server(base_url, timeout_s=30.0):
         raise ValueError("the vLLM server at %s answers %s %s to /server_info (it serves it "
                          "with VLLM_SERVER_DEV_MODE=1, as trl vllm-serve starts it)"
                          % (base_url, e.code, e.reason))
+    return server_record(base_url, info)
+
+
+def server_record(base_url, info):
+    """{"url", "local": on this machine, "device": "cuda", "cpu", ..., "count": GPUs it runs
+    on (tensor x pipeline x local data parallel), "visible": its CUDA_VISIBLE_DEVICES entries or
+    None, "order": its CUDA_DEVICE_ORDER or None} from a vLLM server's /server_info (info)."""
     cfg = info.get("vllm_config") or {}
     par = cfg.get("parallel_config") or {}
     env = {}

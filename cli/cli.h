@@ -81,10 +81,20 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
 /* Checks what a command runs on the simulated cluster: model, GPU, mode, size ('S', 'M', 'L')
  * and allocation (one GPU count for colocated, GEN/TRAIN pool sizes otherwise, each at least
  * 1, at most max_gpus together). On an error prints a message naming the value and the valid
- * choices and returns -1; else 0 with the mode and pool sizes (training 0 for colocated). */
+ * choices and returns -1; else 0 with the mode and pool sizes (training 0 for colocated). model
+ * NULL: a model from a description file (--model-file), not checked here. */
 int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, const char *mode_s,
                          const char *size, const char *alloc, unsigned long max_gpus,
                          eerl_twin_mode *ret_mode, unsigned *ret_ng, unsigned *ret_nt);
+
+/* The whole of a file, NUL-terminated (malloc'd; the caller frees it); NULL with errno set. */
+char *eerl_cli_read_file(const char *path);
+
+/* A preset from a model description file (eerl_twin_preset_describe, docs/twin.md) for gpu,
+ * derived from the parameter file params_text (NULL: the built-in one). On a bad or unreadable
+ * file prints the error, naming the field and its value, and returns EERL_EXIT_USAGE; else 0. */
+int eerl_cli_model_file(const char *cmd, const char *path, const char *gpu, const char *params_text,
+                        eerl_twin_preset **ret_preset);
 
 /* Opens the device backend the command should use: NVML unless EERL_DEVICES says otherwise.
  * Prints a clear error and returns NULL on failure. */

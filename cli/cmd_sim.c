@@ -38,7 +38,7 @@ static void usage(FILE *out)
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json] [--oracle-window 50]\n"
             "                [--divergence 0] [--noise fitted] [--workload steady]\n"
-            "                [--save-state DIR] [--resume-from DIR]\n\n"
+            "                [--save-state DIR] [--resume-from DIR] [--model-file FILE]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster on the same work, both through the runtime session (meter, actuator and\n"
             "controller in virtual time), and prints the energy-per-valid-token saving and the\n"
@@ -48,6 +48,9 @@ static void usage(FILE *out)
             "oracle saving). With no options: Qwen3-30B-A3B, disaggregated 8/32 H100, medium\n"
             "workload (64/8/512), 93 updates, 4 seeds.\n"
             "  models: %s\n  GPUs:   %s\n  modes:  %s\n"
+            "  --model-file FILE: a model the twin was not fitted on, built from its\n"
+            "              description (parameters, layers, hidden size, heads, dense or MoE,\n"
+            "              workload; docs/twin.md, as mistral-nemo-12b is) instead of --model\n"
             "  --gpu-model: the GPU model (--gpu, its earlier name, still works and is\n"
             "              deprecated: elsewhere --gpus are GPU indices)\n"
             "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
@@ -79,10 +82,10 @@ static void usage(FILE *out)
 static int known(const char *opt)
 {
     static const char *const opts[] = {
-        "--model",       "--gpu",          "--gpu-model",        "--mode",    "--alloc",
-        "--size",        "--trace",        "--strategy",         "--updates", "--seeds",
-        "--divergence",  "--allowed-loss", "--expected-updates", "--noise",   "--save-state",
-        "--resume-from", "--oracle-window"};
+        "--model",       "--gpu",           "--gpu-model",        "--mode",    "--alloc",
+        "--size",        "--trace",         "--strategy",         "--updates", "--seeds",
+        "--divergence",  "--allowed-loss",  "--expected-updates", "--noise",   "--save-state",
+        "--resume-from", "--oracle-window", "--model-file"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -189,7 +192,8 @@ static void remove_traces(const char *dir, const uint64_t *seeds, size_t n, int 
 
 /* What the options say. */
 struct sim_opts {
-    const char *model, *gpu, *mode_s, *alloc, *size, *trace, *strategy_s, *save_dir, *resume_dir;
+    const char *model, *gpu, *mode_s, *alloc, *size, *trace, *strategy_s, *save_dir, *resume_dir,
+        *model_file;
     unsigned long updates, n_seeds, expected, owin;
     double loss, divergence;
     unsigned noise;
@@ -226,11 +230,12 @@ static double since(const struct timespec *t0)
 /* An option that takes a value; 0 when it is not one of them, -1 on a bad value (said). */
 static int value_opt(const char *a, const char *v, struct sim_opts *o)
 {
-    const char **str[] = {&o->model, &o->gpu,   &o->gpu,        &o->mode_s,   &o->alloc,
-                          &o->size,  &o->trace, &o->strategy_s, &o->save_dir, &o->resume_dir};
-    static const char *const str_opts[] = {"--model",      "--gpu-model",  "--gpu",   "--mode",
-                                           "--alloc",      "--size",       "--trace", "--strategy",
-                                           "--save-state", "--resume-from"};
+    const char **str[] = {&o->model,    &o->gpu,        &o->gpu,       &o->mode_s,
+                          &o->alloc,    &o->size,       &o->trace,     &o->strategy_s,
+                          &o->save_dir, &o->resume_dir, &o->model_file};
+    static const char *const str_opts[] = {
+        "--model", "--gpu-model", "--gpu",        "--mode",        "--alloc",     "--size",
+        "--trace", "--strategy",  "--save-state", "--resume-from", "--model-file"};
     size_t i;
 
     for (i = 0; i < sizeof(str_opts) / sizeof(str_opts[0]); i++)
@@ -314,8 +319,8 @@ static int resolve(struct sim_opts *o, struct sim_job *j)
     if (!o->alloc_given && eerl_twin_mode_parse(o->mode_s, &j->mode) == 0 &&
         j->mode == EERL_TWIN_COLOCATED)
         o->alloc = "32";
-    if (eerl_cli_twin_target(CMD, o->model, o->gpu, o->mode_s, o->size, o->alloc,
-                             EERL_TWIN_GPUS_LIMIT, &j->mode, &j->ng, &j->nt) < 0)
+    if (eerl_cli_twin_target(CMD, o->model_file ? NULL : o->model, o->gpu, o->mode_s, o->size,
+                             o->alloc, EERL_TWIN_GPUS_LIMIT, &j->mode, &j->ng, &j->nt) < 0)
         return -1;
     calib = eerl__sim_calibration_updates(j->mode);
     if (o->updates <= calib) {
@@ -330,7 +335,14 @@ static int resolve(struct sim_opts *o, struct sim_job *j)
     eerl_cli_workload_desc(&j->scn, j->scn_desc, sizeof(j->scn_desc));
     for (k = 0; k < o->n_seeds; k++)
         j->seeds[k] = 1 + k;
-    e = eerl_twin_preset_new(o->model, o->gpu, NULL, &j->preset);
+    if (o->model_file) {
+        if (eerl_cli_model_file(CMD, o->model_file, o->gpu, NULL, &j->preset))
+            return -1;
+        o->model = j->preset->model;
+        e = 0;
+    } else {
+        e = eerl_twin_preset_new(o->model, o->gpu, NULL, &j->preset);
+    }
     if (e < 0) {
         eerl_cli_err(CMD, "no preset for %s on %s in the built-in parameters: %s", o->model, o->gpu,
                      eerl_strerror(e));

@@ -14,6 +14,7 @@
 #include "eerl/error.h"
 #include "eerl/twin.h"
 #include "cli.h"
+#include "twin/presets.h"
 #include "twin/scenario.h"
 #include "workload_opt.h"
 
@@ -67,7 +68,7 @@ static void usage(FILE *out)
         "usage: eerl sweep --pairs GEN/TRAIN[,GEN/TRAIN...] [--model qwen3-30b-a3b]\n"
         "                  [--gpu-model h100] [--mode disaggregated] [--alloc 8/32] [--size M]\n"
         "                  [--seeds 4] [--updates 5-25] [--csv|--json] [--divergence 0.025]\n"
-        "                  [--seed0 1] [--params FILE] [--workload steady]\n\n"
+        "                  [--seed0 1] [--params FILE] [--model-file FILE] [--workload steady]\n\n"
         "Runs the governor and each clock pair (MHz, or Gov for a phase left to the governor)\n"
         "with matched seeds on the simulated cluster and prints per pair\n"
         "gen_mhz,train_mhz,dq_pct,saving_pct,seeds (Appendix A of the EE-RL paper).\n"
@@ -77,6 +78,9 @@ static void usage(FILE *out)
         "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
         "  --divergence: run-to-run spread of log throughput (0 = runs are pure functions of\n"
         "                their seed); --params: a parameter file instead of the built-in one\n"
+        "  --model-file FILE: a model the twin was not fitted on, built from its description\n"
+        "                (parameters, layers, hidden size, heads, dense or MoE, workload;\n"
+        "                docs/twin.md) instead of --model\n"
         "%s"
         "              (eerl sim's scenarios, over updates 1-LAST of --updates, so a sweep of\n"
         "              updates 12-1000 sees what updates 12-1000 of eerl sim --updates 1000 do)\n",
@@ -165,35 +169,8 @@ static void clock_hint(const eerl_twin_preset *preset, const char *gpu)
                 gpu, c[0], c[1], c[2], c[n - 1], c[1] - c[2]);
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    struct stat st;
-    long len;
-
-    if (!f)
-        return NULL;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        errno = EISDIR; /* else fseek/ftell give a size that makes malloc fail: ENOMEM */
-        return NULL;
-    }
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)len + 1);
-        if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-            free(buf);
-            buf = NULL;
-        } else if (buf) {
-            buf[len] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 struct opts {
-    const char *model, *gpu, *mode_s, *alloc, *size, *pairs_s, *params;
+    const char *model, *gpu, *mode_s, *alloc, *size, *pairs_s, *params, *model_file;
     unsigned long seeds, u_first, u_last, seed0;
     double divergence;
     int json;
@@ -227,7 +204,9 @@ static int set_option(struct opts *o, const char *a, const char *v)
 {
     int e;
 
-    if (!strcmp(a, "--model")) {
+    if (!strcmp(a, "--model-file")) {
+        o->model_file = v;
+    } else if (!strcmp(a, "--model")) {
         o->model = v;
     } else if (!strcmp(a, "--gpu-model") || !strcmp(a, "--gpu")) {
         o->gpu = v;
@@ -325,21 +304,30 @@ static int prepare(struct opts *o, struct pair *pairs, size_t *n_pairs, struct t
         o->alloc = eerl_twin_mode_parse(o->mode_s, &mode) == 0 && mode == EERL_TWIN_COLOCATED
                        ? "32"
                        : "8/32";
-    if (eerl_cli_twin_target(CMD, o->model, o->gpu, o->mode_s, o->size, o->alloc,
-                             EERL_TWIN_GPUS_LIMIT, &mode, &ng, &nt) < 0 ||
+    if (eerl_cli_twin_target(CMD, o->model_file ? NULL : o->model, o->gpu, o->mode_s, o->size,
+                             o->alloc, EERL_TWIN_GPUS_LIMIT, &mode, &ng, &nt) < 0 ||
         parse_pairs(o->pairs_s, pairs, n_pairs) < 0 ||
         eerl_cli_workload_resolve(CMD, &o->wopt, o->u_last, &scn) < 0)
         return EERL_EXIT_USAGE;
     eerl_cli_workload_desc(&scn, scn_desc, desc_len);
     if (o->params) {
-        text = read_file(o->params);
+        text = eerl_cli_read_file(o->params);
         if (!text) {
             eerl_cli_err(CMD, "cannot read parameter file '%s': %s", o->params, strerror(errno));
             return EERL_EXIT_FAIL;
         }
     }
-    e = eerl_twin_preset_new(o->model, o->gpu, text, &ctx->preset);
-    free(text);
+    if (o->model_file) {
+        e = eerl_cli_model_file(CMD, o->model_file, o->gpu, text, &ctx->preset);
+        free(text);
+        if (e)
+            return e;
+        o->model = ctx->preset->model;
+        e = 0;
+    } else {
+        e = eerl_twin_preset_new(o->model, o->gpu, text, &ctx->preset);
+        free(text);
+    }
     if (e < 0) {
         eerl_cli_err(CMD, "%s: no usable preset for %s on %s: %s",
                      o->params ? o->params : "built-in parameters", o->model, o->gpu,

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <jansson.h>
 
 #include "eerl/device.h"
@@ -125,7 +127,7 @@ int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, co
     char *end;
     int slash;
 
-    if (!eerl_cli_in_list(model, eerl_twin_model_names())) {
+    if (model && !eerl_cli_in_list(model, eerl_twin_model_names())) {
         eerl_cli_err(cmd, "unknown model '%s'; valid models: %s", model, eerl_twin_model_names());
         return -1;
     }
@@ -473,4 +475,51 @@ void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, dou
     printf("\n");
     print_verdict(res, vw, norm, allowed_loss, oracle);
     print_seeds(res, norm, oracle);
+}
+
+char *eerl_cli_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    struct stat st;
+    long len;
+
+    if (!f)
+        return NULL;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR; /* else fseek/ftell give a size that makes malloc fail: ENOMEM */
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+        buf = malloc((size_t)len + 1);
+        if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+            free(buf);
+            buf = NULL;
+        } else if (buf) {
+            buf[len] = '\0';
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+int eerl_cli_model_file(const char *cmd, const char *path, const char *gpu, const char *params_text,
+                        eerl_twin_preset **ret_preset)
+{
+    char why[256] = "";
+    char *text = eerl_cli_read_file(path);
+    int e;
+
+    if (!text) {
+        eerl_cli_err(cmd, "cannot read model file '%s': %s", path, strerror(errno));
+        return EERL_EXIT_USAGE;
+    }
+    e = eerl_twin_preset_describe(text, gpu, params_text, why, sizeof(why), ret_preset);
+    free(text);
+    if (e < 0) {
+        eerl_cli_err(cmd, "model file '%s': %s", path, why[0] ? why : eerl_strerror(e));
+        return EERL_EXIT_USAGE;
+    }
+    return 0;
 }

@@ -40,7 +40,8 @@ typedef eerl_phase eerl_twin_phase;
 typedef struct eerl_twin_preset eerl_twin_preset;
 typedef struct eerl_twin eerl_twin;
 
-/* Names: "qwen3-30b-a3b", "nemotron-super-49b"; "h100", "gb200", "h200"; "colocated",
+/* Names: "qwen3-30b-a3b", "nemotron-super-49b", "grpo-tiny", "mistral-nemo-12b" (built from its
+ * description); "h100", "gb200", "h200"; "colocated",
  * "disaggregated", "drained", "inflight"; sizes 'S', 'M', 'L'. Each lookup returns EERL_ENOENT
  * for an unknown name. eerl_twin_*_names returns a static comma-separated list of valid names. */
 EERL_EXPORT const char *eerl_twin_model_names(void);
@@ -55,6 +56,19 @@ EERL_EXPORT const char *eerl_twin_mode_name(eerl_mode mode);
 EERL_EXPORT int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_text,
                                      eerl_twin_preset **ret_preset);
 EERL_EXPORT void eerl_twin_preset_free(eerl_twin_preset *preset);
+/* A preset for a model the twin was not fitted on, built from its description: a JSON object
+ * with what a user knows of the model ("moe", "params_total_b", "params_active_b", "layers",
+ * "hidden", "heads", "kv_heads", optional "name") and of its workload (optional "workload":
+ * "seq_limit", "len_median", "len_sigma", "drift", "p_zero", "sizes"), derived from the fitted
+ * model of the same kind on that GPU in the parameter file json_text (NULL: the embedded one);
+ * docs/twin.md, "A model from its description". Nothing is fitted. EERL_EPARSE / EERL_ERANGE:
+ * a bad description; then why (when why_len > 0) holds a sentence naming the field and its value.
+ * EERL_ENOENT: unknown GPU, or no fitted model on it to derive from. The models of the embedded
+ * parameters' "described" object (mistral-nemo-12b) load through eerl_twin_preset_new by name
+ * and are built by this same path. */
+EERL_EXPORT int eerl_twin_preset_describe(const char *desc_text, const char *gpu,
+                                          const char *json_text, char *why, size_t why_len,
+                                          eerl_twin_preset **ret_preset);
 /* The embedded parameter file's text (static, NUL-terminated). */
 EERL_EXPORT const char *eerl_twin_embedded_params(void);
 

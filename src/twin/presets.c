@@ -8,17 +8,20 @@
 #include <jansson.h>
 
 #include "eerl/error.h"
+#include "twin/describe.h"
 #include "twin/presets.h"
 
 /* Generated at build time from data/twin/params.json (see CMakeLists.txt). */
 extern const char eerl__twin_params_text[];
 
-static const char *const models[] = {"qwen3-30b-a3b", "nemotron-super-49b", "grpo-tiny"};
+/* Fitted presets, then models built from their description (the "described" object). */
+static const char *const models[] = {"qwen3-30b-a3b", "nemotron-super-49b", "grpo-tiny",
+                                     "mistral-nemo-12b"};
 static const char *const gpus[] = {"h100", "gb200", "h200"};
 
 const char *eerl_twin_model_names(void)
 {
-    return "qwen3-30b-a3b, nemotron-super-49b, grpo-tiny";
+    return "qwen3-30b-a3b, nemotron-super-49b, grpo-tiny, mistral-nemo-12b";
 }
 
 const char *eerl_twin_gpu_names(void)
@@ -242,17 +245,50 @@ fail:
     return EERL_EPARSE;
 }
 
+int eerl__preset_cache(struct eerl_twin_preset *p)
+{
+    static const char sz[] = "SML";
+    int i;
+    unsigned u;
+
+    for (i = 0; i < 3; i++)
+        for (u = 0; u < EERL__EXP_CACHE; u++)
+            if (eerl__wl_expected(&p->wl, sz[i], u, &p->expc[i][u]) < 0)
+                return EERL_EPARSE;
+    return 0;
+}
+
+int eerl__preset_load(struct json_t *root, const char *model, const char *gpu,
+                      struct eerl_twin_preset *p)
+{
+    json_t *o, *g, *m;
+    char key[64];
+
+    snprintf(p->model, sizeof(p->model), "%s", model);
+    snprintf(p->gpu_name, sizeof(p->gpu_name), "%s", gpu);
+    snprintf(p->gpu.name, sizeof(p->gpu.name), "%s", gpu);
+    snprintf(key, sizeof(key), "%s/%s", model, gpu);
+    o = json_object_get(json_object_get(root, "presets"), key);
+    g = json_object_get(json_object_get(root, "gpus"), gpu);
+    m = json_object_get(json_object_get(root, "models"), model);
+    if (!o || !g || !m)
+        return EERL_ENOENT;
+    if (parse_gpu(g, &p->gpu) < 0 || parse_model(m, &p->wl) < 0 || parse_costs(o, p) < 0 ||
+        parse_noise(json_object_get(o, "noise"), &p->noise) < 0)
+        return EERL_EPARSE;
+    return 0;
+}
+
 int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_text,
                          eerl_twin_preset **ret_preset)
 {
     eerl_twin_preset *p = NULL;
-    json_t *root = NULL, *o;
-    char key[64];
+    json_t *root = NULL, *desc;
     int r = EERL_EPARSE;
 
     if (!model || !gpu || !ret_preset)
         return EERL_EINVAL;
-    if (!known(model, models, 3) || !known(gpu, gpus, 3))
+    if (!known(model, models, sizeof(models) / sizeof(models[0])) || !known(gpu, gpus, 3))
         return EERL_ENOENT;
     root = json_loads(json_text ? json_text : eerl__twin_params_text, 0, NULL);
     if (!root)
@@ -262,34 +298,66 @@ int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_te
         r = EERL_ENOMEM;
         goto fail;
     }
+    /* A model the twin was not fitted on is built from its description, as a user's is. */
+    desc = json_object_get(json_object_get(root, "described"), model);
+    r = desc ? eerl__describe_build(root, desc, gpu, p, NULL, 0)
+             : eerl__preset_load(root, model, gpu, p);
+    if (r < 0)
+        goto fail;
     snprintf(p->model, sizeof(p->model), "%s", model);
-    snprintf(p->gpu_name, sizeof(p->gpu_name), "%s", gpu);
-    snprintf(p->gpu.name, sizeof(p->gpu.name), "%s", gpu);
-    snprintf(key, sizeof(key), "%s/%s", model, gpu);
-    o = json_object_get(json_object_get(root, "presets"), key);
-    if (!o || !json_object_get(json_object_get(root, "gpus"), gpu) ||
-        !json_object_get(json_object_get(root, "models"), model)) {
-        r = EERL_ENOENT;
+    r = eerl__preset_cache(p);
+    if (r < 0)
         goto fail;
-    }
-    if (parse_gpu(json_object_get(json_object_get(root, "gpus"), gpu), &p->gpu) < 0 ||
-        parse_model(json_object_get(json_object_get(root, "models"), model), &p->wl) < 0 ||
-        parse_costs(o, p) < 0 || parse_noise(json_object_get(o, "noise"), &p->noise) < 0)
-        goto fail;
-    {
-        static const char sz[] = "SML";
-        int i;
-        unsigned u;
-        for (i = 0; i < 3; i++)
-            for (u = 0; u < EERL__EXP_CACHE; u++)
-                if (eerl__wl_expected(&p->wl, sz[i], u, &p->expc[i][u]) < 0)
-                    goto fail;
-    }
     json_decref(root);
     *ret_preset = p;
     return 0;
 fail:
     free(p);
+    json_decref(root);
+    return r;
+}
+
+int eerl_twin_preset_describe(const char *desc_text, const char *gpu, const char *json_text,
+                              char *why, size_t why_len, eerl_twin_preset **ret_preset)
+{
+    eerl_twin_preset *p = NULL;
+    json_t *root = NULL, *desc = NULL;
+    json_error_t jerr;
+    int r = EERL_EPARSE;
+
+    if (!desc_text || !gpu || !ret_preset)
+        return EERL_EINVAL;
+    if (why && why_len)
+        why[0] = 0;
+    if (!known(gpu, gpus, 3))
+        return EERL_ENOENT;
+    desc = json_loads(desc_text, 0, &jerr);
+    if (!desc) {
+        if (why && why_len)
+            snprintf(why, why_len, "not JSON: %s (line %d)", jerr.text, jerr.line);
+        goto fail;
+    }
+    root = json_loads(json_text ? json_text : eerl__twin_params_text, 0, NULL);
+    if (!root)
+        goto fail;
+    p = calloc(1, sizeof(*p));
+    if (!p) {
+        r = EERL_ENOMEM;
+        goto fail;
+    }
+    r = eerl__describe_build(root, desc, gpu, p, why, why_len);
+    if (r < 0)
+        goto fail;
+    r = eerl__preset_cache(p);
+    if (r < 0)
+        goto fail;
+    json_decref(desc);
+    json_decref(root);
+    *ret_preset = p;
+    return 0;
+fail:
+    free(p);
+    json_decref(desc);
     json_decref(root);
     return r;
 }

@@ -57,6 +57,14 @@ struct eerl_twin_preset {
     struct eerl__wl_batch expc[3][EERL__EXP_CACHE];
 };
 
+struct json_t;
+/* Loads the fitted preset (model, gpu) of a parsed parameter file into p. EERL_ENOENT: the file
+ * has no such preset; EERL_EPARSE: a field is missing or out of range. */
+int eerl__preset_load(struct json_t *root, const char *model, const char *gpu,
+                      struct eerl_twin_preset *p);
+/* Fills p's cache of expected batches from its workload (after a load or a description). */
+int eerl__preset_cache(struct eerl_twin_preset *p);
+
 /* The expected batch of update u (from the cache when it holds u). */
 void eerl__preset_expected_batch(const struct eerl_twin_preset *p, char size, unsigned u,
                                  struct eerl__wl_batch *ret);

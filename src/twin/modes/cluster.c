@@ -21,9 +21,11 @@
  * in-flight:     generation never drains: a fraction `spill` of batch u is still generating at
  *                the refit and finishes in update u+1 under u+1's clocks (crossing tokens); the
  *                tail term follows the batch training waits for (the consumed one, whose last
- *                responses finish in this update); the refit pause adds KV recompute of those
- *                tokens; T = max(gen, other + lp + train) + refit + kv; pools wait at their own
- *                clocks; policy age 2.
+ *                responses finish in this update); after the refit the generation pool
+ *                recomputes the KV cache of those tokens (kv) while the training pool, whose
+ *                next batch is ready under the policy-age limit, starts on it:
+ *                T = max(gen + kv, other + lp + train) + refit; pools wait at their own clocks;
+ *                policy age 2.
  * Waiting GPUs draw eerl__gpu_wait_w at the clock they wait at. In the asynchronous modes each
  * pool's speed spreads from seed to seed (gpu.jitter): a sampled run carries its seed's factors
  * (run.c), the expected evaluation takes E[max] of the rendezvous (eerl__gpu_rendezvous). */
@@ -248,6 +250,9 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
             tg += sw;
             tt += sw;
         } else {
+            /* The KV recompute after the refit is the generation pool's work; the training pool
+             * does not wait for it (its next batch is ready: policy age 2). */
+            tg += kv.t;
             tt += other;
         }
         if (in->first) /* nothing generated yet: training waits for the first batch */
@@ -257,9 +262,9 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         if (!infl)
             seg(&c, 0, EERL_PHASE_OTHER, sw, w_wait_g, f_wait_g, EERL__SEG_IDLE);
         seg(&c, 0, EERL_PHASE_GEN, gen.t, gen.w, gen.f, gen.flags);
+        seg(&c, 0, EERL_PHASE_GEN, kv.t, kv.w, kv.f, kv.flags); /* in flight only (else 0) */
         seg(&c, 0, EERL_PHASE_OTHER, rv - tg + after.t, w_wait_g, f_wait_g, EERL__SEG_IDLE);
         seg(&c, 0, EERL_PHASE_REFIT, rf_g.t, rf_g.w, rf_g.f, rf_g.flags);
-        seg(&c, 0, EERL_PHASE_GEN, kv.t, kv.w, kv.f, kv.flags);
         /* Training pool. */
         if (in->first)
             seg(&c, 1, EERL_PHASE_OTHER, tg, w_wait_t, f_wait_t, EERL__SEG_IDLE);
@@ -272,8 +277,7 @@ void eerl__cluster_update(const eerl_twin_preset *p, const struct eerl__cluster_
         seg(&c, 1, EERL_PHASE_OTHER, rv - tt, w_wait_t, f_wait_t, EERL__SEG_IDLE);
         seg(&c, 1, EERL_PHASE_REFIT, after.t, after.w, after.f, after.flags);
         seg(&c, 1, EERL_PHASE_REFIT, rf_t.t, rf_t.w, rf_t.f, rf_t.flags);
-        seg(&c, 1, EERL_PHASE_OTHER, kv.t, w_wait_t, f_wait_t, EERL__SEG_IDLE);
-        pause = after.t + (rf_g.t > rf_t.t ? rf_g.t : rf_t.t) + kv.t;
+        pause = after.t + (rf_g.t > rf_t.t ? rf_g.t : rf_t.t);
         if (!infl) { /* host work after the rendezvous: both pools wait */
             seg(&c, 0, EERL_PHASE_OTHER, other, w_wait_g, f_wait_g, EERL__SEG_IDLE);
             seg(&c, 1, EERL_PHASE_OTHER, other, w_wait_t, f_wait_t, EERL__SEG_IDLE);

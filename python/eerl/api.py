@@ -89,6 +89,9 @@ class Update:
     def get(self, key, default=None):
         return self.metrics.get(key, default)
 
+    def __contains__(self, key):
+        return key in self.metrics
+
 
 @runtime_checkable
 class SessionLike(Protocol):

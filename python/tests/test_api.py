@@ -20,6 +20,7 @@ def check_typed(s):
     assert isinstance(u, eerl.Update) and u.update == 1 and u.energy_j > 0 and u.time_s > 0
     assert u.energy_per_valid_token_j == u.energy_j / u.valid_tokens and u.accepted
     assert u.meter_flags == 0 and u["eerl/update_energy_j"] == u.energy_j  # the metrics' keys
+    assert "eerl/overhead_s" in u and "no such key" not in u  # as the dict it replaces
     assert u.metrics["eerl/update"] == 1
     st = s.status()
     assert isinstance(st, eerl.Status) and st.state == "calibrating" and st.observed == 1

@@ -415,7 +415,7 @@ def main():
                                                     sync=zeus_sync, begin=state["zeus_begin"]),
                "cost": {k: [round(v[0], 7), round(v[1], 7), v[2]] for k, v in cost.items()},
                # eerl's own timing of its calls on this thread (eerl.Session: eerl/overhead_*)
-               "eerl_overhead": None if not isinstance(r, dict) or "eerl/overhead_s" not in r
+               "eerl_overhead": None if r is None or "eerl/overhead_s" not in r
                else {"s": r["eerl/overhead_s"], "calls": r["eerl/overhead_calls"],
                      "pct": r["eerl/overhead_pct"]}}
         log_f.write(json.dumps(rec) + "\n")

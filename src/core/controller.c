@@ -197,6 +197,7 @@ static eerl_ctl_state state_of(const eerl_ctl *ctl)
 /* One accepted observation: to the judge, or after its lock to the life cycle. */
 static void decide(eerl_ctl *ctl, const eerl_obs *obs, int usable, eerl_setting *next)
 {
+    struct eerl__handover h;
     eerl_setting locked;
 
     if (eerl__life_active(&ctl->life)) {
@@ -206,8 +207,12 @@ static void decide(eerl_ctl *ctl, const eerl_obs *obs, int usable, eerl_setting 
     }
     ctl->judge->observe(&ctl->cx, ctl->st, obs, usable, next);
     /* A judge that hands its lock over: the life cycle runs the updates from the next one. */
-    if (ctl->judge->after != EERL__AFTER_JUDGE && eerl__rec_locked(ctl->rec, &locked))
-        eerl__life_watch(&ctl->life, ctl->judge->after, eerl_setting_is_governor(&locked));
+    if (ctl->judge->after == EERL__AFTER_JUDGE || !eerl__rec_locked(ctl->rec, &locked))
+        return;
+    memset(&h, 0, sizeof(h));
+    if (ctl->judge->handover)
+        ctl->judge->handover(ctl->st, &h);
+    eerl__life_watch(&ctl->life, ctl->judge->after, eerl_setting_is_governor(&locked), &h);
 }
 
 int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next)

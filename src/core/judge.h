@@ -12,9 +12,7 @@
 
 #include "eerl/core.h"
 #include "core/context.h"
-
-struct eerl__acc;
-struct eerl__ratios;
+#include "core/ratios.h"
 
 /* Who runs the updates once the judge has locked (lifecycle.c). */
 enum eerl__after {
@@ -22,6 +20,16 @@ enum eerl__after {
     EERL__AFTER_MONITOR,     /* the controller's monitor, both groups (section 5.2) */
     EERL__AFTER_MONITOR_OWN, /* the monitor, only the groups not at the governor; a lock moved
                                 to the governor ends the monitoring (drained) */
+    EERL__AFTER_BLOCKS,      /* governor check blocks between locked blocks (section 6.3) */
+};
+
+/* What a judge that hands over to the check blocks (EERL__AFTER_BLOCKS, the paper's in-flight)
+ * leaves the life cycle at its lock. */
+struct eerl__handover {
+    unsigned block;            /* updates per block */
+    int group[2];              /* the pools in the order the search lowered them */
+    unsigned grid[2];          /* and their grids: a failed check raises the last lowered by its */
+    struct eerl__acc gov_prev; /* the last governor block, which opens the first check */
 };
 
 /* What a judge's init asks of the controller before the first update. */
@@ -50,6 +58,8 @@ struct eerl__judge_ops {
      * setting's updates against the governor, as this mode estimates them (ratios.h). */
     void (*ratios)(const struct eerl__ctx *cx, const eerl_setting *s, const struct eerl__acc *a,
                    struct eerl__ratios *r);
+    /* EERL__AFTER_BLOCKS: what the check blocks need, from the judge's state at its lock. */
+    void (*handover)(const void *st, struct eerl__handover *ret);
     int after; /* enum eerl__after */
 };
 

@@ -176,13 +176,20 @@ int eerl__rec_ref_count(struct eerl__rec *rec, const eerl_obs *obs, unsigned *co
     return 1;
 }
 
-int eerl__rec_warmup(struct eerl__rec *rec, const eerl_setting *next)
+int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, unsigned *count,
+                        const eerl_setting *next)
 {
-    if (rec->observed > rec->cfg->warmup_updates)
-        return 0;
-    eerl__rec_emit(rec, EERL_EV_HOLD, next,
-                   "start-up update %u/%u left out of the governor references (the paper fits "
-                   "from update 2)",
-                   (unsigned)rec->observed, rec->cfg->warmup_updates);
-    return 1;
+    unsigned limit = rec->cfg->fast_calibration_updates;
+
+    if (kind == EERL__CAL_PAPER) {
+        limit = rec->cfg->calibration_updates;
+        if (rec->observed <= rec->cfg->warmup_updates) {
+            eerl__rec_emit(rec, EERL_EV_HOLD, next,
+                           "start-up update %u/%u left out of the governor references (the "
+                           "paper fits from update 2)",
+                           (unsigned)rec->observed, rec->cfg->warmup_updates);
+            return 0;
+        }
+    }
+    return eerl__rec_ref_count(rec, obs, count, limit, "calibrating", next);
 }

@@ -67,12 +67,17 @@ void eerl__rec_ref_add(struct eerl__rec *rec, const eerl_obs *obs);
  * HOLD event "<what> count/limit" and returns 0; returns 1, emitting nothing, on the last one. */
 int eerl__rec_ref_count(struct eerl__rec *rec, const eerl_obs *obs, unsigned *count, unsigned limit,
                         const char *what, const eerl_setting *next);
-/* The paper's strategies during calibration: 1 for the first cfg.warmup_updates updates this
- * controller observes, which are left out of the governor references with a HOLD event saying
- * so. The paper scores its runs and fits its governor models from update 2 (Tables 4 and 5,
- * Appendix E); the first update carries the start-up (an asynchronous run's pools do not yet
- * overlap: 2.5 times a later update in flight on the twin), and inside a 15- or 45-update fit it
- * skews the predictor and, in flight, the noise that sets the block length (14% instead of 2%). */
-int eerl__rec_warmup(struct eerl__rec *rec, const eerl_setting *next);
+/* Calibration, the same for every judge: one governor update of it, added to the references
+ * with the HOLD "calibrating k/n"; 1 on the last (no event: the judge says what it fitted).
+ * EERL__CAL_PAPER: the paper's, cfg.calibration_updates after the first cfg.warmup_updates
+ * updates the controller observes, which are left out with a HOLD saying so (the paper scores
+ * its runs and fits its governor models from update 2, Tables 4 and 5, Appendix E: the first
+ * update carries the start-up, an asynchronous run's pools not yet overlapping, 2.5 times a
+ * later update in flight on the twin, and inside a 15- or 45-update fit it skews the predictor
+ * and, in flight, the noise that sets the block length, 14% instead of 2%). EERL__CAL_FAST: the
+ * strategies beyond the paper, cfg.fast_calibration_updates. */
+enum eerl__cal { EERL__CAL_PAPER, EERL__CAL_FAST };
+int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, unsigned *count,
+                        const eerl_setting *next);
 
 #endif

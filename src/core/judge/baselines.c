@@ -107,8 +107,7 @@ const struct eerl__judge_ops eerl__judge_static = {
 static int calibrate(const struct eerl__ctx *cx, unsigned *count, const eerl_obs *obs,
                      eerl_setting *next)
 {
-    if (!eerl__rec_ref_count(cx->rec, obs, count, cx->cfg->fast_calibration_updates, "calibrating",
-                             next))
+    if (!eerl__rec_calibrate(cx->rec, EERL__CAL_FAST, obs, count, next))
         return 0;
     eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next, "predictor fitted on %zu governor updates",
                    cx->refs->n);

@@ -57,7 +57,11 @@ struct ee_st {
     int phase;
     unsigned count;
     eerl_setting cur; /* the setting being run */
-    int locked;
+    /* The search has settled on cur (a STOP, or a HOLD after it): the judge watches the lock
+     * rather than testing a move. The lock itself is the record's (eerl__rec_lock); a move
+     * after it (a TRY spending credit the lock left over) unsettles the search until the
+     * proposer stops again, while the record stays locked. */
+    int settled;
     int testing;       /* cur is a candidate (the proposer's TRY) */
     double energy_bar; /* its energy ratio must stay below this */
     /* the current setting's evidence since it began */
@@ -209,7 +213,7 @@ static eerl_ctl_state ee_state(const void *vst)
     case EE_REFRESH:
         return EERL_STATE_MONITORING;
     default:
-        return st->locked ? EERL_STATE_LOCKED : EERL_STATE_SEARCHING;
+        return st->settled ? EERL_STATE_LOCKED : EERL_STATE_SEARCHING;
     }
 }
 
@@ -295,7 +299,7 @@ static void run_at(struct ee_st *st, const eerl_setting *s, eerl_setting *next)
 
 static void lock_now(const struct eerl__ctx *cx, struct ee_st *st, const char *why)
 {
-    st->locked = 1;
+    st->settled = 1;
     eerl__rec_lock(cx->rec, &st->cur, NULL, why);
 }
 
@@ -309,12 +313,12 @@ static void follow(const struct eerl__ctx *cx, struct ee_st *st, const struct ee
         run_at(st, &mv->s, next);
         st->testing = 1;
         st->energy_bar = mv->energy_bar;
-        st->locked = 0;
+        st->settled = 0;
         return;
     case EERL__MOVE_STOP:
         run_at(st, &mv->s, next);
         st->testing = 0;
-        if (!st->locked)
+        if (!st->settled)
             lock_now(cx, st, mv->why);
         return;
     default: /* HOLD */
@@ -340,7 +344,7 @@ static struct eerl__outcome outcome(const struct eerl__ctx *cx, const struct ee_
     o.loss_var = var;
     o.budget = r;
     o.remaining = remaining(cx, st);
-    o.locked = st->locked;
+    o.locked = st->settled;
     o.n_updates = st->n;
     o.model = st->model ? &st->pm : NULL;
     if (cx->layout == EERL__LAYOUT_OVERLAP && st->n > 0)
@@ -400,7 +404,7 @@ static void judge(const struct eerl__ctx *cx, struct ee_st *st, eerl_setting *ne
         return;
     if (!slow && !fast && !st->model)
         slow = m > r; /* the window is full: the point estimate decides */
-    ev = eerl__rec_emit(cx->rec, st->locked ? EERL_EV_MONITOR : EERL_EV_TRIAL, &st->cur,
+    ev = eerl__rec_emit(cx->rec, st->settled ? EERL_EV_MONITOR : EERL_EV_TRIAL, &st->cur,
                         "%s over %u updates: loss %.2f%% +- %.2f%%, energy ratio %.3f; budget "
                         "allows %.2f%%",
                         eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * m, 100 * se, e,
@@ -409,9 +413,9 @@ static void judge(const struct eerl__ctx *cx, struct ee_st *st, eerl_setting *ne
     ev->energy_ratio = e;
     ev->n_updates = st->n;
     ev->verdict = slow || poor ? EERL_VERDICT_FAIL : EERL_VERDICT_PASS;
-    if (!st->locked)
+    if (!st->settled)
         eerl__rec_trial_done(cx->rec);
-    if (!slow && !poor && st->locked && !st->model) {
+    if (!slow && !poor && st->settled && !st->model) {
         /* Locked and within the account. Credit banked since the lock (governor probes and
          * refreshes, a setting cheaper than its allowance, the end of the horizon coming) goes
          * to the proposer, at most once every 20 updates; otherwise the lock stays. */
@@ -537,8 +541,7 @@ static int governor_stretch(const struct eerl__ctx *cx, struct ee_st *st, const 
 
     switch (st->phase) {
     case EE_CAL:
-        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, c->fast_calibration_updates,
-                                 "calibrating", next))
+        if (!eerl__rec_calibrate(cx->rec, EERL__CAL_FAST, obs, &st->count, next))
             return 1;
         eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
                        "predictor fitted on %zu governor updates", cx->refs->n);
@@ -652,7 +655,7 @@ static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl
         return;
     take_evidence(cx, st, obs, &m);
     judge(cx, st, next);
-    if (++st->since_probe >= (st->locked ? EE_PROBE_LOCKED : EE_PROBE_EVERY) &&
+    if (++st->since_probe >= (st->settled ? EE_PROBE_LOCKED : EE_PROBE_EVERY) &&
         eerl_setting_equal(next, &st->cur)) {
         st->since_probe = 0;
         st->probing = st->late ? 2 : 1;

@@ -54,7 +54,8 @@ enum { EI_CAL, EI_RUN, EI_GOV };
 #define EI_RELAX_MARGIN 0.005 /* spare loss rate after lock worth another generation step */
 
 struct ei_st {
-    int phase, locked;
+    int phase;
+    int settled;      /* the search has settled (judge/eerl.c's ee_st says what it means) */
     unsigned count;   /* calibration / governor block updates taken */
     unsigned gov_len; /* updates the governor block under way takes */
     int first_seen;   /* the run's first update has been seen (left out of calibration) */
@@ -98,7 +99,7 @@ static eerl_ctl_state ei_state(const void *vst)
     case EI_GOV:
         return EERL_STATE_MONITORING;
     default:
-        return st->locked ? EERL_STATE_LOCKED : EERL_STATE_SEARCHING;
+        return st->settled ? EERL_STATE_LOCKED : EERL_STATE_SEARCHING;
     }
 }
 
@@ -339,7 +340,7 @@ static const char *ref_str(const struct ei_st *st, char *b, size_t len)
 
 static void lock_now(const struct eerl__ctx *cx, struct ei_st *st, const char *why)
 {
-    st->locked = 1;
+    st->settled = 1;
     st->lock_rate = 0;
     if (!eerl__rec_locked(cx->rec, NULL))
         st->since_check = 0;
@@ -368,7 +369,7 @@ static struct eerl__outcome outcome(const struct eerl__ctx *cx, const struct ei_
     o.energy = st->gov_epn > 0 ? epn / st->gov_epn : 0;
     o.budget = target_rate(cx, st);
     o.remaining = remaining(cx, st);
-    o.locked = st->locked;
+    o.locked = st->settled;
     if (st->n > 0 && st->blk_n_arrivals == st->n)
         o.wait_ratio =
             st->blk_gen_arrival_s > 0 ? st->blk_train_arrival_s / st->blk_gen_arrival_s : 0;
@@ -515,12 +516,12 @@ static void judge_window(const struct eerl__ctx *cx, struct ei_st *st, eerl_sett
         struct eerl__move mv;
 
         st->since_relax = 0;
-        st->locked = 0;
+        st->settled = 0;
         st->prev_epn = epn;
         st->prev_n = st->n;
         eerl__propose_next(cx, &o, &mv);
         follow(cx, st, &mv, next);
-        if (!st->locked)
+        if (!st->settled)
             return;
     }
     /* Revision 2: the first check comes after EI_CHECK_FIRST usable updates at the lock: the
@@ -657,8 +658,7 @@ static void ei_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
         return;
     if (st->phase == EI_CAL) {
         if (st->count < cx->cfg->fast_calibration_updates) {
-            if (!eerl__rec_ref_count(cx->rec, obs, &st->count, cx->cfg->fast_calibration_updates,
-                                     "calibrating", next))
+            if (!eerl__rec_calibrate(cx->rec, EERL__CAL_FAST, obs, &st->count, next))
                 return;
         } else {
             eerl__rec_ref_add(cx->rec, obs);
@@ -706,7 +706,7 @@ static void ei_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
         end_gov_block(cx, st, next);
         return;
     }
-    if (st->locked) {
+    if (st->settled) {
         st->since_check++;
         st->since_relax++;
         judge_window(cx, st, next);

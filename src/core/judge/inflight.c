@@ -7,9 +7,10 @@
  * blocks, ratios.c's eerl__ratios_blocks). Updates carrying requests from the previous setting
  * never enter a block (the controller skips them). The less busy pool has the slack: the
  * proposer (propose/rounds.c) searches it first (first grid), then the other (second grid) with
- * the first held; a confirmation takes 1-2 blocks. After lock one governor block follows every
- * cfg.inflight_lock_candidate_blocks candidate blocks and a failed check raises the last lowered
- * pool by its grid step. Owns only its state struct. */
+ * the first held; a confirmation takes 1-2 blocks. At its lock it hands the updates to the
+ * controller's life cycle (lifecycle.c: a governor check block after every
+ * cfg.inflight_lock_candidate_blocks locked blocks) with its block length, the pools' order and
+ * grids and its last governor block. Owns only its state struct. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,21 +19,19 @@
 #include "core/propose.h"
 #include "core/ratios.h"
 
-enum { IF_CAL, IF_CAND, IF_GOV, IF_LCAND, IF_LGOV, IF_DONE };
+enum { IF_CAL, IF_CAND, IF_GOV, IF_LOCKED };
 
 struct inflight_st {
     int phase;
     unsigned count, block;
     double se;             /* standard error of one block comparison */
     int group[2];          /* the pools in the order the proposer searches them (slack first) */
-    unsigned grid[2];      /* and their grids: a failed check after lock raises by these */
+    unsigned grid[2];      /* and their grids */
     struct eerl__move cur; /* the candidate or confirmation under test */
     int confirming;
     unsigned confirm_done;
     struct eerl__acc conf_cand, conf_gov;
     struct eerl__acc gov_prev, gov_cur, cand_acc;
-    unsigned lock_blocks;
-    struct eerl__acc lock_acc;
 };
 
 static const char *group_name(int g)
@@ -50,8 +49,6 @@ static eerl_ctl_state if_state(const void *vst)
     case IF_CAND:
     case IF_GOV:
         return st->confirming ? EERL_STATE_CONFIRMING : EERL_STATE_SEARCHING;
-    case IF_LGOV:
-        return EERL_STATE_MONITORING;
     default:
         return EERL_STATE_LOCKED;
     }
@@ -86,14 +83,25 @@ static void start_block(const struct eerl__ctx *cx, struct inflight_st *st,
                    st->block);
 }
 
+/* The search is over: the controller sees the lock and hands the updates to its life cycle. */
 static void lock(const struct eerl__ctx *cx, struct inflight_st *st, const eerl_setting *s,
                  eerl_setting *next, const char *why)
 {
-    st->lock_blocks = 0;
     st->count = 0;
-    eerl__acc_reset(&st->lock_acc);
-    st->phase = eerl_setting_is_governor(s) ? IF_DONE : IF_LCAND;
+    st->phase = IF_LOCKED;
     eerl__rec_lock(cx->rec, s, next, why);
+}
+
+static void if_handover(const void *vst, struct eerl__handover *ret)
+{
+    const struct inflight_st *st = vst;
+
+    ret->block = st->block;
+    ret->group[0] = st->group[0];
+    ret->group[1] = st->group[1];
+    ret->grid[0] = st->grid[0];
+    ret->grid[1] = st->grid[1];
+    ret->gov_prev = st->gov_prev;
 }
 
 /* The proposer's move: a candidate block, a confirmation (fresh sums), or the lock. */
@@ -246,19 +254,13 @@ static void if_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
                        eerl_setting *next)
 {
     struct inflight_st *st = vst;
-    const eerl_ctl_config *c = cx->cfg;
-    char b[48], why[EERL_REASON_MAX];
-    eerl_setting lk = {{0}, 0};
+    char b[48];
 
     if (!usable)
         return;
-    (void)eerl__rec_locked(cx->rec, &lk);
     switch (st->phase) {
     case IF_CAL:
-        if (eerl__rec_warmup(cx->rec, next))
-            return;
-        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, c->calibration_updates, "calibrating",
-                                 next))
+        if (!eerl__rec_calibrate(cx->rec, EERL__CAL_PAPER, obs, &st->count, next))
             return;
         calibrated(cx, st, next);
         return;
@@ -278,68 +280,12 @@ static void if_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
                        eerl__setting_str(&st->cur.s, b, sizeof(b)));
         return;
     case IF_GOV:
-    case IF_LGOV:
         eerl__acc_add(&st->gov_cur, cx, obs);
         if (!eerl__rec_ref_count(cx->rec, obs, &st->count, st->block, "governor block", next))
             return;
-        if (st->phase == IF_GOV) {
-            judge_block(cx, st, next);
-            return;
-        }
-        {
-            struct eerl__acc gov = st->gov_prev;
-            struct eerl__ratios r;
-            eerl_event *ev;
-            eerl_verdict v;
-            int tf;
-
-            eerl__acc_merge(&gov, &st->gov_cur);
-            st->gov_prev = st->gov_cur;
-            eerl__acc_reset(&st->gov_cur);
-            eerl__ratios_blocks(&st->lock_acc, &gov, &r);
-            v = eerl__verdict(c, &r, 1.0, &tf, why, sizeof(why));
-            ev = eerl__rec_emit(cx->rec, EERL_EV_MONITOR, &lk, "%s", why);
-            eerl__event_set(ev, &r, st->lock_acc.n, v);
-            st->phase = IF_LCAND;
-            st->count = 0;
-            st->lock_blocks = 0;
-            eerl__acc_reset(&st->lock_acc);
-            if (v == EERL_VERDICT_FAIL) {
-                /* Raise the pool lowered last (round 2's if it was lowered) by its grid. */
-                int g = lk.mhz[st->group[1]] != EERL_CLOCK_GOVERNOR ? st->group[1] : st->group[0];
-                unsigned grid = g == st->group[1] ? st->grid[1] : st->grid[0], nv = 0;
-                eerl_setting ns;
-                if (eerl__grid_step(cx->grid, lk.mhz[g], (int)grid, &nv) < 0)
-                    nv = EERL_CLOCK_GOVERNOR;
-                ns = eerl__grid_with_group(cx->grid, &lk, g, nv);
-                eerl__rec_adjust(cx->rec, &ns, next, "check failed: raise %s by %u MHz",
-                                 group_name(g), grid);
-                if (eerl_setting_is_governor(&ns))
-                    st->phase = IF_DONE;
-            }
-            (void)eerl__rec_locked(cx->rec, next);
-        }
+        judge_block(cx, st, next);
         return;
-    case IF_LCAND:
-        eerl__acc_add(&st->lock_acc, cx, obs);
-        if (++st->count < st->block) {
-            eerl__rec_emit(cx->rec, EERL_EV_HOLD, &lk, "locked at %s; block %u/%u",
-                           eerl__setting_str(&lk, b, sizeof(b)), st->count, st->block);
-            return;
-        }
-        st->count = 0;
-        if (++st->lock_blocks < c->inflight_lock_candidate_blocks) {
-            eerl__rec_emit(cx->rec, EERL_EV_HOLD, &lk, "locked block %u/%u done", st->lock_blocks,
-                           c->inflight_lock_candidate_blocks);
-            return;
-        }
-        st->phase = IF_LGOV;
-        memset(next, 0, sizeof(*next));
-        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &lk,
-                       "%u locked blocks done; governor check block follows", st->lock_blocks);
-        return;
-    default:
-        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "governor kept: no setting qualified");
+    default: /* IF_LOCKED: the controller has the updates */
         return;
     }
 }
@@ -350,4 +296,6 @@ const struct eerl__judge_ops eerl__judge_inflight = {
     .init = NULL,
     .observe = if_observe,
     .state = if_state,
+    .handover = if_handover,
+    .after = EERL__AFTER_BLOCKS,
 };

@@ -111,10 +111,7 @@ void eerl__trials_observe(const struct eerl__ctx *cx, struct eerl__trials_st *st
         return;
     switch (st->phase) {
     case TR_CAL:
-        if (eerl__rec_warmup(cx->rec, next))
-            return;
-        if (!eerl__rec_ref_count(cx->rec, obs, &st->count, c->calibration_updates, "calibrating",
-                                 next))
+        if (!eerl__rec_calibrate(cx->rec, EERL__CAL_PAPER, obs, &st->count, next))
             return;
         from = eerl__outcome_of(next);
         from.slack_group = mode->calibrated(cx, next);

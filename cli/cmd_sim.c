@@ -3,7 +3,7 @@
  * meter, actuator and controller in virtual time); then the paper's Table 4/5 view (whole run,
  * before and after the lock), the oracle (best static setting meeting the allowance on the same
  * seeds and updates) and the capture ratio. Results on stdout, progress on stderr. The figures
- * come from src/runtime/analysis.c, which `eerl analyze` runs on the traces as well. */
+ * come from src/analysis/analysis.c, which `eerl analyze` runs on the traces as well. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #include "eerl/meter.h"
 #include "eerl/twin.h"
 #include "cli.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 #include "sim/schedule.h"
 #include "sim/sim.h"
 #include "twin/presets.h"

@@ -14,7 +14,7 @@
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/twin.h"
-#include "runtime/analysis.h"
+#include "analysis/analysis.h"
 #include "cli.h"
 
 void eerl_cli_err(const char *cmd, const char *fmt, ...)

@@ -504,3 +504,40 @@ def test_one_line_refuses_a_trl_whose_hook_points_moved(model_dir, eerld_node, t
     monkeypatch.delattr(GRPOTrainer, "_generate_and_score_completions")
     _refused(t, "TRL %s has no GRPOTrainer._generate_and_score_completions" % trl.__version__,
              IntegrationError)
+
+
+def test_one_line_with_trls_checkpoints(model_dir, eerld_node, tmp_path):
+    # The one line's session saves eerl's state into TRL's checkpoints (docs/integrations/trl.md,
+    # "Resume"), and a one line opened on one of them reads it.
+    from transformers import TrainerCallback
+
+    out = str(tmp_path / "out")
+    eerl_cb = eerl_trl.EerlCallback(observe_only=True)
+
+    class EerlCheckpoint(TrainerCallback):
+        def on_save(self, args, state, control, **kw):
+            if eerl_cb.session is not None:
+                eerl_cb.session.save_state(os.path.join(args.output_dir,
+                                                        "checkpoint-%d" % state.global_step))
+
+    trainer = trl_tiny.trainer(model_dir, out, max_steps=2, beta=0.0, save_strategy="steps",
+                               save_steps=1, callbacks=[eerl_cb, EerlCheckpoint()])
+    with pytest.warns(UserWarning, match="takes the GPUs"):
+        trainer.train()
+    for step in (1, 2):
+        assert os.path.getsize(os.path.join(out, "checkpoint-%d" % step, "eerl-controller.state"))
+    resume = os.path.join(out, "checkpoint-1")
+    eerl_cb = eerl_trl.EerlCallback(observe_only=True, resume_from=resume)
+    trainer = trl_tiny.trainer(model_dir, out, max_steps=2, beta=0.0, save_strategy="no",
+                               callbacks=[eerl_cb])
+    seen = []
+
+    class Resumed(TrainerCallback):
+        def on_step_end(self, *a, **k):
+            seen.append(eerl_cb.session.resume_detail)
+
+    trainer.add_callback(Resumed())
+    with pytest.warns(UserWarning, match="takes the GPUs"):
+        trainer.train(resume_from_checkpoint=resume)
+    assert trainer.state.global_step == 2 and len(seen) == 1
+    assert resume in seen[0] and "too few to skip calibration" in seen[0]

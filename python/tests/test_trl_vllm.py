@@ -266,3 +266,13 @@ def test_async_grpo_in_flight(vllm_python, workdir, server, node, tmp_path):
         for p in ("generation", "training", "refit"):
             assert u["phases"][p]["time_s"] > 0, (u["update"], p)
     assert node.locks() == [(None, None)] * 2
+    # Nothing of the hook is left in the trainer after train(); the explicit form, install(),
+    # hooks the same points and uninstall() gives them back.
+    a = r["after"]
+    clean = {"trainer": [], "queue": False, "sync_fn_is_trl": True}
+    assert a["sync_callbacks"] == 1 and a["after_train"] == clean == a["uninstalled"]
+    assert a["installed"] == {"trainer": ["_sync_weight", "training_step"], "queue": True,
+                              "sync_fn_is_trl": False}
+    # A TRL whose weight sync moved is refused, naming what is missing and the version.
+    assert ("TRL 1.16.0 has no StepIntervalCallback(AsyncGRPOTrainer._sync_weight) (its weight "
+            "sync every weight_sync_steps)") in a["refused"]

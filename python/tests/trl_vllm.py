@@ -126,7 +126,40 @@ def async_grpo(model, out, url):
     return {"mode": cb.mode, "pools": cb.pools, "pools_from": cb.pools_from, "warned": warned,
             "calls": trl_tiny.SPIES[-1].calls, "steps": steps, "log": log,
             "global_step": t.state.global_step, "reloads": wt.reloads,
-            "model_version": t.model_version}
+            "model_version": t.model_version, "after": _async_after(t)}
+
+
+class _Stub:
+    """A session that takes every call (install()'s own hooking is checked, not eerl's)."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def _async_after(t):
+    """After train(): EerlCallback left nothing of its hook in the trainer; the explicit form
+    hooks and unhooks the same points; a trainer without its weight-sync callback is refused."""
+    from eerl.integrations import IntegrationError
+    from eerl.integrations import trl as eerl_trl
+    sync = [c for c in t.callback_handler.callbacks if type(c).__name__ == "StepIntervalCallback"
+            and c.fn == t._sync_weight]
+
+    def clean():
+        return {"trainer": sorted(k for k in ("_sync_weight", "training_step") if k in vars(t)),
+                "queue": "get" in vars(t.rollout_queue), "sync_fn_is_trl": all(
+                    getattr(c.fn, "__func__", None) is type(t)._sync_weight for c in sync)}
+
+    out = {"after_train": clean(), "sync_callbacks": len(sync)}
+    hook = eerl_trl.install(_Stub(), t)
+    out["installed"] = clean()
+    hook.uninstall()
+    out["uninstalled"] = clean()
+    t.callback_handler.callbacks = [c for c in t.callback_handler.callbacks if c not in sync]
+    try:
+        eerl_trl.install(_Stub(), t)
+    except IntegrationError as e:
+        out["refused"] = str(e)
+    return out
 
 
 if __name__ == "__main__":

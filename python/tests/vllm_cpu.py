@@ -126,7 +126,7 @@ def colocate_reload(trainer):
     gen.sync_weights = sync_weights
 
 
-# ---- tree attention --------------------------------------------------------------------------------
+# ---- tree attention ------------------------------------------------------------------------------
 
 
 class _VarlenAttention:

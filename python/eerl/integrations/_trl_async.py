@@ -57,7 +57,7 @@ def check(trainer, fw):
     coll = getattr(mod, "DataCollatorForRollout", None)
     fw.require({
         "%s._sync_weight" % cls: callable(getattr(trainer, "_sync_weight", None)),
-        "a callback that calls %s._sync_weight every weight_sync_steps (StepIntervalCallback)"
+        "StepIntervalCallback(%s._sync_weight) (its weight sync every weight_sync_steps)"
         % cls: bool(_sync_callbacks(trainer)),
         "%s.model_version" % cls: isinstance(getattr(trainer, "model_version", None), int),
         "%s._metrics['train']" % cls: "train" in (getattr(trainer, "_metrics", None) or {}),
@@ -138,8 +138,8 @@ class AsyncHook:
         and begins generation."""
         coll = getattr(kwargs.get("train_dataloader"), "collate_fn", None)
         if not callable(getattr(coll, "torch_call", None)):
-            self.framework.refuse(["the train dataloader's DataCollatorForRollout (got %r)"
-                                   % type(coll).__name__])
+            self.framework.refuse(["DataCollatorForRollout as its train dataloader's collate_fn "
+                                   "(it has %s)" % type(coll).__name__])
         if self._coll is not coll:
             self._unwrap_collator()
             self._coll, self._coll_call = coll, coll.torch_call

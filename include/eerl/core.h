@@ -19,9 +19,18 @@
  * A handle is not thread-safe: use it from one thread at a time. Exact replay of a trace needs the
  * same eerl version (the decisions are compared bit for bit).
  *
- * docs/controller.md draws each state machine and names where each paper section lives. */
+ * docs/controller.md draws each state machine and names where each paper section lives.
+ *
+ * Stable and experimental parts (as zstd's ZSTD_STATIC_LINKING_ONLY): what this header shows by
+ * default is the stable API. The controller's research knobs (the revisions that old traces
+ * replay with, the start-up updates the paper leaves out), eerl_ctl_describe and the predictor's
+ * forward test are shown only with EERL_EXPERIMENTAL defined before the first eerl header: include
+ * eerl/experimental.h first. They may change in any release. eerl itself builds with them. */
 #ifndef EERL_CORE_H
 #define EERL_CORE_H
+#ifdef EERL_EXPERIMENTAL
+#define EERL_CORE_H_EXPERIMENTAL 1 /* this translation unit sees the experimental parts */
+#endif
 
 #include <stddef.h>
 #include <stdint.h>
@@ -198,6 +207,9 @@ typedef struct eerl_ctl_config {
      * e.g. "critic" as group 2. Names for events and the runtime's mapping of phases. */
     unsigned n_groups;
     char group_names[EERL_GROUPS_MAX][16];
+#ifdef EERL_EXPERIMENTAL
+    /* ---- experimental: research knobs, after the stable fields; a caller that does not see
+     * them passes a shorter struct and gets the defaults below (the newest revisions) ---- */
     /* The paper's strategies: updates at the start of a run (or of a resumed segment) left out
      * of the governor references, as the paper scores and fits from update 2 (Tables 4 and 5,
      * Appendix E): 1. A trace header without the key replays with 0 (written before it). */
@@ -233,6 +245,7 @@ typedef struct eerl_ctl_config {
      * it, docs/controller.md). The other modes and strategies do not read it. A trace header
      * without the key replays with 0. */
     unsigned paper_revision;
+#endif
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode with the default strategy EERL_STRATEGY_EERL (set
@@ -356,12 +369,14 @@ typedef struct eerl_ctl_status {
 
 EERL_EXPORT int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_status);
 
-/* The construction arguments, for writing a trace header that rebuilds an identical controller.
- * ret_cfg receives this release's whole struct (size = sizeof(eerl_ctl_config) of this header;
- * NULL: not wanted). clocks receives the deduplicated clock list, highest first
- * (EERL_EOVERFLOW if cap is short). */
+#ifdef EERL_EXPERIMENTAL
+/* Experimental. The construction arguments, for writing a trace header that rebuilds an identical
+ * controller. ret_cfg receives this release's whole struct, research knobs included (size =
+ * sizeof(eerl_ctl_config) of this header; NULL: not wanted). clocks receives the deduplicated
+ * clock list, highest first (EERL_EOVERFLOW if cap is short). */
 EERL_EXPORT int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks,
                                   size_t cap, size_t *ret_n_clocks, unsigned *ret_peak_mhz);
+#endif
 
 /* ---- resume (issue 9 item 6) ---------------------------------------------------------------- */
 
@@ -388,7 +403,8 @@ EERL_EXPORT int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, s
 EERL_EXPORT int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
                                  char *why, size_t why_len);
 
-/* ---- the governor predictor (Eq. 2, Appendix B) -------------------------------------------- */
+#ifdef EERL_EXPERIMENTAL
+/* ---- experimental: the governor predictor (Eq. 2, Appendix B) -------------------------------- */
 
 typedef struct eerl_forward_result {
     unsigned blocks;              /* forward-test blocks evaluated */
@@ -404,6 +420,8 @@ typedef struct eerl_forward_result {
 EERL_EXPORT int eerl_predictor_forward_test(eerl_mode mode, const eerl_obs *obs, size_t n,
                                             unsigned k, unsigned m,
                                             eerl_forward_result *ret_result);
+
+#endif /* EERL_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

@@ -213,7 +213,9 @@ def phase_id(name):
 
 class CtlConfig(C.Structure):
     # Size-tagged (include/eerl/core.h): "size" is this mirror's sizeof, set by
-    # eerl_ctl_config_init(mode, cfg, sizeof(CtlConfig)).
+    # eerl_ctl_config_init(mode, cfg, sizeof(CtlConfig)). The stable view: the research knobs
+    # after group_names (eerl/experimental.h) are not mirrored, and the library takes their
+    # defaults for a struct that ends before them.
     _fields_ = [
         ("size", C.c_size_t),
         ("strategy", C.c_int),
@@ -253,10 +255,6 @@ class CtlConfig(C.Structure):
         ("static_setting", Setting),
         ("n_groups", C.c_uint),
         ("group_names", (C.c_char * 16) * 4),
-        ("warmup_updates", C.c_uint),
-        ("inflight_revision", C.c_uint),
-        ("eerl_revision", C.c_uint),
-        ("paper_revision", C.c_uint),
     ]
 
 

@@ -222,12 +222,39 @@ int(eerl_ctl_config_default)(eerl_mode mode, eerl_ctl_config *ret_cfg)
     return eerl_ctl_config_init(mode, ret_cfg, sizeof(*ret_cfg));
 }
 
+/* The size of the stable view of the struct (core.h without EERL_EXPERIMENTAL): its fields end
+ * at CFG_SIZE_MIN, its sizeof rounds that up to the struct's alignment. */
+#define CFG_SIZE_STABLE                                                                            \
+    ((CFG_SIZE_MIN + _Alignof(eerl_ctl_config) - 1) / _Alignof(eerl_ctl_config) *                  \
+     _Alignof(eerl_ctl_config))
+
+/* The bytes of a caller's struct of `size` that hold its fields: up to the stable view's size
+ * only the stable fields (the padding at its end may lie where the first research knob is in
+ * the experimental view, and must not be read as it); above it, every field it holds whole. */
+static size_t fields_in(size_t size)
+{
+    static const size_t ends[] = {
+        offsetof(eerl_ctl_config, warmup_updates) + sizeof(unsigned),
+        offsetof(eerl_ctl_config, inflight_revision) + sizeof(unsigned),
+        offsetof(eerl_ctl_config, eerl_revision) + sizeof(unsigned),
+        offsetof(eerl_ctl_config, paper_revision) + sizeof(unsigned),
+    };
+    size_t n = CFG_SIZE_MIN, i;
+
+    if (size <= CFG_SIZE_STABLE)
+        return CFG_SIZE_MIN;
+    for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+        if (ends[i] <= size)
+            n = ends[i];
+    return n;
+}
+
 int eerl__ctl_config_import(eerl_mode mode, const eerl_ctl_config *in, eerl_ctl_config *ret_cfg)
 {
     if (!in || in->size < CFG_SIZE_MIN || in->size > sizeof(*in) ||
         eerl_ctl_config_init(mode, ret_cfg, sizeof(*ret_cfg)) < 0)
         return EERL_EINVAL;
-    memcpy(ret_cfg, in, in->size);
+    memcpy(ret_cfg, in, fields_in(in->size));
     ret_cfg->size = sizeof(*ret_cfg);
     return 0;
 }

@@ -4,13 +4,14 @@
  *   - phase physics (rooflines b, r; powers pw, pm; the in-flight concurrency if_tail, spill;
  *     the per-update noise; t_other) are the anchor's: the same chip running the same kinds of
  *     kernels (dense or mixture-of-experts);
- *   - work per token (c_tok, c_lp, c_tr, c_kv) scales with the work per token of a forward pass,
- *     2 x active parameters + the attention's 4 x layers x hidden x context (context: half the
- *     sequence limit of each model);
- *   - the decode latency per token of the last sequences (c_tail) with the weights a decode step
- *     reads (the active parameters);
+ *   - the training pool's work per token (c_lp, c_tr) scales with the work per token of a forward
+ *     pass, 2 x active parameters + the attention's 4 x layers x hidden x context (context: half
+ *     the sequence limit of each model);
  *   - work per update tied to the weights (t_tr0: optimizer step and gradient reduction; t_refit,
  *     t_tr_after: gathering and sending the new weights) with the total parameters;
+ *   - generation through both fitted models when there are two: the decode latency per token of
+ *     the last sequences (c_tail) as a power law in layers, the throughput term and the KV
+ *     recompute (c_tok, c_kv) as a power law in the work per token;
  *   - the workload (sizes, sequence limit, response lengths) is the description's.
  * Nothing is fitted here. A bad description is refused with a sentence naming the field and its
  * value. This file never changes the fitted presets: it loads the anchor into the new preset and

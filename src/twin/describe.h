@@ -23,10 +23,10 @@ struct eerl__arch {
 
 /* Builds p from the description desc (a JSON object) and the fitted presets of gpu in the
  * parameter file root: the anchor is the fitted model of the same kind (dense or MoE), its
- * phase physics kept and its work costs scaled by the ratios of the two models' work per token
- * and weights. EERL_EPARSE / EERL_ERANGE: a bad description, with a sentence naming the field
- * and its value in why (when why_len > 0); EERL_ENOENT: no fitted model with an architecture on
- * that GPU. */
+ * phase physics kept, its training pool's costs scaled by the ratios of work per token and of
+ * weights, generation's costs by power laws through both fitted models (describe.c). EERL_EPARSE /
+ * EERL_ERANGE: a bad description, with a sentence naming the field and its value in why (when
+ * why_len > 0); EERL_ENOENT: no fitted model with an architecture on that GPU. */
 int eerl__describe_build(struct json_t *root, struct json_t *desc, const char *gpu,
                          struct eerl_twin_preset *p, char *why, size_t why_len);
 

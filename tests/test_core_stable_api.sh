@@ -16,7 +16,9 @@ cc=${CC:-cc}
 [ -e "$build/libeerl.so" ] || { echo "skipped: no libeerl.so in $build"; exit 0; }
 inc="$EERL_SOURCE_DIR/include"
 build_c() { # build_c NAME: compiles $tmp/NAME.c as a user would (0 when it compiles and links)
-    "$cc" -std=c11 -Wall -Werror -I "$inc" -o "$tmp/$1" "$tmp/$1.c" -L "$build" -leerl \
+    # a sanitizer build's libeerl needs its runtime in the program too
+    "$cc" -std=c11 -Wall -Werror ${EERL_SANITIZE:+-fsanitize=$EERL_SANITIZE} -I "$inc" \
+        -o "$tmp/$1" "$tmp/$1.c" -L "$build" -leerl \
         -Wl,-rpath,"$build" 2>"$tmp/$1.err"
 }
 

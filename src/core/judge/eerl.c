@@ -37,6 +37,7 @@
 
 #include "eerl/error.h"
 #include "core/judge.h"
+#include "core/judge/revisions.h"
 #include "core/phase_model.h"
 #include "core/propose.h"
 #include "core/ratios.h"
@@ -54,6 +55,7 @@ enum { EE_CAL, EE_RUN, EE_REFRESH };
 #define EE_KEEP (1 - 1.0 / 400) /* the model's weight kept per update (forgetting) */
 
 struct ee_st {
+    struct eerl__eerl_features f; /* what this run's revision decides with (revisions.h) */
     int phase;
     unsigned count;
     eerl_setting cur; /* the setting being run */
@@ -146,14 +148,14 @@ static double ref_error_sd(const struct eerl__ctx *cx, enum eerl__part part)
  * rule and by 0.29 / 0.31 / 0.38 with none; a predictor lagging behind growing work shows a mean
  * well clear of that noise, and over long runs the rule of revision 1 decides as before
  * (docs/notes/2026-12-01-within-the-allowance.md). */
-static double probe_mean(const struct eerl__ctx *cx, const double *xs, unsigned n,
-                         enum eerl__part part)
+static double probe_mean(const struct eerl__ctx *cx, const struct ee_st *st, const double *xs,
+                         unsigned n, enum eerl__part part)
 {
     double m = 0, se;
     unsigned i;
 
-    if (cx->cfg->eerl_revision < 2 || n >= EE_BIAS_MIN)
-        return eerl__probe_mean(xs, n, cx->cfg->eerl_revision >= 1 ? cx->cfg->budget_margin : 0);
+    if (!st->f.probe_gate || n >= EE_BIAS_MIN)
+        return eerl__probe_mean(xs, n, st->f.probe_quiet ? cx->cfg->budget_margin : 0);
     if (n < 3)
         return 0;
     se = ref_error_sd(cx, part) / sqrt((double)n);
@@ -173,8 +175,8 @@ static unsigned n_probes(const struct ee_st *st)
  * energy estimates and the run's account are corrected by. */
 static void bias(const struct eerl__ctx *cx, const struct ee_st *st, double *bt, double *be)
 {
-    *bt = probe_mean(cx, st->bias_t, n_probes(st), EERL__PART_T);
-    *be = probe_mean(cx, st->bias_e, n_probes(st), EERL__PART_E);
+    *bt = probe_mean(cx, st, st->bias_t, n_probes(st), EERL__PART_T);
+    *be = probe_mean(cx, st, st->bias_e, n_probes(st), EERL__PART_E);
 }
 
 /* The run's account: the governor time of every update so far (measured at the governor, else
@@ -186,7 +188,7 @@ static void bias(const struct eerl__ctx *cx, const struct ee_st *st, double *bt,
 static void account(const struct eerl__ctx *cx, const struct ee_st *st, double *gov_s,
                     double *excess_s)
 {
-    double b = probe_mean(cx, st->bias_t, n_probes(st), EERL__PART_T);
+    double b = probe_mean(cx, st, st->bias_t, n_probes(st), EERL__PART_T);
 
     *gov_s = st->gov_meas_s + st->pred_s * (1 + b);
     *excess_s = st->meas_s - st->pred_s * (1 + b);
@@ -222,10 +224,11 @@ static int ee_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_set
     struct ee_st *st = vst;
 
     ret_setup->fit_min_t = EERL__PRED_MIN_T;
-    if (cx->cfg->eerl_revision >= 5) /* the training part as a fixed part plus one per token */
+    eerl__eerl_features_of(cx->cfg, &st->f);
+    if (st->f.linear_train) /* the training part as a fixed part plus one per token */
         ret_setup->fit_opts = EERL__PRED_LINEAR_TRAIN;
     st->model = cx->prop == &eerl__propose_model;
-    st->late = cx->layout == EERL__LAYOUT_OVERLAP && cx->cfg->eerl_revision >= 3;
+    st->late = cx->layout == EERL__LAYOUT_OVERLAP && st->f.late_drained;
     eerl__pm_init(&st->pm, cx->layout, cx->grid->peak, EE_KEEP);
     return 0;
 }
@@ -270,13 +273,13 @@ static double target_rate(const struct eerl__ctx *cx, const struct ee_st *st)
     double a = cx->cfg->allowed_loss - cx->cfg->budget_margin, gov_s, excess_s, p, rem, r;
     double left = remaining(cx, st), cap = 2 * cx->cfg->allowed_loss;
 
-    if (cx->cfg->eerl_revision >= 2)
+    if (st->f.aim_se)
         a -= EE_AIM_SE * account_se(cx, st);
     account(cx, st, &gov_s, &excess_s);
     p = st->seen ? gov_s / (double)st->seen : 1.0;
     rem = p * left;
     r = (a * (gov_s + rem) - excess_s) / rem;
-    if (cx->cfg->eerl_revision >= 6 && (double)st->seen + left < EE_SHORT_RUN)
+    if (st->f.short_run_cap && (double)st->seen + left < EE_SHORT_RUN)
         cap = cx->cfg->allowed_loss;
     return fmin(r, cap);
 }
@@ -358,10 +361,10 @@ static void model_corr(const struct eerl__ctx *cx, const struct ee_st *st, struc
     int g;
 
     for (g = 0; g < EERL__PM_GROUPS; g++) {
-        c->t[g] =
-            probe_mean(cx, st->bias_pt[g], n_probes(st), g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN);
-        c->e[g] =
-            probe_mean(cx, st->bias_pe[g], n_probes(st), g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN);
+        c->t[g] = probe_mean(cx, st, st->bias_pt[g], n_probes(st),
+                             g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN);
+        c->e[g] = probe_mean(cx, st, st->bias_pe[g], n_probes(st),
+                             g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN);
     }
 }
 
@@ -375,7 +378,7 @@ static void model_corr(const struct eerl__ctx *cx, const struct ee_st *st, struc
  * (docs/notes/2026-12-01-model-reread.md). */
 static void model_fit(const struct eerl__ctx *cx, struct ee_st *st)
 {
-    if (cx->cfg->eerl_revision >= 4 && cx->refs->pred.ready) {
+    if (st->f.reread && cx->refs->pred.ready) {
         struct eerl__pm_corr cr;
 
         model_corr(cx, st, &cr);
@@ -616,7 +619,7 @@ static void take_evidence(const struct eerl__ctx *cx, struct ee_st *st, const ee
         unsigned clk[EERL__PM_GROUPS] = {eerl__grid_eff(cx->grid, obs->setting.mhz[0]),
                                          eerl__grid_eff(cx->grid, obs->setting.mhz[1])};
 
-        if (cx->cfg->eerl_revision >= 4) {
+        if (st->f.reread) {
             eerl__pm_hist_add(&st->hist, clk, obs, m);
         } else {
             struct eerl__pm_corr cr;

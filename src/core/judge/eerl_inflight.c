@@ -37,6 +37,7 @@
 
 #include "eerl/error.h"
 #include "core/judge.h"
+#include "core/judge/revisions.h"
 #include "core/propose.h"
 
 enum { EI_CAL, EI_RUN, EI_GOV };
@@ -60,8 +61,8 @@ struct ei_st {
     unsigned gov_len; /* updates the governor block under way takes */
     int first_seen;   /* the run's first update has been seen (left out of calibration) */
     eerl_setting cur;
-    int group; /* the group the candidate under test changes, or -1 */
-    int rev;   /* cfg.inflight_revision */
+    int group;                        /* the group the candidate under test changes, or -1 */
+    struct eerl__inflight_features f; /* what this run's revision decides with (revisions.h) */
     /* governor reference. Revision 0: the rate, valid tokens per second, and joules per valid
      * token. Revision 1: the governor's update time and energy for the consumed batch's valid
      * tokens N, t_a + t_b N and e_a + e_b N (ref_model); gov_rate and gov_epn are then 1, and
@@ -107,7 +108,7 @@ static int ei_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_set
 {
     struct ei_st *st = vst;
 
-    st->rev = (int)cx->cfg->inflight_revision;
+    eerl__inflight_features_of(cx->cfg, &st->f);
     ret_setup->fit_min_t = EERL__PRED_MIN_T;
     return 0;
 }
@@ -117,12 +118,12 @@ static int ei_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_set
  * for its valid tokens. */
 static double work_t(const struct ei_st *st, const eerl_obs *o)
 {
-    return st->rev ? st->t_a + st->t_b * o->valid_tokens : o->valid_tokens;
+    return st->f.work_model ? st->t_a + st->t_b * o->valid_tokens : o->valid_tokens;
 }
 
 static double work_e(const struct ei_st *st, const eerl_obs *o)
 {
-    return st->rev ? st->e_a + st->e_b * o->valid_tokens : o->valid_tokens;
+    return st->f.work_model ? st->e_a + st->e_b * o->valid_tokens : o->valid_tokens;
 }
 
 static double remaining(const struct eerl__ctx *cx, const struct ei_st *st)
@@ -308,7 +309,7 @@ static int fit_reference(const struct eerl__ctx *cx, struct ei_st *st)
     }
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
-    if (st->rev) {
+    if (st->f.work_model) {
         from = ref_from(cx);
         ref_model(cx, from, 0, &st->t_a, &st->t_b);
         ref_model(cx, from, 1, &st->e_a, &st->e_b);
@@ -327,7 +328,7 @@ static int fit_reference(const struct eerl__ctx *cx, struct ei_st *st)
 /* The reference, as events print it. */
 static const char *ref_str(const struct ei_st *st, char *b, size_t len)
 {
-    if (st->rev)
+    if (st->f.work_model)
         snprintf(b, len,
                  "governor time %.4g s + %.4g s per 1000 valid tokens, energy %.4g J + %.4g J "
                  "per valid token",
@@ -529,7 +530,7 @@ static void judge_window(const struct eerl__ctx *cx, struct ei_st *st, eerl_sett
      * (responses collapsing) leaves it off by 2.5-4% (on the twin), which the account spends
      * until a check. */
     if (moved ||
-        st->since_check >= (st->rev >= 2 && !st->checks ? EI_CHECK_FIRST : EI_CHECK_EVERY)) {
+        st->since_check >= (st->f.first_check && !st->checks ? EI_CHECK_FIRST : EI_CHECK_EVERY)) {
         st->checks++;
         st->phase = EI_GOV;
         st->count = 0;
@@ -560,14 +561,14 @@ static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_set
      * errors (on the twin, steady work, 3000 updates: one block read the governor 2.35% fast,
      * the reference followed it, and the run then raised every clock to the governor for 500
      * updates). */
-    if (st->rev >= 2 && moved && st->gov_len < 2 * EI_GOV_N) {
+    if (st->f.confirm_moved && moved && st->gov_len < 2 * EI_GOV_N) {
         st->gov_len = 2 * EI_GOV_N;
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
                        "governor block: %.4f of the predicted rate; %u updates more to confirm",
                        rate, EI_GOV_N);
         return;
     }
-    if (st->rev) {
+    if (st->f.work_model) {
         /* The models: scaled to the block where the workload moved, else refitted on the
          * references (the block's updates among them). */
         if (moved) {
@@ -596,7 +597,7 @@ static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_set
     st->phase = EI_RUN;
     st->lock_rate = 0;
     apply(st, &st->cur, next);
-    if (st->rev)
+    if (st->f.work_model)
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur,
                        "governor block: %.4f of the predicted rate (%s the reference); back to %s",
                        rate, moved ? "rescales" : "joins",
@@ -616,7 +617,7 @@ static int ei_restore(const struct eerl__ctx *cx, void *vst, const eerl_setting 
         return EERL_ESTATE;
     if (!locked) {
         char r[160];
-        if (st->rev)
+        if (st->f.work_model)
             eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
                            "resumed: %s from %zu saved governor updates", ref_str(st, r, sizeof(r)),
                            cx->refs->n);

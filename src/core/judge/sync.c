@@ -4,6 +4,7 @@
  * references (section 6.1, ratios.c's eerl__ratios_parts), and a throughput failure names the
  * phase that added most time, which the proposer (propose/pairs.c) raises first. The trial loop
  * is judge/trial_loop.c's; after lock the controller monitors (lifecycle.c). */
+#include "core/judge/revisions.h"
 #include "core/judge/trial_loop.h"
 
 /* Section 6.1: per-phase ratios at the observed work applied to the governor references. */
@@ -31,7 +32,7 @@ static int sync_calibrated(const struct eerl__ctx *cx, const eerl_setting *next)
 static int sync_init(const struct eerl__ctx *cx, void *st, struct eerl__judge_setup *ret_setup)
 {
     (void)st;
-    ret_setup->grid_below_peak = cx->cfg->paper_revision >= 1;
+    ret_setup->grid_below_peak = eerl__paper_grid_below_peak(cx->cfg);
     return 0;
 }
 

@@ -1,0 +1,30 @@
+/* Owns the map from revision numbers to features (revisions.h). A new revision is a line here
+ * and a feature the judge reads; its number is the default in config.c. */
+#include "core/judge/revisions.h"
+
+void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_features *ret)
+{
+    unsigned r = cfg->eerl_revision;
+
+    ret->probe_quiet = r >= 1;
+    ret->probe_gate = r >= 2;
+    ret->aim_se = r >= 2;
+    ret->late_drained = r >= 3;
+    ret->reread = r >= 4;
+    ret->linear_train = r >= 5;
+    ret->short_run_cap = r >= 6;
+}
+
+void eerl__inflight_features_of(const eerl_ctl_config *cfg, struct eerl__inflight_features *ret)
+{
+    unsigned r = cfg->inflight_revision;
+
+    ret->work_model = r >= 1;
+    ret->confirm_moved = r >= 2;
+    ret->first_check = r >= 2;
+}
+
+int eerl__paper_grid_below_peak(const eerl_ctl_config *cfg)
+{
+    return cfg->paper_revision >= 1;
+}

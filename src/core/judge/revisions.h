@@ -1,0 +1,42 @@
+/* The revisions of the judges (cfg.eerl_revision, cfg.inflight_revision, cfg.paper_revision:
+ * experimental knobs, eerl/experimental.h) as the features each one had. A judge reads the
+ * features, never a revision number: the numbers live in revisions.c only, where a trace
+ * recorded under an old revision (whose header names it) is mapped to what decided then, so
+ * that eerl replay rebuilds it. The defaults (the newest revisions) have every feature; the
+ * older ones stay for replay only (tests/fixtures/replay holds a trace of each). */
+#ifndef EERL_CORE_JUDGE_REVISIONS_H
+#define EERL_CORE_JUDGE_REVISIONS_H
+
+#include "eerl/core.h"
+
+/* eerl's judge in colocated, disaggregated and drained mode (judge/eerl.c; docs/controller.md,
+ * "The eerl strategy", the items named). */
+struct eerl__eerl_features {
+    int probe_quiet;   /* (1) the probes' mean as measured once its standard error is within
+                          budget_margin (0: only a negative or a two-error mean) */
+    int probe_gate;    /* (2) before EE_BIAS_MIN probes, only a mean three of the references'
+                          standard errors from zero */
+    int aim_se;        /* (2, item 4) the run aimed inside the allowance by half the account's
+                          standard error */
+    int late_drained;  /* (3, item 6) drained: each update taken as evidence with the next */
+    int reread;        /* (4, item 7) the model's points read again at every verdict */
+    int linear_train;  /* (5, item 8) the predictor's training part fixed plus per token */
+    int short_run_cap; /* (6, item 9) a run under 500 updates never above allowed_loss */
+};
+
+/* eerl's judge in in-flight mode (judge/eerl_inflight.c). */
+struct eerl__inflight_features {
+    int work_model;    /* (1) the governor's time and energy as functions of the consumed
+                          batch's valid tokens (0: the governor rate, fixed) */
+    int confirm_moved; /* (2) a governor block after lock that says the governor moved is
+                          confirmed by as many updates again */
+    int first_check;   /* (2) the first check after lock comes early */
+};
+
+void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_features *ret);
+void eerl__inflight_features_of(const eerl_ctl_config *cfg, struct eerl__inflight_features *ret);
+/* The paper's synchronous search grid counts from the highest clock below the peak (paper
+ * revision 1; 0: from the peak). */
+int eerl__paper_grid_below_peak(const eerl_ctl_config *cfg);
+
+#endif

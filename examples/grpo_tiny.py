@@ -60,7 +60,7 @@ CONFIGS = {
     # A GPU: 40 prompts x 8 = 320 sequences per update, prompts of 7-963 tokens, responses up to
     # 1024 tokens (DOUBLE answers above 511 symbols cannot fit, and a policy that is slow to say
     # EOS runs into the limit), so sequences run from tens to ~2000 tokens. On one H200 an update
-    # takes a few seconds (docs/validation.md).
+    # takes a few seconds (docs/validation/validation.md).
     "gpu": dict(d_model=512, layers=8, heads=8, alphabet=16, prompts=40, group=8,
                 min_n=4, max_n=960, max_response=1024, minibatch=64, lr=1e-4, eos_bias=-3.0,
                 tasks="copy,reverse,count,double"),
@@ -280,7 +280,7 @@ def _sample(model, prompts, max_response, device, amp, decode, cache_len):
     P = max(len(p) for p in prompts)
     # The cache's row length is rounded up to a multiple of 64 (the extra keys stay closed): on an
     # H200 the batched products over the cache ran 1.6-1.8x slower when it was not a multiple
-    # of 8 (docs/validation.md), which made generation time depend on the longest prompt's
+    # of 8 (docs/validation/validation.md), which made generation time depend on the longest prompt's
     # length modulo 8 rather than on the work. The caller may fix it for the whole run (the
     # longest prompt the task can make plus the response limit), as an inference engine sizes
     # its cache once: then every update decodes the same shapes.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The core's layers (docs/design.md, "The core's layout"), lowest first:
+# The core's layers (docs/internals/design.md, "The core's layout"), lowest first:
 #   0 base:        config, setting, observation, lsq, predictor, grid, refs, events
 #   1 record:      record (the only writer of the lock, counters, references, events)
 #   2 context:     context.h (what a judge, a proposer or the life cycle sees)
@@ -36,7 +36,7 @@ n=0
 for f in $files; do
     n=$((n + 1))
     lf=$(layer "$f")
-    [ -n "$lf" ] || { fail "$f is in no layer: add it to the table (and docs/design.md)"; continue; }
+    [ -n "$lf" ] || { fail "$f is in no layer: add it to the table (and docs/internals/design.md)"; continue; }
     while IFS=: read -r line inc; do
         [ -n "$inc" ] || continue
         li=$(layer "$inc")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The controller owns its state, and the compiler says so (docs/design.md, "The core's layout"):
+# The controller owns its state, and the compiler says so (docs/internals/design.md, "The core's layout"):
 # struct eerl_ctl is defined and named in src/core/controller.c only, the record's struct in
 # record.c only; a judge, a proposer or the life cycle sees a const context (context.h) and acts
 # through the record's calls. Checked by compiling what a strategy must not be able to write:

@@ -101,7 +101,7 @@ def test_summary_meter_rows_match_the_raw_files(run):
     assert float(full.group(3)) == pytest.approx(max(dev), abs=0.06)
     assert float(full.group(2)) <= float(full.group(3))
     # adjacent updates' differences pull opposite ways; in colocated-p200-s6 hardly (0.02,
-    # docs/validation.md)
+    # docs/validation/validation.md)
     assert -1.0 <= float(full.group(4)) < (0.05 if run == "colocated-p200-s6" else 0)
     assert "| generation |" in r.stdout and "sw_power_cap" in r.stdout
     if run == "disaggregated":
@@ -156,7 +156,7 @@ def test_forward_test_on_real_traces():
     assert r.returncode == 0, r.stderr
     p = json.loads(r.stdout)["pooled"]
     assert p["blocks"] == 17 and p["predictions"] == 51
-    # the token work explains part of the variation (docs/validation.md)
+    # the token work explains part of the variation (docs/validation/validation.md)
     assert p["token_work"]["throughput_median_pct"] < p["constant"]["throughput_median_pct"]
 
 
@@ -171,14 +171,14 @@ def test_forward_test_on_the_current_workload(run, blocks):
     p = json.loads(r.stdout)["pooled"]
     assert p["blocks"] == blocks and p["predictions"] == 3 * blocks
     tw, const = p["token_work"], p["constant"]
-    # the goal's second half holds here (docs/validation.md); its first (<= 0.6%) does not
+    # the goal's second half holds here (docs/validation/validation.md); its first (<= 0.6%) does not
     assert tw["throughput_median_pct"] <= 0.5 * const["throughput_median_pct"]
     if run != "colocated-p120":  # there update energy hardly varies: 0.44% against 0.42%
         assert tw["energy_median_pct"] < const["energy_median_pct"]
 
 
 def test_forward_test_pooled_over_the_p200_runs():
-    """The ten 1600-sequence runs (five machines, GPUs 0 and 1) pooled, as docs/validation.md
+    """The ten 1600-sequence runs (five machines, GPUs 0 and 1) pooled, as docs/validation/validation.md
     reports them: 32 blocks; the goal holds pooled (token-work's median throughput error at most
     0.6% and at most half of the constant's), and its second half in every run."""
     r = subprocess.run([EERL_BIN, "analyze", "--forward-test", "--json"] +

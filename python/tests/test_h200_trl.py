@@ -1,5 +1,5 @@
 """TRL's GRPOTrainer on an H200 with eerl observing and Zeus beside it
-(data/h200/trl-2026-12-01): the committed run against what docs/validation.md says of it, the
+(data/h200/trl-2026-12-01): the committed run against what docs/validation/validation.md says of it, the
 summary script's figures against sums computed here from the raw files, the forward test on the
 trace; and tools/h200/trl_grpo.py itself, end to end on the CPU against the real TRL with the
 stand-in NVML node."""
@@ -65,7 +65,7 @@ def test_the_run_is_trl_observe_only_and_long_updates():
 
 
 def test_meter_against_the_counter_and_zeus_on_every_update():
-    """docs/validation.md: eerl within 0.14% of the counter on every update from 2 on; Zeus off
+    """docs/validation/validation.md: eerl within 0.14% of the counter on every update from 2 on; Zeus off
     by more than 0.5% only where one counter step (57-64 J) fell between its read and the
     reference's, given back at the next update."""
     _, ups, log = load()
@@ -113,7 +113,7 @@ def test_summary_figures_match_the_raw_files():
     m = re.search(r"\*\*eerl in all \(session \+ hook\)\*\* \| \| [\d.]+ \| [\d.]+ \| "
                   r"\*\*([\d.]+)%\*\*", out)
     assert float(m.group(1)) == pytest.approx(100 * share, abs=0.0006)
-    assert 0.004 < share < 0.006  # 0.52%: just over the issue's 0.5% (docs/validation.md)
+    assert 0.004 < share < 0.006  # 0.52%: just over the issue's 0.5% (docs/validation/validation.md)
     # generation's spread, and the host stalls it follows
     assert "correlation with G -0.11" in out and "correlation with generation time 0.91" in out
 
@@ -142,7 +142,7 @@ def forward_test(where):
 
 
 def test_forward_test_on_the_trl_trace():
-    """Both predictors miss on this run (docs/validation.md): generation, 74% of the update,
+    """Both predictors miss on this run (docs/validation/validation.md): generation, 74% of the update,
     varies 10.5-15.0 s for the same 1024 decode steps with the host's stalls, not the work."""
     p = forward_test(DATA)
     assert p["blocks"] == 2 and p["predictions"] == 6
@@ -255,7 +255,7 @@ DATA2 = os.path.join(REPO, "data", "h200", "trl-2026-12-01-lengths", "trl-grpo")
 
 
 def test_second_run_limits_updates_and_overhead():
-    """docs/validation.md: 35 updates, each within its drawn completion limit; eerl's own timing
+    """docs/validation/validation.md: 35 updates, each within its drawn completion limit; eerl's own timing
     of its calls under 0.1% of every update's time on average (0.092%), worst 0.264%."""
     _, ups, log = load(DATA2)
     with open(os.path.join(DATA2, "run.json")) as f:
@@ -272,7 +272,7 @@ def test_second_run_limits_updates_and_overhead():
 
 
 def test_second_run_meter_misses_are_single_counter_steps():
-    """docs/validation.md: eerl within 0.5% of the counter on 30 of 34 updates; the other four,
+    """docs/validation/validation.md: eerl within 0.5% of the counter on 30 of 34 updates; the other four,
     7/8 and 19/20, are each one counter step (power x 0.1 s) that the next update gives back."""
     _, ups, log = load(DATA2)
     ref = reference(log)
@@ -287,7 +287,7 @@ def test_second_run_meter_misses_are_single_counter_steps():
 
 
 def test_second_run_forward_test():
-    """docs/validation.md: with work that varies token-work predicts energy ten times better than
+    """docs/validation/validation.md: with work that varies token-work predicts energy ten times better than
     the constant reference; throughput errs by the host-bound decode's jitter in both."""
     p = forward_test(DATA2)
     assert p["blocks"] == 6 and p["predictions"] == 18
@@ -303,7 +303,7 @@ DATA3 = os.path.join(REPO, "data", "h200", "trl-2026-12-01-bracket", "trl-grpo")
 
 
 def test_third_run_meter_within_the_bracket_on_every_update():
-    """docs/validation.md: every update of eerl within 0.5% of the interval that the counter
+    """docs/validation/validation.md: every update of eerl within 0.5% of the interval that the counter
     reads right before and right after its marks allow; one value on 29 of 37 updates."""
     _, ups, log = load(DATA3)
     assert sorted(ups) == list(range(1, 39))

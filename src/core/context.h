@@ -3,7 +3,7 @@
  * and the update being decided on; it acts only through the record's calls (record.h) on
  * cx->rec, and reaches the proposer only through propose.h's calls. The controller's own struct
  * (controller.c) is named nowhere else, so no part of a strategy can read or write a field it
- * does not own (docs/design.md, "The core's layout"). The controller fills the context at
+ * does not own (docs/internals/design.md, "The core's layout"). The controller fills the context at
  * construction and sets `update` before each observation. */
 #ifndef EERL_CORE_CONTEXT_H
 #define EERL_CORE_CONTEXT_H

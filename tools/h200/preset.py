@@ -2,7 +2,7 @@
 """Builds the twin's H200 preset for examples/grpo_tiny.py from a real observe-only run on an H200
 (data/h200/grpo-2026-11-30/colocated-packed) and writes it into the twin's parameter file.
 
-What is measured and what is assumed (docs/twin.md, docs/validation.md):
+What is measured and what is assumed (docs/twin.md, docs/validation/validation.md):
 
   measured (governor point, 1980 MHz, one H200)  the workload (320 sequences of lognormal length
       truncated at 1024; per update a lognormal fitted to its mean length and its share at the
@@ -263,7 +263,7 @@ def build(params, run=RUN):
         # (P, K, B): grpo_tiny --config gpu is M
         "sizes": {"S": [20, 8, 160], "M": [40, 8, 320], "L": [80, 8, 640]},
     }
-    # The per-update noise is fitted on the H200 traces separately (docs/twin-fidelity.md):
+    # The per-update noise is fitted on the H200 traces separately (docs/validation/twin-fidelity.md):
     # keep the file's entry, never the H100 preset's.
     p.pop("noise", None)
     noise = params["presets"].get("grpo-tiny/h200", {}).get("noise")

@@ -4,7 +4,7 @@ independent pynvml reading of the same counters, the governor's phase power prof
 power per phase from eerl's trace; SM clock, utilization and throttle reasons from the NVML
 sampler), in a disaggregated run each pool's waiting energy and arrival at the rendezvous, and
 the spread of the phase times that token counts do not explain (what limits a work-based
-predictor: docs/validation.md). Prints Markdown; with --plot FILE.png also draws the profile
+predictor: docs/validation/validation.md). Prints Markdown; with --plot FILE.png also draws the profile
 (matplotlib).
 
     /usr/bin/python3 tools/h200/rl_summary.py RUNDIR [--from 2] [--to N] [--low-w 300]

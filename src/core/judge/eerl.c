@@ -147,7 +147,7 @@ static double ref_error_sd(const struct eerl__ctx *cx, enum eerl__part part)
  * 0.50 / 0.50 points (standard deviation; colocated / disaggregated / drained) with revision 1's
  * rule and by 0.29 / 0.31 / 0.38 with none; a predictor lagging behind growing work shows a mean
  * well clear of that noise, and over long runs the rule of revision 1 decides as before
- * (docs/notes/2026-12-01-within-the-allowance.md). */
+ * (notes/2026-12-01-within-the-allowance.md). */
 static double probe_mean(const struct eerl__ctx *cx, const struct ee_st *st, const double *xs,
                          unsigned n, enum eerl__part part)
 {
@@ -375,7 +375,7 @@ static void model_corr(const struct eerl__ctx *cx, const struct ee_st *st, struc
  * the first 200 updates read +0.4 to +0.55 points above the true loss, and a training clock tried
  * then held its high reading while the run kept training at the governor for hundreds of
  * updates; read again, capture 0.64 -> 0.71 (colocated) and 0.73 -> 0.82 (disaggregated)
- * (docs/notes/2026-12-01-model-reread.md). */
+ * (notes/2026-12-01-model-reread.md). */
 static void model_fit(const struct eerl__ctx *cx, struct ee_st *st)
 {
     if (st->f.reread && cx->refs->pred.ready) {
@@ -679,7 +679,7 @@ static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl
  * at the setting before it, is left out of the new setting's estimates. On the twin's drained
  * governor runs the governor predictor's error falls from 13.6-14.0% to 1.2-1.3% per update once
  * responses collapse (L varying from batch to batch), and from 1.3-1.4% to 1.2% in steady work
- * (docs/notes/2026-12-01-horizons-controller.md). */
+ * (notes/2026-12-01-horizons-controller.md). */
 static void ee_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *obs, int usable,
                        eerl_setting *next)
 {

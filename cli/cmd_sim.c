@@ -38,7 +38,8 @@ static void usage(FILE *out)
             "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
             "                [--trace DIR] [--json] [--oracle-window 50]\n"
             "                [--divergence 0] [--noise fitted] [--workload steady]\n"
-            "                [--save-state DIR] [--resume-from DIR] [--model-file FILE]\n\n"
+            "                [--save-state DIR] [--resume-from DIR] [--prior DIR]\n"
+            "                [--model-file FILE]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster on the same work, both through the runtime session (meter, actuator and\n"
             "controller in virtual time), and prints the energy-per-valid-token saving and the\n"
@@ -75,7 +76,11 @@ static void usage(FILE *out)
             "  --resume-from DIR: each seed's controller resumes from\n"
             "              DIR/seed<N>-controller.state (the next job segment; the twin starts\n"
             "              the seed's workload again). No file, or a state learned on another\n"
-            "              GPU, allocation, mode, strategy or configuration: a fresh search\n",
+            "              GPU, allocation, mode, strategy or configuration: a fresh search\n"
+            "  --prior DIR: each seed's controller starts from the states earlier jobs saved\n"
+            "              there (--save-state of other seeds): the entries of this model, GPU\n"
+            "              model, allocation and mode give the setting it verifies after its\n"
+            "              calibration instead of searching (docs/controller.md, the prior)\n",
             eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names(), SIM_STRATEGIES);
 }
 
@@ -85,7 +90,7 @@ static int known(const char *opt)
         "--model",       "--gpu",           "--gpu-model",        "--mode",    "--alloc",
         "--size",        "--trace",         "--strategy",         "--updates", "--seeds",
         "--divergence",  "--allowed-loss",  "--expected-updates", "--noise",   "--save-state",
-        "--resume-from", "--oracle-window", "--model-file"};
+        "--resume-from", "--oracle-window", "--model-file",       "--prior"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -193,7 +198,7 @@ static void remove_traces(const char *dir, const uint64_t *seeds, size_t n, int 
 /* What the options say. */
 struct sim_opts {
     const char *model, *gpu, *mode_s, *alloc, *size, *trace, *strategy_s, *save_dir, *resume_dir,
-        *model_file;
+        *model_file, *prior;
     unsigned long updates, n_seeds, expected, owin;
     double loss, divergence;
     unsigned noise;
@@ -230,12 +235,12 @@ static double since(const struct timespec *t0)
 /* An option that takes a value; 0 when it is not one of them, -1 on a bad value (said). */
 static int value_opt(const char *a, const char *v, struct sim_opts *o)
 {
-    const char **str[] = {&o->model,    &o->gpu,        &o->gpu,       &o->mode_s,
-                          &o->alloc,    &o->size,       &o->trace,     &o->strategy_s,
-                          &o->save_dir, &o->resume_dir, &o->model_file};
+    const char **str[] = {&o->model,    &o->gpu,        &o->gpu,        &o->mode_s,
+                          &o->alloc,    &o->size,       &o->trace,      &o->strategy_s,
+                          &o->save_dir, &o->resume_dir, &o->model_file, &o->prior};
     static const char *const str_opts[] = {
-        "--model", "--gpu-model", "--gpu",        "--mode",        "--alloc",     "--size",
-        "--trace", "--strategy",  "--save-state", "--resume-from", "--model-file"};
+        "--model", "--gpu-model", "--gpu",        "--mode",        "--alloc",      "--size",
+        "--trace", "--strategy",  "--save-state", "--resume-from", "--model-file", "--prior"};
     size_t i;
 
     for (i = 0; i < sizeof(str_opts) / sizeof(str_opts[0]); i++)
@@ -462,6 +467,8 @@ static void seed_config(const struct sim_opts *o, const struct sim_job *j, size_
                  (unsigned long long)j->seeds[k]);
         c->resume_from = spath[0];
     }
+    c->prior = o->prior;
+    c->job_model = o->model_file ? o->model_file : o->model;
     if (o->save_dir) {
         snprintf(spath[1], 4096, "%s/seed%llu-controller.state", o->save_dir,
                  (unsigned long long)j->seeds[k]);
@@ -479,6 +486,9 @@ static void seed_progress(const struct sim_opts *o, const struct sim_job *j, siz
     if (o->resume_dir)
         fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): %s%s\n", seed, k + 1, o->n_seeds,
                 c->resumed ? "" : "not resumed: ", c->resume_detail);
+    if (o->prior)
+        fprintf(stderr, "eerl sim: seed %llu (%zu/%lu): %s%s\n", seed, k + 1, o->n_seeds,
+                c->prior ? "" : "no prior: ", c->prior_detail);
     if (c->series.locked)
         fprintf(stderr,
                 "eerl sim: seed %llu (%zu/%lu): locked %s (gen/train MHz) after update %llu\n",
@@ -738,6 +748,12 @@ static void job_free(const struct sim_opts *o, struct sim_job *j)
 static int prepare_dirs(const struct sim_opts *o, struct sim_job *j)
 {
     int rc = check_resume_dir(o->resume_dir);
+    struct stat st;
+
+    if (rc == 0 && o->prior && stat(o->prior, &st) != 0) {
+        eerl_cli_err(CMD, "--prior '%s': %s", o->prior, strerror(errno));
+        return EERL_EXIT_USAGE;
+    }
 
     if (rc == 0)
         rc = prepare_save_dir(o->save_dir);

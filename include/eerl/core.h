@@ -403,6 +403,21 @@ EERL_EXPORT int eerl_ctl_save(const eerl_ctl *ctl, const char *tag, void *buf, s
 EERL_EXPORT int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len,
                                  char *why, size_t why_len);
 
+/* A prior from earlier jobs (docs/controller.md "Starting from earlier jobs: the prior"): n
+ * states saved by eerl_ctl_save in earlier jobs. The entries learned on this job's key (tag,
+ * mode, strategy, groups, clock list, configuration) that hold a lock are taken; the setting the
+ * most of them locked becomes this job's first candidate once its own calibration is done, if
+ * the governor's time per valid token it measured agrees with theirs within the noise. A
+ * candidate that passes the judge's test is locked; a calibration that disagrees or a candidate
+ * that fails starts a fresh search, with a HOLD event "prior refused: <expected, found>". Call
+ * once, before the first observation, and not with eerl_ctl_restore. Returns 0 (why: how many
+ * matched, at what), 1 when none matches (a HOLD event "prior: none of N ..." and why say the
+ * first entry's reason), EERL_EPARSE for an entry that is not a saved state or is damaged
+ * (why: "entry I: ..."), EERL_ENOTSUP for a strategy without a search to skip, EERL_ESTATE
+ * after the first observation or a second call. */
+EERL_EXPORT int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs,
+                                   const size_t *lens, size_t n, char *why, size_t why_len);
+
 #ifdef EERL_EXPERIMENTAL
 /* ---- experimental: the governor predictor (Eq. 2, Appendix B) -------------------------------- */
 

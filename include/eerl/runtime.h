@@ -90,7 +90,8 @@ typedef struct eerl_rt_config {
      * update); an unreadable or damaged file fails eerl_rt_new with why naming the file. */
     const char *resume_from;
     /* The hardware and allocation the state belongs to; NULL: "<GPU 0's name> <n_gen>/<n_train>"
-     * ("<name> <n>" colocated). At most 63 characters. */
+     * ("<name> <n>" colocated), followed by " <job_model>" when one is given. At most 63
+     * characters. */
     const char *resume_tag;
     /* Added after 0.2.0. Pools of any size: when not NULL, the n_gen (n_train) GPUs of the pool are
      * read from this array instead of gen_gpus (train_gpus). Read by eerl_rt_new only. */
@@ -103,6 +104,20 @@ typedef struct eerl_rt_config {
      * NULL: one node. Read by eerl_rt_new only. */
     const unsigned *node_of;
     size_t n_node_of;
+    /* Added after 0.4.0. A prior from earlier jobs (docs/controller.md "Starting from earlier
+     * jobs: the prior"): a state saved by eerl_rt_save_state, or a directory of them (files
+     * named *.state, and the eerl-controller.state of each subdirectory). The entries saved on
+     * this job's key (resume_tag's GPU model and pool sizes with job_model, the mode, strategy,
+     * clocks and controller configuration) give the setting the job verifies after its own
+     * calibration instead of searching (eerl_rt_prior says what was taken). None matching: a
+     * fresh search, said in eerl_rt_prior and a "prior: none ..." event. A path that does not
+     * exist or cannot be read, or an entry that is not a saved state, fails eerl_rt_new naming
+     * it; so does a prior together with resume_from (a job continues itself or starts from
+     * others, not both). NULL: none. */
+    const char *prior;
+    /* The model the job trains, as the user names it ("qwen3-30b-a3b"): part of the key of the
+     * states it saves (appended to the default resume_tag). NULL: not part of the key. */
+    const char *job_model;
 } eerl_rt_config;
 
 /* Defaults for the mode: allowed loss 0.02, strategy
@@ -205,6 +220,12 @@ EERL_EXPORT int eerl_rt_save_state(eerl_rt *rt, const char *path);
  * resume_from). *ret_detail (may be NULL) says why in words ("" without resume_from); valid for
  * the session's life. EERL_EINVAL for a NULL session. */
 EERL_EXPORT int eerl_rt_resumed(const eerl_rt *rt, const char **ret_detail);
+
+/* Whether this session took a prior (eerl_rt_config.prior): 1 taken (its setting is the first
+ * candidate once calibrated; the trace's events say whether it was verified or refused), 0 not
+ * (no prior, or no entry matched). *ret_detail (may be NULL) says what was read and matched in
+ * words ("" without a prior); valid for the session's life. EERL_EINVAL for a NULL session. */
+EERL_EXPORT int eerl_rt_prior(const eerl_rt *rt, const char **ret_detail);
 
 /* Stops the session for a cause outside it, which leaves the allocation's energy unaccounted for
  * (a node of a session across nodes lost, or failing): appends one last trace line

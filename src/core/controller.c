@@ -16,6 +16,7 @@
 #include "core/lifecycle.h"
 #include "core/phase_model.h"
 #include "core/propose.h"
+#include "core/propose/prior.h"
 #include "core/save.h"
 
 struct eerl_ctl {
@@ -29,7 +30,8 @@ struct eerl_ctl {
     void *st;
     const struct eerl__proposer_ops *prop; /* the proposer and its state; NULL: none */
     void *pst;
-    struct eerl__life life; /* after the judge's lock (lifecycle.c) */
+    struct eerl__prior_st *prior; /* a prior from earlier jobs in front of prop; NULL: none */
+    struct eerl__life life;       /* after the judge's lock (lifecycle.c) */
 
     eerl_setting next; /* requested for the next update */
 };
@@ -184,6 +186,7 @@ void eerl_ctl_free(eerl_ctl *ctl)
     eerl__rec_free(ctl->rec);
     eerl__grid_free(&ctl->grid);
     free(ctl->pst);
+    free(ctl->prior);
     free(ctl->st);
     free(ctl);
 }
@@ -326,6 +329,10 @@ int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len
         WHY("bad arguments");
         return EERL_EINVAL;
     }
+    if (ctl->prior) {
+        WHY("a prior is set: a job starts from a prior or resumes, not both");
+        return EERL_ESTATE;
+    }
     eerl__rec_status(ctl->rec, &s);
     if (s.observed || s.rejected) {
         WHY("the controller has observed %llu updates already; restore before the first",
@@ -350,6 +357,123 @@ int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len
         WHY("state format 2 has no checksum: damage to it cannot be seen; the next save writes "
             "format " EERL__SAVE_FORMAT ", which has one");
     return 0;
+}
+
+/* The entries' setting: the one the most of them locked (ties: the first met). */
+static void prior_vote(const struct eerl__prior_in *in, size_t n, struct eerl__prior_st *p)
+{
+    size_t i, j;
+    unsigned c;
+
+    for (i = 0; i < n; i++) {
+        for (c = 0, j = 0; j < n; j++)
+            c += eerl_setting_equal(&in[i].s, &in[j].s);
+        if (c > p->votes) {
+            p->votes = c;
+            p->s = in[i].s;
+        }
+    }
+    p->jobs = (unsigned)n;
+}
+
+static void prior_tpt(const struct eerl__prior_in *in, size_t n, struct eerl__prior_st *p)
+{
+    double s = 0, s2 = 0, m;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        s += in[i].tpt_sum;
+        s2 += in[i].tpt_sum2;
+        p->tpt_n += in[i].n;
+    }
+    m = s / p->tpt_n;
+    p->tpt_mean = m;
+    p->tpt_var = p->tpt_n > 1 ? (s2 - p->tpt_n * m * m) / (p->tpt_n - 1) : 0;
+    if (p->tpt_var < 0)
+        p->tpt_var = 0;
+}
+
+/* Reads the entries; *ret_n of them match (into in), the first mismatch's reason into first. */
+static int prior_read(eerl_ctl *ctl, const char *tag, const void *const *bufs, const size_t *lens,
+                      size_t n, struct eerl__prior_in *in, size_t *ret_n, char *first,
+                      size_t first_len, char *why, size_t why_len)
+{
+    char r[320];
+    size_t i, k = 0;
+    int e;
+
+    for (i = 0; i < n; i++) {
+        e = eerl__prior_entry(&ctl->cx, tag, bufs[i], lens[i], &in[k], r, sizeof(r));
+        if (e < 0) {
+            WHY("entry %zu: %s", i, r);
+            return e;
+        }
+        if (e == 0)
+            k++;
+        else if (!first[0])
+            snprintf(first, first_len, "%s", r);
+    }
+    *ret_n = k;
+    return 0;
+}
+
+int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs, const size_t *lens,
+                       size_t n, char *why, size_t why_len)
+{
+    struct eerl__prior_in *in = NULL;
+    struct eerl__prior_st *p = NULL;
+    eerl_ctl_status s;
+    char first[320] = "", b[48];
+    size_t k = 0;
+    int e;
+
+    if (!ctl || (n && (!bufs || !lens)) || (tag && strlen(tag) >= EERL__SAVE_TAG)) {
+        WHY("bad arguments");
+        return EERL_EINVAL;
+    }
+    eerl__rec_status(ctl->rec, &s);
+    if (s.observed || s.rejected || ctl->prior || ctl->cx.refs->n) {
+        WHY("a prior is set once, before the first update, and not after a resume");
+        return EERL_ESTATE;
+    }
+    if (!ctl->prop || !ctl->judge->restore) {
+        WHY("strategy %s does not start from a prior", eerl_strategy_name(ctl->cfg.strategy));
+        return EERL_ENOTSUP;
+    }
+    in = calloc(n ? n : 1, sizeof(*in));
+    p = calloc(1, sizeof(*p));
+    e = in && p ? prior_read(ctl, tag, bufs, lens, n, in, &k, first, sizeof(first), why, why_len)
+                : EERL_ENOMEM;
+    if (e == 0 && k == 0) {
+        eerl__rec_emit(ctl->rec, EERL_EV_HOLD, &ctl->next,
+                       "prior: none of %zu saved states matches this job%s%.100s", n,
+                       first[0] ? ", the first: " : "", first);
+        WHY("none of %zu saved states matches this job%s%s", n, first[0] ? "; the first: " : "",
+            first);
+        eerl__rec_finish(ctl->rec, state_of(ctl), &ctl->next);
+        e = 1;
+    }
+    if (e != 0)
+        goto out;
+    prior_vote(in, k, p);
+    prior_tpt(in, k, p);
+    p->inner = ctl->prop;
+    p->inner_st = ctl->pst;
+    ctl->prior = p;
+    ctl->cx.prop = &eerl__propose_prior;
+    ctl->cx.pst = p;
+    p = NULL;
+    eerl__rec_emit(ctl->rec, EERL_EV_HOLD, &ctl->next,
+                   "prior: %zu of %zu saved states match this job; %u locked %s%s%.80s", k, n,
+                   ctl->prior->votes, eerl__setting_str(&ctl->prior->s, b, sizeof(b)),
+                   first[0] ? "; the first other: " : "", first);
+    eerl__rec_finish(ctl->rec, state_of(ctl), &ctl->next);
+    WHY("%zu of %zu saved states match this job; %u of them locked %s%s%s", k, n, ctl->prior->votes,
+        b, first[0] ? "; the first other: " : "", first);
+out:
+    free(in);
+    free(p);
+    return e;
 }
 
 const struct eerl__ctx *eerl__ctl_context(const eerl_ctl *ctl)

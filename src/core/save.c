@@ -153,6 +153,7 @@ struct reader {
     int *refused;
     char *why;
     size_t why_len;
+    int quiet; /* a prior's entry: a refusal emits no event (the caller says why once) */
 };
 
 /* A saved state this controller cannot take: the controller starts a fresh search, and says so
@@ -170,7 +171,8 @@ static int refuse(const struct reader *rd, int e, const char *fmt, ...)
     vsnprintf(r, sizeof(r), fmt, ap);
     va_end(ap);
     WHY("%s", r);
-    eerl__rec_emit(rd->cx->rec, EERL_EV_HOLD, rd->next, "resume refused: %s", r);
+    if (!rd->quiet)
+        eerl__rec_emit(rd->cx->rec, EERL_EV_HOLD, rd->next, "resume refused: %s", r);
     *rd->refused = 1;
     return e;
 }
@@ -241,7 +243,7 @@ static int check_same(const struct reader *rd, const char *tag, struct save_head
     h->tag[SAVE_TAG - 1] = '\0';
     if (strcmp(h->tag, mine.tag) != 0)
         return refuse(rd, EERL_ESTATE,
-                      "saved on '%s', this run is '%s' (GPU model or allocation changed): "
+                      "model, GPU model or allocation changed: saved on '%s', this run is '%s': "
                       "fresh search",
                       h->tag, mine.tag);
     if (h->mode != mine.mode || h->strategy != mine.strategy || h->n_groups != mine.n_groups)
@@ -273,7 +275,7 @@ int eerl__restore(const struct eerl__ctx *cx, int resumes, const char *tag, cons
                   size_t len, const eerl_setting *next, struct eerl__saved *ret, int *ret_refused,
                   char *why, size_t why_len)
 {
-    const struct reader rd = {cx, next, ret_refused, why, why_len};
+    const struct reader rd = {cx, next, ret_refused, why, why_len, 0};
     const unsigned char *p = buf;
     struct save_head h;
     size_t i, from, sum_len = 0;
@@ -315,5 +317,43 @@ int eerl__restore(const struct eerl__ctx *cx, int resumes, const char *tag, cons
     ret->locked = (int)h.locked;
     ret->locked_setting = h.locked_setting;
     ret->unchecked = sum_len == 0;
+    return 0;
+}
+
+int eerl__prior_entry(const struct eerl__ctx *cx, const char *tag, const void *buf, size_t len,
+                      struct eerl__prior_in *ret, char *why, size_t why_len)
+{
+    int refused = 0;
+    const struct reader rd = {cx, NULL, &refused, why, why_len, 1};
+    const unsigned char *p = buf;
+    struct save_head h;
+    size_t i, sum_len = 0;
+    int e, g;
+
+    e = check_bytes(&rd, p, len, &h, &sum_len);
+    if (e == 0 && h.version >> 16 != EERL_VERSION_MAJOR)
+        e = refuse(&rd, EERL_EVERSION, "saved by eerl version 0x%08x, this is 0x%08x",
+                   (unsigned)h.version, (unsigned)EERL_VERSION_HEX);
+    if (e == 0)
+        e = check_refs(&rd, p, &h);
+    if (e == 0)
+        e = check_same(&rd, tag, &h);
+    if (e == 0 && !h.locked)
+        e = refuse(&rd, EERL_ESTATE, "the job that saved it never locked a setting");
+    if (e < 0)
+        return refused ? 1 : e;
+    memset(ret, 0, sizeof(*ret));
+    for (g = 0; g < EERL_GROUPS_MAX; g++)
+        h.locked_setting.mhz[g] = eerl__grid_snap(cx->grid, h.locked_setting.mhz[g]);
+    if (h.locked_setting.idle_mhz)
+        h.locked_setting.idle_mhz = eerl__grid_snap(cx->grid, h.locked_setting.idle_mhz);
+    ret->s = h.locked_setting;
+    for (i = 0; i < h.ref_n; i++) {
+        eerl_obs o;
+        memcpy(&o, p + sizeof(h) + i * sizeof(eerl_obs), sizeof(o));
+        ret->tpt_sum += o.time_s / o.valid_tokens;
+        ret->tpt_sum2 += (o.time_s / o.valid_tokens) * (o.time_s / o.valid_tokens);
+        ret->n++;
+    }
     return 0;
 }

@@ -39,4 +39,17 @@ int eerl__restore(const struct eerl__ctx *cx, int resumes, const char *tag, cons
                   size_t len, const eerl_setting *next, struct eerl__saved *ret, int *ret_refused,
                   char *why, size_t why_len);
 
+/* One saved state read as an entry of a prior (eerl_ctl_set_prior): the same checks as a
+ * restore (bytes, version, references, and the key: tag, mode, strategy, groups, clocks,
+ * configuration), and it must hold a lock. Nothing is emitted or added. Returns 0 with *ret
+ * filled, 1 when the entry does not match this job (why says how), EERL_EPARSE for bytes that
+ * are not a saved state or are damaged. */
+struct eerl__prior_in {
+    eerl_setting s;           /* the saved lock, snapped to this controller's clocks */
+    double tpt_sum, tpt_sum2; /* the saved governor references' time per valid token (s) */
+    unsigned n;               /* and their count */
+};
+int eerl__prior_entry(const struct eerl__ctx *cx, const char *tag, const void *buf, size_t len,
+                      struct eerl__prior_in *ret, char *why, size_t why_len);
+
 #endif

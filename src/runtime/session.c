@@ -24,6 +24,7 @@
 #include "runtime/config.h"
 #include "runtime/observe.h"
 #include "runtime/owner.h"
+#include "runtime/prior.h"
 #include "runtime/resume.h"
 #include "runtime/tracing.h"
 #include "runtime/unexplained.h"
@@ -61,6 +62,8 @@ struct eerl_rt {
     char tag[64]; /* the hardware/allocation identity of saved states */
     int resumed;  /* 1: the controller started from a saved state */
     char resume_detail[512];
+    int prior; /* 1: the controller took a prior from earlier jobs */
+    char prior_detail[512];
     char err[512];
     int explained;     /* 1: the calibration's check ran (explain_once) */
     char notice[1536]; /* what the last update end has to tell a person, or "" */
@@ -92,8 +95,9 @@ static int state_path(const char *path, char *buf, size_t len)
     return (size_t)snprintf(buf, len, "%s", path) >= len ? EERL_EOVERFLOW : 0;
 }
 
-/* The identity of the hardware a state was learned on: GPU model and pool sizes. */
-static int make_tag(eerl_rt *rt, const char *given, char *why, size_t len)
+/* The identity of the hardware a state was learned on: GPU model and pool sizes, and the job's
+ * model when named. */
+static int make_tag(eerl_rt *rt, const char *given, const char *model, char *why, size_t len)
 {
     char name[96] = "";
     int e;
@@ -114,6 +118,10 @@ static int make_tag(eerl_rt *rt, const char *given, char *why, size_t len)
         snprintf(rt->tag, sizeof(rt->tag), "%.50s %zu", name, rt->n_pool[0]);
     else
         snprintf(rt->tag, sizeof(rt->tag), "%.50s %zu/%zu", name, rt->n_pool[0], rt->n_pool[1]);
+    if (model && model[0]) {
+        size_t n = strlen(rt->tag);
+        snprintf(rt->tag + n, sizeof(rt->tag) - n, " %s", model);
+    }
     return 0;
 }
 
@@ -145,6 +153,37 @@ static int resume(eerl_rt *rt, const char *from, unsigned char **ret_state, size
     return 0;
 }
 
+/* Where the controller starts: a saved state of this job (resume_from), the states of earlier
+ * jobs (prior), or a fresh search. */
+static int start_from(eerl_rt *rt, const eerl_rt_config *cfg, unsigned char **saved,
+                      size_t *saved_len, char *why, size_t why_len)
+{
+    int e;
+
+    if (cfg->resume_from && cfg->prior) {
+        snprintf(why, why_len,
+                 "prior '%s' and resume_from '%s' together: a job continues its own state or "
+                 "starts from earlier jobs', not both",
+                 cfg->prior, cfg->resume_from);
+        return EERL_EINVAL;
+    }
+    if (cfg->resume_from) {
+        e = resume(rt, cfg->resume_from, saved, saved_len, why, why_len);
+        if (e < 0)
+            return e;
+    }
+    if (cfg->prior) {
+        e = eerl__prior_load(rt->ctl, rt->tag, cfg->prior, rt->prior_detail,
+                             sizeof(rt->prior_detail));
+        if (e < 0) {
+            snprintf(why, why_len, "%s", rt->prior_detail);
+            return e;
+        }
+        rt->prior = e == 0;
+    }
+    return 0;
+}
+
 /* ---- construction: one step per resource, in the order they depend on each other ---------- */
 
 /* The session itself: its copy of the configuration (the pointers it does not keep cleared)
@@ -173,6 +212,8 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
     rt->cfg.gen_pool = NULL;
     rt->cfg.train_pool = NULL;
     rt->cfg.node_of = NULL;
+    rt->cfg.prior = NULL;
+    rt->cfg.job_model = NULL;
     if (!rt->cfg.clock)
         rt->cfg.clock = eerl_clock_monotonic;
     rt->dev = dev;
@@ -258,14 +299,12 @@ static int init_controller(eerl_rt *rt, const eerl_rt_config *cfg, unsigned char
         snprintf(why, why_len, "building the controller: %s", eerl_strerror(e));
         return e;
     }
-    e = make_tag(rt, cfg->resume_tag, why, why_len);
+    e = make_tag(rt, cfg->resume_tag, cfg->job_model, why, why_len);
     if (e < 0)
         return e;
-    if (cfg->resume_from) {
-        e = resume(rt, cfg->resume_from, saved, saved_len, why, why_len);
-        if (e < 0)
-            return e;
-    }
+    e = start_from(rt, cfg, saved, saved_len, why, why_len);
+    if (e < 0)
+        return e;
     eerl_ctl_setting(rt->ctl, &rt->applied);
     if (cfg->observe_only)
         memset(&rt->applied, 0, sizeof(rt->applied));
@@ -523,6 +562,15 @@ int eerl_rt_resumed(const eerl_rt *rt, const char **ret_detail)
     if (ret_detail)
         *ret_detail = rt->resume_detail;
     return rt->resumed;
+}
+
+int eerl_rt_prior(const eerl_rt *rt, const char **ret_detail)
+{
+    if (!rt)
+        return EERL_EINVAL;
+    if (ret_detail)
+        *ret_detail = rt->prior_detail;
+    return rt->prior;
 }
 
 const char *eerl_rt_last_error(const eerl_rt *rt)

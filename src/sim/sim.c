@@ -284,8 +284,11 @@ static int open_session(const struct eerl__sim_config *c, struct simrun *s, char
     rc.clock_ctx = &s->r.vc;
     rc.meter_interval_ms = 1000;
     rc.owner = &s->wo;
-    if (c->controller)
+    if (c->controller) {
         rc.resume_from = c->resume_from;
+        rc.prior = c->prior;
+    }
+    rc.job_model = c->job_model;
     s->r.sample_s = c->sample_s > 0 ? c->sample_s : 1.0;
     s->r.next_sample = 0;
     s->r.vc.t = 0;
@@ -295,6 +298,8 @@ static int open_session(const struct eerl__sim_config *c, struct simrun *s, char
         return e;
     s->out.resumed = eerl_rt_resumed(s->r.rt, &d) == 1;
     snprintf(s->out.resume_detail, sizeof(s->out.resume_detail), "%s", d);
+    s->out.prior = eerl_rt_prior(s->r.rt, &d) == 1;
+    snprintf(s->out.prior_detail, sizeof(s->out.prior_detail), "%s", d);
     snprintf(s->out.series.role, sizeof(s->out.series.role), "%s",
              c->controller ? "controller" : "governor");
     s->out.series.has_seed = 1;

@@ -34,6 +34,8 @@ struct eerl__sim_config {
     eerl_setting static_setting; /* EERL_STRATEGY_STATIC: the setting held (the oracle's) */
     const char *resume_from;     /* controller run: the session's resume_from (NULL: none) */
     const char *save_state;      /* controller run: eerl_rt_save_state here after the last update */
+    const char *prior;           /* controller run: the session's prior (NULL: none) */
+    const char *job_model;       /* the session's job_model (part of a saved state's key) */
 };
 
 struct eerl__sim_run {
@@ -44,6 +46,8 @@ struct eerl__sim_run {
     eerl_ctl_status status;
     int resumed;             /* the session started from a saved state */
     char resume_detail[512]; /* why (or why not), "" without resume_from */
+    int prior;               /* the session took a prior from earlier jobs */
+    char prior_detail[512];  /* what was read and matched, "" without a prior */
 };
 
 /* One run. EERL_E* with why on failure (a bad configuration names the value). */

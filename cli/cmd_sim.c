@@ -39,7 +39,7 @@ static void usage(FILE *out)
             "                [--trace DIR] [--json] [--oracle-window 50]\n"
             "                [--divergence 0] [--noise fitted] [--workload steady]\n"
             "                [--save-state DIR] [--resume-from DIR] [--prior DIR]\n"
-            "                [--model-file FILE]\n\n"
+            "                [--tag TAG] [--first-seed 1] [--model-file FILE]\n\n"
             "For each seed, runs the default governor and the EE-RL controller on the simulated\n"
             "cluster on the same work, both through the runtime session (meter, actuator and\n"
             "controller in virtual time), and prints the energy-per-valid-token saving and the\n"
@@ -80,7 +80,10 @@ static void usage(FILE *out)
             "  --prior DIR: each seed's controller starts from the states earlier jobs saved\n"
             "              there (--save-state of other seeds): the entries of this model, GPU\n"
             "              model, allocation and mode give the setting it verifies after its\n"
-            "              calibration instead of searching (docs/controller.md, the prior)\n",
+            "              calibration instead of searching (docs/controller.md, the prior)\n"
+            "  --tag TAG: the hardware identity saved states are matched on (the session's\n"
+            "              resume_tag); default: the GPU's name, the pool sizes and the model\n"
+            "  --first-seed N: the seeds run are N, N+1, ... (default 1)\n",
             eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names(), SIM_STRATEGIES);
 }
 
@@ -90,7 +93,8 @@ static int known(const char *opt)
         "--model",       "--gpu",           "--gpu-model",        "--mode",    "--alloc",
         "--size",        "--trace",         "--strategy",         "--updates", "--seeds",
         "--divergence",  "--allowed-loss",  "--expected-updates", "--noise",   "--save-state",
-        "--resume-from", "--oracle-window", "--model-file",       "--prior"};
+        "--resume-from", "--oracle-window", "--model-file",       "--prior",   "--tag",
+        "--first-seed"};
     size_t i;
 
     for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -198,8 +202,8 @@ static void remove_traces(const char *dir, const uint64_t *seeds, size_t n, int 
 /* What the options say. */
 struct sim_opts {
     const char *model, *gpu, *mode_s, *alloc, *size, *trace, *strategy_s, *save_dir, *resume_dir,
-        *model_file, *prior;
-    unsigned long updates, n_seeds, expected, owin;
+        *model_file, *prior, *tag;
+    unsigned long updates, n_seeds, expected, owin, first_seed;
     double loss, divergence;
     unsigned noise;
     int json, alloc_given;
@@ -235,12 +239,13 @@ static double since(const struct timespec *t0)
 /* An option that takes a value; 0 when it is not one of them, -1 on a bad value (said). */
 static int value_opt(const char *a, const char *v, struct sim_opts *o)
 {
-    const char **str[] = {&o->model,    &o->gpu,        &o->gpu,        &o->mode_s,
-                          &o->alloc,    &o->size,       &o->trace,      &o->strategy_s,
-                          &o->save_dir, &o->resume_dir, &o->model_file, &o->prior};
+    const char **str[] = {&o->model,      &o->gpu,   &o->gpu,        &o->mode_s,   &o->alloc,
+                          &o->size,       &o->trace, &o->strategy_s, &o->save_dir, &o->resume_dir,
+                          &o->model_file, &o->prior, &o->tag};
     static const char *const str_opts[] = {
-        "--model", "--gpu-model", "--gpu",        "--mode",        "--alloc",      "--size",
-        "--trace", "--strategy",  "--save-state", "--resume-from", "--model-file", "--prior"};
+        "--model",      "--gpu-model", "--gpu",      "--mode",       "--alloc",
+        "--size",       "--trace",     "--strategy", "--save-state", "--resume-from",
+        "--model-file", "--prior",     "--tag"};
     size_t i;
 
     for (i = 0; i < sizeof(str_opts) / sizeof(str_opts[0]); i++)
@@ -257,6 +262,8 @@ static int value_opt(const char *a, const char *v, struct sim_opts *o)
         return eerl_cli_parse_uint(CMD, a, v, 1, 100000000, &o->expected) < 0 ? -1 : 1;
     if (!strcmp(a, "--oracle-window"))
         return eerl_cli_parse_uint(CMD, a, v, 1, 100000, &o->owin) < 0 ? -1 : 1;
+    if (!strcmp(a, "--first-seed"))
+        return eerl_cli_parse_uint(CMD, a, v, 1, 1000000000, &o->first_seed) < 0 ? -1 : 1;
     if (!strcmp(a, "--seeds"))
         return eerl_cli_parse_uint(CMD, a, v, 1, SEEDS_MAX, &o->n_seeds) < 0 ? -1 : 1;
     if (!strcmp(a, "--noise")) {
@@ -339,7 +346,7 @@ static int resolve(struct sim_opts *o, struct sim_job *j)
         return -1;
     eerl_cli_workload_desc(&j->scn, j->scn_desc, sizeof(j->scn_desc));
     for (k = 0; k < o->n_seeds; k++)
-        j->seeds[k] = 1 + k;
+        j->seeds[k] = o->first_seed + k;
     if (o->model_file) {
         if (eerl_cli_model_file(CMD, o->model_file, o->gpu, NULL, &j->preset))
             return -1;
@@ -468,7 +475,8 @@ static void seed_config(const struct sim_opts *o, const struct sim_job *j, size_
         c->resume_from = spath[0];
     }
     c->prior = o->prior;
-    c->job_model = o->model_file ? o->model_file : o->model;
+    c->job_model = o->model;
+    c->resume_tag = o->tag;
     if (o->save_dir) {
         snprintf(spath[1], 4096, "%s/seed%llu-controller.state", o->save_dir,
                  (unsigned long long)j->seeds[k]);
@@ -772,6 +780,7 @@ int eerl_cmd_sim(int argc, char **argv)
                          .strategy_s = "eerl",
                          .updates = 93,
                          .n_seeds = 4,
+                         .first_seed = 1,
                          .owin = 50,
                          .loss = 0.02,
                          .noise = EERL_TWIN_NOISE_FITTED};

@@ -289,6 +289,7 @@ static int open_session(const struct eerl__sim_config *c, struct simrun *s, char
         rc.prior = c->prior;
     }
     rc.job_model = c->job_model;
+    rc.resume_tag = c->resume_tag;
     s->r.sample_s = c->sample_s > 0 ? c->sample_s : 1.0;
     s->r.next_sample = 0;
     s->r.vc.t = 0;

@@ -36,6 +36,7 @@ struct eerl__sim_config {
     const char *save_state;      /* controller run: eerl_rt_save_state here after the last update */
     const char *prior;           /* controller run: the session's prior (NULL: none) */
     const char *job_model;       /* the session's job_model (part of a saved state's key) */
+    const char *resume_tag;      /* the session's resume_tag (NULL: its default) */
 };
 
 struct eerl__sim_run {

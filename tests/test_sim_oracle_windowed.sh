@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The windowed oracle of `eerl sim` (docs/controller.md, "Oracles"): the best schedule that may
+# The windowed oracle of `eerl sim` (docs/runtime.md, "Windowed oracle"): the best schedule that may
 # change setting every --oracle-window updates within the same whole-run allowance. It never
 # saves less than the static oracle (the static setting is one schedule) and its whole-run
 # throughput change, scored on runs that switch clocks at the window boundaries, meets the

@@ -19,7 +19,7 @@
  * A handle is not thread-safe: use it from one thread at a time. Exact replay of a trace needs the
  * same eerl version (the decisions are compared bit for bit).
  *
- * docs/controller.md draws each state machine and names where each paper section lives.
+ * docs/internals/controller.md draws each state machine and names where each paper section lives.
  *
  * Stable and experimental parts (as zstd's ZSTD_STATIC_LINKING_ONLY): what this header shows by
  * default is the stable API. The controller's research knobs (the revisions that old traces
@@ -74,10 +74,9 @@ typedef enum eerl_mode {
  * eerl.Session, MultiNodeSession) is EERL_STRATEGY_EERL: it saves the most within the allowance
  * (docs/controller.md) and is the one that resumes from a saved state. */
 typedef enum eerl_strategy {
-    EERL_STRATEGY_PAPER =
-        0,                  /* faithful EE-RL: the state machine of the mode (docs/controller.md) */
-    EERL_STRATEGY_EERL = 1, /* the default; eerl's own: run-level throughput budget, sequential
-                               tests */
+    EERL_STRATEGY_PAPER = 0,    /* faithful EE-RL: each mode's state machine (docs/internals/) */
+    EERL_STRATEGY_EERL = 1,     /* the default; eerl's own: run-level throughput budget, sequential
+                                   tests */
     EERL_STRATEGY_GOVERNOR = 2, /* baseline: the default governor throughout */
     EERL_STRATEGY_STATIC = 3,   /* baseline: cfg.static_setting from the first update (oracle) */
     EERL_STRATEGY_GLOBAL_CLOCK = 4,  /* baseline: one clock for every group, downward sweep with
@@ -159,8 +158,8 @@ EERL_EXPORT int eerl_obs_check(eerl_mode mode, const eerl_obs *obs, double toler
 
 #define EERL_BLOCK_CHOICES_MAX 4
 
-/* Size-tagged (docs/controller.md, "Configuration and the ABI"): size is the sizeof of the
- * struct the caller was compiled with, set by eerl_ctl_config_default / eerl_ctl_config_init.
+/* Size-tagged (docs/internals/controller.md, "Configuration and the ABI"): size is the sizeof of
+ * the struct the caller was compiled with, set by eerl_ctl_config_default / eerl_ctl_config_init.
  * A later release appends its new fields after the last one and reads a shorter (older)
  * struct's fields, taking the mode's defaults for the rest; a size it does not know is refused
  * (EERL_EINVAL). Start every configuration from eerl_ctl_config_default. */
@@ -219,8 +218,8 @@ typedef struct eerl_ctl_config {
      * reference; 1: the governor's update time and energy as functions of the consumed
      * batch's valid tokens (a fixed part where the references show one); 2 (default): as 1, and
      * a governor block after lock that says the governor moved is confirmed by as many updates
-     * again before the reference follows it (docs/controller.md). A trace header without the
-     * key replays with 0 (written before it). */
+     * again before the reference follows it (docs/internals/controller.md). A trace header without
+     * the key replays with 0 (written before it). */
     unsigned inflight_revision;
     /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its
      * proposers): which revision decides. 0: the governor probes' mean error corrects the
@@ -228,8 +227,8 @@ typedef struct eerl_ctl_config {
      * measured once its standard error is within budget_margin; 2: as 1 from the 12th probe,
      * before it only a mean three of the references' standard errors from zero, and the run
      * aimed inside the allowance by half the account's standard error beyond budget_margin
-     * (docs/controller.md, "The eerl strategy", items 1 and 4); 3: as 2, and in drained mode
-     * each update is taken as evidence when the next arrives, with the generation work (G, L)
+     * (docs/internals/controller.md, "The eerl strategy", items 1 and 4); 3: as 2, and in drained
+     * mode each update is taken as evidence when the next arrives, with the generation work (G, L)
      * that one reports (item 6); 4: as 3, and the model proposer's points are read again at
      * every verdict against the predictor and the probes' correction as they stand (item 7);
      * 5: as 4, and the governor predictor's training part fitted as a fixed part plus a part
@@ -242,8 +241,8 @@ typedef struct eerl_ctl_config {
      * grid steps: 1890, 1800, ... on H100); 1 (default): from the highest supported clock below
      * the peak, which stands for the governor (1875, 1785, 1695, ... on H100, and 1920, 1875,
      * 1830, ... in the monitor's 45 MHz steps: every clock of the paper's synchronous locks is on
-     * it, docs/controller.md). The other modes and strategies do not read it. A trace header
-     * without the key replays with 0. */
+     * it, docs/internals/controller.md). The other modes and strategies do not read it. A trace
+     * header without the key replays with 0. */
     unsigned paper_revision;
 #endif
 } eerl_ctl_config;

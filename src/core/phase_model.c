@@ -1,4 +1,4 @@
-/* The model proposer's fit and proposal (phase_model.h; docs/controller.md "The model
+/* The model proposer's fit and proposal (phase_model.h; docs/internals/controller.md "The model
  * proposer"). */
 #include <math.h>
 #include <string.h>
@@ -159,9 +159,9 @@ static void pav(double *y, const double *w, unsigned n, int dir)
             y[k++] = by[i];
 }
 
-/* The monotone fit through the clocks tried (docs/controller.md says why not a few-parameter
- * curve): knots sorted from the peak down, the governor's (1, 1) first with a weight no
- * measurement outweighs. */
+/* The monotone fit through the clocks tried (docs/internals/controller.md says why not a
+ * few-parameter curve): knots sorted from the peak down, the governor's (1, 1) first with a weight
+ * no measurement outweighs. */
 static void fit_knots(const struct eerl__pm *m, struct eerl__pm_group *g)
 {
     unsigned i, j, n = 0;

@@ -1,7 +1,7 @@
-/* The model proposer (docs/controller.md "The model proposer"): per phase group, the phase's time
- * and power against its clock, fitted from every update the search has run at that clock, and
- * the setting it predicts best for a loss budget. Each group's phase time and energy are taken
- * as ratios to the governor predictor's figures for the same work (1 at the governor); per
+/* The model proposer (docs/internals/controller.md "The model proposer"): per phase group, the
+ * phase's time and power against its clock, fitted from every update the search has run at that
+ * clock, and the setting it predicts best for a loss budget. Each group's phase time and energy are
+ * taken as ratios to the governor predictor's figures for the same work (1 at the governor); per
  * clock tried, the weighted mean of each (an update's weight decays by `keep` per update added,
  * so a drifting workload's old points fade). The fit is the physics' shape without its
  * parameters: time non-decreasing and power non-increasing as the clock falls (a monotone,

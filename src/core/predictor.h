@@ -72,12 +72,12 @@ int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs,
  * a trainer's step costs a fixed part (the optimizer step, the launch of every micro-batch) and
  * a part per token, and when N moves by a factor of 2-3 within the references (responses
  * collapsing) the log form's single slope, fitted where the fixed part weighs less, runs short
- * of the governor at the small end by 1-2% (docs/controller.md, "The eerl strategy", item 8).
- * min_t 0 and opts 0: eerl__pred_fit, the paper's Eq. 2. */
+ * of the governor at the small end by 1-2% (docs/internals/controller.md, "The eerl strategy", item
+ * 8). min_t 0 and opts 0: eerl__pred_fit, the paper's Eq. 2. */
 #define EERL__PRED_LINEAR_TRAIN 1u
 int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                         struct eerl__pred_work *w, double min_t, unsigned opts);
-/* The eerl strategies' min_t (docs/controller.md). */
+/* The eerl strategies' min_t (docs/internals/controller.md). */
 #define EERL__PRED_MIN_T 2.0
 /* The governor prediction for o's work. p must be ready. */
 void eerl__pred_predict(const struct eerl__pred *p, const eerl_obs *o, struct eerl__parts *out);

@@ -1,5 +1,5 @@
-/* eerl's judge (beyond the paper, docs/controller.md "The eerl strategy"), for every mode but
- * in-flight: the paper's governor predictor (section 5.1, Eq. 2) and pass rule (section 5.2) in
+/* eerl's judge (beyond the paper, docs/internals/controller.md "The eerl strategy"), for every mode
+ * but in-flight: the paper's governor predictor (section 5.1, Eq. 2) and pass rule (section 5.2) in
  * place of Algorithm 1's fixed trials, governor gaps and confirmation. Its proposer
  * (propose/model.c with two groups, propose/descent.c's budgeted descent with 3-4) decides where
  * to go; this file measures, and for the model proposer fits each group's phase time and power

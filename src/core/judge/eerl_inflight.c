@@ -1,6 +1,7 @@
 /* eerl's judge in in-flight mode (beyond the paper, in place of section 6.3's governor-
- * bracketed candidate blocks; docs/controller.md "The eerl strategy"), and its monitoring after
- * lock. Its proposer (by default propose/pool_descent.c) decides where to go; this file measures.
+ * bracketed candidate blocks; docs/internals/controller.md "The eerl strategy"), and its monitoring
+ * after lock. Its proposer (by default propose/pool_descent.c) decides where to go; this file
+ * measures.
  *
  * In-flight, generation never stops: the update time follows the work carried across updates,
  * so the whole-update predictor reads noise as slowdown, and the paper brackets every candidate

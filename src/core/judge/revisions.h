@@ -9,8 +9,8 @@
 
 #include "eerl/core.h"
 
-/* eerl's judge in colocated, disaggregated and drained mode (judge/eerl.c; docs/controller.md,
- * "The eerl strategy", the items named). */
+/* eerl's judge in colocated, disaggregated and drained mode (judge/eerl.c;
+ * docs/internals/controller.md, "The eerl strategy", the items named). */
 struct eerl__eerl_features {
     int probe_quiet;   /* (1) the probes' mean as measured once its standard error is within
                           budget_margin (0: only a negative or a two-error mean) */

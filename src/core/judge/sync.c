@@ -28,7 +28,8 @@ static int sync_calibrated(const struct eerl__ctx *cx, const eerl_setting *next)
 
 /* paper_revision 1: the grid counts from the clock below the peak. The paper's synchronous locks
  * (Table 5 and Figure 4: 1830/1425, 1695/1425, 1695/1335, Mistral-NeMo 1785/1695) all lie on a
- * 45 MHz grid from 1965 MHz, none on one from the H100's 1980 MHz peak (docs/controller.md). */
+ * 45 MHz grid from 1965 MHz, none on one from the H100's 1980 MHz peak
+ * (docs/internals/controller.md). */
 static int sync_init(const struct eerl__ctx *cx, void *st, struct eerl__judge_setup *ret_setup)
 {
     (void)st;

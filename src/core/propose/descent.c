@@ -1,6 +1,7 @@
-/* eerl's proposer (beyond the paper, in place of Algorithm 1's candidate steps; docs/controller.md
- * "The eerl strategy"): a budgeted descent with halving steps. Its judge is judge/eerl.c (the
- * run-level account and the sequential test); this file only decides where to go next.
+/* eerl's proposer (beyond the paper, in place of Algorithm 1's candidate steps;
+ * docs/internals/controller.md "The eerl strategy"): a budgeted descent with halving steps. Its
+ * judge is judge/eerl.c (the run-level account and the sequential test); this file only decides
+ * where to go next.
  *
  * - Start: the training group one big step down (cfg.start_drop_train_mhz), or in drained mode as
  *   far down as the training pool's wait for generation at the rendezvous allows, if further.

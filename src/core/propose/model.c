@@ -1,4 +1,4 @@
-/* eerl's proposer for two phase groups (beyond the paper; docs/controller.md "The model
+/* eerl's proposer for two phase groups (beyond the paper; docs/internals/controller.md "The model
  * proposer"), in place of the budgeted descent's fixed, halving steps: every verdict of the judge
  * (judge/eerl.c) refits, from every update run so far, each group's phase time and power
  * against its clock (phase_model.c), and the run goes to the setting of least predicted energy

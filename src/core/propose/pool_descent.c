@@ -1,5 +1,5 @@
 /* eerl's proposer in in-flight mode (beyond the paper, in place of section 6.3's two rounds;
- * docs/controller.md "The eerl strategy"): a descent one pool at a time. Its judge is
+ * docs/internals/controller.md "The eerl strategy"): a descent one pool at a time. Its judge is
  * judge/eerl_inflight.c (the rate against the governor's and the run's account).
  *
  * - Training first (in-flight the training pool usually waits for the next batch, so its clock

@@ -4,6 +4,8 @@
  * save/restore's glue. The only file that names struct eerl_ctl: judges, proposers, the life
  * cycle and save.c see it through a const context (context.h) and act through the record
  * (record.h). Decides nothing itself. */
+#include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,20 +361,42 @@ int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len
     return 0;
 }
 
-/* The entries' setting: the one the most of them locked (ties: the first met). */
-static void prior_vote(const struct eerl__prior_in *in, size_t n, struct eerl__prior_st *p)
+/* One clock of the entries' locks, the upper median (the governor, 0, counts as above every
+ * clock). in[i].s's field at offset off. */
+static unsigned prior_median(const struct eerl__prior_in *in, size_t n, size_t off)
 {
-    size_t i, j;
-    unsigned c;
+    unsigned v[64], x, t;
+    size_t i, j, m = n < 64 ? n : 64;
 
-    for (i = 0; i < n; i++) {
-        for (c = 0, j = 0; j < n; j++)
-            c += eerl_setting_equal(&in[i].s, &in[j].s);
-        if (c > p->votes) {
-            p->votes = c;
-            p->s = in[i].s;
+    for (i = 0; i < m; i++) {
+        memcpy(&x, (const char *)&in[n - m + i].s + off, sizeof(x));
+        v[i] = x ? x : UINT_MAX;
+        for (j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
         }
     }
+    return v[m / 2] == UINT_MAX ? 0 : v[m / 2];
+}
+
+/* The entries' setting: each clock the median of their locks (the last 64 entries), snapped to
+ * this job's clocks. A single search's lock errs with its noise; the median of several stands
+ * nearer the setting they all sought. votes: the entries that locked exactly that. */
+static void prior_vote(const eerl_ctl *ctl, const struct eerl__prior_in *in, size_t n,
+                       struct eerl__prior_st *p)
+{
+    size_t i, g;
+
+    memset(&p->s, 0, sizeof(p->s));
+    for (g = 0; g < ctl->cfg.n_groups; g++)
+        p->s.mhz[g] = eerl__grid_snap(
+            &ctl->grid, prior_median(in, n, offsetof(eerl_setting, mhz) + g * sizeof(unsigned)));
+    p->s.idle_mhz = prior_median(in, n, offsetof(eerl_setting, idle_mhz));
+    if (p->s.idle_mhz)
+        p->s.idle_mhz = eerl__grid_snap(&ctl->grid, p->s.idle_mhz);
+    for (i = 0; i < n; i++)
+        p->votes += eerl_setting_equal(&in[i].s, &p->s);
     p->jobs = (unsigned)n;
 }
 
@@ -455,7 +479,7 @@ int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs, 
     }
     if (e != 0)
         goto out;
-    prior_vote(in, k, p);
+    prior_vote(ctl, in, k, p);
     prior_tpt(in, k, p);
     p->inner = ctl->prop;
     p->inner_st = ctl->pst;
@@ -463,13 +487,14 @@ int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs, 
     ctl->cx.prop = &eerl__propose_prior;
     ctl->cx.pst = p;
     p = NULL;
-    eerl__rec_emit(ctl->rec, EERL_EV_HOLD, &ctl->next,
-                   "prior: %zu of %zu saved states match this job; %u locked %s%s%.80s", k, n,
-                   ctl->prior->votes, eerl__setting_str(&ctl->prior->s, b, sizeof(b)),
-                   first[0] ? "; the first other: " : "", first);
+    eerl__rec_emit(
+        ctl->rec, EERL_EV_HOLD, &ctl->next,
+        "prior: %zu of %zu saved states match this job; the median of their locks %s%s%.80s", k, n,
+        eerl__setting_str(&ctl->prior->s, b, sizeof(b)), first[0] ? "; the first other: " : "",
+        first);
     eerl__rec_finish(ctl->rec, state_of(ctl), &ctl->next);
-    WHY("%zu of %zu saved states match this job; %u of them locked %s%s%s", k, n, ctl->prior->votes,
-        b, first[0] ? "; the first other: " : "", first);
+    WHY("%zu of %zu saved states match this job; the median of their locks %s%s%s", k, n, b,
+        first[0] ? "; the first other: " : "", first);
 out:
     free(in);
     free(p);

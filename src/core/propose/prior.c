@@ -80,9 +80,10 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
     ret->group = -1;
     ret->energy_bar = 1;
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &st->s,
-                   "prior: verify %s (locked by %u of %u earlier jobs); governor time per valid "
+                   "prior: verify %s (median of %u earlier jobs' locks, %u locked it); governor "
+                   "time per valid "
                    "token %.4g ms, expected %.4g ms",
-                   eerl__setting_str(&st->s, b, sizeof(b)), st->votes, st->jobs, 1e3 * m,
+                   eerl__setting_str(&st->s, b, sizeof(b)), st->jobs, st->votes, 1e3 * m,
                    1e3 * st->tpt_mean);
 }
 

@@ -10,8 +10,8 @@
 struct eerl__prior_st {
     const struct eerl__proposer_ops *inner; /* the strategy's proposer, and its state */
     void *inner_st;
-    eerl_setting s;           /* the setting the earlier jobs locked (the most of them) */
-    unsigned jobs, votes;     /* matching saved states, and how many of them locked at s */
+    eerl_setting s;           /* each clock the median of the earlier jobs' locks */
+    unsigned jobs, votes;     /* matching saved states, and how many of them locked s */
     double tpt_mean, tpt_var; /* their governor references' time per valid token (s) */
     unsigned tpt_n;
     int phase; /* 0: not started, 1: testing s, 2: the inner proposer has the search */

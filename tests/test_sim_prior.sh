@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A prior from earlier jobs on the twin (`eerl sim --prior DIR`, issue 40 item 2): jobs of other
+# seeds save their controller states; a new job with a matching prior verifies the earlier jobs'
+# setting after its own calibration and locks it early instead of searching. A prior of another
+# allocation or GPU model (another key) matches nothing; one saved on another allocation or at
+# another workload size under the job's own key (--tag) is refused on its governor time per
+# token. Each says why in the trace and on stderr. A bad path is an error naming it; a prior
+# with --resume-from is refused.
+set -uo pipefail
+
+: "${EERL_BIN:?EERL_BIN must name the eerl binary}"
+
+# shellcheck source=tests/testlib.sh
+. "$(dirname "$0")/testlib.sh" || exit 1
+
+run() { # name, sim args...: runs eerl sim into $tmp/name.{json,err}; returns its exit status
+    local name=$1
+    shift
+    "$EERL_BIN" sim --seeds 2 --divergence 0 --json "$@" >"$tmp/$name.json" 2>"$tmp/$name.err"
+}
+events() { # trace: every event reason, one a line
+    jq -r 'select(.type == "update") | .events[]?.reason' "$1"
+}
+
+# The earlier jobs: seeds 101-102, long enough to lock.
+for spec in "prior 8/32 M" "wide 16/32 M --tag same" "small 8/32 S --tag same"; do
+    read -r dir alloc size extra <<<"$spec"
+    # shellcheck disable=SC2086
+    run "build-$dir" --mode disaggregated --alloc "$alloc" --size "$size" --updates 120 \
+        --first-seed 101 --save-state "$tmp/$dir" $extra || fail "building $dir: exit $?"
+    for k in 101 102; do
+        [ -s "$tmp/$dir/seed$k-controller.state" ] || fail "$dir: no state saved for seed $k"
+    done
+done
+
+# A matching prior: verified after calibration, locked early; without it no seed locks as soon.
+run match --mode disaggregated --alloc 8/32 --updates 60 --prior "$tmp/prior" --trace "$tmp/tm" ||
+    fail "matching prior: exit $?"
+[ "$(grep -c "2 of 2 saved states match this job" "$tmp/match.err")" -eq 2 ] ||
+    fail "matching prior: stderr should say both entries match: $(cat "$tmp/match.err")"
+jq -e '[.seeds[].lock_update] | all(. != null and . <= 20)' "$tmp/match.json" >/dev/null ||
+    fail "matching prior should lock by update 20: $(jq -c '[.seeds[].lock_update]' "$tmp/match.json")"
+run fresh --mode disaggregated --alloc 8/32 --updates 60 || fail "no prior: exit $?"
+jq -e '[.seeds[].lock_update] | all(. == null or . > 20)' "$tmp/fresh.json" >/dev/null ||
+    fail "without a prior the search should take longer: $(jq -c '[.seeds[].lock_update]' "$tmp/fresh.json")"
+for k in 1 2; do
+    events "$tmp/tm/seed$k-controller.jsonl" >"$tmp/tm$k.ev"
+    expect_in "$tmp/tm$k.ev" "prior: verify" "seed $k's trace"
+    expect_in "$tmp/tm$k.ev" "prior's setting verified" "seed $k's trace"
+    grep -q "start at" "$tmp/tm$k.ev" && fail "seed $k: searched although the prior was verified"
+done
+
+# Another key: nothing matches; the job searches afresh and says so.
+check_none() { # name, expected text, sim args...
+    local name=$1 text=$2
+    shift 2
+    run "$name" --mode disaggregated --updates 40 --prior "$tmp/prior" --trace "$tmp/t$name" "$@" ||
+        { fail "$name: exit $?"; return; }
+    grep -q "no prior: .*none of 2 saved states matches.*$text" "$tmp/$name.err" ||
+        fail "$name: stderr should say no entry matches: $(cat "$tmp/$name.err")"
+    events "$tmp/t$name/seed1-controller.jsonl" | grep -q "prior: none of 2 saved states matches" ||
+        fail "$name: the trace has no 'prior: none' event"
+}
+check_none alloc "allocation changed" --alloc 16/32
+check_none gpu "h200" --alloc 8/32 --gpu-model h200
+
+# The same key, another allocation or workload size behind it: refused on the governor's time.
+check_refused() { # name, prior dir, sim args...
+    local name=$1 dir=$2
+    shift 2
+    run "$name" --mode disaggregated --alloc 8/32 --updates 40 --tag same --prior "$tmp/$dir" \
+        --trace "$tmp/t$name" "$@" || { fail "$name: exit $?"; return; }
+    for k in 1 2; do
+        events "$tmp/t$name/seed$k-controller.jsonl" >"$tmp/$name$k.ev"
+        grep -q "prior refused: governor time per valid token expected .* found" "$tmp/$name$k.ev" ||
+            fail "$name: seed $k's trace should refuse the prior on the governor's time"
+        expect_in "$tmp/$name$k.ev" "start at" "$name: seed $k searches afresh"
+    done
+}
+check_refused wrong-alloc wide
+check_refused wrong-size small
+
+# Bad paths: a usage error naming the path; a damaged entry fails naming the file; an empty
+# directory is said to hold nothing and the job searches.
+run missing --mode disaggregated --updates 20 --prior "$tmp/no-such-dir"
+expect_rc 2 $? "--prior of a missing path"
+expect_in "$tmp/missing.err" "$tmp/no-such-dir" "--prior of a missing path"
+mkdir -p "$tmp/bad" "$tmp/empty"
+head -c 300 "$tmp/prior/seed101-controller.state" >"$tmp/bad/seed9-controller.state"
+run bad --mode disaggregated --updates 20 --prior "$tmp/bad"
+rc=$?
+[ "$rc" -ne 0 ] || fail "a damaged prior entry should fail the run"
+expect_in "$tmp/bad.err" "$tmp/bad/seed9-controller.state" "a damaged prior entry"
+run empty --mode disaggregated --updates 20 --prior "$tmp/empty" || fail "empty prior: exit $?"
+expect_in "$tmp/empty.err" "holds no saved controller state" "an empty prior directory"
+
+# A prior and a resume together: refused, naming both.
+run both --mode disaggregated --updates 20 --prior "$tmp/prior" --resume-from "$tmp/prior"
+rc=$?
+[ "$rc" -ne 0 ] || fail "--prior with --resume-from should fail"
+expect_in "$tmp/both.err" "not both" "--prior with --resume-from"
+
+exit $((fails > 0))

@@ -266,21 +266,9 @@ int eerl__ctl_config_import(eerl_mode mode, const eerl_ctl_config *in, eerl_ctl_
         return EERL_EINVAL;                                                                        \
     } while (0)
 
-int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
+/* The search: strategy, allowance, trial and confirmation lengths, grids. */
+static int check_search(const eerl_ctl_config *c, char *why, size_t why_len)
 {
-    eerl_ctl_config full;
-    const eerl_ctl_config *c = &full;
-    int i;
-
-    if (!cfg)
-        BAD("no configuration");
-    if (cfg->size < CFG_SIZE_MIN || cfg->size > sizeof(*cfg))
-        BAD("configuration size %zu is not one this eerl reads (%zu to %zu): start from "
-            "eerl_ctl_config_default",
-            cfg->size, (size_t)CFG_SIZE_MIN, sizeof(*cfg));
-    /* Fields past a shorter (older) struct's end take their defaults, which pass. */
-    if (eerl__ctl_config_import(EERL_MODE_COLOCATED, cfg, &full) < 0)
-        BAD("no configuration");
     if ((unsigned)c->strategy >= EERL_STRATEGY_COUNT)
         BAD("strategy %d is unknown (valid: %s)", (int)c->strategy, eerl_strategy_names());
     if (!(c->allowed_loss >= 0 && c->allowed_loss < 1))
@@ -304,6 +292,12 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
             c->first_grid_mhz, c->second_grid_mhz);
     if (!(c->big_loss >= c->allowed_loss && c->big_loss < 1))
         BAD("big_loss %g must be in [allowed_loss %g, 1)", c->big_loss, c->allowed_loss);
+    return 0;
+}
+
+/* After the lock: the monitoring window, the references, the coverage check. */
+static int check_after_lock(const eerl_ctl_config *c, char *why, size_t why_len)
+{
     if (!(c->monitor_margin >= 0 && c->monitor_margin <= c->allowed_loss))
         BAD("monitor_margin %g must be in [0, allowed_loss %g]", c->monitor_margin,
             c->allowed_loss);
@@ -319,6 +313,14 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
     if (c->coverage_fail_limit < 1 || c->coverage_fail_limit > 10)
         BAD("coverage_fail_limit %u must be in 1-10 (counted over the last 10 updates)",
             c->coverage_fail_limit);
+    return 0;
+}
+
+/* In flight: block lengths, the standard-error target, the lock's candidates, time tolerance. */
+static int check_inflight(const eerl_ctl_config *c, char *why, size_t why_len)
+{
+    int i;
+
     if (c->block_choices[0] < 1)
         BAD("block_choices[0] is 0: give at least one in-flight block length");
     for (i = 1; i < EERL_BLOCK_CHOICES_MAX; i++)
@@ -337,6 +339,14 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
             c->inflight_lock_candidate_blocks);
     if (!(c->time_tolerance >= 0 && c->time_tolerance <= 1))
         BAD("time_tolerance %g must be in [0, 1]", c->time_tolerance);
+    return 0;
+}
+
+/* Groups: how many the strategy searches, their names unique. */
+static int check_groups(const eerl_ctl_config *c, char *why, size_t why_len)
+{
+    int i;
+
     if (c->n_groups < 2 || c->n_groups > EERL_GROUPS_MAX)
         BAD("n_groups %u must be in 2-%d", c->n_groups, EERL_GROUPS_MAX);
     if (c->n_groups != 2 && c->strategy != EERL_STRATEGY_EERL &&
@@ -352,6 +362,12 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
             if (!strcmp(c->group_names[i], c->group_names[j]))
                 BAD("group name '%s' is declared twice", c->group_names[i]);
     }
+    return 0;
+}
+
+/* The eerl strategy's knobs, the revisions this eerl knows, clock settings. */
+static int check_eerl_and_revisions(const eerl_ctl_config *c, char *why, size_t why_len)
+{
     if (c->expected_updates > 100000000u)
         BAD("expected_updates %u must be at most 100000000 (0: unknown)", c->expected_updates);
     if (!(c->budget_margin >= 0 && c->budget_margin < c->allowed_loss) &&
@@ -375,4 +391,30 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
         BAD("clock settings above 100000 MHz (idle %u, feedback %u/%u)", c->idle_mhz,
             c->feedback_step_mhz, c->feedback_big_step_mhz);
     return 0;
+}
+
+int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
+{
+    eerl_ctl_config full;
+    int rc;
+
+    if (!cfg)
+        BAD("no configuration");
+    if (cfg->size < CFG_SIZE_MIN || cfg->size > sizeof(*cfg))
+        BAD("configuration size %zu is not one this eerl reads (%zu to %zu): start from "
+            "eerl_ctl_config_default",
+            cfg->size, (size_t)CFG_SIZE_MIN, sizeof(*cfg));
+    /* Fields past a shorter (older) struct's end take their defaults, which pass. */
+    if (eerl__ctl_config_import(EERL_MODE_COLOCATED, cfg, &full) < 0)
+        BAD("no configuration");
+    rc = check_search(&full, why, why_len);
+    if (rc == 0)
+        rc = check_after_lock(&full, why, why_len);
+    if (rc == 0)
+        rc = check_inflight(&full, why, why_len);
+    if (rc == 0)
+        rc = check_groups(&full, why, why_len);
+    if (rc == 0)
+        rc = check_eerl_and_revisions(&full, why, why_len);
+    return rc;
 }

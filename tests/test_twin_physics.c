@@ -28,7 +28,7 @@ static void test_supported_clocks(void **state)
     assert_int_equal(eerl_twin_preset_new("qwen3-30b-a3b", "h200", NULL, &p), 0);
     assert_int_equal(eerl_twin_preset_clocks(p, c, EERL_DEVICE_CLOCKS_MAX, &n), 0);
     /* 1980 down to 345 in 15 MHz steps (the readings' note says 106 values; a uniform 15 MHz
-     * grid over that range has 110: docs/twin.md). */
+     * grid over that range has 110: docs/internals/twin.md). */
     assert_int_equal(n, 110);
     assert_int_equal(c[0], 1980);
     assert_int_equal(c[n - 1], 345);

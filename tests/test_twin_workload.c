@@ -148,7 +148,8 @@ static void test_valid_tokens_are_the_loss_mask_and_the_filter_option(void **sta
     assert_int_equal(eerl__wl_init(&b, &filt, 'M', 21, 0, 0), EERL_EINVAL);
 }
 
-/* A grpo-tiny-like workload with the length level of the H200 run (docs/twin.md): 320
+/* A grpo-tiny-like workload with the length level of the H200 run (docs/internals/twin.md, "Length
+ * level"): 320
  * responses, limit 1024, overlong filtering. */
 static struct eerl__wl_params wandering(double sd, double ar1, double ar2)
 {

@@ -94,7 +94,7 @@ static int parse_gpu(json_t *o, struct eerl__gpu *g)
     NUM(o, "f_knee", 0, 4000, g->f_knee);
     NUM(o, "droop_mhz", 0, 100, g->droop_mhz);
     /* A clock lock or a wake from the idle clock takes milliseconds: the file may not make it a
-     * seconds-scale cost (docs/twin.md, "Clock switches"). */
+     * seconds-scale cost (docs/internals/twin.md, "Clock switches"). */
     NUM(o, "switch_s", 0, EERL__TWIN_SWITCH_MAX_S, g->switch_s);
     NUM(o, "idle_clock", 100, 4000, g->idle_clock);
     /* Optional (files from before they existed keep their meaning): V(f) shape, waiting draw,

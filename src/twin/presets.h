@@ -10,7 +10,7 @@
 
 #define EERL__EXP_CACHE 64
 
-/* Per-update costs at fmax, in seconds (see docs/twin.md for the formulas). */
+/* Per-update costs at fmax, in seconds (see docs/internals/twin.md for the formulas). */
 struct eerl__costs {
     double c_tail; /* generation: per token of the longest response (decode latency) */
     double c_tok;  /* generation: per generated token per generation GPU (throughput) */
@@ -19,7 +19,8 @@ struct eerl__costs {
     double t_tr0;  /* training: fixed per update (optimizer step, gradient reduction) */
     /* drained: the part of t_tr0 the training pool can only do after the rendezvous (its side
      * of the weight refit: gathering and sending the new weights), at the training clock;
-     * optional key, 0 when absent; never more than t_tr0 (docs/twin.md, "Execution modes") */
+     * optional key, 0 when absent; never more than t_tr0 (docs/internals/twin.md, "Execution
+     * modes") */
     double t_tr_after;
     double t_refit; /* weight refit (clock-insensitive: transfer-bound) */
     double t_other; /* reward, data and host work; GPUs wait */

@@ -2,7 +2,7 @@
 """Builds the twin's H200 preset for examples/grpo_tiny.py from a real observe-only run on an H200
 (data/h200/grpo-2026-11-30/colocated-packed) and writes it into the twin's parameter file.
 
-What is measured and what is assumed (docs/twin.md, docs/validation/validation.md):
+What is measured and what is assumed (docs/internals/twin.md, docs/validation/validation.md):
 
   measured (governor point, 1980 MHz, one H200)  the workload (320 sequences of lognormal length
       truncated at 1024; per update a lognormal fitted to its mean length and its share at the
@@ -235,8 +235,8 @@ def build(params, run=RUN):
     p["c_tail"], p["c_tok"] = m["c_tail"], 0.0
     p["c_lp"], p["c_tr"], p["t_tr0"] = m["c_lp"], m["c_tr"], m["t_tr0"]
     p["t_refit"], p["t_other"] = m["t_refit"], m["t_other"]
-    # Drained-mode split of t_tr0 (docs/twin.md): fitted on the paper's drained rows of the H100
-    # preset in seconds, so it does not carry to this measured t_tr0; no drained run measured.
+    # Drained-mode split of t_tr0 (docs/internals/twin.md): fitted on the paper's drained rows of
+    # the H100 preset in seconds, so it does not carry to this measured t_tr0; no drained run measured.
     p.pop("t_tr_after", None)
     # Active power at the governor's clock (V = 1 at the top clock): idle + pm + pw; keep the H100
     # fit's split between the clock-following part (pw) and the rest (pm).

@@ -131,6 +131,8 @@ class RtConfig(C.Structure):
         ("train_pool", C.POINTER(C.c_uint)),
         ("node_of", C.POINTER(C.c_uint)),
         ("n_node_of", C.c_size_t),
+        ("prior", C.c_char_p),
+        ("job_model", C.c_char_p),
     ]
 
 

@@ -75,6 +75,7 @@ def _c():
         "rt_last_error": d("eerl_rt_last_error", C.c_char_p, [P]),
         "rt_save_state": d("eerl_rt_save_state", I, [P, C.c_char_p]),
         "rt_resumed": d("eerl_rt_resumed", I, [P, C.POINTER(C.c_char_p)]),
+        "rt_prior": d("eerl_rt_prior", I, [P, C.POINTER(C.c_char_p)]),
         "rt_abort": d("eerl_rt_abort", I, [P, C.c_char_p, C.c_char_p]),
         "state_name": d("eerl_state_name", C.c_char_p, [I]),
     }
@@ -175,6 +176,7 @@ class _RuntimeSession:
         self._pid = os.getpid()  # a forked child's copy is inert: see close()
         self._open_phases = []
         self._resume_cache = (False, "")
+        self._prior_cache = (False, "")
         self._update = 1  # updates are numbered from 1, as in eerl sim and the CLI
         self._last = None
         # The training loop's overhead: wall time on the caller's thread inside the session's
@@ -187,7 +189,7 @@ class _RuntimeSession:
 
     def _config(self, mode, gen, train, allowed_loss, strategy, trace, run_info, producer,
                 clock=None, resume_from=None, resume_tag=None, governor_peak_mhz=0,
-                meter_interval_ms=0, sample_thread=True):
+                meter_interval_ms=0, sample_thread=True, prior=None, job_model=None):
         """The runtime's configuration (eerl_rt_config); what its pointers point to is kept on
         self for the session's life. gen, train: device GPU indices."""
         if mode not in T.MODES:
@@ -222,6 +224,9 @@ class _RuntimeSession:
         self._keep += [os.fsencode(resume_from) if resume_from is not None else None,
                        resume_tag.encode() if resume_tag is not None else None]
         cfg.resume_from, cfg.resume_tag = self._keep[5:7]
+        self._keep += [os.fsencode(prior) if prior is not None else None,
+                       job_model.encode() if job_model is not None else None]
+        cfg.prior, cfg.job_model = self._keep[7:9]
         return cfg
 
     def _start(self, cfg):
@@ -238,6 +243,7 @@ class _RuntimeSession:
         self._rt = rt
         self._closed = False
         self._resume_info()
+        self._prior_info()
         with _live_lock:
             _live.add(self)
 
@@ -390,6 +396,27 @@ class _RuntimeSession:
         """Why the session resumed or started fresh ("" without resume_from)."""
         return self._resume_info()[1]
 
+    @property
+    def prior_taken(self):
+        """True when the controller took a prior from earlier jobs (Session(prior=...)): their
+        setting is its first candidate once calibrated. Whether it was verified or refused then
+        is in the trace's events ("prior's setting verified", "prior refused: ...")."""
+        return self._prior_info()[0]
+
+    @property
+    def prior_detail(self):
+        """What the prior held and matched, or why it was not taken ("" without a prior)."""
+        return self._prior_info()[1]
+
+    def _prior_info(self):
+        if self._rt is None:
+            return self._prior_cache
+        d = C.c_char_p()
+        r = _c()["rt_prior"](self._rt, C.byref(d))
+        _lib.check(r if r < 0 else 0, "prior status", self._err)
+        self._prior_cache = (r == 1, (d.value or b"").decode(errors="replace"))
+        return self._prior_cache
+
     def _resume_info(self):
         if self._rt is None:
             return self._resume_cache
@@ -534,7 +561,18 @@ class Session(_RuntimeSession):
         the first update's events). A damaged or unreadable file raises EerlError naming it.
         Only strategy "eerl" resumes (in every mode); the others start fresh and say so.
     resume_tag: the hardware identity saved states are matched on; None: the first GPU's model
-        and the pool sizes.
+        and the pool sizes, then job_model when given.
+    prior: what earlier jobs of this model on these GPUs saved (docs/controller.md "Starting
+        from earlier jobs: the prior"): a state saved by save_state(), or a directory of them
+        (files named *.state, and each subdirectory's eerl-controller.state: the checkpoint
+        directories of earlier jobs). The entries of this job's key (resume_tag's GPU model and
+        pool sizes, job_model, the mode, strategy and configuration) give the setting the job
+        verifies after its own calibration instead of searching; prior_taken and prior_detail
+        say what was taken, the trace whether it was verified or refused. No matching entry: a
+        fresh search, said in prior_detail and the trace. A path that does not exist, or an entry
+        that is not a saved state, raises EerlError naming it; so does prior with resume_from.
+    job_model: the model the job trains, by the user's name ("qwen3-30b-a3b"): part of the key
+        of the states it saves and the priors it takes. None: not part of the key.
     clock: None (real time), or a function returning the time in seconds, never going back: the
         session then runs in that (e.g. a simulator's virtual) time, its meter reading the
         counters at the phase boundaries only.
@@ -543,7 +581,7 @@ class Session(_RuntimeSession):
     def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
                  trace=None, strategy="eerl", run_info=None, governor_peak_mhz=0,
                  meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
-                 resume_tag=None, clock=None):
+                 resume_tag=None, clock=None, prior=None, job_model=None):
         self._init_common()
         self._agent = None
         if mode not in T.MODES:
@@ -575,7 +613,7 @@ class Session(_RuntimeSession):
                            "eerl %s python" % _lib.__version__, clock=clock,
                            resume_from=resume_from, resume_tag=resume_tag,
                            governor_peak_mhz=governor_peak_mhz,
-                           meter_interval_ms=meter_interval_ms)
+                           meter_interval_ms=meter_interval_ms, prior=prior, job_model=job_model)
         self._open_device(eerld, sorted(set(gen) | set(train)))
         self._start(cfg)
         if install_sigterm:

@@ -216,10 +216,12 @@ typedef struct eerl_ctl_config {
     /* The eerl strategy in in-flight mode (strategy_eerl_inflight.c): which revision of its
      * judge and proposer decides. 0: the governor rate (valid tokens per second, fixed) as the
      * reference; 1: the governor's update time and energy as functions of the consumed
-     * batch's valid tokens (a fixed part where the references show one); 2 (default): as 1, and
-     * a governor block after lock that says the governor moved is confirmed by as many updates
-     * again before the reference follows it (docs/internals/controller.md). A trace header without
-     * the key replays with 0 (written before it). */
+     * batch's valid tokens (a fixed part where the references show one); 2: as 1, and a
+     * governor block after lock that says the governor moved is confirmed by as many updates
+     * again before the reference follows it; 3 (default): as 2, and a run of fewer than 500
+     * updates aims half of budget_margin inside the allowance, beyond the reference's own error
+     * (docs/internals/controller.md, "The eerl strategy", item 5). A trace header without the
+     * key replays with 0 (written before it). */
     unsigned inflight_revision;
     /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its
      * proposers): which revision decides. 0: the governor probes' mean error corrects the

@@ -22,6 +22,7 @@ void eerl__inflight_features_of(const eerl_ctl_config *cfg, struct eerl__infligh
     ret->work_model = r >= 1;
     ret->confirm_moved = r >= 2;
     ret->first_check = r >= 2;
+    ret->half_margin = r >= 3;
 }
 
 int eerl__paper_grid_below_peak(const eerl_ctl_config *cfg)

@@ -31,6 +31,8 @@ struct eerl__inflight_features {
     int confirm_moved; /* (2) a governor block after lock that says the governor moved is
                           confirmed by as many updates again */
     int first_check;   /* (2) the first check after lock comes early */
+    int half_margin;   /* (3) a run under 500 updates keeps half of budget_margin inside the
+                          allowance (the reference's error widens it already) */
 };
 
 void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_features *ret);

@@ -361,7 +361,7 @@ int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf, size_t len
     return 0;
 }
 
-/* One clock of the entries' locks, the upper median (the governor, 0, counts as above every
+/* One clock of the entries' locks, the lower median (the governor, 0, counts as above every
  * clock). in[i].s's field at offset off. */
 static unsigned prior_median(const struct eerl__prior_in *in, size_t n, size_t off)
 {
@@ -377,7 +377,7 @@ static unsigned prior_median(const struct eerl__prior_in *in, size_t n, size_t o
             v[j - 1] = t;
         }
     }
-    return v[m / 2] == UINT_MAX ? 0 : v[m / 2];
+    return v[(m - 1) / 2] == UINT_MAX ? 0 : v[(m - 1) / 2];
 }
 
 /* The entries' setting: each clock the median of their locks (the last 64 entries), snapped to

@@ -14,7 +14,8 @@ struct eerl__prior_st {
     unsigned jobs, votes;     /* matching saved states, and how many of them locked s */
     double tpt_mean, tpt_var; /* their governor references' time per valid token (s) */
     unsigned tpt_n;
-    int phase; /* 0: not started, 1: testing s, 2: the inner proposer has the search */
+    int phase; /* 0: not started, 1: testing s, 2: the inner proposer has the search, 3: s
+                  verified: it stays while it passes, the inner proposer raises it */
 };
 
 /* Checks the job's calibration against the prior, then tests the prior's setting; a pass locks

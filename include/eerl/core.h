@@ -199,7 +199,7 @@ typedef struct eerl_ctl_config {
     /* ---- strategies beyond the paper (ignored by EERL_STRATEGY_PAPER) ---- */
     unsigned expected_updates; /* updates the job will run in all; 0: unknown (learned) */
     double budget_margin;      /* 0.003: the run-level budget aims this far inside the allowance */
-    unsigned fast_calibration_updates; /* eerl strategy's calibration: 10 (20 in-flight) */
+    unsigned fast_calibration_updates; /* eerl strategy's calibration: 10 (16 in-flight) */
     eerl_setting static_setting;       /* EERL_STRATEGY_STATIC: the setting to hold */
     /* Phase groups with a clock of their own (the eerl strategy searches one clock per group;
      * the paper's strategies need exactly 2): 2 (generation, training) by default; PPO may add
@@ -406,16 +406,16 @@ EERL_EXPORT int eerl_ctl_restore(eerl_ctl *ctl, const char *tag, const void *buf
 
 /* A prior from earlier jobs (docs/controller.md "Starting from earlier jobs: the prior"): n
  * states saved by eerl_ctl_save in earlier jobs. The entries learned on this job's key (tag,
- * mode, strategy, groups, clock list, configuration) that hold a lock are taken; the setting the
- * most of them locked becomes this job's first candidate once its own calibration is done, if
- * the governor's time per valid token it measured agrees with theirs within the noise. A
- * candidate that passes the judge's test is locked; a calibration that disagrees or a candidate
- * that fails starts a fresh search, with a HOLD event "prior refused: <expected, found>". Call
- * once, before the first observation, and not with eerl_ctl_restore. Returns 0 (why: how many
- * matched, at what), 1 when none matches (a HOLD event "prior: none of N ..." and why say the
- * first entry's reason), EERL_EPARSE for an entry that is not a saved state or is damaged
- * (why: "entry I: ..."), EERL_ENOTSUP for a strategy without a search to skip, EERL_ESTATE
- * after the first observation or a second call. */
+ * mode, strategy, groups, clock list, configuration) that hold a lock are taken; a setting of
+ * each clock's lower median of their locks becomes this job's first candidate once its own
+ * calibration is done, if the governor's time per valid token it measured agrees with theirs
+ * within the noise. A candidate that passes the judge's test is locked; a calibration that
+ * disagrees or a candidate that fails starts a fresh search, with a HOLD event "prior refused:
+ * <expected, found>". Call once, before the first observation, and not with eerl_ctl_restore.
+ * Returns 0 (why: how many matched, at what), 1 when none matches (a HOLD event "prior: none of
+ * N ..." and why say the first entry's reason), EERL_EPARSE for an entry that is not a saved
+ * state or is damaged (why: "entry I: ..."), EERL_ENOTSUP for a strategy without a search to
+ * skip, EERL_ESTATE after the first observation or a second call. */
 EERL_EXPORT int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs,
                                    const size_t *lens, size_t n, char *why, size_t why_len);
 

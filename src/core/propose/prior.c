@@ -41,7 +41,7 @@ static void hand_over(const struct eerl__ctx *cx, struct eerl__prior_st *st,
 {
     struct eerl__outcome o = *from;
 
-    st->phase = 2;
+    st->phase = EERL__PRIOR_HANDED;
     memset(&o.s, 0, sizeof(o.s));
     o.verdict = EERL_VERDICT_NONE;
     o.loss = o.energy = o.loss_var = 0;
@@ -58,8 +58,8 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
     unsigned n;
     char b[48];
 
-    if (from->locked || st->phase) { /* a resumed lock: the prior has no say */
-        st->phase = 2;
+    if (from->locked || st->phase != EERL__PRIOR_WAIT) { /* a resumed lock: the prior has no say */
+        st->phase = EERL__PRIOR_HANDED;
         st->inner->start(cx, st->inner_st, from, ret);
         return;
     }
@@ -79,7 +79,7 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
         hand_over(cx, st, from, ret);
         return;
     }
-    st->phase = 1;
+    st->phase = EERL__PRIOR_TESTING;
     ret->kind = EERL__MOVE_TRY;
     ret->s = st->s;
     ret->group = -1;
@@ -113,7 +113,7 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
     struct eerl__outcome at = *o;
     char b[48];
 
-    if (st->phase == 3 && o->locked && o->verdict == EERL_VERDICT_PASS) {
+    if (st->phase == EERL__PRIOR_VERIFIED && o->locked && o->verdict == EERL_VERDICT_PASS) {
         /* Credit left over may move the verified lock a grid step at a time, not further: the
          * strategy's own model has seen two settings (the governor and this one), and a jump it
          * extrapolated from them cost more than it saved (on the twin, a 4.3% loss for 3
@@ -129,7 +129,7 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
         }
         return;
     }
-    if (st->phase != 1) {
+    if (st->phase != EERL__PRIOR_TESTING) {
         st->inner->next(cx, st->inner_st, o, ret);
         return;
     }
@@ -144,7 +144,7 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
     }
     /* The inner proposer starts as at a resumed lock (nothing lowered again); its move is the
      * lock's, which the STOP below makes. */
-    st->phase = 3;
+    st->phase = EERL__PRIOR_VERIFIED;
     at.locked = 1;
     st->inner->start(cx, st->inner_st, &at, ret);
     memset(ret, 0, sizeof(*ret));

@@ -7,6 +7,14 @@
 
 #include "core/propose.h"
 
+enum eerl__prior_phase {
+    EERL__PRIOR_WAIT,     /* not started: the strategy's calibration is under way */
+    EERL__PRIOR_TESTING,  /* the prior's setting is the candidate under test */
+    EERL__PRIOR_HANDED,   /* the inner proposer has the search (refused, failed or resumed) */
+    EERL__PRIOR_VERIFIED, /* the setting passed: it stays while it passes, the inner proposer
+                             may raise it or move it a grid step at a time */
+};
+
 struct eerl__prior_st {
     const struct eerl__proposer_ops *inner; /* the strategy's proposer, and its state */
     void *inner_st;
@@ -14,8 +22,7 @@ struct eerl__prior_st {
     unsigned jobs, votes;     /* matching saved states, and how many of them locked s */
     double tpt_mean, tpt_var; /* their governor references' time per valid token (s) */
     unsigned tpt_n;
-    int phase; /* 0: not started, 1: testing s, 2: the inner proposer has the search, 3: s
-                  verified: it stays while it passes, the inner proposer raises it */
+    enum eerl__prior_phase phase;
 };
 
 /* Checks the job's calibration against the prior, then tests the prior's setting; a pass locks

@@ -89,12 +89,17 @@ static int read_dir(struct entries *es, const char *dir, char *detail, size_t de
     }
     for (i = 0; i < n && e == 0; i++) {
         const char *f = list[i]->d_name;
+        if (es->n >= PRIOR_MAX) {
+            snprintf(detail, detail_len, "prior '%s': more than %d saved states", dir, PRIOR_MAX);
+            e = EERL_EINVAL;
+            break;
+        }
         if (f[0] == '.' || (size_t)snprintf(p, sizeof(p), "%s/%s", dir, f) >= sizeof(p))
             continue;
         if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
             if ((size_t)snprintf(p, sizeof(p), "%s/%s/%s", dir, f, EERL__RESUME_FILE) < sizeof(p))
                 e = add_file(es, p, detail, detail_len);
-        } else if (ends_with(f, ".state") && es->n < PRIOR_MAX) {
+        } else if (ends_with(f, ".state")) {
             e = add_file(es, p, detail, detail_len);
         }
     }

@@ -58,7 +58,8 @@ check_none() { # name, expected text, sim args...
         { fail "$name: exit $?"; return; }
     grep -q "no prior: .*none of 2 saved states matches.*$text" "$tmp/$name.err" ||
         fail "$name: stderr should say no entry matches: $(cat "$tmp/$name.err")"
-    events "$tmp/t$name/seed1-controller.jsonl" | grep -q "prior: none of 2 saved states matches" ||
+    events "$tmp/t$name/seed1-controller.jsonl" >"$tmp/$name.ev" # whole: grep -q and pipefail
+    grep -q "prior: none of 2 saved states matches" "$tmp/$name.ev" ||
         fail "$name: the trace has no 'prior: none' event"
 }
 check_none alloc "allocation changed" --alloc 16/32

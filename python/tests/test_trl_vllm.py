@@ -261,8 +261,12 @@ def test_async_grpo_in_flight(vllm_python, workdir, server, node, tmp_path):
         # N: the tokens TRL's loss took in the step's micro-batches (its own global_n_tokens)
         assert u["work"]["N"] == step["N"] > 0 and u["work"]["G"] == u["work"]["N"]
         assert 0 < u["work"]["L"] <= trl_tiny.MAX_COMPLETION
-        # policy age: TRL's staleness of the step's oldest sample (weight_sync_steps=1)
-        assert u["work"]["policy_age"] == log["sample/staleness_max"]
+        # policy age: the step's oldest sample's age when it is trained (weight_sync_steps=1).
+        # TRL's sample/staleness_max is taken when the sample leaves the rollout queue, and the
+        # dataloader fetches a batch ahead: where a weight sync falls between that fetch and
+        # the step that trains it, TRL's figure is one less (seen on a fresh run: 3 and 2.0).
+        age, stale = u["work"]["policy_age"], log["sample/staleness_max"]
+        assert age in (stale, stale + 1), (u["update"], age, stale)
         for p in ("generation", "training", "refit"):
             assert u["phases"][p]["time_s"] > 0, (u["update"], p)
     assert node.locks() == [(None, None)] * 2

@@ -175,8 +175,8 @@ class _RuntimeSession:
         self._closed = True
         self._pid = os.getpid()  # a forked child's copy is inert: see close()
         self._open_phases = []
-        self._resume_cache = (False, "")
-        self._prior_cache = (False, "")
+        # how the session started, kept past close(): "rt_resumed" / "rt_prior" -> (taken, why)
+        self._start = {"rt_resumed": (False, ""), "rt_prior": (False, "")}
         self._update = 1  # updates are numbered from 1, as in eerl sim and the CLI
         self._last = None
         # The training loop's overhead: wall time on the caller's thread inside the session's
@@ -242,8 +242,8 @@ class _RuntimeSession:
             raise
         self._rt = rt
         self._closed = False
-        self._resume_info()
-        self._prior_info()
+        self._start_info("rt_resumed")
+        self._start_info("rt_prior")
         with _live_lock:
             _live.add(self)
 
@@ -389,42 +389,35 @@ class _RuntimeSession:
     @property
     def resumed(self):
         """True when the controller started from a saved state (resume_from)."""
-        return self._resume_info()[0]
+        return self._start_info("rt_resumed")[0]
 
     @property
     def resume_detail(self):
         """Why the session resumed or started fresh ("" without resume_from)."""
-        return self._resume_info()[1]
+        return self._start_info("rt_resumed")[1]
 
     @property
     def prior_taken(self):
         """True when the controller took a prior from earlier jobs (Session(prior=...)): their
         setting is its first candidate once calibrated. Whether it was verified or refused then
         is in the trace's events ("prior's setting verified", "prior refused: ...")."""
-        return self._prior_info()[0]
+        return self._start_info("rt_prior")[0]
 
     @property
     def prior_detail(self):
         """What the prior held and matched, or why it was not taken ("" without a prior)."""
-        return self._prior_info()[1]
+        return self._start_info("rt_prior")[1]
 
-    def _prior_info(self):
+    def _start_info(self, fn):
+        """(taken, why) from the runtime's rt_resumed or rt_prior, or as read before close()."""
         if self._rt is None:
-            return self._prior_cache
+            return self._start[fn]
         d = C.c_char_p()
-        r = _c()["rt_prior"](self._rt, C.byref(d))
-        _lib.check(r if r < 0 else 0, "prior status", self._err)
-        self._prior_cache = (r == 1, (d.value or b"").decode(errors="replace"))
-        return self._prior_cache
-
-    def _resume_info(self):
-        if self._rt is None:
-            return self._resume_cache
-        d = C.c_char_p()
-        r = _c()["rt_resumed"](self._rt, C.byref(d))
-        _lib.check(r if r < 0 else 0, "resume status", self._err)
-        self._resume_cache = (r == 1, (d.value or b"").decode(errors="replace"))
-        return self._resume_cache
+        r = _c()[fn](self._rt, C.byref(d))
+        _lib.check(r if r < 0 else 0, {"rt_resumed": "resume", "rt_prior": "prior"}[fn] + " status",
+                   self._err)
+        self._start[fn] = (r == 1, (d.value or b"").decode(errors="replace"))
+        return self._start[fn]
 
     def applied_setting(self):
         """The eerl.api.Setting applied from the next phase boundary (0: the governor)."""

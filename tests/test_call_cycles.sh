@@ -11,6 +11,7 @@ set -u
 build=${1:-$(dirname "${EERL_BIN:?EERL_BIN must name the eerl binary of the build to check}")}
 command -v nm >/dev/null || { echo "FAIL: nm not found: apt-get install binutils"; exit 1; }
 exec /usr/bin/python3 - "$build" <<'PY'
+import graphlib
 import os, re, subprocess, sys
 
 build, src = sys.argv[1], os.environ.get("EERL_SOURCE_DIR", "")
@@ -69,27 +70,11 @@ def graph_of(files):
 
 
 def find_cycle(graph):
-    state, stack = {}, []
-
-    def visit(n):
-        state[n] = 1
-        stack.append(n)
-        for m in sorted(graph[n]):
-            if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
-            if m not in state:
-                c = visit(m)
-                if c:
-                    return c
-        stack.pop()
-        state[n] = 2
-        return None
-
-    for n in sorted(graph):
-        if n not in state:
-            c = visit(n)
-            if c:
-                return c
+    """A cycle [a, b, ..., a], each node using the next, or None (the standard graphlib)."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        return e.args[1][::-1]  # graphlib lists each node before the one that uses it
     return None
 
 

@@ -10,6 +10,7 @@ cd "$src" || exit 1
 [ $# -gt 0 ] || set -- programs/eerld src/meter src/runtime src/analysis src/trace src/agent \
     src/sim
 exec /usr/bin/python3 - "$@" <<'PY'
+import graphlib
 import os, re, sys
 
 def strip_comments(text):
@@ -34,25 +35,11 @@ def module_graph(folder):
     return graph
 
 def find_cycle(graph):
-    state, stack = {}, []
-    def visit(n):
-        state[n] = 1
-        stack.append(n)
-        for m in sorted(graph[n]):
-            if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
-            if m not in state:
-                c = visit(m)
-                if c:
-                    return c
-        stack.pop()
-        state[n] = 2
-        return None
-    for n in sorted(graph):
-        if n not in state:
-            c = visit(n)
-            if c:
-                return c
+    """A cycle [a, b, ..., a], each node using the next, or None (the standard graphlib)."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        return e.args[1][::-1]  # graphlib lists each node before the one that uses it
     return None
 
 DEF = re.compile(r"^(?!static\b|typedef\b|struct\b[^(]*\{|extern\b)[A-Za-z_][\w \t\*]*?\b(\w+)\s*\(", re.M)

@@ -176,7 +176,7 @@ class _RuntimeSession:
         self._pid = os.getpid()  # a forked child's copy is inert: see close()
         self._open_phases = []
         # how the session started, kept past close(): "rt_resumed" / "rt_prior" -> (taken, why)
-        self._start = {"rt_resumed": (False, ""), "rt_prior": (False, "")}
+        self._started = {"rt_resumed": (False, ""), "rt_prior": (False, "")}
         self._update = 1  # updates are numbered from 1, as in eerl sim and the CLI
         self._last = None
         # The training loop's overhead: wall time on the caller's thread inside the session's
@@ -411,13 +411,13 @@ class _RuntimeSession:
     def _start_info(self, fn):
         """(taken, why) from the runtime's rt_resumed or rt_prior, or as read before close()."""
         if self._rt is None:
-            return self._start[fn]
+            return self._started[fn]
         d = C.c_char_p()
         r = _c()[fn](self._rt, C.byref(d))
         _lib.check(r if r < 0 else 0, {"rt_resumed": "resume", "rt_prior": "prior"}[fn] + " status",
                    self._err)
-        self._start[fn] = (r == 1, (d.value or b"").decode(errors="replace"))
-        return self._start[fn]
+        self._started[fn] = (r == 1, (d.value or b"").decode(errors="replace"))
+        return self._started[fn]
 
     def applied_setting(self):
         """The eerl.api.Setting applied from the next phase boundary (0: the governor)."""

@@ -271,6 +271,35 @@ static int check_same(const struct reader *rd, const char *tag, struct save_head
     return 0;
 }
 
+/* What every reading of a state checks first: the bytes, the major version, the references.
+ * then: what the refusal adds (": fresh search" for a resume). */
+static int check_head(const struct reader *rd, const unsigned char *p, size_t len,
+                      struct save_head *h, size_t *sum_len, const char *then)
+{
+    int e = check_bytes(rd, p, len, h, sum_len);
+
+    if (e < 0)
+        return e;
+    /* The layout is the state format's (SAVE_MAGIC's last letter changes with it); within one
+     * major version a state saved by another release is read as compatible. */
+    if (h->version >> 16 != EERL_VERSION_MAJOR)
+        return refuse(rd, EERL_EVERSION,
+                      "saved by eerl version 0x%08x, this is 0x%08x (another major version)%s",
+                      (unsigned)h->version, (unsigned)EERL_VERSION_HEX, then);
+    return check_refs(rd, p, h);
+}
+
+/* A saved lock on this controller's clocks. */
+static void snap_setting(const struct eerl__ctx *cx, eerl_setting *s)
+{
+    int g;
+
+    for (g = 0; g < EERL_GROUPS_MAX; g++)
+        s->mhz[g] = eerl__grid_snap(cx->grid, s->mhz[g]);
+    if (s->idle_mhz)
+        s->idle_mhz = eerl__grid_snap(cx->grid, s->idle_mhz);
+}
+
 int eerl__restore(const struct eerl__ctx *cx, int resumes, const char *tag, const void *buf,
                   size_t len, const eerl_setting *next, struct eerl__saved *ret, int *ret_refused,
                   char *why, size_t why_len)
@@ -279,20 +308,10 @@ int eerl__restore(const struct eerl__ctx *cx, int resumes, const char *tag, cons
     const unsigned char *p = buf;
     struct save_head h;
     size_t i, from, sum_len = 0;
-    int e, g;
+    int e;
 
     *ret_refused = 0;
-    e = check_bytes(&rd, p, len, &h, &sum_len);
-    if (e < 0)
-        return e;
-    /* The layout is the state format's (SAVE_MAGIC's last letter changes with it); within one
-     * major version a state saved by another release is read as compatible. */
-    if (h.version >> 16 != EERL_VERSION_MAJOR)
-        return refuse(&rd, EERL_EVERSION,
-                      "saved by eerl version 0x%08x, this is 0x%08x (another major version): "
-                      "fresh search",
-                      (unsigned)h.version, (unsigned)EERL_VERSION_HEX);
-    e = check_refs(&rd, p, &h);
+    e = check_head(&rd, p, len, &h, &sum_len, ": fresh search");
     if (e < 0)
         return e;
     if (!resumes)
@@ -308,12 +327,8 @@ int eerl__restore(const struct eerl__ctx *cx, int resumes, const char *tag, cons
         memcpy(&o, p + sizeof(h) + i * sizeof(eerl_obs), sizeof(o));
         eerl__rec_ref_add(cx->rec, &o);
     }
-    if (h.locked) {
-        for (g = 0; g < EERL_GROUPS_MAX; g++)
-            h.locked_setting.mhz[g] = eerl__grid_snap(cx->grid, h.locked_setting.mhz[g]);
-        if (h.locked_setting.idle_mhz)
-            h.locked_setting.idle_mhz = eerl__grid_snap(cx->grid, h.locked_setting.idle_mhz);
-    }
+    if (h.locked)
+        snap_setting(cx, &h.locked_setting);
     ret->locked = (int)h.locked;
     ret->locked_setting = h.locked_setting;
     ret->unchecked = sum_len == 0;
@@ -328,14 +343,9 @@ int eerl__prior_entry(const struct eerl__ctx *cx, const char *tag, const void *b
     const unsigned char *p = buf;
     struct save_head h;
     size_t i, sum_len = 0;
-    int e, g;
+    int e;
 
-    e = check_bytes(&rd, p, len, &h, &sum_len);
-    if (e == 0 && h.version >> 16 != EERL_VERSION_MAJOR)
-        e = refuse(&rd, EERL_EVERSION, "saved by eerl version 0x%08x, this is 0x%08x",
-                   (unsigned)h.version, (unsigned)EERL_VERSION_HEX);
-    if (e == 0)
-        e = check_refs(&rd, p, &h);
+    e = check_head(&rd, p, len, &h, &sum_len, "");
     if (e == 0)
         e = check_same(&rd, tag, &h);
     if (e == 0 && !h.locked)
@@ -343,10 +353,7 @@ int eerl__prior_entry(const struct eerl__ctx *cx, const char *tag, const void *b
     if (e < 0)
         return refused ? 1 : e;
     memset(ret, 0, sizeof(*ret));
-    for (g = 0; g < EERL_GROUPS_MAX; g++)
-        h.locked_setting.mhz[g] = eerl__grid_snap(cx->grid, h.locked_setting.mhz[g]);
-    if (h.locked_setting.idle_mhz)
-        h.locked_setting.idle_mhz = eerl__grid_snap(cx->grid, h.locked_setting.idle_mhz);
+    snap_setting(cx, &h.locked_setting);
     ret->s = h.locked_setting;
     for (i = 0; i < h.ref_n; i++) {
         eerl_obs o;

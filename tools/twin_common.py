@@ -1,6 +1,7 @@
-"""Shared by tools/calibrate, tools/fidelity-report and tools/capture-ceiling: the paper's sweep
-rows, the C twin's expected-value evaluation through ctypes on libeerl.so (one implementation for
-fit and run) and the update records of an eerl trace."""
+"""Shared by tools/calibrate, tools/fidelity-report, tools/capture-ceiling, tools/capture-table
+and tools/prior-bench: the paper's sweep rows, the C twin's expected-value evaluation through
+ctypes on libeerl.so (one implementation for fit and run), the update records of an eerl trace
+and the capture bound's rows."""
 import csv
 import ctypes
 import json
@@ -19,6 +20,22 @@ def trace_updates(path, first=1):
     """The update records of an eerl trace (read by eerl.tracefile, the package's one trace
     reader), from update `first` on."""
     return [r for r in tracefile.read(path).updates if r["update"] >= first]
+
+
+def read_bound(path=None):
+    """The capture bound's rows (data/capture/bound.csv, which tools/capture-ceiling
+    --regenerate writes): {(mode, updates, workload): row dict}. OSError when the file cannot be
+    read; ValueError naming a row without mode, updates and workload."""
+    path = path or os.path.join(ROOT, "data", "capture", "bound.csv")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = {}
+    for r in rows:
+        try:
+            out[(r["mode"], int(r["updates"]), r["workload"])] = r
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("a row without mode, updates and workload: %r" % (r,)) from None
+    return out
 
 
 def find_paper_dir():

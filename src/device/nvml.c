@@ -373,24 +373,32 @@ static int op_sm_clock(eerl_device *dev, unsigned gpu, unsigned *ret_mhz)
     return 0;
 }
 
-static int op_energy_mj(eerl_device *dev, unsigned gpu, uint64_t *ret_mj)
+/* A 64-bit reading through get (the symbol sym, which may be absent from the library). */
+static int read_u64(eerl_device *dev, unsigned gpu, int sym,
+                    nvmlReturn_t (*get)(nvmlDevice_t, unsigned long long *), uint64_t *ret)
 {
-    struct nvml *nv = eerl__device_impl(dev);
     unsigned long long v;
     nvmlDevice_t h = NULL;
     nvmlReturn_t r;
     int e;
 
-    if (!nv->f.get_energy)
-        return missing(dev, S_ENERGY, gpu);
+    if (!get)
+        return missing(dev, sym, gpu);
     e = handle(dev, gpu, &h);
     if (e < 0)
         return e;
-    r = nv->f.get_energy(h, &v);
+    r = get(h, &v);
     if (r != NVML_SUCCESS)
-        return nv_fail(dev, S_ENERGY, gpu, NULL, r);
-    *ret_mj = (uint64_t)v;
+        return nv_fail(dev, sym, gpu, NULL, r);
+    *ret = (uint64_t)v;
     return 0;
+}
+
+static int op_energy_mj(eerl_device *dev, unsigned gpu, uint64_t *ret_mj)
+{
+    struct nvml *nv = eerl__device_impl(dev);
+
+    return read_u64(dev, gpu, S_ENERGY, nv->f.get_energy, ret_mj);
 }
 
 static int op_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
@@ -470,21 +478,8 @@ static int op_power_instant_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
 static int op_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask)
 {
     struct nvml *nv = eerl__device_impl(dev);
-    unsigned long long v;
-    nvmlDevice_t h = NULL;
-    nvmlReturn_t r;
-    int e;
 
-    if (!nv->f.get_reasons)
-        return missing(dev, S_REASONS, gpu);
-    e = handle(dev, gpu, &h);
-    if (e < 0)
-        return e;
-    r = nv->f.get_reasons(h, &v);
-    if (r != NVML_SUCCESS)
-        return nv_fail(dev, S_REASONS, gpu, NULL, r);
-    *ret_mask = (uint64_t)v;
-    return 0;
+    return read_u64(dev, gpu, S_REASONS, nv->f.get_reasons, ret_mask);
 }
 
 static int op_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz, unsigned max_mhz)

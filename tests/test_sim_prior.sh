@@ -33,7 +33,8 @@ for spec in "prior 8/32 M" "wide 16/32 M --tag same" "small 8/32 S --tag same"; 
     done
 done
 
-# A matching prior: verified after calibration, locked early; without it no seed locks as soon.
+# A matching prior: its calibration ends at 6 governor updates instead of 10, then the prior's
+# setting is verified and locked early; without it no seed locks as soon.
 run match --mode disaggregated --alloc 8/32 --updates 60 --prior "$tmp/prior" --trace "$tmp/tm" ||
     fail "matching prior: exit $?"
 [ "$(grep -c "2 of 2 saved states match this job" "$tmp/match.err")" -eq 2 ] ||
@@ -45,6 +46,10 @@ jq -e '[.seeds[].lock_update] | all(. == null or . > 20)' "$tmp/fresh.json" >/de
     fail "without a prior the search should take longer: $(jq -c '[.seeds[].lock_update]' "$tmp/fresh.json")"
 for k in 1 2; do
     events "$tmp/tm/seed$k-controller.jsonl" >"$tmp/tm$k.ev"
+    expect_in "$tmp/tm$k.ev" "prior matches after 6 governor updates: calibration ends" \
+        "seed $k's trace"
+    expect_in "$tmp/tm$k.ev" "predictor fitted on 6 governor updates" "seed $k's trace"
+    grep -q "calibrating 7/" "$tmp/tm$k.ev" && fail "seed $k: calibrated on past the prior's match"
     expect_in "$tmp/tm$k.ev" "prior: verify" "seed $k's trace"
     expect_in "$tmp/tm$k.ev" "prior's setting verified" "seed $k's trace"
     grep -q "start at" "$tmp/tm$k.ev" && fail "seed $k: searched although the prior was verified"
@@ -65,7 +70,8 @@ check_none() { # name, expected text, sim args...
 check_none alloc "allocation changed" --alloc 16/32
 check_none gpu "h200" --alloc 8/32 --gpu-model h200
 
-# The same key, another allocation or workload size behind it: refused on the governor's time.
+# The same key, another allocation or workload size behind it: refused on the governor's time
+# after 6 updates, and the calibration goes on to its full 10 before a fresh search.
 check_refused() { # name, prior dir, sim args...
     local name=$1 dir=$2
     shift 2
@@ -75,6 +81,9 @@ check_refused() { # name, prior dir, sim args...
         events "$tmp/t$name/seed$k-controller.jsonl" >"$tmp/$name$k.ev"
         grep -q "prior refused: governor time per valid token expected .* found" "$tmp/$name$k.ev" ||
             fail "$name: seed $k's trace should refuse the prior on the governor's time"
+        expect_in "$tmp/$name$k.ev" "calibrating 9/10" "$name: seed $k calibrates on"
+        expect_in "$tmp/$name$k.ev" "predictor fitted on 10 governor updates" \
+            "$name: seed $k's full calibration"
         expect_in "$tmp/$name$k.ev" "start at" "$name: seed $k searches afresh"
     done
 }

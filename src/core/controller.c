@@ -481,6 +481,9 @@ int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs, 
         goto out;
     prior_vote(ctl, in, k, p);
     prior_tpt(in, k, p);
+    p->cx = &ctl->cx;
+    eerl__rec_set_gate(ctl->rec, eerl__prior_cal_updates(&ctl->cx),
+                       eerl__prior_cal_updates(&ctl->cx) ? eerl__prior_gate : NULL, p);
     p->inner = ctl->prop;
     p->inner_st = ctl->pst;
     ctl->prior = p;

@@ -19,6 +19,9 @@ struct eerl__rec {
     unsigned block_updates;
     int locked;
     eerl_setting locked_setting;
+    int (*gate)(void *); /* a prior's gate on the calibration (eerl__rec_set_gate); NULL: none */
+    void *gate_arg;
+    unsigned gate_updates;
 };
 
 int eerl__rec_new(const eerl_ctl_config *cfg, int layout, struct eerl__rec **ret)
@@ -191,5 +194,25 @@ int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, un
             return 0;
         }
     }
+    if (kind == EERL__CAL_FAST && rec->gate && *count + 1 >= rec->gate_updates) {
+        int (*gate)(void *) = rec->gate;
+
+        rec->gate = NULL; /* asked once */
+        eerl__rec_ref_add(rec, obs);
+        ++*count;
+        if (gate(rec->gate_arg) || *count >= limit)
+            return 1;
+        eerl__rec_emit(rec, EERL_EV_HOLD, next, "calibrating %u/%u", *count, limit);
+        return 0;
+    }
+    if (kind == EERL__CAL_FAST && rec->gate)
+        limit = rec->gate_updates;
     return eerl__rec_ref_count(rec, obs, count, limit, "calibrating", next);
+}
+
+void eerl__rec_set_gate(struct eerl__rec *rec, unsigned updates, int (*gate)(void *), void *arg)
+{
+    rec->gate = gate;
+    rec->gate_arg = arg;
+    rec->gate_updates = updates;
 }

@@ -79,5 +79,10 @@ int eerl__rec_ref_count(struct eerl__rec *rec, const eerl_obs *obs, unsigned *co
 enum eerl__cal { EERL__CAL_PAPER, EERL__CAL_FAST };
 int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, unsigned *count,
                         const eerl_setting *next);
+/* A prior's gate on the fast calibration (eerl_ctl_set_prior): once `updates` governor updates
+ * are in (fewer than cfg.fast_calibration_updates), gate(arg) is asked once; 1 ends the
+ * calibration there, 0 lets it go on to its full length. Without a gate the calibration is as
+ * above. */
+void eerl__rec_set_gate(struct eerl__rec *rec, unsigned updates, int (*gate)(void *), void *arg);
 
 #endif

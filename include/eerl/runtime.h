@@ -109,10 +109,11 @@ typedef struct eerl_rt_config {
      * named *.state, and the eerl-controller.state of each subdirectory). The entries saved on
      * this job's key (resume_tag's GPU model and pool sizes with job_model, the mode, strategy,
      * clocks and controller configuration) give the setting the job verifies after its own
-     * calibration instead of searching (eerl_rt_prior says what was taken). None matching: a
-     * fresh search, said in eerl_rt_prior and a "prior: none ..." event. A path that does not
-     * exist or cannot be read, or an entry that is not a saved state, fails eerl_rt_new naming
-     * it; so does a prior together with resume_from (a job continues itself or starts from
+     * calibration instead of searching, that calibration cut to 6 governor updates (8 in
+     * flight) when its governor time agrees with theirs (eerl_rt_prior says what was taken). None
+     * matching: a fresh search, said in eerl_rt_prior and a "prior: none ..." event. A path that
+     * does not exist or cannot be read, or an entry that is not a saved state, fails eerl_rt_new
+     * naming it; so does a prior together with resume_from (a job continues itself or starts from
      * others, not both). NULL: none. */
     const char *prior;
     /* The model the job trains, as the user names it ("qwen3-30b-a3b"): part of the key of the

@@ -5,8 +5,9 @@
  * difference); it then proposes the earlier jobs' setting as the candidate. The judge tests it as
  * any candidate (its loss against this job's governor predictor, its energy against the
  * governor's); a pass locks it, a narrow failure raises it half a grid step and tests again (at
- * most PRIOR_RAISES times). The lock is then watched as a resumed one is: a failure raises one
- * clock a step, credit may lower it a grid step at a time. A refusal at the gate lets the
+ * most PRIOR_RAISES times). The lock is then watched as a resumed one is: credit may lower it a
+ * grid step at a time, and a failure goes back to the verified setting, or from there raises one
+ * clock a step. A refusal at the gate lets the
  * calibration go on to its full length; a refusal after it, or a candidate that fails outright,
  * hands the search to the strategy's own proposer from the governor, with an event that says what
  * was expected and what was found. */
@@ -197,6 +198,24 @@ static int raise(const struct eerl__ctx *cx, struct eerl__prior_st *st,
     return 1;
 }
 
+/* After the lock, a failure: back to the verified setting when credit had moved below it, else
+ * the late group one supported clock up (which becomes the setting fallen back to). */
+static int back_or_up(const struct eerl__ctx *cx, struct eerl__prior_st *st,
+                      const struct eerl__outcome *o, eerl_setting *up)
+{
+    unsigned g;
+
+    for (g = 0; g < cx->cfg->n_groups; g++)
+        if (eerl__grid_eff(cx->grid, o->s.mhz[g]) < eerl__grid_eff(cx->grid, st->s.mhz[g])) {
+            *up = st->s;
+            return 1;
+        }
+    if (!raise_late(cx, &o->s, o->late_group, 0, up))
+        return 0;
+    st->s = *up;
+    return 1;
+}
+
 static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__outcome *o,
                        struct eerl__move *ret)
 {
@@ -222,10 +241,11 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
         return;
     }
     if (st->phase == EERL__PRIOR_VERIFIED && o->locked && o->verdict != EERL_VERDICT_PASS &&
-        raise_late(cx, &o->s, o->late_group, 0, &up)) {
-        /* The verified lock fell behind the account: the late group one supported clock up, not
-         * the model's jump (fitted on two settings, it moved one clock up and the other down by
-         * 150-250 MHz on the twin, and those seeds lost a third of their saving). */
+        back_or_up(cx, st, o, &up)) {
+        /* The verified lock fell behind the account: back to the verified setting, or one clock
+         * a supported step up (back_or_up), not the model's jump (fitted on two settings, it moved
+         * one clock up and the other down by 150-250 MHz on the twin, and those seeds lost a third
+         * of their saving). */
         memset(ret, 0, sizeof(*ret));
         ret->kind = EERL__MOVE_HOLD;
         ret->s = up;

@@ -12,8 +12,9 @@ enum eerl__prior_phase {
     EERL__PRIOR_MATCHED,  /* the calibration's gate found the job matches the prior */
     EERL__PRIOR_TESTING,  /* the prior's setting is the candidate under test */
     EERL__PRIOR_HANDED,   /* the inner proposer has the search (refused, failed or resumed) */
-    EERL__PRIOR_VERIFIED, /* the setting passed: it stays while it passes (a failure raises
-                             the late group one clock), credit may move it a grid step at a time */
+    EERL__PRIOR_VERIFIED, /* the setting passed: it stays while it passes (a failure goes
+                             back to it, or raises one clock a step), credit may lower it a grid
+                             step at a time */
 };
 
 struct eerl__prior_st {

@@ -21,7 +21,7 @@ struct eerl__prior_st {
     const struct eerl__ctx *cx;             /* the controller's context (for the gate) */
     const struct eerl__proposer_ops *inner; /* the strategy's proposer, and its state */
     void *inner_st;
-    eerl_setting s;           /* each clock the median of the earlier jobs' locks */
+    eerl_setting s;           /* each clock the median of the earlier jobs' locks; then as raised */
     unsigned jobs, votes;     /* matching saved states, and how many of them locked s */
     double tpt_mean, tpt_var; /* their governor references' time per valid token (s) */
     unsigned tpt_n;

@@ -55,6 +55,30 @@ for k in 1 2; do
     grep -q "start at" "$tmp/tm$k.ev" && fail "seed $k: searched although the prior was verified"
 done
 
+# A setting that fails its test narrowly is raised half a grid step (generation, the clock the
+# colocated updates wait for) and tested again, at most twice; after the lock a failure of the
+# account raises the setting again. Colocated 32 M at the paper's length, priors of seeds
+# 101-108, the job seeds 7-8 (both raise on the twin: their first test fails by 0.3-0.8 points).
+run build-col --mode colocated --alloc 32 --size M --updates 107 --expected-updates 107 \
+    --seeds 8 --first-seed 101 --save-state "$tmp/col" || fail "building col: exit $?"
+run raise --mode colocated --alloc 32 --size M --updates 107 --expected-updates 107 \
+    --first-seed 7 --prior "$tmp/col" --trace "$tmp/tr" || fail "raise: exit $?"
+raised=0
+for k in 7 8; do
+    events "$tmp/tr/seed$k-controller.jsonl" >"$tmp/tr$k.ev"
+    # "prior: G/T found loss L% (budget B%), energy ratio E: G'/T' tried": G' above G, T' = T
+    while read -r from to; do
+        raised=$((raised + 1))
+        [ "${to%/*}" -gt "${from%/*}" ] && [ "${to#*/}" = "${from#*/}" ] ||
+            fail "seed $k: $from raised to $to (generation up, training kept expected)"
+    done < <(sed -n 's/^prior: \([0-9]*\/[0-9]*\) found loss .*: \([0-9]*\/[0-9]*\) tried$/\1 \2/p' \
+        "$tmp/tr$k.ev")
+    [ "$(grep -c ' tried$' "$tmp/tr$k.ev")" -le 2 ] || fail "seed $k: more than two raises"
+done
+[ "$raised" -ge 1 ] || fail "no seed raised the prior's setting: $(cat "$tmp/tr7.ev" "$tmp/tr8.ev")"
+grep -q "prior's setting behind the account: raised to" "$tmp/tr7.ev" "$tmp/tr8.ev" ||
+    fail "no seed raised its verified lock after a failure of the account"
+
 # Another key: nothing matches; the job searches afresh and says so.
 check_none() { # name, expected text, sim args...
     local name=$1 text=$2

@@ -7,10 +7,9 @@
  * governor's); a pass locks it, a narrow failure raises it half a grid step and tests again (at
  * most PRIOR_RAISES times). The lock is then watched as a resumed one is: credit may lower it a
  * grid step at a time, and a failure goes back to the verified setting, or from there raises one
- * clock a step. A refusal at the gate lets the
- * calibration go on to its full length; a refusal after it, or a candidate that fails outright,
- * hands the search to the strategy's own proposer from the governor, with an event that says what
- * was expected and what was found. */
+ * clock a step. A refusal at the gate lets the calibration go on to its full length; a refusal
+ * after it, or a candidate that fails outright, hands the search to the strategy's own proposer
+ * from the governor, with an event that says what was expected and what was found. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

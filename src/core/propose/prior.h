@@ -26,8 +26,6 @@ struct eerl__prior_st {
     double tpt_mean, tpt_var; /* their governor references' time per valid token (s) */
     unsigned tpt_n;
     unsigned raises; /* failed tests that raised the setting and tried again */
-    eerl_obs *pool;  /* their most recent governor references, oldest first, and how many */
-    size_t n_pool;
     enum eerl__prior_phase phase;
 };
 

@@ -49,7 +49,8 @@ for f in cap pri; do
     name=capture-table
     [ $f = pri ] && name=prior-bench
     for m in colocated disaggregated drained inflight; do
-        block "$name" "$src" | grep '^colocated ' | head -1 | sed "s/^colocated /$m /" >>"$tmp/$f-all"
+        block "$name" "$src" | grep '^colocated ' | head -1 |
+            sed "s/^colocated /$m /" >>"$tmp/$f-all"
     done
 done
 [ "$(wc -l <"$tmp/cap-all")" -eq 4 ] && [ "$(wc -l <"$tmp/pri-all")" -eq 4 ] ||
@@ -86,8 +87,10 @@ done
 # Everything outside the blocks is as it was.
 outside() { awk '/^<!-- tools\/controller-tables/ { skip = 1; print; next }
     skip && /^```$/ { n++; if (n == 2) { skip = 0; n = 0 } ; next } !skip' "$1"; }
-diff <(outside "$tmp/page.orig") <(outside "$tmp/page.md") >/dev/null ||
-    fail "write: text outside the blocks changed: $(diff <(outside "$tmp/page.orig") <(outside "$tmp/page.md"))"
+outside "$tmp/page.orig" >"$tmp/outside.orig"
+outside "$tmp/page.md" >"$tmp/outside.new"
+diff "$tmp/outside.orig" "$tmp/outside.new" >"$tmp/outside.diff" ||
+    fail "write: text outside the blocks changed: $(cat "$tmp/outside.diff")"
 
 # Bad input: exit 2 naming it, the page untouched.
 cp "$tmp/page.md" "$tmp/page.good"
@@ -109,7 +112,7 @@ check_refused 1 "prior-bench failed" "a failing tool" --doc "$tmp/page.md" --cap
     "$tmp/cap-all" --eerl "$tmp/no-eerl" --seeds 1
 sed '/prior-bench -->/d' "$tmp/page.good" >"$tmp/page.md"
 cp "$tmp/page.md" "$tmp/page.good"
-check_refused 2 "no marker line '<!-- tools/controller-tables: prior-bench -->'" "a missing marker" \
-    "${saved[@]}"
+check_refused 2 "no marker line '<!-- tools/controller-tables: prior-bench -->'" \
+    "a missing marker" "${saved[@]}"
 
 exit $((fails > 0))

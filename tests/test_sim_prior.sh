@@ -71,7 +71,8 @@ for k in 7 8; do
         raised=$((raised + 1))
         [ "${to%/*}" -gt "${from%/*}" ] && [ "${to#*/}" = "${from#*/}" ] ||
             fail "seed $k: $from raised to $to (generation up, training kept expected)"
-    done < <(sed -n 's/^prior: \([0-9]*\/[0-9]*\) found loss .*: \([0-9]*\/[0-9]*\) tried$/\1 \2/p' \
+    done < <(sed -n \
+        's/^prior: \([0-9]*\/[0-9]*\) found loss .*: \([0-9]*\/[0-9]*\) tried$/\1 \2/p' \
         "$tmp/tr$k.ev")
     [ "$(grep -c ' tried$' "$tmp/tr$k.ev")" -le 2 ] || fail "seed $k: more than two raises"
 done

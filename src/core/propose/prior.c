@@ -174,8 +174,8 @@ static int raise_late(const struct eerl__ctx *cx, const eerl_setting *s, int lat
  * again, at most PRIOR_RAISES times (in flight the earlier jobs' locks are where their runs ended,
  * lowered by the credit the end of their horizon freed, and the median failed its test in 6 of 8
  * seeds on the twin). 1 with the move made. */
-static int raise(const struct eerl__ctx *cx, struct eerl__prior_st *st,
-                 const struct eerl__outcome *o, struct eerl__move *ret)
+static int raise_setting(const struct eerl__ctx *cx, struct eerl__prior_st *st,
+                         const struct eerl__outcome *o, struct eerl__move *ret)
 {
     eerl_setting up;
     char b[48], c[48];
@@ -258,7 +258,7 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
         st->inner->next(cx, st->inner_st, o, ret);
         return;
     }
-    if (o->verdict != EERL_VERDICT_PASS && raise(cx, st, o, ret))
+    if (o->verdict != EERL_VERDICT_PASS && raise_setting(cx, st, o, ret))
         return;
     if (o->verdict != EERL_VERDICT_PASS) {
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,

@@ -41,6 +41,16 @@ static unsigned own_tpt(const struct eerl__ctx *cx, double *mean, double *var)
     return (unsigned)n;
 }
 
+/* ret: a move of this kind to s, for every group, judged against the governor's energy. */
+static void move_to(struct eerl__move *ret, int kind, const eerl_setting *s)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->kind = kind;
+    ret->s = *s;
+    ret->group = -1;
+    ret->energy_bar = 1;
+}
+
 /* The search goes to the strategy's own proposer, from the governor. */
 static void hand_over(const struct eerl__ctx *cx, struct eerl__prior_st *st,
                       const struct eerl__outcome *from, struct eerl__move *ret)
@@ -125,10 +135,7 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
     }
     (void)own_tpt(cx, &m, &v);
     st->phase = EERL__PRIOR_TESTING;
-    ret->kind = EERL__MOVE_TRY;
-    ret->s = st->s;
-    ret->group = -1;
-    ret->energy_bar = 1;
+    move_to(ret, EERL__MOVE_TRY, &st->s);
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &st->s,
                    "prior: verify %s (median of %u earlier jobs' locks, %u locked it); governor "
                    "time per valid "
@@ -189,11 +196,7 @@ static int raise_setting(const struct eerl__ctx *cx, struct eerl__prior_st *st,
                    o->energy, eerl__setting_str(&up, c, sizeof(c)));
     st->s = up;
     st->raises++;
-    memset(ret, 0, sizeof(*ret));
-    ret->kind = EERL__MOVE_TRY;
-    ret->s = up;
-    ret->group = -1;
-    ret->energy_bar = 1;
+    move_to(ret, EERL__MOVE_TRY, &up);
     return 1;
 }
 
@@ -230,11 +233,7 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
          * updates, and a seed beyond the allowance). */
         st->inner->next(cx, st->inner_st, o, ret);
         if (ret->kind != EERL__MOVE_STOP && too_far(cx, &o->s, &ret->s)) {
-            memset(ret, 0, sizeof(*ret));
-            ret->kind = EERL__MOVE_STOP;
-            ret->s = o->s;
-            ret->group = -1;
-            ret->energy_bar = 1;
+            move_to(ret, EERL__MOVE_STOP, &o->s);
             snprintf(ret->why, sizeof(ret->why), "prior's setting kept within the account");
         }
         return;
@@ -245,11 +244,7 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
          * a supported step up (back_or_up), not the model's jump (fitted on two settings, it moved
          * one clock up and the other down by 150-250 MHz on the twin, and those seeds lost a third
          * of their saving). */
-        memset(ret, 0, sizeof(*ret));
-        ret->kind = EERL__MOVE_HOLD;
-        ret->s = up;
-        ret->group = -1;
-        ret->energy_bar = 1;
+        move_to(ret, EERL__MOVE_HOLD, &up);
         snprintf(ret->why, sizeof(ret->why), "prior's setting behind the account: raised to %s",
                  eerl__setting_str(&up, b, sizeof(b)));
         return;
@@ -274,11 +269,7 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
     st->phase = EERL__PRIOR_VERIFIED;
     at.locked = 1;
     st->inner->start(cx, st->inner_st, &at, ret);
-    memset(ret, 0, sizeof(*ret));
-    ret->kind = EERL__MOVE_STOP;
-    ret->s = st->s;
-    ret->group = -1;
-    ret->energy_bar = 1;
+    move_to(ret, EERL__MOVE_STOP, &st->s);
     snprintf(ret->why, sizeof(ret->why), "prior's setting verified: loss %.2f%%, energy ratio %.3f",
              100 * o->loss, o->energy);
 }

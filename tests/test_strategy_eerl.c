@@ -907,10 +907,10 @@ static void test_names_and_errors(void **state)
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
     assert_non_null(strstr(why, "fast_calibration_updates 2"));
     cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
-    assert_int_equal(c.inflight_revision, 3);
-    c.inflight_revision = 4;
+    assert_int_equal(c.inflight_revision, 4);
+    c.inflight_revision = 5;
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
-    assert_non_null(strstr(why, "inflight_revision 4"));
+    assert_non_null(strstr(why, "inflight_revision 5"));
 }
 
 int main(void)

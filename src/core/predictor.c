@@ -271,7 +271,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, size_t n)
+double eerl__median(double *v, size_t n)
 {
     qsort(v, n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -310,10 +310,10 @@ double eerl__pred_error_sd(const struct eerl__pred *p, const eerl_obs *const *ob
         pred = part_of(&q, part);
         scratch[i] = pred > 0 ? part_of(&m, part) / pred - 1 : 0;
     }
-    mid = median(scratch, n);
+    mid = eerl__median(scratch, n);
     for (i = 0; i < n; i++)
         scratch[i] = fabs(scratch[i] - mid);
-    return 1.4826 * median(scratch, n);
+    return 1.4826 * eerl__median(scratch, n);
 }
 
 static void features(const eerl_obs *o, double *x)
@@ -380,12 +380,12 @@ int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const 
             eerl__obs_parts(layout, obs[i], &parts);
             w->tgt[i] = parts.t_rest;
         }
-        r.rest_t = median(w->tgt, n);
+        r.rest_t = eerl__median(w->tgt, n);
         for (i = 0; i < n; i++) {
             eerl__obs_parts(layout, obs[i], &parts);
             w->tgt[i] = parts.e_rest;
         }
-        r.rest_e = median(w->tgt, n);
+        r.rest_e = eerl__median(w->tgt, n);
     }
 #undef FIT
     r.n = (unsigned)n;
@@ -500,10 +500,10 @@ int eerl_predictor_forward_test(eerl_mode mode, const eerl_obs *obs, size_t n, u
         nb++;
     }
     res.blocks = (unsigned)nb;
-    res.tput_err_model_pct = median(err_tm, nb);
-    res.tput_err_constant_pct = median(err_tc, nb);
-    res.energy_err_model_pct = median(err_em, nb);
-    res.energy_err_constant_pct = median(err_ec, nb);
+    res.tput_err_model_pct = eerl__median(err_tm, nb);
+    res.tput_err_constant_pct = eerl__median(err_tc, nb);
+    res.energy_err_model_pct = eerl__median(err_em, nb);
+    res.energy_err_constant_pct = eerl__median(err_ec, nb);
     *ret_result = res;
     err = 0;
 fail:

@@ -96,6 +96,8 @@ enum eerl__part {
  * ready. */
 double eerl__pred_error_sd(const struct eerl__pred *p, const eerl_obs *const *obs, size_t n,
                            enum eerl__part part, double *scratch);
+/* The median of v[0..n-1], n >= 1; sorts v. */
+double eerl__median(double *v, size_t n);
 /* o's measured parts for the layout. */
 void eerl__obs_parts(int layout, const eerl_obs *o, struct eerl__parts *out);
 /* 1 when o's token counts lie within the fit's range widened by margin (relative). */

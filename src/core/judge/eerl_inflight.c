@@ -39,6 +39,7 @@
 #include "eerl/error.h"
 #include "core/judge.h"
 #include "core/judge/revisions.h"
+#include "core/lsq.h"
 #include "core/propose.h"
 
 enum { EI_CAL, EI_RUN, EI_GOV };
@@ -57,6 +58,14 @@ enum { EI_CAL, EI_RUN, EI_GOV };
 #define EI_MARGIN_SHARE 0.5   /* revision 3: the share of budget_margin a short run keeps */
 #define EI_SHORT_RUN 500      /* ... in a run of fewer updates than this */
 
+/* Revision 4: the governor's update time as the later pool's arrival plus the rest of the
+ * update, each pool's arrival a line in the consumed batch's valid tokens (pools_fit). */
+struct ei_pools {
+    int on; /* fitted: every reference carried both arrivals */
+    double g_a, g_b, t_a, t_b, rest;
+    double e[3]; /* energy: e0 + e1 N + e2 T, T the update's time */
+};
+
 struct ei_st {
     int phase;
     int settled;      /* the search has settled (judge/eerl.c's ee_st says what it means) */
@@ -72,6 +81,7 @@ struct ei_st {
      * the block sums below are of those predictions instead of N. */
     double gov_rate, gov_epn;
     double t_a, t_b, e_a, e_b;
+    struct ei_pools pools; /* revision 4: the time model, where the references allow it */
     /* noise of a block mean (block_noise): se4 of a 4-update block, falling with the block's
      * length n as (4 / n)^slope (block_se), for the rate and the energy per token */
     double rate_se4, rate_se_slope, epn_se4, epn_se_slope;
@@ -119,13 +129,24 @@ static int ei_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_set
 /* What an update's time and energy are compared with: revision 0 its valid tokens (over the
  * governor's rate and energy per token), revision 1 the governor's predicted time and energy
  * for its valid tokens. */
+static double pools_t(const struct ei_pools *pm, double n)
+{
+    return fmax(pm->g_a + pm->g_b * n, pm->t_a + pm->t_b * n) + pm->rest;
+}
+
 static double work_t(const struct ei_st *st, const eerl_obs *o)
 {
+    if (st->pools.on)
+        return pools_t(&st->pools, o->valid_tokens);
     return st->f.work_model ? st->t_a + st->t_b * o->valid_tokens : o->valid_tokens;
 }
 
 static double work_e(const struct ei_st *st, const eerl_obs *o)
 {
+    if (st->pools.on) {
+        double n = o->valid_tokens;
+        return st->pools.e[0] + st->pools.e[1] * n + st->pools.e[2] * pools_t(&st->pools, n);
+    }
     return st->f.work_model ? st->e_a + st->e_b * o->valid_tokens : o->valid_tokens;
 }
 
@@ -230,7 +251,22 @@ static double block_se(double c4, double gam, double n)
 #define EI_AFFINE_RANGE 1.5
 #define EI_AFFINE_GAIN 0.5
 #define EI_A_SE 3.0
-static void ref_model(const struct eerl__ctx *cx, size_t from, int energy, double *a, double *b)
+enum { EI_Y_TIME, EI_Y_ENERGY, EI_Y_GEN, EI_Y_TRAIN }; /* what ref_model fits */
+static double ref_y(const eerl_obs *o, int what)
+{
+    switch (what) {
+    case EI_Y_ENERGY:
+        return o->energy_j;
+    case EI_Y_GEN:
+        return o->arrival_s[EERL_POOL_GEN];
+    case EI_Y_TRAIN:
+        return o->arrival_s[EERL_POOL_TRAIN];
+    default:
+        return o->time_s;
+    }
+}
+
+static void ref_model(const struct eerl__ctx *cx, size_t from, int what, double *a, double *b)
 {
     double sx = 0, sy = 0, mx, my, sxx = 0, sxy = 0, ss = 0, v0 = 0, v1 = 0, a1, b1;
     double lo = INFINITY, hi = 0;
@@ -239,7 +275,7 @@ static void ref_model(const struct eerl__ctx *cx, size_t from, int energy, doubl
     for (i = from; i < cx->refs->n; i++) {
         const eerl_obs *o = eerl__refs_at(cx->refs, i);
         sx += o->valid_tokens;
-        sy += energy ? o->energy_j : o->time_s;
+        sy += ref_y(o, what);
         lo = fmin(lo, o->valid_tokens);
         hi = fmax(hi, o->valid_tokens);
     }
@@ -251,7 +287,7 @@ static void ref_model(const struct eerl__ctx *cx, size_t from, int energy, doubl
     my = sy / (double)n;
     for (i = from; i < cx->refs->n; i++) {
         const eerl_obs *o = eerl__refs_at(cx->refs, i);
-        double dx = o->valid_tokens - mx, dy = (energy ? o->energy_j : o->time_s) - my;
+        double dx = o->valid_tokens - mx, dy = ref_y(o, what) - my;
         sxx += dx * dx;
         sxy += dx * dy;
     }
@@ -259,7 +295,7 @@ static void ref_model(const struct eerl__ctx *cx, size_t from, int energy, doubl
     a1 = my - b1 * mx;
     for (i = from; i < cx->refs->n; i++) {
         const eerl_obs *o = eerl__refs_at(cx->refs, i);
-        double y = energy ? o->energy_j : o->time_s, x = o->valid_tokens, r = y - a1 - b1 * x;
+        double y = ref_y(o, what), x = o->valid_tokens, r = y - a1 - b1 * x;
         double r0 = y / (*b * x) - 1, r1 = y / (a1 + b1 * x) - 1;
         ss += r * r;
         v0 += r0 * r0;
@@ -272,6 +308,73 @@ static void ref_model(const struct eerl__ctx *cx, size_t from, int energy, doubl
     }
 }
 
+#define EI_POOLS_MAX 256 /* references the pool models fit on at most: the latest */
+/* Revision 4: the update's energy against its valid tokens N and its time T, e0 + e1 N + e2 T.
+ * Each pool draws its busy power until its arrival and its idle power from there to the end of
+ * the update, so the energy is the arrivals weighted by busy less idle power plus T weighted by
+ * the idle powers; each arrival is a line in N, so the energy is a plane in N and T wherever
+ * the update waits. The columns are scaled to their means; a column the references cannot tell
+ * from the others is dropped (lsq.c). */
+static int pools_energy(const struct eerl__ctx *cx, size_t from, struct ei_pools *pm)
+{
+    double X[3 * EI_POOLS_MAX], y[EI_POOLS_MAX], beta[3], mn = 0, mt = 0;
+    size_t i, n = cx->refs->n - from;
+    unsigned rank;
+
+    for (i = 0; i < n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, from + i);
+        mn += o->valid_tokens / (double)n;
+        mt += o->time_s / (double)n;
+    }
+    if (!(mn > 0 && mt > 0))
+        return EERL_ESTATE;
+    for (i = 0; i < n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, from + i);
+        X[i] = 1;
+        X[n + i] = o->valid_tokens / mn;
+        X[2 * n + i] = o->time_s / mt;
+        y[i] = o->energy_j;
+    }
+    if (eerl__lsq_solve(X, n, 3, y, 1e-9, beta, &rank) != 0)
+        return EERL_ESTATE;
+    pm->e[0] = beta[0];
+    pm->e[1] = beta[1] / mn;
+    pm->e[2] = beta[2] / mt;
+    return 0;
+}
+
+/* Revision 4: each pool's arrival against the consumed batch's valid tokens (ref_model's
+ * line, its fixed part kept where the references show one) and the rest of the update (its
+ * time past the later arrival: the refit, the host's work) as the references' median. In
+ * flight the update waits for whichever pool is later, and a workload whose responses collapse
+ * moves that from generation (time about proportional to N) to training (a step of nearly the
+ * same time whatever N): one line for the update's time fitted across that change runs short of
+ * the governor below the range of N it was fitted on, while each pool's own line holds. Left
+ * off (pm->on 0) unless every reference from `from` carries both arrivals. */
+static void pools_fit(const struct eerl__ctx *cx, size_t from, struct ei_pools *pm)
+{
+    double rest[EI_POOLS_MAX];
+    size_t i, n;
+
+    pm->on = 0;
+    if (cx->refs->n - from > EI_POOLS_MAX)
+        from = cx->refs->n - EI_POOLS_MAX;
+    n = cx->refs->n - from;
+    if (n < 6)
+        return;
+    for (i = from; i < cx->refs->n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
+        if (!(o->flags & EERL_OBS_ARRIVALS))
+            return;
+        rest[i - from] =
+            o->time_s - fmax(o->arrival_s[EERL_POOL_GEN], o->arrival_s[EERL_POOL_TRAIN]);
+    }
+    ref_model(cx, from, EI_Y_GEN, &pm->g_a, &pm->g_b);
+    ref_model(cx, from, EI_Y_TRAIN, &pm->t_a, &pm->t_b);
+    pm->rest = fmax(0, eerl__median(rest, n));
+    pm->on = pools_energy(cx, from, pm) == 0;
+}
+
 /* Revision 1: the oldest references left out while they disagree with the newer ones. A
  * workload that moves (responses collapsing over the first tens of updates; a dataset switch)
  * changes which pool the update waits for, and one model over both sides fits neither: the
@@ -280,18 +383,22 @@ static void ref_model(const struct eerl__ctx *cx, size_t from, int energy, doubl
  * from 0, the older half goes, and so on down to 2 EI_TREND_MIN references. */
 #define EI_TREND_MIN 8
 #define EI_TREND_SD 4.0
-static size_t ref_from(const struct eerl__ctx *cx)
+static size_t ref_from(const struct eerl__ctx *cx, int pools)
 {
     size_t from = 0, n = cx->refs->n;
 
     while (n - from >= 2 * EI_TREND_MIN) {
         size_t h = (n - from) / 2, i;
         double a, b, s_old = 0, ss = 0, sd;
+        struct ei_pools pm = {0};
 
-        ref_model(cx, from + h, 0, &a, &b);
+        ref_model(cx, from + h, EI_Y_TIME, &a, &b);
+        if (pools)
+            pools_fit(cx, from + h, &pm);
         for (i = from; i < n; i++) {
             const eerl_obs *o = eerl__refs_at(cx->refs, i);
-            double r = o->time_s / (a + b * o->valid_tokens) - 1;
+            double t = pm.on ? pools_t(&pm, o->valid_tokens) : a + b * o->valid_tokens;
+            double r = o->time_s / t - 1;
             if (i < from + h)
                 s_old += r;
             else
@@ -325,9 +432,11 @@ static int fit_reference(const struct eerl__ctx *cx, struct ei_st *st)
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
     if (st->f.work_model) {
-        from = ref_from(cx);
-        ref_model(cx, from, 0, &st->t_a, &st->t_b);
-        ref_model(cx, from, 1, &st->e_a, &st->e_b);
+        from = ref_from(cx, st->f.pool_model);
+        ref_model(cx, from, EI_Y_TIME, &st->t_a, &st->t_b);
+        ref_model(cx, from, EI_Y_ENERGY, &st->e_a, &st->e_b);
+        if (st->f.pool_model)
+            pools_fit(cx, from, &st->pools);
         st->gov_rate = st->gov_epn = 1;
     } else {
         st->gov_rate = sn / stt;
@@ -343,7 +452,14 @@ static int fit_reference(const struct eerl__ctx *cx, struct ei_st *st)
 /* The reference, as events print it. */
 static const char *ref_str(const struct ei_st *st, char *b, size_t len)
 {
-    if (st->f.work_model)
+    if (st->pools.on)
+        snprintf(b, len,
+                 "governor time the later of generation %.4g s + %.4g s and training %.4g s + "
+                 "%.4g s per 1000 valid tokens, plus %.3g s; energy %.4g J + %.4g J per valid "
+                 "token + %.4g W times the time",
+                 st->pools.g_a, 1000 * st->pools.g_b, st->pools.t_a, 1000 * st->pools.t_b,
+                 st->pools.rest, st->pools.e[0], st->pools.e[1], st->pools.e[2]);
+    else if (st->f.work_model)
         snprintf(b, len,
                  "governor time %.4g s + %.4g s per 1000 valid tokens, energy %.4g J + %.4g J "
                  "per valid token",
@@ -484,6 +600,23 @@ static void judge_move(const struct eerl__ctx *cx, struct ei_st *st, eerl_settin
     follow(cx, st, &mv, next);
 }
 
+/* The group a window that fell short raises: generation; with it at the peak already,
+ * training (the lock's only cost then: raising generation further changed nothing, and the
+ * account kept falling). Revision 4: training when the window's updates waited for it (its
+ * arrival later than generation's over the window) and it is below the peak: raising
+ * generation then buys no time (on the twin, collapsing work: a lock at 1485/1350 raised
+ * generation to 1890 MHz over 170 updates while every window read a loss of 2.7-3.8%). */
+static int raise_group(const struct eerl__ctx *cx, const struct ei_st *st)
+{
+    if (st->f.raise_later && st->blk_n_arrivals == st->n &&
+        st->blk_train_arrival_s > st->blk_gen_arrival_s &&
+        eerl__grid_eff(cx->grid, st->cur.mhz[EERL_GROUP_TRAIN]) < cx->grid->peak)
+        return EERL_GROUP_TRAIN;
+    return eerl__grid_eff(cx->grid, st->cur.mhz[EERL_GROUP_GEN]) < cx->grid->peak
+               ? EERL_GROUP_GEN
+               : EERL_GROUP_TRAIN;
+}
+
 /* After lock: a window at the lock. Raises generation when the account falls short; starts a
  * governor block when the lock's own rate moved more than the noise explains, or at the
  * latest every EI_CHECK_EVERY usable updates. */
@@ -506,11 +639,7 @@ static void judge_window(const struct eerl__ctx *cx, struct ei_st *st, eerl_sett
         st->lock_rate = rate;
     if (slow) {
         unsigned c;
-        /* Generation is raised; with it at the peak already, training (the lock's only cost
-         * then: raising generation further changed nothing, and the account kept falling). */
-        int g = eerl__grid_eff(cx->grid, st->cur.mhz[EERL_GROUP_GEN]) < cx->grid->peak
-                    ? EERL_GROUP_GEN
-                    : EERL_GROUP_TRAIN;
+        int g = raise_group(cx, st);
 
         if (eerl__grid_eff(cx->grid, st->cur.mhz[g]) < cx->grid->peak &&
             eerl__grid_step(cx->grid, st->cur.mhz[g], (int)(cx->cfg->grid_mhz / 2), &c) == 0) {
@@ -561,6 +690,25 @@ static void judge_window(const struct eerl__ctx *cx, struct ei_st *st, eerl_sett
     block_reset(st);
 }
 
+/* The models scaled to a governor block that read rate (measured over predicted, in time)
+ * and epn (in energy). */
+static void rescale(struct ei_st *st, double rate, double epn)
+{
+    st->t_a /= rate;
+    st->t_b /= rate;
+    st->e_a *= epn;
+    st->e_b *= epn;
+    st->pools.g_a /= rate;
+    st->pools.g_b /= rate;
+    st->pools.t_a /= rate;
+    st->pools.t_b /= rate;
+    st->pools.rest /= rate;
+    st->pools.e[0] *= epn;
+    st->pools.e[1] *= epn;
+    st->pools.e[2] *= epn / rate; /* the T it is applied to is scaled by 1 / rate already */
+    st->n_ref = st->n;
+}
+
 /* A governor block after lock: its rate replaces the reference when it differs by more than
  * the noise explains (the workload moved), else joins it; back to the lock. */
 static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_setting *next)
@@ -587,15 +735,13 @@ static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_set
         /* The models: scaled to the block where the workload moved, else refitted on the
          * references (the block's updates among them). */
         if (moved) {
-            st->t_a /= rate;
-            st->t_b /= rate;
-            st->e_a *= epn;
-            st->e_b *= epn;
-            st->n_ref = st->n;
+            rescale(st, rate, epn);
         } else {
-            size_t from = ref_from(cx);
-            ref_model(cx, from, 0, &st->t_a, &st->t_b);
-            ref_model(cx, from, 1, &st->e_a, &st->e_b);
+            size_t from = ref_from(cx, st->f.pool_model);
+            ref_model(cx, from, EI_Y_TIME, &st->t_a, &st->t_b);
+            ref_model(cx, from, EI_Y_ENERGY, &st->e_a, &st->e_b);
+            if (st->f.pool_model)
+                pools_fit(cx, from, &st->pools);
             st->n_ref = (unsigned)(cx->refs->n - from);
         }
     } else if (moved) {
@@ -631,7 +777,7 @@ static int ei_restore(const struct eerl__ctx *cx, void *vst, const eerl_setting 
     if (fit_reference(cx, st) < 0)
         return EERL_ESTATE;
     if (!locked) {
-        char r[160];
+        char r[256];
         if (st->f.work_model)
             eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
                            "resumed: %s from %zu saved governor updates", ref_str(st, r, sizeof(r)),
@@ -652,7 +798,7 @@ static void ei_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
 {
     struct ei_st *st = vst;
     int gov = eerl_setting_is_governor(&obs->setting);
-    char b[48], rb[160];
+    char b[48], rb[256];
 
     /* The account: every update, usable or not; the first, which fills the pipeline, counts at
      * its own time (the governor run has the same start). */

@@ -26,13 +26,21 @@ struct eerl__eerl_features {
 
 /* eerl's judge in in-flight mode (judge/eerl_inflight.c). */
 struct eerl__inflight_features {
-    int work_model;    /* (1) the governor's time and energy as functions of the consumed
-                          batch's valid tokens (0: the governor rate, fixed) */
-    int confirm_moved; /* (2) a governor block after lock that says the governor moved is
-                          confirmed by as many updates again */
-    int first_check;   /* (2) the first check after lock comes early */
-    int half_margin;   /* (3) a run under 500 updates keeps half of budget_margin inside the
-                          allowance (the reference's error widens it already) */
+    int work_model;      /* (1) the governor's time and energy as functions of the consumed
+                            batch's valid tokens (0: the governor rate, fixed) */
+    int confirm_moved;   /* (2) a governor block after lock that says the governor moved is
+                            confirmed by as many updates again */
+    int first_check;     /* (2) the first check after lock comes early */
+    int half_margin;     /* (3) a run under 500 updates keeps half of budget_margin inside the
+                            allowance (the reference's error widens it already) */
+    int pool_model;      /* (4) the governor's update time as the later of the two pools'
+                            arrivals, each a line in the consumed batch's valid tokens, plus the
+                            median rest, and its energy a plane in valid tokens and time (0:
+                            one line each) */
+    int train_last_free; /* (4) the descent's wait model skips no training step once training
+                            arrived last at the setting that passed */
+    int raise_later;     /* (4) a monitoring window that falls short raises training when the
+                            update waited for it (0: generation first) */
 };
 
 void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_features *ret);

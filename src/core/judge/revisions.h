@@ -38,7 +38,8 @@ struct eerl__inflight_features {
                             median rest, and its energy a plane in valid tokens and time (0:
                             one line each) */
     int train_last_free; /* (4) the descent's wait model skips no training step once training
-                            arrived last at the setting that passed */
+                            arrived last at the setting that passed, and credit after lock
+                            searches training first while the update waits for it */
     int raise_later;     /* (4) a monitoring window that falls short raises training when the
                             update waited for it (0: generation first) */
 };

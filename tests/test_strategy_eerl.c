@@ -473,19 +473,25 @@ static int first_trial_figure(const eerl_event *ev, void *ctx)
     return 1;
 }
 
-/* The budget of the first trial (percent) under an eerl_revision, on the colocated stream. */
-static double first_trial_budget(unsigned rev, double noise, uint64_t seed)
+/* The budget of the first trial (percent) under an eerl_revision, on the colocated stream of n
+ * updates (the horizon known). */
+static double first_trial_budget_n(unsigned rev, double noise, uint64_t seed, unsigned n)
 {
     struct synth s;
     eerl_ctl_config c;
     struct trial_figure budget = {"budget allows ", -1};
 
-    eerl_setup(EERL_MODE_COLOCATED, 100, seed, &c, &s);
+    eerl_setup(EERL_MODE_COLOCATED, n, seed, &c, &s);
     c.eerl_revision = rev;
     s.noise = noise;
-    stream_events(&s, &c, 100, first_trial_figure, &budget);
+    stream_events(&s, &c, n, first_trial_figure, &budget);
     assert_true(budget.value >= 0);
     return budget.value;
+}
+
+static double first_trial_budget(unsigned rev, double noise, uint64_t seed)
+{
+    return first_trial_budget_n(rev, noise, seed, 100);
 }
 
 /* eerl_revision 2 aims the run inside the allowance by half the account's standard error as well
@@ -572,6 +578,29 @@ static void test_revision_6_holds_short_runs_to_the_allowance(void **state)
         assert_int_equal(l5.n, l6.n);
     }
     assert_true(above5 >= 1);
+}
+
+/* eerl_revision 7: a run of more than 1000 updates aims budget_margin (0.3 points) times
+ * sqrt(1000 / its updates) inside the allowance, so over 3000 updates the first trial's budget is
+ * higher than revision 6's by about 0.3 * (1 - sqrt(1 / 3)) = 0.13 points; over 1000 updates the
+ * two revisions state the same budget. */
+static void test_revision_7_keeps_a_smaller_margin_over_long_runs(void **state)
+{
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 3; seed++) {
+        double long6 = first_trial_budget_n(6, 0.001, seed, 3000),
+               long7 = first_trial_budget_n(7, 0.001, seed, 3000);
+        double k6 = first_trial_budget_n(6, 0.001, seed, 1000),
+               k7 = first_trial_budget_n(7, 0.001, seed, 1000);
+
+        if (verbose())
+            printf("seed %llu: 3000 updates %.3f / %.3f, 1000 updates %.3f / %.3f\n",
+                   (unsigned long long)seed, long6, long7, k6, k7);
+        assert_true(long7 - long6 >= 0.1 && long7 - long6 <= 0.16);
+        assert_true(fabs(k7 - k6) < 1e-9);
+    }
 }
 
 /* Drained mode, eerl_revision 3: an update's generation work is taken from the next update's
@@ -931,6 +960,7 @@ int main(void)
         cmocka_unit_test(test_probe_mean_rule),
         cmocka_unit_test(test_revision_2_aims_inside_by_the_accounts_error),
         cmocka_unit_test(test_revision_6_holds_short_runs_to_the_allowance),
+        cmocka_unit_test(test_revision_7_keeps_a_smaller_margin_over_long_runs),
         cmocka_unit_test(test_drained_generation_work_taken_from_the_next_update),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),

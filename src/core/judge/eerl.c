@@ -13,8 +13,9 @@
  *   P the governor time so far, p the mean governor update time and R the remaining updates
  *   (cfg.expected_updates, else as many again as have run, at least 50), at most twice the
  *   allowance (from eerl_revision 6, in a run of fewer than EE_SHORT_RUN updates, the allowance
- *   itself). Search, corrections and monitoring all draw on one account, so exploration is paid
- *   for, not just hoped for.
+ *   itself; from eerl_revision 7, in a run of more than EE_LONG_RUN updates, budget_margin times
+ *   sqrt(EE_LONG_RUN / its updates)). Search, corrections and monitoring all draw on one
+ *   account, so exploration is paid for, not just hoped for.
  * - Sequential tests instead of fixed 3-update trials: a setting is held until the mean of its
  *   per-update loss estimates is clear of r by one standard error (or 12 usable updates have
  *   passed), so the noise measured on this run sizes every decision. No governor updates between
@@ -52,6 +53,7 @@ enum { EE_CAL, EE_RUN, EE_REFRESH };
 #define EE_AIM_SE 0.5           /* from eerl_revision 2: the account's errors the aim keeps off */
 #define EE_SE_REFS 64           /* ... taken over at most this many recent references */
 #define EE_SHORT_RUN 500        /* from eerl_revision 6: a run this short keeps to the allowance */
+#define EE_LONG_RUN 1000.0      /* from eerl_revision 7: a longer run scales budget_margin down */
 #define EE_KEEP (1 - 1.0 / 400) /* the model's weight kept per update (forgetting) */
 
 struct ee_st {
@@ -256,11 +258,29 @@ static double account_se(const struct eerl__ctx *cx, const struct ee_st *st)
            sqrt(1.0 / st->n_gov + 1.0 / ((double)st->seen + remaining(cx, st)));
 }
 
+/* The fixed part of the aim: budget_margin, and from eerl_revision 7, in a run of more than
+ * EE_LONG_RUN updates (the horizon given, or the updates so far and as many again), budget_margin
+ * times sqrt(EE_LONG_RUN / its updates) (0.17 points of 0.3 at 3000 updates): the whole run's
+ * error against its governor run shrinks as the root of its length, and the margin the bound
+ * keeps at 3000 updates is 0.15 points. Held at 0.3 points, a 3000-update colocated run banked
+ * the difference and spent it late at a worse rate of energy per point of loss
+ * (notes/2026-12-02-long-run-margin-2.md: 32 seeds at 3000 updates, capture 0.839 -> 0.877
+ * colocated, 0.919 -> 0.929 disaggregated, 0.921 -> 0.931 drained, every seed within the
+ * allowance). At 1000 updates and fewer nothing changes. */
+static double fixed_margin(const struct eerl__ctx *cx, const struct ee_st *st, double left)
+{
+    double h = (double)st->seen + left;
+
+    if (st->f.long_margin && h > EE_LONG_RUN)
+        return cx->cfg->budget_margin * sqrt(EE_LONG_RUN / h);
+    return cx->cfg->budget_margin;
+}
+
 /* The loss the current setting may run at for the whole run to stay within the allowance: less
- * budget_margin and, from eerl_revision 2 on, half the account's standard error. A fixed margin
- * of 0.3 points left the whole run beyond the allowance in 6 / 11 / 9 of 64 seeds at the paper's
- * lengths on the noisy twin, whose account errs by 0.3-0.5 points there; a wider fixed one costs
- * long runs the allowance their account no longer needs to keep.
+ * the fixed margin (fixed_margin) and, from eerl_revision 2 on, half the account's standard
+ * error. A fixed margin of 0.3 points left the whole run beyond the allowance in 6 / 11 / 9 of 64
+ * seeds at the paper's lengths on the noisy twin, whose account errs by 0.3-0.5 points there; a
+ * wider fixed one costs long runs the allowance their account no longer needs to keep.
  * Credit the account has banked lets the rate rise above the aim, up to twice the allowance;
  * from eerl_revision 6, in a run of fewer than EE_SHORT_RUN updates (the horizon given, or the
  * updates so far and as many again), up to the allowance itself. There the credit is of the size
@@ -270,8 +290,8 @@ static double account_se(const struct eerl__ctx *cx, const struct ee_st *st)
  * more the account is known well enough that the same spending is what the capture is made of. */
 static double target_rate(const struct eerl__ctx *cx, const struct ee_st *st)
 {
-    double a = cx->cfg->allowed_loss - cx->cfg->budget_margin, gov_s, excess_s, p, rem, r;
     double left = remaining(cx, st), cap = 2 * cx->cfg->allowed_loss;
+    double a = cx->cfg->allowed_loss - fixed_margin(cx, st, left), gov_s, excess_s, p, rem, r;
 
     if (st->f.aim_se)
         a -= EE_AIM_SE * account_se(cx, st);

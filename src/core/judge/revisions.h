@@ -22,6 +22,8 @@ struct eerl__eerl_features {
     int reread;        /* (4, item 7) the model's points read again at every verdict */
     int linear_train;  /* (5, item 8) the predictor's training part fixed plus per token */
     int short_run_cap; /* (6, item 9) a run under 500 updates never above allowed_loss */
+    int long_margin;   /* (7, item 10) a run over 1000 updates aims budget_margin times
+                          sqrt(1000 / its updates) inside the allowance */
 };
 
 /* eerl's judge in in-flight mode (judge/eerl_inflight.c). */

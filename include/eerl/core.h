@@ -218,9 +218,13 @@ typedef struct eerl_ctl_config {
      * reference; 1: the governor's update time and energy as functions of the consumed
      * batch's valid tokens (a fixed part where the references show one); 2: as 1, and a
      * governor block after lock that says the governor moved is confirmed by as many updates
-     * again before the reference follows it; 3 (default): as 2, and a run of fewer than 500
-     * updates aims half of budget_margin inside the allowance, beyond the reference's own error
-     * (docs/internals/controller.md, "The eerl strategy", item 5). A trace header without the
+     * again before the reference follows it; 3: as 2, and a run of fewer than 500 updates aims
+     * half of budget_margin inside the allowance, beyond the reference's own error; 4 (default):
+     * as 3, and the governor's time from the later of the pools' arrivals (its energy a plane in
+     * valid tokens and time), training steps not skipped once training arrived last, a short
+     * window raising the pool the update waited for, and credit after lock searching training
+     * first while it arrives last (docs/internals/controller.md, "The eerl strategy", item 5).
+     * A trace header without the
      * key replays with 0 (written before it). */
     unsigned inflight_revision;
     /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its

@@ -705,7 +705,7 @@ static void rescale(struct ei_st *st, double rate, double epn)
     st->pools.rest /= rate;
     st->pools.e[0] *= epn;
     st->pools.e[1] *= epn;
-    st->pools.e[2] *= epn / rate; /* the T it is applied to is scaled by 1 / rate already */
+    st->pools.e[2] *= epn * rate; /* the T it is applied to is scaled by 1 / rate already */
     st->n_ref = st->n;
 }
 

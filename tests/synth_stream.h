@@ -19,6 +19,8 @@ struct synth {
     uint64_t rng;
     double peak;                 /* governor clock, MHz */
     double gen_knee, train_knee; /* below these, the phase slows as knee / clock */
+    double train_cap;            /* training runs at most at this clock, as under a power cap
+                                  * (0: none): a training clock above it changes nothing */
     double responses;            /* responses per update */
     double len_mean;             /* mean response length, tokens */
     double len_limit;            /* token limit per response */
@@ -112,6 +114,14 @@ static inline double synth_clock(const struct synth *s, unsigned mhz)
     return mhz == EERL_CLOCK_GOVERNOR ? s->peak : (double)mhz;
 }
 
+/* The clock training runs at: the setting's, or the power cap's where that is lower. */
+static inline double synth_train_clock(const struct synth *s, unsigned mhz)
+{
+    double c = synth_clock(s, mhz);
+
+    return s->train_cap > 0 && c > s->train_cap ? s->train_cap : c;
+}
+
 static inline double synth_slow(double knee, double c)
 {
     return c >= knee ? 1.0 : knee / c;
@@ -127,7 +137,7 @@ static inline double synth_power(const struct synth *s, double dyn, double c)
 static inline void synth_physics(const struct synth *s, const eerl_setting *st, double G, double N,
                                  double L, double ng, double nt, eerl_obs *o)
 {
-    double cg = synth_clock(s, st->mhz[0]), ct = synth_clock(s, st->mhz[1]);
+    double cg = synth_clock(s, st->mhz[0]), ct = synth_train_clock(s, st->mhz[1]);
     double slow = 1.0 + (s->update > s->drift_from ? s->t_drift * (s->update - s->drift_from) : 0);
     double tg =
         (s->gen_s_per_tok * G + s->gen_s_per_longest * L) * synth_slow(s->gen_knee, cg) * ng * slow;

@@ -116,7 +116,7 @@ static void check_revision(size_t off, const char *name, unsigned newest, eerl_s
 static void test_eerl_revision(void **state)
 {
     (void)state;
-    check_revision(offsetof(eerl_ctl_config, eerl_revision), "eerl_revision", 7,
+    check_revision(offsetof(eerl_ctl_config, eerl_revision), "eerl_revision", 8,
                    EERL_STRATEGY_EERL);
 }
 

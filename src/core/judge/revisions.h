@@ -24,6 +24,8 @@ struct eerl__eerl_features {
     int short_run_cap; /* (6, item 9) a run under 500 updates never above allowed_loss */
     int long_margin;   /* (7, item 10) a run over 1000 updates aims budget_margin times
                           sqrt(1000 / its updates) inside the allowance */
+    int flat_step;     /* (8, item 11) colocated: the model proposer tries one grid step below
+                          a group's lowest clock when its curve is flat there */
 };
 
 /* eerl's judge in in-flight mode (judge/eerl_inflight.c). */

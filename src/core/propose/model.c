@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/judge/revisions.h"
 #include "core/phase_model.h"
 #include "core/propose.h"
 
@@ -32,6 +33,8 @@
 #define PM_MIN_GAIN 0.002 /* predicted energy ratio gain worth a move */
 #define PM_TEST_MIN 3     /* updates a test takes at least (judge/eerl.c's EE_N_MIN) */
 #define PM_KAPPA 1.0      /* standard errors of the predicted loss kept inside the budget */
+#define PM_FLAT 0.01      /* a last segment buying less energy ratio than this: flat */
+#define PM_FLAT_LEFT 300  /* updates left for a step below a flat curve to pay */
 
 struct model_st {
     unsigned avoid[PM_AVOID][EERL__PM_GROUPS];
@@ -100,6 +103,53 @@ static void raise_one(const struct eerl__ctx *cx, const struct eerl__outcome *o,
     go(o, &s, why, ret);
 }
 
+/* A group whose curve is flat at its lowest tried clock: its last segment bought no energy
+ * (less than PM_FLAT of the group's ratio), so the fit predicts no gain further down and the
+ * model alone never goes below it, while the clock where a power-capped group starts to save
+ * may lie just there. One grid step below that clock is tried, with the other group where the
+ * model puts it within the budget (eerl_revision 8). 0: no such step, out and pp untouched. */
+static int flat_step(const struct eerl__ctx *cx, const struct eerl__pm *pm,
+                     const struct eerl__pm_ask *ask, unsigned *out, struct eerl__pm_pred *pp)
+{
+    unsigned g, down;
+
+    for (g = EERL__PM_GROUPS; g-- > 0;) {
+        const struct eerl__pm_group *gr = &pm->g[g];
+        struct eerl__pm_ask a = *ask;
+        struct eerl__pm_pred p;
+        unsigned k = gr->n_knot, c[EERL__PM_GROUPS];
+
+        if (!gr->fitted || k < 2 || gr->knot_f[k - 1] != gr->lowest ||
+            gr->knot_t[k - 1] * gr->knot_p[k - 1] <
+                gr->knot_t[k - 2] * gr->knot_p[k - 2] - PM_FLAT ||
+            eerl__grid_step(cx->grid, gr->lowest, -(int)cx->cfg->grid_mhz, &down) < 0)
+            continue;
+        down = eerl__grid_eff(cx->grid, down);
+        if (down >= gr->lowest)
+            continue;
+        a.lo[g] = a.hi[g] = down;
+        a.kappa = 0;
+        if (eerl__pm_propose(pm, &a, c, &p) == 0) {
+            memcpy(out, c, sizeof(c));
+            *pp = p;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The step below a flat curve: colocated runs (eerl_revision 8) with PM_FLAT_LEFT updates left
+ * for what it finds to pay. In the overlapped layouts a pool that is not the one waited for is
+ * flat in time anyway, and the step cost disaggregated and drained steady work 0.001-0.012 of
+ * capture on 8 seeds (notes/2026-12-03-flat-step.md). */
+static int flat_allowed(const struct eerl__ctx *cx, const struct eerl__outcome *o)
+{
+    struct eerl__eerl_features f;
+
+    eerl__eerl_features_of(cx->cfg, &f);
+    return f.flat_step && cx->layout == EERL__LAYOUT_SEQ && o->remaining >= PM_FLAT_LEFT;
+}
+
 /* Before lock the search ends where it stands; after, the lock stays. */
 static void hold(const struct eerl__outcome *o, const char *why, struct eerl__move *ret)
 {
@@ -146,7 +196,7 @@ static void model_next(const struct eerl__ctx *cx, void *vst, const struct eerl_
     unsigned cur[EERL__PM_GROUPS], out[EERL__PM_GROUPS], i, j, g;
     unsigned trust = PM_TRUST_GRIDS * cx->cfg->grid_mhz;
     double r = o->budget, n = o->n_updates;
-    int slow = o->too_slow, explore_gen = 0, have_cur;
+    int slow = o->too_slow, explore_gen = 0, explore_flat = 0, have_cur;
     eerl_setting s;
     char b[48], why[EERL_REASON_MAX];
 
@@ -212,17 +262,26 @@ static void model_next(const struct eerl__ctx *cx, void *vst, const struct eerl_
     for (g = 0; g < EERL__PM_GROUPS; g++)
         if (out[g] != cur[g])
             break;
-    if (g == EERL__PM_GROUPS || (!slow && !explore_gen && have_cur && pc.loss + ask.offset <= r &&
-                                 pp.energy > pc.energy - PM_MIN_GAIN)) {
+    if (!slow && !explore_gen && flat_allowed(cx, o) &&
+        (g == EERL__PM_GROUPS ||
+         (have_cur && pc.loss + ask.offset <= r && pp.energy > pc.energy - PM_MIN_GAIN)) &&
+        flat_step(cx, pm, &ask, out, &pp)) {
+        explore_flat = 1;
+        g = 0;
+    }
+    if (g == EERL__PM_GROUPS ||
+        (!slow && !explore_gen && !explore_flat && have_cur && pc.loss + ask.offset <= r &&
+         pp.energy > pc.energy - PM_MIN_GAIN)) {
         hold(o, "the model's best within the run's budget", ret);
         return;
     }
     s = setting_of(cx, out);
     snprintf(why, sizeof(why),
              "model: %s %s (predicted loss %.2f%%, energy ratio %.3f; budget allows %.2f%%)",
-             slow          ? "raise to"
-             : explore_gen ? "try generation at"
-                           : "move to",
+             slow           ? "raise to"
+             : explore_gen  ? "try generation at"
+             : explore_flat ? "try lower, flat at the lowest clock tried:"
+                            : "move to",
              eerl__setting_str(&s, b, sizeof(b)), 100 * (pp.loss + ask.offset), pp.energy, 100 * r);
     if (!o->locked)
         eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &s, "%s", why);

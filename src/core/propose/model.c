@@ -139,15 +139,15 @@ static int flat_step(const struct eerl__ctx *cx, const struct eerl__pm *pm,
 }
 
 /* The step below a flat curve: colocated runs (eerl_revision 8) with PM_FLAT_LEFT updates left
- * for what it finds to pay. In the overlapped layouts a pool that is not the one waited for is
- * flat in time anyway, and the step cost disaggregated and drained steady work 0.001-0.012 of
- * capture on 8 seeds (notes/2026-12-03-flat-step.md). */
+ * for what it finds to pay. Disaggregated, it moved capture on 32 seeds by -0.003 to +0.008 and
+ * let a seed of step work past the allowance; drained, where a pool the update does not wait
+ * for is flat in time anyway, it cost up to 0.012 (notes/2026-12-03-flat-step.md). */
 static int flat_allowed(const struct eerl__ctx *cx, const struct eerl__outcome *o)
 {
     struct eerl__eerl_features f;
 
     eerl__eerl_features_of(cx->cfg, &f);
-    return f.flat_step && cx->layout == EERL__LAYOUT_SEQ && o->remaining >= PM_FLAT_LEFT;
+    return f.flat_step && cx->mode == EERL_MODE_COLOCATED && o->remaining >= PM_FLAT_LEFT;
 }
 
 /* Before lock the search ends where it stands; after, the lock stays. */

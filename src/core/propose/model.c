@@ -196,7 +196,7 @@ static void model_next(const struct eerl__ctx *cx, void *vst, const struct eerl_
     unsigned cur[EERL__PM_GROUPS], out[EERL__PM_GROUPS], i, j, g;
     unsigned trust = PM_TRUST_GRIDS * cx->cfg->grid_mhz;
     double r = o->budget, n = o->n_updates;
-    int slow = o->too_slow, explore_gen = 0, explore_flat = 0, have_cur;
+    int slow = o->too_slow, explore_gen = 0, explore_flat = 0, have_cur, hold_here;
     eerl_setting s;
     char b[48], why[EERL_REASON_MAX];
 
@@ -262,16 +262,13 @@ static void model_next(const struct eerl__ctx *cx, void *vst, const struct eerl_
     for (g = 0; g < EERL__PM_GROUPS; g++)
         if (out[g] != cur[g])
             break;
-    if (!slow && !explore_gen && flat_allowed(cx, o) &&
-        (g == EERL__PM_GROUPS ||
-         (have_cur && pc.loss + ask.offset <= r && pp.energy > pc.energy - PM_MIN_GAIN)) &&
+    hold_here =
+        g == EERL__PM_GROUPS || (!slow && !explore_gen && have_cur && pc.loss + ask.offset <= r &&
+                                 pp.energy > pc.energy - PM_MIN_GAIN);
+    if (hold_here && !slow && !explore_gen && flat_allowed(cx, o) &&
         flat_step(cx, pm, &ask, out, &pp)) {
         explore_flat = 1;
-        g = 0;
-    }
-    if (g == EERL__PM_GROUPS ||
-        (!slow && !explore_gen && !explore_flat && have_cur && pc.loss + ask.offset <= r &&
-         pp.energy > pc.energy - PM_MIN_GAIN)) {
+    } else if (hold_here) {
         hold(o, "the model's best within the run's budget", ret);
         return;
     }

@@ -1,6 +1,7 @@
 """eerl.Session over the runtime on the stand-in NVML node: measuring, deciding, errors, and every
 way a session ends restoring the clocks (close, garbage collection, SIGTERM)."""
 
+import functools
 import json
 import os
 import signal
@@ -238,7 +239,8 @@ def test_a_supervisors_signal_restores_clocks_then_kills(node, tmp_path, sig):
         time.sleep(60)
     """ % (os.path.dirname(os.path.abspath(__file__)), trace, node))
     p = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=no_core_dump)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=functools.partial(default_action, sig))
     try:
         line = p.stdout.readline()
         assert line.strip() == "LOCKED", p.stderr.read()
@@ -254,9 +256,14 @@ def test_a_supervisors_signal_restores_clocks_then_kills(node, tmp_path, sig):
     assert lines and all(json.loads(l) for l in lines)  # every line complete
 
 
-def no_core_dump():
-    """preexec_fn: SIGQUIT's default action dumps core; the test wants only the exit status."""
+def default_action(sig):
+    """preexec_fn: the child starts with sig's default action, as a program run by a supervisor
+    does. An ignored disposition is inherited through exec (nohup ignores SIGHUP; a shell without
+    job control starts its background commands ignoring SIGQUIT), and eerl leaves an ignored
+    signal ignored, so a test suite started that way would see the child live on. SIGQUIT's
+    default action also dumps core; the test wants only the exit status."""
     import resource
+    signal.signal(sig, signal.SIG_DFL)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 

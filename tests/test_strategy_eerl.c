@@ -637,6 +637,65 @@ static void test_revision_8_steps_below_a_flat_curve(void **state)
     }
 }
 
+/* The largest change of the budget the verdicts state, from one statement to the next, from
+ * update `from` on. */
+struct budget_jumps {
+    uint64_t from;
+    double last, max;
+    int have;
+};
+
+static int budget_jump(const eerl_event *ev, void *ctx)
+{
+    struct budget_jumps *b = ctx;
+    const char *p = strstr(ev->reason, "budget allows ");
+    double v;
+
+    if (!p || sscanf(p + strlen("budget allows "), "%lf%%", &v) != 1)
+        return 0;
+    if (b->have && ev->update >= b->from)
+        b->max = fmax(b->max, fabs(v - b->last));
+    b->last = v;
+    b->have = 1;
+    return 0;
+}
+
+/* eerl_revision 9: the account corrects each stretch between governor probes by the probes
+ * around it, not every update of the run by the last probes. Late in a long run revision 8's
+ * budget jumps whenever a probe moves the last probes' mean, by that times the updates run over
+ * those left; revision 9's moves by a fraction of that, and its whole runs stay within the
+ * allowance. */
+static void test_revision_9_corrects_each_stretch_by_its_probes(void **state)
+{
+    double jump[2] = {0, 0};
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 4; seed++) {
+        unsigned k;
+
+        for (k = 0; k < 2; k++) {
+            struct budget_jumps b = {1500, 0, 0, 0};
+            eerl_ctl_config c;
+            struct outcome o;
+            struct synth s;
+
+            eerl_setup(EERL_MODE_COLOCATED, 2000, seed, &c, &s);
+            c.eerl_revision = 8 + k;
+            s.noise = 0.01;
+            run_stream(&s, &c, 2000, &o);
+            assert_true(k == 0 || o.whole_loss <= 0.02);
+            stream_events(&s, &c, 2000, budget_jump, &b);
+            jump[k] += b.max / 4;
+            if (verbose())
+                printf("seed %llu revision %u: largest late budget jump %.2f points, whole loss "
+                       "%.4f, energy %.4f\n",
+                       (unsigned long long)seed, 8 + k, b.max, o.whole_loss, o.whole_e);
+        }
+    }
+    assert_true(jump[1] < 0.5 * jump[0]);
+}
+
 /* Drained mode, eerl_revision 3: an update's generation work is taken from the next update's
  * report (the generation pool generates the batch the next update consumes). On a drained stream
  * whose responses vary from batch to batch, revision 2 reads each update against the wrong
@@ -996,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_revision_6_holds_short_runs_to_the_allowance),
         cmocka_unit_test(test_revision_7_keeps_a_smaller_margin_over_long_runs),
         cmocka_unit_test(test_revision_8_steps_below_a_flat_curve),
+        cmocka_unit_test(test_revision_9_corrects_each_stretch_by_its_probes),
         cmocka_unit_test(test_drained_generation_work_taken_from_the_next_update),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),

@@ -12,20 +12,22 @@
 /* eerl's judge in colocated, disaggregated and drained mode (judge/eerl.c;
  * docs/internals/controller.md, "The eerl strategy", the items named). */
 struct eerl__eerl_features {
-    int probe_quiet;   /* (1) the probes' mean as measured once its standard error is within
-                          budget_margin (0: only a negative or a two-error mean) */
-    int probe_gate;    /* (2) before EE_BIAS_MIN probes, only a mean three of the references'
-                          standard errors from zero */
-    int aim_se;        /* (2, item 4) the run aimed inside the allowance by half the account's
-                          standard error */
-    int late_drained;  /* (3, item 6) drained: each update taken as evidence with the next */
-    int reread;        /* (4, item 7) the model's points read again at every verdict */
-    int linear_train;  /* (5, item 8) the predictor's training part fixed plus per token */
-    int short_run_cap; /* (6, item 9) a run under 500 updates never above allowed_loss */
-    int long_margin;   /* (7, item 10) a run over 1000 updates aims budget_margin times
-                          sqrt(1000 / its updates) inside the allowance */
-    int flat_step;     /* (8, item 11) colocated: the model proposer tries one grid step below
-                          a group's lowest clock when its curve is flat there */
+    int probe_quiet;       /* (1) the probes' mean as measured once its standard error is within
+                              budget_margin (0: only a negative or a two-error mean) */
+    int probe_gate;        /* (2) before EE_BIAS_MIN probes, only a mean three of the references'
+                              standard errors from zero */
+    int aim_se;            /* (2, item 4) the run aimed inside the allowance by half the account's
+                              standard error */
+    int late_drained;      /* (3, item 6) drained: each update taken as evidence with the next */
+    int reread;            /* (4, item 7) the model's points read again at every verdict */
+    int linear_train;      /* (5, item 8) the predictor's training part fixed plus per token */
+    int short_run_cap;     /* (6, item 9) a run under 500 updates never above allowed_loss */
+    int long_margin;       /* (7, item 10) a run over 1000 updates aims budget_margin times
+                              sqrt(1000 / its updates) inside the allowance */
+    int flat_step;         /* (8, item 11) colocated: the model proposer tries one grid step below
+                              a group's lowest clock when its curve is flat there */
+    int account_stretches; /* (9, item 12) the account corrects each stretch between probes by
+                              the probes around it (0: by the last probes, for the whole run) */
 };
 
 /* eerl's judge in in-flight mode (judge/eerl_inflight.c). */

@@ -526,13 +526,20 @@ struct budget_max {
     unsigned n;
 };
 
+/* 1 when the event states the budget (its "budget allows X%"), X in *v. */
+static int stated_budget(const eerl_event *ev, double *v)
+{
+    const char *p = strstr(ev->reason, "budget allows ");
+
+    return p && sscanf(p + strlen("budget allows "), "%lf%%", v) == 1;
+}
+
 static int budget_seen(const eerl_event *ev, void *ctx)
 {
     struct budget_max *b = ctx;
-    const char *p = strstr(ev->reason, "budget allows ");
     double v;
 
-    if (p && sscanf(p + strlen("budget allows "), "%lf%%", &v) == 1) {
+    if (stated_budget(ev, &v)) {
         b->max = fmax(b->max, v);
         b->sum += v;
         b->n++;
@@ -648,10 +655,9 @@ struct budget_jumps {
 static int budget_jump(const eerl_event *ev, void *ctx)
 {
     struct budget_jumps *b = ctx;
-    const char *p = strstr(ev->reason, "budget allows ");
     double v;
 
-    if (!p || sscanf(p + strlen("budget allows "), "%lf%%", &v) != 1)
+    if (!stated_budget(ev, &v))
         return 0;
     if (b->have && ev->update >= b->from)
         b->max = fmax(b->max, fabs(v - b->last));

@@ -56,6 +56,7 @@ enum { EE_CAL, EE_RUN, EE_REFRESH };
 #define EE_LONG_RUN 1000.0      /* from eerl_revision 7: a longer run scales budget_margin down */
 #define EE_KEEP (1 - 1.0 / 400) /* the model's weight kept per update (forgetting) */
 #define EE_STRETCHES 32         /* from eerl_revision 9: more than EE_BIAS_N stretches open */
+_Static_assert(EE_STRETCHES > EE_BIAS_N, "every open stretch has its own slot");
 
 struct ee_st {
     struct eerl__eerl_features f; /* what this run's revision decides with (revisions.h) */

@@ -256,6 +256,37 @@ def test_a_supervisors_signal_restores_clocks_then_kills(node, tmp_path, sig):
     assert lines and all(json.loads(l) for l in lines)  # every line complete
 
 
+def test_an_ignored_hangup_stays_ignored(node):
+    """A program started under nohup ignores SIGHUP; the session keeps it that way (its handler
+    is installed only over the default action or a Python one): the program lives on with its
+    clocks held, and restores them when it ends."""
+    script = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, %r)
+        import eerl
+        from test_session import run_until_locked, POOLS
+        s = eerl.Session(pools=POOLS)
+        run_until_locked(s, %r)
+        print("LOCKED", flush=True)
+        sys.stdin.readline()  # the hangup arrives while it waits here
+        print("ALIVE", flush=True)
+        s.close()
+    """ % (os.path.dirname(os.path.abspath(__file__)), node))
+    p = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        assert p.stdout.readline().strip() == "LOCKED", p.stderr.read()
+        p.send_signal(signal.SIGHUP)
+        assert all(lo is not None for lo, _ in read_locks(node))
+        out, err = p.communicate("go\n", timeout=HANG_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0 and out.strip() == "ALIVE", err
+    assert read_locks(node) == [(None, None), (None, None)]
+
+
 def default_action(sig):
     """preexec_fn: the child starts with sig's default action, as a program run by a supervisor
     does. An ignored disposition is inherited through exec (nohup ignores SIGHUP; a shell without

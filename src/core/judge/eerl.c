@@ -189,40 +189,30 @@ static void bias(const struct eerl__ctx *cx, const struct ee_st *st, double *bt,
     *be = probe_mean(cx, st, st->bias_e, n_probes(st), EERL__PART_E);
 }
 
-/* From eerl_revision 9: the probes stretch j is corrected by, [lo, hi) of the n so far: the
- * EE_BIAS_N nearest it, half before and half after it once that many have come since. */
-static unsigned stretch_window(unsigned j, unsigned n, unsigned *hi)
-{
-    unsigned lo = j > EE_BIAS_N / 2 ? j - EE_BIAS_N / 2 : 0;
-
-    if (n < EE_BIAS_N)
-        lo = 0;
-    else if (lo > n - EE_BIAS_N)
-        lo = n - EE_BIAS_N;
-    *hi = lo + EE_BIAS_N < n ? lo + EE_BIAS_N : n;
-    return lo;
-}
-
-/* The predictor's error over stretch j's window (the probes' ring holds the last EE_BIAS_N,
- * every window's). */
-static double stretch_corr(const struct eerl__ctx *cx, const struct ee_st *st, unsigned j)
+/* From eerl_revision 9: the predictor's error over the last EE_BIAS_N probes (all of them while
+ * fewer have come), oldest first. It corrects the stretches still open; a stretch closes with it
+ * once EE_BIAS_N / 2 probes have come after it (and EE_BIAS_N in all), when those last probes
+ * are the ones around it, half before and half after. */
+static double corr_now(const struct eerl__ctx *cx, const struct ee_st *st)
 {
     double xs[EE_BIAS_N];
-    unsigned hi, lo = stretch_window(j, st->n_bias, &hi), i;
+    unsigned n = n_probes(st), i;
 
-    for (i = lo; i < hi; i++)
-        xs[i - lo] = st->bias_t[i % EE_BIAS_N];
-    return probe_mean(cx, st, xs, hi - lo, EERL__PART_T);
+    for (i = 0; i < n; i++)
+        xs[i] = st->bias_t[(st->n_bias - n + i) % EE_BIAS_N];
+    return probe_mean(cx, st, xs, n, EERL__PART_T);
 }
 
-/* A stretch's window stops moving once EE_BIAS_N / 2 probes have come after it (and EE_BIAS_N
- * in all): its corrected time joins closed_s. */
+/* Closes the stretches whose probes around them have all come: their corrected time joins
+ * closed_s. */
 static void close_stretches(const struct eerl__ctx *cx, struct ee_st *st)
 {
+    double b = corr_now(cx, st);
+
     while (st->n_bias >= EE_BIAS_N && st->n_bias >= st->closed + EE_BIAS_N / 2) {
         double *s = &st->stretch_s[st->closed % EE_STRETCHES];
 
-        st->closed_s += *s * (1 + stretch_corr(cx, st, st->closed));
+        st->closed_s += *s * (1 + b);
         *s = 0;
         st->closed++;
     }
@@ -263,9 +253,10 @@ static void account(const struct eerl__ctx *cx, const struct ee_st *st, double *
     unsigned j;
 
     if (by_stretches(cx, st)) {
+        b = corr_now(cx, st);
         c = st->closed_s;
         for (j = st->closed; j <= st->n_bias; j++)
-            c += st->stretch_s[j % EE_STRETCHES] * (1 + stretch_corr(cx, st, j));
+            c += st->stretch_s[j % EE_STRETCHES] * (1 + b);
         *gov_s = st->gov_meas_s + c;
         *excess_s = st->meas_s - c;
         return;

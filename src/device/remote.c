@@ -121,7 +121,7 @@ static int reading(eerl_device *dev, unsigned gpu, const eerl_device_reading **r
 
 static int op_sm_clock(eerl_device *dev, unsigned gpu, unsigned *ret_mhz)
 {
-    const eerl_device_reading *x;
+    const eerl_device_reading *x = NULL;
     int e = reading(dev, gpu, &x);
 
     if (e == 0)
@@ -131,7 +131,7 @@ static int op_sm_clock(eerl_device *dev, unsigned gpu, unsigned *ret_mhz)
 
 static int op_energy(eerl_device *dev, unsigned gpu, uint64_t *ret_mj)
 {
-    const eerl_device_reading *x;
+    const eerl_device_reading *x = NULL;
     int e = reading(dev, gpu, &x);
 
     if (e == 0)
@@ -141,7 +141,7 @@ static int op_energy(eerl_device *dev, unsigned gpu, uint64_t *ret_mj)
 
 static int op_power(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
 {
-    const eerl_device_reading *x;
+    const eerl_device_reading *x = NULL;
     int e = reading(dev, gpu, &x);
 
     if (e == 0)

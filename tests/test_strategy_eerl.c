@@ -131,6 +131,15 @@ static void eerl_setup(eerl_mode mode, unsigned n, uint64_t seed, eerl_ctl_confi
     eerl_stream(s, mode, seed);
 }
 
+/* eerl_setup at revision rev, on a stream with 1% per-update noise (the revision tests). */
+static void rev_setup(eerl_mode mode, unsigned n, uint64_t seed, unsigned rev, eerl_ctl_config *c,
+                      struct synth *s)
+{
+    eerl_setup(mode, n, seed, c, s);
+    c->eerl_revision = rev;
+    s->noise = 0.01;
+}
+
 static void test_eerl_locks_within_allowance(void **state)
 {
     static const eerl_mode modes[] = {EERL_MODE_COLOCATED, EERL_MODE_DISAGGREGATED,
@@ -628,10 +637,8 @@ static void test_revision_8_steps_below_a_flat_curve(void **state)
             eerl_ctl_config c;
             struct synth s;
 
-            eerl_setup(EERL_MODE_COLOCATED, 800, seed, &c, &s);
-            c.eerl_revision = 7 + k;
+            rev_setup(EERL_MODE_COLOCATED, 800, seed, 7 + k, &c, &s);
             s.train_cap = 1500;
-            s.noise = 0.01;
             run_stream(&s, &c, 800, &o[k]);
             assert_true(o[k].whole_loss <= 0.02);
         }
@@ -686,9 +693,7 @@ static void test_revision_9_corrects_each_stretch_by_its_probes(void **state)
             struct outcome o;
             struct synth s;
 
-            eerl_setup(EERL_MODE_COLOCATED, 2000, seed, &c, &s);
-            c.eerl_revision = 8 + k;
-            s.noise = 0.01;
+            rev_setup(EERL_MODE_COLOCATED, 2000, seed, 8 + k, &c, &s);
             run_stream(&s, &c, 2000, &o);
             assert_true(k == 0 || o.whole_loss <= 0.02);
             stream_events(&s, &c, 2000, budget_jump, &b);
@@ -700,6 +705,62 @@ static void test_revision_9_corrects_each_stretch_by_its_probes(void **state)
         }
     }
     assert_true(jump[1] < 0.5 * jump[0]);
+}
+
+/* Counts half probes (eerl_revision 10): REFRESH events that run generation alone at the
+ * governor (the waiting pool too) and training at a clock of its own. */
+static int half_probe_seen(const eerl_event *ev, void *ctx)
+{
+    unsigned *n = ctx;
+
+    if (ev->kind == EERL_EV_REFRESH && strstr(ev->reason, "half probe")) {
+        assert_int_equal(ev->next.mhz[EERL_GROUP_GEN], EERL_CLOCK_GOVERNOR);
+        assert_int_equal(ev->next.idle_mhz, EERL_CLOCK_GOVERNOR);
+        assert_int_not_equal(ev->next.mhz[EERL_GROUP_TRAIN], EERL_CLOCK_GOVERNOR);
+        n[0]++;
+    }
+    return 0;
+}
+
+/* eerl_revision 10: in disaggregated mode every other probe is a half probe, generation alone at
+ * the governor, so the run keeps training at its setting through half of its probes and still
+ * ends within the allowance at less energy. Colocated runs decide as under revision 9. */
+static void test_revision_10_half_probes_in_disaggregated_runs(void **state)
+{
+    unsigned gov_after_lock[2] = {0, 0}, halves[2] = {0, 0};
+    double energy[2] = {0, 0};
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 4; seed++) {
+        struct outcome o[2], co[2];
+        unsigned k;
+
+        for (k = 0; k < 2; k++) {
+            eerl_ctl_config c;
+            struct synth s;
+
+            rev_setup(EERL_MODE_DISAGGREGATED, 1000, seed, 9 + k, &c, &s);
+            run_stream(&s, &c, 1000, &o[k]);
+            stream_events(&s, &c, 1000, half_probe_seen, &halves[k]);
+            assert_true(o[k].locked && o[k].whole_loss <= 0.02);
+            gov_after_lock[k] += o[k].governor_updates_after_lock;
+            energy[k] += o[k].whole_e;
+            rev_setup(EERL_MODE_COLOCATED, 400, seed, 9 + k, &c, &s);
+            run_stream(&s, &c, 400, &co[k]);
+        }
+        if (verbose())
+            printf("seed %llu: governor updates after lock %u / %u, whole loss %.4f / %.4f, "
+                   "energy %.4f / %.4f (revision 9 / 10)\n",
+                   (unsigned long long)seed, o[0].governor_updates_after_lock,
+                   o[1].governor_updates_after_lock, o[0].whole_loss, o[1].whole_loss, o[0].whole_e,
+                   o[1].whole_e);
+        assert_true(co[1].whole_loss == co[0].whole_loss && co[1].whole_e == co[0].whole_e);
+    }
+    assert_int_equal(halves[0], 0);
+    assert_true(halves[1] > 0);
+    assert_true(gov_after_lock[1] < 0.7 * gov_after_lock[0]);
+    assert_true(energy[1] < energy[0]);
 }
 
 /* Drained mode, eerl_revision 3: an update's generation work is taken from the next update's
@@ -1062,6 +1123,7 @@ int main(void)
         cmocka_unit_test(test_revision_7_keeps_a_smaller_margin_over_long_runs),
         cmocka_unit_test(test_revision_8_steps_below_a_flat_curve),
         cmocka_unit_test(test_revision_9_corrects_each_stretch_by_its_probes),
+        cmocka_unit_test(test_revision_10_half_probes_in_disaggregated_runs),
         cmocka_unit_test(test_drained_generation_work_taken_from_the_next_update),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),

@@ -10,7 +10,7 @@
 #define EERL__INFLIGHT_REVISION 4
 /* The newest revision of eerl's judge and proposers in the other modes (cfg.eerl_revision;
  * judge/eerl.c). */
-#define EERL__EERL_REVISION 9
+#define EERL__EERL_REVISION 10
 /* The newest revision of the paper strategy's synchronous search grid (cfg.paper_revision). */
 #define EERL__PAPER_REVISION 1
 

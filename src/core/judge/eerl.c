@@ -27,7 +27,9 @@
  *   pay.
  * - Governor probes: one governor update every 10 keeps the references as recent as the work and
  *   measures the predictor's own error on fresh work, which the loss estimates are corrected by
- *   (and the account too, where the error stands out of the probes' scatter).
+ *   (and the account too, where the error stands out of the probes' scatter). From eerl_revision
+ *   10, in disaggregated mode every other probe is a half probe: generation alone at the
+ *   governor, training at its setting (half_in).
  * In-flight mode the whole-update predictor cannot tell a clock's effect from the carried work
  * (measured on the twin: +6 to +14% "loss" for a 180 MHz step), so controller.c gives the eerl
  * strategy in that mode judge/eerl_inflight.c, which judges a setting by its rate.
@@ -44,6 +46,7 @@
 #include "core/ratios.h"
 
 enum { EE_CAL, EE_RUN, EE_REFRESH };
+enum { EE_PROBING_HALF = 3 };
 
 #define EE_N_MIN 3
 #define EE_N_MAX 12
@@ -56,6 +59,7 @@ enum { EE_CAL, EE_RUN, EE_REFRESH };
 #define EE_LONG_RUN 1000.0      /* from eerl_revision 7: a longer run scales budget_margin down */
 #define EE_KEEP (1 - 1.0 / 400) /* the model's weight kept per update (forgetting) */
 #define EE_STRETCHES 32         /* from eerl_revision 9: more than EE_BIAS_N stretches open */
+#define EE_HALF_EVERY 2         /* from eerl_revision 10: of this many probes, one is whole */
 _Static_assert(EE_STRETCHES > EE_BIAS_N, "every open stretch has its own slot");
 
 struct ee_st {
@@ -82,7 +86,11 @@ struct ee_st {
     uint64_t seen;
     unsigned cov_bits, cov_n;
     unsigned since_probe; /* usable updates since the last governor probe */
-    int probing;
+    int probing;          /* a probe under way: 1, 2 (drained, one update late), EE_PROBING_HALF */
+    unsigned n_issued;    /* probes begun, half probes among them */
+    /* from eerl_revision 10, the whole probes' errors: training's time, energy, each part's */
+    double whole_tt[EE_BIAS_N], whole_e[EE_BIAS_N], whole_pe[EERL__PM_GROUPS][EE_BIAS_N];
+    unsigned n_whole;
     uint64_t relax_at; /* update count of the last relaxation after lock */
     double bias_t[EE_BIAS_N], bias_e[EE_BIAS_N]; /* the predictor's error on the last probes */
     double bias_pt[EERL__PM_GROUPS][EE_BIAS_N], bias_pe[EERL__PM_GROUPS][EE_BIAS_N]; /* per part */
@@ -588,6 +596,66 @@ static void charge(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs 
     }
 }
 
+/* The mean of a ring of the last EE_BIAS_N values, n of them written (0 while empty). */
+static double ring_mean(const double *x, unsigned n)
+{
+    unsigned i, c = n < EE_BIAS_N ? n : EE_BIAS_N;
+    double s = 0;
+
+    for (i = 0; i < c; i++)
+        s += x[i];
+    return c ? s / c : 0;
+}
+
+/* A whole probe's errors (slot k of the probes' rings), kept for the half probes after it. */
+static void keep_whole(struct ee_st *st, unsigned k)
+{
+    unsigned w = st->n_whole++ % EE_BIAS_N, g;
+
+    st->whole_tt[w] = st->bias_pt[1][k];
+    st->whole_e[w] = st->bias_e[k];
+    for (g = 0; g < EERL__PM_GROUPS; g++)
+        st->whole_pe[g][w] = st->bias_pe[g][k];
+}
+
+/* From eerl_revision 10 (half_probes), disaggregated: a half probe runs generation alone at the
+ * governor (the idle clock too), training at its setting. It measures generation's time
+ * error as a whole probe does; training's time error is the mean of the whole probes' (0 before
+ * the first), the update's the two weighted by their predicted shares. Energy errors are the
+ * whole probes' means: the generation phase's energy holds the training pool's, which waited at
+ * its own clock. It joins no reference. On the twin generation carries about 0.9 of the
+ * per-update time error the work cannot explain, and a half probe draws about the energy of an
+ * update at the setting (notes/2026-12-03-half-probes.md). */
+static int half_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs, int usable,
+                   const struct eerl__parts *m, eerl_setting *next)
+{
+    struct eerl__parts p;
+    unsigned k = st->n_bias % EE_BIAS_N, nw = st->n_whole, g;
+    double tt = ring_mean(st->whole_tt, nw);
+
+    st->probing = 0;
+    if (st->phase != EE_REFRESH)
+        *next = st->cur;
+    if (!(usable && obs->setting.mhz[EERL_GROUP_GEN] == EERL_CLOCK_GOVERNOR &&
+          cx->refs->pred.ready))
+        return 1;
+    eerl__pred_predict(&cx->refs->pred, obs, &p);
+    if (!(p.t > 0 && p.t_gen > 0))
+        return 1;
+    st->bias_pt[0][k] = m->t_gen / p.t_gen - 1;
+    st->bias_pt[1][k] = tt;
+    st->bias_t[k] = (p.t_gen * st->bias_pt[0][k] + p.t_train * tt) / p.t;
+    st->bias_e[k] = ring_mean(st->whole_e, nw);
+    for (g = 0; g < EERL__PM_GROUPS; g++)
+        st->bias_pe[g][k] = ring_mean(st->whole_pe[g], nw);
+    st->n_bias++;
+    if (st->f.account_stretches)
+        close_stretches(cx, st);
+    eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "half probe taken: generation %+.2f%% of predicted",
+                   100 * st->bias_pt[0][k]);
+    return 1;
+}
+
 /* A governor probe under way: 1 when this update was the probe (taken, or left out). Drained,
  * the update before the probe runs at the current setting and is taken as evidence (0). */
 static int probe_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs, int usable,
@@ -596,6 +664,8 @@ static int probe_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs
     struct eerl__parts p;
     unsigned k = st->n_bias % EE_BIAS_N;
 
+    if (st->probing == EE_PROBING_HALF)
+        return half_in(cx, st, obs, usable, m, next);
     if (st->probing == 2) {
         /* one update late (drained): the update before the probe, at the current setting */
         st->probing = 1;
@@ -619,6 +689,7 @@ static int probe_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs
         st->bias_pt[1][k] = p.t_train > 0 ? m->t_train / p.t_train - 1 : 0;
         st->bias_pe[0][k] = p.e_gen > 0 ? m->e_gen / p.e_gen - 1 : 0;
         st->bias_pe[1][k] = p.e_train > 0 ? m->e_train / p.e_train - 1 : 0;
+        keep_whole(st, k);
         st->n_bias++;
         if (st->f.account_stretches)
             close_stretches(cx, st);
@@ -723,6 +794,25 @@ static void take_evidence(const struct eerl__ctx *cx, struct ee_st *st, const ee
     }
 }
 
+/* The next update is a probe: a whole one (every group at the governor), or from eerl_revision
+ * 10 in disaggregated mode every other time a half one (half_in). */
+static void start_probe(const struct eerl__ctx *cx, struct ee_st *st, eerl_setting *next)
+{
+    st->since_probe = 0;
+    if (st->f.half_probes && cx->mode == EERL_MODE_DISAGGREGATED && !st->late &&
+        st->n_issued++ % EE_HALF_EVERY != 0) {
+        st->probing = EE_PROBING_HALF;
+        next->mhz[EERL_GROUP_GEN] = EERL_CLOCK_GOVERNOR;
+        next->idle_mhz = EERL_CLOCK_GOVERNOR;
+        eerl__rec_emit(cx->rec, EERL_EV_REFRESH, &st->cur,
+                       "one half probe update: generation at the governor");
+        return;
+    }
+    st->probing = st->late ? 2 : 1;
+    memset(next, 0, sizeof(*next));
+    eerl__rec_emit(cx->rec, EERL_EV_REFRESH, &st->cur, "one governor probe update");
+}
+
 /* One update as evidence: the account, the references, the probes, the current setting's
  * estimates, and the decision that follows. */
 static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs,
@@ -753,10 +843,7 @@ static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl
     judge(cx, st, next);
     if (++st->since_probe >= (st->settled ? EE_PROBE_LOCKED : EE_PROBE_EVERY) &&
         eerl_setting_equal(next, &st->cur)) {
-        st->since_probe = 0;
-        st->probing = st->late ? 2 : 1;
-        memset(next, 0, sizeof(*next));
-        eerl__rec_emit(cx->rec, EERL_EV_REFRESH, &st->cur, "one governor probe update");
+        start_probe(cx, st, next);
         return;
     }
     if (st->n > 0)

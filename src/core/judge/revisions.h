@@ -28,6 +28,8 @@ struct eerl__eerl_features {
                               a group's lowest clock when its curve is flat there */
     int account_stretches; /* (9, item 12) the account corrects each stretch between probes by
                               the probes around it (0: by the last probes, for the whole run) */
+    int half_probes;       /* (10, item 13) disaggregated: every other probe runs generation alone
+                              at the governor, training at its setting */
 };
 
 /* eerl's judge in in-flight mode (judge/eerl_inflight.c). */

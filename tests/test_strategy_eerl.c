@@ -708,7 +708,7 @@ static void test_revision_9_corrects_each_stretch_by_its_probes(void **state)
 }
 
 /* Counts half probes (eerl_revision 10): REFRESH events that run generation alone at the
- * governor (the waiting pool too) and training at a clock of its own. */
+ * governor (the idle clock too) and training at a clock of its own. */
 static int half_probe_seen(const eerl_event *ev, void *ctx)
 {
     unsigned *n = ctx;

@@ -596,6 +596,15 @@ static void charge(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs 
     }
 }
 
+/* A probe's errors are in slot n_bias of the rings: count it, and close the stretches it ends
+ * (account_stretches). */
+static void probe_taken(const struct eerl__ctx *cx, struct ee_st *st)
+{
+    st->n_bias++;
+    if (st->f.account_stretches)
+        close_stretches(cx, st);
+}
+
 /* The mean of a ring of the last EE_BIAS_N values, n of them written (0 while empty). */
 static double ring_mean(const double *x, unsigned n)
 {
@@ -648,9 +657,7 @@ static int half_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs 
     st->bias_e[k] = ring_mean(st->whole_e, nw);
     for (g = 0; g < EERL__PM_GROUPS; g++)
         st->bias_pe[g][k] = ring_mean(st->whole_pe[g], nw);
-    st->n_bias++;
-    if (st->f.account_stretches)
-        close_stretches(cx, st);
+    probe_taken(cx, st);
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "half probe taken: generation %+.2f%% of predicted",
                    100 * st->bias_pt[0][k]);
     return 1;
@@ -690,9 +697,7 @@ static int probe_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs
         st->bias_pe[0][k] = p.e_gen > 0 ? m->e_gen / p.e_gen - 1 : 0;
         st->bias_pe[1][k] = p.e_train > 0 ? m->e_train / p.e_train - 1 : 0;
         keep_whole(st, k);
-        st->n_bias++;
-        if (st->f.account_stretches)
-            close_stretches(cx, st);
+        probe_taken(cx, st);
     }
     eerl__rec_ref_add(cx->rec, obs);
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "governor probe taken into the reference");
@@ -799,7 +804,7 @@ static void take_evidence(const struct eerl__ctx *cx, struct ee_st *st, const ee
 static void start_probe(const struct eerl__ctx *cx, struct ee_st *st, eerl_setting *next)
 {
     st->since_probe = 0;
-    if (st->f.half_probes && cx->mode == EERL_MODE_DISAGGREGATED && !st->late &&
+    if (st->f.half_probes && cx->mode == EERL_MODE_DISAGGREGATED &&
         st->n_issued++ % EE_HALF_EVERY != 0) {
         st->probing = EE_PROBING_HALF;
         next->mhz[EERL_GROUP_GEN] = EERL_CLOCK_GOVERNOR;

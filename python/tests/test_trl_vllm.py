@@ -46,8 +46,13 @@ def workdir(tmp_path_factory):
 
 
 def _env(workdir, **extra):
+    """The environment of every vLLM run: its caches, and the ZeroMQ sockets between its
+    processes (VLLM_RPC_BASE_PATH, else the system's temporary folder, where they outlive the
+    run), in the workdir."""
     d = str(workdir["dir"])
+    os.makedirs(os.path.join(d, "rpc"), exist_ok=True)
     return child_env(HF_HOME=os.path.join(d, "hf"), VLLM_CACHE_ROOT=os.path.join(d, "vllm"),
+                     VLLM_RPC_BASE_PATH=os.path.join(d, "rpc"),
                      TORCHINDUCTOR_CACHE_DIR=os.path.join(d, "inductor"),
                      XDG_CACHE_HOME=os.path.join(d, "cache"), VLLM_CPU_KVCACHE_SPACE="1",
                      VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",

@@ -47,6 +47,8 @@ struct synth {
     int have_nx;
     double nx_len, nx_l; /* the batch being generated: mean length and longest response */
     int inflight_phases; /* in-flight: report pool busy times too */
+    double start_fast;   /* in-flight: the second update this much faster (its batch generated
+                          * partly while the first trained: the pipeline's first drain) */
 };
 
 static inline uint64_t synth_next(struct synth *s)
@@ -265,6 +267,14 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
         synth_physics(s, st, s->responses * s->nx_len, N, s->nx_l, ng, nt, &o);
     } else {
         synth_physics(s, st, G, N, L, ng, nt, &o);
+    }
+    if (s->mode == EERL_MODE_INFLIGHT && s->update == 2 && s->start_fast > 0) {
+        int i;
+        o.time_s *= 1 - s->start_fast;
+        for (i = 0; i < EERL_PHASE_COUNT; i++)
+            o.phase_time_s[i] *= 1 - s->start_fast;
+        for (i = 0; i < EERL_POOLS_MAX; i++)
+            o.arrival_s[i] *= 1 - s->start_fast;
     }
     s->prev = *st;
     o.update = s->update;

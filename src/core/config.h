@@ -7,7 +7,7 @@
 
 /* The newest revision of eerl's in-flight judge and proposer (cfg.inflight_revision; its
  * default). */
-#define EERL__INFLIGHT_REVISION 4
+#define EERL__INFLIGHT_REVISION 5
 /* The newest revision of eerl's judge and proposers in the other modes (cfg.eerl_revision;
  * judge/eerl.c). */
 #define EERL__EERL_REVISION 10

@@ -26,10 +26,11 @@ void eerl__inflight_features_of(const eerl_ctl_config *cfg, struct eerl__infligh
     ret->work_model = r >= 1;
     ret->confirm_moved = r >= 2;
     ret->first_check = r >= 2;
-    ret->half_margin = r >= 3;
+    ret->half_margin = r >= 3 && r < 5; /* its reason, a reference read fast, is gone in 5 */
     ret->pool_model = r >= 4;
     ret->train_last_free = r >= 4;
     ret->raise_later = r >= 4;
+    ret->start_drain = r >= 5;
 }
 
 int eerl__paper_grid_below_peak(const eerl_ctl_config *cfg)

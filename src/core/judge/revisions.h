@@ -50,6 +50,9 @@ struct eerl__inflight_features {
                             searches training first while the update waits for it */
     int raise_later;     /* (4) a monitoring window that falls short raises training when the
                             update waited for it (0: generation first) */
+    int start_drain;     /* (5) the run's first two updates (the pipeline filling and its first
+                            drain) are left out of calibration, and a short run keeps the whole
+                            of budget_margin (half_margin off) */
 };
 
 void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_features *ret);

@@ -1065,6 +1065,74 @@ static void test_inflight_revision_5_leaves_the_first_drain_out(void **state)
     assert_true(moved4 >= 6);
 }
 
+/* The first governor block after lock runs on updates 5% slow (a change of the work caught
+ * mid-way, as when a block straddles a step of the response lengths), and the work is as
+ * before from its fifth update on: the block reads the governor moved and runs on to confirm.
+ * Revision 4 rescales the reference to all eight updates (reading every loss about 2.5% low
+ * from then on); from revision 5 the confirming four alone decide, and they say the governor did
+ * not move (1000 updates, seeds 1-4). */
+static unsigned straddle_rescales(unsigned rev, uint64_t seed, unsigned *confirms)
+{
+    unsigned clocks[200], i, slow = 0, rescales = 0;
+    size_t nc = synth_clocks(clocks), k, ne;
+    eerl_ctl *ctl = NULL;
+    eerl_setting st;
+    eerl_event evs[64];
+    eerl_ctl_config c;
+    struct synth s;
+    int done = 0;
+
+    eerl_setup(EERL_MODE_INFLIGHT, 1000, seed, &c, &s);
+    c.inflight_revision = rev;
+    s.noise = 0.005;
+    s.inflight_phases = 1;
+    assert_int_equal(eerl_ctl_new(s.mode, &c, clocks, nc, 1980, &ctl), 0);
+    eerl_ctl_setting(ctl, &st);
+    for (i = 0; i < 1000 && !done; i++) {
+        eerl_obs o = synth_step(&s, &st);
+
+        if (slow > 0) { /* the update after the event carries; the block's first four follow */
+            slow--;
+            o.time_s *= 1.05;
+            for (k = 0; k < EERL_POOLS_MAX; k++)
+                o.arrival_s[k] *= 1.05;
+        }
+        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
+        while ((ne = eerl_ctl_events(ctl, evs, 64)) > 0)
+            for (k = 0; k < ne; k++) {
+                if (evs[k].kind == EERL_EV_REFRESH && strstr(evs[k].reason, "periodic check"))
+                    slow = done ? slow : 5;
+                *confirms += !done && strstr(evs[k].reason, "more to confirm") != NULL;
+                if (strstr(evs[k].reason, "governor block: ") && strstr(evs[k].reason, "back to")) {
+                    rescales += strstr(evs[k].reason, "rescales") != NULL;
+                    done = 1; /* the first block after lock decides */
+                }
+            }
+    }
+    eerl_ctl_free(ctl);
+    return rescales;
+}
+
+static void test_inflight_revision_5_confirms_on_the_confirming_updates(void **state)
+{
+    unsigned r4 = 0, r5 = 0, c4 = 0, c5 = 0;
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 4; seed++) {
+        r4 += straddle_rescales(4, seed, &c4);
+        r5 += straddle_rescales(5, seed, &c5);
+    }
+    if (verbose())
+        printf("first blocks run on to confirm: %u (revision 4), %u (5); that rescaled the "
+               "reference: %u, %u\n",
+               c4, c5, r4, r5);
+    assert_int_equal(c4, 4);
+    assert_int_equal(c5, 4);
+    assert_int_equal(r4, 4);
+    assert_int_equal(r5, 0);
+}
+
 static void test_baselines(void **state)
 {
     eerl_ctl_config c;
@@ -1156,6 +1224,7 @@ int main(void)
         cmocka_unit_test(test_eerl_inflight),
         cmocka_unit_test(test_inflight_revision_3_keeps_half_the_margin),
         cmocka_unit_test(test_inflight_revision_5_leaves_the_first_drain_out),
+        cmocka_unit_test(test_inflight_revision_5_confirms_on_the_confirming_updates),
         cmocka_unit_test(test_short_horizon_explores_less),
         cmocka_unit_test(test_drained_first_step_uses_the_training_wait),
         cmocka_unit_test(test_drained_raises_the_pool_the_update_waits_for),

@@ -31,6 +31,7 @@ void eerl__inflight_features_of(const eerl_ctl_config *cfg, struct eerl__infligh
     ret->train_last_free = r >= 4;
     ret->raise_later = r >= 4;
     ret->start_drain = r >= 5;
+    ret->confirm_alone = r >= 5;
 }
 
 int eerl__paper_grid_below_peak(const eerl_ctl_config *cfg)

@@ -53,6 +53,8 @@ struct eerl__inflight_features {
     int start_drain;     /* (5) the run's first two updates (the pipeline filling and its first
                             drain) are left out of calibration, and a short run keeps the whole
                             of budget_margin (half_margin off) */
+    int confirm_alone;   /* (5) a governor block run on to confirm a move is read on the
+                            confirming updates alone */
 };
 
 void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_features *ret);

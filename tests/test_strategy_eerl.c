@@ -1019,6 +1019,17 @@ static void test_inflight_revision_3_keeps_half_the_margin(void **state)
     }
 }
 
+/* An in-flight stream of n updates at inflight_revision rev, per-update noise `noise`, the
+ * pools' arrivals reported. */
+static void inflight_setup(unsigned n, uint64_t seed, unsigned rev, double noise,
+                           eerl_ctl_config *c, struct synth *s)
+{
+    eerl_setup(EERL_MODE_INFLIGHT, n, seed, c, s);
+    c->inflight_revision = rev;
+    s->noise = noise;
+    s->inflight_phases = 1;
+}
+
 /* From inflight_revision 5 the pipeline's first drain, update 2, is left out of calibration as
  * the first update is: its batch was generated partly while the first trained, and it runs fast
  * (on the twin 4-9%). Taken in, it reads the governor fast and every loss high. So revision 5
@@ -1029,10 +1040,7 @@ static void start_run(unsigned rev, uint64_t seed, double fast, struct outcome *
     eerl_ctl_config c;
     struct synth s;
 
-    eerl_setup(EERL_MODE_INFLIGHT, 1000, seed, &c, &s);
-    c.inflight_revision = rev;
-    s.noise = 0.01;
-    s.inflight_phases = 1;
+    inflight_setup(1000, seed, rev, 0.01, &c, &s);
     s.start_fast = fast;
     run_stream(&s, &c, 1000, o);
 }
@@ -1082,10 +1090,7 @@ static unsigned straddle_rescales(unsigned rev, uint64_t seed, unsigned *confirm
     struct synth s;
     int done = 0;
 
-    eerl_setup(EERL_MODE_INFLIGHT, 1000, seed, &c, &s);
-    c.inflight_revision = rev;
-    s.noise = 0.005;
-    s.inflight_phases = 1;
+    inflight_setup(1000, seed, rev, 0.005, &c, &s);
     assert_int_equal(eerl_ctl_new(s.mode, &c, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
     for (i = 0; i < 1000 && !done; i++) {

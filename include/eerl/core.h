@@ -219,11 +219,14 @@ typedef struct eerl_ctl_config {
      * batch's valid tokens (a fixed part where the references show one); 2: as 1, and a
      * governor block after lock that says the governor moved is confirmed by as many updates
      * again before the reference follows it; 3: as 2, and a run of fewer than 500 updates aims
-     * half of budget_margin inside the allowance, beyond the reference's own error; 4 (default):
+     * half of budget_margin inside the allowance, beyond the reference's own error; 4:
      * as 3, and the governor's time from the later of the pools' arrivals (its energy a plane in
      * valid tokens and time), training steps not skipped once training arrived last, a short
      * window raising the pool the update waited for, and credit after lock searching training
-     * first while it arrives last (docs/internals/controller.md, "The eerl strategy", item 5).
+     * first while it arrives last; 5 (default): as 4, and the run's first two updates (the
+     * pipeline filling and its first drain) left out of calibration, the whole of budget_margin
+     * in short runs, and a governor block run on to confirm a move read on its confirming
+     * updates alone (docs/internals/controller.md, "The eerl strategy", item 5).
      * A trace header without the
      * key replays with 0 (written before it). */
     unsigned inflight_revision;

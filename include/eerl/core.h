@@ -225,8 +225,9 @@ typedef struct eerl_ctl_config {
      * window raising the pool the update waited for, and credit after lock searching training
      * first while it arrives last; 5 (default): as 4, and the run's first two updates (the
      * pipeline filling and its first drain) left out of calibration, the whole of budget_margin
-     * in short runs, and a governor block run on to confirm a move read on its confirming
-     * updates alone (docs/internals/controller.md, "The eerl strategy", item 5).
+     * in short runs, a governor block run on to confirm a move read on its confirming updates
+     * alone, and the rule that drops old references fitted on both halves it weighs
+     * (docs/internals/controller.md, "The eerl strategy", item 5).
      * A trace header without the
      * key replays with 0 (written before it). */
     unsigned inflight_revision;

@@ -32,6 +32,7 @@ void eerl__inflight_features_of(const eerl_ctl_config *cfg, struct eerl__infligh
     ret->raise_later = r >= 4;
     ret->start_drain = r >= 5;
     ret->confirm_alone = r >= 5;
+    ret->whole_fit = r >= 5;
 }
 
 int eerl__paper_grid_below_peak(const eerl_ctl_config *cfg)

@@ -55,6 +55,8 @@ struct eerl__inflight_features {
                             of budget_margin (half_margin off) */
     int confirm_alone;   /* (5) a governor block run on to confirm a move is read on the
                             confirming updates alone */
+    int whole_fit;       /* (5) the trend rule that drops old references fits one model on
+                            both halves it weighs (0: the newer half's, extrapolated) */
 };
 
 void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_features *ret);

@@ -128,9 +128,6 @@ static int ei_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_set
     return 0;
 }
 
-/* What an update's time and energy are compared with: revision 0 its valid tokens (over the
- * governor's rate and energy per token), revision 1 the governor's predicted time and energy
- * for its valid tokens. */
 /* The updates of the pipeline's start, left out of calibration. The first starts with an empty
  * pipeline and is slow; the second trains on a batch generated partly while the first trained,
  * and is fast: on the twin 4-9% under the governor's time per valid token (4 seeds, governor
@@ -144,6 +141,9 @@ static unsigned start_updates(const struct ei_st *st)
     return st->f.start_drain ? 2 : 1;
 }
 
+/* What an update's time and energy are compared with: revision 0 its valid tokens (over the
+ * governor's rate and energy per token), revision 1 the governor's predicted time and energy
+ * for its valid tokens. */
 static double pools_t(const struct ei_pools *pm, double n)
 {
     return fmax(pm->g_a + pm->g_b * n, pm->t_a + pm->t_b * n) + pm->rest;
@@ -437,9 +437,13 @@ static int halves_differ(const struct eerl__ctx *cx, const struct ei_st *st, siz
         if (st->f.whole_fit || i >= from + h)
             ss += r * r;
     }
-    sd =
-        st->f.whole_fit ? sqrt(ss / (double)(n - from - 2)) : sqrt(ss / (double)(n - from - h - 1));
-    d = st->f.whole_fit ? m[0] - m[1] : m[0];
+    if (st->f.whole_fit) {
+        sd = sqrt(ss / (double)(n - from - 2));
+        d = m[0] - m[1];
+    } else {
+        sd = sqrt(ss / (double)(n - from - h - 1));
+        d = m[0];
+    }
     return fabs(d) > EI_TREND_SD * sd * sqrt(1.0 / (double)h + 1.0 / (double)(n - from - h));
 }
 
@@ -748,8 +752,6 @@ static void rescale(struct ei_st *st, double rate, double epn)
     st->n_ref = st->n;
 }
 
-/* A governor block after lock: its rate replaces the reference when it differs by more than
- * the noise explains (the workload moved), else joins it; back to the lock. */
 /* A governor block's rate and energy per token against the reference's; 1 when they say the
  * governor moved (beyond three standard errors of both). From revision 5 a block that ran on to
  * confirm a move (revision 2) is read on its last EI_GOV_N updates alone: the first may have
@@ -778,6 +780,8 @@ static int block_moved(const struct ei_st *st, double *rate, double *epn)
     return fabs(*rate / st->gov_rate - 1) > 3 * se;
 }
 
+/* A governor block after lock: its rate replaces the reference when it differs by more than
+ * the noise explains (the workload moved), else joins it; back to the lock. */
 static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_setting *next)
 {
     double rate, epn;

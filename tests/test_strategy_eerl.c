@@ -1138,8 +1138,8 @@ static void test_inflight_revision_5_confirms_on_the_confirming_updates(void **s
     assert_int_equal(r5, 0);
 }
 
-/* What whole_fit_error reads: the calibration's reference, and the work of the update it
- * ended on. */
+/* What whole_fit_error reads from the CALIBRATED event: the reference's two pool lines and its
+ * rest. */
 struct calib_ref {
     double ga, gb, ta, tb, rest;
     int seen;
@@ -1173,6 +1173,7 @@ static double whole_fit_error(unsigned rev, uint64_t seed)
     eerl_setting gov;
     eerl_obs o, t;
     unsigned i;
+    double n, p;
 
     memset(&gov, 0, sizeof(gov));
     inflight_setup(335, seed, rev, 0.01, &c, &s);
@@ -1187,14 +1188,12 @@ static double whole_fit_error(unsigned rev, uint64_t seed)
     for (i = 0; i < 60; i++)
         o = synth_step(&s0, &gov);
     synth_physics(&s0, &gov, o.gen_tokens, o.valid_tokens, o.longest_tokens, 1, 1, &t);
-    {
-        double n = o.valid_tokens / 1000, p = fmax(r.ga + r.gb * n, r.ta + r.tb * n) + r.rest;
-        if (verbose())
-            printf("revision %u seed %llu: reference %.3f s, governor %.3f s at %.0f valid "
-                   "tokens\n",
-                   rev, (unsigned long long)seed, p, t.time_s, o.valid_tokens);
-        return p / t.time_s - 1;
-    }
+    n = o.valid_tokens / 1000;
+    p = fmax(r.ga + r.gb * n, r.ta + r.tb * n) + r.rest;
+    if (verbose())
+        printf("revision %u seed %llu: reference %.3f s, governor %.3f s at %.0f valid tokens\n",
+               rev, (unsigned long long)seed, p, t.time_s, o.valid_tokens);
+    return p / t.time_s - 1;
 }
 
 static void test_inflight_revision_5_fits_the_trend_rule_on_both_halves(void **state)

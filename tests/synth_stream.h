@@ -47,8 +47,10 @@ struct synth {
     int have_nx;
     double nx_len, nx_l; /* the batch being generated: mean length and longest response */
     int inflight_phases; /* in-flight: report pool busy times too */
-    double start_fast;   /* in-flight: the second update this much faster (its batch generated
-                          * partly while the first trained: the pipeline's first drain) */
+    /* Updates scale_from .. scale_from + scale_n - 1 take (1 + scale_by) times as long (0: none):
+     * the pipeline's first drain (update 2, faster), a change of the work a block catches */
+    unsigned scale_from, scale_n;
+    double scale_by;
 };
 
 static inline uint64_t synth_next(struct synth *s)
@@ -268,13 +270,13 @@ static inline eerl_obs synth_step(struct synth *s, const eerl_setting *st)
     } else {
         synth_physics(s, st, G, N, L, ng, nt, &o);
     }
-    if (s->mode == EERL_MODE_INFLIGHT && s->update == 2 && s->start_fast > 0) {
+    if (s->update >= s->scale_from && s->update < s->scale_from + s->scale_n) {
         int i;
-        o.time_s *= 1 - s->start_fast;
+        o.time_s *= 1 + s->scale_by;
         for (i = 0; i < EERL_PHASE_COUNT; i++)
-            o.phase_time_s[i] *= 1 - s->start_fast;
+            o.phase_time_s[i] *= 1 + s->scale_by;
         for (i = 0; i < EERL_POOLS_MAX; i++)
-            o.arrival_s[i] *= 1 - s->start_fast;
+            o.arrival_s[i] *= 1 + s->scale_by;
     }
     s->prev = *st;
     o.update = s->update;

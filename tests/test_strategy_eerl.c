@@ -1041,7 +1041,9 @@ static void start_run(unsigned rev, uint64_t seed, double fast, struct outcome *
     struct synth s;
 
     inflight_setup(1000, seed, rev, 0.01, &c, &s);
-    s.start_fast = fast;
+    s.scale_from = 2;
+    s.scale_n = 1;
+    s.scale_by = -fast;
     run_stream(&s, &c, 1000, o);
 }
 
@@ -1076,46 +1078,43 @@ static void test_inflight_revision_5_leaves_the_first_drain_out(void **state)
 /* The first governor block after lock runs on updates 5% slow (a change of the work caught
  * mid-way, as when a block straddles a step of the response lengths), and the work is as
  * before from its fifth update on: the block reads the governor moved and runs on to confirm.
- * Revision 4 rescales the reference to all eight updates (reading every loss about 2.5% low
- * from then on); from revision 5 the confirming four alone decide, and they say the governor did
- * not move (1000 updates, seeds 1-4). */
+ * Revision 4 rescales the reference to all eight updates (2.5% slow on average, so every later
+ * loss reads that much low); from revision 5 the confirming four alone decide, and they say the
+ * governor did not move (1000 updates, seeds 1-4). */
+/* What straddle_seen counts, and the stream it slows. */
+struct straddle {
+    struct synth *s;
+    unsigned rescales, confirms;
+};
+
+static int straddle_seen(const eerl_event *ev, void *ctx)
+{
+    struct straddle *st = ctx;
+
+    if (ev->kind == EERL_EV_REFRESH && strstr(ev->reason, "periodic check")) {
+        /* the update after the event carries; the block's first four follow */
+        st->s->scale_from = (unsigned)ev->update + 1;
+        st->s->scale_n = 5;
+        st->s->scale_by = 0.05;
+    }
+    st->confirms += strstr(ev->reason, "more to confirm") != NULL;
+    if (strstr(ev->reason, "governor block: ") && strstr(ev->reason, "back to")) {
+        st->rescales += strstr(ev->reason, "rescales") != NULL;
+        return 1; /* the first block after lock decides */
+    }
+    return 0;
+}
+
 static unsigned straddle_rescales(unsigned rev, uint64_t seed, unsigned *confirms)
 {
-    unsigned clocks[200], i, slow = 0, rescales = 0;
-    size_t nc = synth_clocks(clocks), k, ne;
-    eerl_ctl *ctl = NULL;
-    eerl_setting st;
-    eerl_event evs[64];
     eerl_ctl_config c;
     struct synth s;
-    int done = 0;
+    struct straddle st = {&s, 0, 0};
 
     inflight_setup(1000, seed, rev, 0.005, &c, &s);
-    assert_int_equal(eerl_ctl_new(s.mode, &c, clocks, nc, 1980, &ctl), 0);
-    eerl_ctl_setting(ctl, &st);
-    for (i = 0; i < 1000 && !done; i++) {
-        eerl_obs o = synth_step(&s, &st);
-
-        if (slow > 0) { /* the update after the event carries; the block's first four follow */
-            slow--;
-            o.time_s *= 1.05;
-            for (k = 0; k < EERL_POOLS_MAX; k++)
-                o.arrival_s[k] *= 1.05;
-        }
-        assert_int_equal(eerl_ctl_observe(ctl, &o, &st), 0);
-        while ((ne = eerl_ctl_events(ctl, evs, 64)) > 0)
-            for (k = 0; k < ne; k++) {
-                if (evs[k].kind == EERL_EV_REFRESH && strstr(evs[k].reason, "periodic check"))
-                    slow = done ? slow : 5;
-                *confirms += !done && strstr(evs[k].reason, "more to confirm") != NULL;
-                if (strstr(evs[k].reason, "governor block: ") && strstr(evs[k].reason, "back to")) {
-                    rescales += strstr(evs[k].reason, "rescales") != NULL;
-                    done = 1; /* the first block after lock decides */
-                }
-            }
-    }
-    eerl_ctl_free(ctl);
-    return rescales;
+    stream_events(&s, &c, 1000, straddle_seen, &st);
+    *confirms += st.confirms;
+    return st.rescales;
 }
 
 static void test_inflight_revision_5_confirms_on_the_confirming_updates(void **state)

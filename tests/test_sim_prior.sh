@@ -80,6 +80,41 @@ done
 grep -q "prior's setting behind the account: raised to" "$tmp/tr7.ev" "$tmp/tr8.ev" ||
     fail "no seed raised its verified lock after a failure of the account"
 
+# A prior refused after its test, while the calibration is still the short one its gate allowed
+# (in flight: 8 governor updates, not 16): the calibration goes on to its full length before the
+# fresh search, every update of it at the governor. In-flight 16/32 S at the paper's length,
+# priors of seeds 101-108, the job seed 21 (on the twin its 8 calibration updates read the
+# governor 1.6% slow and the prior's setting failed outright on its first update).
+run build-inf --mode inflight --alloc 16/32 --size S --updates 335 --expected-updates 335 \
+    --seeds 8 --first-seed 101 --save-state "$tmp/inf" || fail "building inf: exit $?"
+run recal --mode inflight --alloc 16/32 --size S --updates 335 --expected-updates 335 \
+    --first-seed 21 --prior "$tmp/inf" --trace "$tmp/ti" || fail "recal: exit $?"
+events "$tmp/ti/seed21-controller.jsonl" >"$tmp/ti21.ev"
+expect_in "$tmp/ti21.ev" "fresh search, calibrating on first" "seed 21's refusal"
+expect_in "$tmp/ti21.ev" "calibrating on from 8 to 16 governor updates before the search" \
+    "seed 21's trace"
+expect_in "$tmp/ti21.ev" "calibrating 15/16" "seed 21 calibrates on"
+# From the refusal to the next calibrated event every update runs at the governor.
+jq -r 'select(.type == "update") | [.update, .setting.requested.gen_mhz,
+        ([.events[]?.reason] | join("|"))] | @tsv' "$tmp/ti/seed21-controller.jsonl" |
+    awk -F'\t' 'on && $3 ~ /(^|[|])governor time the later/ { exit }
+        on && $2 != "governor" { print }
+        /calibrating on first/ { on = 1 }' >"$tmp/ti21.off"
+[ ! -s "$tmp/ti21.off" ] || fail "seed 21 left the governor while calibrating on: $(head -3 "$tmp/ti21.off")"
+[ "$(jq -s '[.[] | select(.type == "update") | .events[]? | select(.kind == "calibrated")] | length' \
+    "$tmp/ti/seed21-controller.jsonl")" -eq 2 ] || fail "seed 21 should calibrate twice (short, then full)"
+
+# The same in a synchronous mode: colocated, the job's responses falling to 0.3 of their length
+# at update 8, after the gate's 6 calibration updates; the prior's setting and both its raises
+# read 3-4% of loss on the short work, and the refusal calibrates on to 10 before searching.
+run recal-sync --mode colocated --alloc 32 --size M --updates 107 --expected-updates 107 \
+    --workload step --step-at 8 --step-factor 0.3 --prior "$tmp/col" --trace "$tmp/ts" ||
+    fail "recal-sync: exit $?"
+events "$tmp/ts/seed1-controller.jsonl" >"$tmp/ts1.ev"
+sed -n '/fresh search, calibrating on first/,$p' "$tmp/ts1.ev" >"$tmp/ts1.after"
+expect_in "$tmp/ts1.after" "calibrating on from" "colocated seed 1's refusal"
+expect_in "$tmp/ts1.after" "predictor fitted on 10 governor updates" "colocated seed 1 after it"
+
 # Another key: nothing matches; the job searches afresh and says so.
 check_none() { # name, expected text, sim args...
     local name=$1 text=$2

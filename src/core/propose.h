@@ -46,6 +46,9 @@ enum eerl__move_kind {
     EERL__MOVE_HOLD,    /* run at s, judged against the throughput budget only (not a candidate) */
     EERL__MOVE_STOP,    /* the search is over: lock s (the governor when nothing qualified); after
                          * lock, the lock stays */
+    EERL__MOVE_CALIBRATE, /* eerl's judges: back to the governor, whose calibration goes on to its
+                           * full length; then the proposer starts again (a prior refused after
+                           * the short calibration its gate allowed, propose/prior.c) */
 };
 
 struct eerl__move {

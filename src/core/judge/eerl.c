@@ -422,6 +422,15 @@ static void follow(const struct eerl__ctx *cx, struct ee_st *st, const struct ee
         if (!st->settled)
             lock_now(cx, st, mv->why);
         return;
+    case EERL__MOVE_CALIBRATE:
+        run_at(st, &mv->s, next);
+        st->testing = 0;
+        st->phase = EE_CAL;
+        st->count = (unsigned)cx->refs->n;
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
+                       "calibrating on from %u to %u governor updates before the search", st->count,
+                       cx->cfg->fast_calibration_updates);
+        return;
     default: /* HOLD */
         run_at(st, &mv->s, next);
         st->testing = 0;
@@ -713,6 +722,8 @@ static int governor_stretch(const struct eerl__ctx *cx, struct ee_st *st, const 
 
     switch (st->phase) {
     case EE_CAL:
+        if (st->late && !gov) /* drained, back from a setting (MOVE_CALIBRATE): one update late */
+            return 1;
         if (!eerl__rec_calibrate(cx->rec, EERL__CAL_FAST, obs, &st->count, next))
             return 1;
         eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
@@ -846,6 +857,8 @@ static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl
         return;
     take_evidence(cx, st, obs, &m);
     judge(cx, st, next);
+    if (st->phase == EE_CAL) /* the proposer asked for the calibration's full length */
+        return;
     if (++st->since_probe >= (st->settled ? EE_PROBE_LOCKED : EE_PROBE_EVERY) &&
         eerl_setting_equal(next, &st->cur)) {
         start_probe(cx, st, next);

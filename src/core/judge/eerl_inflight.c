@@ -526,6 +526,15 @@ static void lock_now(const struct eerl__ctx *cx, struct ei_st *st, const char *w
 static void follow(const struct eerl__ctx *cx, struct ei_st *st, const struct eerl__move *mv,
                    eerl_setting *next)
 {
+    if (mv->kind == EERL__MOVE_CALIBRATE) {
+        apply(st, &mv->s, next);
+        st->phase = EI_CAL;
+        st->count = (unsigned)cx->refs->n;
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
+                       "calibrating on from %u to %u governor updates before the search", st->count,
+                       cx->cfg->fast_calibration_updates);
+        return;
+    }
     if (mv->kind == EERL__MOVE_TRY || !eerl_setting_equal(&mv->s, &st->cur))
         apply(st, &mv->s, next);
     st->group = mv->kind == EERL__MOVE_TRY ? mv->group : -1;

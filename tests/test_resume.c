@@ -194,6 +194,72 @@ static void test_changes_start_fresh(void **state)
 
 /* In-flight the eerl strategy resumes too: the saved governor references give back its rate
  * reference, and the next segment starts at the lock with no governor update for a while. */
+/* One job's saved state, for a prior (eerl_ctl_set_prior): colocated, synth seed 3, 100
+ * updates, locked below the peak. */
+static void *prior_state(const unsigned *clocks, size_t nc, size_t *len)
+{
+    struct synth s;
+    eerl_ctl *a = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    eerl_ctl_status st;
+    size_t need = 0;
+    void *buf;
+
+    synth_init(&s, EERL_MODE_COLOCATED, 3);
+    run(a, &s, 100, NULL);
+    eerl_ctl_get_status(a, &st);
+    assert_true(st.locked && st.locked_setting.mhz[EERL_GROUP_GEN] != 0);
+    assert_int_equal(eerl_ctl_save(a, TAG, NULL, 0, &need), EERL_EOVERFLOW);
+    buf = malloc(need);
+    assert_non_null(buf);
+    assert_int_equal(eerl_ctl_save(a, TAG, buf, need, len), 0);
+    eerl_ctl_free(a);
+    return buf;
+}
+
+/* A prior refused after its test, while the calibration is the short one its gate allowed: this
+ * job's governor runs as the earlier job's did (the gate matches), but its generation slows
+ * below the peak clock itself, so the prior's setting fails by more than big_loss. The
+ * calibration goes on at the governor to its full 10 updates before the fresh search. */
+static void test_prior_refused_calibrates_on(void **state)
+{
+    unsigned clocks[200], i, refused = 0, calibrated = 0, off_gov = 0;
+    size_t nc = synth_clocks(clocks), len = 0, n, k;
+    char why[256];
+    struct synth s;
+    eerl_ctl *b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    void *buf = prior_state(clocks, nc, &len);
+    const void *bufs[1] = {buf};
+    eerl_setting st;
+    eerl_event ev[64];
+
+    (void)state;
+    assert_int_equal(eerl_ctl_set_prior(b, TAG, bufs, &len, 1, why, sizeof(why)), 0);
+    synth_init(&s, EERL_MODE_COLOCATED, 4);
+    s.gen_knee = s.peak;
+    eerl_ctl_setting(b, &st);
+    for (i = 0; i < 60 && !calibrated; i++) {
+        eerl_obs o = synth_step(&s, &st);
+
+        off_gov += refused && i > refused && !eerl_setting_is_governor(&o.setting);
+        assert_int_equal(eerl_ctl_observe(b, &o, &st), 0);
+        while ((n = eerl_ctl_events(b, ev, 64)) > 0)
+            for (k = 0; k < n; k++) {
+                if (strstr(ev[k].reason, "prior refused") &&
+                    strstr(ev[k].reason, "fresh search, calibrating on first"))
+                    refused = i;
+                if (refused && ev[k].kind == EERL_EV_CALIBRATED) {
+                    assert_non_null(strstr(ev[k].reason, "on 10 governor updates"));
+                    calibrated = i;
+                }
+            }
+    }
+    assert_true(refused > 0);
+    assert_true(calibrated > refused);
+    assert_int_equal(off_gov, 0);
+    eerl_ctl_free(b);
+    free(buf);
+}
+
 static void test_inflight_resumes(void **state)
 {
     unsigned clocks[200];
@@ -392,6 +458,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_skips_search),
         cmocka_unit_test(test_changes_start_fresh),
+        cmocka_unit_test(test_prior_refused_calibrates_on),
         cmocka_unit_test(test_inflight_resumes),
         cmocka_unit_test(test_damaged),
         cmocka_unit_test(test_flipped_byte_refused),

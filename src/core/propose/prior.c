@@ -4,13 +4,19 @@
  * agrees with the earlier jobs' within the noise (PRIOR_SIGMAS standard errors of their
  * difference); it then proposes the earlier jobs' setting as the candidate. The judge tests it as
  * any candidate (its loss against this job's governor predictor, its energy against the
- * governor's); a pass locks it, a narrow failure raises it half a grid step and tests again (at
- * most PRIOR_RAISES times). The lock is then watched as a resumed one is: credit may lower it a
- * grid step at a time, and a failure goes back to the verified setting, or from there raises one
- * clock a step. A refusal at the gate lets the calibration go on to its full length; a refusal
- * after it, or a candidate that fails outright, hands the search to the strategy's own proposer
- * from the governor, with an event that says what was expected and what was found; the judge
- * first takes the calibration the gate cut short to its full length (EERL__MOVE_CALIBRATE). */
+ * governor's). The judge's verdicts fail at one standard error of a few updates; the prior
+ * weighs a failure on time against its evidence on the setting, every verdict on it pooled
+ * (clearly_over: two standard errors past the budget): a test that fails on fewer than
+ * PRIOR_TEST_MIN updates tests on, one the evidence does not bear out locks the setting (when the
+ * job runs the earlier jobs' work, same_work), one it bears out raises it half a grid step and
+ * tests again (at most PRIOR_RAISES times). The lock is then watched as a resumed one is: credit
+ * may lower it a grid step at a time; a failure the evidence does not bear out keeps it, one it
+ * does goes back to the verified setting, or from there raises one clock a step, and a loss
+ * past the allowance by cfg.big_loss hands the decision to the strategy's own proposer. A
+ * refusal at the gate lets the calibration go on to its full length; a refusal after it, or a
+ * candidate that fails outright, hands the search to the strategy's own proposer from the
+ * governor, with an event that says what was expected and what was found; the judge first takes
+ * the calibration the gate cut short to its full length (EERL__MOVE_CALIBRATE). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +30,12 @@
 #define PRIOR_CAL_SYNC 6     /* governor updates a matching prior's calibration takes */
 #define PRIOR_CAL_INFLIGHT 8 /* ... in flight */
 #define PRIOR_RAISES 2       /* failed tests that raise the setting a step and try again */
+#define PRIOR_CLEAR_SD 2.0   /* standard errors past the budget that move the prior's setting */
+#define PRIOR_EVIDENCE_N 36  /* updates of evidence weighed (older ones fade in proportion) */
+#define PRIOR_TEST_MIN 6     /* updates of evidence before a test's failure on time decides */
+#define PRIOR_NOISE_MAX 0.02 /* per-update scatter of the loss beyond which the work is moving */
+#define PRIOR_SAME_WORK                                                                            \
+    0.02 /* governor time per token within this of the earlier jobs': same work */
 
 /* The job's own governor references: mean and variance of their time per valid token. */
 static unsigned own_tpt(const struct eerl__ctx *cx, double *mean, double *var)
@@ -77,8 +89,7 @@ static void hand_over(const struct eerl__ctx *cx, struct eerl__prior_st *st,
 
 /* The job's governor time per valid token against the prior's: 1 when the two agree within
  * PRIOR_SIGMAS standard errors of their difference, else 0 with the refusal's event about s. */
-static int matches(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
-                   const eerl_setting *s)
+static int matches(const struct eerl__ctx *cx, struct eerl__prior_st *st, const eerl_setting *s)
 {
     double m, v, se, d;
     unsigned n = own_tpt(cx, &m, &v);
@@ -89,6 +100,8 @@ static int matches(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
     se = sqrt(v / (cx->mode == EERL_MODE_INFLIGHT ? 1.0 : fmax(1, n)) +
               st->tpt_var / fmax(1, st->tpt_n));
     d = m - st->tpt_mean;
+    st->tpt_off = d / st->tpt_mean;
+    st->tpt_se = se / st->tpt_mean;
     if (n >= 2 && fabs(d) <= PRIOR_SIGMAS * se)
         return 1;
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, s,
@@ -151,6 +164,77 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
                    "token %.4g ms, expected %.4g ms",
                    eerl__setting_str(&st->s, b, sizeof(b)), st->jobs, st->votes, 1e3 * m,
                    1e3 * st->tpt_mean);
+}
+
+/* A move that raises a clock. */
+static int raises(const struct eerl__ctx *cx, const eerl_setting *from, const eerl_setting *to)
+{
+    unsigned g;
+
+    for (g = 0; g < cx->cfg->n_groups; g++)
+        if (eerl__grid_eff(cx->grid, to->mhz[g]) > eerl__grid_eff(cx->grid, from->mhz[g]))
+            return 1;
+    return 0;
+}
+
+/* Takes a verdict on the setting o->s into the evidence on it (a new setting starts afresh;
+ * past PRIOR_EVIDENCE_N updates the older ones fade in proportion). */
+static void evidence_add(struct eerl__prior_st *st, const struct eerl__outcome *o)
+{
+    double n = o->n_updates, keep;
+
+    if (!eerl_setting_equal(&st->ev.s, &o->s)) {
+        memset(&st->ev, 0, sizeof(st->ev));
+        st->ev.s = o->s;
+    }
+    if (n <= 0)
+        return;
+    if (st->ev.n + n > PRIOR_EVIDENCE_N && st->ev.n > 0) {
+        keep = fmax(0.0, PRIOR_EVIDENCE_N - n) / st->ev.n;
+        st->ev.n *= keep;
+        st->ev.sum *= keep;
+        st->ev.vs *= keep;
+    }
+    st->ev.n += n;
+    st->ev.sum += n * o->loss;
+    st->ev.vs += n * fmax(o->loss_var, 1e-4);
+}
+
+/* 1 when the evidence on the prior's setting puts its loss PRIOR_CLEAR_SD standard errors past
+ * the budget (its updates' noise and the governor reference's, which the short calibration
+ * leaves at about 0.4%), or when the verdict carries no figures to pool (the in-flight judge's):
+ * only then does a failure move the setting. A single verdict fails at one standard error of
+ * its own updates, and on the twin the prior's setting stood near the budget, so its tests and
+ * the windows after its lock failed by chance: 12 of 32 colocated seeds raised it at its test,
+ * most more than once after the lock, and ended 0.3-0.5 points inside the allowance; holding it
+ * instead kept 32 of 32 within in each synchronous mode. */
+static int clearly_over(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
+                        const struct eerl__outcome *o)
+{
+    double m, v, se;
+
+    if (o->n_updates == 0 || !eerl_setting_equal(&st->ev.s, &o->s) || st->ev.n <= 0)
+        return 1;
+    m = st->ev.sum / st->ev.n;
+    v = st->ev.vs / st->ev.n;
+    if (v > PRIOR_NOISE_MAX * PRIOR_NOISE_MAX)
+        return 1;
+    se = sqrt(v / st->ev.n + v / fmax(1.0, (double)cx->refs->n));
+    return m - PRIOR_CLEAR_SD * se > o->budget;
+}
+
+/* A failure the evidence does not bear out: the setting stays, and the trace says why. */
+static void keep_setting(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
+                         const struct eerl__outcome *o, struct eerl__move *ret)
+{
+    char b[48];
+
+    eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
+                   "prior's setting %s kept: loss %.2f%% over %.0f updates (budget %.2f%%) "
+                   "is within %.0f standard errors",
+                   eerl__setting_str(&o->s, b, sizeof(b)), 100 * st->ev.sum / st->ev.n, st->ev.n,
+                   100 * o->budget, PRIOR_CLEAR_SD);
+    move_to(ret, EERL__MOVE_STOP, &o->s);
 }
 
 /* A move that lowers a clock by more than one grid step. */
@@ -227,46 +311,90 @@ static int back_or_up(const struct eerl__ctx *cx, struct eerl__prior_st *st,
     return 1;
 }
 
-static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__outcome *o,
-                       struct eerl__move *ret)
+/* The verified lock's verdict (prior_next). A pass: credit left over may move the lock a grid
+ * step at a time, not further: the strategy's own model has seen two settings (the governor and
+ * this one), and a jump it extrapolated from them cost more than it saved (on the twin, a 4.3%
+ * loss for 3 updates, and a seed beyond the allowance). A failure the evidence bears out: back
+ * to the verified setting, or one clock a supported step up (back_or_up), not the model's jump
+ * (fitted on two settings, it moved one clock up and the other down by 150-250 MHz on the twin,
+ * and those seeds lost a third of their saving). */
+static void verified_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
+                          const struct eerl__outcome *o, struct eerl__move *ret)
 {
-    struct eerl__prior_st *st = ps;
-    struct eerl__outcome at = *o;
     eerl_setting up;
     char b[48];
 
-    if (st->phase == EERL__PRIOR_VERIFIED && o->locked && o->verdict == EERL_VERDICT_PASS) {
-        /* Credit left over may move the verified lock a grid step at a time, not further: the
-         * strategy's own model has seen two settings (the governor and this one), and a jump it
-         * extrapolated from them cost more than it saved (on the twin, a 4.3% loss for 3
-         * updates, and a seed beyond the allowance). */
+    if (o->verdict == EERL_VERDICT_PASS) {
         st->inner->next(cx, st->inner_st, o, ret);
-        if (ret->kind != EERL__MOVE_STOP && too_far(cx, &o->s, &ret->s)) {
+        if (ret->kind != EERL__MOVE_STOP &&
+            (too_far(cx, &o->s, &ret->s) ||
+             (raises(cx, &o->s, &ret->s) && !clearly_over(cx, st, o)))) {
             move_to(ret, EERL__MOVE_STOP, &o->s);
             snprintf(ret->why, sizeof(ret->why), "prior's setting kept within the account");
         }
         return;
     }
-    if (st->phase == EERL__PRIOR_VERIFIED && o->locked && o->verdict != EERL_VERDICT_PASS &&
-        back_or_up(cx, st, o, &up)) {
-        /* The verified lock fell behind the account: back to the verified setting, or one clock
-         * a supported step up (back_or_up), not the model's jump (fitted on two settings, it moved
-         * one clock up and the other down by 150-250 MHz on the twin, and those seeds lost a third
-         * of their saving). */
+    if (eerl_setting_equal(&o->s, &st->s) && !clearly_over(cx, st, o)) {
+        keep_setting(cx, st, o, ret);
+        return;
+    }
+    if (o->loss > cx->cfg->allowed_loss + cx->cfg->big_loss) {
+        st->phase = EERL__PRIOR_HANDED;
+        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
+                       "prior's setting %s far too slow (loss %.2f%%, allowance %.2f%% + %.2f): "
+                       "the strategy's own proposer decides",
+                       eerl__setting_str(&o->s, b, sizeof(b)), 100 * o->loss,
+                       100 * cx->cfg->allowed_loss, 100 * cx->cfg->big_loss);
+        st->inner->next(cx, st->inner_st, o, ret);
+        return;
+    }
+    if (back_or_up(cx, st, o, &up)) {
         move_to(ret, EERL__MOVE_HOLD, &up);
         snprintf(ret->why, sizeof(ret->why), "prior's setting behind the account: raised to %s",
                  eerl__setting_str(&up, b, sizeof(b)));
         return;
     }
-    if (st->phase != EERL__PRIOR_TESTING) {
-        st->inner->next(cx, st->inner_st, o, ret);
-        return;
-    }
-    if (o->verdict != EERL_VERDICT_PASS && raise_setting(cx, st, o, ret))
-        return;
-    if (o->verdict != EERL_VERDICT_PASS) {
-        int recal = cx->refs->n < cx->cfg->fast_calibration_updates;
+    st->inner->next(cx, st->inner_st, o, ret);
+}
 
+/* 1 when this job's governor runs the earlier jobs' work, as far as its calibration can tell:
+ * its time per valid token within PRIOR_SAME_WORK of theirs, or within one standard error of the
+ * difference where the calibration is noisier (drained). Only then does a test's failure on time
+ * that the evidence does not bear out verify the setting (testing_next). On the twin the spread
+ * over 32 seeds of steady work was 1.9% (colocated, disaggregated); collapsing work read 10-17%
+ * off, its calibration taken while responses fell, and verifying there let 2 of 32 disaggregated
+ * seeds past the allowance at 200 updates. */
+static int same_work(const struct eerl__prior_st *st)
+{
+    return fabs(st->tpt_off) <= PRIOR_SAME_WORK || fabs(st->tpt_off) <= st->tpt_se;
+}
+
+/* The test's verdict (prior_next): a pass, or a failure on time alone that the evidence does not
+ * bear out, locks the setting; a failure it does bears out raises it (raise_setting) or, past the
+ * raises, refuses the prior. */
+static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
+                         const struct eerl__outcome *o, struct eerl__move *ret)
+{
+    struct eerl__outcome at = *o;
+    int pass = o->verdict == EERL_VERDICT_PASS, recal;
+    char b[48];
+
+    if (!pass && same_work(st) && o->n_updates > 0 && o->too_slow && o->energy < 1 &&
+        o->loss <= o->budget + cx->cfg->big_loss) {
+        if (st->ev.n < PRIOR_TEST_MIN) {
+            eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
+                           "prior: %s read loss %.2f%% over %u updates (budget %.2f%%): tested on",
+                           eerl__setting_str(&o->s, b, sizeof(b)), 100 * o->loss, o->n_updates,
+                           100 * o->budget);
+            move_to(ret, EERL__MOVE_TRY, &o->s);
+            return;
+        }
+        pass = !clearly_over(cx, st, o);
+    }
+    if (!pass && raise_setting(cx, st, o, ret))
+        return;
+    if (!pass) {
+        recal = cx->refs->n < cx->cfg->fast_calibration_updates;
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
                        "prior refused: %s expected within the allowance at less energy, found "
                        "loss %.2f%% (budget %.2f%%), energy ratio %.3f: fresh search%s",
@@ -281,8 +409,24 @@ static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__
     at.locked = 1;
     st->inner->start(cx, st->inner_st, &at, ret);
     move_to(ret, EERL__MOVE_STOP, &st->s);
-    snprintf(ret->why, sizeof(ret->why), "prior's setting verified: loss %.2f%%, energy ratio %.3f",
-             100 * o->loss, o->energy);
+    snprintf(ret->why, sizeof(ret->why),
+             "prior's setting verified: loss %.2f%%%s, energy ratio %.3f", 100 * o->loss,
+             o->verdict == EERL_VERDICT_PASS ? "" : " (within 2 standard errors)", o->energy);
+}
+
+static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__outcome *o,
+                       struct eerl__move *ret)
+{
+    struct eerl__prior_st *st = ps;
+
+    if (st->phase == EERL__PRIOR_TESTING || st->phase == EERL__PRIOR_VERIFIED)
+        evidence_add(st, o);
+    if (st->phase == EERL__PRIOR_VERIFIED && o->locked)
+        verified_next(cx, st, o, ret);
+    else if (st->phase == EERL__PRIOR_TESTING)
+        testing_next(cx, st, o, ret);
+    else
+        st->inner->next(cx, st->inner_st, o, ret);
 }
 
 const struct eerl__proposer_ops eerl__propose_prior = {

@@ -12,9 +12,9 @@ enum eerl__prior_phase {
     EERL__PRIOR_MATCHED,  /* the calibration's gate found the job matches the prior */
     EERL__PRIOR_TESTING,  /* the prior's setting is the candidate under test */
     EERL__PRIOR_HANDED,   /* the inner proposer has the search (refused, failed or resumed) */
-    EERL__PRIOR_VERIFIED, /* the setting passed: it stays while it passes (a failure goes
-                             back to it, or raises one clock a step), credit may lower it a grid
-                             step at a time */
+    EERL__PRIOR_VERIFIED, /* the setting passed: it stays while its evidence allows (a failure
+                             it bears out goes back to it, or raises one clock a step), credit
+                             may lower it a grid step at a time */
 };
 
 struct eerl__prior_st {
@@ -25,8 +25,14 @@ struct eerl__prior_st {
     unsigned jobs, votes;     /* matching saved states, and how many of them locked s */
     double tpt_mean, tpt_var; /* their governor references' time per valid token (s) */
     unsigned tpt_n;
+    double tpt_off;  /* this job's governor time per valid token against theirs, relative; and */
+    double tpt_se;   /* the standard error of that (matches(), at the calibration's gate) */
     unsigned raises; /* failed tests that raised the setting and tried again */
     enum eerl__prior_phase phase;
+    struct {
+        eerl_setting s;    /* the setting the verdicts were on */
+        double n, sum, vs; /* their updates, sum of loss, sum of per-update variance */
+    } ev;                  /* the evidence on the prior's setting (propose/prior.c) */
 };
 
 /* Checks the job's calibration against the prior, then tests the prior's setting; a pass locks

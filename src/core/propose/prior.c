@@ -34,8 +34,7 @@
 #define PRIOR_EVIDENCE_N 36  /* updates of evidence weighed (older ones fade in proportion) */
 #define PRIOR_TEST_MIN 6     /* updates of evidence before a test's failure on time decides */
 #define PRIOR_NOISE_MAX 0.02 /* per-update scatter of the loss beyond which the work is moving */
-#define PRIOR_SAME_WORK                                                                            \
-    0.02 /* governor time per token within this of the earlier jobs': same work */
+#define PRIOR_SAME_WORK 0.02 /* governor time per token this near the entries': the same work */
 
 /* The job's own governor references: mean and variance of their time per valid token. */
 static unsigned own_tpt(const struct eerl__ctx *cx, double *mean, double *var)
@@ -370,7 +369,7 @@ static int same_work(const struct eerl__prior_st *st)
 }
 
 /* The test's verdict (prior_next): a pass, or a failure on time alone that the evidence does not
- * bear out, locks the setting; a failure it does bears out raises it (raise_setting) or, past the
+ * bear out, locks the setting; a failure it bears out raises it (raise_setting) or, past the
  * raises, refuses the prior. */
 static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
                          const struct eerl__outcome *o, struct eerl__move *ret)
@@ -409,9 +408,15 @@ static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
     at.locked = 1;
     st->inner->start(cx, st->inner_st, &at, ret);
     move_to(ret, EERL__MOVE_STOP, &st->s);
-    snprintf(ret->why, sizeof(ret->why),
-             "prior's setting verified: loss %.2f%%%s, energy ratio %.3f", 100 * o->loss,
-             o->verdict == EERL_VERDICT_PASS ? "" : " (within 2 standard errors)", o->energy);
+    if (o->verdict == EERL_VERDICT_PASS)
+        snprintf(ret->why, sizeof(ret->why),
+                 "prior's setting verified: loss %.2f%%, energy ratio %.3f", 100 * o->loss,
+                 o->energy);
+    else
+        snprintf(ret->why, sizeof(ret->why),
+                 "prior's setting verified: loss %.2f%% (within %.0f standard errors), energy "
+                 "ratio %.3f",
+                 100 * o->loss, PRIOR_CLEAR_SD, o->energy);
 }
 
 static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__outcome *o,

@@ -210,6 +210,14 @@ int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, un
     return eerl__rec_ref_count(rec, obs, count, limit, "calibrating", next);
 }
 
+void eerl__rec_calibrate_on(struct eerl__rec *rec, unsigned *count, const eerl_setting *next)
+{
+    *count = (unsigned)rec->refs.n;
+    eerl__rec_emit(rec, EERL_EV_HOLD, next,
+                   "calibrating on from %u to %u governor updates before the search", *count,
+                   rec->cfg->fast_calibration_updates);
+}
+
 void eerl__rec_set_gate(struct eerl__rec *rec, unsigned updates, int (*gate)(void *), void *arg)
 {
     rec->gate = gate;

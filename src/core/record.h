@@ -79,6 +79,10 @@ int eerl__rec_ref_count(struct eerl__rec *rec, const eerl_obs *obs, unsigned *co
 enum eerl__cal { EERL__CAL_PAPER, EERL__CAL_FAST };
 int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, unsigned *count,
                         const eerl_setting *next);
+/* A calibration taken up again (EERL__MOVE_CALIBRATE: a prior refused after the short one its
+ * gate allowed): *count is the governor updates the reference holds, and the HOLD event says
+ * how many more the calibration takes before the search. */
+void eerl__rec_calibrate_on(struct eerl__rec *rec, unsigned *count, const eerl_setting *next);
 /* A prior's gate on the fast calibration (eerl_ctl_set_prior): once `updates` governor updates
  * are in (fewer than cfg.fast_calibration_updates), gate(arg) is asked once; 1 ends the
  * calibration there, 0 lets it go on to its full length. Without a gate the calibration is as

@@ -426,10 +426,7 @@ static void follow(const struct eerl__ctx *cx, struct ee_st *st, const struct ee
         run_at(st, &mv->s, next);
         st->testing = 0;
         st->phase = EE_CAL;
-        st->count = (unsigned)cx->refs->n;
-        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
-                       "calibrating on from %u to %u governor updates before the search", st->count,
-                       cx->cfg->fast_calibration_updates);
+        eerl__rec_calibrate_on(cx->rec, &st->count, next);
         return;
     default: /* HOLD */
         run_at(st, &mv->s, next);

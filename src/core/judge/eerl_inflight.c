@@ -529,10 +529,7 @@ static void follow(const struct eerl__ctx *cx, struct ei_st *st, const struct ee
     if (mv->kind == EERL__MOVE_CALIBRATE) {
         apply(st, &mv->s, next);
         st->phase = EI_CAL;
-        st->count = (unsigned)cx->refs->n;
-        eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
-                       "calibrating on from %u to %u governor updates before the search", st->count,
-                       cx->cfg->fast_calibration_updates);
+        eerl__rec_calibrate_on(cx->rec, &st->count, next);
         return;
     }
     if (mv->kind == EERL__MOVE_TRY || !eerl_setting_equal(&mv->s, &st->cur))

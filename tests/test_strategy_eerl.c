@@ -725,6 +725,58 @@ static int half_probe_seen(const eerl_event *ev, void *ctx)
 /* eerl_revision 10: in disaggregated mode every other probe is a half probe, generation alone at
  * the governor, so the run keeps training at its setting through half of its probes and still
  * ends within the allowance at less energy. Colocated runs decide as under revision 9. */
+/* stream_events' callback: the update of the CALIBRATED event into *ctx, and stop there. */
+static int calibrated_at(const eerl_event *e, void *ctx)
+{
+    if (e->kind != EERL_EV_CALIBRATED)
+        return 0;
+    *(uint64_t *)ctx = e->update;
+    return 1;
+}
+
+/* The update at which a run of mode and revision ends its calibration; moving: responses fall
+ * 6% an update over the first 20 updates. */
+static uint64_t calibration_end(eerl_mode mode, unsigned rev, int moving)
+{
+    eerl_ctl_config c;
+    struct synth s;
+    uint64_t at = 0;
+
+    rev_setup(mode, 200, 1, rev, &c, &s);
+    if (moving) {
+        s.drift = -0.06;
+        s.drift_from = 0;
+        s.drift_until = 20;
+    }
+    stream_events(&s, &c, 200, calibrated_at, &at);
+    assert_true(at > 0);
+    return at;
+}
+
+/* Revision 11: a drained calibration goes on while the work moves (the last 3 references' valid
+ * tokens more than 8% off the 3 before), up to 40 governor updates; in steady work it ends where
+ * revision 10's does, and the other modes are unchanged. */
+static void test_revision_11_drained_calibrates_on_while_the_work_moves(void **state)
+{
+    uint64_t steady[2], moving[2], colocated[2];
+    unsigned k;
+
+    (void)state;
+    for (k = 0; k < 2; k++) {
+        steady[k] = calibration_end(EERL_MODE_DRAINED, 10 + k, 0);
+        moving[k] = calibration_end(EERL_MODE_DRAINED, 10 + k, 1);
+        colocated[k] = calibration_end(EERL_MODE_COLOCATED, 10 + k, 1);
+    }
+    if (verbose())
+        printf("calibration ends (revision 10 / 11): steady %llu / %llu, moving %llu / %llu\n",
+               (unsigned long long)steady[0], (unsigned long long)steady[1],
+               (unsigned long long)moving[0], (unsigned long long)moving[1]);
+    assert_true(steady[1] == steady[0]);
+    assert_true(moving[0] == steady[0]);
+    assert_true(moving[1] >= moving[0] + 5 && moving[1] <= 42);
+    assert_true(colocated[1] == colocated[0]);
+}
+
 static void test_revision_10_half_probes_in_disaggregated_runs(void **state)
 {
     unsigned gov_after_lock[2] = {0, 0}, halves[2] = {0, 0};
@@ -1312,6 +1364,7 @@ int main(void)
         cmocka_unit_test(test_revision_8_steps_below_a_flat_curve),
         cmocka_unit_test(test_revision_9_corrects_each_stretch_by_its_probes),
         cmocka_unit_test(test_revision_10_half_probes_in_disaggregated_runs),
+        cmocka_unit_test(test_revision_11_drained_calibrates_on_while_the_work_moves),
         cmocka_unit_test(test_drained_generation_work_taken_from_the_next_update),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),

@@ -248,9 +248,10 @@ typedef struct eerl_ctl_config {
      * allowance (item 10); 8: as 7, and in colocated mode the model proposer tries one grid step
      * below a group's lowest tried clock where its curve is flat (item 11); 9: as 8, and the
      * run's account corrects each stretch between governor probes by the probes around it, not
-     * the whole run by the last ones (item 12); 10 (default): as 9, and in disaggregated mode
-     * every other governor probe runs generation alone at the governor, training at its setting
-     * (item 13). A trace header without the key replays with 0. */
+     * the whole run by the last ones (item 12); 10: as 9, and in disaggregated mode every other
+     * governor probe runs generation alone at the governor, training at its setting (item 13);
+     * 11 (default): as 10, and in drained mode the calibration goes on while the work moves
+     * (item 14). A trace header without the key replays with 0. */
     unsigned eerl_revision;
     /* The paper's strategy (EERL_STRATEGY_PAPER) in colocated and disaggregated mode: which
      * revision of its search grid. 0: grid positions count from the governor's peak (peak - k

@@ -30,6 +30,8 @@ struct eerl__eerl_features {
                               the probes around it (0: by the last probes, for the whole run) */
     int half_probes;       /* (10, item 13) disaggregated: every other probe runs generation alone
                               at the governor, training at its setting */
+    int moving_cal;        /* (11, item 14) drained: the calibration goes on while the work moves
+                              (the last 3 references' valid tokens off the 3 before) */
 };
 
 /* eerl's judge in in-flight mode (judge/eerl_inflight.c). */

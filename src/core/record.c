@@ -210,6 +210,16 @@ int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, un
     return eerl__rec_ref_count(rec, obs, count, limit, "calibrating", next);
 }
 
+int eerl__rec_calibrate_fast(struct eerl__rec *rec, const eerl_obs *obs, unsigned *count,
+                             const eerl_setting *next)
+{
+    if (*count < rec->cfg->fast_calibration_updates)
+        return eerl__rec_calibrate(rec, EERL__CAL_FAST, obs, count, next);
+    eerl__rec_ref_add(rec, obs);
+    ++*count;
+    return 1;
+}
+
 void eerl__rec_calibrate_on(struct eerl__rec *rec, unsigned *count, const eerl_setting *next)
 {
     *count = (unsigned)rec->refs.n;

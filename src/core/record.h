@@ -79,6 +79,11 @@ int eerl__rec_ref_count(struct eerl__rec *rec, const eerl_obs *obs, unsigned *co
 enum eerl__cal { EERL__CAL_PAPER, EERL__CAL_FAST };
 int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, unsigned *count,
                         const eerl_setting *next);
+/* EERL__CAL_FAST, and past cfg.fast_calibration_updates (a calibration that goes on: the work
+ * moves, the reference is not yet known well enough) each governor update joins the reference
+ * with no event: 1 when the calibration's length is reached. */
+int eerl__rec_calibrate_fast(struct eerl__rec *rec, const eerl_obs *obs, unsigned *count,
+                             const eerl_setting *next);
 /* A calibration taken up again (EERL__MOVE_CALIBRATE: a prior refused after the short one its
  * gate allowed): *count is the governor updates the reference holds, and the HOLD event says
  * how many more the calibration takes before the search. */

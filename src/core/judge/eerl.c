@@ -738,13 +738,8 @@ static int work_moving(const struct eerl__ctx *cx, const struct ee_st *st)
 static int calibrated(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs,
                       eerl_setting *next)
 {
-    if (st->count < cx->cfg->fast_calibration_updates) {
-        if (!eerl__rec_calibrate(cx->rec, EERL__CAL_FAST, obs, &st->count, next))
-            return 0;
-    } else {
-        eerl__rec_ref_add(cx->rec, obs);
-        st->count++;
-    }
+    if (!eerl__rec_calibrate_fast(cx->rec, obs, &st->count, next))
+        return 0;
     if (st->count < EE_MOVING_MAX && work_moving(cx, st)) {
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
                        "calibrating on (%u): the work moves (valid tokens of the last %d "

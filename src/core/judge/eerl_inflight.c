@@ -900,13 +900,8 @@ static void ei_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
     if (!usable)
         return;
     if (st->phase == EI_CAL) {
-        if (st->count < cx->cfg->fast_calibration_updates) {
-            if (!eerl__rec_calibrate(cx->rec, EERL__CAL_FAST, obs, &st->count, next))
-                return;
-        } else {
-            eerl__rec_ref_add(cx->rec, obs);
-            st->count++;
-        }
+        if (!eerl__rec_calibrate_fast(cx->rec, obs, &st->count, next))
+            return;
         if (fit_reference(cx, st) < 0) /* too few: cannot happen past calibration's minimum */
             return;
         /* A noisy workload calibrates on, up to the reference window, until the reference rate

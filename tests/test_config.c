@@ -112,11 +112,11 @@ static void check_revision(size_t off, const char *name, unsigned newest, eerl_s
     assert_non_null(strstr(why, want));
 }
 
-/* The eerl strategy's revision: 11 by default in every mode, 0 (0.2.0's rule) to 11 accepted. */
+/* The eerl strategy's revision: 12 by default in every mode, 0 (0.2.0's rule) to 12 accepted. */
 static void test_eerl_revision(void **state)
 {
     (void)state;
-    check_revision(offsetof(eerl_ctl_config, eerl_revision), "eerl_revision", 11,
+    check_revision(offsetof(eerl_ctl_config, eerl_revision), "eerl_revision", 12,
                    EERL_STRATEGY_EERL);
 }
 

@@ -484,18 +484,24 @@ static int first_trial_figure(const eerl_event *ev, void *ctx)
 
 /* The budget of the first trial (percent) under an eerl_revision, on the colocated stream of n
  * updates (the horizon known). */
-static double first_trial_budget_n(unsigned rev, double noise, uint64_t seed, unsigned n)
+static double first_trial_budget_m(eerl_mode mode, unsigned rev, double noise, uint64_t seed,
+                                   unsigned n)
 {
     struct synth s;
     eerl_ctl_config c;
     struct trial_figure budget = {"budget allows ", -1};
 
-    eerl_setup(EERL_MODE_COLOCATED, n, seed, &c, &s);
+    eerl_setup(mode, n, seed, &c, &s);
     c.eerl_revision = rev;
     s.noise = noise;
     stream_events(&s, &c, n, first_trial_figure, &budget);
     assert_true(budget.value >= 0);
     return budget.value;
+}
+
+static double first_trial_budget_n(unsigned rev, double noise, uint64_t seed, unsigned n)
+{
+    return first_trial_budget_m(EERL_MODE_COLOCATED, rev, noise, seed, n);
 }
 
 static double first_trial_budget(unsigned rev, double noise, uint64_t seed)
@@ -616,6 +622,34 @@ static void test_revision_7_keeps_a_smaller_margin_over_long_runs(void **state)
                    (unsigned long long)seed, long6, long7, k6, k7);
         assert_true(long7 - long6 >= 0.1 && long7 - long6 <= 0.16);
         assert_true(fabs(k7 - k6) < 1e-9);
+    }
+}
+
+/* eerl_revision 12: a colocated run of more than 1000 updates scales budget_margin by (1000 / its
+ * updates)^0.75, not by the root, so over 3000 updates the first trial's budget is higher than
+ * revision 11's by about 0.3 * (3^-0.5 - 3^-0.75) = 0.04 points (the events print two places);
+ * over 1000 updates, and in a disaggregated run of 3000, the two revisions state the same
+ * budget. */
+static void test_revision_12_steepens_the_colocated_long_margin(void **state)
+{
+    uint64_t seed;
+
+    (void)state;
+    for (seed = 1; seed <= 3; seed++) {
+        double long11 = first_trial_budget_n(11, 0.001, seed, 3000),
+               long12 = first_trial_budget_n(12, 0.001, seed, 3000);
+        double k11 = first_trial_budget_n(11, 0.001, seed, 1000),
+               k12 = first_trial_budget_n(12, 0.001, seed, 1000);
+        double d11 = first_trial_budget_m(EERL_MODE_DISAGGREGATED, 11, 0.001, seed, 3000),
+               d12 = first_trial_budget_m(EERL_MODE_DISAGGREGATED, 12, 0.001, seed, 3000);
+
+        if (verbose())
+            printf("seed %llu: colocated 3000 updates %.3f / %.3f, 1000 updates %.3f / %.3f; "
+                   "disaggregated 3000 updates %.3f / %.3f\n",
+                   (unsigned long long)seed, long11, long12, k11, k12, d11, d12);
+        assert_true(long12 - long11 >= 0.02 && long12 - long11 <= 0.07);
+        assert_true(fabs(k12 - k11) < 1e-9);
+        assert_true(fabs(d12 - d11) < 1e-9);
     }
 }
 
@@ -1365,6 +1399,7 @@ int main(void)
         cmocka_unit_test(test_revision_9_corrects_each_stretch_by_its_probes),
         cmocka_unit_test(test_revision_10_half_probes_in_disaggregated_runs),
         cmocka_unit_test(test_revision_11_drained_calibrates_on_while_the_work_moves),
+        cmocka_unit_test(test_revision_12_steepens_the_colocated_long_margin),
         cmocka_unit_test(test_drained_generation_work_taken_from_the_next_update),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_names_and_errors),

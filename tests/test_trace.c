@@ -186,8 +186,8 @@ static void test_bad_headers_are_refused(void **state)
                                  "\"clocks_mhz\":[1980],\"config\":{\"allowed_loss\":3}}",
                         EERL_EPARSE, "allowed_loss 3");
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
-                                 "\"clocks_mhz\":[1980],\"config\":{\"eerl_revision\":12}}",
-                        EERL_EPARSE, "eerl_revision 12 is newer");
+                                 "\"clocks_mhz\":[1980],\"config\":{\"eerl_revision\":13}}",
+                        EERL_EPARSE, "eerl_revision 13 is newer");
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980],\"config\":{\"paper_revision\":2}}",
                         EERL_EPARSE, "paper_revision 2 is newer");

@@ -250,8 +250,10 @@ typedef struct eerl_ctl_config {
      * run's account corrects each stretch between governor probes by the probes around it, not
      * the whole run by the last ones (item 12); 10: as 9, and in disaggregated mode every other
      * governor probe runs generation alone at the governor, training at its setting (item 13);
-     * 11 (default): as 10, and in drained mode the calibration goes on while the work moves
-     * (item 14). A trace header without the key replays with 0. */
+     * 11: as 10, and in drained mode the calibration goes on while the work moves (item 14);
+     * 12 (default): as 11, and a colocated run of more than 1000 updates keeps budget_margin
+     * times (1000 / its updates)^0.75 inside the allowance (item 15). A trace header without
+     * the key replays with 0. */
     unsigned eerl_revision;
     /* The paper's strategy (EERL_STRATEGY_PAPER) in colocated and disaggregated mode: which
      * revision of its search grid. 0: grid positions count from the governor's peak (peak - k

@@ -10,7 +10,7 @@
 #define EERL__INFLIGHT_REVISION 5
 /* The newest revision of eerl's judge and proposers in the other modes (cfg.eerl_revision;
  * judge/eerl.c). */
-#define EERL__EERL_REVISION 11
+#define EERL__EERL_REVISION 12
 /* The newest revision of the paper strategy's synchronous search grid (cfg.paper_revision). */
 #define EERL__PAPER_REVISION 1
 

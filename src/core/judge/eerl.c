@@ -14,7 +14,8 @@
  *   (cfg.expected_updates, else as many again as have run, at least 50), at most twice the
  *   allowance (from eerl_revision 6, in a run of fewer than EE_SHORT_RUN updates, the allowance
  *   itself; from eerl_revision 7, in a run of more than EE_LONG_RUN updates, budget_margin times
- *   sqrt(EE_LONG_RUN / its updates)). Search, corrections and monitoring all draw on one
+ *   sqrt(EE_LONG_RUN / its updates), from eerl_revision 12 in colocated mode to the power 0.75
+ *   instead). Search, corrections and monitoring all draw on one
  *   account, so exploration is paid for, not just hoped for.
  * - Sequential tests instead of fixed 3-update trials: a setting is held until the mean of its
  *   per-update loss estimates is clear of r by one standard error (or 12 usable updates have
@@ -50,19 +51,21 @@ enum { EE_PROBING_HALF = 3 };
 
 #define EE_N_MIN 3
 #define EE_N_MAX 12
-#define EE_BIAS_N 24            /* governor probes the predictor's error is taken over */
-#define EE_BIAS_MIN 12          /* from eerl_revision 2: probes before revision 1's rule */
-#define EE_BIAS_SIG 3.0         /* ... and before it, standard errors a mean must stand out by */
-#define EE_AIM_SE 0.5           /* from eerl_revision 2: the account's errors the aim keeps off */
-#define EE_SE_REFS 64           /* ... taken over at most this many recent references */
-#define EE_SHORT_RUN 500        /* from eerl_revision 6: a run this short keeps to the allowance */
-#define EE_LONG_RUN 1000.0      /* from eerl_revision 7: a longer run scales budget_margin down */
-#define EE_KEEP (1 - 1.0 / 400) /* the model's weight kept per update (forgetting) */
-#define EE_STRETCHES 32         /* from eerl_revision 9: more than EE_BIAS_N stretches open */
-#define EE_HALF_EVERY 2         /* from eerl_revision 10: of this many probes, one is whole */
-#define EE_MOVING 0.08          /* from eerl_revision 11 (drained): work moving, calibrate on */
-#define EE_MOVING_N 3           /* ... over this many references against as many before */
-#define EE_MOVING_MAX 40        /* ... up to this many governor updates of calibration */
+#define EE_BIAS_N 24       /* governor probes the predictor's error is taken over */
+#define EE_BIAS_MIN 12     /* from eerl_revision 2: probes before revision 1's rule */
+#define EE_BIAS_SIG 3.0    /* ... and before it, standard errors a mean must stand out by */
+#define EE_AIM_SE 0.5      /* from eerl_revision 2: the account's errors the aim keeps off */
+#define EE_SE_REFS 64      /* ... taken over at most this many recent references */
+#define EE_SHORT_RUN 500   /* from eerl_revision 6: a run this short keeps to the allowance */
+#define EE_LONG_RUN 1000.0 /* from eerl_revision 7: a longer run scales budget_margin down */
+#define EE_LONG_EXP 0.5    /* ... as the root of EE_LONG_RUN over its updates */
+#define EE_LONG_EXP_COLOCATED 0.75 /* from eerl_revision 12, colocated: steeper */
+#define EE_KEEP (1 - 1.0 / 400)    /* the model's weight kept per update (forgetting) */
+#define EE_STRETCHES 32            /* from eerl_revision 9: more than EE_BIAS_N stretches open */
+#define EE_HALF_EVERY 2            /* from eerl_revision 10: of this many probes, one is whole */
+#define EE_MOVING 0.08             /* from eerl_revision 11 (drained): work moving, calibrate on */
+#define EE_MOVING_N 3              /* ... over this many references against as many before */
+#define EE_MOVING_MAX 40           /* ... up to this many governor updates of calibration */
 _Static_assert(EE_STRETCHES > EE_BIAS_N, "every open stretch has its own slot");
 
 struct ee_st {
@@ -347,14 +350,21 @@ static double account_se(const struct eerl__ctx *cx, const struct ee_st *st)
  * the difference and spent it late at a worse rate of energy per point of loss
  * (notes/2026-12-02-long-run-margin-2.md: 32 seeds at 3000 updates, capture 0.839 -> 0.877
  * colocated, 0.919 -> 0.929 disaggregated, 0.921 -> 0.931 drained, every seed within the
- * allowance). At 1000 updates and fewer nothing changes. */
+ * allowance). At 1000 updates and fewer nothing changes. From eerl_revision 12 a colocated run
+ * scales it by (EE_LONG_RUN / its updates)^0.75 (0.13 points at 3000 updates): the mode where a
+ * point of loss buys most energy near the oracle, and whose seeds kept their spread about the
+ * aim (32 seeds at 3000 updates, capture 0.895 -> 0.905 steady, 0.863 -> 0.890 collapsing,
+ * every seed within; notes/2026-12-03-colocated-long-margin.md). Drained collapsing work lost
+ * seeds under a steeper scale (28 of 32 within at the exponent 1), hence colocated only. */
 static double fixed_margin(const struct eerl__ctx *cx, const struct ee_st *st, double left)
 {
-    double h = (double)st->seen + left;
+    double h = (double)st->seen + left, e = EE_LONG_EXP;
 
-    if (st->f.long_margin && h > EE_LONG_RUN)
-        return cx->cfg->budget_margin * sqrt(EE_LONG_RUN / h);
-    return cx->cfg->budget_margin;
+    if (!st->f.long_margin || h <= EE_LONG_RUN)
+        return cx->cfg->budget_margin;
+    if (st->f.steep_margin && cx->mode == EERL_MODE_COLOCATED)
+        e = EE_LONG_EXP_COLOCATED;
+    return cx->cfg->budget_margin * pow(EE_LONG_RUN / h, e);
 }
 
 /* The loss the current setting may run at for the whole run to stay within the allowance: less

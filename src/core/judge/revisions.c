@@ -18,6 +18,7 @@ void eerl__eerl_features_of(const eerl_ctl_config *cfg, struct eerl__eerl_featur
     ret->account_stretches = r >= 9;
     ret->half_probes = r >= 10;
     ret->moving_cal = r >= 11;
+    ret->steep_margin = r >= 12;
 }
 
 void eerl__inflight_features_of(const eerl_ctl_config *cfg, struct eerl__inflight_features *ret)

@@ -32,6 +32,8 @@ struct eerl__eerl_features {
                               at the governor, training at its setting */
     int moving_cal;        /* (11, item 14) drained: the calibration goes on while the work moves
                               (the last 3 references' valid tokens off the 3 before) */
+    int steep_margin;      /* (12, item 15) colocated: a run over 1000 updates aims budget_margin
+                              times (1000 / its updates)^0.75 inside the allowance */
 };
 
 /* eerl's judge in in-flight mode (judge/eerl_inflight.c). */

@@ -482,7 +482,7 @@ static int first_trial_figure(const eerl_event *ev, void *ctx)
     return 1;
 }
 
-/* The budget of the first trial (percent) under an eerl_revision, on the colocated stream of n
+/* The budget of the first trial (percent) under an eerl_revision, on the stream of the mode of n
  * updates (the horizon known). */
 static double first_trial_budget_m(eerl_mode mode, unsigned rev, double noise, uint64_t seed,
                                    unsigned n)

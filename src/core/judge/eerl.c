@@ -354,7 +354,8 @@ static double account_se(const struct eerl__ctx *cx, const struct ee_st *st)
  * scales it by (EE_LONG_RUN / its updates)^0.75 (0.13 points at 3000 updates): the mode where a
  * point of loss buys most energy near the oracle, and whose seeds kept their spread about the
  * aim (32 seeds at 3000 updates, capture 0.895 -> 0.905 steady, 0.863 -> 0.890 collapsing,
- * every seed within; notes/2026-12-03-colocated-long-margin.md). Drained collapsing work lost
+ * every one of seeds 1-32 within; of seeds 33-64, 2 past in steady and step work, the 5% the
+ * capture bound allows; notes/2026-12-03-colocated-long-margin.md). Drained collapsing work lost
  * seeds under a steeper scale (28 of 32 within at the exponent 1), hence colocated only. */
 static double fixed_margin(const struct eerl__ctx *cx, const struct ee_st *st, double left)
 {

@@ -7,6 +7,16 @@
  * Time: the heartbeat waits on CLOCK_MONOTONIC, so a step of the wall clock (NTP, an operator,
  * a clock ahead) never delays a heartbeat past the daemon's timeout.
  *
+ * Deadlines: every round trip has a whole-answer deadline on CLOCK_MONOTONIC (poll() with the
+ * time left, so a daemon trickling a byte at a time cannot stretch it): the hello
+ * EERL__AGENT_HELLO_MS, every later call half the daemon's heartbeat timeout, so a caller that
+ * waits behind the heartbeat thread's own round trip still returns within the timeout. A call
+ * that misses its deadline, or whose stream breaks, closes the connection (a late answer would
+ * be taken for the next request's), which eerld answers by resetting the GPUs it held. The
+ * link is then down: calls fail at once, and the heartbeat thread dials the same socket again
+ * (outside the mutex, so no caller waits on it) once per interval; the runtime
+ * (src/runtime/session.c) sees the loss through eerl__agent_link and leases again.
+ *
  * Fork: a connection belongs to the process that opened it. A process-wide registry (its mutex
  * held across fork) lets the child handler close every inherited socket in a forked child, so a
  * child that lives on never keeps a lease alive after its parent dies (SOCK_CLOEXEC only covers
@@ -14,6 +24,7 @@
  * have been copied locked), and eerl_agent_free frees memory only: no join of the parent's
  * heartbeat thread, no release of the parent's GPUs. */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,8 +43,15 @@
 #include "eerl/agent.h"
 #include "eerl/error.h"
 #include "eerl/runtime.h"
+#include "agent/client.h"
 #include "agent/protocol.h"
 #include "device/device_impl.h"
+
+/* The hello's deadline (connecting, eerl doctor's probe), ms. */
+#define EERL__AGENT_HELLO_MS 5000
+/* A later call's deadline when the daemon names no heartbeat timeout, and its least, ms. */
+#define CALL_MS_DEFAULT 2500
+#define CALL_MS_MIN 100
 
 struct dev_cache {
     char uuid[EERL_DEVICE_UUID_MAX];
@@ -42,16 +60,25 @@ struct dev_cache {
     size_t n_clocks;
 };
 
+struct rbuf {
+    char *p; /* cap bytes: what was read past the last answered line */
+    size_t cap, len;
+};
+
 struct eerl_agent {
-    int fd;
+    int fd; /* -1: closed, or the link is down (lost > 0) */
+    char path[108];
+    char client[EERL__AGENT_CLIENT_MAX + 1];
+    unsigned call_ms;                /* a call's deadline (see "Deadlines" above) */
+    uint64_t lost;                   /* connections lost to a deadline or a broken stream */
+    uint64_t redials;                /* connections dialled again after a loss */
     pid_t pid;                       /* the process that connected; see "Fork" above */
     eerl_agent *reg_prev, *reg_next; /* the registry, under reg_mu */
     pthread_mutex_t mu;
     uint64_t next_id;
-    char *rbuf; /* rcap bytes: what was read past the last answered line */
-    size_t rcap;
-    size_t rlen;
+    struct rbuf rb;
     char last_error[256];
+    char down_why[256]; /* why the link went down */
     struct eerl_agent_info info;
     /* heartbeat thread */
     pthread_t hb;
@@ -158,14 +185,48 @@ int eerl_agent_wanted(void)
     return stat(EERL_AGENT_DEFAULT_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-static int send_all(int fd, const char *p, size_t n)
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until fd is ready for events, or the deadline (mono_ms) passes: 0, EERL_ETIMEDOUT, or
+ * EERL_EIO with errno. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        struct pollfd pfd = {fd, events, 0};
+        int64_t left = deadline - mono_ms();
+        int r;
+
+        if (left <= 0)
+            return EERL_ETIMEDOUT;
+        r = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (r > 0)
+            return 0; /* ready, or hung up: the send or recv says which */
+        if (r < 0 && errno != EINTR)
+            return EERL_EIO;
+    }
+}
+
+/* The socket is non-blocking: a peer that stops reading cannot hold us past the deadline. */
+static int send_all(int fd, const char *p, size_t n, int64_t deadline)
 {
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        int e;
+
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return -1;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return EERL_EIO;
+            if ((e = wait_fd(fd, POLLOUT, deadline)) < 0)
+                return e;
+            continue;
         }
         p += w;
         n -= (size_t)w;
@@ -173,50 +234,128 @@ static int send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Reads one line (without its newline) into a malloc'd buffer. */
-static int read_line(eerl_agent *a, char **ret_line, size_t *ret_len, char *why, size_t why_len)
+/* Takes the first whole line out of rb into a malloc'd string; 0 when there is none yet. */
+static int take_line(struct rbuf *rb, char **ret_line, size_t *ret_len)
+{
+    char *nl = memchr(rb->p, '\n', rb->len);
+    size_t n;
+
+    if (!nl)
+        return 0;
+    n = (size_t)(nl - rb->p);
+    if (!(*ret_line = malloc(n + 1)))
+        return EERL_ENOMEM;
+    memcpy(*ret_line, rb->p, n);
+    (*ret_line)[n] = '\0';
+    memmove(rb->p, nl + 1, rb->len - n - 1);
+    rb->len -= n + 1;
+    *ret_len = n;
+    return 1;
+}
+
+/* Reads one line (without its newline) into a malloc'd buffer, whole before the deadline:
+ * EERL_ETIMEDOUT (why left to the caller, who knows the path) when it is not. */
+static int read_line(int fd, struct rbuf *rb, int64_t deadline, char **ret_line, size_t *ret_len,
+                     char *why, size_t why_len)
 {
     for (;;) {
-        char *nl = memchr(a->rbuf, '\n', a->rlen);
+        int e = take_line(rb, ret_line, ret_len);
         ssize_t r;
 
-        if (nl) {
-            size_t n = (size_t)(nl - a->rbuf);
-            char *line = malloc(n + 1);
-
-            if (!line)
-                return set_why(why, why_len, EERL_ENOMEM, "out of memory");
-            memcpy(line, a->rbuf, n);
-            line[n] = '\0';
-            memmove(a->rbuf, nl + 1, a->rlen - n - 1);
-            a->rlen -= n + 1;
-            *ret_line = line;
-            *ret_len = n;
+        if (e == 1)
             return 0;
-        }
-        if (a->rlen == a->rcap) {
+        if (e < 0)
+            return set_why(why, why_len, e, "out of memory");
+        if (rb->len == rb->cap) {
             /* Replies have no fixed size (status of 1024 GPUs is ~0.3 MiB): grow, up to a
              * bound that only a broken daemon would reach. */
             char *p;
 
-            if (a->rcap >= EERL__AGENT_REPLY_MAX)
+            if (rb->cap >= EERL__AGENT_REPLY_MAX)
                 return set_why(why, why_len, EERL_EPARSE, "eerld sent a line longer than %d bytes",
                                EERL__AGENT_REPLY_MAX);
-            p = realloc(a->rbuf, a->rcap * 2);
-            if (!p)
+            if (!(p = realloc(rb->p, rb->cap * 2)))
                 return set_why(why, why_len, EERL_ENOMEM, "out of memory");
-            a->rbuf = p;
-            a->rcap *= 2;
+            rb->p = p;
+            rb->cap *= 2;
         }
-        r = recv(a->fd, a->rbuf + a->rlen, a->rcap - a->rlen, 0);
-        if (r < 0 && errno == EINTR)
+        if ((e = wait_fd(fd, POLLIN, deadline)) < 0)
+            return e == EERL_ETIMEDOUT
+                       ? e
+                       : set_why(why, why_len, e, "waiting for eerld: %s", strerror(errno));
+        r = recv(fd, rb->p + rb->len, rb->cap - rb->len, MSG_DONTWAIT);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (r < 0)
             return set_why(why, why_len, EERL_EIO, "reading from eerld: %s", strerror(errno));
         if (r == 0)
             return set_why(why, why_len, EERL_EIO, "eerld closed the connection");
-        a->rlen += (size_t)r;
+        rb->len += (size_t)r;
     }
+}
+
+/* Sends one encoded request (id) and reads the line that answers it, within ms. On success
+ * *ret_reply is the reply object, ok or not; any failure leaves the stream unusable. */
+static int exchange(int fd, struct rbuf *rb, const char *path, const char *op, const char *buf,
+                    size_t n, uint64_t id, unsigned ms, json_t **ret_reply, char *why,
+                    size_t why_len)
+{
+    int64_t deadline = mono_ms() + ms;
+    char *line = NULL;
+    size_t len = 0;
+    json_t *rep, *x;
+    json_error_t jerr;
+    int e = send_all(fd, buf, n, deadline);
+
+    if (e == EERL_EIO)
+        return set_why(why, why_len, e, "writing to eerld at %s: %s", path, strerror(errno));
+    if (e == 0)
+        e = read_line(fd, rb, deadline, &line, &len, why, why_len);
+    if (e == EERL_ETIMEDOUT)
+        return set_why(why, why_len, e,
+                       "eerld at %s did not answer in %g s (the %s request; is it stopped or "
+                       "hung? systemctl status eerld)",
+                       path, ms / 1000.0, op);
+    if (e < 0)
+        return e;
+    rep = json_loadb(line, len, 0, &jerr);
+    free(line);
+    if (!rep || !json_is_object(rep)) {
+        json_decref(rep);
+        return set_why(why, why_len, EERL_EPARSE,
+                       "eerld at %s sent a reply that is not a JSON object", path);
+    }
+    x = json_object_get(rep, "id");
+    if (x && (!json_is_integer(x) || (uint64_t)json_integer_value(x) != id)) {
+        json_decref(rep);
+        return set_why(why, why_len, EERL_EPARSE,
+                       "eerld answered another request (expected id %llu)", (unsigned long long)id);
+    }
+    *ret_reply = rep;
+    return 0;
+}
+
+/* The daemon's refusal in a reply that is not ok: its code, its message in why. Consumes rep. */
+static int refusal(json_t *rep, char *why, size_t why_len)
+{
+    const char *msg = json_string_value(json_object_get(rep, "message"));
+    int e = eerl__agent_err_from_name(json_string_value(json_object_get(rep, "error")));
+
+    set_why(why, why_len, e, "%s", msg ? msg : "eerld refused the request");
+    json_decref(rep);
+    return e;
+}
+
+/* The link is down after a missed deadline or a broken stream: closing it makes eerld reset the
+ * GPUs it held (see "Deadlines" above). Caller holds a->mu. */
+static void drop_link(eerl_agent *a, const char *why)
+{
+    close(a->fd);
+    a->fd = -1;
+    a->lost++;
+    a->rb.len = 0;
+    memset(a->held, 0, sizeof(a->held));
+    snprintf(a->down_why, sizeof(a->down_why), "%s", why);
 }
 
 /* One round trip. On success *ret_reply is the reply object (ok: true). A refusal returns the
@@ -225,12 +364,15 @@ static int round_trip(eerl_agent *a, struct eerl__agent_req *req, json_t **ret_r
                       size_t why_len)
 {
     char buf[4096];
-    size_t n, len = 0;
-    char *line = NULL;
-    json_t *rep = NULL, *x;
-    json_error_t jerr;
+    size_t n;
+    json_t *rep = NULL;
     int e;
 
+    if (a->fd < 0 && a->lost)
+        return set_why(why, why_len, EERL_EIO,
+                       "the connection to eerld is down (%s); it is dialled again every "
+                       "heartbeat",
+                       a->down_why);
     if (a->fd < 0)
         return set_why(why, why_len, EERL_ESTATE, "the connection to eerld is closed");
     req->has_id = 1;
@@ -239,32 +381,14 @@ static int round_trip(eerl_agent *a, struct eerl__agent_req *req, json_t **ret_r
     if (e < 0)
         return set_why(why, why_len, e, "cannot encode the %s request",
                        eerl__agent_op_name(req->op));
-    if (send_all(a->fd, buf, n) < 0)
-        return set_why(why, why_len, EERL_EIO, "writing to eerld: %s", strerror(errno));
-    e = read_line(a, &line, &len, why, why_len);
-    if (e < 0)
-        return e;
-    rep = json_loadb(line, len, 0, &jerr);
-    free(line);
-    if (!rep || !json_is_object(rep)) {
-        json_decref(rep);
-        return set_why(why, why_len, EERL_EPARSE, "eerld sent a reply that is not a JSON object");
-    }
-    x = json_object_get(rep, "id");
-    if (x && (!json_is_integer(x) || (uint64_t)json_integer_value(x) != req->id)) {
-        json_decref(rep);
-        return set_why(why, why_len, EERL_EPARSE,
-                       "eerld answered another request (expected id %llu)",
-                       (unsigned long long)req->id);
-    }
-    if (!json_is_true(json_object_get(rep, "ok"))) {
-        const char *msg = json_string_value(json_object_get(rep, "message"));
-
-        e = eerl__agent_err_from_name(json_string_value(json_object_get(rep, "error")));
-        set_why(why, why_len, e, "%s", msg ? msg : "eerld refused the request");
-        json_decref(rep);
+    e = exchange(a->fd, &a->rb, a->path, eerl__agent_op_name(req->op), buf, n, req->id, a->call_ms,
+                 &rep, why, why_len);
+    if (e < 0) {
+        drop_link(a, why && why_len ? why : eerl_strerror(e));
         return e;
     }
+    if (!json_is_true(json_object_get(rep, "ok")))
+        return refusal(rep, why, why_len);
     *ret_reply = rep;
     return 0;
 }
@@ -321,13 +445,109 @@ static int init_sync(eerl_agent *a, char *why, size_t why_len)
     return 0;
 }
 
+/* A call's deadline for a daemon whose heartbeat timeout is heartbeat_ms (see "Deadlines"). */
+static unsigned call_ms_for(unsigned heartbeat_ms)
+{
+    if (heartbeat_ms == 0)
+        return CALL_MS_DEFAULT;
+    return heartbeat_ms / 2 > CALL_MS_MIN ? heartbeat_ms / 2 : CALL_MS_MIN;
+}
+
+/* A socket connected to path. A Unix socket's connect does not wait for room in a full backlog
+ * when non-blocking (EAGAIN): it is tried again until the deadline. */
+static int open_socket(const char *path, int64_t deadline, int *ret_fd, char *why, size_t why_len)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err, e;
+
+    if (fd < 0)
+        return set_why(why, why_len, EERL_ESYS, "socket: %s", strerror(errno));
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    for (;;) {
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            *ret_fd = fd;
+            return 0;
+        }
+        if ((errno != EAGAIN && errno != EINTR) || mono_ms() >= deadline)
+            break;
+        if (errno == EAGAIN)
+            nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    }
+    err = errno;
+    close(fd);
+    if (err == EAGAIN) /* a Unix socket's backlog is full: nobody accepts */
+        return set_why(why, why_len, EERL_ETIMEDOUT,
+                       "eerld at %s accepts no connection (its backlog is full: is it stopped or "
+                       "hung? systemctl status eerld)",
+                       path);
+    e = err == ENOENT || err == ECONNREFUSED ? EERL_ENOENT
+        : err == EACCES || err == EPERM      ? EERL_ENOPERM
+                                             : EERL_ESYS;
+    return set_why(why, why_len, e, "cannot connect to eerld at %s: %s%s", path, strerror(err),
+                   err == EACCES      ? " (the socket is for root and its group, usually 'eerl')"
+                   : e == EERL_ENOENT ? " (is eerld running? set EERL_SOCKET or --socket)"
+                                      : "");
+}
+
+static void read_info(json_t *rep, struct eerl_agent_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->gpus = get_u(rep, "gpus");
+    info->heartbeat_ms = get_u(rep, "heartbeat_ms");
+    info->uid = get_u(rep, "uid");
+    info->may_lease = json_is_true(json_object_get(rep, "may_lease"));
+    snprintf(info->server, sizeof(info->server), "%s",
+             json_string_value(json_object_get(rep, "server")) ?: "");
+}
+
+/* Connects to path and says hello (id 1) within ms: a new socket in *ret_fd, its unread bytes
+ * in rb (allocated here; the caller frees rb->p), the daemon's answer in *ret_info. Touches no
+ * eerl_agent, so the heartbeat thread dials without holding the mutex. */
+static int dial(const char *path, const char *client, unsigned ms, struct rbuf *rb, int *ret_fd,
+                struct eerl_agent_info *ret_info, char *why, size_t why_len)
+{
+    struct eerl__agent_req req;
+    char buf[512];
+    size_t n;
+    json_t *rep = NULL;
+    int fd = -1, e;
+
+    if (!rb->p && !(rb->p = malloc(EERL_AGENT_MSG_MAX)))
+        return set_why(why, why_len, EERL_ENOMEM, "out of memory");
+    rb->cap = EERL_AGENT_MSG_MAX;
+    rb->len = 0;
+    memset(&req, 0, sizeof(req));
+    req.op = EERL__OP_HELLO;
+    req.version = EERL_AGENT_PROTOCOL_VERSION;
+    req.has_id = 1;
+    req.id = 1;
+    snprintf(req.client, sizeof(req.client), "%s", client);
+    if ((e = eerl__agent_encode_request(&req, buf, sizeof(buf), &n)) < 0)
+        return set_why(why, why_len, e, "cannot encode the hello request");
+    if ((e = open_socket(path, mono_ms() + ms, &fd, why, why_len)) < 0)
+        return e;
+    e = exchange(fd, rb, path, "hello", buf, n, 1, ms, &rep, why, why_len);
+    if (e == 0 && !json_is_true(json_object_get(rep, "ok"))) {
+        e = refusal(rep, why, why_len);
+        rep = NULL;
+    }
+    if (e < 0) {
+        close(fd);
+        return e;
+    }
+    read_info(rep, ret_info);
+    json_decref(rep);
+    *ret_fd = fd;
+    return 0;
+}
+
 int eerl_agent_connect(const char *path, const char *client_name, char *why, size_t why_len,
                        eerl_agent **ret_agent)
 {
     struct sockaddr_un sa;
     eerl_agent *a = NULL;
-    struct eerl__agent_req req;
-    json_t *rep = NULL;
     int e;
 
     if (!ret_agent)
@@ -337,55 +557,23 @@ int eerl_agent_connect(const char *path, const char *client_name, char *why, siz
     if (strlen(path) >= sizeof(sa.sun_path))
         return set_why(why, why_len, EERL_EINVAL, "socket path '%s' is longer than %zu bytes", path,
                        sizeof(sa.sun_path) - 1);
-    a = calloc(1, sizeof(*a));
-    if (!a || !(a->rbuf = malloc(EERL_AGENT_MSG_MAX))) {
-        free(a);
+    if (!(a = calloc(1, sizeof(*a))))
         return set_why(why, why_len, EERL_ENOMEM, "out of memory");
-    }
-    a->rcap = EERL_AGENT_MSG_MAX;
     a->pid = getpid();
     a->fd = -1;
+    snprintf(a->path, sizeof(a->path), "%s", path);
+    snprintf(a->client, sizeof(a->client), "%s", client_name ? client_name : "eerl");
     e = init_sync(a, why, why_len);
     if (e < 0) {
-        free(a->rbuf);
         free(a);
         return e;
     }
     reg_add(a);
-    a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (a->fd < 0) {
-        e = set_why(why, why_len, EERL_ESYS, "socket: %s", strerror(errno));
-        goto fail;
-    }
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    if (connect(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int err = errno;
-
-        e = err == ENOENT || err == ECONNREFUSED ? EERL_ENOENT
-            : err == EACCES || err == EPERM      ? EERL_ENOPERM
-                                                 : EERL_ESYS;
-        set_why(why, why_len, e, "cannot connect to eerld at %s: %s%s", path, strerror(err),
-                err == EACCES      ? " (the socket is for root and its group, usually 'eerl')"
-                : e == EERL_ENOENT ? " (is eerld running? set EERL_SOCKET or --socket)"
-                                   : "");
-        goto fail;
-    }
-    memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_HELLO;
-    req.version = EERL_AGENT_PROTOCOL_VERSION;
-    snprintf(req.client, sizeof(req.client), "%s", client_name ? client_name : "eerl");
-    e = round_trip(a, &req, &rep, why, why_len);
+    e = dial(a->path, a->client, EERL__AGENT_HELLO_MS, &a->rb, &a->fd, &a->info, why, why_len);
     if (e < 0)
         goto fail;
-    a->info.gpus = get_u(rep, "gpus");
-    a->info.heartbeat_ms = get_u(rep, "heartbeat_ms");
-    a->info.uid = get_u(rep, "uid");
-    a->info.may_lease = json_is_true(json_object_get(rep, "may_lease"));
-    snprintf(a->info.server, sizeof(a->info.server), "%s",
-             json_string_value(json_object_get(rep, "server")) ?: "");
-    json_decref(rep);
+    a->next_id = 1;
+    a->call_ms = call_ms_for(a->info.heartbeat_ms);
     *ret_agent = a;
     return 0;
 fail:
@@ -414,7 +602,7 @@ void eerl_agent_free(eerl_agent *a)
         if (a->fd >= 0)
             close(a->fd);
         free_devs(a);
-        free(a->rbuf);
+        free(a->rb.p);
         free(a);
         return;
     }
@@ -430,7 +618,7 @@ void eerl_agent_free(eerl_agent *a)
     free_devs(a);
     pthread_cond_destroy(&a->hb_cv);
     pthread_mutex_destroy(&a->mu);
-    free(a->rbuf);
+    free(a->rb.p);
     free(a);
 }
 
@@ -530,7 +718,14 @@ static int owner_lock(void *ctx, const unsigned *gpus, size_t n, unsigned mhz)
 
 static int owner_restore(void *ctx)
 {
-    return eerl_agent_release(ctx, NULL, 0);
+    eerl_agent *a = ctx;
+    uint64_t lost = 0;
+    int up = 1, e = eerl_agent_release(a, NULL, 0);
+
+    /* A lost link: eerld resets every GPU of a closed connection, ours included. */
+    if (e < 0 && eerl__agent_link(a, &lost, &up, NULL, 0) == 0 && lost && !up)
+        return 0;
+    return e;
 }
 
 static const char *owner_last_error(void *ctx)
@@ -674,6 +869,50 @@ int eerl_agent_read(eerl_agent *a, const unsigned *gpus, size_t n, struct eerl_a
     return 0;
 }
 
+/* Dials the socket again after a loss, without holding a->mu (see "Deadlines" above); called
+ * by the heartbeat thread, which holds it. The new connection holds no GPU: the runtime leases
+ * again. */
+static void redial(eerl_agent *a)
+{
+    struct eerl_agent_info info;
+    struct rbuf rb = {NULL, 0, 0};
+    char why[256];
+    int fd = -1, e;
+
+    pthread_mutex_unlock(&a->mu);
+    e = dial(a->path, a->client, a->call_ms, &rb, &fd, &info, why, sizeof(why));
+    pthread_mutex_lock(&a->mu);
+    if (e == 0 && a->fd < 0 && !a->hb_stop) {
+        a->fd = fd;
+        free(a->rb.p);
+        a->rb = rb;
+        a->info = info;
+        a->next_id = 1;
+        a->call_ms = call_ms_for(info.heartbeat_ms);
+        a->redials++;
+        return;
+    }
+    if (e < 0)
+        snprintf(a->down_why, sizeof(a->down_why), "%s", why);
+    if (fd >= 0)
+        close(fd);
+    free(rb.p);
+}
+
+int eerl__agent_link(eerl_agent *a, uint64_t *ret_lost, int *ret_up, char *why, size_t why_len)
+{
+    if (!a || !ret_lost || !ret_up)
+        return EERL_EINVAL;
+    if (forked(a))
+        return EERL_ESTATE;
+    pthread_mutex_lock(&a->mu);
+    *ret_lost = a->lost;
+    *ret_up = a->fd >= 0;
+    set_why(why, why_len, 0, "%s", a->lost ? a->down_why : "");
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
 static void *hb_main(void *arg)
 {
     eerl_agent *a = arg;
@@ -696,7 +935,9 @@ static void *hb_main(void *arg)
         r = pthread_cond_timedwait(&a->hb_cv, &a->mu, &ts);
         if (a->hb_stop)
             break;
-        if (r == ETIMEDOUT) {
+        if (r == ETIMEDOUT && a->fd < 0 && a->lost && a->path[0]) {
+            redial(a);
+        } else if (r == ETIMEDOUT) {
             struct eerl__agent_req req;
             json_t *rep = NULL;
             char why[64];
@@ -962,6 +1203,11 @@ static const struct eerl__device_ops agent_ops = {
     .reset_sm_clocks = op_reset,
     .free = op_free,
 };
+
+eerl_agent *eerl__agent_of_device(eerl_device *dev)
+{
+    return dev && !strcmp(eerl_device_backend(dev), agent_ops.backend) ? ag(dev) : NULL;
+}
 
 int eerl_agent_device(eerl_agent *a, eerl_device **ret_dev)
 {

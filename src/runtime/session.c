@@ -20,6 +20,7 @@
 #include "eerl/meter.h"
 #include "eerl/runtime.h"
 #include "eerl/version.h"
+#include "agent/client.h"
 #include "core/config.h"
 #include "runtime/config.h"
 #include "runtime/observe.h"
@@ -67,6 +68,14 @@ struct eerl_rt {
     char err[512];
     int explained;     /* 1: the calibration's check ran (explain_once) */
     char notice[1536]; /* what the last update end has to tell a person, or "" */
+    /* The eerld link the clocks go through (rt->agent, or the eerld device's), NULL without
+     * one; see link_notice. */
+    eerl_agent *link;
+    uint64_t link_lost; /* its losses seen so far */
+    int gap;            /* 1: the lease is lost and not taken again yet */
+    int unjudged;       /* 1: the update in progress ran (partly) in a gap */
+    int gap_told;       /* 1: the notice of this gap was given */
+    char gap_why[256];
 };
 
 static int fail(eerl_rt *rt, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -345,6 +354,9 @@ static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
 
     if (cfg->owner) {
         rt->owner = *cfg->owner;
+    } else if (!cfg->observe_only && eerl__agent_of_device(rt->dev)) {
+        /* The device reads through eerld: its connection leases and sets the clocks too. */
+        eerl_agent_clock_owner(eerl__agent_of_device(rt->dev), &rt->owner);
     } else if (!cfg->observe_only && !strcmp(eerl_device_backend(rt->dev), "nvml") &&
                eerl_agent_wanted()) {
         /* A node that runs eerld: the daemon owns the clocks ($EERL_SOCKET, or its default
@@ -376,6 +388,13 @@ static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
     if (!rt->owner.lock || !rt->owner.restore) {
         snprintf(why, why_len, "the clock owner lacks lock or restore");
         return EERL_EINVAL;
+    }
+    if (!cfg->owner)
+        rt->link = rt->agent ? rt->agent : eerl__agent_of_device(rt->dev);
+    if (rt->link) {
+        int up;
+
+        eerl__agent_link(rt->link, &rt->link_lost, &up, NULL, 0);
     }
     return 0;
 }
@@ -633,16 +652,59 @@ int eerl_rt_status(const eerl_rt *rt, eerl_ctl_status *ret_status)
     return eerl_ctl_get_status(rt->ctl, ret_status);
 }
 
+/* Whether the eerld link was lost since the last look: a missed deadline or a broken stream
+ * closed it (src/agent/client.c), so eerld reset our GPUs to the governor and ended the lease.
+ * The session then goes on without raising, the update in progress is not judged (its energy
+ * and time mix two clocks), and the next boundaries take the lease again (link_relink). Returns
+ * rt->gap. */
+static int link_notice(eerl_rt *rt)
+{
+    uint64_t lost = 0;
+    int up = 0;
+
+    if (!rt->link || eerl__agent_link(rt->link, &lost, &up, NULL, 0) < 0)
+        return 0;
+    if (lost != rt->link_lost) {
+        rt->link_lost = lost;
+        if (!rt->gap)
+            rt->gap_told = 0;
+        rt->gap = 1;
+        rt->unjudged = 1;
+        rt->cur_known[0] = rt->cur_known[1] = 0;
+        eerl__agent_link(rt->link, &lost, &up, rt->gap_why, sizeof(rt->gap_why));
+    }
+    return rt->gap;
+}
+
+/* In a gap with the link up again (the heartbeat thread dialled it): lease every GPU of the
+ * session again; the next phase boundaries lock them. A refusal (the old connection's lease not
+ * yet ended) is tried again at the next boundary. */
+static void link_relink(eerl_rt *rt)
+{
+    uint64_t lost = 0;
+    int up = 0;
+
+    if (!link_notice(rt) || eerl__agent_link(rt->link, &lost, &up, NULL, 0) < 0 || !up)
+        return;
+    if (!rt->cfg.observe_only && eerl_agent_lease(rt->link, rt->all, rt->n_all) < 0) {
+        link_notice(rt);
+        return;
+    }
+    rt->gap = 0;
+}
+
 /* Puts pool p at mhz through the owner, unless it is there already. */
 static int pool_lock(eerl_rt *rt, unsigned p, unsigned mhz)
 {
     int e;
 
-    if (rt->cfg.observe_only)
+    if (rt->cfg.observe_only || rt->gap) /* a gap: the governor's until the lease is back */
         return 0;
     if (rt->cur_known[p] && rt->cur_mhz[p] == mhz)
         return 0;
     e = rt->owner.lock(rt->owner.ctx, rt->pool_gpus[p], rt->n_pool[p], mhz);
+    if (e < 0 && link_notice(rt))
+        return 0;
     if (e < 0)
         return fail(rt, e, "locking the %s pool at %u MHz: %s", p ? "training" : "generation", mhz,
                     rt->owner.last_error ? rt->owner.last_error(rt->owner.ctx) : "");
@@ -739,6 +801,7 @@ int eerl_rt_phase_begin(eerl_rt *rt, unsigned pool, eerl_phase phase)
     e = check_call(rt, &pool, phase);
     if (e < 0 || (unsigned)phase >= EERL_PHASE_COUNT) /* the second: for the compiler's bounds */
         return e < 0 ? e : EERL_EINVAL;
+    link_relink(rt);
     n = call_pools(pool, ps);
     for (i = 0; i < n; i++)
         if (rt->books.in_phase[ps[i]][phase])
@@ -793,6 +856,7 @@ int eerl_rt_phase_end(eerl_rt *rt, unsigned pool, eerl_phase phase)
     e = check_call(rt, &pool, phase);
     if (e < 0 || (unsigned)phase >= EERL_PHASE_COUNT) /* the second: for the compiler's bounds */
         return e < 0 ? e : EERL_EINVAL;
+    link_relink(rt);
     n = call_pools(pool, ps);
     for (i = 0; i < n; i++)
         if (!rt->books.in_phase[ps[i]][phase])
@@ -893,14 +957,75 @@ const char *eerl_rt_notice(const eerl_rt *rt)
     return rt ? rt->notice : "";
 }
 
+/* The controller judges the update ending at t_end: observe, events, the trace's update line.
+ * Returns the trace's write error, if any (the session carries on without the trace). */
+static int judge(eerl_rt *rt, const eerl_rt_work *work, double t_end, const double busy[2],
+                 unsigned mflags, eerl_rt_update_info *info)
+{
+    size_t n_ev;
+    int r, terr = 0;
+
+    eerl_ctl_setting(rt->ctl, &info->requested);
+    r = eerl_ctl_observe(rt->ctl, &info->obs, &info->next);
+    info->accepted = r == 0;
+    if (r < 0)
+        eerl_ctl_setting(rt->ctl, &info->next);
+    n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
+    rt->n_ev = n_ev;
+    info->n_events = n_ev;
+    if (rt->trace.f) {
+        terr = trace_update(rt, &info->obs, &info->requested, n_ev, t_end, busy, mflags);
+        if (terr == 0)
+            terr = explain_once(rt, (unsigned long long)work->update, n_ev);
+    }
+    if (!rt->trace.f)
+        (void)explain_once(rt, (unsigned long long)work->update, n_ev); /* the notice alone */
+    return terr;
+}
+
+/* The end of an update that ran (partly) in a gap (link_notice): not judged. The controller
+ * never sees it (its energy and time mix the governor's clocks with the setting's), the trace
+ * gets a "gap" line in place of the update line, and the gap's first such update a notice. */
+static int gap_end(eerl_rt *rt, const eerl_rt_work *work, double t_end, eerl_rt_update_info *info)
+{
+    unsigned long long u = (unsigned long long)work->update;
+    char *line = NULL;
+    json_t *o;
+    int e = 0;
+
+    eerl_ctl_setting(rt->ctl, &info->requested);
+    info->next = info->requested;
+    rt->n_ev = 0;
+    if (!rt->gap_told) {
+        rt->gap_told = 1;
+        snprintf(rt->notice, sizeof(rt->notice),
+                 "the connection to eerld was lost (%s), so eerld reset this session's GPUs to "
+                 "the governor; update %llu and the updates until the lease is taken again are "
+                 "not judged (the trace's gap lines), and the session goes on",
+                 rt->gap_why, u);
+    }
+    if (rt->trace.f) {
+        o = json_pack("{s:s, s:I, s:f, s:f, s:b, s:s}", "type", "gap", "update", (json_int_t)u,
+                      "t_start", rt->books.t_update0, "t_end", t_end, "lease_back", !rt->gap,
+                      "reason", rt->gap_why);
+        if (o && isfinite(info->obs.energy_j))
+            json_object_set_new(o, "energy_j", json_real(info->obs.energy_j));
+        line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        e = line ? eerl__tracing_append(&rt->trace, line) : EERL_ENOMEM;
+        free(line);
+        json_decref(o);
+    }
+    rt->unjudged = rt->gap;
+    return e;
+}
+
 int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_info *ret_info)
 {
     eerl_rt_update_info info;
     eerl_ctl_status st;
     double t_end = 0, busy[2];
     unsigned p, ph, mflags = 0;
-    size_t n_ev;
-    int e, r, terr = 0;
+    int e, terr;
 
     if (!rt || !work)
         return EERL_EINVAL;
@@ -922,33 +1047,21 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     e = build_obs(rt, work, t_end, &info.obs, &mflags, busy);
     if (e < 0)
         return e;
-    eerl_ctl_setting(rt->ctl, &info.requested);
-    r = eerl_ctl_observe(rt->ctl, &info.obs, &info.next);
-    info.accepted = r == 0;
-    if (r < 0)
-        eerl_ctl_setting(rt->ctl, &info.next);
-    n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
-    rt->n_ev = n_ev;
-    info.n_events = n_ev;
     info.meter_flags = mflags;
+    rt->notice[0] = '\0';
+    link_notice(rt);
+    terr = rt->unjudged ? gap_end(rt, work, t_end, &info)
+                        : judge(rt, work, t_end, busy, mflags, &info);
+    if (terr < 0 && rt->trace.f) {
+        fail(rt, EERL_EIO,
+             "writing update %llu to the trace '%s': %s; the trace keeps the lines before it, "
+             "whole, and the session carries on without it",
+             (unsigned long long)work->update, rt->trace.file,
+             terr == EERL_EIO ? strerror(errno) : eerl_strerror(terr));
+        eerl__tracing_close(&rt->trace);
+    }
     eerl_ctl_get_status(rt->ctl, &st);
     info.state = st.state;
-    rt->notice[0] = '\0';
-    if (rt->trace.f) {
-        terr = trace_update(rt, &info.obs, &info.requested, n_ev, t_end, busy, mflags);
-        if (terr == 0)
-            terr = explain_once(rt, (unsigned long long)work->update, n_ev);
-        if (terr < 0) {
-            fail(rt, EERL_EIO,
-                 "writing update %llu to the trace '%s': %s; the trace keeps the lines before it, "
-                 "whole, and the session carries on without it",
-                 (unsigned long long)work->update, rt->trace.file,
-                 terr == EERL_EIO ? strerror(errno) : eerl_strerror(terr));
-            eerl__tracing_close(&rt->trace);
-        }
-    }
-    if (!rt->trace.f)
-        (void)explain_once(rt, (unsigned long long)work->update, n_ev); /* the notice alone */
     /* Next update: its setting applies from the next phase boundary on. */
     rt->next_update = (unsigned long long)work->update + 1;
     rt->prev_setting = info.obs.setting;

@@ -91,6 +91,8 @@ const char *eerl_doctor_level_name(eerl_doctor_level level)
     return "unknown";
 }
 
+/* Connecting has the hello's deadline (src/agent/client.c): a stopped, hung or trickling eerld
+ * is an error line, never a doctor that does not return. */
 static void probe_eerld(const char *socket, struct probe *p)
 {
     const char *env = getenv("EERL_SOCKET");
@@ -242,6 +244,10 @@ static void check_eerld(struct list *l, const struct probe *p)
             fix(c, "ask the node's admin to add you to the socket's group (usually 'eerl')");
         else if (p->err == EERL_EVERSION)
             fix(c, "install eerl and eerld of one release: they speak different protocols");
+        else if (p->err == EERL_ETIMEDOUT || p->err == EERL_EPARSE)
+            fix(c, "eerld is stopped, hung, or something else listens there: systemctl status "
+                   "eerld and its log (journalctl -u eerld) say which; restart it (systemctl "
+                   "restart eerld)");
         else if (p->from_env)
             fix(c, "start eerld (systemctl start eerld), or unset EERL_SOCKET to set clocks "
                    "in-process");

@@ -291,8 +291,11 @@ int eerl_actuator_set_range(eerl_actuator *a, unsigned gpu, unsigned min_mhz, un
         r = eerl_device_lock_sm_clocks(a->dev, gpu, lo, hi);
         if (r < 0) {
             r = fail(a, r, "locking GPU %u's SM clock to %u-%u MHz: %s%s%s", gpu, lo, hi,
-                     eerl_strerror(r), *eerl_device_last_error(a->dev) ? ": " : "",
-                     eerl_device_last_error(a->dev));
+                     r == EERL_ENOPERM && geteuid() == 0
+                         ? "the driver refuses clock locking even to root (some virtualized "
+                           "GPUs do): run observe-only, or ask the node's admin"
+                         : eerl_strerror(r),
+                     *eerl_device_last_error(a->dev) ? ": " : "", eerl_device_last_error(a->dev));
             goto out;
         }
     }

@@ -402,9 +402,14 @@ static void check_permission(struct list *l, const struct probe *p)
     if (known)
         snprintf(capeff, sizeof(capeff), "CapEff %016llx", (unsigned long long)caps);
     if (uid == 0) {
-        add(l, EERL_DOCTOR_OK, "permission", "running as root: may lock clocks%s", route);
+        add(l, EERL_DOCTOR_OK, "permission",
+            "running as root: privileged to lock clocks%s; whether the driver allows it is "
+            "untested (NVML has no query that says so, and the doctor changes no clock)",
+            route);
     } else if (known && (caps >> CAP_SYS_ADMIN_BIT & 1)) {
-        add(l, EERL_DOCTOR_OK, "permission", "uid %u has CAP_SYS_ADMIN (%s): may lock clocks%s",
+        add(l, EERL_DOCTOR_OK, "permission",
+            "uid %u has CAP_SYS_ADMIN (%s): privileged to lock clocks%s; whether the driver "
+            "allows it is untested (the doctor changes no clock)",
             uid, capeff, route);
     } else if (p->agent && p->info.may_lease) {
         add(l, EERL_DOCTOR_OK, "permission",

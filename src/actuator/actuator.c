@@ -290,12 +290,14 @@ int eerl_actuator_set_range(eerl_actuator *a, unsigned gpu, unsigned min_mhz, un
     if (!a->observe_only) {
         r = eerl_device_lock_sm_clocks(a->dev, gpu, lo, hi);
         if (r < 0) {
-            r = fail(a, r, "locking GPU %u's SM clock to %u-%u MHz: %s%s%s", gpu, lo, hi,
-                     r == EERL_ENOPERM && geteuid() == 0
-                         ? "the driver refuses clock locking even to root (some virtualized "
-                           "GPUs do): run observe-only, or ask the node's admin"
-                         : eerl_strerror(r),
-                     *eerl_device_last_error(a->dev) ? ": " : "", eerl_device_last_error(a->dev));
+            r = fail(
+                a, r, "locking GPU %u's SM clock to %u-%u MHz: %s%s%s", gpu, lo, hi,
+                r == EERL_ENOPERM && geteuid() == 0
+                    ? "the driver refuses clock locking even to root (some virtualized GPUs do; "
+                      "not a missing root or CAP_SYS_ADMIN): run observe-only, or ask "
+                      "the node's admin"
+                    : eerl_strerror(r),
+                *eerl_device_last_error(a->dev) ? ": " : "", eerl_device_last_error(a->dev));
             goto out;
         }
     }

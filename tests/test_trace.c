@@ -127,7 +127,7 @@ static void test_header_rebuilds_the_controller(void **state)
     cfg.block_choices[2] = 0;
     cfg.coverage_margin = 0.123456789012345678;
     assert_int_equal(eerl_ctl_new(EERL_MODE_DRAINED, &cfg, clocks, nc, 1980, &ctl), 0);
-    assert_int_equal(eerl__trace_header_line(ctl, NULL, &line), 0);
+    assert_int_equal(eerl__trace_header_line(ctl, NULL, 0, &line), 0);
     assert_int_equal(eerl__trace_parse_header(line, h, why, sizeof(why)), 0);
     free(line);
     assert_int_equal(h->version, EERL__TRACE_VERSION);

@@ -151,7 +151,7 @@ static int split(const char *path, char *dir, size_t dir_len, char *name, size_t
 int eerl__wdir_open(const char *what, const char *path, struct eerl__wdir *ret, char *why,
                     size_t why_len)
 {
-    char dir[4096], label[64];
+    char dir[4096], label[64], inner[600];
     struct stat st;
     int e;
 
@@ -163,9 +163,11 @@ int eerl__wdir_open(const char *what, const char *path, struct eerl__wdir *ret, 
         return EERL_EINVAL;
     }
     snprintf(label, sizeof(label), "%s directory", what);
-    e = eerl__dir_open(label, dir, 1, &ret->fd, why, why_len);
-    if (e < 0)
+    e = eerl__dir_open(label, dir, 1, &ret->fd, inner, sizeof(inner));
+    if (e < 0) {
+        snprintf(why, why_len, "%s '%s': %s", what, path, inner);
         return e;
+    }
     if (fstat(ret->fd, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)))
         ret->shared = 1; /* sticky, or eerl__dir_safe would have refused it */
     return 0;

@@ -1,7 +1,9 @@
 /* eerl replay TRACE.jsonl: rebuilds the controller from the trace's header line, feeds it the
  * recorded observations in order, prints its decisions, and checks them against the events and
  * requests the trace recorded. Any difference is reported (line, update, recorded vs replayed)
- * and makes the exit status 1. Owns the controller and the file it reads. */
+ * and makes the exit status 1. A trace of several segments (a resumed job's, docs/trace-format.md)
+ * is replayed segment by segment, each from its own header and resume record. Owns the controller
+ * and the file it reads. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -119,6 +121,7 @@ struct replay {
     eerl_event *rec, *out; /* recorded and replayed events, EV_CAP each */
     eerl_ctl *ctl;
     unsigned long long updates, events, mismatches, rejected;
+    unsigned long long seg_updates; /* updates of the current segment (after its header) */
 };
 
 /* -1: go on; else the exit status (help, bad input: said). */
@@ -243,6 +246,7 @@ static int on_update(struct replay *rp, const char *line)
         return -1;
     }
     rp->updates++;
+    rp->seg_updates++;
     eerl_ctl_setting(rp->ctl, &before);
     if (u->has_requested && !eerl_setting_equal(&before, &u->requested)) {
         char a[48], b[48];
@@ -290,7 +294,13 @@ static int on_line(struct replay *rp, char *line, ssize_t got)
         eerl_cli_err(CMD, "%s:%zu: not a JSON object", rp->o.path, rp->lineno);
         return -1;
     }
-    if (!strcmp(type, "resume") && rp->updates == 0)
+    if (!strcmp(type, "header")) { /* a resumed session's segment: its own controller */
+        eerl_ctl_free(rp->ctl);
+        rp->ctl = NULL;
+        rp->seg_updates = 0;
+        return on_header(rp, line);
+    }
+    if (!strcmp(type, "resume") && rp->seg_updates == 0)
         return on_resume(rp, line);
     if (strcmp(type, "update"))
         return 0; /* other record types are for other readers */

@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "runtime/prior.h"
 #include "runtime/resume.h"
 #include "synth_stream.h"
 #include "testutil.h"
@@ -453,6 +455,146 @@ static void test_fifo_refused(void **state)
     unlink(path);
 }
 
+/* A file's whole text (the caller frees). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = calloc(1, 4096);
+
+    assert_non_null(f);
+    assert_non_null(buf);
+    assert_true(fread(buf, 1, 4095, f) < 4095);
+    fclose(f);
+    return buf;
+}
+
+/* issue 53 item 1: a temporary someone planted as a link beside the state (P.tmp -> a victim)
+ * is never written through: the victim keeps its bytes and the state is a regular file; a
+ * state in a directory every user can write (not sticky) is refused, naming it. */
+static void test_save_never_follows_a_planted_link(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    eerl_ctl *a = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    char dir[512], victim[600], p[600], tmp[620], why[512] = "", *text;
+    struct stat st;
+    FILE *f;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/planted", tu_tmpdir());
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(victim, sizeof(victim), "%s/victim", tu_tmpdir());
+    f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("root's file\n", f);
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/job.state", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(eerl__resume_save(a, TAG, p, why, sizeof(why)), 0);
+    text = slurp(victim);
+    assert_string_equal(text, "root's file\n");
+    free(text);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    /* The state itself a link: refused, the victim unchanged. */
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(symlink(victim, p), 0);
+    assert_int_equal(eerl__resume_save(a, TAG, p, why, sizeof(why)), EERL_EUNSAFE);
+    assert_non_null(strstr(why, "symbolic link"));
+    text = slurp(victim);
+    assert_string_equal(text, "root's file\n");
+    free(text);
+    /* A directory every user can write, not sticky: refused, nothing written. */
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(chmod(dir, 0777), 0);
+    assert_int_equal(eerl__resume_save(a, TAG, p, why, sizeof(why)), EERL_EUNSAFE);
+    assert_non_null(strstr(why, dir));
+    assert_non_null(strstr(why, "writable by every user"));
+    assert_int_not_equal(lstat(p, &st), 0);
+    /* Sticky (like /tmp): allowed, the state being the caller's. */
+    assert_int_equal(chmod(dir, 01777), 0);
+    assert_int_equal(eerl__resume_save(a, TAG, p, why, sizeof(why)), 0);
+    eerl_ctl_free(a);
+}
+
+/* dir/name holding n bytes of buf (a hard link of first when given: no disk used). */
+static void put(const char *dir, const char *name, const void *buf, size_t n, const char *first)
+{
+    char p[700];
+    FILE *f;
+
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    if (first) {
+        assert_int_equal(link(first, p), 0);
+        return;
+    }
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/* issue 53 item 8: sparse 64 MiB files named *.state (no disk used) are skipped before anything
+ * is read, as are a FIFO and an empty file, and the prior is taken from the real state. Names
+ * that are no state (README) are ignored. */
+static void test_prior_skips_what_is_no_state(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), len = 0;
+    eerl_ctl *b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    void *buf = prior_state(clocks, nc, &len);
+    char dir[512], p[700], detail[1024] = "";
+    int i, fd;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/prior-sparse", tu_tmpdir());
+    assert_int_equal(mkdir(dir, 0755), 0);
+    for (i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "%s/big%d.state", dir, i);
+        fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)64 << 20), 0);
+        close(fd);
+    }
+    snprintf(p, sizeof(p), "%s/fifo.state", dir);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    put(dir, "empty.state", "", 0, NULL);
+    put(dir, "README", "notes", 5, NULL);
+    put(dir, "job.state", buf, len, NULL);
+    assert_int_equal(eerl__prior_load(b, TAG, dir, detail, sizeof(detail)), 0);
+    assert_non_null(strstr(detail, "skipped 5 entries that are no saved state"));
+    free(buf);
+    eerl_ctl_free(b);
+}
+
+/* issue 53 item 8: past the cap (4096 states) the most recent are read and the rest skipped,
+ * said in the detail, where every job failed to start; a name that is no state does not count. */
+static void test_prior_past_the_cap_keeps_going(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks), len = 0;
+    eerl_ctl *b = make(EERL_MODE_COLOCATED, EERL_STRATEGY_EERL, clocks, nc);
+    void *buf = prior_state(clocks, nc, &len);
+    char dir[512], first[700], name[64], detail[1024] = "";
+    int i;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/prior-cap", tu_tmpdir());
+    assert_int_equal(mkdir(dir, 0755), 0);
+    put(dir, "a0000.state", buf, len, NULL);
+    snprintf(first, sizeof(first), "%s/a0000.state", dir);
+    for (i = 1; i < 4098; i++) {
+        snprintf(name, sizeof(name), "a%04d.state", i);
+        put(dir, name, NULL, 0, first);
+    }
+    put(dir, "zz-notes.txt", "notes", 5, NULL);
+    assert_int_equal(eerl__prior_load(b, TAG, dir, detail, sizeof(detail)), 0);
+    assert_non_null(strstr(detail, "skipped the 2 older ones"));
+    free(buf);
+    eerl_ctl_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -464,6 +606,9 @@ int main(void)
         cmocka_unit_test(test_flipped_byte_refused),
         cmocka_unit_test(test_format_2_resumes_with_a_note),
         cmocka_unit_test(test_fifo_refused),
+        cmocka_unit_test(test_save_never_follows_a_planted_link),
+        cmocka_unit_test(test_prior_skips_what_is_no_state),
+        cmocka_unit_test(test_prior_past_the_cap_keeps_going),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tu_cleanup();

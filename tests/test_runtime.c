@@ -405,7 +405,7 @@ static void test_config_errors(void **state)
     snprintf(path, sizeof(path), "%s/no-such-dir/run.jsonl", tu_tmpdir());
     rc.trace_path = path;
     assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_ESYS);
-    assert_non_null(strstr(why, path));
+    assert_non_null(strstr(why, "no-such-dir"));
     assert_int_not_equal(stat(path, &st), 0);
     /* Bad run metadata: refused, and the trace it had begun is removed. */
     snprintf(path, sizeof(path), "%s/meta.jsonl", tu_tmpdir());
@@ -416,9 +416,10 @@ static void test_config_errors(void **state)
     rig_close(&r);
 }
 
-/* A trace path the session did not create is never removed when the first write fails: here a
- * link to /dev/full (issue 36: as root, a trace at /dev/full deleted the device node). The start
- * fails naming the path and the cause. */
+/* A trace path the session did not create is never removed nor written through: here a link to
+ * /dev/full (issue 36: as root, a trace at /dev/full deleted the device node; issue 53: a link
+ * planted at the trace path made root overwrite its target). The start fails naming the path
+ * and the link. */
 static void test_trace_path_kept_when_first_write_fails(void **state)
 {
     static struct rig r;
@@ -434,13 +435,69 @@ static void test_trace_path_kept_when_first_write_fails(void **state)
     assert_int_equal(symlink("/dev/full", link), 0);
     memset(&res, 0, sizeof(res));
     res.strategy = EERL_STRATEGY_EERL;
-    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 2, 0, link, 0, &res), EERL_EIO);
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 2, 0, link, 0, &res), EERL_EUNSAFE);
     assert_non_null(strstr(res.why, link));
-    assert_non_null(strstr(res.why, strerror(ENOSPC)));
+    assert_non_null(strstr(res.why, "symbolic link"));
     assert_int_equal(lstat(link, &st), 0);
     assert_true(S_ISLNK(st.st_mode));
     rig_close(&r);
     unlink(link);
+}
+
+static size_t count_lines(const char *path, const char *type);
+
+/* issue 53 item 3: the next segment of a resumed job that keeps its trace path appends a segment
+ * (its header says "appended") and keeps every earlier line, where it truncated the file; a
+ * fresh session never overwrites a trace (refused naming it); a second live session on the same
+ * trace is refused while the first writes it. */
+static void test_trace_resumed_appends_never_truncates(void **state)
+{
+    static struct rig r, r2;
+    struct rig_resume rr, fresh;
+    char dir[600], trace[600], *text;
+    eerl_rt_update_info info;
+    struct eerl_twin_update up;
+    unsigned u, lg, lt;
+    struct stat st, st2;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/ckpt-append", tu_tmpdir());
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(trace, sizeof(trace), "%s/eerl-run.jsonl", tu_tmpdir());
+    memset(&rr, 0, sizeof(rr));
+    rr.strategy = EERL_STRATEGY_EERL;
+    rr.from = dir;
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 2, 0, trace, 0, &rr), 0);
+    for (u = 1; u <= 30; u++)
+        one_update(&r, u, &up, &info, &lg, &lt);
+    assert_int_equal(eerl_rt_save_state(r.rt, dir), 0);
+    /* A second live session on the same trace: refused, the first's lines untouched. */
+    assert_int_equal(stat(trace, &st), 0);
+    assert_int_equal(rig_try(&r2, EERL_TWIN_COLOCATED, -1, 2, 0, trace, 0, &rr), EERL_EBUSY);
+    assert_non_null(strstr(rr.why, trace));
+    assert_non_null(strstr(rr.why, "another live session"));
+    rig_close(&r2);
+    assert_int_equal(stat(trace, &st2), 0);
+    assert_int_equal(st.st_size, st2.st_size);
+    rig_close(&r);
+    /* A fresh session (no resume): refused, the trace kept whole. */
+    memset(&fresh, 0, sizeof(fresh));
+    fresh.strategy = EERL_STRATEGY_EERL;
+    assert_int_equal(rig_try(&r2, EERL_TWIN_COLOCATED, -1, 2, 0, trace, 0, &fresh), EERL_EEXIST);
+    assert_non_null(strstr(fresh.why, trace));
+    assert_non_null(strstr(fresh.why, "resume_from"));
+    rig_close(&r2);
+    assert_int_equal(count_lines(trace, "update"), 30);
+    /* The next segment: appended after the 30 update lines. */
+    assert_int_equal(rig_try(&r, EERL_TWIN_COLOCATED, -1, 2, 0, trace, 0, &rr), 0);
+    for (u = 31; u <= 35; u++)
+        one_update(&r, u, &up, &info, &lg, &lt);
+    rig_close(&r);
+    assert_int_equal(count_lines(trace, "update"), 35);
+    assert_int_equal(count_lines(trace, "header"), 2);
+    text = tu_read_file(trace);
+    assert_non_null(strstr(text, "\"appended\":true"));
+    free(text);
 }
 
 #define FULL_UPDATES 12
@@ -1293,6 +1350,7 @@ int main(void)
         cmocka_unit_test(test_both_pools_at_one_boundary),
         cmocka_unit_test_teardown(test_phase_order, rigs_teardown),
         cmocka_unit_test_teardown(test_trace_path_kept_when_first_write_fails, rigs_teardown),
+        cmocka_unit_test_teardown(test_trace_resumed_appends_never_truncates, rigs_teardown),
         cmocka_unit_test_teardown(test_trace_full_disk_keeps_whole_lines, rigs_teardown),
         cmocka_unit_test_teardown(test_nested_phases_inflight, rigs_teardown),
         cmocka_unit_test_teardown(test_colocated_locks_measures_restores, rigs_teardown),

@@ -127,7 +127,7 @@ static void test_header_rebuilds_the_controller(void **state)
     cfg.block_choices[2] = 0;
     cfg.coverage_margin = 0.123456789012345678;
     assert_int_equal(eerl_ctl_new(EERL_MODE_DRAINED, &cfg, clocks, nc, 1980, &ctl), 0);
-    assert_int_equal(eerl__trace_header_line(ctl, NULL, &line), 0);
+    assert_int_equal(eerl__trace_header_line(ctl, NULL, 0, &line), 0);
     assert_int_equal(eerl__trace_parse_header(line, h, why, sizeof(why)), 0);
     free(line);
     assert_int_equal(h->version, EERL__TRACE_VERSION);
@@ -170,9 +170,9 @@ static void test_bad_headers_are_refused(void **state)
     assert_non_null(h);
     expect_header_error("not json", EERL_EPARSE, "not JSON");
     expect_header_error("{\"type\":\"update\"}", EERL_EPARSE, "first line must be the header");
-    expect_header_error(HDR_HEAD "\"version\":2,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
+    expect_header_error(HDR_HEAD "\"version\":3,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980,1500]}",
-                        EERL_EVERSION, "version 2 is newer");
+                        EERL_EVERSION, "version 3 is newer");
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"sync\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980]}",
                         EERL_EPARSE, "'sync' is not one of");

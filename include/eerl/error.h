@@ -30,7 +30,10 @@
     X(ENODATA, -18, "no data for the requested interval")                                          \
     X(EOVERFLOW, -19, "buffer too small")                                                          \
     X(ESYS, -20, "system call failed")                                                             \
-    X(EVERSION, -21, "incompatible version")
+    X(EVERSION, -21, "incompatible version")                                                       \
+    X(EUNSAFE, -22,                                                                                \
+      "refused: another user could replace or link this file (a directory others can write)")      \
+    X(EEXIST, -23, "the file exists already and is not this session's to overwrite")
 
 typedef enum eerl_errno {
 #define EERL__ERR_ENUM(name, value, msg) EERL_##name = (value),

@@ -17,7 +17,7 @@
 #include "twin/idle_device.h"
 
 #include "log.h"
-#include "safefile.h"
+#include "common/safefile.h"
 #include "startup.h"
 
 #define LOCK_FILE "eerld.lock"
@@ -68,7 +68,7 @@ static int lock_state_dir(const struct eerld_config *cfg, struct eerld_files *f)
     char why[600], pid[32];
     ssize_t n;
 
-    if (eerld_dir_open("state dir", cfg->state_dir, 0, &f->state_fd, why, sizeof(why)) < 0) {
+    if (eerl__dir_open("state dir", cfg->state_dir, 0, &f->state_fd, why, sizeof(why)) < 0) {
         eerld_log(LOG_ERR, "%s", why);
         return -1;
     }
@@ -123,7 +123,7 @@ static int check_socket_path(const struct eerld_config *cfg, struct eerld_files 
         snprintf(dir, sizeof(dir), "/");
     else
         snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    if (eerld_dir_open("socket dir", dir, 1, &dfd, why, sizeof(why)) < 0) {
+    if (eerl__dir_open("socket dir", dir, 1, &dfd, why, sizeof(why)) < 0) {
         eerld_log(LOG_ERR, "%s", why);
         return -1;
     }
@@ -189,7 +189,7 @@ static int open_metrics_dir(const struct eerld_config *cfg, struct eerld_files *
         eerld_log(LOG_ERR, "--metrics-textfile '%s' names a directory, not a file", path);
         return -1;
     }
-    if (eerld_dir_open("metrics textfile dir", dir, 0, &f->metrics_fd, why, sizeof(why)) < 0) {
+    if (eerl__dir_open("metrics textfile dir", dir, 0, &f->metrics_fd, why, sizeof(why)) < 0) {
         eerld_log(LOG_ERR, "%s", why);
         return -1;
     }

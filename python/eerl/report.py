@@ -23,6 +23,7 @@ matplotlib Figure. Reads the trace files only (docs/trace-format.md); needs no l
 import argparse
 import math
 import os
+import tempfile
 import sys
 
 from . import tracefile
@@ -382,6 +383,12 @@ def figure(paths):
     return fig
 
 
+def _umask():
+    m = os.umask(0o22)
+    os.umask(m)
+    return m
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m eerl.report",
                                  description="Draws the eerl report (the pictures of "
@@ -399,13 +406,18 @@ def main(argv=None):
     except ValueError as e:
         print("python -m eerl.report: %s" % e, file=sys.stderr)
         return 1
-    tmp = out + ".tmp" + ext
+    tmp = None
     try:
-        fig.savefig(tmp, format=ext[1:], dpi=100)
+        # a fresh temporary (O_EXCL, a new name: never a link someone planted), renamed over out
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp" + ext,
+                                   dir=os.path.dirname(out) or ".")
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=ext[1:], dpi=100)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, out)
     except OSError as e:
         print("python -m eerl.report: cannot write %s: %s" % (out, e.strerror), file=sys.stderr)
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
         return 1
     print(out)

@@ -231,7 +231,7 @@ class _RuntimeSession:
 
     def _start(self, cfg):
         """Opens the runtime over self._dev; frees the device when it does not open."""
-        why = C.create_string_buffer(512)
+        why = C.create_string_buffer(1024)
         rt = C.c_void_p()
         try:
             rc = _c()["rt_new"](self._dev, C.byref(cfg), why, len(why), C.byref(rt))

@@ -6,7 +6,8 @@ code (src/trace), on one node or many; this module only reads, and needs no libe
     t.header["mode"], t.run, [u["energy_j"] for u in t.updates], t.others
 
 A trace is JSON lines: a header, a run line and a resume record from a runtime session, one
-line per update, the "unexplained" line a session writes once when the work does not explain
+line per update (a resumed job's trace appends more such segments, each from its header), the
+"unexplained" line a session writes once when the work does not explain
 the time (docs/runtime.md), and lines of other types (a multi-node session's node_lost or
 node_error) that readers keep in `others`. A last line cut short (no newline, not JSON: a write that did
 not finish) is left out with a RuntimeWarning naming it, as `eerl replay` does; a broken line
@@ -28,7 +29,11 @@ class TraceError(ValueError):
 class Trace:
     """One trace file, read. header: the header line; run, resume, unexplained: those lines (None
     when the trace has none); updates: the update lines in file order; others: the lines of any
-    other type, in file order; cut: the line number of a last line cut short, or None."""
+    other type, in file order; cut: the line number of a last line cut short, or None.
+    A resumed job's trace holds several segments, each a session's (its header has "appended":
+    true after the first): header, run and resume are the first segment's, updates those of every
+    segment in file order, and segments one dict per segment: its "header", "run", "resume" and
+    "updates" (that segment's update lines)."""
     path: str
     header: dict
     run: dict = None
@@ -37,6 +42,7 @@ class Trace:
     updates: list = dataclasses.field(default_factory=list)
     others: list = dataclasses.field(default_factory=list)
     cut: int = None
+    segments: list = dataclasses.field(default_factory=list)
 
 
 def number(v):
@@ -105,13 +111,20 @@ def read(path):
             if kind == "header":
                 if o.get("format") != "eerl-trace":
                     raise TraceError("%s:%d: not an eerl trace header" % (path, lineno))
-                t = Trace(path, o)
+                if t is None:
+                    t = Trace(path, o)
+                t.segments.append({"header": o, "run": None, "resume": None, "updates": []})
             elif t is None:
                 raise TraceError("%s:%d: %s line before the header" % (path, lineno, kind))
-            elif kind in ("run", "resume", "unexplained"):
-                setattr(t, kind, o)
+            elif kind in ("run", "resume"):
+                t.segments[-1][kind] = o
+                if getattr(t, kind) is None:
+                    setattr(t, kind, o)
+            elif kind == "unexplained":
+                t.unexplained = o
             elif kind == "update":
                 t.updates.append(o)
+                t.segments[-1]["updates"].append(o)
             else:
                 t.others.append(o)
     if t is None:

@@ -104,6 +104,51 @@ def test_run_info_reaches_the_trace(node, tmp_path):
         eerl.Session(pools=POOLS, run_info=["not", "a", "dict"])
 
 
+def test_a_trace_is_never_lost_and_links_are_never_followed(node, tmp_path):
+    """issue 53 items 1 and 3: a fresh session refuses a trace that holds lines (naming it and
+    what to do), a second live session on the same trace is refused, a resumed one appends a
+    segment; a link planted at the trace path or beside a saved state is never written through,
+    and a directory every user can write is refused naming it."""
+    trace = str(tmp_path / "eerl-run.jsonl")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    with eerl.Session(pools=POOLS, trace=trace, resume_from=str(ckpt)) as s:
+        one_update(s, 1)
+        with pytest.raises(eerl.EerlError) as e:
+            eerl.Session(pools=POOLS, trace=trace, resume_from=str(ckpt), observe_only=True)
+        assert e.value.name == "EERL_EBUSY" and trace in str(e.value)
+        s.save_state(str(ckpt))
+    before = open(trace).read()
+    with pytest.raises(eerl.EerlError) as e:
+        eerl.Session(pools=POOLS, trace=trace)
+    assert e.value.name == "EERL_EEXIST" and trace in str(e.value)
+    assert "resume_from" in str(e.value) and open(trace).read() == before
+    with eerl.Session(pools=POOLS, trace=trace, resume_from=str(ckpt)) as s:
+        one_update(s, 2)
+    t = eerl.tracefile.read(trace)
+    assert len(t.segments) == 2 and t.segments[1]["header"].get("appended") is True
+    assert len(t.updates) == 2 and open(trace).read().startswith(before)
+    victim = tmp_path / "victim"
+    victim.write_text("the user's file\n")
+    planted = tmp_path / "planted.jsonl"
+    planted.symlink_to(victim)
+    with pytest.raises(eerl.EerlError) as e:
+        eerl.Session(pools=POOLS, trace=str(planted))
+    assert e.value.name == "EERL_EUNSAFE" and "symbolic link" in str(e.value)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "job.state.tmp").symlink_to(victim)
+    with eerl.Session(pools=POOLS) as s:
+        s.save_state(str(shared / "job.state"))
+        assert not os.path.islink(shared / "job.state")
+        os.chmod(shared, 0o777)
+        with pytest.raises(eerl.EerlError) as e:
+            s.save_state(str(shared / "job2.state"))
+        assert e.value.name == "EERL_EUNSAFE" and str(shared) in str(e.value)
+        assert "chmod" in str(e.value)
+    assert victim.read_text() == "the user's file\n"
+
+
 def test_bad_arguments_are_refused_with_the_value(node, tmp_path):
     with pytest.raises(ValueError, match="mode 'sync'"):
         eerl.Session(mode="sync", pools=POOLS)

@@ -12,8 +12,11 @@
 
 /* Reads the prior at path into ctl (fresh, before its first update): a saved state file, or a
  * directory whose files named *.state and whose subdirectories' eerl-controller.state (the
- * checkpoint directories of earlier jobs) are its entries. 0: a prior was taken (detail: how
- * many entries matched, at what setting); 1: no entry matches this job, or the directory holds
+ * checkpoint directories of earlier jobs) are its entries. Each file's type and size are checked
+ * before it is read: what cannot be a saved state (another type, empty, bigger than any state)
+ * is skipped, and of more than 4096 states the most recently written 4096 are read; detail says
+ * what was skipped. Names that are no state (a README) are ignored. 0: a prior was taken (detail:
+ * how many entries matched, at what setting); 1: no entry matches this job, or the directory holds
  * none (detail says which; the controller's first events say so too); EERL_EINVAL, EERL_EIO,
  * EERL_EPARSE with detail naming the path for a path that does not exist or cannot be read, or
  * an entry that is not a saved state. */

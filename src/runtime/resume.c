@@ -7,10 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/safefile.h"
 #include "eerl/error.h"
 #include "runtime/resume.h"
 
-#define RESUME_MAX (64u << 20) /* far above any saved state (1024 references) */
+/* The largest a saved state can be: its head (under 64 KiB) and at most 1024 references (the
+ * largest ref_window); a bigger file is no state and is never read. */
+#define RESUME_MAX (1024u * sizeof(eerl_obs) + (64u << 10))
 
 int eerl__resume_path(const char *dir, char *buf, size_t len)
 {
@@ -36,13 +39,49 @@ static int write_all(int fd, const unsigned char *p, size_t n)
     return 0;
 }
 
+/* Writes buf to a fresh temporary beside path in d (never through a link someone planted, never
+ * over another user's file), then renames it over path: a crash mid-save leaves the previous
+ * state. */
+static int save_bytes(const struct eerl__wdir *d, const char *path, const unsigned char *buf,
+                      size_t n, char *why, size_t why_len)
+{
+    char tmp[sizeof(d->name) + 8];
+    int e, fd;
+
+    e = eerl__wdir_check_entry(d, "saved state", path, why, why_len);
+    if (e < 0)
+        return e;
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", d->name) >= sizeof(tmp)) {
+        snprintf(why, why_len, "path '%s' is too long", path);
+        return EERL_EINVAL;
+    }
+    fd = eerl__create_fresh(d->fd, tmp, 0644);
+    if (fd < 0) {
+        snprintf(why, why_len, "creating '%s.tmp': %s", path, strerror(errno));
+        return EERL_ESYS;
+    }
+    if (write_all(fd, buf, n) < 0 || fsync(fd) < 0) {
+        snprintf(why, why_len, "writing '%s.tmp': %s", path, strerror(errno));
+        close(fd);
+        unlinkat(d->fd, tmp, 0);
+        return EERL_ESYS;
+    }
+    if (close(fd) < 0 || renameat(d->fd, tmp, d->fd, d->name) < 0) {
+        snprintf(why, why_len, "writing '%s.tmp' and renaming it to '%s': %s", path, path,
+                 strerror(errno));
+        unlinkat(d->fd, tmp, 0);
+        return EERL_ESYS;
+    }
+    return 0;
+}
+
 int eerl__resume_save(const eerl_ctl *ctl, const char *tag, const char *path, char *why,
                       size_t why_len)
 {
+    struct eerl__wdir d = {.fd = -1};
     unsigned char *buf = NULL;
-    char tmp[4096];
     size_t need = 0;
-    int e, fd = -1;
+    int e;
 
     if (!ctl || !path) {
         snprintf(why, why_len, "no controller or path");
@@ -61,37 +100,11 @@ int eerl__resume_save(const eerl_ctl *ctl, const char *tag, const char *path, ch
         snprintf(why, why_len, "saving the controller: %s", eerl_strerror(e));
         goto out;
     }
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
-        snprintf(why, why_len, "path '%s' is too long", path);
-        e = EERL_EINVAL;
-        goto out;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || write_all(fd, buf, need) < 0 || fsync(fd) < 0) {
-        snprintf(why, why_len, "writing '%s': %s", tmp, strerror(errno));
-        e = EERL_ESYS;
-        goto out;
-    }
-    if (close(fd) < 0) {
-        fd = -1;
-        snprintf(why, why_len, "writing '%s': %s", tmp, strerror(errno));
-        e = EERL_ESYS;
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) < 0) {
-        snprintf(why, why_len, "renaming '%s' to '%s': %s", tmp, path, strerror(errno));
-        e = EERL_ESYS;
-        goto out;
-    }
-    e = 0;
+    e = eerl__wdir_open("saved state", path, &d, why, why_len);
+    if (e == 0)
+        e = save_bytes(&d, path, buf, need, why, why_len);
 out:
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    } else if (e < 0) {
-        unlink(tmp);
-    }
+    eerl__wdir_close(&d);
     free(buf);
     return e;
 }
@@ -111,6 +124,11 @@ static int read_all(int fd, unsigned char *p, size_t n)
         n -= (size_t)r;
     }
     return 0;
+}
+
+size_t eerl__resume_max(void)
+{
+    return RESUME_MAX;
 }
 
 int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len, char *why,
@@ -145,7 +163,7 @@ int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len
     }
     if (sb.st_size <= 0 || (unsigned long long)sb.st_size > RESUME_MAX) {
         snprintf(why, why_len, "'%s' is %s, not a saved controller state", path,
-                 sb.st_size <= 0 ? "empty" : "far too big");
+                 sb.st_size <= 0 ? "empty" : "bigger than any saved state can be");
         e = EERL_EPARSE;
         goto out;
     }

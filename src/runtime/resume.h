@@ -17,9 +17,12 @@ int eerl__resume_path(const char *dir, char *buf, size_t len);
 /* Saves ctl's learned state (see eerl_ctl_save for tag) to path. 0 or EERL_E* with why. */
 int eerl__resume_save(const eerl_ctl *ctl, const char *tag, const char *path, char *why,
                       size_t why_len);
+/* The most bytes a saved state file can hold: a bigger file is none (and is not read). */
+size_t eerl__resume_max(void);
 /* Reads a saved state file into a malloc'd buffer (*ret_buf, *ret_len; the caller frees).
  * 0; 1 when there is no file (why: "no saved state at 'path': fresh search"); EERL_EIO,
- * EERL_EPARSE (empty, not a regular file, far too big) or EERL_ENOMEM with why naming the file. */
+ * EERL_EPARSE (empty, not a regular file, bigger than eerl__resume_max) or EERL_ENOMEM with why
+ * naming the file. */
 int eerl__resume_read(const char *path, unsigned char **ret_buf, size_t *ret_len, char *why,
                       size_t why_len);
 /* Restores buf (read from path, named in why) into a controller that has not observed yet.

@@ -81,6 +81,8 @@ static int write_resume_line(struct eerl__tracing *t, const struct eerl__tracing
 
 void eerl__tracing_drop(struct eerl__tracing *t)
 {
+    if (!t->created) /* an earlier session's trace: back to its own lines */
+        (void)ftruncate(fileno(t->f), (off_t)t->kept);
     fclose(t->f);
     t->f = NULL;
     if (t->created)
@@ -94,12 +96,13 @@ int eerl__tracing_start(struct eerl__tracing *t, const char *path, const eerl_ct
     char *line = NULL;
     int e;
 
-    if (eerl__trace_open(path, &t->f, &t->created) < 0) {
-        snprintf(why, why_len, "cannot create trace '%s': %s", path, strerror(errno));
-        return EERL_ESYS;
-    }
+    /* A resumed session continues its job's trace; any other never writes over one. */
+    e = eerl__trace_open(path, res != NULL, &t->f, &t->created, &t->end, why, why_len);
+    if (e < 0)
+        return e;
+    t->kept = t->end;
     snprintf(t->file, sizeof(t->file), "%s", path);
-    e = eerl__trace_header_line(ctl, producer, &line);
+    e = eerl__trace_header_line(ctl, producer, t->end > 0, &line);
     if (e == 0)
         e = eerl__trace_append(t->f, line, &t->end);
     free(line);

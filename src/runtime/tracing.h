@@ -1,8 +1,10 @@
 /* The runtime session's trace file: the lines it opens with (header, run, resume record), one
  * update line per update with the runtime's own record under "runtime", and any other line the
  * session has (a stop, an "unexplained" record), each written whole or not at all
- * (eerl__trace_append). Owns the FILE; a file it created is removed when the session does not
- * start. The formats are trace/trace.h's. */
+ * (eerl__trace_append). Owns the FILE and its lock (a second live session is refused); a file it
+ * created is removed, and one it appended to cut back to its earlier lines, when the session
+ * does not start. A resumed session appends a segment to its job's trace; any other refuses a
+ * trace that holds lines. The formats are trace/trace.h's. */
 #ifndef EERL_RUNTIME_TRACING_H
 #define EERL_RUNTIME_TRACING_H
 
@@ -15,6 +17,7 @@
 struct eerl__tracing {
     FILE *f;         /* NULL: no trace (none asked for, or dropped after a write failed) */
     long long end;   /* the trace's length in whole lines (eerl__trace_append) */
+    long long kept;  /* an earlier segment's length, kept when the session does not start */
     int created;     /* 1: this session created the file */
     char file[4096]; /* its path, for messages */
 };
@@ -38,7 +41,8 @@ struct eerl__tracing_resume {
     size_t state_len;
 };
 
-/* Opens path and writes the header (ctl's, producer), the run line and, with res, the resume
+/* Opens path (eerl__trace_open: appended to with res, a resumed session) and writes the header
+ * (ctl's, producer; "appended" after earlier lines), the run line and, with res, the resume
  * record. On failure the file is dropped, with why. */
 int eerl__tracing_start(struct eerl__tracing *t, const char *path, const eerl_ctl *ctl,
                         const char *producer, const struct eerl__tracing_run *run,

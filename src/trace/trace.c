@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "common/safefile.h"
 #include "eerl/error.h"
 #include "eerl/version.h"
 #include "trace/trace.h"
@@ -138,7 +141,8 @@ int eerl__trace_event_json(const eerl_event *ev, char **ret_text)
     return dump(o, ret_text);
 }
 
-int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **ret_line)
+int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, int appended,
+                            char **ret_line)
 {
     eerl_ctl_config c;
     unsigned clocks[EERL__TRACE_CLOCKS_MAX], peak;
@@ -158,6 +162,8 @@ int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **re
         json_object_set_new(o, "type", json_string("header"));
         json_object_set_new(o, "format", json_string(EERL__TRACE_FORMAT));
         json_object_set_new(o, "version", json_integer(EERL__TRACE_VERSION));
+        if (appended)
+            json_object_set_new(o, "appended", json_true());
         json_object_set_new(o, "producer",
                             json_string(producer ? producer : "eerl " EERL_VERSION_STRING));
         json_object_set_new(o, "mode", json_string(eerl_mode_name(st.mode)));
@@ -256,30 +262,145 @@ static int write_line(FILE *f, char *line)
     return bad ? EERL_EIO : 0;
 }
 
-int eerl__trace_open(const char *path, FILE **ret_f, int *ret_created)
+/* Where the whole lines of an existing trace end: size when its last byte is a newline, else
+ * just after the last newline (a line a crash cut short is dropped before appending). */
+static long long whole_end(int fd, long long size)
 {
-    int created = 1, fd, err;
+    char buf[4096];
+    long long at = size;
+
+    while (at > 0) {
+        size_t n = at > (long long)sizeof(buf) ? sizeof(buf) : (size_t)at;
+        long long from = at - (long long)n;
+
+        if (pread(fd, buf, n, (off_t)from) != (ssize_t)n)
+            return -1;
+        while (n > 0 && buf[n - 1] != '\n')
+            n--;
+        if (n > 0)
+            return from + (long long)n;
+        at = from;
+    }
+    return 0;
+}
+
+/* The lock that keeps a second live session off the trace. */
+static int lock_trace(int fd, const char *path, char *why, size_t len)
+{
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    if (errno == EWOULDBLOCK) {
+        snprintf(why, len,
+                 "trace '%s' is being written by another live session: two sessions must not "
+                 "share a trace (their lines would interleave); give each session its own trace "
+                 "path",
+                 path);
+        return EERL_EBUSY;
+    }
+    snprintf(why, len, "cannot lock trace '%s': %s", path, strerror(errno));
+    return EERL_ESYS;
+}
+
+/* The trace already at d's name: locked, then appended to (append) or, when empty, written on. */
+static int open_existing(const struct eerl__wdir *d, const char *path, int append, int *ret_fd,
+                         long long *ret_end, char *why, size_t len)
+{
+    struct stat st;
+    long long end;
+    int e, fd;
+
+    e = eerl__wdir_check_entry(d, "trace", path, why, len);
+    if (e < 0)
+        return e;
+    fd = openat(d->fd, d->name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(why, len, "cannot open trace '%s': %s", path, strerror(errno));
+        e = EERL_ESYS;
+    } else if (!S_ISREG(st.st_mode) || (d->shared && st.st_uid != geteuid())) {
+        snprintf(why, len,
+                 "trace '%s' was replaced while it was opened (by another user?): refusing to "
+                 "write it; give a trace path in a directory of your own",
+                 path);
+        e = EERL_EUNSAFE;
+    } else if ((e = lock_trace(fd, path, why, len)) == 0 && st.st_size > 0 && !append) {
+        snprintf(why, len,
+                 "trace '%s' exists already (%lld bytes, from an earlier session): eerl never "
+                 "overwrites a trace; give another trace path, move the old trace away, or pass "
+                 "resume_from to continue that job (its trace is then appended to)",
+                 path, (long long)st.st_size);
+        e = EERL_EEXIST;
+    }
+    if (e == 0) {
+        end = whole_end(fd, (long long)st.st_size);
+        if (end < 0 || ftruncate(fd, (off_t)end) < 0 || lseek(fd, (off_t)end, SEEK_SET) < 0) {
+            snprintf(why, len, "cannot append to trace '%s': %s", path, strerror(errno));
+            e = EERL_ESYS;
+        }
+    }
+    if (e < 0) {
+        if (fd >= 0)
+            close(fd);
+        return e;
+    }
+    *ret_fd = fd;
+    *ret_end = end;
+    return 0;
+}
+
+/* A new trace at d's name, locked: 0; 1 when something is there already; EERL_E* with why. */
+static int create_trace(const struct eerl__wdir *d, const char *path, int *ret_fd, char *why,
+                        size_t len)
+{
+    int e, fd = openat(d->fd, d->name,
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666);
+
+    if (fd < 0 && errno == EEXIST)
+        return 1;
+    if (fd < 0) {
+        snprintf(why, len, "cannot create trace '%s': %s", path, strerror(errno));
+        return EERL_ESYS;
+    }
+    e = lock_trace(fd, path, why, len);
+    if (e < 0) { /* another session opened it first: it is theirs, left alone */
+        close(fd);
+        return e;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+int eerl__trace_open(const char *path, int append, FILE **ret_f, int *ret_created,
+                     long long *ret_end, char *why, size_t len)
+{
+    struct eerl__wdir d = {.fd = -1};
+    long long end = 0;
+    int e, fd = -1, created = 0;
     FILE *f;
 
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
-    if (fd < 0 && errno == EEXIST) {
-        created = 0;
-        fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+    e = eerl__wdir_open("trace", path, &d, why, len);
+    if (e == 0) {
+        e = create_trace(&d, path, &fd, why, len);
+        created = e == 0;
+        if (e == 1)
+            e = open_existing(&d, path, append, &fd, &end, why, len);
     }
-    if (fd < 0)
-        return EERL_ESYS;
+    if (e < 0)
+        goto out;
     f = fdopen(fd, "w");
     if (!f) {
-        err = errno;
+        snprintf(why, len, "cannot open trace '%s': %s", path, strerror(errno));
         close(fd);
         if (created)
-            unlink(path);
-        errno = err;
-        return EERL_ESYS;
+            unlinkat(d.fd, d.name, 0);
+        e = EERL_ESYS;
+        goto out;
     }
     *ret_f = f;
     *ret_created = created;
-    return 0;
+    *ret_end = end;
+out:
+    eerl__wdir_close(&d);
+    return e;
 }
 
 int eerl__trace_append(FILE *f, const char *line, long long *end)
@@ -315,7 +436,7 @@ int eerl__trace_append(FILE *f, const char *line, long long *end)
 int eerl__trace_write_header(FILE *f, const eerl_ctl *ctl, const char *producer)
 {
     char *line;
-    int err = eerl__trace_header_line(ctl, producer, &line);
+    int err = eerl__trace_header_line(ctl, producer, 0, &line);
     return err < 0 ? err : write_line(f, line);
 }
 

@@ -15,7 +15,7 @@
 #include "eerl/core.h"
 
 #define EERL__TRACE_FORMAT "eerl-trace"
-#define EERL__TRACE_VERSION 1
+#define EERL__TRACE_VERSION 2 /* 2: a trace may hold several segments (appended headers) */
 #define EERL__TRACE_CLOCKS_MAX 1024
 
 struct eerl__trace_header {
@@ -39,16 +39,25 @@ struct eerl__trace_update {
 /* Line type: "header", "update", or another (ignored by readers); EERL_EPARSE if not JSON. */
 int eerl__trace_line_type(const char *line, char *type, size_t len);
 
-/* The header line for a controller (no newline), malloc'd into *ret_line. */
-int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **ret_line);
+/* The header line for a controller (no newline), malloc'd into *ret_line. appended: the header
+ * of a segment written after others in the same file (a resumed session's), said by the key
+ * "appended": true. */
+int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, int appended,
+                            char **ret_line);
 /* One update line: obs (as observed), the request it ran under, the events its observation
  * produced. requested may be NULL. malloc'd into *ret_line. */
 int eerl__trace_update_line(const eerl_obs *obs, const eerl_setting *requested,
                             const eerl_event *ev, size_t n_ev, char **ret_line);
-/* Opens path for a new trace: created when nothing is there (*ret_created 1), else the file (or
- * device) that is there, truncated (*ret_created 0: a failure must leave it, never remove it).
- * EERL_ESYS with errno kept. */
-int eerl__trace_open(const char *path, FILE **ret_f, int *ret_created);
+/* Opens path for a session's trace, in a directory only root or the caller can write (or a
+ * sticky one, where the trace must be the caller's), never through a link: created when nothing
+ * is there (*ret_created 1); else an empty regular file, or with append (a resumed session) an
+ * existing trace, whose lines are kept: it is cut back to its last whole line and written after
+ * (*ret_created 0, *ret_end its length). The file stays locked (flock) while open. EERL_EBUSY:
+ * another live session holds the trace; EERL_EEXIST: a trace is there and append is 0 (it is
+ * never truncated); EERL_EUNSAFE: a link, another user's file, a directory others can write;
+ * EERL_ESYS; each with why naming the path and what to do. */
+int eerl__trace_open(const char *path, int append, FILE **ret_f, int *ret_created,
+                     long long *ret_end, char *why, size_t len);
 /* Appends line and a newline to f's file as one whole line, with write(2) (nothing may sit in f's
  * stdio buffer). *end: the file's length in whole lines, advanced on success. On a short or
  * failed write (a full disk) the file is cut back to *end, so a reader never meets part of a

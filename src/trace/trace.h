@@ -15,7 +15,7 @@
 #include "eerl/core.h"
 
 #define EERL__TRACE_FORMAT "eerl-trace"
-#define EERL__TRACE_VERSION 1
+#define EERL__TRACE_VERSION 2
 #define EERL__TRACE_CLOCKS_MAX 1024
 
 struct eerl__trace_header {

@@ -12,6 +12,7 @@
 #define FIT_MIN_T EERL__PRED_MIN_T
 #define FIT_OPTS EERL__PRED_LINEAR_TRAIN
 #define RHO_MAX 0.9
+#define OUTLIER_SD 5.0
 
 /* ---- the aggregator ---------------------------------------------------------------------- */
 
@@ -187,28 +188,67 @@ static double lag1(const double *v, size_t n)
     return r < 0 ? 0 : (r > RHO_MAX ? RHO_MAX : r);
 }
 
-/* The leave-one-out errors of the fit on the ring (measured / predicted from the others - 1),
- * time into et, energy into ee. Returns how many folds fitted. */
-static size_t loo_errors(struct eerl__est *s, double *et, double *ee)
+/* The leave-one-out errors over the n updates of p (measured / predicted from the others - 1),
+ * time into et, energy into ee, NaN where a fold does not fit. */
+static void loo_errors(struct eerl__est *s, const eerl_obs **p, size_t n, double *et, double *ee)
 {
     const eerl_obs *others[EERL__EST_WINDOW];
-    struct eerl__pred p;
+    struct eerl__pred f;
     struct eerl__parts q;
-    size_t i, j, k, m = 0;
+    size_t i, j, k;
 
-    for (i = 0; i < s->n; i++) {
-        for (j = 0, k = 0; j < s->n; j++)
+    for (i = 0; i < n; i++) {
+        for (j = 0, k = 0; j < n; j++)
             if (j != i)
-                others[k++] = s->ptrs[j];
-        if (eerl__pred_fit_opts(&p, s->layout, others, k, &s->loo, FIT_MIN_T, FIT_OPTS) < 0)
+                others[k++] = p[j];
+        et[i] = ee[i] = NAN;
+        if (eerl__pred_fit_opts(&f, s->layout, others, k, &s->loo, FIT_MIN_T, FIT_OPTS) < 0)
             continue;
-        eerl__pred_predict(&p, s->ptrs[i], &q);
+        eerl__pred_predict(&f, p[i], &q);
         if (!(q.t > 0 && q.e > 0))
             continue;
-        et[m] = s->ptrs[i]->time_s / q.t - 1;
-        ee[m] = s->ptrs[i]->energy_j / q.e - 1;
-        m++;
+        et[i] = p[i]->time_s / q.t - 1;
+        ee[i] = p[i]->energy_j / q.e - 1;
     }
+}
+
+/* The finite values of v[0..n-1] into out, in order; how many. */
+static size_t finite_of(const double *v, size_t n, double *out)
+{
+    size_t i, m = 0;
+
+    for (i = 0; i < n; i++)
+        if (isfinite(v[i]))
+            out[m++] = v[i];
+    return m;
+}
+
+/* The scatter of the errors et, ee (n, NaN for no fold) into s; 0, or -1 with too few folds. */
+static int scatter(struct eerl__est *s, const double *et, const double *ee, size_t n)
+{
+    double a[EERL__EST_WINDOW], b[EERL__EST_WINDOW];
+    size_t m = finite_of(et, n, a);
+
+    if (m < 3 || finite_of(ee, n, b) != m)
+        return -1;
+    s->rho_t = lag1(a, m);
+    s->rho_e = lag1(b, m);
+    s->sd_t = robust_sd(a, m);
+    s->sd_e = robust_sd(b, m);
+    return 0;
+}
+
+/* The ring's updates the fit keeps into kept: all but those the others predict more than
+ * OUTLIER_SD robust standard deviations off (a start-up update of a pipeline still filling, a
+ * stalled one), which would pull a least-squares fit by their whole error. Returns how many. */
+static size_t keep_updates(struct eerl__est *s, const double *et, const double *ee,
+                           const eerl_obs **kept)
+{
+    size_t i, m = 0;
+
+    for (i = 0; i < s->n; i++)
+        if (!(fabs(et[i]) > OUTLIER_SD * s->sd_t) && !(fabs(ee[i]) > OUTLIER_SD * s->sd_e))
+            kept[m++] = s->ptrs[i];
     return m;
 }
 
@@ -216,23 +256,29 @@ static size_t loo_errors(struct eerl__est *s, double *et, double *ee)
 static void refit(struct eerl__est *s)
 {
     double *et = s->scratch, *ee = s->scratch + EERL__EST_WINDOW, f;
-    size_t m, p;
+    const eerl_obs *kept[EERL__EST_WINDOW];
+    size_t n, p;
 
-    if (s->n < EERL__EST_MIN_FIT ||
-        eerl__pred_fit_opts(&s->pred, s->layout, s->ptrs, s->n, &s->work, FIT_MIN_T, FIT_OPTS) < 0)
+    if (s->n < EERL__EST_MIN_FIT)
         return;
-    m = loo_errors(s, et, ee);
-    if (m < 3)
+    loo_errors(s, s->ptrs, s->n, et, ee);
+    if (scatter(s, et, ee, s->n) < 0)
         return;
-    s->rho_t = lag1(et, m);
-    s->rho_e = lag1(ee, m);
-    s->sd_t = robust_sd(et, m);
-    s->sd_e = robust_sd(ee, m);
+    n = keep_updates(s, et, ee, kept);
+    if (n < EERL__EST_MIN_FIT)
+        return;
+    if (n < s->n) {
+        loo_errors(s, kept, n, et, ee);
+        if (scatter(s, et, ee, n) < 0)
+            return;
+    }
+    if (eerl__pred_fit_opts(&s->pred, s->layout, kept, n, &s->work, FIT_MIN_T, FIT_OPTS) < 0)
+        return;
     p = fit_params(&s->pred);
-    f = sqrt((double)p / (double)s->n);
+    f = sqrt((double)p / (double)n);
     s->com_t = s->sd_t * f;
     s->com_e = s->sd_e * f;
-    s->df = s->n > p ? (unsigned)(s->n - p) : 1;
+    s->df = n > p ? (unsigned)(n - p) : 1;
 }
 
 static void ring_add(struct eerl__est *s, const eerl_obs *o)

@@ -59,10 +59,11 @@ static void print_text(const char *path, const char *role, const eerl_estimate *
            e->saving_pct, e->saving_ci_pct[0], e->saving_ci_pct[1]);
     printf("  throughput change                 %7.2f%%   90%% interval [%.2f%%, %.2f%%]\n",
            e->throughput_change_pct, e->throughput_ci_pct[0], e->throughput_ci_pct[1]);
-    printf("  energy used                       %.4g J (%.3f kWh)\n", e->energy_j,
+    printf("  energy used                       %.4g MJ (%.3f kWh)\n", e->energy_j / 1e6,
            e->energy_j / 3.6e6);
-    printf("  energy saved                      %.4g J (%.3f kWh), 90%% interval [%.4g, %.4g] J\n",
-           e->saved_j, e->saved_j / 3.6e6, e->saved_ci_j[0], e->saved_ci_j[1]);
+    printf("  energy saved                      %.4g MJ (%.3f kWh), 90%% interval [%.4g, %.4g] "
+           "MJ\n",
+           e->saved_j / 1e6, e->saved_j / 3.6e6, e->saved_ci_j[0] / 1e6, e->saved_ci_j[1] / 1e6);
     if (gov)
         printf("  self-check (observe-only: no clock was changed, so the estimate should read 0): "
                "0 is %s the saving's interval\n",

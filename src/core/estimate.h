@@ -30,9 +30,9 @@
 #include "eerl/estimate.h"
 #include "core/predictor.h"
 
-#define EERL__EST_WINDOW 32  /* governor updates a prediction is fitted on (the refs' window) */
-#define EERL__EST_MIN_FIT 5  /* fewest governor updates a prediction is made from */
-#define EERL__EST_FIRST 2    /* the first update counted */
+#define EERL__EST_WINDOW 32 /* governor updates a prediction is fitted on (the refs' window) */
+#define EERL__EST_MIN_FIT 5 /* fewest governor updates a prediction is made from */
+#define EERL__EST_FIRST 2   /* the first update counted */
 
 /* How an update is counted. */
 enum eerl__est_kind {
@@ -44,20 +44,20 @@ enum eerl__est_kind {
 /* One update's record (the trace's "estimate" object on the update line). */
 struct eerl__est_upd {
     int kind;
-    double t, e;            /* measured time (s) and energy (J) */
-    double pt, pe;          /* the governor's, predicted (calibration: the measured ones) */
-    double sd_t, sd_e;      /* relative sd of one prediction's error */
-    double rho_t, rho_e;    /* lag-1 autocorrelation of those errors */
-    double com_t, com_e;    /* relative sd of the error every prediction of the fit shares */
-    unsigned df;            /* residual degrees of freedom of sd */
+    double t, e;         /* measured time (s) and energy (J) */
+    double pt, pe;       /* the governor's, predicted (calibration: the measured ones) */
+    double sd_t, sd_e;   /* relative sd of one prediction's error */
+    double rho_t, rho_e; /* lag-1 autocorrelation of those errors */
+    double com_t, com_e; /* relative sd of the error every prediction of the fit shares */
+    unsigned df;         /* residual degrees of freedom of sd */
 };
 
 struct eerl__est_acc {
     unsigned n, judged, calib, skipped;
-    double t, e, pt, pe;       /* sums */
-    double var_t, var_e;       /* independent parts of the predicted sums' variance */
-    double com_t, com_e;       /* shared parts' sd (summed linearly) */
-    unsigned df;               /* fewest degrees of freedom seen (0: none) */
+    double t, e, pt, pe; /* sums */
+    double var_t, var_e; /* independent parts of the predicted sums' variance */
+    double com_t, com_e; /* shared parts' sd (summed linearly) */
+    unsigned df;         /* fewest degrees of freedom seen (0: none) */
     int unexplained;
     char why[200];
 };

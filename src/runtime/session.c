@@ -66,10 +66,10 @@ struct eerl_rt {
     int prior; /* 1: the controller took a prior from earlier jobs */
     char prior_detail[512];
     char err[512];
-    int explained;     /* 1: the calibration's check ran (explain_once) */
-    char notice[1536]; /* what the last update end has to tell a person, or "" */
-    struct eerl__est est;     /* the run's own estimate of what it saved (core/estimate.h) */
-    struct eerl__est_acc acc; /* its totals so far */
+    int explained;                  /* 1: the calibration's check ran (explain_once) */
+    char notice[1536];              /* what the last update end has to tell a person, or "" */
+    struct eerl__est est;           /* the run's own estimate of what it saved (core/estimate.h) */
+    struct eerl__est_acc acc;       /* its totals so far */
     unsigned long long last_update; /* the last update ended (0: none) */
 };
 

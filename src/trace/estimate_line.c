@@ -54,7 +54,7 @@ static int get(json_t *o, const char *key, double *ret)
 
 static int parse_pred(json_t *x, struct eerl__est_upd *u, char *why, size_t len)
 {
-    static const char *const keys[] = {"time_s", "sd_t", "rho_t", "com_t",
+    static const char *const keys[] = {"time_s",   "sd_t", "rho_t", "com_t",
                                        "energy_j", "sd_e", "rho_e", "com_e"};
     double *dst[] = {&u->pt, &u->sd_t, &u->rho_t, &u->com_t,
                      &u->pe, &u->sd_e, &u->rho_e, &u->com_e};
@@ -64,8 +64,9 @@ static int parse_pred(json_t *x, struct eerl__est_upd *u, char *why, size_t len)
     for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (get(x, keys[i], dst[i]) < 0)
             BAD("\"estimate\".\"%s\" must be a finite number", keys[i]);
-    if (!(u->pt > 0 && u->pe > 0) || u->sd_t < 0 || u->sd_e < 0 || !(u->rho_t >= 0 && u->rho_t < 1) ||
-        !(u->rho_e >= 0 && u->rho_e < 1) || u->com_t < 0 || u->com_e < 0)
+    if (!(u->pt > 0 && u->pe > 0) || u->sd_t < 0 || u->sd_e < 0 ||
+        !(u->rho_t >= 0 && u->rho_t < 1) || !(u->rho_e >= 0 && u->rho_e < 1) || u->com_t < 0 ||
+        u->com_e < 0)
         BAD("\"estimate\" holds a value out of range (times and energies > 0, sd >= 0, "
             "0 <= rho < 1)");
     if (!json_is_integer(df) || json_integer_value(df) < 1)

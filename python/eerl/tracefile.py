@@ -7,7 +7,8 @@ code (src/trace), on one node or many; this module only reads, and needs no libe
 
 A trace is JSON lines: a header, a run line and a resume record from a runtime session, one
 line per update, the "unexplained" line a session writes once when the work does not explain
-the time (docs/runtime.md), and lines of other types (a multi-node session's node_lost or
+the time (docs/runtime.md), the closing "estimate" line (what eerl saved, estimated from the
+run alone; format version 2), and lines of other types (a multi-node session's node_lost or
 node_error) that readers keep in `others`. A last line cut short (no newline, not JSON: a write that did
 not finish) is left out with a RuntimeWarning naming it, as `eerl replay` does; a broken line
 anywhere else is a TraceError naming the file and the line.
@@ -26,14 +27,16 @@ class TraceError(ValueError):
 
 @dataclasses.dataclass
 class Trace:
-    """One trace file, read. header: the header line; run, resume, unexplained: those lines (None
-    when the trace has none); updates: the update lines in file order; others: the lines of any
-    other type, in file order; cut: the line number of a last line cut short, or None."""
+    """One trace file, read. header: the header line; run, resume, unexplained, estimate: those
+    lines (None when the trace has none); updates: the update lines in file order (a runtime's
+    carry an "estimate" record from format version 2); others: the lines of any other type, in
+    file order; cut: the line number of a last line cut short, or None."""
     path: str
     header: dict
     run: dict = None
     resume: dict = None
     unexplained: dict = None
+    estimate: dict = None
     updates: list = dataclasses.field(default_factory=list)
     others: list = dataclasses.field(default_factory=list)
     cut: int = None
@@ -108,7 +111,7 @@ def read(path):
                 t = Trace(path, o)
             elif t is None:
                 raise TraceError("%s:%d: %s line before the header" % (path, lineno, kind))
-            elif kind in ("run", "resume", "unexplained"):
+            elif kind in ("run", "resume", "unexplained", "estimate"):
                 setattr(t, kind, o)
             elif kind == "update":
                 t.updates.append(o)

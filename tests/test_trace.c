@@ -170,9 +170,9 @@ static void test_bad_headers_are_refused(void **state)
     assert_non_null(h);
     expect_header_error("not json", EERL_EPARSE, "not JSON");
     expect_header_error("{\"type\":\"update\"}", EERL_EPARSE, "first line must be the header");
-    expect_header_error(HDR_HEAD "\"version\":2,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
+    expect_header_error(HDR_HEAD "\"version\":3,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980,1500]}",
-                        EERL_EVERSION, "version 2 is newer");
+                        EERL_EVERSION, "version 3 is newer");
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"sync\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980]}",
                         EERL_EPARSE, "'sync' is not one of");

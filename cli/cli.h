@@ -24,6 +24,8 @@ int eerl_cmd_replay(int argc, char **argv);
 int eerl_cmd_sweep(int argc, char **argv);
 int eerl_cmd_sim(int argc, char **argv);
 int eerl_cmd_analyze(int argc, char **argv);
+/* `eerl analyze TRACE` on one trace: the run's own estimate (analyze_estimate.c). */
+int eerl_cli_analyze_estimate(const char *path, const char *role, int json);
 int eerl_cmd_report(int argc, char **argv);
 
 /* "eerl <cmd>: " prefixed message on stderr, printf-style. */

@@ -538,6 +538,10 @@ int eerl_cmd_analyze(int argc, char **argv)
         rc = forward_test(s, o.paths, o.n, &o.fc, o.json);
         goto out;
     }
+    if (o.n == 1) {
+        rc = eerl_cli_analyze_estimate(o.paths[0], s[0].role, o.json);
+        goto out;
+    }
     if (pair_runs(s, o.n, r) < 0)
         goto out;
     e = eerl__an_compare(r->gs, r->cs, r->np, res);

@@ -22,6 +22,7 @@
 #include "eerl/clock.h"
 #include "eerl/core.h"
 #include "eerl/device.h"
+#include "eerl/estimate.h"
 #include "eerl/export.h"
 
 #ifdef __cplusplus
@@ -209,6 +210,12 @@ EERL_EXPORT size_t eerl_rt_events(const eerl_rt *rt, const eerl_event **ret_even
 
 /* The controller's status (state, lock, counts). */
 EERL_EXPORT int eerl_rt_status(const eerl_rt *rt, eerl_ctl_status *ret_status);
+/* What eerl saved so far on this run, estimated from the run alone (eerl/estimate.h): every
+ * update after the controller's calibration against the governor predicted from the governor
+ * updates before it, with a 90% interval. An observe-only session reads 0 within the interval:
+ * the self-check to run before letting eerl change a clock. The trace's closing "estimate" line
+ * holds the whole run's (docs/runtime.md, "What eerl saved"). */
+EERL_EXPORT int eerl_rt_estimate(const eerl_rt *rt, eerl_estimate *ret_estimate);
 
 /* Saves the controller's learned state (governor references, the lock) to path, atomically
  * (a crash mid-save leaves the previous file), for a later session's resume_from. path: a file,

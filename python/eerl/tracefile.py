@@ -8,7 +8,8 @@ code (src/trace), on one node or many; this module only reads, and needs no libe
 A trace is JSON lines: a header, a run line and a resume record from a runtime session, one
 line per update (a resumed job's trace appends more such segments, each from its header), the
 "unexplained" line a session writes once when the work does not explain
-the time (docs/runtime.md), and lines of other types (a multi-node session's node_lost or
+the time (docs/runtime.md), the closing "estimate" line (what eerl saved, estimated from the
+run alone; format version 2), and lines of other types (a multi-node session's node_lost or
 node_error) that readers keep in `others`. A last line cut short (no newline, not JSON: a write that did
 not finish) is left out with a RuntimeWarning naming it, as `eerl replay` does; a broken line
 anywhere else is a TraceError naming the file and the line.
@@ -27,18 +28,20 @@ class TraceError(ValueError):
 
 @dataclasses.dataclass
 class Trace:
-    """One trace file, read. header: the header line; run, resume, unexplained: those lines (None
-    when the trace has none); updates: the update lines in file order; others: the lines of any
-    other type, in file order; cut: the line number of a last line cut short, or None.
+    """One trace file, read. header: the header line; run, resume, unexplained, estimate: those
+    lines (None when the trace has none); updates: the update lines in file order (a runtime's
+    carry an "estimate" record from format version 2); others: the lines of any other type, in
+    file order; cut: the line number of a last line cut short, or None.
     A resumed job's trace holds several segments, each a session's (its header has "appended":
     true after the first): header, run and resume are the first segment's, updates those of every
-    segment in file order, and segments one dict per segment: its "header", "run", "resume" and
-    "updates" (that segment's update lines)."""
+    segment in file order, the estimate the last segment's, and segments one dict per segment:
+    its "header", "run", "resume" and "updates" (that segment's update lines)."""
     path: str
     header: dict
     run: dict = None
     resume: dict = None
     unexplained: dict = None
+    estimate: dict = None
     updates: list = dataclasses.field(default_factory=list)
     others: list = dataclasses.field(default_factory=list)
     cut: int = None
@@ -120,8 +123,8 @@ def read(path):
                 t.segments[-1][kind] = o
                 if getattr(t, kind) is None:
                     setattr(t, kind, o)
-            elif kind == "unexplained":
-                t.unexplained = o
+            elif kind in ("unexplained", "estimate"):
+                setattr(t, kind, o)
             elif kind == "update":
                 t.updates.append(o)
                 t.segments[-1]["updates"].append(o)

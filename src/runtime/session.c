@@ -29,6 +29,7 @@
 #include "runtime/resume.h"
 #include "runtime/tracing.h"
 #include "runtime/unexplained.h"
+#include "trace/estimate_line.h"
 #include "trace/trace.h"
 
 #define EV_CAP 256 /* the controller keeps at most 256 pending events */
@@ -76,9 +77,13 @@ struct eerl_rt {
     int unjudged;       /* 1: the update in progress ran (partly) in a gap */
     int gap_told;       /* 1: the notice of this gap was given */
     char gap_why[256];
+    struct eerl__est est;           /* the run's own estimate of what it saved (core/estimate.h) */
+    struct eerl__est_acc acc;       /* its totals so far */
+    unsigned long long last_update; /* the last update ended (0: none) */
 };
 
 static int fail(eerl_rt *rt, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int trace_summary(eerl_rt *rt);
 static int fail(eerl_rt *rt, int e, const char *fmt, ...)
 {
     va_list ap;
@@ -304,10 +309,13 @@ static int init_controller(eerl_rt *rt, const eerl_rt_config *cfg, unsigned char
             if (clocks[i] > peak)
                 peak = clocks[i];
     e = eerl_ctl_new(cfg->mode, &cc, clocks, n_clocks, peak, &rt->ctl);
+    if (e == 0)
+        e = eerl__est_init(&rt->est, cfg->mode);
     if (e < 0) {
         snprintf(why, why_len, "building the controller: %s", eerl_strerror(e));
         return e;
     }
+    eerl__est_acc_init(&rt->acc);
     e = make_tag(rt, cfg->resume_tag, cfg->job_model, why, why_len);
     if (e < 0)
         return e;
@@ -495,6 +503,7 @@ fail:
     free(saved);
     eerl_meter_free(rt->meter);
     eerl_ctl_free(rt->ctl);
+    eerl__est_free(&rt->est);
     eerl__rt_owner_free(rt->own);
     eerl_agent_free(rt->agent);
     free(rt->ev);
@@ -536,6 +545,8 @@ int eerl_rt_close(eerl_rt *rt)
         eerl_meter_stop(rt->meter);
         rt->thread = 0;
     }
+    if (trace_summary(rt) < 0 && e == 0)
+        e = fail(rt, EERL_EIO, "writing the trace's closing estimate line: %s", strerror(errno));
     if (eerl__tracing_close(&rt->trace) != 0 && e == 0)
         e = fail(rt, EERL_EIO, "closing the trace: %s", strerror(errno));
     return e;
@@ -550,6 +561,7 @@ void eerl_rt_free(eerl_rt *rt)
     eerl_agent_free(rt->agent); /* after close's restore: the daemon resets what is left */
     eerl_meter_free(rt->meter);
     eerl_ctl_free(rt->ctl);
+    eerl__est_free(&rt->est);
     free(rt->ev);
     free(rt->all);
     free(rt->node_at);
@@ -898,10 +910,11 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
  * across nodes, each node's energy and flags) added under "runtime"; trace readers ignore keys
  * they do not know. */
 static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req, size_t n_ev,
-                        double t_end, const double busy[2], unsigned mflags)
+                        double t_end, const double busy[2], unsigned mflags,
+                        const struct eerl__est_upd *est)
 {
     struct eerl__tracing_record rec = {
-        rt->books.t_update0, t_end, {busy[0], busy[1]}, rt->colocated, mflags, 0, NULL, NULL};
+        rt->books.t_update0, t_end, {busy[0], busy[1]}, rt->colocated, mflags, 0, NULL, NULL, est};
     double *sum = NULL;
     unsigned *nfl = NULL;
     int e = 0;
@@ -920,6 +933,57 @@ static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req,
         e = eerl__tracing_update(&rt->trace, o, req, rt->ev, n_ev, &rec);
     free(sum);
     free(nfl);
+    return e;
+}
+
+/* The work does not explain the time: the estimate cannot be judged. */
+static void unexplained_estimate(eerl_rt *rt, const struct eerl__unexpl *u)
+{
+    char why[200];
+
+    snprintf(why, sizeof(why),
+             "the work does not explain the update time: the governor predictor leaves %.1f%% of "
+             "it unexplained (a trial would need %u updates)",
+             100.0 * u->share, u->need);
+    eerl__est_acc_unexplained(&rt->acc, why);
+}
+
+/* The update's forward governor prediction (core/estimate.h), added to the run's totals. */
+static void estimate_step(eerl_rt *rt, const eerl_obs *o, int accepted, size_t n_ev,
+                          struct eerl__est_upd *ret)
+{
+    size_t k;
+    int calibrated = 0;
+
+    for (k = 0; k < n_ev; k++)
+        calibrated |= rt->ev[k].kind == EERL_EV_CALIBRATED;
+    eerl__est_step(&rt->est, o, accepted, calibrated, ret);
+    eerl__est_acc_add(&rt->acc, ret);
+    rt->last_update = o->update;
+}
+
+int eerl_rt_estimate(const eerl_rt *rt, eerl_estimate *ret_estimate)
+{
+    if (!rt || !ret_estimate)
+        return EERL_EINVAL;
+    eerl__est_acc_result(&rt->acc, ret_estimate);
+    return 0;
+}
+
+/* The trace's closing "estimate" line: the whole run's estimate. */
+static int trace_summary(eerl_rt *rt)
+{
+    eerl_estimate est;
+    char *line = NULL;
+    int e;
+
+    if (!rt->trace.f || rt->last_update == 0)
+        return 0;
+    eerl__est_acc_result(&rt->acc, &est);
+    e = eerl__trace_est_summary_line(&est, rt->last_update, &line);
+    if (e == 0)
+        e = eerl__tracing_append(&rt->trace, line);
+    free(line);
     return e;
 }
 
@@ -943,6 +1007,7 @@ static int explain_once(eerl_rt *rt, unsigned long long update, size_t n_ev)
         return 0; /* fewer references than it takes (EERL_ENODATA), or the work explains it */
     u.update = update;
     eerl__unexpl_message(&u, rt->notice, sizeof(rt->notice));
+    unexplained_estimate(rt, &u);
     if (!rt->trace.f)
         return 0;
     e = eerl__unexpl_line(&u, rt->notice, &line);
@@ -962,6 +1027,7 @@ const char *eerl_rt_notice(const eerl_rt *rt)
 static int judge(eerl_rt *rt, const eerl_rt_work *work, double t_end, const double busy[2],
                  unsigned mflags, eerl_rt_update_info *info)
 {
+    struct eerl__est_upd eu;
     size_t n_ev;
     int r, terr = 0;
 
@@ -973,8 +1039,9 @@ static int judge(eerl_rt *rt, const eerl_rt_work *work, double t_end, const doub
     n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
     rt->n_ev = n_ev;
     info->n_events = n_ev;
+    estimate_step(rt, &info->obs, info->accepted, n_ev, &eu);
     if (rt->trace.f) {
-        terr = trace_update(rt, &info->obs, &info->requested, n_ev, t_end, busy, mflags);
+        terr = trace_update(rt, &info->obs, &info->requested, n_ev, t_end, busy, mflags, &eu);
         if (terr == 0)
             terr = explain_once(rt, (unsigned long long)work->update, n_ev);
     }
@@ -993,9 +1060,12 @@ static int gap_end(eerl_rt *rt, const eerl_rt_work *work, double t_end, eerl_rt_
     json_t *o;
     int e = 0;
 
+    struct eerl__est_upd eu;
+
     eerl_ctl_setting(rt->ctl, &info->requested);
     info->next = info->requested;
     rt->n_ev = 0;
+    estimate_step(rt, &info->obs, 0, 0, &eu); /* counted as not judged */
     if (!rt->gap_told) {
         rt->gap_told = 1;
         snprintf(rt->notice, sizeof(rt->notice),

@@ -10,6 +10,7 @@
 #include "eerl/error.h"
 #include "eerl/meter.h"
 #include "runtime/tracing.h"
+#include "trace/estimate_line.h"
 #include "trace/trace.h"
 
 int eerl__tracing_append(struct eerl__tracing *t, const char *line)
@@ -166,6 +167,8 @@ int eerl__tracing_update(struct eerl__tracing *t, const eerl_obs *o, const eerl_
     json_object_set_new(j, "runtime", x);
     if (rec->n_nodes)
         node_records(rec, x);
+    if (rec->est)
+        json_object_set_new(j, "estimate", eerl__trace_est_json(rec->est));
     e = append_json(t, j);
     err = errno;
     json_decref(j);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "eerl/core.h"
+#include "core/estimate.h"
 #include "eerl/runtime.h"
 
 struct eerl__tracing {
@@ -58,6 +59,7 @@ struct eerl__tracing_record {
     unsigned n_nodes;
     const double *node_energy_j;
     const unsigned *node_flags;
+    const struct eerl__est_upd *est; /* the update's forward governor prediction (NULL: none) */
 };
 
 /* The update line of o (requested setting req, the controller's events ev). */

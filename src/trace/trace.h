@@ -15,7 +15,7 @@
 #include "eerl/core.h"
 
 #define EERL__TRACE_FORMAT "eerl-trace"
-#define EERL__TRACE_VERSION 2 /* 2: a trace may hold several segments (appended headers) */
+#define EERL__TRACE_VERSION 2 /* 2: several segments (appended headers), the estimate records */
 #define EERL__TRACE_CLOCKS_MAX 1024
 
 struct eerl__trace_header {

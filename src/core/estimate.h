@@ -1,0 +1,95 @@
+/* The run's own estimate of what eerl saved (eerl/estimate.h; docs/runtime.md "What eerl
+ * saved"). Two parts, used by the runtime session per update and by `eerl analyze` over a trace:
+ *
+ * The forward predictor (struct eerl__est): one update at a time, it says what the governor
+ * would have taken for that update's work, from a fit (the controller's per-phase, per-mode
+ * governor predictor, predictor.h) on the governor updates observed BEFORE it, never one that
+ * includes it. The rule:
+ *   - update 1 and refused observations are not counted (the pair comparison starts at update 2);
+ *   - until the controller reports its calibration (the CALIBRATED event), updates run at the
+ *     governor and count as themselves: predicted = measured, saving exactly 0;
+ *   - every later update, at the governor or not, is predicted from the fit on the last
+ *     EERL__EST_WINDOW governor updates before it; a governor update then joins the fit.
+ * So on an observe-only run every update after the calibration is a genuine forward test, and
+ * the estimate must read 0 within its interval.
+ *
+ * The aggregator (struct eerl__est_acc): sums the per-update records (struct eerl__est_upd, the
+ * fields the trace's update line carries) into run totals and the 90% interval. The interval
+ * takes three things from the fit each prediction came from: the per-update scatter of its
+ * leave-one-out relative errors (sd), their lag-1 autocorrelation (rho: errors of neighbouring
+ * updates are not independent; a sum of m of them has variance sd^2 m (1+rho)/(1-rho)), and the
+ * part shared by every prediction of one fit (com = sd sqrt(p/n), the coefficients' own error,
+ * which does not average out: summed linearly). Quantile: Student's t at the fewest residual
+ * degrees of freedom seen. Pure: no I/O; allocation only in eerl__est_init. */
+#ifndef EERL_CORE_ESTIMATE_H
+#define EERL_CORE_ESTIMATE_H
+
+#include <stddef.h>
+
+#include "eerl/core.h"
+#include "eerl/estimate.h"
+#include "core/predictor.h"
+
+#define EERL__EST_WINDOW 32 /* governor updates a prediction is fitted on (the refs' window) */
+#define EERL__EST_MIN_FIT 5 /* fewest governor updates a prediction is made from */
+#define EERL__EST_FIRST 2   /* the first update counted */
+
+/* How an update is counted. */
+enum eerl__est_kind {
+    EERL__EST_SKIP = 0,  /* not counted: warm-up, refused, or no prediction */
+    EERL__EST_CALIB = 1, /* calibration: governor work, predicted = measured */
+    EERL__EST_PRED = 2,  /* predicted forward */
+};
+
+/* One update's record (the trace's "estimate" object on the update line). */
+struct eerl__est_upd {
+    int kind;
+    double t, e;         /* measured time (s) and energy (J) */
+    double pt, pe;       /* the governor's, predicted (calibration: the measured ones) */
+    double sd_t, sd_e;   /* relative sd of one prediction's error */
+    double rho_t, rho_e; /* lag-1 autocorrelation of those errors */
+    double com_t, com_e; /* relative sd of the error every prediction of the fit shares */
+    unsigned df;         /* residual degrees of freedom of sd */
+};
+
+struct eerl__est_acc {
+    unsigned n, judged, calib, skipped;
+    double t, e, pt, pe; /* sums */
+    double var_t, var_e; /* independent parts of the predicted sums' variance */
+    double com_t, com_e; /* shared parts' sd (summed linearly) */
+    unsigned df;         /* fewest degrees of freedom seen (0: none) */
+    int unexplained;
+    char why[200];
+};
+
+void eerl__est_acc_init(struct eerl__est_acc *a);
+void eerl__est_acc_add(struct eerl__est_acc *a, const struct eerl__est_upd *u);
+/* The work does not explain the time (runtime/unexplained.h): the estimate cannot be judged. */
+void eerl__est_acc_unexplained(struct eerl__est_acc *a, const char *why);
+void eerl__est_acc_result(const struct eerl__est_acc *a, eerl_estimate *ret);
+
+struct eerl__est {
+    int layout;
+    int calibrated;
+    eerl_obs *ring; /* the last EERL__EST_WINDOW governor updates */
+    const eerl_obs **ptrs;
+    size_t n, head;
+    struct eerl__pred pred;
+    struct eerl__pred_work work, loo;
+    double *scratch;
+    double sd_t, sd_e, rho_t, rho_e, com_t, com_e;
+    unsigned df;
+};
+
+int eerl__est_init(struct eerl__est *s, eerl_mode mode);
+void eerl__est_free(struct eerl__est *s);
+/* One update's record: o its observation, accepted whether the controller took it, calibrated
+ * whether the controller reported its calibration at this update. o joins the fit afterwards
+ * when it ran at the governor. */
+void eerl__est_step(struct eerl__est *s, const eerl_obs *o, int accepted, int calibrated,
+                    struct eerl__est_upd *ret);
+
+/* Student's t quantile (two-sided 90%: p = 0.95) for df degrees of freedom (Cornish-Fisher). */
+double eerl__est_t95(unsigned df);
+
+#endif

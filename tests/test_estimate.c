@@ -1,0 +1,166 @@
+/* core/estimate.c: the rule a user relies on when reading the run's own estimate. Calibration
+ * updates count as themselves (saving exactly 0, not judged); an update is predicted only from
+ * governor updates before it (changing a later update changes nothing earlier); an observe-only
+ * stream whose time follows its work reads 0 within its interval, and one running 10% below the
+ * governor's energy reads 10% within its interval; the interval widens with the scatter and
+ * with correlated errors. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/estimate.h"
+
+/* A colocated update k at the governor whose time and energy follow its work, with a
+ * deterministic wobble of relative size noise. */
+static void obs_of(unsigned k, double noise, eerl_obs *o)
+{
+    double g = 9e5 * (1 + 0.2 * ((k * 7919) % 13) / 13.0), n = 0.9 * g;
+    double w = 1 + noise * (((k * 104729) % 17) / 8.0 - 1);
+
+    memset(o, 0, sizeof(*o));
+    o->update = k;
+    o->gen_tokens = g;
+    o->valid_tokens = n;
+    o->longest_tokens = 4000 + (k * 31) % 96;
+    o->phase_time_s[EERL_PHASE_GEN] = 80e-6 * g * w;
+    o->phase_time_s[EERL_PHASE_TRAIN] = 50e-6 * n;
+    o->phase_energy_j[EERL_PHASE_GEN] = 4e3 * o->phase_time_s[EERL_PHASE_GEN];
+    o->phase_energy_j[EERL_PHASE_TRAIN] = 9e3 * o->phase_time_s[EERL_PHASE_TRAIN];
+    o->time_s = o->phase_time_s[EERL_PHASE_GEN] + o->phase_time_s[EERL_PHASE_TRAIN] + 3;
+    o->energy_j = o->phase_energy_j[EERL_PHASE_GEN] + o->phase_energy_j[EERL_PHASE_TRAIN] + 1e4;
+}
+
+/* Runs n updates (calibrated at update cal); from update cand on, the energy is scaled by
+ * e_scale at a non-governor setting. Returns the estimate. */
+static void run(unsigned n, unsigned cal, unsigned cand, double e_scale, double noise,
+                eerl_estimate *ret)
+{
+    struct eerl__est est;
+    struct eerl__est_acc acc;
+    struct eerl__est_upd u;
+    eerl_obs o;
+    unsigned k;
+
+    assert_int_equal(eerl__est_init(&est, EERL_MODE_COLOCATED), 0);
+    eerl__est_acc_init(&acc);
+    for (k = 1; k <= n; k++) {
+        obs_of(k, noise, &o);
+        if (k >= cand) {
+            o.energy_j *= e_scale;
+            o.setting.mhz[0] = o.setting.mhz[1] = 1500;
+        }
+        eerl__est_step(&est, &o, 1, k == cal, &u);
+        eerl__est_acc_add(&acc, &u);
+    }
+    eerl__est_acc_result(&acc, ret);
+    eerl__est_free(&est);
+}
+
+static void test_calibration_alone_is_zero_and_not_judged(void **state)
+{
+    eerl_estimate e;
+
+    (void)state;
+    run(12, 15, 1000, 1.0, 0.01, &e);
+    assert_false(e.judged);
+    assert_int_equal(e.updates, 11); /* update 1 is warm-up */
+    assert_int_equal(e.calibration_updates, 11);
+    assert_int_equal(e.judged_updates, 0);
+    assert_true(e.saving_pct == 0.0);
+    assert_non_null(strstr(e.why, "calibration"));
+}
+
+static void test_observe_only_reads_zero_within_interval(void **state)
+{
+    eerl_estimate e;
+
+    (void)state;
+    run(120, 15, 1000, 1.0, 0.01, &e);
+    assert_true(e.judged);
+    assert_int_equal(e.judged_updates, 105);
+    assert_true(e.saving_ci_pct[0] <= 0 && 0 <= e.saving_ci_pct[1]);
+    assert_true(e.throughput_ci_pct[0] <= 0 && 0 <= e.throughput_ci_pct[1]);
+    assert_true(e.saving_ci_pct[1] - e.saving_ci_pct[0] < 2.0);
+}
+
+static void test_ten_percent_less_energy_reads_ten_percent(void **state)
+{
+    eerl_estimate e;
+
+    (void)state;
+    run(120, 15, 20, 0.9, 0.01, &e);
+    assert_true(e.judged);
+    /* 100 of 119 updates at 0.9: the saving over the whole run */
+    assert_true(fabs(e.saving_pct - 100.0 * 0.1 * 100 / 119) < 0.5);
+    assert_true(e.saving_ci_pct[0] < e.saving_pct && e.saving_pct < e.saving_ci_pct[1]);
+    assert_true(e.saved_j > 0);
+}
+
+static void test_prediction_is_forward_only(void **state)
+{
+    struct eerl__est a, b;
+    struct eerl__est_upd ua, ub;
+    eerl_obs o;
+    unsigned k;
+
+    (void)state;
+    assert_int_equal(eerl__est_init(&a, EERL_MODE_COLOCATED), 0);
+    assert_int_equal(eerl__est_init(&b, EERL_MODE_COLOCATED), 0);
+    for (k = 1; k <= 40; k++) {
+        obs_of(k, 0.01, &o);
+        eerl__est_step(&a, &o, 1, k == 15, &ua);
+        if (k == 30) /* b's update 30 takes twice as long: its own prediction must not move */
+            o.time_s *= 2, o.phase_time_s[EERL_PHASE_GEN] *= 2;
+        eerl__est_step(&b, &o, 1, k == 15, &ub);
+        if (k <= 30) {
+            assert_int_equal(ua.kind, ub.kind);
+            assert_true(ua.pt == ub.pt && ua.pe == ub.pe);
+        }
+    }
+    eerl__est_free(&a);
+    eerl__est_free(&b);
+}
+
+static void test_interval_widens_with_correlation(void **state)
+{
+    struct eerl__est_acc a, b;
+    struct eerl__est_upd u = {EERL__EST_PRED, 100, 1000, 100,   1000,  0.01,
+                              0.01,           0,   0,    0.001, 0.001, 20};
+    eerl_estimate ea, eb;
+    int k;
+
+    (void)state;
+    eerl__est_acc_init(&a);
+    eerl__est_acc_init(&b);
+    for (k = 0; k < 100; k++) {
+        eerl__est_acc_add(&a, &u);
+        u.rho_e = u.rho_t = 0.5;
+        eerl__est_acc_add(&b, &u);
+        u.rho_e = u.rho_t = 0;
+    }
+    eerl__est_acc_result(&a, &ea);
+    eerl__est_acc_result(&b, &eb);
+    assert_true(ea.saving_pct == 0.0 && eb.saving_pct == 0.0);
+    assert_true(eb.saving_ci_pct[1] > 1.3 * ea.saving_ci_pct[1]);
+    eerl__est_acc_unexplained(&b, "the work does not explain the time");
+    eerl__est_acc_result(&b, &eb);
+    assert_false(eb.judged);
+    assert_non_null(strstr(eb.why, "does not explain"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_calibration_alone_is_zero_and_not_judged),
+        cmocka_unit_test(test_observe_only_reads_zero_within_interval),
+        cmocka_unit_test(test_ten_percent_less_energy_reads_ten_percent),
+        cmocka_unit_test(test_prediction_is_forward_only),
+        cmocka_unit_test(test_interval_widens_with_correlation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

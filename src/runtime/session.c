@@ -65,8 +65,10 @@ struct eerl_rt {
     int prior; /* 1: the controller took a prior from earlier jobs */
     char prior_detail[512];
     char err[512];
-    int explained;     /* 1: the calibration's check ran (explain_once) */
-    char notice[1536]; /* what the last update end has to tell a person, or "" */
+    int explained;                    /* 1: the calibration's check ran (explain_once) */
+    double capped[EERL_PHASE_COUNT];  /* the last update's share of each phase at the power cap */
+    unsigned long long n_self_slowed; /* updates not shown to the controller (self_slowed) */
+    char notice[1536];                /* what the last update end has to tell a person, or "" */
 };
 
 static int fail(eerl_rt *rt, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -819,7 +821,8 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
                                    {rt->pool_gpus[0], rt->pool_gpus[1]},
                                    {rt->n_pool[0], rt->n_pool[1]}};
     char why[sizeof(rt->err)];
-    int e = eerl__obs_build(&rt->books, &src, w, t_end, o, flags, busy, why, sizeof(why));
+    int e =
+        eerl__obs_build(&rt->books, &src, w, t_end, o, flags, busy, rt->capped, why, sizeof(why));
 
     if (e < 0)
         return fail(rt, e, "%s", why);
@@ -834,10 +837,11 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
  * across nodes, each node's energy and flags) added under "runtime"; trace readers ignore keys
  * they do not know. */
 static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req, size_t n_ev,
-                        double t_end, const double busy[2], unsigned mflags)
+                        double t_end, const double busy[2], unsigned mflags, const char *excluded)
 {
     struct eerl__tracing_record rec = {
-        rt->books.t_update0, t_end, {busy[0], busy[1]}, rt->colocated, mflags, 0, NULL, NULL};
+        rt->books.t_update0, t_end,   {busy[0], busy[1]}, rt->colocated, mflags, 0, NULL, NULL,
+        rt->capped,          excluded};
     double *sum = NULL;
     unsigned *nfl = NULL;
     int e = 0;
@@ -893,6 +897,41 @@ const char *eerl_rt_notice(const eerl_rt *rt)
     return rt ? rt->notice : "";
 }
 
+/* An update during which a GPU of the pools slowed itself (thermal or hardware slowdown, power
+ * brake) or its power limit changed is not shown to the controller: its time says nothing of the
+ * setting. 1, with why, when so. */
+static int self_slowed(eerl_rt *rt, unsigned mflags, char *why, size_t len)
+{
+    char fl[64];
+
+    if (!(mflags & EERL_METER_SELF_SLOWED))
+        return 0;
+    eerl_meter_flags_str(mflags & EERL_METER_SELF_SLOWED, fl, sizeof(fl));
+    snprintf(why, len, "not judged: a GPU slowed itself or its power limit changed (%s)", fl);
+    rt->n_self_slowed++;
+    return 1;
+}
+
+/* The controller's answer to the update (info->next, accepted, events), unless self_slowed
+ * keeps it from the controller: then the setting stays and excl says why. */
+static void decide(eerl_rt *rt, eerl_rt_update_info *info, unsigned mflags, char *excl, size_t len)
+{
+    int r;
+
+    eerl_ctl_setting(rt->ctl, &info->requested);
+    if (self_slowed(rt, mflags, excl, len)) {
+        info->next = info->requested;
+        info->accepted = 0;
+        rt->n_ev = 0;
+        return;
+    }
+    r = eerl_ctl_observe(rt->ctl, &info->obs, &info->next);
+    info->accepted = r == 0;
+    if (r < 0)
+        eerl_ctl_setting(rt->ctl, &info->next);
+    rt->n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
+}
+
 int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_info *ret_info)
 {
     eerl_rt_update_info info;
@@ -900,7 +939,8 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     double t_end = 0, busy[2];
     unsigned p, ph, mflags = 0;
     size_t n_ev;
-    int e, r, terr = 0;
+    char excl[128];
+    int e, terr = 0;
 
     if (!rt || !work)
         return EERL_EINVAL;
@@ -922,20 +962,17 @@ int eerl_rt_update_end(eerl_rt *rt, const eerl_rt_work *work, eerl_rt_update_inf
     e = build_obs(rt, work, t_end, &info.obs, &mflags, busy);
     if (e < 0)
         return e;
-    eerl_ctl_setting(rt->ctl, &info.requested);
-    r = eerl_ctl_observe(rt->ctl, &info.obs, &info.next);
-    info.accepted = r == 0;
-    if (r < 0)
-        eerl_ctl_setting(rt->ctl, &info.next);
-    n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
-    rt->n_ev = n_ev;
+    excl[0] = '\0';
+    decide(rt, &info, mflags, excl, sizeof(excl));
+    n_ev = rt->n_ev;
     info.n_events = n_ev;
     info.meter_flags = mflags;
     eerl_ctl_get_status(rt->ctl, &st);
     info.state = st.state;
     rt->notice[0] = '\0';
     if (rt->trace.f) {
-        terr = trace_update(rt, &info.obs, &info.requested, n_ev, t_end, busy, mflags);
+        terr = trace_update(rt, &info.obs, &info.requested, n_ev, t_end, busy, mflags,
+                            excl[0] ? excl : NULL);
         if (terr == 0)
             terr = explain_once(rt, (unsigned long long)work->update, n_ev);
         if (terr < 0) {

@@ -39,6 +39,9 @@ struct eerl__trace_update {
 /* Line type: "header", "update", or another (ignored by readers); EERL_EPARSE if not JSON. */
 int eerl__trace_line_type(const char *line, char *type, size_t len);
 
+/* A phase's key in trace lines ("generation", "logprob", ...); "unknown" out of range. */
+const char *eerl__trace_phase_key(unsigned phase);
+
 /* The header line for a controller (no newline), malloc'd into *ret_line. */
 int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, char **ret_line);
 /* One update line: obs (as observed), the request it ran under, the events its observation

@@ -414,14 +414,27 @@ def eerl_gpus(args):
     return [int(g) for g in args.eerl_gpus.split(",")] if args.eerl_gpus else [0]
 
 
+def import_eerl():
+    """The installed eerl package (pip install . or the wheel); a checkout's python/ only where
+    none is installed, so an installed package, which carries libeerl, always wins."""
+    try:
+        import eerl
+        return eerl
+    except ImportError as e:
+        missing = e
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.join(os.path.dirname(here), "python")
+    if not os.path.isdir(os.path.join(pkg, "eerl")):
+        raise missing
+    sys.path.append(pkg)  # run from a checkout without installing the package
+    import eerl
+    return eerl
+
+
 def open_session(args):
     if args.eerl == "off":
         return None
-    here = os.path.dirname(os.path.abspath(__file__))
-    pkg = os.path.join(os.path.dirname(here), "python")
-    if os.path.isdir(os.path.join(pkg, "eerl")) and pkg not in sys.path:
-        sys.path.insert(0, pkg)  # run from a checkout without installing the package
-    import eerl
+    eerl = import_eerl()
     gpus = eerl_gpus(args)
     if args.eerl_mode == "colocated":
         pools = {"generation": gpus, "training": gpus}

@@ -110,8 +110,14 @@ EERL_EXPORT int eerl_device_power_instant_mw(eerl_device *dev, unsigned gpu, uns
  * eerld's view) or the driver does not say. */
 EERL_EXPORT int eerl_device_driver_version(eerl_device *dev, char *buf, size_t len);
 
-/* Current throttle reasons (EERL_THROTTLE_* bits); EERL_ENOTSUP where the driver has none. */
+/* Current throttle reasons (EERL_THROTTLE_* bits; NVML calls them clock event reasons);
+ * EERL_ENOTSUP where the driver has none. */
 EERL_EXPORT int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask);
+
+/* The power limit the driver enforces now, in milliwatts (NVML's nvmlDeviceGetEnforcedPowerLimit:
+ * the lowest of what an operator, a power manager and the board set). Read only. EERL_ENOTSUP
+ * where the backend or the driver has none. */
+EERL_EXPORT int eerl_device_power_limit_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
 
 /* Locks the SM clock into [min_mhz, max_mhz]. Changes the card: only the actuator calls this. */
 EERL_EXPORT int eerl_device_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz,

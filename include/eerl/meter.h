@@ -68,7 +68,15 @@ typedef struct eerl_meter eerl_meter;
 #define EERL_METER_SUSPECT                                                                         \
     0x40u /* the counter counted far less than power says over a stretch too short for the stuck   \
            * test (a fraction of a second): it may have stopped, the energy may be low */
-#define EERL_METER_FLAGS_ALL 0x7fu
+#define EERL_METER_SLOWED                                                                          \
+    0x80u /* the GPU slowed itself (NVML's hardware slowdown, hardware or software thermal         \
+           * slowdown, hardware power brake): its time says nothing of a clock eerl set */
+#define EERL_METER_LIMIT                                                                           \
+    0x100u /* the enforced power limit changed (an operator, a power manager) */
+#define EERL_METER_FLAGS_ALL 0x1ffu
+/* The flags that make a reading unfit to judge a clock setting by: the GPU, not the setting,
+ * decided its speed. */
+#define EERL_METER_SELF_SLOWED (EERL_METER_SLOWED | EERL_METER_LIMIT)
 
 /* Energy between two marks. Arrays are indexed by position in the query (gpu[i] is the device
  * index of entry i) and hold its first min(n_gpus, EERL_METER_READING_GPUS) GPUs. */
@@ -83,6 +91,11 @@ typedef struct eerl_meter_reading {
     double peak_total_w;                         /* highest sum of simultaneous power samples */
     unsigned flags;                              /* OR of gpu_flags */
     size_t n_samples;                            /* samples taken inside [t0, t1] */
+    /* Share of the samples inside [t0, t1] that read the clock event reasons at which a GPU of
+     * the query was at its software power cap (NVML's SwPowerCap: a compute-bound phase at the
+     * governor's clocks sits there, the normal state the training clock acts on); -1 where no
+     * sample read them. */
+    double capped_share;
 } eerl_meter_reading;
 
 /* Meters GPUs gpus[0..n_gpus-1] (1 to EERL_METER_GPUS_LIMIT device indices, distinct, each must

@@ -1,6 +1,7 @@
-"""Pictures of runs from their traces, with matplotlib: the same panels as `eerl report`.
+"""Pictures of runs from their traces, with matplotlib: the one implementation of the report
+(`eerl report` hands its arguments here).
 
-    python -m eerl.report TRACE.jsonl... [-o FILE.png|FILE.svg]
+    eerl report TRACE.jsonl... [-o FILE.png|FILE.svg]      (or python -m eerl.report ...)
 
 With a controller trace:
   1. the generation and training clocks per update of the first controller run, calibration
@@ -95,6 +96,9 @@ def _pair(runs):
 
 
 PHASES = (("generation", "#1f77b4"), ("logprob", "#9467bd"), ("training", "#d62728"))
+# Phases whose lines lie on each other (a colocated run's phases draw the same power) stay
+# apart by their markers: a line hidden under another is still seen.
+MARKERS = {"generation": "o", "logprob": "s", "training": "^"}
 PHASE_NAMES = ("generation", "log-prob", "training")  # as the legends of `eerl report` say
 
 
@@ -181,7 +185,7 @@ def _matplotlib():
         import matplotlib
     except ImportError:
         raise ValueError("matplotlib is not installed: pip install matplotlib (or apt-get install "
-                         "python3-matplotlib); `eerl report` draws the same with gnuplot")
+                         "python3-matplotlib), or pip install 'eerl[report]'")
     if "matplotlib.pyplot" not in sys.modules:
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -215,11 +219,21 @@ def _phase_units(runs):
 
 
 def _phase_lines(a, r, key, div, **style):
-    """One line per phase of run r: its power (key "power") or energy, divided by div."""
+    """One line per phase of run r: its power (key "power") or energy, divided by div; each
+    phase marked (MARKERS) about 25 times along the run."""
+    every = max(1, len(r.update) // 25)
     for (phase, col), name in zip(PHASES, PHASE_NAMES):
         ys = (phase_power(r, phase) if key == "power" else
               [ph.get(phase, (0, math.nan))[1] for ph in r.phases])
-        a.plot(r.update, [y / div for y in ys], color=col, label=name, **style)
+        a.plot(r.update, [y / div for y in ys], color=col, label=name, marker=MARKERS[phase],
+               markevery=every, markersize=4, fillstyle="none", **style)
+
+
+def _from_zero(a):
+    """A magnitude's axis starts at zero, so a small wobble looks small, and ends a tenth above
+    the largest value drawn."""
+    top = _finite_max([float(y) for ln in a.get_lines() for y in ln.get_ydata()])
+    a.set_ylim(0, top * 1.1 if top > 0 else 1.0)
 
 
 def _panel_clocks(a, ctl, peak):
@@ -233,8 +247,10 @@ def _panel_clocks(a, ctl, peak):
     if calib:
         a.bar(calib, [peak + 120 - lo] * len(calib), width=1.0, bottom=lo, color="#cccccc",
               alpha=0.35, label="calibration", align="center")
-    a.step(ctl.update, gen, where="post", lw=2, color="#1f77b4", label="generation")
-    a.step(ctl.update, train, where="post", lw=2, color="#d62728", label="training")
+    # Training under generation, generation dashed: at the same clock both stay visible.
+    a.step(ctl.update, train, where="post", lw=3, color="#d62728", label="training")
+    a.step(ctl.update, gen, where="post", lw=2, ls=(0, (5, 3)), color="#1f77b4",
+           label="generation")
     marks = [("propose", peak + 60, "D", "#2ca02c", "trial starts"),
              (("trial", "round"), peak + 60, "^", "#9467bd", "verdict"),
              ("confirm", peak + 90, "s", "#ff7f0e", "confirmation"),
@@ -283,6 +299,7 @@ def _panel_phase_power(a, ctl, gov, pu):
                 % (": governor run dashed, controller run solid" if gov is not None
                    else ", controller run"))
     a.set_ylabel("power (%s)" % pu[1])
+    _from_zero(a)
 
 
 def _panel_settings(a, ctl, gov):
@@ -319,11 +336,13 @@ def _panels_observe_only(ax, gov, pu, eu):
     ax[0].set_title("%s (governor, observe-only): power per phase, whole allocation"
                     % os.path.basename(gov.path))
     ax[0].set_ylabel("power (%s)" % pu[1])
+    _from_zero(ax[0])
     _phase_lines(ax[1], gov, "energy", eu[0], lw=2)
     ax[1].plot(gov.update, [ph.get("refit", (0, math.nan))[1] / eu[0] for ph in gov.phases],
                lw=1, color="#7f7f7f", label="refit")
     ax[1].set_title("energy per phase per update (SM clocks: the governor chose them)")
     ax[1].set_ylabel("energy (%s)" % eu[1])
+    _from_zero(ax[1])
 
 
 def _panel_ept(a, runs):
@@ -332,10 +351,18 @@ def _panel_ept(a, runs):
         g = r.role == "governor"
         a.plot(r.update, [e / n if n > 0 else math.nan for e, n in zip(r.E, r.N)],
                lw=1 if g else 2, ls="--" if g else "-",
-               label="%s seed %s" % ("governor" if g else "controller",
-                                     r.seed if r.seed is not None else "-"))
+               label=run_name(r))
     a.set_title("energy per valid training token")
     a.set_ylabel("energy (J / token)")
+    _from_zero(a)
+
+
+def run_name(r):
+    """A run as the legends name it: its role and seed, or its file where it has no seed."""
+    role = "governor" if r.role == "governor" else "controller"
+    if r.seed is None:
+        return "%s (%s)" % (role, os.path.basename(r.path))
+    return "%s seed %d" % (role, r.seed)
 
 
 def figure(paths):
@@ -383,16 +410,37 @@ def figure(paths):
     return fig
 
 
-def _umask():
-    m = os.umask(0o22)
-    os.umask(m)
-    return m
+def describe(paths):
+    """What a picture of these traces shows, in words: "controller run A against governor run B",
+    "controller run A" or "observe-only: governor run B"."""
+    ctl, gov = _pair([load(p) for p in paths])
+    name = os.path.basename
+    if ctl is None:
+        return "observe-only: governor run %s" % name(gov.path)
+    if gov is None:
+        return "controller run %s" % name(ctl.path)
+    return "controller run %s against governor run %s" % (name(ctl.path), name(gov.path))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m eerl.report",
-                                 description="Draws the eerl report (the pictures of "
-                                             "`eerl report`) from runtime traces.")
+def save(fig, out, ext):
+    """Writes the figure to out through a temporary file created fresh beside it (never through
+    a link, never over another file), renamed over out only once it is whole."""
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(out), suffix=ext,
+                               dir=os.path.dirname(os.path.abspath(out)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=ext[1:], dpi=100)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def main(argv=None, prog="python -m eerl.report"):
+    ap = argparse.ArgumentParser(prog=prog, description="Draws the eerl report (clocks, changes "
+                                 "against the governor, power per phase, energy per token) "
+                                 "from runtime traces. Example: eerl sim --trace runs && "
+                                 "eerl report runs/*.jsonl -o runs.png")
     ap.add_argument("traces", nargs="+", metavar="TRACE.jsonl")
     ap.add_argument("-o", "--output", help="FILE.png or FILE.svg (default: the first trace's "
                     "name with .png)")
@@ -403,24 +451,15 @@ def main(argv=None):
         ap.error("output '%s' must end in .png or .svg (the picture's format)" % out)
     try:
         fig = figure(args.traces)
+        what = describe(args.traces)
+        save(fig, out, ext)
     except ValueError as e:
-        print("python -m eerl.report: %s" % e, file=sys.stderr)
+        print("%s: %s" % (prog, e), file=sys.stderr)
         return 1
-    tmp = None
-    try:
-        # a fresh temporary (O_EXCL, a new name: never a link someone planted), renamed over out
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp" + ext,
-                                   dir=os.path.dirname(out) or ".")
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=ext[1:], dpi=100)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, out)
     except OSError as e:
-        print("python -m eerl.report: cannot write %s: %s" % (out, e.strerror), file=sys.stderr)
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
+        print("%s: cannot write '%s': %s" % (prog, out, e.strerror), file=sys.stderr)
         return 1
-    print(out)
+    print("%s: wrote %s (%s)" % (prog, out, what), file=sys.stderr)
     return 0
 
 

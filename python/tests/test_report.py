@@ -1,5 +1,6 @@
-"""python -m eerl.report: the panels of eerl report from traces (with a controller run, and
-governor-only), the figures behind them, and its errors."""
+"""eerl.report, the one implementation of the report's pictures (`eerl report` and
+`python -m eerl.report`): the panels from traces (with a controller run, and governor-only), the
+figures behind them, what a single run's picture must not mislead about, and its errors."""
 
 import json
 import math
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import child_env, HANG_S
+from conftest import child_env, EERL_BIN, HANG_S
 
 from eerl import report
 
@@ -81,7 +82,9 @@ def test_cli_writes_png_and_svg(tmp_path):
     r = subprocess.run([sys.executable, "-m", "eerl.report", g, c, "-o", out],
                        env=child_env(), capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == out and open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert r.stderr.strip() == ("python -m eerl.report: wrote %s (controller run ctl.jsonl "
+                                "against governor run gov.jsonl)" % out)
+    assert open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     svg = str(tmp_path / "r.svg")
     assert report.main([g, c, "-o", svg]) == 0
     assert b"<svg" in open(svg, "rb").read(4096)
@@ -193,3 +196,65 @@ def test_without_matplotlib_says_what_to_install(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "matplotlib is not installed: pip install matplotlib" in r.stderr, r.stderr
     assert not os.path.exists(str(tmp_path / "x.png"))
+
+
+def _eerl_report(*args, **env):
+    """`eerl report ARGS` (the C command), which hands its arguments to this Python's
+    eerl.report."""
+    return subprocess.run([EERL_BIN, "report"] + list(args),
+                          env=child_env(EERL_PYTHON=sys.executable, **env), capture_output=True,
+                          text=True, timeout=HANG_S)
+
+
+def test_the_eerl_command_draws_through_the_package(tmp_path):
+    g, c = pair(tmp_path)
+    r = _eerl_report(g, c, "-o", str(tmp_path / "r.svg"))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == ("eerl report: wrote %s (controller run ctl.jsonl against "
+                                "governor run gov.jsonl)" % (tmp_path / "r.svg"))
+    assert b"<svg" in open(str(tmp_path / "r.svg"), "rb").read(4096)
+    r = _eerl_report(g)  # the default output: the first trace's name with .png
+    assert r.returncode == 0 and "(observe-only: governor run gov.jsonl)" in r.stderr, r.stderr
+    assert open(str(tmp_path / "gov.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "usage: eerl report" in _eerl_report("--help").stdout
+
+
+@pytest.mark.parametrize("args,rc,msg", [
+    (["{c}", "-o", "{t}/r.jpg"], 2, "output '{t}/r.jpg' must end in .png or .svg"),
+    (["-o", "{t}/x.png"], 2, "the following arguments are required: TRACE.jsonl"),
+    (["{t}", "-o", "{t}/x.png"], 1, "'{t}' is a directory; give the traces in it"),
+    (["{t}/none.jsonl", "-o", "{t}/x.png"], 1, "cannot read {t}/none.jsonl"),
+    (["{c}", "-o", "{t}/no/such/x.png"], 1, "cannot write '{t}/no/such/x.png'"),
+])
+def test_the_eerl_command_names_bad_input_and_leaves_nothing(tmp_path, args, rc, msg):
+    g, c = pair(tmp_path)
+    before = sorted(os.listdir(str(tmp_path)))
+    r = _eerl_report(*[a.format(c=c, t=tmp_path) for a in args])
+    assert r.returncode == rc and "Traceback" not in r.stderr, r.stderr
+    assert ("eerl report: " in r.stderr and msg.format(t=tmp_path) in r.stderr), r.stderr
+    assert sorted(os.listdir(str(tmp_path))) == before
+
+
+def test_a_single_run_does_not_mislead(tmp_path):
+    """A short run behind a twin eerld: generation and training both at the governor's clock,
+    power that wobbles by 0.3%, no seed. The power axis starts at zero, the generation line is
+    drawn over the training line (dashed), the clock legend lists only what happened, and the
+    run is named by its file, not by a seed it does not have."""
+    rows = [(u, 900.0, 0.08, 16.8 + 0.05 * (u % 2), 0, 0, ["hold"], "calibrating")
+            for u in range(1, 11)]
+    rows += [(11, 900.0, 0.08, 16.0, 0, 1500, ["propose"], "searching")]
+    path = write_trace(tmp_path / "run.jsonl", "controller", None, rows)
+    with open(path) as f:  # as eerl.Session writes it: no role, no seed
+        text = f.read().replace('"role": "controller", "seed": null', '"observe_only": false')
+    with open(path, "w") as f:
+        f.write(text)
+    fig = report.figure([path])
+    clocks, power, ept = fig.axes
+    assert power.get_ylim()[0] == 0 and ept.get_ylim()[0] == 0
+    lines = {l.get_label(): l for l in clocks.get_lines()}
+    gen, train = lines["generation"], lines["training"]
+    assert clocks.get_lines().index(gen) > clocks.get_lines().index(train)  # drawn on top
+    assert gen.get_linestyle() != "-" and train.get_linestyle() == "-"
+    legend = [t.get_text() for t in clocks.get_legend().get_texts()]
+    assert sorted(legend) == ["calibration", "generation", "training", "trial starts"], legend
+    assert [t.get_text() for t in ept.get_legend().get_texts()] == ["controller (run.jsonl)"]

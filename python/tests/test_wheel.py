@@ -183,3 +183,23 @@ def test_what_the_wheel_installs_needs_only_the_system_base(installed):
                 continue
             assert where.startswith(installed.venv + os.sep), "%s needs %s from %s:\n%s" % (
                 elf, name, where or "nowhere", out)
+
+
+def test_the_example_runs_from_the_installed_wheel(installed, twin_eerld, tmp_path):
+    """docs/python.md's example after the documented install: examples/grpo_tiny.py run by the
+    wheel's Python imports the installed package (which carries libeerl), not the checkout's
+    python/ (which has none). torch comes from this test environment, after the venv's own
+    site-packages, so the installed eerl is found first."""
+    import torch
+    with open(os.path.join(installed.site, "zz-test-torch.pth"), "w") as f:
+        f.write(os.path.dirname(os.path.dirname(torch.__file__)) + "\n")
+    trace = str(tmp_path / "run.jsonl")
+    r = subprocess.run(["python", os.path.join(REPO, "examples", "grpo_tiny.py"), "--config",
+                        "tiny", "--updates", "2", "--eerl", "observe", "--trace", trace],
+                       env=dict(installed.env, EERL_SOCKET=twin_eerld, OMP_NUM_THREADS="1"),
+                       cwd=installed.cwd, capture_output=True, text=True, timeout=HANG_S)
+    os.remove(os.path.join(installed.site, "zz-test-torch.pth"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    with open(trace) as f:
+        ups = [json.loads(l) for l in f if '"type":"update"' in l]
+    assert [u["update"] for u in ups] == [1, 2]

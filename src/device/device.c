@@ -175,6 +175,15 @@ int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_m
     EERL__GPU_CALL(dev, gpu, dev->ops->throttle_reasons(dev, gpu, ret_mask));
 }
 
+int eerl_device_power_limit_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+{
+    if (!ret_mw)
+        return EERL_EINVAL;
+    if (dev && !dev->ops->power_limit_mw)
+        return EERL_ENOTSUP;
+    EERL__GPU_CALL(dev, gpu, dev->ops->power_limit_mw(dev, gpu, ret_mw));
+}
+
 int eerl_device_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz, unsigned max_mhz)
 {
     if (min_mhz > max_mhz)

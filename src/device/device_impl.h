@@ -35,6 +35,8 @@ struct eerl__device_ops {
      * read. For a backend whose reads cost a round trip each (remote.c). May be NULL: every read
      * then goes to the GPU. */
     int (*snapshot)(eerl_device *dev);
+    /* The power limit the driver enforces now, mW; may be NULL (EERL_ENOTSUP). */
+    int (*power_limit_mw)(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
 };
 
 /* Wraps a backend. On success the device owns impl; on failure the caller still does. */

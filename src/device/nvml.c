@@ -100,6 +100,7 @@ struct nvml_fns {
     nvmlReturn_t (*reset)(nvmlDevice_t);
     nvmlReturn_t (*get_field_values)(nvmlDevice_t, int, nvmlFieldValue_t *);
     nvmlReturn_t (*get_driver_version)(char *, unsigned int);
+    nvmlReturn_t (*get_power_limit)(nvmlDevice_t, unsigned int *);
 };
 
 /* One row per function pointer: the names to try in order, and whether open needs it. */
@@ -131,6 +132,7 @@ static const struct sym syms[] = {
     {FN(reset), {"nvmlDeviceResetGpuLockedClocks", NULL}, 0},
     {FN(get_field_values), {"nvmlDeviceGetFieldValues", NULL}, 0},
     {FN(get_driver_version), {"nvmlSystemGetDriverVersion", NULL}, 0},
+    {FN(get_power_limit), {"nvmlDeviceGetEnforcedPowerLimit", NULL}, 0},
 };
 #undef FN
 
@@ -161,7 +163,8 @@ enum {
     S_LOCK,
     S_RESET,
     S_FIELD_VALUES,
-    S_DRIVER_VERSION
+    S_DRIVER_VERSION,
+    S_POWER_LIMIT
 };
 
 /* NVML status -> eerl code. Anything not listed is EERL_ENVML, with NVML's text in the detail. */
@@ -401,21 +404,40 @@ static int op_energy_mj(eerl_device *dev, unsigned gpu, uint64_t *ret_mj)
     return read_u64(dev, gpu, S_ENERGY, nv->f.get_energy, ret_mj);
 }
 
-static int op_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+/* A 32-bit reading through get (the symbol sym, which may be absent from the library). */
+static int read_u32(eerl_device *dev, unsigned gpu, int sym,
+                    nvmlReturn_t (*get)(nvmlDevice_t, unsigned int *), unsigned *ret)
 {
-    struct nvml *nv = eerl__device_impl(dev);
     unsigned v;
     nvmlDevice_t h = NULL;
     nvmlReturn_t r;
-    int e = handle(dev, gpu, &h);
+    int e;
 
+    if (!get)
+        return missing(dev, sym, gpu);
+    e = handle(dev, gpu, &h);
     if (e < 0)
         return e;
-    r = nv->f.get_power(h, &v);
+    r = get(h, &v);
     if (r != NVML_SUCCESS)
-        return nv_fail(dev, S_POWER, gpu, NULL, r);
-    *ret_mw = v;
+        return nv_fail(dev, sym, gpu, NULL, r);
+    *ret = v;
     return 0;
+}
+
+static int op_power_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+{
+    struct nvml *nv = eerl__device_impl(dev);
+
+    return read_u32(dev, gpu, S_POWER, nv->f.get_power, ret_mw);
+}
+
+/* Read only: the limit an operator, a power manager or the board enforces now. */
+static int op_power_limit_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+{
+    struct nvml *nv = eerl__device_impl(dev);
+
+    return read_u32(dev, gpu, S_POWER_LIMIT, nv->f.get_power_limit, ret_mw);
 }
 
 /* One field through nvmlDeviceGetFieldValues: the call costs microseconds where
@@ -578,6 +600,7 @@ static const struct eerl__device_ops nvml_ops = {
     .free = op_free,
     .power_instant_mw = op_power_instant_mw,
     .driver_version = op_driver_version,
+    .power_limit_mw = op_power_limit_mw,
 };
 
 static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -263,6 +263,11 @@ static void account_gpu(struct eerl__counter *c, size_t gi, uint64_t k,
     if (!redo) {
         cur->power_w = rd->power_r == 0 ? rd->mw / 1000.0 : -1.0;
         cur->flags = 0;
+        cur->events_read = rd->events_read;
+        cur->events = rd->events;
+        if (rd->limit_mw)
+            g->limit_mw = rd->limit_mw;
+        cur->limit_mw = g->limit_mw;
         if (cur->power_w >= 0)
             g->held_w = cur->power_w;
     }
@@ -370,6 +375,8 @@ int eerl__counter_init(struct eerl__counter *c, size_t n, size_t cap)
     for (i = 0; i < n; i++) {
         c->gs[i].energy_supported = -1;
         c->gs[i].power_instant = -1;
+        c->gs[i].events_supported = -1;
+        c->gs[i].limit_supported = -1;
         c->gs[i].held_w = -1;
     }
     r = eerl__counter_resize(c, cap);

@@ -31,16 +31,25 @@ struct eerl__meter_read {
     uint64_t mj;
     int power_r; /* 0, or the error of the power read */
     unsigned mw;
+    int events_read;   /* the clock event reasons were read this tick */
+    unsigned events;   /* EERL_THROTTLE_* bits (those that fit 32 bits: all NVML defines) */
+    unsigned limit_mw; /* the enforced power limit read this tick; 0 when not read */
 };
 
 struct eerl__meter_sample {
-    double acc;     /* cumulative joules at this sample */
-    double power_w; /* power read at this sample; < 0 when none */
-    unsigned flags; /* EERL_METER_* for the interval ending at this sample */
+    double acc;        /* cumulative joules at this sample */
+    double power_w;    /* power read at this sample; < 0 when none */
+    unsigned flags;    /* EERL_METER_* for the interval ending at this sample */
+    int events_read;   /* events holds what this sample read */
+    unsigned events;   /* EERL_THROTTLE_* bits at this sample */
+    unsigned limit_mw; /* the enforced power limit in force, as last read; 0 unknown */
 };
 
 struct eerl__meter_gpu {
     unsigned idx;         /* the device index (the model does not use it) */
+    int events_supported; /* -1 not known yet, 0 no, 1 yes: the clock event reasons */
+    int limit_supported;  /* -1 not known yet, 0 no, 1 yes: the enforced power limit */
+    unsigned limit_mw;    /* the last limit read, held across ticks that do not read it */
     int energy_supported; /* -1 not known yet, 0 no (power integration), 1 yes: set by the reader */
     int power_instant;    /* -1 not known yet, 0 no (averaged power), 1 yes: set by the reader */
     double held_w;        /* the last power read, W; < 0 before any */

@@ -328,6 +328,35 @@ static int read_power(eerl_meter *m, struct eerl__meter_gpu *g, unsigned *mw)
     return eerl_device_power_mw(m->dev, g->idx, mw);
 }
 
+/* One GPU's clock event reasons (every tick) and enforced power limit (energy ticks): what the
+ * GPU decided about its own speed. A backend or driver without them is asked once. Read only. */
+static void read_state(eerl_meter *m, struct eerl__meter_gpu *g, int energy,
+                       struct eerl__meter_read *rd)
+{
+    uint64_t mask;
+    int r;
+
+    if (g->events_supported != 0) {
+        r = eerl_device_throttle_reasons(m->dev, g->idx, &mask);
+        if (r == 0) {
+            g->events_supported = 1;
+            rd->events_read = 1;
+            rd->events = (unsigned)(mask & 0xffffffffu);
+        } else if (r == EERL_ENOTSUP) {
+            g->events_supported = 0;
+        }
+    }
+    if (energy && g->limit_supported != 0) {
+        r = eerl_device_power_limit_mw(m->dev, g->idx, &rd->limit_mw);
+        if (r == 0)
+            g->limit_supported = 1;
+        else
+            rd->limit_mw = 0;
+        if (r == EERL_ENOTSUP)
+            g->limit_supported = 0;
+    }
+}
+
 /* Folds one energy tick's CPU cost into the auto interval's estimate. */
 static void note_read_cost(eerl_meter *m, double cpu_s)
 {
@@ -413,6 +442,8 @@ static int tick_locked(eerl_meter *m, double now_s, int force)
         rd[i].power_r = read_power(m, g, &rd[i].mw);
         if (rd[i].energy_r == EERL_EGPULOST)
             rd[i].power_r = EERL_EGPULOST;
+        else
+            read_state(m, g, energy, &rd[i]);
     }
     if (energy) {
         note_read_cost(m, read_cpu);
@@ -733,10 +764,11 @@ int eerl_meter_flags_str(unsigned flags, char *buf, size_t len)
         unsigned bit;
         const char *name;
     } names[] = {
-        {EERL_METER_RESET, "reset"},     {EERL_METER_STUCK, "stuck"},
-        {EERL_METER_POWER, "power"},     {EERL_METER_LOST, "lost"},
-        {EERL_METER_PARTIAL, "partial"}, {EERL_METER_MISSED, "missed"},
-        {EERL_METER_SUSPECT, "suspect"},
+        {EERL_METER_RESET, "reset"},       {EERL_METER_STUCK, "stuck"},
+        {EERL_METER_POWER, "power"},       {EERL_METER_LOST, "lost"},
+        {EERL_METER_PARTIAL, "partial"},   {EERL_METER_MISSED, "missed"},
+        {EERL_METER_SUSPECT, "suspect"},   {EERL_METER_SLOWED, "slowed"},
+        {EERL_METER_LIMIT, "power_limit"},
     };
     size_t i, used = 0;
 

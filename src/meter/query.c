@@ -1,8 +1,15 @@
 /* The meter's queries over its ring (see query.h). */
 #include <string.h>
 
+#include "eerl/device.h"
 #include "eerl/error.h"
 #include "meter/query.h"
+
+/* Clock event reasons that mean the GPU slowed itself; the software power cap is not one of
+ * them (a compute-bound phase at the governor's clocks sits at it most of the time). */
+#define SLOWING                                                                                    \
+    (EERL_THROTTLE_HW_SLOWDOWN | EERL_THROTTLE_SW_THERMAL | EERL_THROTTLE_HW_THERMAL |             \
+     EERL_THROTTLE_HW_POWER_BRAKE)
 
 static const struct eerl__meter_sample *sgat(const struct eerl__counter *c, uint64_t seq, size_t gi)
 {
@@ -85,13 +92,41 @@ static double acc_at(const struct eerl__counter *c, size_t gi, const struct at *
     return sj->acc + (sn->acc - sj->acc) * a->dx / a->dt;
 }
 
+/* What sample s says of GPU gi's own decisions about its speed: SLOWED where it read a slowdown,
+ * LIMIT where its enforced power limit differs from the sample before. */
+static unsigned state_flags(const struct eerl__counter *c, uint64_t s, size_t gi)
+{
+    const struct eerl__meter_sample *x = sgat(c, s, gi), *p;
+    unsigned fl = 0;
+
+    if (x->events_read && (x->events & SLOWING))
+        fl |= EERL_METER_SLOWED;
+    if (s > oldest_seq(c)) {
+        p = sgat(c, s - 1, gi);
+        if (p->limit_mw && x->limit_mw && p->limit_mw != x->limit_mw)
+            fl |= EERL_METER_LIMIT;
+    }
+    return fl;
+}
+
+/* Counts a sample inside the span toward the share at the power cap: read (any GPU of the query
+ * read its reasons) and capped (any of them at its cap). */
+static void count_capped(const struct eerl__meter_sample *x, int *read, int *capped)
+{
+    if (!x->events_read)
+        return;
+    *read = 1;
+    if (x->events & EERL_THROTTLE_SW_POWER_CAP)
+        *capped = 1;
+}
+
 int eerl__query_energy(const struct eerl__counter *c, double t0, double t1, const size_t *pos,
                        size_t n, eerl_meter_reading *out, double *joules, double *peak_w,
                        unsigned *gflags)
 {
     uint64_t lo, s;
     struct at a0, a1;
-    size_t i;
+    size_t i, n_read = 0, n_capped = 0;
 
     if (c->count == 0)
         return EERL_ENODATA;
@@ -124,7 +159,7 @@ int eerl__query_energy(const struct eerl__counter *c, double t0, double t1, cons
     for (s = t0 <= tat(c, lo) ? lo : find_le(c, t0); s < c->count; s++) {
         const struct eerl__meter_sample *row = &c->sg[(size_t)(s % c->cap) * c->n];
         double ts = tat(c, s), sum = 0;
-        int any = 0, inside = ts >= t0 && ts <= t1;
+        int any = 0, inside = ts >= t0 && ts <= t1, read = 0, capped = 0;
         int overlaps = ts > t0 && (s == lo || tat(c, s - 1) < t1);
 
         if (inside)
@@ -135,6 +170,9 @@ int eerl__query_energy(const struct eerl__counter *c, double t0, double t1, cons
 
                 if (overlaps)
                     gflags[i] |= x->flags;
+                gflags[i] |= state_flags(c, s, pos ? pos[i] : i);
+                if (inside)
+                    count_capped(x, &read, &capped);
                 if (inside && x->power_w >= 0) {
                     if (x->power_w > peak_w[i])
                         peak_w[i] = x->power_w;
@@ -144,6 +182,8 @@ int eerl__query_energy(const struct eerl__counter *c, double t0, double t1, cons
             }
         if (any && sum > out->peak_total_w)
             out->peak_total_w = sum;
+        n_read += (size_t)read;
+        n_capped += (size_t)capped;
         if (ts >= t1)
             break; /* the first sample at or past t1 closes the last overlapping interval */
     }
@@ -156,5 +196,6 @@ int eerl__query_energy(const struct eerl__counter *c, double t0, double t1, cons
         out->total_joules += joules[i];
         out->flags |= gflags[i];
     }
+    out->capped_share = n_read ? (double)n_capped / (double)n_read : -1.0;
     return 0;
 }

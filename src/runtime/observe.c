@@ -87,10 +87,16 @@ int eerl__books_busy(const struct eerl__rt_books *b, unsigned pool)
 
 /* ---- the observation ------------------------------------------------------------------------ */
 
+/* Time at the software power cap over a phase's intervals: the seconds whose samples read the
+ * clock event reasons, and the capped share of them, weighted by interval length. */
+struct eerl__capped {
+    double capped_s, read_s;
+};
+
 /* Energy over a pool's (or the allocation's, gpus NULL) intervals. */
 static int energy_over(eerl_meter *meter, const struct eerl__rt_iv *iv, size_t n,
                        const unsigned *gpus, size_t n_gpus, double *ret_j, unsigned *flags,
-                       char *why, size_t why_len)
+                       struct eerl__capped *cap, char *why, size_t why_len)
 {
     eerl_meter_reading r;
     double j = 0;
@@ -107,6 +113,10 @@ static int energy_over(eerl_meter *meter, const struct eerl__rt_iv *iv, size_t n
                         eerl_strerror(e));
         j += r.total_joules;
         *flags |= r.flags;
+        if (r.capped_share >= 0) {
+            cap->capped_s += r.capped_share * (iv[i].t1 - iv[i].t0);
+            cap->read_s += iv[i].t1 - iv[i].t0;
+        }
     }
     *ret_j = j;
     return 0;
@@ -125,13 +135,14 @@ static double busy_time(const struct eerl__rt_iv *iv, size_t n)
 /* Each phase's time (the busiest pool's) and energy: the whole allocation's while the stage runs
  * when stages run in turn, each pool's own while it runs the phase when pools overlap. */
 static int phase_figures(const struct eerl__rt_books *b, const struct eerl__obs_source *src,
-                         eerl_obs *o, unsigned *flags, char *why, size_t why_len)
+                         eerl_obs *o, unsigned *flags, double *capped, char *why, size_t why_len)
 {
     int overlapped = eerl_mode_overlapped(src->mode), e;
     unsigned np = src->colocated ? 1 : 2, p, ph;
 
     for (ph = 0; ph < EERL_PHASE_COUNT; ph++) {
         double best = 0, j = 0, sum = 0;
+        struct eerl__capped cap = {0, 0};
         unsigned bp = 0;
 
         for (p = 0; p < np; p++) {
@@ -142,24 +153,27 @@ static int phase_figures(const struct eerl__rt_books *b, const struct eerl__obs_
             }
         }
         o->phase_time_s[ph] = best;
+        capped[ph] = -1;
         if (best <= 0)
             continue;
         if (!overlapped) {
-            e = energy_over(src->meter, b->iv[bp][ph], b->n_iv[bp][ph], NULL, 0, &j, flags, why,
-                            why_len);
+            e = energy_over(src->meter, b->iv[bp][ph], b->n_iv[bp][ph], NULL, 0, &j, flags, &cap,
+                            why, why_len);
             if (e < 0)
                 return e;
             o->phase_energy_j[ph] = j;
-            continue;
+        } else {
+            for (p = 0; p < np; p++) {
+                e = energy_over(src->meter, b->iv[p][ph], b->n_iv[p][ph], src->pool_gpus[p],
+                                src->n_pool[p], &j, flags, &cap, why, why_len);
+                if (e < 0)
+                    return e;
+                sum += j;
+            }
+            o->phase_energy_j[ph] = sum;
         }
-        for (p = 0; p < np; p++) {
-            e = energy_over(src->meter, b->iv[p][ph], b->n_iv[p][ph], src->pool_gpus[p],
-                            src->n_pool[p], &j, flags, why, why_len);
-            if (e < 0)
-                return e;
-            sum += j;
-        }
-        o->phase_energy_j[ph] = sum;
+        if (cap.read_s > 0)
+            capped[ph] = cap.capped_s / cap.read_s;
     }
     return 0;
 }
@@ -205,7 +219,7 @@ static int pool_figures(const struct eerl__rt_books *b, const struct eerl__obs_s
 
 int eerl__obs_build(const struct eerl__rt_books *b, const struct eerl__obs_source *src,
                     const eerl_rt_work *w, double t_end, eerl_obs *o, unsigned *flags,
-                    double busy[2], char *why, size_t why_len)
+                    double busy[2], double capped[EERL_PHASE_COUNT], char *why, size_t why_len)
 {
     eerl_meter_reading r;
     unsigned p, ph;
@@ -226,7 +240,7 @@ int eerl__obs_build(const struct eerl__rt_books *b, const struct eerl__obs_sourc
                     (unsigned long long)w->update, eerl_strerror(e));
     o->energy_j = r.total_joules;
     *flags |= r.flags;
-    e = phase_figures(b, src, o, flags, why, why_len);
+    e = phase_figures(b, src, o, flags, capped, why, why_len);
     if (e < 0)
         return e;
     for (p = 0; p < 2; p++) {

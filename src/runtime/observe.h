@@ -50,11 +50,13 @@ struct eerl__obs_source {
 };
 
 /* The observation of the update the books hold, ending at t_end with the work w (its setting
- * and carryover flag left to the caller); the meter flags OR-ed into *flags and each pool's busy
- * time into busy. 0, or the meter's error with why. */
+ * and carryover flag left to the caller); the meter flags OR-ed into *flags, each pool's busy
+ * time into busy and each phase's share of time at the software power cap into capped (-1 where
+ * the phase did not run or no sample read the clock event reasons). 0, or the meter's error
+ * with why. */
 int eerl__obs_build(const struct eerl__rt_books *b, const struct eerl__obs_source *src,
                     const eerl_rt_work *w, double t_end, eerl_obs *o, unsigned *flags,
-                    double busy[2], char *why, size_t why_len);
+                    double busy[2], double capped[EERL_PHASE_COUNT], char *why, size_t why_len);
 
 /* Across nodes: each node's energy over [t0, t1] into sum[0..n_nodes-1] and its GPUs' meter
  * flags OR-ed into flags[]; node_at[i] is the node of the meter's GPU i (n_all of them). 0, or

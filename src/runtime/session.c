@@ -67,8 +67,10 @@ struct eerl_rt {
     int prior; /* 1: the controller took a prior from earlier jobs */
     char prior_detail[512];
     char err[512];
-    int explained;     /* 1: the calibration's check ran (explain_once) */
-    char notice[1536]; /* what the last update end has to tell a person, or "" */
+    int explained;                    /* 1: the calibration's check ran (explain_once) */
+    double capped[EERL_PHASE_COUNT];  /* the last update's share of each phase at the power cap */
+    unsigned long long n_self_slowed; /* updates not shown to the controller (self_slowed) */
+    char notice[1536];                /* what the last update end has to tell a person, or "" */
     /* The eerld link the clocks go through (rt->agent, or the eerld device's), NULL without
      * one; see link_notice. */
     eerl_agent *link;
@@ -895,7 +897,8 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
                                    {rt->pool_gpus[0], rt->pool_gpus[1]},
                                    {rt->n_pool[0], rt->n_pool[1]}};
     char why[sizeof(rt->err)];
-    int e = eerl__obs_build(&rt->books, &src, w, t_end, o, flags, busy, why, sizeof(why));
+    int e =
+        eerl__obs_build(&rt->books, &src, w, t_end, o, flags, busy, rt->capped, why, sizeof(why));
 
     if (e < 0)
         return fail(rt, e, "%s", why);
@@ -911,10 +914,11 @@ static int build_obs(eerl_rt *rt, const eerl_rt_work *w, double t_end, eerl_obs 
  * they do not know. */
 static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req, size_t n_ev,
                         double t_end, const double busy[2], unsigned mflags,
-                        const struct eerl__est_upd *est)
+                        const struct eerl__est_upd *est, const char *excluded)
 {
     struct eerl__tracing_record rec = {
-        rt->books.t_update0, t_end, {busy[0], busy[1]}, rt->colocated, mflags, 0, NULL, NULL, est};
+        rt->books.t_update0, t_end,   {busy[0], busy[1]}, rt->colocated, mflags, 0, NULL, NULL, est,
+        rt->capped,          excluded};
     double *sum = NULL;
     unsigned *nfl = NULL;
     int e = 0;
@@ -1022,26 +1026,60 @@ const char *eerl_rt_notice(const eerl_rt *rt)
     return rt ? rt->notice : "";
 }
 
-/* The controller judges the update ending at t_end: observe, events, the trace's update line.
- * Returns the trace's write error, if any (the session carries on without the trace). */
-static int judge(eerl_rt *rt, const eerl_rt_work *work, double t_end, const double busy[2],
-                 unsigned mflags, eerl_rt_update_info *info)
+/* An update during which a GPU of the pools slowed itself (thermal or hardware slowdown, power
+ * brake) or its power limit changed is not shown to the controller: its time says nothing of the
+ * setting. 1, with why, when so. */
+static int self_slowed(eerl_rt *rt, unsigned mflags, char *why, size_t len)
 {
-    struct eerl__est_upd eu;
-    size_t n_ev;
-    int r, terr = 0;
+    char fl[64];
+
+    if (!(mflags & EERL_METER_SELF_SLOWED))
+        return 0;
+    eerl_meter_flags_str(mflags & EERL_METER_SELF_SLOWED, fl, sizeof(fl));
+    snprintf(why, len, "not judged: a GPU slowed itself or its power limit changed (%s)", fl);
+    rt->n_self_slowed++;
+    return 1;
+}
+
+/* The controller's answer to the update (info->next, accepted, events), unless self_slowed
+ * keeps it from the controller: then the setting stays and excl says why. */
+static void decide(eerl_rt *rt, eerl_rt_update_info *info, unsigned mflags, char *excl, size_t len)
+{
+    int r;
 
     eerl_ctl_setting(rt->ctl, &info->requested);
+    excl[0] = '\0';
+    if (self_slowed(rt, mflags, excl, len)) {
+        info->next = info->requested;
+        info->accepted = 0;
+        rt->n_ev = 0;
+        return;
+    }
     r = eerl_ctl_observe(rt->ctl, &info->obs, &info->next);
     info->accepted = r == 0;
     if (r < 0)
         eerl_ctl_setting(rt->ctl, &info->next);
-    n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
-    rt->n_ev = n_ev;
+    rt->n_ev = eerl_ctl_events(rt->ctl, rt->ev, EV_CAP);
+}
+
+/* The controller judges the update ending at t_end (decide), the estimate counts it, and the
+ * trace gets its update line. Returns the trace's write error, if any (the session carries on
+ * without the trace). */
+static int judge(eerl_rt *rt, const eerl_rt_work *work, double t_end, const double busy[2],
+                 unsigned mflags, eerl_rt_update_info *info)
+{
+    struct eerl__est_upd eu;
+    char excl[128];
+    size_t n_ev;
+    int terr = 0;
+
+    decide(rt, info, mflags, excl, sizeof(excl));
+    n_ev = rt->n_ev;
     info->n_events = n_ev;
     estimate_step(rt, &info->obs, info->accepted, n_ev, &eu);
     if (rt->trace.f) {
-        terr = trace_update(rt, &info->obs, &info->requested, n_ev, t_end, busy, mflags, &eu);
+        terr = trace_update(rt, &info->obs, &info->requested, n_ev, t_end, busy, mflags, &eu,
+                            excl[0] ? excl : NULL);
         if (terr == 0)
             terr = explain_once(rt, (unsigned long long)work->update, n_ev);
     }
@@ -1058,9 +1096,8 @@ static int gap_end(eerl_rt *rt, const eerl_rt_work *work, double t_end, eerl_rt_
     unsigned long long u = (unsigned long long)work->update;
     char *line = NULL;
     json_t *o;
-    int e = 0;
-
     struct eerl__est_upd eu;
+    int e = 0;
 
     eerl_ctl_setting(rt->ctl, &info->requested);
     info->next = info->requested;

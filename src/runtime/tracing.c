@@ -140,6 +140,24 @@ static void node_records(const struct eerl__tracing_record *rec, json_t *x)
     json_decref(nf);
 }
 
+/* What the GPUs decided about their own speed: each phase's share of time at the power cap, and
+ * why the controller was not shown the update, if it was not. */
+static void state_records(const struct eerl__tracing_record *rec, json_t *x)
+{
+    json_t *cs = json_object();
+    unsigned ph;
+
+    for (ph = 0; rec->phase_capped && ph < EERL_PHASE_COUNT; ph++)
+        if (rec->phase_capped[ph] >= 0)
+            json_object_set_new(cs, eerl__trace_phase_key(ph), json_real(rec->phase_capped[ph]));
+    if (json_object_size(cs))
+        json_object_set_new(x, "capped_share", cs);
+    else
+        json_decref(cs);
+    if (rec->excluded)
+        json_object_set_new(x, "excluded", json_string(rec->excluded));
+}
+
 int eerl__tracing_update(struct eerl__tracing *t, const eerl_obs *o, const eerl_setting *req,
                          const eerl_event *ev, size_t n_ev, const struct eerl__tracing_record *rec)
 {
@@ -164,6 +182,7 @@ int eerl__tracing_update(struct eerl__tracing *t, const eerl_obs *o, const eerl_
     json_object_set_new(x, "pool_busy_s", pb);
     eerl_meter_flags_str(rec->meter_flags, fl, sizeof(fl));
     json_object_set_new(x, "meter_flags", json_string(fl));
+    state_records(rec, x);
     json_object_set_new(j, "runtime", x);
     if (rec->n_nodes)
         node_records(rec, x);

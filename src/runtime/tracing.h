@@ -60,6 +60,8 @@ struct eerl__tracing_record {
     const double *node_energy_j;
     const unsigned *node_flags;
     const struct eerl__est_upd *est; /* the update's forward governor prediction (NULL: none) */
+    const double *phase_capped; /* EERL_PHASE_COUNT shares at the power cap, < 0: none (or NULL) */
+    const char *excluded;       /* why the controller did not see this update, or NULL */
 };
 
 /* The update line of o (requested setting req, the controller's events ev). */

@@ -64,6 +64,11 @@ static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob"
                                                          "refit", "other"};
 static const char *const pool_keys[EERL_POOLS_MAX] = {"generation", "training"};
 
+const char *eerl__trace_phase_key(unsigned phase)
+{
+    return phase < EERL_PHASE_COUNT ? phase_keys[phase] : "unknown";
+}
+
 /* ---- writing ------------------------------------------------------------------------------ */
 
 static json_t *num(double v)

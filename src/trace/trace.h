@@ -44,6 +44,9 @@ int eerl__trace_line_type(const char *line, char *type, size_t len);
  * "appended": true. */
 int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, int appended,
                             char **ret_line);
+/* A phase's key in trace lines ("generation", "logprob", ...); "unknown" out of range. */
+const char *eerl__trace_phase_key(unsigned phase);
+
 /* One update line: obs (as observed), the request it ran under, the events its observation
  * produced. requested may be NULL. malloc'd into *ret_line. */
 int eerl__trace_update_line(const eerl_obs *obs, const eerl_setting *requested,

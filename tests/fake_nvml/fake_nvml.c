@@ -107,6 +107,7 @@ struct gpu {
     bool locked;
     unsigned lock_min, lock_max;
     unsigned long long throttle;
+    unsigned power_limit_mw; /* 0: the driver does not say (NOT_SUPPORTED) */
     bool energy_supported, counter_stuck, reset_counter, lost;
     double energy_mj;   /* at state.t_ms */
     double boundary_mj; /* at the last multiple of update_ms not after state.t_ms */
@@ -379,6 +380,7 @@ static int parse_gpu(json_t *o, unsigned i, struct gpu *g, char *err, size_t len
                                         "locked_min_mhz",
                                         "locked_max_mhz",
                                         "throttle_reasons",
+                                        "power_limit_mw",
                                         "energy_supported",
                                         "counter_stuck",
                                         "reset_counter",
@@ -430,6 +432,9 @@ static int parse_gpu(json_t *o, unsigned i, struct gpu *g, char *err, size_t len
     if (get_uint(o, "throttle_reasons", false, 0, 9007199254740991.0, w, &d, err, len))
         return -1;
     g->throttle = (unsigned long long)d;
+    if (get_uint(o, "power_limit_mw", false, 0, 4e9, w, &d, err, len))
+        return -1;
+    g->power_limit_mw = (unsigned)d;
     /* Optional: where the counter stands when the state is first read (a real driver's counter
      * has been running since it loaded); later reads ignore it. */
     if (get_uint(o, "energy_start_mj", false, 0, 9007199254740991.0, w, &d, err, len))
@@ -921,6 +926,7 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev
                                                                 unsigned long long *reasons);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
                                                                    unsigned long long *reasons);
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
 FAKE_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device,
                                                       unsigned int minGpuClockMHz,
                                                       unsigned int maxGpuClockMHz);
@@ -1336,6 +1342,21 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
                                                        unsigned long long *reasons)
 {
     return get_reasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, reasons);
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    struct gpu *g;
+    nvmlReturn_t r = enter("nvmlDeviceGetEnforcedPowerLimit", device, &g);
+
+    if (r)
+        return r;
+    if (!limit)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->power_limit_mw == 0)
+        return leave(NVML_ERROR_NOT_SUPPORTED);
+    *limit = g->power_limit_mw;
+    return leave(NVML_SUCCESS);
 }
 
 /* Strict on purpose: a range outside the supported clocks, or upside down, is a bug in the caller

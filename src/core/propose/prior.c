@@ -26,15 +26,19 @@
 #include "core/record.h"
 #include "core/refs.h"
 
-#define PRIOR_SIGMAS 3.0     /* standard errors the two governor figures may differ by */
-#define PRIOR_CAL_SYNC 6     /* governor updates a matching prior's calibration takes */
-#define PRIOR_CAL_INFLIGHT 8 /* ... in flight */
-#define PRIOR_RAISES 2       /* failed tests that raise the setting a step and try again */
-#define PRIOR_CLEAR_SD 2.0   /* standard errors past the budget that move the prior's setting */
-#define PRIOR_EVIDENCE_N 36  /* updates of evidence weighed (older ones fade in proportion) */
-#define PRIOR_TEST_MIN 6     /* updates of evidence before a test's failure on time decides */
-#define PRIOR_NOISE_MAX 0.02 /* per-update scatter of the loss beyond which the work is moving */
-#define PRIOR_SAME_WORK 0.02 /* governor time per token this near the entries': the same work */
+#define PRIOR_SIGMAS 3.0      /* standard errors the two governor figures may differ by */
+#define PRIOR_CAL_SYNC 6      /* governor updates a matching prior's calibration takes */
+#define PRIOR_CAL_INFLIGHT 8  /* ... in flight */
+#define PRIOR_RAISES 2        /* failed tests that raise the setting a step and try again */
+#define PRIOR_CLEAR_SD 2.0    /* standard errors past the budget that move the prior's setting */
+#define PRIOR_EVIDENCE_N 36   /* updates of evidence weighed (older ones fade in proportion) */
+#define PRIOR_TEST_MIN 6      /* updates of evidence before a test's failure on time decides */
+#define PRIOR_NOISE_MAX 0.02  /* per-update scatter of the loss beyond which the work is moving */
+#define PRIOR_SAME_WORK 0.02  /* governor time per token this near the entries': the same work */
+#define PRIOR_TEST_N 3        /* updates a test takes at least (judge/eerl.c's EE_N_MIN) */
+#define PRIOR_TEST_SHARE 1.0  /* share of the run's budget the worst case of a test may take */
+#define PRIOR_RAISE_OVER 0.01 /* loss past the budget a raise of half a grid step may mend */
+#define PRIOR_TEST_MAX 12     /* updates of evidence a test may take to pass (EE_N_MAX) */
 
 /* The job's own governor references: mean and variance of their time per valid token. */
 static unsigned own_tpt(const struct eerl__ctx *cx, double *mean, double *var)
@@ -51,6 +55,56 @@ static unsigned own_tpt(const struct eerl__ctx *cx, double *mean, double *var)
     *mean = n ? s / (double)n : 0;
     *var = n > 1 ? fmax(0.0, (s2 - (double)n * *mean * *mean) / (double)(n - 1)) : 0;
     return (unsigned)n;
+}
+
+/* The loss per update s could cost at worst, by the job's own calibration: each governor
+ * reference's phases slowed in proportion to their clock's fall (a phase's time grows at most as
+ * its clock falls: all of it clock-bound), the slowdowns added (an update's critical path holds
+ * at most every phase), over the reference's time. Generation runs on the generation clock,
+ * log-probabilities and training on the training clock, the weight transfer on the slower of
+ * the two; with more groups every phase takes the slowest. */
+static double worst_loss(const struct eerl__ctx *cx, const eerl_setting *s)
+{
+    double r[EERL_GROUPS_MAX], rmax = 1, sum = 0, d;
+    unsigned g, n = cx->cfg->n_groups;
+    size_t i;
+
+    for (g = 0; g < n; g++) {
+        r[g] = (double)cx->grid->peak / eerl__grid_eff(cx->grid, s->mhz[g]);
+        rmax = fmax(rmax, r[g]);
+    }
+    for (i = 0; i < cx->refs->n; i++) {
+        const eerl_obs *o = eerl__refs_at(cx->refs, i);
+        const double *t = o->phase_time_s;
+        double rg = n == 2 ? r[EERL_GROUP_GEN] : rmax, rt = n == 2 ? r[EERL_GROUP_TRAIN] : rmax;
+
+        d = t[EERL_PHASE_GEN] * (rg - 1) +
+            (t[EERL_PHASE_LOGPROB] + t[EERL_PHASE_TRAIN]) * (rt - 1) +
+            t[EERL_PHASE_REFIT] * (rmax - 1);
+        sum += d / o->time_s;
+    }
+    return cx->refs->n ? sum / (double)cx->refs->n : INFINITY;
+}
+
+/* 1 when a test of s may run: its shortest test (PRIOR_TEST_N updates) at s's worst loss
+ * (worst_loss) takes at most PRIOR_TEST_SHARE of what the run's budget lets the remaining
+ * updates lose, as a search trial's step is bounded by what the job has measured. Else 0 with
+ * the refusal's event. */
+static int test_bounded(const struct eerl__ctx *cx, const struct eerl__outcome *from,
+                        const eerl_setting *s)
+{
+    double w = worst_loss(cx, s), room = fmax(0.0, from->budget * from->remaining);
+    char b[48];
+
+    if (PRIOR_TEST_N * w <= PRIOR_TEST_SHARE * room)
+        return 1;
+    eerl__rec_emit(cx->rec, EERL_EV_HOLD, s,
+                   "prior refused: %s could lose up to %.1f%% per update (the calibration's "
+                   "phases, clock-bound), its test of %d updates up to %.2f updates' time, more "
+                   "than %.0f%% of what the run's budget allows (%.2f): fresh search",
+                   eerl__setting_str(s, b, sizeof(b)), 100 * w, PRIOR_TEST_N, PRIOR_TEST_N * w,
+                   100 * PRIOR_TEST_SHARE, room);
+    return 0;
 }
 
 /* ret: a move of this kind to s, for every group, judged against the governor's energy. */
@@ -152,6 +206,10 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
     }
     if (st->phase == EERL__PRIOR_WAIT && !matches(cx, st, &from->s)) {
         hand_over(cx, st, from, 0, ret);
+        return;
+    }
+    if (!test_bounded(cx, from, &st->s)) {
+        hand_over(cx, st, from, cx->refs->n < cx->cfg->fast_calibration_updates, ret);
         return;
     }
     (void)own_tpt(cx, &m, &v);
@@ -268,6 +326,14 @@ static int raise_late(const struct eerl__ctx *cx, const eerl_setting *s, int lat
     return !eerl_setting_equal(up, s) && !eerl_setting_is_governor(up);
 }
 
+/* How far past the budget a failed test may read and still be raised rather than refused: with
+ * per-update figures PRIOR_RAISE_OVER, what half a grid step buys back; without them (the
+ * in-flight judge's verdicts) cfg.big_loss. */
+static double raise_room(const struct eerl__ctx *cx, const struct eerl__outcome *o)
+{
+    return o->n_updates ? PRIOR_RAISE_OVER : cx->cfg->big_loss;
+}
+
 /* The prior's setting failed its test by less than cfg.big_loss over its budget, at less energy
  * than the governor: the late group (generation when not known) half a grid step higher, tested
  * again, at most PRIOR_RAISES times (in flight the earlier jobs' locks are where their runs ended,
@@ -279,7 +345,7 @@ static int raise_setting(const struct eerl__ctx *cx, struct eerl__prior_st *st,
     eerl_setting up;
     char b[48], c[48];
 
-    if (st->raises >= PRIOR_RAISES || o->loss > o->budget + cx->cfg->big_loss || o->energy >= 1 ||
+    if (st->raises >= PRIOR_RAISES || o->loss > o->budget + raise_room(cx, o) || o->energy >= 1 ||
         !raise_late(cx, &st->s, o->late_group, cx->cfg->grid_mhz / 2, &up))
         return 0;
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, &up,
@@ -380,7 +446,8 @@ static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
 
     if (!pass && same_work(st) && o->n_updates > 0 && o->too_slow && o->energy < 1 &&
         o->loss <= o->budget + cx->cfg->big_loss) {
-        if (st->ev.n < PRIOR_TEST_MIN) {
+        pass = st->ev.n >= PRIOR_TEST_MIN && st->ev.sum / st->ev.n <= o->budget;
+        if (!pass && st->ev.n < PRIOR_TEST_MAX && !clearly_over(cx, st, o)) {
             eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
                            "prior: %s read loss %.2f%% over %u updates (budget %.2f%%): tested on",
                            eerl__setting_str(&o->s, b, sizeof(b)), 100 * o->loss, o->n_updates,
@@ -388,7 +455,6 @@ static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
             move_to(ret, EERL__MOVE_TRY, &o->s);
             return;
         }
-        pass = !clearly_over(cx, st, o);
     }
     if (!pass && raise_setting(cx, st, o, ret))
         return;
@@ -414,9 +480,9 @@ static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
                  o->energy);
     else
         snprintf(ret->why, sizeof(ret->why),
-                 "prior's setting verified: loss %.2f%% (within %.0f standard errors), energy "
-                 "ratio %.3f",
-                 100 * o->loss, PRIOR_CLEAR_SD, o->energy);
+                 "prior's setting verified: loss %.2f%% over %.0f updates (budget %.2f%%), "
+                 "energy ratio %.3f",
+                 100 * st->ev.sum / st->ev.n, st->ev.n, 100 * o->budget, o->energy);
 }
 
 static void prior_next(const struct eerl__ctx *cx, void *ps, const struct eerl__outcome *o,

@@ -257,16 +257,12 @@ static void evidence_add(struct eerl__prior_st *st, const struct eerl__outcome *
     st->ev.vs += n * fmax(o->loss_var, 1e-4);
 }
 
-/* 1 when the evidence on the prior's setting puts its loss PRIOR_CLEAR_SD standard errors past
- * the budget (its updates' noise and the governor reference's, which the short calibration
- * leaves at about 0.4%), or when the verdict carries no figures to pool (the in-flight judge's):
- * only then does a failure move the setting. A single verdict fails at one standard error of
- * its own updates, and on the twin the prior's setting stood near the budget, so its tests and
- * the windows after its lock failed by chance: 12 of 32 colocated seeds raised it at its test,
- * most more than once after the lock, and ended 0.3-0.5 points inside the allowance; holding it
- * instead kept 32 of 32 within in each synchronous mode. */
-static int clearly_over(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
-                        const struct eerl__outcome *o)
+/* 1 when the evidence on the prior's setting puts its loss sds standard errors past the budget
+ * (its updates' noise and the governor reference's, which the short calibration leaves at about
+ * 0.4%), or when the verdict carries no figures to pool (the in-flight judge's), or they scatter
+ * as moving work does. */
+static int over_by(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
+                   const struct eerl__outcome *o, double sds)
 {
     double m, v, se;
 
@@ -277,7 +273,32 @@ static int clearly_over(const struct eerl__ctx *cx, const struct eerl__prior_st 
     if (v > PRIOR_NOISE_MAX * PRIOR_NOISE_MAX)
         return 1;
     se = sqrt(v / st->ev.n + v / fmax(1.0, (double)cx->refs->n));
-    return m - PRIOR_CLEAR_SD * se > o->budget;
+    return m - sds * se > o->budget;
+}
+
+/* 1 when the evidence bears out a failure: PRIOR_CLEAR_SD standard errors past the budget. Only
+ * then does a failure move the setting. A single verdict fails at one standard error of its own
+ * updates, and on the twin the prior's setting stood near the budget, so its tests and the
+ * windows after its lock failed by chance: 12 of 32 colocated seeds raised it at its test, most
+ * more than once after the lock, and ended 0.3-0.5 points inside the allowance; holding it
+ * instead kept 32 of 32 within in each synchronous mode. */
+static int clearly_over(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
+                        const struct eerl__outcome *o)
+{
+    return over_by(cx, st, o, PRIOR_CLEAR_SD);
+}
+
+/* 1 when the test has passed on its pooled evidence: at least PRIOR_TEST_MIN updates whose mean
+ * loss is within the budget, or, once PRIOR_TEST_MAX updates are in, not one standard error past
+ * it (the judge's own verdict on a full window of a search trial). */
+static int test_passed(const struct eerl__ctx *cx, const struct eerl__prior_st *st,
+                       const struct eerl__outcome *o)
+{
+    if (st->ev.n < PRIOR_TEST_MIN || !eerl_setting_equal(&st->ev.s, &o->s))
+        return 0;
+    if (st->ev.sum / st->ev.n <= o->budget)
+        return 1;
+    return st->ev.n >= PRIOR_TEST_MAX && !over_by(cx, st, o, 1.0);
 }
 
 /* A failure the evidence does not bear out: the setting stays, and the trace says why. */
@@ -446,7 +467,7 @@ static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
 
     if (!pass && same_work(st) && o->n_updates > 0 && o->too_slow && o->energy < 1 &&
         o->loss <= o->budget + cx->cfg->big_loss) {
-        pass = st->ev.n >= PRIOR_TEST_MIN && st->ev.sum / st->ev.n <= o->budget;
+        pass = test_passed(cx, st, o);
         if (!pass && st->ev.n < PRIOR_TEST_MAX && !clearly_over(cx, st, o)) {
             eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
                            "prior: %s read loss %.2f%% over %u updates (budget %.2f%%): tested on",

@@ -87,6 +87,53 @@ grep -q "^prior's setting [0-9/]* kept: loss .* is within 2 standard errors$" \
 grep -q "prior's setting behind the account: raised to" "$tmp/tr13.ev" "$tmp/tr15.ev" ||
     fail "no seed raised its verified lock after a failure of the account"
 
+# An edited prior (issue 53): the lock of saved states rewritten and their checksum computed
+# again (an unkeyed FNV-1a: anyone can), the governor references left right, so that only the
+# prior's test can catch it. A setting whose shortest test could cost more than the run's budget
+# is refused untested (345/345: every seed lost 5% over the whole run before); one that fails its
+# test is never locked on it (1650/1200: locked within 2 standard errors of the budget before,
+# and 2 of 4 seeds ended past the allowance). Disaggregated 8/32 M at 93 updates, the default
+# job; priors of seeds 101-102, the jobs seeds 1-4.
+edit_prior() { # src dir, dst dir, gen MHz, train MHz: save.c's struct save_head, format 3
+    python3 - "$@" <<'PY' || fail "editing the prior $2"
+import os, struct, sys
+src, dst, gen, train = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+os.makedirs(dst)
+for name in os.listdir(src):
+    b = bytearray(open(os.path.join(src, name), "rb").read())
+    assert b[:8] == b"EERLCTL3"
+    struct.pack_into("<I", b, 112, 1)              # locked
+    struct.pack_into("<II", b, 120, gen, train)    # locked_setting.mhz[0..1]
+    h = 1469598103934665603
+    for x in b[:-8]:
+        h = ((h ^ x) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    struct.pack_into("<Q", b, len(b) - 8, h)
+    open(os.path.join(dst, name), "wb").write(b)
+PY
+}
+for lock in 345/345 1650/1200; do
+    name=edited-${lock%/*}
+    edit_prior "$tmp/prior" "$tmp/$name" "${lock%/*}" "${lock#*/}"
+    run "$name" --mode disaggregated --alloc 8/32 --size M --updates 93 --seeds 4 \
+        --prior "$tmp/$name" --trace "$tmp/t$name" || fail "$name: exit $?"
+    grep -q "2 of 2 saved states match this job; the median of their locks $lock" \
+        "$tmp/$name.err" || fail "$name: the edited lock should be taken: $(cat "$tmp/$name.err")"
+    jq -e '[.seeds[].dq_pct] | all(. >= -2)' "$tmp/$name.json" >/dev/null ||
+        fail "$name: a seed past the allowance: $(jq -c '[.seeds[].dq_pct]' "$tmp/$name.json")"
+    for k in 1 2 3 4; do
+        events "$tmp/t$name/seed$k-controller.jsonl" >"$tmp/$name$k.ev"
+        grep -q "^lock $lock.*prior's setting verified: .*within 2 standard errors" \
+            "$tmp/$name$k.ev" && fail "$name: seed $k locked $lock on a failed test"
+    done
+done
+for k in 1 2 3 4; do
+    grep -q "^prior refused: 345/345 idle 345 could lose .*: fresh search" \
+        "$tmp/edited-345$k.ev" || fail "345/345: seed $k should refuse it untested"
+    jq -e 'select(.type == "update") | select(.setting.requested.gen_mhz == 345)' \
+        "$tmp/tedited-345/seed$k-controller.jsonl" >/dev/null &&
+        fail "345/345: seed $k ran the edited setting"
+done
+
 # A prior refused after its test, while the calibration is still the short one its gate allowed
 # (in flight: 8 governor updates, not 16): the calibration goes on to its full length before the
 # fresh search, every update of it at the governor. In-flight 16/32 S at the paper's length,

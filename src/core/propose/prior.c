@@ -6,10 +6,14 @@
  * any candidate (its loss against this job's governor predictor, its energy against the
  * governor's). The judge's verdicts fail at one standard error of a few updates; the prior
  * weighs a failure on time against its evidence on the setting, every verdict on it pooled
- * (clearly_over: two standard errors past the budget): a test that fails on fewer than
- * PRIOR_TEST_MIN updates tests on, one the evidence does not bear out locks the setting (when the
- * job runs the earlier jobs' work, same_work), one it bears out raises it half a grid step and
- * tests again (at most PRIOR_RAISES times). The lock is then watched as a resumed one is: credit
+ * (clearly_over: two standard errors past the budget). The setting is tested only when its
+ * shortest test, at the worst loss the job's own calibration allows, fits the run's budget
+ * (test_bounded: a saved lock may have been edited, its checksum computed again). A test that
+ * fails is never locked: one the evidence does not bear out tests on (when the job runs the
+ * earlier jobs' work, same_work) until it passes on its pooled evidence (test_passed) or
+ * PRIOR_TEST_MAX updates are in; one it bears out, or still failing then, by at most what half
+ * a grid step mends raises it half a grid step and tests again (at most PRIOR_RAISES times),
+ * any other is refused. The lock is then watched as a resumed one is: credit
  * may lower it a grid step at a time; a failure the evidence does not bear out keeps it, one it
  * does goes back to the verified setting, or from there raises one clock a step, and a loss
  * past the allowance by cfg.big_loss hands the decision to the strategy's own proposer. A

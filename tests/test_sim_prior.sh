@@ -127,7 +127,7 @@ for lock in 345/345 1650/1200; do
     done
 done
 for k in 1 2 3 4; do
-    grep -q "^prior refused: 345/345 idle 345 could lose .*: fresh search" \
+    grep -q "^prior refused: 345/345 idle 345 clock-bound loses up to .*: fresh search" \
         "$tmp/edited-345$k.ev" || fail "345/345: seed $k should refuse it untested"
     jq -e 'select(.type == "update") | select(.setting.requested.gen_mhz == 345)' \
         "$tmp/tedited-345/seed$k-controller.jsonl" >/dev/null &&

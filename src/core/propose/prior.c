@@ -97,7 +97,7 @@ static double worst_loss(const struct eerl__ctx *cx, const eerl_setting *s)
  * 1.06 (in flight) at worst against a room of 1.5, 1.7, 2.6 and 5.1; a lock edited to 345/345
  * 4.7 to 7.8. */
 static int test_bounded(const struct eerl__ctx *cx, const struct eerl__outcome *from,
-                        const eerl_setting *s)
+                        const eerl_setting *s, int recal)
 {
     double w = worst_loss(cx, s), room = fmax(0.0, from->budget * from->remaining);
     char b[48];
@@ -105,10 +105,10 @@ static int test_bounded(const struct eerl__ctx *cx, const struct eerl__outcome *
     if (PRIOR_TEST_N * w <= room)
         return 1;
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, s,
-                   "prior refused: %s could lose %.0f%% per update (clock-bound), a %d-update test "
-                   "%.2f updates' time, over the run's budget %.2f: fresh search",
+                   "prior refused: %s clock-bound loses up to %.0f%%/update, a %d-update test "
+                   "%.2f updates' time > budget %.2f: fresh search%s",
                    eerl__setting_str(s, b, sizeof(b)), 100 * w, PRIOR_TEST_N, PRIOR_TEST_N * w,
-                   room);
+                   room, recal ? ", calibrating on first" : "");
     return 0;
 }
 
@@ -201,6 +201,7 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
 {
     struct eerl__prior_st *st = ps;
     double m, v;
+    int recal;
     char b[48];
 
     if (from->locked || (st->phase != EERL__PRIOR_WAIT && st->phase != EERL__PRIOR_MATCHED)) {
@@ -213,8 +214,9 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
         hand_over(cx, st, from, 0, ret);
         return;
     }
-    if (!test_bounded(cx, from, &st->s)) {
-        hand_over(cx, st, from, cx->refs->n < cx->cfg->fast_calibration_updates, ret);
+    recal = cx->refs->n < cx->cfg->fast_calibration_updates;
+    if (!test_bounded(cx, from, &st->s, recal)) {
+        hand_over(cx, st, from, recal, ret);
         return;
     }
     (void)own_tpt(cx, &m, &v);

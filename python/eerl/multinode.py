@@ -421,8 +421,12 @@ class _Adapter:
                         n, idx = home, int(g)
                     pool.setdefault(n, set()).add(idx)
                     self.gpu_uuids.setdefault(n, {})[idx] = devs[n]["gpus"][idx]["uuid"]
-            if not pool:
-                raise ValueError("%s: the workers given hold no GPU" % role)
+            if not pool:  # never every GPU of the nodes in their place: other jobs' maybe
+                why = next((r.get("why") for r in recs if r.get("why")), None)
+                raise ValueError("%s: the workers given hold no GPU%s: eerl controls only GPUs "
+                                 "the job uses, so it takes none of the nodes'. Give each "
+                                 "worker its GPUs (a CUDA device, or CUDA_VISIBLE_DEVICES="
+                                 "GPU-...)" % (role, " (%s)" % why if why else ""))
             pools[role] = {n: sorted(v) for n, v in sorted(pool.items())}
         return pools
 

@@ -166,3 +166,46 @@ def test_an_answer_over_the_cap_is_refused(serve, monkeypatch):
     s = serve(http(info(padding="x" * 5000)))
     with pytest.raises(OSError, match="its answer is over 1000 bytes"):
         P.vllm_server(s.url)
+
+
+# ---- a job that uses no GPU -----------------------------------------------------------------
+
+
+def test_job_record_says_whether_cuda_visible_devices_is_unset_or_empty(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    r = P.job_record("cpu", 0)
+    assert r["gpus"] == [] and 'CUDA_VISIBLE_DEVICES="" hides every GPU' in r["why"], r
+    assert "not set" not in r["why"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    r = P.job_record("cpu", 0)
+    assert r["gpus"] == [] and "CUDA_VISIBLE_DEVICES is not set" in r["why"], r
+
+
+def test_twin_gpus_are_told_from_real_ones():
+    assert P.is_twin([{"gpu": 0, "uuid": "TWIN-h100-idle-0000", "name": "twin h100 (idle)"}])
+    assert not P.is_twin(NODE) and not P.is_twin([])
+    assert not P.is_twin(NODE + [{"gpu": 4, "uuid": "TWIN-h100-idle-0000", "name": "t"}])
+
+
+def test_verl_workers_without_a_gpu_are_refused_not_given_the_nodes():
+    from eerl.integrations.verl import _job
+    recs = [{"node_id": "n", "host": "h", "pid": 1, "rank": 0, "gpus": []}]
+    with pytest.raises(ValueError, match="verl's training workers use no GPU .* eerl controls "
+                                         "only GPUs the job uses, so it takes none"):
+        _job.local_pools("colocated", recs, recs, {"eerld": "/nonexistent/eerld.sock"})
+
+
+def test_multinode_workers_without_a_gpu_are_refused_saying_why():
+    from eerl import multinode
+
+    class OneNode(multinode._Adapter):
+        nodes = [0]
+
+        def call(self, cmd, per_node):  # "devices": what the node's eerld serves
+            return {0: {"host": "h", "gpus": NODE}}
+
+    rec = dict(RECS[0], gpus=[], why='CUDA_VISIBLE_DEVICES="" hides every GPU')
+    with pytest.raises(ValueError, match='training: the workers given hold no GPU '
+                                         r'\(CUDA_VISIBLE_DEVICES="" hides every GPU\): eerl '
+                                         "controls only GPUs the job uses"):
+        OneNode().locate({"training": [rec]})

@@ -8,6 +8,7 @@ the integrations (eerl.integrations.trl.EerlCallback) use to find their pools by
                                    object itself in a single process
   node_gpus(eerld)                 this node's GPUs (NVML index, UUID, name) as eerl will see
                                    them: eerld's when the session goes through it, else NVML's
+  is_twin(node)                    whether they are eerld --devices twin's simulated GPUs
   vllm_server(url)                 what a vLLM server says of itself (/server_info, which
                                    VLLM_SERVER_DEV_MODE=1 serves): its device, how many GPUs
                                    it runs on, its CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
@@ -69,7 +70,8 @@ def job_record(device, local_index):
     device: the torch.device the framework trains on (accelerate's accelerator.device). A CUDA
     device is named by its UUID, which CUDA itself gives whatever CUDA_DEVICE_ORDER is. A
     process on the CPU of a machine with CUDA uses no GPU. On a machine without CUDA, the entry
-    of CUDA_VISIBLE_DEVICES at local_index, where that variable is set (a stand-in node)."""
+    of CUDA_VISIBLE_DEVICES at local_index, where that variable names GPUs (a stand-in node);
+    else no GPU, "why" saying whether CUDA_VISIBLE_DEVICES is unset or set empty."""
     rec = {"node_id": None, "host": socket.gethostname(), "pid": os.getpid(), "rank": None,
            "local": int(local_index), "gpus": [], "why": ""}
     try:
@@ -89,9 +91,12 @@ def job_record(device, local_index):
     if cuda:
         rec["why"] = "it trains on %s, not on a GPU" % kind
         return rec
-    env = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    env = [x.strip() for x in (raw or "").split(",") if x.strip()]
     if not env:
-        rec["why"] = "no CUDA device, and CUDA_VISIBLE_DEVICES is not set"
+        rec["why"] = "%s, and %s" % (_no_cuda(torch), "CUDA_VISIBLE_DEVICES is not set"
+                                     if raw is None else "CUDA_VISIBLE_DEVICES=%s hides every "
+                                     "GPU" % json.dumps(raw))
         return rec
     if not 0 <= local_index < len(env):
         raise ValueError("eerl: process %s (local index %d) has no CUDA device and "
@@ -101,6 +106,21 @@ def job_record(device, local_index):
     rec["gpus"] = [g if is_uuid(g) else int(g)]
     rec["why"] = "CUDA_VISIBLE_DEVICES entry %d (no CUDA here)" % local_index
     return rec
+
+
+def _no_cuda(torch):
+    """Why this process has no CUDA device, in words."""
+    if torch is None:
+        return "no CUDA device (torch is not installed)"
+    if getattr(torch.version, "cuda", None) is None:
+        return "no CUDA device (torch %s is a build without CUDA)" % torch.__version__
+    return "no CUDA device (torch finds none)"
+
+
+def is_twin(node):
+    """Whether every GPU of node (node_gpus()) is simulated: eerld --devices twin, whose GPUs'
+    UUIDs start with TWIN-. Any other GPU, a stand-in NVML's included, is taken as real."""
+    return bool(node) and all(str(d["uuid"]).upper().startswith("TWIN-") for d in node)
 
 
 def _dist():

@@ -114,6 +114,7 @@ class _Callback:
         self.trainer = None
         self.session = self.hook = self.mode = self.pools = self.pools_from = None
         self._live = False
+        self._observe_forced = False  # the job uses no GPU and eerl reaches real ones
         self._adapter = self._server_thread = None
 
     # ---- transformers' events ---------------------------------------------------------------
@@ -207,10 +208,13 @@ class _Callback:
         self.mode = mode_of(trainer)
         eerld = self._kw.get("eerld")
         node, where = P.node_gpus(eerld)
+        self._observe_forced = False
         self.pools, self.pools_from = self._find_pools(trainer, recs, node, where)
         info = {"framework": str(fw), "pools_from": self.pools_from}
         info.update(self._kw.get("run_info") or {})
         kw = dict(self._kw, run_info=info)
+        if self._observe_forced:
+            kw["observe_only"] = True
         self.session = eerl.Session(mode=self.mode, pools=self.pools, **kw)
         try:
             self.hook = _hook(self.session, trainer, self._phases, self._strict,
@@ -307,12 +311,25 @@ class _Callback:
         if not pools["training"]:
             raise ValueError("eerl: no GPU of %s is left for training beside the vLLM server's "
                              "%s" % (where, server))
-        how = ("no process of the job uses a CUDA device (%s): eerl takes the GPUs of %s%s"
-               % (recs[0]["why"], where, "" if self.mode == "colocated" else (
-                   ", the vLLM server's as generation" if server is not None else
-                   ", the last %d as generation (%s)" % (len(pools["generation"]), why))))
-        warnings.warn("eerl: %s: generation %s, training %s" % (
-            how, pools["generation"], pools["training"]), UserWarning, stacklevel=2)
+        split = "" if self.mode == "colocated" else (
+            ", the vLLM server's as generation" if server is not None else
+            ", the last %d as generation (%s)" % (len(pools["generation"]), why))
+        if P.is_twin(node):
+            how = ("no process of the job uses a CUDA device (%s): eerl takes the GPUs of %s%s"
+                   % (recs[0]["why"], where, split))
+            warnings.warn("eerl: %s: generation %s, training %s" % (
+                how, pools["generation"], pools["training"]), UserWarning, stacklevel=2)
+            return pools, how
+        # Real GPUs the job does not use (other users' jobs may): observed, never controlled.
+        self._observe_forced = True
+        how = ("no process of the job uses a CUDA device (%s), and the GPUs of %s are real "
+               "GPUs, not eerld --devices twin's: eerl only observes them (observe-only: no "
+               "lease, no clock changed)%s" % (recs[0]["why"], where, split))
+        warnings.warn("eerl: %s: generation %s, training %s. To control clocks, name the GPUs "
+                      "the job uses: EerlCallback(pools={'generation': [...], 'training': "
+                      "[...]}) (NVML indices or UUIDs)" % (
+                          how, pools["generation"], pools["training"]),
+                      UserWarning, stacklevel=2)
         return pools, how
 
     def _given_pools(self, job, server, node, where):

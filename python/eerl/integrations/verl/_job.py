@@ -170,6 +170,12 @@ def local_pools(mode, gen_recs, train_recs, opts):
     (colocated: one given is both). ValueError naming a GPU eerl cannot reach here, or one of
     +eerl.pools the job does not use."""
     from .. import _placement as P
+    for what, recs in (("training", train_recs), ("rollout", gen_recs)):
+        if not _ids(recs):  # never the node's other GPUs in their place: other jobs' maybe
+            raise ValueError("eerl: verl's %s workers use no GPU (Ray gave them none, and "
+                             "CUDA_VISIBLE_DEVICES names none): eerl controls only GPUs the "
+                             "job uses, so it takes none of the node's. Give the workers GPUs "
+                             "(trainer.n_gpus_per_node), or run without eerl" % what)
     node, where = P.node_gpus(opts.get("eerld"))
     train = P.find(_ids(train_recs), node, where, "verl's training workers")
     pools = {"training": train, "generation": train if gen_recs is train_recs else

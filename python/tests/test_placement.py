@@ -209,3 +209,41 @@ def test_multinode_workers_without_a_gpu_are_refused_saying_why():
                                          r'\(CUDA_VISIBLE_DEVICES="" hides every GPU\): eerl '
                                          "controls only GPUs the job uses"):
         OneNode().locate({"training": [rec]})
+
+
+# ---- the callback's keywords, whatever the number of nodes -----------------------------------
+
+
+def test_callback_refuses_single_node_keywords_at_construction_on_many_nodes(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    for kw, why in (({"eerld": "/run/eerl/other.sock"}, "each node's eerld at its default"),
+                    ({"eerld": False}, "each node's eerld"),
+                    ({"meter_interval_ms": 100}, "reads every GPU at the phase boundaries")):
+        with pytest.raises(TypeError) as e:
+            cb_mod._Callback(**kw)
+        text = str(e.value)
+        assert text.startswith("eerl: %s=: the job (WORLD_SIZE 4, LOCAL_WORLD_SIZE 2) spans "
+                               "several nodes" % list(kw)[0]) and why in text, text
+    # What works across nodes is taken (MultiNodeSession takes each).
+    cb_mod._Callback(prior="/some/dir", job_model="m", governor_peak_mhz=1980,
+                     install_sigterm=False, eerld=None, meter_interval_ms=0, resume_tag="t")
+    # On one node, all of eerl.Session's keywords.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    cb_mod._Callback(eerld="/run/eerl/other.sock", meter_interval_ms=100)
+
+
+def test_callback_refuses_single_node_keywords_when_train_finds_many_nodes(monkeypatch):
+    # A launcher that does not say (no WORLD_SIZE): refused when train() gathers the records,
+    # in every process alike, before any lease.
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    cb = cb_mod._Callback(eerld="/run/eerl/other.sock")
+    recs = [dict(RECS[0], local=0, rank=0), dict(RECS[0], local=0, rank=1)]
+
+    class Acc:
+        local_process_index = 0
+
+    class T:
+        accelerator = Acc()
+    with pytest.raises(TypeError, match=r"eerld=: the job \(2 nodes\) spans several nodes"):
+        cb._setup_nodes(T(), recs, None)

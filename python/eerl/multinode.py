@@ -843,7 +843,8 @@ class MultiNodeSession(_RuntimeSession):
     default names the GPU model, the pool sizes and the node count; install_sigterm defaults to
     False here, as the driver is often not the main thread). eerl.Session's eerld= and
     meter_interval_ms= have no meaning across nodes (each node's eerld is the NodeServer's; the
-    meter reads at the phase boundaries): eerl.integrations._common.SINGLE_NODE_ONLY. pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists
+    meter reads at the phase boundaries): eerl.integrations._common.SINGLE_NODE_ONLY.
+    pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists
     of (node, gpu) pairs; adapter.locate() makes them), GPUs as each node's NVML indices.
     Colocated: the same GPUs in both; the other modes: disjoint.
 

@@ -48,6 +48,7 @@ static void test_version_matches_header(void **state)
     assert_int_equal(eerl_version(), EERL_VERSION_HEX);
     assert_string_equal(eerl_version_string(), EERL_VERSION_STRING);
     assert_int_equal(eerl_version() >> 16, EERL_VERSION_MAJOR);
+    assert_int_equal(eerl_abi_version(), EERL_ABI_VERSION);
 }
 
 int main(void)

@@ -6,9 +6,15 @@ package calls. It does not own any eerl handle (session.py and agent.py do).
 Where the library comes from, first match wins:
   1. $EERL_LIBRARY: that file and only that file (a failure to load it is an error, not a
      fall-through, so a typo does not silently pick up another libeerl);
-  2. a libeerl.so* next to this package (the wheel carries one there: pip install .);
-  3. the system's library path (libeerl.so.<major>, then libeerl.so, then ctypes.util).
-A library whose eerl_version() has another major version than this package is refused.
+  2. the libeerl.so* next to this package (the wheel carries one there: pip install .), and
+     only that: when it fails to load, the error says why (a missing libjansson.so.4, say)
+     rather than another libeerl of the system being taken in its place;
+  3. where the package carries none, the system's library path (libeerl.so.<major>, then
+     libeerl.so, then ctypes.util).
+A library of another major version than this package is refused, and so is one whose C ABI
+(eerl_abi_version(), absent before ABI 2) is not the ABI_VERSION this package's prototypes and
+struct mirrors (_types.py) are written for: an older libeerl that says the same version string
+would otherwise load and fail later in the first call that differs.
 """
 
 import ctypes
@@ -46,6 +52,9 @@ def _package_version():
 
 __version__ = _package_version()
 VERSION_MAJOR = int(__version__.split(".")[0])
+# include/eerl/version.h's EERL_ABI_VERSION for the prototypes here and the struct mirrors of
+# _types.py (test_binding checks the two agree). A library without eerl_abi_version() is ABI 1.
+ABI_VERSION = 2
 
 _lock = threading.Lock()
 _lib = None
@@ -93,16 +102,19 @@ class VersionMismatch(EerlError):
 
 
 def _candidates():
+    """(names to try in order, where they come from: "env", "package" or "system")."""
     env = os.environ.get("EERL_LIBRARY")
     if env:
-        return [env], True
+        return [env], "env"
     here = os.path.dirname(os.path.abspath(__file__))
     local = sorted(glob.glob(os.path.join(here, "libeerl.so*")), key=len)
+    if local:
+        return local, "package"
     system = ["libeerl.so.%d" % VERSION_MAJOR, "libeerl.so"]
     found = ctypes.util.find_library("eerl")
     if found:
         system.append(found)
-    return local + system, False
+    return system, "system"
 
 
 def _declare(lib):
@@ -118,6 +130,44 @@ def _declare(lib):
     lib.eerl_err_name.argtypes = [ctypes.c_int]
 
 
+def _not_loaded(origin, names, errors):
+    if origin == "env":
+        return "cannot load EERL_LIBRARY=%s: %s" % (names[0], errors[0])
+    if origin == "package":
+        return ("cannot load the libeerl of this package (%s): no other libeerl is tried in "
+                "its place. Install what it needs (the error names the missing library), "
+                "reinstall the package (pip install <eerl source directory>), or name another "
+                "libeerl with EERL_LIBRARY=/path/to/libeerl.so" % "; ".join(errors))
+    return ("libeerl not found (tried %s). Install this package from eerl's source "
+            "directory (pip install ., which builds libeerl into it), or build eerl "
+            "(cmake --build build) and set EERL_LIBRARY=/path/to/libeerl.so, or install "
+            "it (cmake --install)" % "; ".join(errors))
+
+
+def _check_release(lib, path):
+    """VersionMismatch unless lib (loaded from path) has this package's major version and C
+    ABI."""
+    text = lib.eerl_version_string().decode(errors="replace")
+    major = lib.eerl_version() >> 16
+    if major != VERSION_MAJOR:
+        raise VersionMismatch(
+            "%s is libeerl %s (major %d), but this eerl Python package %s needs major %d: "
+            "install the matching package or point EERL_LIBRARY at a libeerl %d.x"
+            % (path, text, major, __version__, VERSION_MAJOR, VERSION_MAJOR))
+    fn = getattr(lib, "eerl_abi_version", None)
+    if fn is not None:
+        fn.restype, fn.argtypes = ctypes.c_uint, []
+    abi = 1 if fn is None else fn()
+    if abi != ABI_VERSION:
+        raise VersionMismatch(
+            "%s is libeerl %s of C ABI %d%s, but this eerl Python package %s is written for "
+            "ABI %d: its calls would misread that library. Install the package and the "
+            "library of one release (pip install <eerl source directory> builds both), or "
+            "point EERL_LIBRARY at the libeerl of release %s"
+            % (path, text, abi, " (it has no eerl_abi_version())" if fn is None else "",
+               __version__, ABI_VERSION, __version__))
+
+
 def load():
     """The loaded libeerl (a ctypes.CDLL), loading and checking it on first use."""
     global _lib, _lib_path
@@ -126,7 +176,7 @@ def load():
     with _lock:
         if _lib is not None:
             return _lib
-        names, from_env = _candidates()
+        names, origin = _candidates()
         errors = []
         lib = None
         for name in names:
@@ -137,25 +187,12 @@ def load():
             except OSError as e:
                 errors.append("%s: %s" % (name, e))
         if lib is None:
-            if from_env:
-                raise LibraryNotFound("cannot load EERL_LIBRARY=%s: %s" % (names[0], errors[0]))
-            raise LibraryNotFound(
-                "libeerl not found (tried %s). Install this package from eerl's source "
-                "directory (pip install ., which builds libeerl into it), or build eerl "
-                "(cmake --build build) and set EERL_LIBRARY=/path/to/libeerl.so, or install "
-                "it (cmake --install)" % "; ".join(errors))
+            raise LibraryNotFound(_not_loaded(origin, names, errors))
         try:
             _declare(lib)
         except AttributeError as e:
             raise LibraryNotFound("%s is not libeerl: %s" % (path, e))
-        hexv = lib.eerl_version()
-        major = hexv >> 16
-        if major != VERSION_MAJOR:
-            raise VersionMismatch(
-                "%s is libeerl %s (major %d), but this eerl Python package %s needs major %d: "
-                "install the matching package or point EERL_LIBRARY at a libeerl %d.x"
-                % (path, lib.eerl_version_string().decode(), major, __version__, VERSION_MAJOR,
-                   VERSION_MAJOR))
+        _check_release(lib, path)
         _lib, _lib_path = lib, path
         return lib
 

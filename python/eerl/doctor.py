@@ -34,12 +34,15 @@ def _public(version):
 
 
 def package_check(package_version):
-    """The package against the libeerl it loads. Returns (check, whether the library loaded)."""
+    """The package against the libeerl it loads: of another major version or C ABI (it does not
+    load: every Session would fail), an error; of another release of the same ABI, a warning.
+    Returns (check, whether the library loaded)."""
     try:
         lib_version = _lib.library_version()
     except _lib.EerlError as e:  # LibraryNotFound, VersionMismatch
-        fix = ("install libeerl of the package's major version, or point EERL_LIBRARY at one"
-               if isinstance(e, _lib.VersionMismatch) else
+        fix = ("install the package and libeerl of one release (pip install <eerl source "
+               "directory> builds both), or point EERL_LIBRARY at the libeerl of release %s"
+               % package_version if isinstance(e, _lib.VersionMismatch) else
                "build libeerl (cmake --build build) and set EERL_LIBRARY to its libeerl.so, or "
                "install it (cmake --install)")
         return _check("package", "error", "eerl package %s: %s" % (package_version, e), fix), False

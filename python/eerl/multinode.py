@@ -44,7 +44,7 @@ import time
 from . import _lib
 from . import _types as T
 from ._lib import EerlError
-from .session import _RuntimeSession, _c, _live, _live_lock
+from .session import _RuntimeSession, _c, _install_sigterm, _live, _live_lock
 
 # ---- the node side -------------------------------------------------------------------------------
 
@@ -421,8 +421,12 @@ class _Adapter:
                         n, idx = home, int(g)
                     pool.setdefault(n, set()).add(idx)
                     self.gpu_uuids.setdefault(n, {})[idx] = devs[n]["gpus"][idx]["uuid"]
-            if not pool:
-                raise ValueError("%s: the workers given hold no GPU" % role)
+            if not pool:  # never every GPU of the nodes in their place: other jobs' maybe
+                why = next((r.get("why") for r in recs if r.get("why")), None)
+                raise ValueError("%s: the workers given hold no GPU%s: eerl controls only GPUs "
+                                 "the job uses, so it takes none of the nodes'. Give each "
+                                 "worker its GPUs (a CUDA device, or CUDA_VISIBLE_DEVICES="
+                                 "GPU-...)" % (role, " (%s)" % why if why else ""))
             pools[role] = {n: sorted(v) for n, v in sorted(pool.items())}
         return pools
 
@@ -834,9 +838,13 @@ class MultiNodeSession(_RuntimeSession):
     counter model and flags, the controller, resume, the trace), over the GPUs of every node,
     which it reads and whose clocks it sets through adapter.
 
-    mode, allowed_loss, observe_only, trace, strategy, run_info, resume_from, resume_tag, clock:
-    as in eerl.Session (resume_tag's default names the GPU model, the pool sizes and the node
-    count). pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists
+    mode, allowed_loss, observe_only, trace, strategy, run_info, resume_from, resume_tag, clock,
+    governor_peak_mhz, prior, job_model, install_sigterm: as in eerl.Session (resume_tag's
+    default names the GPU model, the pool sizes and the node count; install_sigterm defaults to
+    False here, as the driver is often not the main thread). eerl.Session's eerld= and
+    meter_interval_ms= have no meaning across nodes (each node's eerld is the NodeServer's; the
+    meter reads at the phase boundaries): eerl.integrations._common.SINGLE_NODE_ONLY.
+    pools: {"generation": {node: [gpu, ...]}, "training": {node: [gpu, ...]}} (or lists
     of (node, gpu) pairs; adapter.locate() makes them), GPUs as each node's NVML indices.
     Colocated: the same GPUs in both; the other modes: disjoint.
 
@@ -852,7 +860,8 @@ class MultiNodeSession(_RuntimeSession):
 
     def __init__(self, adapter, mode="colocated", pools=None, allowed_loss=0.02,
                  observe_only=False, trace=None, clock=None, strategy="eerl", run_info=None,
-                 resume_from=None, resume_tag=None):
+                 resume_from=None, resume_tag=None, governor_peak_mhz=0, prior=None,
+                 job_model=None, install_sigterm=False):
         self._init_common()
         self._stopped = None      # why the session stopped, once a node made it stop
         self._failure = None      # a node's failure seen inside a runtime call
@@ -885,7 +894,8 @@ class MultiNodeSession(_RuntimeSession):
                 "eerl %s python multinode" % _lib.__version__, clock=clock,
                 resume_from=resume_from,
                 resume_tag=resume_tag if resume_tag is not None else self._tag(names[0]),
-                sample_thread=False)
+                sample_thread=False, governor_peak_mhz=governor_peak_mhz, prior=prior,
+                job_model=job_model)
         except BaseException:
             self._free_device()
             raise
@@ -897,6 +907,8 @@ class MultiNodeSession(_RuntimeSession):
         cfg.node_of = C.cast(self._node_of, C.POINTER(C.c_uint))
         cfg.n_node_of = len(self._where)
         self._start(cfg)
+        if install_sigterm:
+            _install_sigterm()
 
     # ---- the pools and the nodes ----------------------------------------------------------------
 

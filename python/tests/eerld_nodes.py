@@ -51,6 +51,10 @@ class Node:
     def locks(self):
         return read_locks(self.state)
 
+    def holders(self):
+        """Who leases each GPU (eerld's status), None where nobody does."""
+        return [g.get("holder") for g in eerld_status(self.socket)]
+
     def env(self):
         """What a node's processes see: its eerld at the default socket, its GPUs visible."""
         return {"EERL_SOCKET": self.socket, "CUDA_VISIBLE_DEVICES": ",".join(self.uuids)}
@@ -63,6 +67,57 @@ class Node:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def eerld_status(sock_path):
+    """eerld's status op (docs/eerld-protocol.md) of every GPU, over its wire protocol."""
+    import json
+    import socket as _sock
+    with _sock.socket(_sock.AF_UNIX, _sock.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(sock_path)
+        f = s.makefile("rwb")
+        for req in ({"op": "hello", "v": 1, "client": "test-status"}, {"op": "status"}):
+            f.write((json.dumps(req) + "\n").encode())
+            f.flush()
+            rep = json.loads(f.readline())
+            assert rep["ok"], rep
+        return rep["gpus"]
+
+
+class TwinNode:
+    """One eerld over n_gpus simulated GPUs (eerld --devices twin:h100xN, as a user tries eerl
+    without GPUs): socket, uuids (TWIN-...), locks() and holders() from eerld's status."""
+
+    def __init__(self, root, n_gpus=2):
+        self.dir = os.path.join(str(root), "twin")
+        os.makedirs(self.dir, mode=0o700)
+        self.socket = os.path.join(self.dir, "eerld.sock")
+        policy = os.path.join(self.dir, "policy.conf")
+        with open(policy, "w") as f:
+            f.write("")
+        self.log = os.path.join(self.dir, "eerld.log")
+        self.proc = subprocess.Popen(
+            [EERLD, "--socket", self.socket, "--state-dir", os.path.join(self.dir, "state"),
+             "--devices", "twin:h100x%d" % n_gpus, "--foreground", "--policy", policy],
+            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        deadline = time.time() + 30
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise RuntimeError("twin eerld did not start: %s" % open(self.log).read())
+            time.sleep(0.05)
+        self.uuids = [g["uuid"] for g in eerld_status(self.socket)]
+
+    def locks(self):
+        return [tuple(g["locked"]) if g.get("locked") else (None, None)
+                for g in eerld_status(self.socket)]
+
+    def holders(self):
+        return [g.get("holder") for g in eerld_status(self.socket)]
+
+    def stop(self):
+        Node.stop(self)
 
 
 def start_nodes(root, n_nodes, n_gpus=2, first=0, state_fields=None, **gpu_fields):

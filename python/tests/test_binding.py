@@ -108,6 +108,78 @@ def test_another_major_version_is_refused(tmp_path):
     assert "7.2.1" in r.stderr and "needs major 0" in r.stderr, r.stderr
 
 
+def _same_version_library(tmp_path, abi_fn=""):
+    """A libeerl that says this package's version, with abi_fn (C text) for its ABI: what an
+    older build of the same version string looks like to the package."""
+    major, minor, patch = (int(x) for x in eerl.__version__.split("."))
+    return _compile(tmp_path, "libold.so", textwrap.dedent("""\
+        unsigned eerl_version(void) { return (%du << 16) | (%du << 8) | %du; }
+        const char *eerl_version_string(void) { return "%s"; }
+        const char *eerl_strerror(int e) { (void)e; return "x"; }
+        const char *eerl_err_name(int e) { (void)e; return "x"; }
+        %s
+    """ % (major, minor, patch, eerl.__version__, abi_fn)))
+
+
+def test_the_abi_number_is_the_headers():
+    with open(os.path.join(REPO, "include", "eerl", "version.h")) as f:
+        header = f.read()
+    assert "#define EERL_ABI_VERSION %d\n" % _lib.ABI_VERSION in header
+    assert _lib.load().eerl_abi_version() == _lib.ABI_VERSION
+
+
+@pytest.mark.parametrize("abi_fn, says", [
+    ("", "of C ABI 1 (it has no eerl_abi_version())"),
+    ("unsigned eerl_abi_version(void) { return 99; }", "of C ABI 99,"),
+])
+def test_a_library_of_another_abi_with_the_same_version_is_refused(tmp_path, abi_fn, says):
+    # An older libeerl that says the package's own version (the ABI grew without the version
+    # changing): refused at load, before a Session misreads it.
+    so = _same_version_library(tmp_path, abi_fn)
+    r = run_py("import eerl; eerl.Session(observe_only=True)", EERL_LIBRARY=so)
+    assert r.returncode != 0 and "VersionMismatch" in r.stderr, r.stderr
+    assert "%s is libeerl %s %s" % (so, eerl.__version__, says) in r.stderr, r.stderr
+    assert "is written for ABI %d" % _lib.ABI_VERSION in r.stderr, r.stderr
+
+
+def test_the_packages_own_library_failing_says_why_and_takes_no_other(tmp_path):
+    # The package's libeerl.so needs a library that is missing (as a wheel's libeerl without
+    # libjansson.so.4); a good libeerl is on the library path. The error names the missing
+    # library, and the other libeerl is not taken in its place.
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    pkg = copy_package(tmp_path, "libeerl.so*")
+    dep = tmp_path / "dep"
+    dep.mkdir()
+    (dep / "d.c").write_text("int eerl_test_dep(void) { return 1; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(dep / "libeerlgone.so"),
+                    str(dep / "d.c")], check=True)
+    (dep / "l.c").write_text("int eerl_test_dep(void);\nint f(void) { return eerl_test_dep(); }\n")
+    own = pkg / "eerl" / "libeerl.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(own), str(dep / "l.c"), "-L", str(dep),
+                    "-leerlgone"], check=True)
+    os.remove(str(dep / "libeerlgone.so"))
+    system = tmp_path / "system"
+    system.mkdir()
+    shutil.copy(LIB, str(system / ("libeerl.so.%d" % _lib.VERSION_MAJOR)))
+    env = child_env()
+    env.pop("EERL_LIBRARY")
+    env["PYTHONPATH"] = str(pkg)
+    env["LD_LIBRARY_PATH"] = str(system)
+    r = subprocess.run([sys.executable, "-c", "import eerl; print(eerl.library_path())"],
+                       env=env, capture_output=True, text=True, timeout=HANG_S, cwd=str(tmp_path))
+    assert r.returncode != 0, r.stdout
+    assert "LibraryNotFound: cannot load the libeerl of this package (%s: " % own in r.stderr, \
+        r.stderr
+    assert "libeerlgone.so" in r.stderr and "EERL_LIBRARY" in r.stderr, r.stderr
+    # Named by EERL_LIBRARY, the other one is taken.
+    env["EERL_LIBRARY"] = str(system / ("libeerl.so.%d" % _lib.VERSION_MAJOR))
+    r = subprocess.run([sys.executable, "-c", "import eerl; print(eerl.library_path())"],
+                       env=env, capture_output=True, text=True, timeout=HANG_S, cwd=str(tmp_path))
+    assert r.returncode == 0 and r.stdout.strip() == env["EERL_LIBRARY"], r.stderr
+
+
 def test_a_library_that_is_not_libeerl_is_refused(tmp_path):
     so = _compile(tmp_path, "libother.so", "int something(void) { return 1; }\n")
     r = run_py("import eerl; eerl.library_version()", EERL_LIBRARY=so)

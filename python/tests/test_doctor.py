@@ -100,6 +100,19 @@ def test_no_library_is_an_error_and_a_failing_exit(tmp_path):
     assert "a controlling run on this node would fail" in r.stdout
 
 
+def test_an_older_library_of_the_same_version_is_an_error(tmp_path):
+    # A libeerl that says this package's version but is of an older C ABI (no
+    # eerl_abi_version()): every Session would fail, so the doctor says error, not ok.
+    from test_binding import _same_version_library
+    so = _same_version_library(tmp_path)
+    r = run_doctor(tmp_path, EERL_LIBRARY=so)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"^error +package +eerl package %s: %s is libeerl %s of C ABI 1 "
+                     % (re.escape(eerl.__version__), re.escape(so), re.escape(eerl.__version__)),
+                     r.stdout, re.M), r.stdout
+    assert "one release" in r.stdout, r.stdout
+
+
 def test_no_driver_is_an_error_line_from_the_library(tmp_path):
     if os.path.exists("/run/eerl/eerld.sock"):
         pytest.skip("this machine runs eerld at its default socket: NVML is then a warning")

@@ -156,3 +156,22 @@ def test_multinode_writes_no_trace_line(adapter, tmp_path, monkeypatch):
     types = [x["type"] for x in lines(trace)]
     assert types == ["header", "run", "update", "update", "update"], types
     assert os.path.getsize(trace) > 0
+
+
+def test_every_session_keyword_but_the_single_node_ones_works_across_nodes(adapter, tmp_path):
+    """EerlCallback (and verl's entry) pass eerl.Session's keywords to MultiNodeSession on many
+    nodes: each is one it takes, but eerld= and meter_interval_ms=, which the integrations
+    refuse by name (issue 53: prior=, job_model=, ... used to die with TypeError in train())."""
+    from eerl.integrations import _common
+    assert set(_common.session_keywords()) - set(_common.multinode_keywords()) == \
+        set(_common.SINGLE_NODE_ONLY)
+    priors = tmp_path / "priors"
+    priors.mkdir()
+    trace = str(tmp_path / "t.jsonl")
+    with multinode.MultiNodeSession(adapter, pools=BOTH, trace=trace, prior=str(priors),
+                                    job_model="tiny-model", governor_peak_mhz=1500,
+                                    install_sigterm=False) as s:
+        assert not s.prior_taken and str(priors) in s.prior_detail, s.prior_detail
+        one_update(s, 0)
+    header = lines(trace)[0]
+    assert header["governor_peak_mhz"] == 1500, header

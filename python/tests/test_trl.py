@@ -360,8 +360,22 @@ def test_resume_with_trls_checkpoint(model_dir, node, tmp_path):
 
 @pytest.fixture
 def eerld_node(tmp_path, monkeypatch):
-    """One eerld over 2 stand-in GPUs, reached through $EERL_SOCKET, as on a machine without
-    CUDA that runs `eerld --devices twin` to try eerl; stopped after the test."""
+    """One eerld over 2 simulated GPUs (eerld --devices twin), reached through $EERL_SOCKET, as
+    on a machine without CUDA where a user tries eerl; stopped after the test."""
+    import eerld_nodes
+    n = eerld_nodes.TwinNode(tmp_path / "eerld")
+    monkeypatch.setenv("EERL_SOCKET", n.socket)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
+@pytest.fixture
+def nvml_node(tmp_path, monkeypatch):
+    """One eerld over 2 stand-in NVML GPUs (real GPUs, as far as eerl can tell), reached
+    through $EERL_SOCKET; stopped after the test."""
     import eerld_nodes
     n = eerld_nodes.start_nodes(tmp_path / "eerld", 1)[0]
     monkeypatch.setenv("EERL_SOCKET", n.socket)
@@ -370,6 +384,20 @@ def eerld_node(tmp_path, monkeypatch):
         yield n
     finally:
         n.stop()
+
+
+class Watch:
+    """A TrainerCallback-like recorder of, at each step's end, whether the callback's session
+    is observe-only and who holds the node's GPUs (eerld's status)."""
+
+    def __init__(self, cb, node):
+        from transformers import TrainerCallback
+        seen = self.seen = []
+
+        class W(TrainerCallback):
+            def on_step_end(self, *a, **k):
+                seen.append((cb.session.observe_only, node.holders()))
+        self.callback = W()
 
 
 def trace_lines(path):
@@ -383,8 +411,9 @@ def test_one_line_finds_the_pools_and_gives_the_clocks_back(model_dir, eerld_nod
     # has a CUDA device, so the callback takes the GPUs of the eerld it reaches and says so.
     trace = str(tmp_path / "eerl-run.jsonl")
     cb = eerl_trl.EerlCallback(trace=trace)
+    watch = Watch(cb, eerld_node)
     trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=3, eval_steps=2,
-                               callbacks=[cb])
+                               callbacks=[cb, watch.callback])
     rec = trl_tiny.Record(trainer, monkeypatch)
     with pytest.warns(UserWarning) as w:
         trainer.train()
@@ -392,6 +421,8 @@ def test_one_line_finds_the_pools_and_gives_the_clocks_back(model_dir, eerld_nod
     assert len(said) == 1 and "takes the GPUs of eerld at %s" % eerld_node.socket in said[0]
     assert not [x for x in w if issubclass(x.category, RuntimeWarning)]  # a good run: none
     assert cb.mode == "colocated" and cb.pools == {"generation": [0, 1], "training": [0, 1]}
+    # The twin's GPUs are simulated: the session controls them (it holds their lease).
+    assert watch.seen and all(not obs and all(holders) for obs, holders in watch.seen)
     # Closed at on_train_end: every clock is the governor's, no session is left open.
     assert cb.session is None and eerl.live_sessions() == []
     assert eerld_node.locks() == [(None, None)] * 2
@@ -466,7 +497,44 @@ def _refused(trainer, match, exc=ValueError):
     assert eerl.live_sessions() == [] and trainer.state.global_step == 0
 
 
-def test_one_line_refuses_bad_pools_naming_them(model_dir, eerld_node, tmp_path, monkeypatch):
+@pytest.mark.parametrize("visible", [None, ""])
+def test_one_line_only_observes_real_gpus_the_job_does_not_use(model_dir, nvml_node, tmp_path,
+                                                               monkeypatch, visible):
+    # No process has a CUDA device (CUDA_VISIBLE_DEVICES unset, or set to ""), and the GPUs
+    # eerld serves are real (stand-in NVML), so other users' jobs may run on them: the callback
+    # observes them (no lease, no clock) and says so once, naming why and how to name the pools.
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    cb = eerl_trl.EerlCallback(trace=str(tmp_path / "t.jsonl"))
+    watch = Watch(cb, nvml_node)
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out"), max_steps=2, beta=0.0,
+                               callbacks=[cb, watch.callback])
+    with pytest.warns(UserWarning) as w:
+        trainer.train()
+    said = [str(x.message) for x in w if x.category is UserWarning and "eerl" in str(x.message)]
+    assert len(said) == 1, said
+    why = ("CUDA_VISIBLE_DEVICES is not set" if visible is None else
+           'CUDA_VISIBLE_DEVICES="" hides every GPU')
+    assert why in said[0] and "is not set" not in said[0].replace(why, ""), said[0]
+    assert "the GPUs of eerld at %s are real GPUs" % nvml_node.socket in said[0], said[0]
+    assert "eerl only observes them (observe-only: no lease, no clock changed)" in said[0]
+    assert "EerlCallback(pools=" in said[0]
+    assert len(watch.seen) == 2
+    assert all(obs and holders == [None, None] for obs, holders in watch.seen), watch.seen
+    assert nvml_node.locks() == [(None, None)] * 2
+    run = [l for l in trace_lines(tmp_path / "t.jsonl") if l["type"] == "run"][0]
+    assert "eerl only observes them" in run["pools_from"]
+    # Naming the pools is the user's word: the session controls them.
+    cb = eerl_trl.EerlCallback(pools={"training": [0, 1]})
+    watch = Watch(cb, nvml_node)
+    trainer = trl_tiny.trainer(model_dir, str(tmp_path / "out2"), max_steps=1, beta=0.0,
+                               callbacks=[cb, watch.callback])
+    trainer.train()
+    assert [(obs, holders[0] is not None) for obs, holders in watch.seen] == [(False, True)]
+
+
+def test_one_line_refuses_bad_pools_naming_them(model_dir, nvml_node, tmp_path, monkeypatch):
+    eerld_node = nvml_node
     u = eerld_node.uuids
     t = trl_tiny.trainer(model_dir, str(tmp_path / "a"), max_steps=1,
                          callbacks=[eerl_trl.EerlCallback(pools={"training": [5]})])

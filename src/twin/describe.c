@@ -30,6 +30,9 @@
 static const char *const anchors[] = {"nemotron-super-49b", "qwen3-30b-a3b"};
 
 static int say(char *why, size_t n, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int say(char *why, size_t n, int err, const char *fmt, ...)
 {
     va_list ap;
 

@@ -403,11 +403,29 @@ static int prepare_save_dir(const char *dir)
 }
 
 /* --trace: the directory, made if missing (*made_dir), and writable. */
-static int prepare_trace_dir(const char *dir, uint64_t seed, int *made_dir)
+/* The first of the seeds' trace files that exists already, into buf; 0 when none does. The
+ * runtime never overwrites a trace, so a rerun into a used directory is refused up front, and
+ * every trace file there after the check is this run's (remove_traces may remove it). */
+static int existing_trace(const char *dir, const uint64_t *seeds, size_t n, char *buf, size_t len)
+{
+    static const char *const roles[] = {"governor", "controller"};
+    struct stat st;
+    size_t i, r;
+
+    for (i = 0; i < n; i++)
+        for (r = 0; r < 2; r++) {
+            snprintf(buf, len, "%s/seed%llu-%s.jsonl", dir, (unsigned long long)seeds[i], roles[r]);
+            if (lstat(buf, &st) == 0)
+                return 1;
+        }
+    return 0;
+}
+
+static int prepare_trace_dir(const char *dir, const uint64_t *seeds, size_t n, int *made_dir)
 {
     struct stat st;
     char probe[4096];
-    FILE *f;
+    int fd;
 
     if (!dir)
         return 0;
@@ -420,17 +438,23 @@ static int prepare_trace_dir(const char *dir, uint64_t seed, int *made_dir)
     } else if (!S_ISDIR(st.st_mode)) {
         eerl_cli_err(CMD, "--trace '%s' is not a directory; give a directory for the traces", dir);
         return EERL_EXIT_FAIL;
+    } else if (existing_trace(dir, seeds, n, probe, sizeof(probe))) {
+        eerl_cli_err(CMD,
+                     "'%s' exists from an earlier run: eerl never overwrites a trace; give "
+                     "--trace another directory, or move the earlier traces away",
+                     probe);
+        return EERL_EXIT_FAIL;
     }
-    snprintf(probe, sizeof(probe), "%s/seed%llu-governor.jsonl", dir, (unsigned long long)seed);
-    f = fopen(probe, "w");
-    if (!f) {
+    snprintf(probe, sizeof(probe), "%s/.eerl-sim-probe-XXXXXX", dir);
+    fd = mkstemp(probe); /* a fresh name: nothing there is touched */
+    if (fd < 0) {
         eerl_cli_err(CMD, "cannot write traces in '%s': %s", dir, strerror(errno));
         if (*made_dir)
             rmdir(dir);
         return EERL_EXIT_FAIL;
     }
-    fclose(f);
-    remove(probe);
+    close(fd);
+    unlink(probe);
     return 0;
 }
 
@@ -766,7 +790,7 @@ static int prepare_dirs(const struct sim_opts *o, struct sim_job *j)
     if (rc == 0)
         rc = prepare_save_dir(o->save_dir);
     if (rc == 0)
-        rc = prepare_trace_dir(o->trace, j->seeds[0], &j->made_dir);
+        rc = prepare_trace_dir(o->trace, j->seeds, o->n_seeds, &j->made_dir);
     return rc;
 }
 

@@ -13,6 +13,9 @@
 #define EERL_EXIT_OK 0
 #define EERL_EXIT_FAIL 1  /* the operation failed (device error, unwritable file, ...) */
 #define EERL_EXIT_USAGE 2 /* bad arguments: the message names the value and the valid choices */
+/* eerl replay: an older revision of the controller decided the trace; the eerl version that wrote
+ * it replays it (docs/trace-format.md) */
+#define EERL_EXIT_REVISION 3
 
 int eerl_cmd_devices(int argc, char **argv);
 int eerl_cmd_doctor(int argc, char **argv);

@@ -29,7 +29,9 @@ static void usage(FILE *out)
         "Feeds a recorded trace to a fresh controller built from the trace's header and prints\n"
         "its decisions. Where the trace recorded the controller's events and requests, the\n"
         "replayed ones must match exactly; every difference is reported and the exit status\n"
-        "is 1.\n\n"
+        "is 1. A trace an older revision of the controller decided (its header names it) is\n"
+        "refused with exit status 3: the eerl version that wrote it replays it\n"
+        "(docs/trace-format.md).\n\n"
         "  --json   one JSON object per event on stdout (every event)\n"
         "  --all    text output includes 'hold' and 'skip' events\n"
         "  --quiet  print only mismatches and the summary\n"
@@ -122,6 +124,8 @@ struct replay {
     eerl_ctl *ctl;
     unsigned long long updates, events, mismatches, rejected;
     unsigned long long seg_updates; /* updates of the current segment (after its header) */
+
+    int refused; /* an older revision decided the trace */
 };
 
 /* -1: go on; else the exit status (help, bad input: said). */
@@ -157,13 +161,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
     return -1;
 }
 
-/* The header line: the controller the trace was recorded with. 0, or -1 (said). */
+/* The header line: the controller the trace was recorded with. 0, or -1 (said; rp->refused set
+ * where an older revision decided the trace). */
 static int on_header(struct replay *rp, const char *line)
 {
-    char why[256];
+    char why[400];
     struct eerl__trace_header *h = rp->h;
     int err = eerl__trace_parse_header(line, h, why, sizeof(why));
 
+    if (err == 0 && (err = eerl__trace_header_replayable(h, why, sizeof(why))) == EERL_EVERSION)
+        rp->refused = 1;
     if (err < 0) {
         eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
         return -1;
@@ -347,8 +354,11 @@ int eerl_cmd_replay(int argc, char **argv)
     }
     while ((got = getline(&line, &cap, f)) >= 0 && (r = on_line(&rp, line, got)) == 0)
         ;
-    if (r < 0)
+    if (r < 0) {
+        if (rp.refused)
+            rc = EERL_EXIT_REVISION;
         goto done;
+    }
     if (ferror(f)) {
         eerl_cli_err(CMD, "reading '%s': %s", rp.o.path, strerror(errno));
         goto done;

@@ -88,40 +88,47 @@ static void test_shorter_struct_is_read(void **state)
     free(buf);
 }
 
-/* A revision key of the configuration (at byte offset off, called name): newest by default in
- * every mode, 0 to newest accepted under strategy, newest + 1 refused naming the value. */
-static void check_revision(size_t off, const char *name, unsigned newest, eerl_strategy strategy)
+/* A revision key of the configuration (at byte offset off, called name): the current revision by
+ * default in every mode and the only one accepted; an older one is refused naming it and the
+ * current one (a trace it decided replays with the eerl that wrote it), as is a newer one. */
+static void check_revision(size_t off, const char *name, unsigned now, eerl_strategy strategy)
 {
     eerl_ctl_config c;
-    char why[200] = "", want[80];
-    unsigned *rev = (unsigned *)((char *)&c + off), r;
+    char why[300] = "", want[120];
+    unsigned *rev = (unsigned *)((char *)&c + off);
     int m;
 
     for (m = 0; m < EERL_MODE_COUNT; m++) {
         eerl_ctl_config_default((eerl_mode)m, &c);
-        assert_int_equal(*rev, newest);
+        assert_int_equal(*rev, now);
     }
     c.strategy = strategy;
-    for (r = 0; r <= newest; r++) {
-        *rev = r;
-        assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
-    }
-    *rev = newest + 1;
+    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
+    *rev = now - 1;
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
-    snprintf(want, sizeof(want), "%s %u is newer", name, newest + 1);
+    snprintf(want, sizeof(want),
+             "%s %u is an older revision: this eerl decides as revision %u only", name, now - 1,
+             now);
+    assert_non_null(strstr(why, want));
+    *rev = 0;
+    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), EERL_EINVAL);
+    *rev = now + 1;
+    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    snprintf(want, sizeof(want), "%s %u is newer", name, now + 1);
     assert_non_null(strstr(why, want));
 }
 
-/* The eerl strategy's revision: 12 by default in every mode, 0 (0.2.0's rule) to 12 accepted. */
+/* The eerl strategy's revisions: 12 in colocated, disaggregated and drained mode, 5 in-flight. */
 static void test_eerl_revision(void **state)
 {
     (void)state;
     check_revision(offsetof(eerl_ctl_config, eerl_revision), "eerl_revision", 12,
                    EERL_STRATEGY_EERL);
+    check_revision(offsetof(eerl_ctl_config, inflight_revision), "inflight_revision", 5,
+                   EERL_STRATEGY_EERL);
 }
 
-/* The paper strategy's grid revision: 1 by default in every mode, 0 (the grid from the peak)
- * accepted. */
+/* The paper strategy's grid revision: 1. */
 static void test_paper_revision(void **state)
 {
     (void)state;

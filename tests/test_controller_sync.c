@@ -102,9 +102,9 @@ static void test_noisier_updates_still_lock_within_allowance(void **state)
         run_and_check(EERL_MODE_COLOCATED, seed, 0.02, 300, &rs);
 }
 
-/* The start pair and the first raise under a paper_revision: g0/t0 the start, g_up the
- * generation clock after the start pair failed on generation. */
-static void check_start_and_raise(unsigned rev, unsigned g0, unsigned t0, unsigned g_up)
+/* The start pair and the first raise: g0/t0 the start, g_up the generation clock after the start
+ * pair failed on generation. */
+static void check_start_and_raise(unsigned g0, unsigned t0, unsigned g_up)
 {
     unsigned clocks[200];
     size_t nc = synth_clocks(clocks), k, ne;
@@ -115,7 +115,6 @@ static void check_start_and_raise(unsigned rev, unsigned g0, unsigned t0, unsign
     eerl_event evs[64];
     int saw_first = 0, checked_raise = 0, i;
 
-    c.paper_revision = rev;
     synth_init(&s, EERL_MODE_COLOCATED, 3);
     assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl), 0);
     eerl_ctl_setting(ctl, &st);
@@ -162,15 +161,12 @@ static void check_start_and_raise(unsigned rev, unsigned g0, unsigned t0, unsign
     eerl_ctl_free(ctl);
 }
 
-/* paper_revision 1 (default): the grid counts from 1965 MHz, the highest clock below the 1980
- * MHz peak, so the search meets the clocks of the paper's locks (1785, 1695, 1425, 1335 ...); 0:
- * from the peak (1800/1620, then 1890). */
+/* The grid counts from 1965 MHz, the highest clock below the 1980 MHz peak, so the search meets
+ * the clocks of the paper's locks (1785, 1695, 1425, 1335 ...). */
 static void test_search_starts_reduced_then_raises_the_slower_phase(void **state)
 {
     (void)state;
-    assert_int_equal(tu_paper_cfg(EERL_MODE_COLOCATED)->paper_revision, 1);
-    check_start_and_raise(1, 1785, 1605, 1875);
-    check_start_and_raise(0, 1800, 1620, 1890);
+    check_start_and_raise(1785, 1605, 1875);
 }
 
 static void test_response_length_drift_remeasures_governor(void **state)

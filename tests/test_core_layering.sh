@@ -10,7 +10,8 @@
 # A file includes core headers of its own layer or below only, the include graph has no cycle,
 # and nothing calls up: the controller's calls (eerl_ctl_*, eerl__ctl_*) are made from
 # controller.c only (and from outside the core), the life cycle's and save's from controller.c,
-# the record's controller-only calls from controller.c. Fails naming the file and the line.
+# the record's controller-only calls from controller.c, and no proposer includes a judge's header.
+# Fails naming the file and the line.
 set -u
 src=${EERL_SOURCE_DIR:?EERL_SOURCE_DIR is not set}
 cd "$src/src" || exit 1
@@ -67,5 +68,9 @@ calls_outside '\beerl__life_[a-z_]+\(|\beerl__(save|restore)\(' \
     'core/controller\.c|core/lifecycle\.[ch]|core/save\.[ch]' "the life cycle or save called from below"
 calls_outside '\beerl__rec_(new|free|intake|finish|take|status|set_fit)\(' \
     'core/controller\.c|core/record\.[ch]' "the record's controller-only calls made by a strategy"
+# Within the strategies' layer a proposer decides from what the context gives it, never from a
+# judge's own parts: a proposer that reads a judge's header is an arrow back up.
+hits=$(grep -n '^#include "core/judge/' core/propose/*.c 2>/dev/null)
+[ -z "$hits" ] || fail "a proposer includes a judge's header (take the setting from the context):"$'\n'"$hits"
 [ "$fails" -eq 0 ] || exit 1
 echo "$n core files in 7 layers: no upward include, no include cycle, no call back up"

@@ -20,8 +20,8 @@
 
 /* What the monitor reads of a paper-strategy controller past its calibration (its context): the
  * configuration, the clock grid, and the governor references of the calibration (update 1, the
- * start-up, left out as the controller leaves it out). Grid steps count from the peak
- * (paper_revision 0) unless rev says otherwise. */
+ * start-up, left out as the controller leaves it out). Grid steps count from the peak (as in
+ * drained and in-flight mode) unless below_peak (the synchronous modes' grid). */
 struct fix {
     eerl_ctl_config cfg;
     struct eerl__grid grid;
@@ -29,7 +29,7 @@ struct fix {
     struct eerl__ctx cx;
 };
 
-static struct fix *calibrated_rev(struct synth *s, unsigned rev)
+static struct fix *calibrated_grid(struct synth *s, int below_peak)
 {
     unsigned clocks[200];
     size_t nc = synth_clocks(clocks);
@@ -39,9 +39,8 @@ static struct fix *calibrated_rev(struct synth *s, unsigned rev)
 
     assert_non_null(f);
     f->cfg = *tu_paper_cfg(EERL_MODE_COLOCATED);
-    f->cfg.paper_revision = rev;
     assert_int_equal(eerl__grid_init(&f->grid, clocks, nc, 1980, f->cfg.idle_mhz), 0);
-    if (rev >= 1)
+    if (below_peak)
         eerl__grid_top_below_peak(&f->grid);
     assert_int_equal(eerl__refs_init(&f->refs, f->cfg.ref_window, EERL__LAYOUT_SEQ), 0);
     synth_init(s, EERL_MODE_COLOCATED, 42);
@@ -62,7 +61,7 @@ static struct fix *calibrated_rev(struct synth *s, unsigned rev)
 
 static struct fix *calibrated(struct synth *s)
 {
-    return calibrated_rev(s, 0);
+    return calibrated_grid(s, 0);
 }
 
 static void fix_free(struct fix *f)
@@ -181,14 +180,14 @@ static eerl_setting decided(const struct fix *f, eerl_setting cur, struct eerl__
     return nv;
 }
 
-/* paper_revision 1: feedback steps count from 1965 MHz, the highest clock below the peak, which
- * stands for the governor: from the paper's colocated lock 1830/1425, generation rises to 1875,
- * 1920 and then to the governor (never 1965), training lowers to 1380; from the peak (revision 0)
- * the same raise gives 1890. */
+/* The synchronous modes' grid: feedback steps count from 1965 MHz, the highest clock below the
+ * peak, which stands for the governor: from the paper's colocated lock 1830/1425, generation rises
+ * to 1875, 1920 and then to the governor (never 1965), training lowers to 1380; on a grid from the
+ * peak the same raise gives 1890. */
 static void test_paper_grid_counts_from_below_the_peak(void **state)
 {
     struct synth s;
-    struct fix *f = calibrated_rev(&s, 1);
+    struct fix *f = calibrated_grid(&s, 1);
     eerl_setting lock = eerl__grid_setting(&f->grid, 1830, 1425), nv;
     struct eerl__ratios short_gen = loss(0.03, 0.7, 10, 2), margin = loss(0.002, 0.6, 5, 1);
     const unsigned up[] = {1875, 1920, EERL_CLOCK_GOVERNOR};
@@ -205,8 +204,8 @@ static void test_paper_grid_counts_from_below_the_peak(void **state)
     assert_int_equal(nv.mhz[0], 1830);
     assert_int_equal(nv.mhz[1], 1380);
     fix_free(f);
-    /* Revision 0: from the peak. */
-    f = calibrated_rev(&s, 0);
+    /* A grid from the peak. */
+    f = calibrated_grid(&s, 0);
     lock = eerl__grid_setting(&f->grid, 1830, 1425);
     assert_int_equal(decided(f, lock, short_gen, EERL__MON_RAISE).mhz[0], 1890);
     fix_free(f);

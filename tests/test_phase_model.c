@@ -352,7 +352,7 @@ static double point_weight(const struct eerl__pm *m, int g, unsigned mhz)
     return 0;
 }
 
-/* The kept updates read again (eerl_revision 4): points taken against a predictor that ran short
+/* The kept updates read again: points taken against a predictor that ran short
  * of the governor (9.5 s and 5.5 s for work the governor does in 10 s and 5 s) read the measured
  * 11 s and 6 s as ratios 1.158 and 1.091; read again against the refitted one they are the true
  * 1.10 and 1.20, and with the probes' correction on top (+10% on generation) 1.00. Reading them

@@ -164,6 +164,7 @@ static void expect_header_error(const char *line, int code, const char *needle)
 static void test_bad_headers_are_refused(void **state)
 {
     struct eerl__trace_header *h = calloc(1, sizeof(*h));
+    eerl_ctl_config def;
     char why[200];
 
     (void)state;
@@ -199,11 +200,50 @@ static void test_bad_headers_are_refused(void **state)
                      0);
     assert_int_equal(h->cfg.calibration_updates, 45);
     /* Keys added since the first traces take what those traces ran with, not today's defaults:
-     * the start-up update was a reference, and eerl gated its probe correction at two standard
-     * errors, and the paper's grid counted from the peak. */
+     * the start-up update was a reference. A revision key absent is revision 0, which decided
+     * then (eerl__trace_header_replayable refuses it); cfg holds this eerl's revisions. */
     assert_int_equal(h->cfg.warmup_updates, 0);
-    assert_int_equal(h->cfg.eerl_revision, 0);
-    assert_int_equal(h->cfg.paper_revision, 0);
+    assert_string_equal(h->revision_key, "inflight_revision");
+    assert_int_equal(h->revision, 0);
+    assert_int_equal(h->cfg.inflight_revision, h->revision_now);
+    eerl_ctl_config_default(EERL_MODE_INFLIGHT, &def);
+    assert_int_equal(h->cfg.eerl_revision, def.eerl_revision);
+    free(h);
+}
+
+/* A trace an older revision decided: parsed, and refused for replay with EERL_EVERSION and a
+ * message naming the revision, the one this eerl decides as and the eerl that wrote it; one of
+ * the current revision, or of a strategy without revisions, is replayable. */
+static void test_older_revisions_are_not_replayable(void **state)
+{
+    struct eerl__trace_header *h = calloc(1, sizeof(*h));
+    char why[400] = "";
+    unsigned now;
+
+    (void)state;
+    assert_non_null(h);
+    assert_int_equal(eerl__trace_parse_header(HDR_HEAD
+                                              "\"version\":1,\"producer\":\"eerl 0.2.0 runtime\","
+                                              "\"mode\":\"colocated\",\"strategy\":\"eerl\","
+                                              "\"governor_peak_mhz\":1980,\"clocks_mhz\":[1980],"
+                                              "\"config\":{\"eerl_revision\":3}}",
+                                              h, why, sizeof(why)),
+                     0);
+    now = h->revision_now;
+    assert_int_equal(eerl__trace_header_replayable(h, why, sizeof(why)), EERL_EVERSION);
+    assert_non_null(strstr(why, "this trace was decided by eerl_revision 3; this eerl"));
+    assert_non_null(strstr(why, "replay it with the eerl version that wrote it (its header's "
+                                "producer: eerl 0.2.0 runtime"));
+    h->revision = now;
+    assert_int_equal(eerl__trace_header_replayable(h, why, sizeof(why)), 0);
+    assert_int_equal(
+        eerl__trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"colocated\","
+                                          "\"strategy\":\"governor\",\"governor_peak_mhz\":1980,"
+                                          "\"clocks_mhz\":[1980]}",
+                                 h, why, sizeof(why)),
+        0);
+    assert_null(h->revision_key);
+    assert_int_equal(eerl__trace_header_replayable(h, why, sizeof(why)), 0);
     free(h);
 }
 
@@ -251,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_update_round_trip_bit_exact),
         cmocka_unit_test(test_header_rebuilds_the_controller),
         cmocka_unit_test(test_bad_headers_are_refused),
+        cmocka_unit_test(test_older_revisions_are_not_replayable),
         cmocka_unit_test(test_bad_update_lines_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

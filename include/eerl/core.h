@@ -16,14 +16,16 @@
  *         r = eerl_ctl_observe(ctl, &obs, &s);          // EERL_EINVAL: obs refused, s unchanged
  *         n = eerl_ctl_events(ctl, evs, cap);           // why: one or more records per update
  *
- * A handle is not thread-safe: use it from one thread at a time. Exact replay of a trace needs the
- * same eerl version (the decisions are compared bit for bit).
+ * A handle is not thread-safe: use it from one thread at a time. Exact replay of a trace (the
+ * decisions are compared bit for bit) needs the revisions of the decision rules that decided it,
+ * which its header names: this eerl holds the current ones only, and eerl replay refuses a trace
+ * of an older one, which the eerl version that wrote it replays (docs/trace-format.md).
  *
  * docs/internals/controller.md draws each state machine and names where each paper section lives.
  *
  * Stable and experimental parts (as zstd's ZSTD_STATIC_LINKING_ONLY): what this header shows by
- * default is the stable API. The controller's research knobs (the revisions that old traces
- * replay with, the start-up updates the paper leaves out), eerl_ctl_describe and the predictor's
+ * default is the stable API. The controller's research knobs (the revisions of its decision
+ * rules, the start-up updates the paper leaves out), eerl_ctl_describe and the predictor's
  * forward test are shown only with EERL_EXPERIMENTAL defined before the first eerl header: include
  * eerl/experimental.h first. They may change in any release. eerl itself builds with them. */
 #ifndef EERL_CORE_H
@@ -208,60 +210,20 @@ typedef struct eerl_ctl_config {
     char group_names[EERL_GROUPS_MAX][16];
 #ifdef EERL_EXPERIMENTAL
     /* ---- experimental: research knobs, after the stable fields; a caller that does not see
-     * them passes a shorter struct and gets the defaults below (the newest revisions) ---- */
+     * them passes a shorter struct and gets the defaults below ---- */
     /* The paper's strategies: updates at the start of a run (or of a resumed segment) left out
      * of the governor references, as the paper scores and fits from update 2 (Tables 4 and 5,
      * Appendix E): 1. A trace header without the key replays with 0 (written before it). */
     unsigned warmup_updates;
-    /* The eerl strategy in in-flight mode (strategy_eerl_inflight.c): which revision of its
-     * judge and proposer decides. 0: the governor rate (valid tokens per second, fixed) as the
-     * reference; 1: the governor's update time and energy as functions of the consumed
-     * batch's valid tokens (a fixed part where the references show one); 2: as 1, and a
-     * governor block after lock that says the governor moved is confirmed by as many updates
-     * again before the reference follows it; 3: as 2, and a run of fewer than 500 updates aims
-     * half of budget_margin inside the allowance, beyond the reference's own error; 4:
-     * as 3, and the governor's time from the later of the pools' arrivals (its energy a plane in
-     * valid tokens and time), training steps not skipped once training arrived last, a short
-     * window raising the pool the update waited for, and credit after lock searching training
-     * first while it arrives last; 5 (default): as 4, and the run's first two updates (the
-     * pipeline filling and its first drain) left out of calibration, the whole of budget_margin
-     * in short runs, a governor block run on to confirm a move read on its confirming updates
-     * alone, and the rule that drops old references fitted on both halves it weighs
-     * (docs/internals/controller.md, "The eerl strategy", item 5).
-     * A trace header without the
-     * key replays with 0 (written before it). */
+    /* The revision of each decision rule: the eerl strategy in in-flight mode (its judge and
+     * proposer), in the other modes, and the paper strategy's synchronous search grid. A trace
+     * header names them, so that a trace is known by the rule that decided it; this eerl decides
+     * as the defaults only (inflight_revision 5, eerl_revision 12, paper_revision 1), and
+     * eerl_ctl_config_check refuses any other value. A trace an older revision decided is
+     * replayed by the eerl version that wrote it (docs/trace-format.md; what each revision
+     * changed: docs/internals/controller.md). */
     unsigned inflight_revision;
-    /* The eerl strategy in colocated, disaggregated and drained mode (strategy_eerl.c and its
-     * proposers): which revision decides. 0: the governor probes' mean error corrects the
-     * estimates only where negative or two standard errors from zero (as 0.2.0); 1: also as
-     * measured once its standard error is within budget_margin; 2: as 1 from the 12th probe,
-     * before it only a mean three of the references' standard errors from zero, and the run
-     * aimed inside the allowance by half the account's standard error beyond budget_margin
-     * (docs/internals/controller.md, "The eerl strategy", items 1 and 4); 3: as 2, and in drained
-     * mode each update is taken as evidence when the next arrives, with the generation work (G, L)
-     * that one reports (item 6); 4: as 3, and the model proposer's points are read again at
-     * every verdict against the predictor and the probes' correction as they stand (item 7);
-     * 5: as 4, and the governor predictor's training part fitted as a fixed part plus a part
-     * per valid token (item 8); 6: as 5, and in a run of fewer than 500 updates no setting runs
-     * at a loss above allowed_loss, whatever credit the account holds (item 9); 7: as 6, and a
-     * run of more than 1000 updates aims budget_margin times sqrt(1000 / its updates) inside the
-     * allowance (item 10); 8: as 7, and in colocated mode the model proposer tries one grid step
-     * below a group's lowest tried clock where its curve is flat (item 11); 9: as 8, and the
-     * run's account corrects each stretch between governor probes by the probes around it, not
-     * the whole run by the last ones (item 12); 10: as 9, and in disaggregated mode every other
-     * governor probe runs generation alone at the governor, training at its setting (item 13);
-     * 11: as 10, and in drained mode the calibration goes on while the work moves (item 14);
-     * 12 (default): as 11, and a colocated run of more than 1000 updates keeps budget_margin
-     * times (1000 / its updates)^0.75 inside the allowance (item 15). A trace header without
-     * the key replays with 0. */
     unsigned eerl_revision;
-    /* The paper's strategy (EERL_STRATEGY_PAPER) in colocated and disaggregated mode: which
-     * revision of its search grid. 0: grid positions count from the governor's peak (peak - k
-     * grid steps: 1890, 1800, ... on H100); 1 (default): from the highest supported clock below
-     * the peak, which stands for the governor (1875, 1785, 1695, ... on H100, and 1920, 1875,
-     * 1830, ... in the monitor's 45 MHz steps: every clock of the paper's synchronous locks is on
-     * it, docs/internals/controller.md). The other modes and strategies do not read it. A trace
-     * header without the key replays with 0. */
     unsigned paper_revision;
 #endif
 } eerl_ctl_config;
@@ -396,7 +358,7 @@ EERL_EXPORT int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg,
                                   size_t cap, size_t *ret_n_clocks, unsigned *ret_peak_mhz);
 #endif
 
-/* ---- resume (issue 9 item 6) ---------------------------------------------------------------- */
+/* ---- resume ------------------------------------------------------------------------------- */
 
 /* The controller's learned state (its governor references, whether it locked and at what) in a
  * byte buffer, to keep next to a training checkpoint. tag: the caller's identity of the hardware

@@ -3,10 +3,10 @@
  * built against the same eerl version it runs with.
  *
  * - The controller's research knobs: eerl_ctl_config's revisions of the paper's and eerl's own
- *   strategies, kept for the replay of traces recorded under them (a trace header names them;
- *   eerl replay rebuilds the controller they ran), and the start-up updates the paper's
- *   strategies leave out; eerl_ctl_describe (the whole struct, for trace headers); the
- *   predictor's forward test (Appendix B). In eerl/core.h, shown with EERL_EXPERIMENTAL.
+ *   decision rules (a trace header names them; this eerl decides as the current ones only), and
+ *   the start-up updates the paper's strategies leave out; eerl_ctl_describe (the whole
+ *   struct, for trace headers); the predictor's forward test (Appendix B). In eerl/core.h,
+ *   shown with EERL_EXPERIMENTAL.
  * - The simulated cluster (eerl/twin.h): the digital twin's workload, physics and execution
  *   modes, which follow the research (docs/twin.md).
  *

@@ -98,14 +98,14 @@ typedef struct eerl_rt_config {
      * read from this array instead of gen_gpus (train_gpus). Read by eerl_rt_new only. */
     const unsigned *gen_pool;
     const unsigned *train_pool;
-    /* Added after 0.3.0. A session across nodes (a remote device: eerl_device_open_remote): the
+    /* Added after 0.2.0. A session across nodes (a remote device: eerl_device_open_remote): the
      * node each device GPU is on, node_of[gpu] for gpu < n_node_of (at least the device's GPU
      * count). The trace's update lines then give each node's energy over the update
      * ("node_energy_j") and the meter flags of each node that has any ("node_meter_flags").
      * NULL: one node. Read by eerl_rt_new only. */
     const unsigned *node_of;
     size_t n_node_of;
-    /* Added after 0.4.0. A prior from earlier jobs (docs/controller.md "Starting from earlier
+    /* Added after 0.2.0. A prior from earlier jobs (docs/controller.md "Starting from earlier
      * jobs: the prior"): a state saved by eerl_rt_save_state, or a directory of them (files
      * named *.state, and the eerl-controller.state of each subdirectory). The entries saved on
      * this job's key (resume_tag's GPU model and pool sizes with job_model, the mode, strategy,
@@ -154,7 +154,7 @@ EERL_EXPORT void eerl_rt_free(eerl_rt *rt);
 EERL_EXPORT int eerl_rt_close(eerl_rt *rt);
 
 /* Both pools at one boundary (a refit): one meter mark for the two, each pool's clock set as
- * its own call would. Added after 0.3.0. */
+ * its own call would. Added after 0.2.0. */
 #define EERL_RT_POOL_BOTH 2u
 
 /* A pool (EERL_POOL_GEN / EERL_POOL_TRAIN, or EERL_RT_POOL_BOTH; colocated: any) begins or ends a
@@ -254,7 +254,7 @@ EERL_EXPORT int eerl_rt_abort(eerl_rt *rt, const char *type, const char *detail_
  * unexplained than a trial can resolve within the allowance (the work G, N, L does not explain
  * the time, so clock changes cannot be judged), the share, what it means for the controller
  * and the usual cause; the trace has it as an "unexplained" line (docs/runtime.md). Valid until
- * the next eerl_rt_update_end. Added after 0.3.0. */
+ * the next eerl_rt_update_end. Added after 0.2.0. */
 EERL_EXPORT const char *eerl_rt_notice(const eerl_rt *rt);
 
 /* Detail of the last failing call ("" if none). Valid until the next call. */

@@ -79,7 +79,7 @@ def _c():
         "rt_abort": d("eerl_rt_abort", I, [P, C.c_char_p, C.c_char_p]),
         "state_name": d("eerl_state_name", C.c_char_p, [I]),
     }
-    if _lib.has("eerl_rt_notice"):  # added after 0.3.0
+    if _lib.has("eerl_rt_notice"):  # added after 0.2.0
         f["rt_notice"] = d("eerl_rt_notice", C.c_char_p, [P])
     _fns = f
     return f

@@ -365,7 +365,21 @@ static int check_groups(const eerl_ctl_config *c, char *why, size_t why_len)
     return 0;
 }
 
-/* The eerl strategy's knobs, the revisions this eerl knows, clock settings. */
+/* A revision key: this eerl decides as revision `now` only. Older revisions are not kept in the
+ * judges; a trace one decided replays with the eerl version that wrote it. */
+static int check_revision(const char *name, unsigned rev, unsigned now, char *why, size_t why_len)
+{
+    if (rev > now)
+        BAD("%s %u is newer than this eerl knows: it decides as revision %u only", name, rev, now);
+    if (rev < now)
+        BAD("%s %u is an older revision: this eerl decides as revision %u only (a trace "
+            "decided by an older one replays with the eerl version that wrote it, "
+            "docs/trace-format.md)",
+            name, rev, now);
+    return 0;
+}
+
+/* The eerl strategy's knobs, the revisions, clock settings. */
 static int check_eerl_and_revisions(const eerl_ctl_config *c, char *why, size_t why_len)
 {
     if (c->expected_updates > 100000000u)
@@ -376,17 +390,14 @@ static int check_eerl_and_revisions(const eerl_ctl_config *c, char *why, size_t 
     if (c->strategy == EERL_STRATEGY_EERL &&
         (c->fast_calibration_updates < 3 || c->fast_calibration_updates > 10000))
         BAD("fast_calibration_updates %u must be in 3-10000", c->fast_calibration_updates);
-    if (c->eerl_revision > EERL__EERL_REVISION)
-        BAD("eerl_revision %u is newer than this eerl knows (0-%d)", c->eerl_revision,
-            EERL__EERL_REVISION);
-    if (c->paper_revision > EERL__PAPER_REVISION)
-        BAD("paper_revision %u is newer than this eerl knows (0-%d)", c->paper_revision,
-            EERL__PAPER_REVISION);
+    if (check_revision("eerl_revision", c->eerl_revision, EERL__EERL_REVISION, why, why_len) < 0 ||
+        check_revision("paper_revision", c->paper_revision, EERL__PAPER_REVISION, why, why_len) <
+            0 ||
+        check_revision("inflight_revision", c->inflight_revision, EERL__INFLIGHT_REVISION, why,
+                       why_len) < 0)
+        return EERL_EINVAL;
     if (c->warmup_updates > 1000)
         BAD("warmup_updates %u must be at most 1000", c->warmup_updates);
-    if (c->inflight_revision > EERL__INFLIGHT_REVISION)
-        BAD("inflight_revision %u is newer than this eerl knows (0-%d)", c->inflight_revision,
-            EERL__INFLIGHT_REVISION);
     if (c->idle_mhz > 100000 || c->feedback_step_mhz > 100000 || c->feedback_big_step_mhz > 100000)
         BAD("clock settings above 100000 MHz (idle %u, feedback %u/%u)", c->idle_mhz,
             c->feedback_step_mhz, c->feedback_big_step_mhz);
@@ -417,4 +428,36 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
     if (rc == 0)
         rc = check_eerl_and_revisions(&full, why, why_len);
     return rc;
+}
+
+const char *eerl__ctl_config_revision(eerl_mode mode, const eerl_ctl_config *cfg, unsigned *ret_rev,
+                                      unsigned *ret_now)
+{
+    if (cfg->strategy == EERL_STRATEGY_EERL && mode == EERL_MODE_INFLIGHT) {
+        *ret_rev = cfg->inflight_revision;
+        *ret_now = EERL__INFLIGHT_REVISION;
+        return "inflight_revision";
+    }
+    if (cfg->strategy == EERL_STRATEGY_EERL) {
+        *ret_rev = cfg->eerl_revision;
+        *ret_now = EERL__EERL_REVISION;
+        return "eerl_revision";
+    }
+    if (cfg->strategy == EERL_STRATEGY_PAPER &&
+        (mode == EERL_MODE_COLOCATED || mode == EERL_MODE_DISAGGREGATED)) {
+        *ret_rev = cfg->paper_revision;
+        *ret_now = EERL__PAPER_REVISION;
+        return "paper_revision";
+    }
+    return NULL;
+}
+
+void eerl__ctl_config_revisions_from_older(eerl_ctl_config *cfg)
+{
+    if (cfg->inflight_revision < EERL__INFLIGHT_REVISION)
+        cfg->inflight_revision = EERL__INFLIGHT_REVISION;
+    if (cfg->eerl_revision < EERL__EERL_REVISION)
+        cfg->eerl_revision = EERL__EERL_REVISION;
+    if (cfg->paper_revision < EERL__PAPER_REVISION)
+        cfg->paper_revision = EERL__PAPER_REVISION;
 }

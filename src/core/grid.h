@@ -14,7 +14,7 @@ struct eerl__grid {
     size_t n;
     unsigned peak; /* the clock the governor runs at */
     /* Where grid steps count from (eerl__grid_step), standing for the governor: the peak, or
-     * the highest clock below it (the paper's synchronous search from paper_revision 1). */
+     * the highest clock below it (the paper's synchronous search). */
     unsigned top;
     unsigned idle_mhz; /* cfg.idle_mhz: a pool's clock while it waits (0: none) */
 };

@@ -67,7 +67,7 @@ struct eerl__pm_corr {
 void eerl__pm_take(struct eerl__pm *m, const unsigned *mhz, const struct eerl__parts *meas,
                    const struct eerl__parts *pred, const struct eerl__pm_corr *c);
 
-/* The updates the model was given, kept to be read again (from eerl_revision 4): a point's
+/* The updates the model was given, kept to be read again: a point's
  * ratio is only as good as the governor prediction it was taken against, and the predictor is
  * refitted as references arrive (probes, refreshes after the work moved) while a clock tried
  * once keeps its reading for hundreds of updates. At keep = 1 - 1/400 an update EERL__PM_HIST

@@ -16,6 +16,7 @@
 #include "common/safefile.h"
 #include "eerl/error.h"
 #include "eerl/version.h"
+#include "core/config.h"
 #include "trace/trace.h"
 
 #define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
@@ -591,11 +592,9 @@ static int header_keys(json_t *o, struct eerl__trace_header *h, char *why, size_
     eerl_ctl_config_default(h->mode, &h->cfg);
     /* A trace without the key was written before it existed, when update 1 was a reference. */
     h->cfg.warmup_updates = 0;
-    /* Nor eerl's in-flight revision: 0 decided then. */
+    /* Nor a revision key: revision 0 decided then. */
     h->cfg.inflight_revision = 0;
-    /* Nor eerl's revision in the other modes: 0 decided then. */
     h->cfg.eerl_revision = 0;
-    /* Nor the paper strategy's grid revision: 0 decided then. */
     h->cfg.paper_revision = 0;
     v = json_object_get(o, "strategy");
     if (v &&
@@ -707,6 +706,20 @@ static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t le
     return 0;
 }
 
+int eerl__trace_header_replayable(const struct eerl__trace_header *h, char *why, size_t len)
+{
+    if (!h->revision_key || h->revision == h->revision_now)
+        return 0;
+    if (why && len)
+        snprintf(why, len,
+                 "this trace was decided by %s %u; this eerl (%s) decides as revision %u only: "
+                 "replay it with the eerl version that wrote it (its header's producer: %s; "
+                 "docs/trace-format.md)",
+                 h->revision_key, h->revision, EERL_VERSION_STRING, h->revision_now,
+                 h->producer[0] ? h->producer : "not named");
+    return EERL_EVERSION;
+}
+
 int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
                              size_t len)
 {
@@ -721,6 +734,10 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
     err = header_keys(o, &h, why, len);
     if (err == 0)
         err = header_config(json_object_get(o, "config"), &h.cfg, why, len);
+    if (err == 0) {
+        h.revision_key = eerl__ctl_config_revision(h.mode, &h.cfg, &h.revision, &h.revision_now);
+        eerl__ctl_config_revisions_from_older(&h.cfg);
+    }
     if (err == 0 && eerl_ctl_config_check(&h.cfg, cwhy, sizeof(cwhy)) < 0) {
         if (why && len)
             snprintf(why, len, "config: %s", cwhy);

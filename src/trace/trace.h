@@ -26,6 +26,12 @@ struct eerl__trace_header {
     size_t n_clocks;
     unsigned peak;
     char producer[64];
+    /* The revision key that decided under the header's mode and strategy (NULL: none does), its
+     * value in the header (0 where the key is absent: written before it) and this eerl's. cfg
+     * holds this eerl's revisions, which rebuild the controller's measurements; its decisions
+     * match the trace only where revision == revision_now (eerl__trace_header_replayable). */
+    const char *revision_key;
+    unsigned revision, revision_now;
 };
 
 struct eerl__trace_update {
@@ -72,6 +78,10 @@ int eerl__trace_write_update(FILE *f, const eerl_obs *obs, const eerl_setting *r
                              const eerl_event *ev, size_t n_ev);
 
 /* Parses a header line. EERL_EPARSE (malformed, with why), EERL_EVERSION (newer major). */
+/* 0 where this eerl decides as the header's controller did; EERL_EVERSION where an older
+ * revision decided it, with why: what decided it, what this eerl decides as, and the eerl to
+ * replay it with (the header's producer). */
+int eerl__trace_header_replayable(const struct eerl__trace_header *h, char *why, size_t len);
 int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
                              size_t len);
 /* Parses an update line; up to cap recorded events go to ev (ev may be NULL with cap 0). */

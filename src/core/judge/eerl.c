@@ -12,11 +12,10 @@
  *   allowed_loss - budget_margin: r = (a * (P + p * R) - E) / (p * R), with E the excess so far,
  *   P the governor time so far, p the mean governor update time and R the remaining updates
  *   (cfg.expected_updates, else as many again as have run, at least 50), at most twice the
- *   allowance (from eerl_revision 6, in a run of fewer than EE_SHORT_RUN updates, the allowance
- *   itself; from eerl_revision 7, in a run of more than EE_LONG_RUN updates, budget_margin times
- *   sqrt(EE_LONG_RUN / its updates), from eerl_revision 12 in colocated mode to the power 0.75
- *   instead). Search, corrections and monitoring all draw on one
- *   account, so exploration is paid for, not just hoped for.
+ *   allowance (in a run of fewer than EE_SHORT_RUN updates, the allowance itself; in a run of
+ *   more than EE_LONG_RUN updates budget_margin shrinks as (EE_LONG_RUN / its updates)^0.5,
+ *   ^0.75 in colocated mode). Search, corrections and monitoring all draw on one account, so
+ *   exploration is paid for, not just hoped for.
  * - Sequential tests instead of fixed 3-update trials: a setting is held until the mean of its
  *   per-update loss estimates is clear of r by one standard error (or 12 usable updates have
  *   passed), so the noise measured on this run sizes every decision. No governor updates between
@@ -28,9 +27,9 @@
  *   pay.
  * - Governor probes: one governor update every 10 keeps the references as recent as the work and
  *   measures the predictor's own error on fresh work, which the loss estimates are corrected by
- *   (and the account too, where the error stands out of the probes' scatter). From eerl_revision
- *   10, in disaggregated mode every other probe is a half probe: generation alone at the
- *   governor, training at its setting (half_in).
+ *   (and the account too, where the error stands out of the probes' scatter). In disaggregated
+ *   mode every other probe is a half probe: generation alone at the governor, training at its
+ *   setting (half_in).
  * In-flight mode the whole-update predictor cannot tell a clock's effect from the carried work
  * (measured on the twin: +6 to +14% "loss" for a 180 MHz step), so controller.c gives the eerl
  * strategy in that mode judge/eerl_inflight.c, which judges a setting by its rate.
@@ -41,7 +40,6 @@
 
 #include "eerl/error.h"
 #include "core/judge.h"
-#include "core/judge/revisions.h"
 #include "core/phase_model.h"
 #include "core/propose.h"
 #include "core/ratios.h"
@@ -51,25 +49,24 @@ enum { EE_PROBING_HALF = 3 };
 
 #define EE_N_MIN 3
 #define EE_N_MAX 12
-#define EE_BIAS_N 24       /* governor probes the predictor's error is taken over */
-#define EE_BIAS_MIN 12     /* from eerl_revision 2: probes before revision 1's rule */
-#define EE_BIAS_SIG 3.0    /* ... and before it, standard errors a mean must stand out by */
-#define EE_AIM_SE 0.5      /* from eerl_revision 2: the account's errors the aim keeps off */
-#define EE_SE_REFS 64      /* ... taken over at most this many recent references */
-#define EE_SHORT_RUN 500   /* from eerl_revision 6: a run this short keeps to the allowance */
-#define EE_LONG_RUN 1000.0 /* from eerl_revision 7: a longer run scales budget_margin down */
-#define EE_LONG_EXP 0.5    /* ... as the root of EE_LONG_RUN over its updates */
-#define EE_LONG_EXP_COLOCATED 0.75 /* from eerl_revision 12, colocated: steeper */
+#define EE_BIAS_N 24               /* governor probes the predictor's error is taken over */
+#define EE_BIAS_MIN 12             /* probes before the mean is taken as it stands (probe_mean) */
+#define EE_BIAS_SIG 3.0            /* ... and before it, standard errors a mean must stand out by */
+#define EE_AIM_SE 0.5              /* the account's standard errors the aim keeps off */
+#define EE_SE_REFS 64              /* ... taken over at most this many recent references */
+#define EE_SHORT_RUN 500           /* a run this short keeps to the allowance */
+#define EE_LONG_RUN 1000.0         /* a longer run scales budget_margin down */
+#define EE_LONG_EXP 0.5            /* ... as the root of EE_LONG_RUN over its updates */
+#define EE_LONG_EXP_COLOCATED 0.75 /* colocated: steeper */
 #define EE_KEEP (1 - 1.0 / 400)    /* the model's weight kept per update (forgetting) */
-#define EE_STRETCHES 32            /* from eerl_revision 9: more than EE_BIAS_N stretches open */
-#define EE_HALF_EVERY 2            /* from eerl_revision 10: of this many probes, one is whole */
-#define EE_MOVING 0.08             /* from eerl_revision 11 (drained): work moving, calibrate on */
+#define EE_STRETCHES 32            /* more than EE_BIAS_N stretches open */
+#define EE_HALF_EVERY 2            /* disaggregated: of this many probes, one is whole */
+#define EE_MOVING 0.08             /* drained: work moving, calibrate on */
 #define EE_MOVING_N 3              /* ... over this many references against as many before */
 #define EE_MOVING_MAX 40           /* ... up to this many governor updates of calibration */
 _Static_assert(EE_STRETCHES > EE_BIAS_N, "every open stretch has its own slot");
 
 struct ee_st {
-    struct eerl__eerl_features f; /* what this run's revision decides with (revisions.h) */
     int phase;
     unsigned count;
     eerl_setting cur; /* the setting being run */
@@ -94,21 +91,21 @@ struct ee_st {
     unsigned since_probe; /* usable updates since the last governor probe */
     int probing;          /* a probe under way: 1, 2 (drained, one update late), EE_PROBING_HALF */
     unsigned n_issued;    /* probes begun, half probes among them */
-    /* from eerl_revision 10, the whole probes' errors: training's time, energy, each part's */
+    /* the whole probes' errors: training's time, energy, each part's */
     double whole_tt[EE_BIAS_N], whole_e[EE_BIAS_N], whole_pe[EERL__PM_GROUPS][EE_BIAS_N];
     unsigned n_whole;
     uint64_t relax_at; /* update count of the last relaxation after lock */
     double bias_t[EE_BIAS_N], bias_e[EE_BIAS_N]; /* the predictor's error on the last probes */
     double bias_pt[EERL__PM_GROUPS][EE_BIAS_N], bias_pe[EERL__PM_GROUPS][EE_BIAS_N]; /* per part */
     unsigned n_bias;
-    /* From eerl_revision 9 (account_stretches): stretch j is the updates charged after the j-th
-     * probe. The predicted governor time of the stretches whose correction is still open, by j
-     * modulo EE_STRETCHES, and of those closed (0 .. closed - 1), corrected. */
+    /* Stretch j is the updates charged after the j-th probe (account). The predicted governor time
+     * of the stretches whose correction is still open, by j modulo EE_STRETCHES, and of those
+     * closed (0 .. closed - 1), corrected. */
     double stretch_s[EE_STRETCHES];
     unsigned closed;
     double closed_s;
-    /* Drained mode from eerl_revision 3: each update is taken as evidence when the next arrives,
-     * with the generation work that update reports (ee_observe). */
+    /* Drained mode: each update is taken as evidence when the next arrives, with the generation
+     * work that update reports (ee_observe). */
     int late;
     int have_pend, pend_usable;
     eerl_obs pend;
@@ -116,7 +113,7 @@ struct ee_st {
      * clock, from every usable update (phase_model.h). */
     int model;
     struct eerl__pm pm;
-    struct eerl__pm_hist hist; /* from eerl_revision 4: read again at every verdict */
+    struct eerl__pm_hist hist; /* read again at every verdict */
 };
 
 /* The mean of the last probes' errors (three probes or more, else 0): as measured where it is
@@ -125,9 +122,9 @@ struct ee_st {
  * from zero), else 0. One probe is a single noisy update (about 1% per update on the noisy twin,
  * 5% on the noisiest synthetic stream the tests run), so the mean is taken over EE_BIAS_N of
  * them: over 24 the predictor's lag behind growing work on the twin stands out, and a handful of
- * very noisy probes does not steer every estimate after them. quiet_se is the account's margin
- * from eerl_revision 1 on (0 in revision 0): on the twin the predictor runs short of the governor
- * by 0.5-0.8% for the first half of a run, a mean the two-error gate kept at 0 until update 450-500
+ * very noisy probes does not steer every estimate after them. quiet_se is the account's margin:
+ * on the twin the predictor runs short of the governor by 0.5-0.8% for the first half of a run,
+ * a mean the two-error gate alone kept at 0 until update 450-500
  * (so every loss read that much high, and the model's curves with it), while an error of the
  * margin's size is what the margin is there to absorb. On the 5% stream the standard error stays
  * above it and the gate decides as before. (Four probes, as once, left the account 0.2 to 0.4
@@ -161,25 +158,25 @@ static double ref_error_sd(const struct eerl__ctx *cx, enum eerl__part part)
                                scratch);
 }
 
-/* The probes' mean error as this run's revision takes it. From revision 2 on, with fewer than
- * EE_BIAS_MIN probes in, only where it stands more than EE_BIAS_SIG standard errors from zero, the
- * standard error being the references' scatter around the predictor over the root of the probes'
- * number: each probe also joins the references the predictor is refitted on, so the predictor has
- * already moved toward the few there are, and a mean of 3-9 of them is mostly their noise, which
- * the rule of revision 1 (any negative mean; any whose own scatter looks small) passed on. On the
- * noisy twin at the paper's lengths (64 seeds each) the account missed the true loss by 0.40 /
- * 0.50 / 0.50 points (standard deviation; colocated / disaggregated / drained) with revision 1's
- * rule and by 0.29 / 0.31 / 0.38 with none; a predictor lagging behind growing work shows a mean
- * well clear of that noise, and over long runs the rule of revision 1 decides as before
+/* The probes' mean error: from EE_BIAS_MIN probes on as eerl__probe_mean takes it; with fewer,
+ * only where it stands more than EE_BIAS_SIG standard errors from zero, the standard error being
+ * the references' scatter around the predictor over the root of the probes' number: each probe
+ * also joins the references the predictor is refitted on, so the predictor has already moved
+ * toward the few there are, and a mean of 3-9 of them is mostly their noise, which
+ * eerl__probe_mean's rule (any negative mean; any whose own scatter looks small) passes on. On
+ * the noisy twin at the paper's lengths (64 seeds each) the account missed the true loss by 0.40
+ * / 0.50 / 0.50 points (standard deviation; colocated / disaggregated / drained) with that rule
+ * from the first probe and by 0.29 / 0.31 / 0.38 with no correction; a predictor lagging behind
+ * growing work shows a mean well clear of that noise
  * (notes/2026-12-01-within-the-allowance.md). */
-static double probe_mean(const struct eerl__ctx *cx, const struct ee_st *st, const double *xs,
-                         unsigned n, enum eerl__part part)
+static double probe_mean(const struct eerl__ctx *cx, const double *xs, unsigned n,
+                         enum eerl__part part)
 {
     double m = 0, se;
     unsigned i;
 
-    if (!st->f.probe_gate || n >= EE_BIAS_MIN)
-        return eerl__probe_mean(xs, n, st->f.probe_quiet ? cx->cfg->budget_margin : 0);
+    if (n >= EE_BIAS_MIN)
+        return eerl__probe_mean(xs, n, cx->cfg->budget_margin);
     if (n < 3)
         return 0;
     se = ref_error_sd(cx, part) / sqrt((double)n);
@@ -199,11 +196,11 @@ static unsigned n_probes(const struct ee_st *st)
  * energy estimates and the run's account are corrected by. */
 static void bias(const struct eerl__ctx *cx, const struct ee_st *st, double *bt, double *be)
 {
-    *bt = probe_mean(cx, st, st->bias_t, n_probes(st), EERL__PART_T);
-    *be = probe_mean(cx, st, st->bias_e, n_probes(st), EERL__PART_E);
+    *bt = probe_mean(cx, st->bias_t, n_probes(st), EERL__PART_T);
+    *be = probe_mean(cx, st->bias_e, n_probes(st), EERL__PART_E);
 }
 
-/* From eerl_revision 9: the predictor's error over the last EE_BIAS_N probes (all of them while
+/* The predictor's error over the last EE_BIAS_N probes (all of them while
  * fewer have come), oldest first. It corrects the stretches still open; a stretch closes with it
  * once EE_BIAS_N / 2 probes have come after it (and EE_BIAS_N in all), when those last probes
  * are the ones around it, half before and half after. */
@@ -214,7 +211,7 @@ static double corr_now(const struct eerl__ctx *cx, const struct ee_st *st)
 
     for (i = 0; i < n; i++)
         xs[i] = st->bias_t[(st->n_bias - n + i) % EE_BIAS_N];
-    return probe_mean(cx, st, xs, n, EERL__PART_T);
+    return probe_mean(cx, xs, n, EERL__PART_T);
 }
 
 /* Closes the stretches whose probes around them have all come: their corrected time joins
@@ -234,7 +231,7 @@ static void close_stretches(const struct eerl__ctx *cx, struct ee_st *st)
 
 static double remaining(const struct eerl__ctx *cx, const struct ee_st *st);
 
-/* Whether the account corrects stretch by stretch (from eerl_revision 9): in colocated and
+/* Whether the account corrects stretch by stretch: in colocated and
  * disaggregated runs, and in drained runs of more than EE_LONG_RUN updates (the horizon given,
  * or the updates so far and as many again). At 1000 drained updates it bought nothing in steady
  * work (32 seeds: 0.931 -> 0.930) and let two more of 64 seeds of collapsing work past the
@@ -242,24 +239,21 @@ static double remaining(const struct eerl__ctx *cx, const struct ee_st *st);
  * from 0.909 to 0.942 (8 seeds, every one within). */
 static int by_stretches(const struct eerl__ctx *cx, const struct ee_st *st)
 {
-    if (!st->f.account_stretches)
-        return 0;
     return cx->mode != EERL_MODE_DRAINED || (double)st->seen + remaining(cx, st) > EE_LONG_RUN;
 }
 
 /* The run's account: the governor time of every update so far (measured at the governor, else
  * predicted and corrected by the predictor's error on the probes) and the time spent beyond it.
- * To eerl_revision 8 the correction is today's for the whole run: the probes' mean is the better
- * estimate of the predictor's error the more of them there are, and an account that kept each
- * update's correction of its day would keep the early, noisier ones for good (on the noisy twin
- * it left the account 0.2 to 0.4 points off the true loss). But late in a long run one probe then
- * moves the correction of every update before it, and the rate the rest of the run may lose moves
- * by that times the updates run over those left: in a colocated run of 3000 updates two probes
- * took it from 2.15% to 0.14% (seed 3, updates 2708 and 2739), and the run kept the governor for
- * its last 250 updates. From eerl_revision 9 each stretch between probes is corrected by the
- * EE_BIAS_N probes around it (account_stretches): the probes measure the predictor as it was
- * then, a stretch's correction stops moving once EE_BIAS_N / 2 probes have come after it, and
- * the last stretches take today's, as before (notes/2026-12-03-account-stretches.md). */
+ * Each stretch between probes is corrected by the EE_BIAS_N probes around it: the probes measure
+ * the predictor as it was then, a stretch's correction stops moving once EE_BIAS_N / 2 probes
+ * have come after it, and the last stretches take today's. Today's correction for the whole run
+ * (drained runs up to EE_LONG_RUN updates still take it) would let one probe late in a long run
+ * move the correction of every update before it, and the rate the rest of the run may lose by
+ * that times the updates run over those left: in a colocated run of 3000 updates two probes took
+ * it from 2.15% to 0.14% (seed 3, updates 2708 and 2739), and the run kept the governor for its
+ * last 250 updates. A correction kept per update as of its day would keep the early, noisier
+ * ones for good (on the noisy twin 0.2 to 0.4 points off the true loss)
+ * (notes/2026-12-03-account-stretches.md). */
 static void account(const struct eerl__ctx *cx, const struct ee_st *st, double *gov_s,
                     double *excess_s)
 {
@@ -275,7 +269,7 @@ static void account(const struct eerl__ctx *cx, const struct ee_st *st, double *
         *excess_s = st->meas_s - c;
         return;
     }
-    b = probe_mean(cx, st, st->bias_t, n_probes(st), EERL__PART_T);
+    b = probe_mean(cx, st->bias_t, n_probes(st), EERL__PART_T);
     *gov_s = st->gov_meas_s + st->pred_s * (1 + b);
     *excess_s = st->meas_s - st->pred_s * (1 + b);
 }
@@ -310,11 +304,9 @@ static int ee_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_set
     struct ee_st *st = vst;
 
     ret_setup->fit_min_t = EERL__PRED_MIN_T;
-    eerl__eerl_features_of(cx->cfg, &st->f);
-    if (st->f.linear_train) /* the training part as a fixed part plus one per token */
-        ret_setup->fit_opts = EERL__PRED_LINEAR_TRAIN;
+    ret_setup->fit_opts = EERL__PRED_LINEAR_TRAIN; /* training: a fixed part plus one per token */
     st->model = cx->prop == &eerl__propose_model;
-    st->late = cx->layout == EERL__LAYOUT_OVERLAP && st->f.late_drained;
+    st->late = cx->layout == EERL__LAYOUT_OVERLAP;
     eerl__pm_init(&st->pm, cx->layout, cx->grid->peak, EE_KEEP);
     return 0;
 }
@@ -329,7 +321,7 @@ static double remaining(const struct eerl__ctx *cx, const struct ee_st *st)
     return fmax(50.0, (double)st->seen);
 }
 
-/* The standard error of the account's loss (from eerl_revision 2): the governor time it charges
+/* The standard error of the account's loss: the governor time it charges
  * every update against is known only to the scatter of the predictor's errors on its references
  * (sd) over the governor updates measured so far, and the governor run it will be judged against
  * carries the same scatter over the whole run: sd * sqrt(1 / governor updates + 1 / updates in
@@ -342,15 +334,14 @@ static double account_se(const struct eerl__ctx *cx, const struct ee_st *st)
            sqrt(1.0 / st->n_gov + 1.0 / ((double)st->seen + remaining(cx, st)));
 }
 
-/* The fixed part of the aim: budget_margin, and from eerl_revision 7, in a run of more than
- * EE_LONG_RUN updates (the horizon given, or the updates so far and as many again), budget_margin
- * times sqrt(EE_LONG_RUN / its updates) (0.17 points of 0.3 at 3000 updates): the whole run's
- * error against its governor run shrinks as the root of its length, and the margin the bound
- * keeps at 3000 updates is 0.15 points. Held at 0.3 points, a 3000-update colocated run banked
- * the difference and spent it late at a worse rate of energy per point of loss
- * (notes/2026-12-02-long-run-margin-2.md: 32 seeds at 3000 updates, capture 0.839 -> 0.877
- * colocated, 0.919 -> 0.929 disaggregated, 0.921 -> 0.931 drained, every seed within the
- * allowance). At 1000 updates and fewer nothing changes. From eerl_revision 12 a colocated run
+/* The fixed part of the aim: budget_margin, and in a run of more than EE_LONG_RUN updates (the
+ * horizon given, or the updates so far and as many again), budget_margin times sqrt(EE_LONG_RUN /
+ * its updates) (0.17 points of 0.3 at 3000 updates): the whole run's error against its governor run
+ * shrinks as the root of its length, and the margin the bound keeps at 3000 updates is 0.15 points.
+ * Held at 0.3 points, a 3000-update colocated run banked the difference and spent it late at a
+ * worse rate of energy per point of loss (notes/2026-12-02-long-run-margin-2.md: 32 seeds at 3000
+ * updates, capture 0.839 -> 0.877 colocated, 0.919 -> 0.929 disaggregated, 0.921 -> 0.931 drained,
+ * every seed within the allowance). At 1000 updates and fewer nothing changes. A colocated run
  * scales it by (EE_LONG_RUN / its updates)^0.75 (0.13 points at 3000 updates): the mode where a
  * point of loss buys most energy near the oracle, and whose seeds kept their spread about the
  * aim (32 seeds at 3000 updates, capture 0.895 -> 0.905 steady, 0.863 -> 0.890 collapsing,
@@ -361,20 +352,20 @@ static double fixed_margin(const struct eerl__ctx *cx, const struct ee_st *st, d
 {
     double h = (double)st->seen + left, e = EE_LONG_EXP;
 
-    if (!st->f.long_margin || h <= EE_LONG_RUN)
+    if (h <= EE_LONG_RUN)
         return cx->cfg->budget_margin;
-    if (st->f.steep_margin && cx->mode == EERL_MODE_COLOCATED)
+    if (cx->mode == EERL_MODE_COLOCATED)
         e = EE_LONG_EXP_COLOCATED;
     return cx->cfg->budget_margin * pow(EE_LONG_RUN / h, e);
 }
 
 /* The loss the current setting may run at for the whole run to stay within the allowance: less
- * the fixed margin (fixed_margin) and, from eerl_revision 2 on, half the account's standard
+ * the fixed margin (fixed_margin) and half the account's standard
  * error. A fixed margin of 0.3 points left the whole run beyond the allowance in 6 / 11 / 9 of 64
  * seeds at the paper's lengths on the noisy twin, whose account errs by 0.3-0.5 points there; a
  * wider fixed one costs long runs the allowance their account no longer needs to keep.
  * Credit the account has banked lets the rate rise above the aim, up to twice the allowance;
- * from eerl_revision 6, in a run of fewer than EE_SHORT_RUN updates (the horizon given, or the
+ * in a run of fewer than EE_SHORT_RUN updates (the horizon given, or the
  * updates so far and as many again), up to the allowance itself. There the credit is of the size
  * of the account's own error, and spending it above the allowance in the run's last updates is
  * what took the whole run past it: colocated seed 27 of 107 updates ran 1635/1290 at 3.0% over
@@ -385,13 +376,12 @@ static double target_rate(const struct eerl__ctx *cx, const struct ee_st *st)
     double left = remaining(cx, st), cap = 2 * cx->cfg->allowed_loss;
     double a = cx->cfg->allowed_loss - fixed_margin(cx, st, left), gov_s, excess_s, p, rem, r;
 
-    if (st->f.aim_se)
-        a -= EE_AIM_SE * account_se(cx, st);
+    a -= EE_AIM_SE * account_se(cx, st);
     account(cx, st, &gov_s, &excess_s);
     p = st->seen ? gov_s / (double)st->seen : 1.0;
     rem = p * left;
     r = (a * (gov_s + rem) - excess_s) / rem;
-    if (st->f.short_run_cap && (double)st->seen + left < EE_SHORT_RUN)
+    if ((double)st->seen + left < EE_SHORT_RUN)
         cap = cx->cfg->allowed_loss;
     return fmin(r, cap);
 }
@@ -473,22 +463,22 @@ static struct eerl__outcome outcome(const struct eerl__ctx *cx, const struct ee_
     return o;
 }
 
-/* The probes' error on each group's parts, as this run's revision takes it. */
+/* The probes' error on each group's parts (probe_mean). */
 static void model_corr(const struct eerl__ctx *cx, const struct ee_st *st, struct eerl__pm_corr *c)
 {
     int g;
 
     for (g = 0; g < EERL__PM_GROUPS; g++) {
-        c->t[g] = probe_mean(cx, st, st->bias_pt[g], n_probes(st),
-                             g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN);
-        c->e[g] = probe_mean(cx, st, st->bias_pe[g], n_probes(st),
-                             g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN);
+        c->t[g] =
+            probe_mean(cx, st->bias_pt[g], n_probes(st), g ? EERL__PART_T_TRAIN : EERL__PART_T_GEN);
+        c->e[g] =
+            probe_mean(cx, st->bias_pe[g], n_probes(st), g ? EERL__PART_E_TRAIN : EERL__PART_E_GEN);
     }
 }
 
-/* The model's curves before a proposal. From eerl_revision 4 every kept update is read again
- * against the predictor and the probes' correction as they stand: a point taken against an
- * older reference kept that reference's error. On the noisy twin's collapsing work (responses
+/* The model's curves before a proposal. Every kept update is read again against the predictor
+ * and the probes' correction as they stand: a point taken once against an older reference would
+ * keep that reference's error. On the noisy twin's collapsing work (responses
  * falling to 0.4 of their length in the first 30 updates, 8 seeds, 1000 updates) the verdicts of
  * the first 200 updates read +0.4 to +0.55 points above the true loss, and a training clock tried
  * then held its high reading while the run kept training at the governor for hundreds of
@@ -496,7 +486,7 @@ static void model_corr(const struct eerl__ctx *cx, const struct ee_st *st, struc
  * (notes/2026-12-01-model-reread.md). */
 static void model_fit(const struct eerl__ctx *cx, struct ee_st *st)
 {
-    if (st->f.reread && cx->refs->pred.ready) {
+    if (cx->refs->pred.ready) {
         struct eerl__pm_corr cr;
 
         model_corr(cx, st, &cr);
@@ -621,8 +611,7 @@ static void charge(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs 
 static void probe_taken(const struct eerl__ctx *cx, struct ee_st *st)
 {
     st->n_bias++;
-    if (st->f.account_stretches)
-        close_stretches(cx, st);
+    close_stretches(cx, st);
 }
 
 /* The mean of a ring of the last EE_BIAS_N values, n of them written (0 while empty). */
@@ -647,7 +636,7 @@ static void keep_whole(struct ee_st *st, unsigned k)
         st->whole_pe[g][w] = st->bias_pe[g][k];
 }
 
-/* From eerl_revision 10 (half_probes), disaggregated: a half probe runs generation alone at the
+/* Disaggregated: a half probe runs generation alone at the
  * governor (the idle clock too), training at its setting. It measures generation's time
  * error as a whole probe does; training's time error is the mean of the whole probes' (0 before
  * the first), the update's the two weighted by their predicted shares. Energy errors are the
@@ -724,14 +713,14 @@ static int probe_in(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs
     return 1;
 }
 
-/* From eerl_revision 11, drained: 1 while the work moves, the mean valid tokens of the last
+/* Drained: 1 while the work moves, the mean valid tokens of the last
  * EE_MOVING_N references more than EE_MOVING off the EE_MOVING_N before them. */
-static int work_moving(const struct eerl__ctx *cx, const struct ee_st *st)
+static int work_moving(const struct eerl__ctx *cx)
 {
     size_t n = cx->refs->n, i;
     double a = 0, b = 0;
 
-    if (!st->f.moving_cal || cx->mode != EERL_MODE_DRAINED || n < 2 * EE_MOVING_N)
+    if (cx->mode != EERL_MODE_DRAINED || n < 2 * EE_MOVING_N)
         return 0;
     for (i = 0; i < EE_MOVING_N; i++) {
         a += eerl__refs_at(cx->refs, n - 1 - i)->valid_tokens;
@@ -740,18 +729,17 @@ static int work_moving(const struct eerl__ctx *cx, const struct ee_st *st)
     return b > 0 && fabs(a / b - 1) > EE_MOVING;
 }
 
-/* One calibration update: 1 when the calibration is done. From eerl_revision 11 a drained
- * calibration goes on past its length, up to EE_MOVING_MAX governor updates, while the work
- * moves: a reference fitted while responses collapse reads the loss low once they have settled
- * (on the twin, drained collapsing work at 1000 updates: 31 of 32 seeds within, 32 with this;
- * at 175 updates 25 -> 29 of 32; steady, growing and step work unchanged;
- * notes/2026-12-03-drained-moving-calibration.md). */
+/* One calibration update: 1 when the calibration is done. A drained calibration goes on past its
+ * length, up to EE_MOVING_MAX governor updates, while the work moves: a reference fitted while
+ * responses collapse reads the loss low once they have settled (on the twin, drained collapsing
+ * work at 1000 updates: 31 of 32 seeds within, 32 with this; at 175 updates 25 -> 29 of 32; steady,
+ * growing and step work unchanged; notes/2026-12-03-drained-moving-calibration.md). */
 static int calibrated(const struct eerl__ctx *cx, struct ee_st *st, const eerl_obs *obs,
                       eerl_setting *next)
 {
     if (!eerl__rec_calibrate_fast(cx->rec, obs, &st->count, next))
         return 0;
-    if (st->count < EE_MOVING_MAX && work_moving(cx, st)) {
+    if (st->count < EE_MOVING_MAX && work_moving(cx)) {
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, next,
                        "calibrating on (%u): the work moves (valid tokens of the last %d "
                        "references more than %.0f%% off the %d before)",
@@ -841,30 +829,22 @@ static void take_evidence(const struct eerl__ctx *cx, struct ee_st *st, const ee
     st->se += er;
     if (st->model) {
         /* Each group's phase against its governor prediction, corrected by the probes' error
-         * on that part: one point on each group's curve at its clock. From revision 4 the
-         * update is only kept: model_fit reads every kept update at the next verdict, and
-         * nothing reads the model before it. */
+         * on that part: one point on each group's curve at its clock. The update is only
+         * kept: model_fit reads every kept update at the next verdict, and nothing reads the
+         * model before it. */
         unsigned clk[EERL__PM_GROUPS] = {eerl__grid_eff(cx->grid, obs->setting.mhz[0]),
                                          eerl__grid_eff(cx->grid, obs->setting.mhz[1])};
 
-        if (st->f.reread) {
-            eerl__pm_hist_add(&st->hist, clk, obs, m);
-        } else {
-            struct eerl__pm_corr cr;
-
-            model_corr(cx, st, &cr);
-            eerl__pm_take(&st->pm, clk, m, &p, &cr);
-        }
+        eerl__pm_hist_add(&st->hist, clk, obs, m);
     }
 }
 
-/* The next update is a probe: a whole one (every group at the governor), or from eerl_revision
- * 10 in disaggregated mode every other time a half one (half_in). */
+/* The next update is a probe: a whole one (every group at the governor), or in disaggregated
+ * mode every other time a half one (half_in). */
 static void start_probe(const struct eerl__ctx *cx, struct ee_st *st, eerl_setting *next)
 {
     st->since_probe = 0;
-    if (st->f.half_probes && cx->mode == EERL_MODE_DISAGGREGATED &&
-        st->n_issued++ % EE_HALF_EVERY != 0) {
+    if (cx->mode == EERL_MODE_DISAGGREGATED && st->n_issued++ % EE_HALF_EVERY != 0) {
         st->probing = EE_PROBING_HALF;
         next->mhz[EERL_GROUP_GEN] = EERL_CLOCK_GOVERNOR;
         next->idle_mhz = EERL_CLOCK_GOVERNOR;
@@ -919,12 +899,12 @@ static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl
 
 /* In drained mode the generation pool spends update k generating the batch training consumes at
  * update k+1, and an update reports the work of the batch it consumes (the twin and the
- * integrations alike): update k's generation work arrives with update k+1. From eerl_revision 3
- * each update is therefore taken as evidence when the next arrives, with the next one's G and L;
- * its decision applies one update later than it would, and the first update after a change, run
- * at the setting before it, is left out of the new setting's estimates. On the twin's drained
- * governor runs the governor predictor's error falls from 13.6-14.0% to 1.2-1.3% per update once
- * responses collapse (L varying from batch to batch), and from 1.3-1.4% to 1.2% in steady work
+ * integrations alike): update k's generation work arrives with update k+1. Each update is therefore
+ * taken as evidence when the next arrives, with the next one's G and L; its decision applies one
+ * update later than it would, and the first update after a change, run at the setting before it, is
+ * left out of the new setting's estimates. On the twin's drained governor runs the governor
+ * predictor's error falls from 13.6-14.0% to 1.2-1.3% per update once responses collapse (L varying
+ * from batch to batch), and from 1.3-1.4% to 1.2% in steady work
  * (notes/2026-12-01-horizons-controller.md). */
 static void ee_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *obs, int usable,
                        eerl_setting *next)

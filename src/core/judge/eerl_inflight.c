@@ -11,13 +11,12 @@
  * energy per valid token against a governor reference measured on the same run:
  *
  * - Calibration: cfg.fast_calibration_updates governor updates (the pipeline's start left out:
- *   start_updates) give the governor rate, energy per valid
+ *   EI_START_UPDATES) give the governor rate, energy per valid
  *   token and their per-update noise; they also go to the controller's references (resume).
- *   Revision 1 (cfg.inflight_revision; 0 replays traces recorded before it): the rate and
- *   energy per token are those of the governor for the same work, from a model of its update
- *   time and energy against the consumed batch's valid tokens with a fixed part where the
- *   references show one (ref_model), over the references since the work last changed
- *   (ref_from).
+ *   The rate and energy per token are those of the governor for the same work, from a model of
+ *   its update time and energy against the consumed batch's valid tokens with a fixed part where
+ *   the references show one (ref_model; each pool's arrival where the updates carry them,
+ *   pools_fit), over the references since the work last changed (ref_from).
  * - A candidate is held until its rate loss and energy are clear of the run's budget and of the
  *   setting it came from by one standard error (at least 4, at most 8 usable updates; the
  *   carried-over update after each change is left out by the controller). No governor updates
@@ -38,7 +37,6 @@
 
 #include "eerl/error.h"
 #include "core/judge.h"
-#include "core/judge/revisions.h"
 #include "core/lsq.h"
 #include "core/propose.h"
 
@@ -49,16 +47,14 @@ enum { EI_CAL, EI_RUN, EI_GOV };
 #define EI_ABORT_SD 3         /* a move this many standard errors too slow ends before EI_N_MIN */
 #define EI_WINDOW 20          /* usable updates per monitoring window after lock */
 #define EI_CHECK_EVERY 150    /* usable updates after lock between governor blocks at most */
-#define EI_CHECK_FIRST 40     /* revision 2: ... before the first of them */
+#define EI_CHECK_FIRST 40     /* ... before the first of them */
 #define EI_GOV_N 4            /* updates of an after-lock governor block */
 #define EI_SD_FLOOR 0.005     /* per-update relative noise assumed when it cannot be measured */
 #define EI_SE4_FLOOR 0.002    /* floor of the noise of a 4-update mean */
 #define EI_REF_SE 0.002       /* calibration goes on until the reference rate is known to this */
 #define EI_RELAX_MARGIN 0.005 /* spare loss rate after lock worth another generation step */
-#define EI_MARGIN_SHARE 0.5   /* revision 3: the share of budget_margin a short run keeps */
-#define EI_SHORT_RUN 500      /* ... in a run of fewer updates than this */
 
-/* Revision 4: the governor's update time as the later pool's arrival plus the rest of the
+/* The governor's update time as the later pool's arrival plus the rest of the
  * update, each pool's arrival a line in the consumed batch's valid tokens (pools_fit). */
 struct ei_pools {
     int on; /* fitted: every reference carried both arrivals */
@@ -71,17 +67,16 @@ struct ei_st {
     int settled;      /* the search has settled (judge/eerl.c's ee_st says what it means) */
     unsigned count;   /* calibration / governor block updates taken */
     unsigned gov_len; /* updates the governor block under way takes */
-    unsigned started; /* updates of the pipeline's start seen (start_updates: left out) */
+    unsigned started; /* updates of the pipeline's start seen (EI_START_UPDATES: left out) */
     eerl_setting cur;
-    int group;                        /* the group the candidate under test changes, or -1 */
-    struct eerl__inflight_features f; /* what this run's revision decides with (revisions.h) */
-    /* governor reference. Revision 0: the rate, valid tokens per second, and joules per valid
-     * token. Revision 1: the governor's update time and energy for the consumed batch's valid
-     * tokens N, t_a + t_b N and e_a + e_b N (ref_model); gov_rate and gov_epn are then 1, and
-     * the block sums below are of those predictions instead of N. */
+    int group; /* the group the candidate under test changes, or -1 */
+    /* governor reference: the governor's update time and energy for the consumed batch's valid
+     * tokens N, t_a + t_b N and e_a + e_b N (ref_model), or the pools' model. The block sums
+     * below are of those predictions, so the governor's rate and energy per token are 1 against
+     * them: gov_rate and gov_epn are 1 once the reference is fitted, 0 before. */
     double gov_rate, gov_epn;
     double t_a, t_b, e_a, e_b;
-    struct ei_pools pools; /* revision 4: the time model, where the references allow it */
+    struct ei_pools pools; /* the time model, where the references allow it */
     /* noise of a block mean (block_noise): se4 of a 4-update block, falling with the block's
      * length n as (4 / n)^slope (block_se), for the rate and the energy per token */
     double rate_se4, rate_se_slope, epn_se4, epn_se_slope;
@@ -90,7 +85,7 @@ struct ei_st {
     /* the current block (a move, a monitoring window or a governor block) */
     unsigned n;
     double blk_tokens, blk_time_s, blk_energy_j; /* its sums of valid tokens, time, energy */
-    double blk_work_e; /* of valid tokens again (revision 0), of predicted governor energy (1) */
+    double blk_work_e;                           /* of predicted governor energy */
     unsigned blk_n_arrivals; /* of the block's updates, those with pool arrivals */
     double blk_gen_arrival_s, blk_train_arrival_s; /* and their generation and training arrivals */
     double prev_epn; /* energy per valid token of the setting the candidate came from */
@@ -101,7 +96,7 @@ struct ei_st {
     unsigned since_check, since_relax;
     unsigned checks;  /* governor blocks after lock so far */
     double lock_rate; /* the locked setting's rate over its first window (drift check) */
-    /* revision 5: a governor block's sums when it ran on to confirm a move (end_gov_block) */
+    /* a governor block's sums when it ran on to confirm a move (end_gov_block) */
     double cf_tokens, cf_time_s, cf_energy_j, cf_work_e;
 };
 
@@ -121,9 +116,8 @@ static eerl_ctl_state ei_state(const void *vst)
 
 static int ei_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_setup *ret_setup)
 {
-    struct ei_st *st = vst;
-
-    eerl__inflight_features_of(cx->cfg, &st->f);
+    (void)cx;
+    (void)vst;
     ret_setup->fit_min_t = EERL__PRED_MIN_T;
     return 0;
 }
@@ -131,18 +125,14 @@ static int ei_init(const struct eerl__ctx *cx, void *vst, struct eerl__judge_set
 /* The updates of the pipeline's start, left out of calibration. The first starts with an empty
  * pipeline and is slow; the second trains on a batch generated partly while the first trained,
  * and is fast: on the twin 4-9% under the governor's time per valid token (4 seeds, governor
- * runs and controller runs alike). Taken into the calibration of 16 updates (revision 4 and
- * before) it read the governor about 0.3% fast, and every loss the same amount high: over 32
+ * runs and controller runs alike). Taken into the calibration of 16 updates it read the
+ * governor about 0.3% fast, and every loss the same amount high: over 32
  * seeds of 335 and of 1000 updates of steady work the account's whole-run loss stood 0.20 and
  * 0.19 points above the true one (standard error 0.04), the allowance left unused
  * (notes/2026-12-03-inflight-pipeline-start.md). */
-static unsigned start_updates(const struct ei_st *st)
-{
-    return st->f.start_drain ? 2 : 1;
-}
+#define EI_START_UPDATES 2
 
-/* What an update's time and energy are compared with: revision 0 its valid tokens (over the
- * governor's rate and energy per token), revision 1 the governor's predicted time and energy
+/* What an update's time and energy are compared with: the governor's predicted time and energy
  * for its valid tokens. */
 static double pools_t(const struct ei_pools *pm, double n)
 {
@@ -153,7 +143,7 @@ static double work_t(const struct ei_st *st, const eerl_obs *o)
 {
     if (st->pools.on)
         return pools_t(&st->pools, o->valid_tokens);
-    return st->f.work_model ? st->t_a + st->t_b * o->valid_tokens : o->valid_tokens;
+    return st->t_a + st->t_b * o->valid_tokens;
 }
 
 static double work_e(const struct ei_st *st, const eerl_obs *o)
@@ -162,7 +152,7 @@ static double work_e(const struct ei_st *st, const eerl_obs *o)
         double n = o->valid_tokens;
         return st->pools.e[0] + st->pools.e[1] * n + st->pools.e[2] * pools_t(&st->pools, n);
     }
-    return st->f.work_model ? st->e_a + st->e_b * o->valid_tokens : o->valid_tokens;
+    return st->e_a + st->e_b * o->valid_tokens;
 }
 
 static double remaining(const struct eerl__ctx *cx, const struct ei_st *st)
@@ -175,24 +165,14 @@ static double remaining(const struct eerl__ctx *cx, const struct ei_st *st)
 }
 
 /* The loss the run aims at: the allowance less the margin and the reference's own error (the
- * account's error is the reference's: its measured noise widens the margin). From revision 3,
- * in a run of fewer than EI_SHORT_RUN updates (the horizon given, or the updates so far and as
- * many again), half of budget_margin: the reference's error is counted already, and a short run
- * ends before its after-lock windows can spend the credit the whole margin banks (twin, 32 seeds
- * at 335 updates: whole run -1.28%, the worst seed -1.63%, the budget at 2.5-4% over the last
- * 80 updates of seed 1 and nothing left to spend it on; with half the margin -1.43%, the worst
- * -1.78%, capture 0.80 -> 0.83). Over 1000 updates and more the account spends its credit
- * anyway: half the margin there moved capture by 0.00-0.02 and took one seed of 8 to the
- * allowance's edge (notes/2026-12-02-capture-within-the-bound.md). Revision 5 keeps the whole
- * margin again: the banked credit was mostly the account reading the loss high, which
- * start_updates removes (32 seeds at 335 updates with it: half the margin 0.858 of the static
- * oracle, 31 seeds within, the worst -2.00%; the whole margin 0.850, 32 within, -1.99%). */
+ * account's error is the reference's: its measured noise widens the margin). Short runs keep
+ * the whole of budget_margin too: half of it banked less credit while the account read the loss
+ * high, which leaving the pipeline's start out of calibration removed (32 seeds at 335 updates:
+ * half the margin 0.858 of the static oracle, 31 seeds within, the worst -2.00%; the whole
+ * margin 0.850, 32 within, -1.99%; notes/2026-12-02-capture-within-the-bound.md). */
 static double target_rate(const struct eerl__ctx *cx, const struct ei_st *st)
 {
-    int short_run = (double)st->seen + remaining(cx, st) < EI_SHORT_RUN;
-    double margin = st->f.half_margin && short_run ? EI_MARGIN_SHARE * cx->cfg->budget_margin
-                                                   : cx->cfg->budget_margin;
-    double a = cx->cfg->allowed_loss - margin - st->se_ref;
+    double a = cx->cfg->allowed_loss - cx->cfg->budget_margin - st->se_ref;
     double p = st->seen ? st->gov_s / (double)st->seen : 1.0, rem = p * remaining(cx, st);
 
     return fmin((a * (st->gov_s + rem) - st->excess_s) / rem, 2 * cx->cfg->allowed_loss);
@@ -252,7 +232,7 @@ static double block_se(double c4, double gam, double n)
     return c4 * pow(4.0 / (n > 1 ? n : 1), gam);
 }
 
-/* Revision 1: the governor's update time (energy: 1) against the consumed batch's valid
+/* The governor's update time (energy: 1) against the consumed batch's valid
  * tokens over the references, y = a + b N. In flight the update follows whichever pool is
  * later; where that is generation, or training with its work dominant, the time is about
  * proportional to N (a steady rate), but a pool that waits on fixed costs (host work, the
@@ -327,7 +307,7 @@ static void ref_model(const struct eerl__ctx *cx, size_t from, int what, double 
 }
 
 #define EI_POOLS_MAX 256 /* references the pool models fit on at most: the latest */
-/* Revision 4: the update's energy against its valid tokens N and its time T, e0 + e1 N + e2 T.
+/* The update's energy against its valid tokens N and its time T, e0 + e1 N + e2 T.
  * Each pool draws its busy power until its arrival and its idle power from there to the end of
  * the update, so the energy is the arrivals weighted by busy less idle power plus T weighted by
  * the idle powers; each arrival is a line in N, so the energy is a plane in N and T wherever
@@ -361,7 +341,7 @@ static int pools_energy(const struct eerl__ctx *cx, size_t from, struct ei_pools
     return 0;
 }
 
-/* Revision 4: each pool's arrival against the consumed batch's valid tokens (ref_model's
+/* Each pool's arrival against the consumed batch's valid tokens (ref_model's
  * line, its fixed part kept where the references show one) and the rest of the update (its
  * time past the later arrival: the refit, the host's work) as the references' median. In
  * flight the update waits for whichever pool is later, and a workload whose responses collapse
@@ -393,20 +373,19 @@ static void pools_fit(const struct eerl__ctx *cx, size_t from, struct ei_pools *
     pm->on = pools_energy(cx, from, pm) == 0;
 }
 
-/* Revision 1: the oldest references left out while they disagree with the newer ones. A
- * workload that moves (responses collapsing over the first tens of updates; a dataset switch)
- * changes which pool the update waits for, and one model over both sides fits neither: the
- * time model fitted on the newer half of the references predicts the older half; where their
- * mean residual stands more than EI_TREND_SD standard errors (of the newer half's scatter)
- * from 0, the older half goes, and so on down to 2 EI_TREND_MIN references. From revision 5
- * (whole_fit) the model is fitted on both halves and the two halves' mean residuals are compared
- * (the scatter about each half's mean): with the pools' arrivals the model follows a change of
- * the pool the update waits for, and the newer half alone, fitted on the narrow range of valid
- * tokens a collapse has reached by then, extrapolated its lines poorly to the older half. On the
- * twin (collapsing work, 335 updates, seed 1) it dropped the references of 145-199 thousand
- * valid tokens, fitted training's arrival on 87-112 thousand alone (23.5 s + 0.057 s per 1000
- * tokens, where the governor's own arrivals give 26.5 s + 0.026 s), read the governor about 2%
- * fast below that range and kept it (capture 0.02). */
+/* The oldest references left out while they disagree with the newer ones. A workload that
+ * moves (responses collapsing over the first tens of updates; a dataset switch) changes which
+ * pool the update waits for, and one model over both sides fits neither: the time model is
+ * fitted on both halves of the references and the two halves' mean residuals are compared (the
+ * scatter about each half's mean); where they stand more than EI_TREND_SD standard errors
+ * apart, the older half goes, and so on down to 2 EI_TREND_MIN references. With the pools'
+ * arrivals the model follows a change of the pool the update waits for; a model fitted on the
+ * newer half alone, on the narrow range of valid tokens a collapse has reached by then,
+ * extrapolates its lines poorly to the older half: on the twin (collapsing work, 335 updates,
+ * seed 1) it dropped the references of 145-199 thousand valid tokens, fitted training's arrival
+ * on 87-112 thousand alone (23.5 s + 0.057 s per 1000 tokens, where the governor's own arrivals
+ * give 26.5 s + 0.026 s), read the governor about 2% fast below that range and kept it
+ * (capture 0.02). */
 #define EI_TREND_MIN 8
 #define EI_TREND_SD 4.0
 static double ref_resid(const struct eerl__ctx *cx, const struct ei_pools *pm, double a, double b,
@@ -419,46 +398,38 @@ static double ref_resid(const struct eerl__ctx *cx, const struct ei_pools *pm, d
 }
 
 /* Whether the h oldest references from `from` disagree with the newer ones (above). */
-static int halves_differ(const struct eerl__ctx *cx, const struct ei_st *st, size_t from, size_t h)
+static int halves_differ(const struct eerl__ctx *cx, size_t from, size_t h)
 {
-    size_t n = cx->refs->n, i, fit_from = st->f.whole_fit ? from : from + h;
+    size_t n = cx->refs->n, i;
     double a, b, m[2] = {0, 0}, ss = 0, sd, d;
     struct ei_pools pm = {0};
 
-    ref_model(cx, fit_from, EI_Y_TIME, &a, &b);
-    if (st->f.pool_model)
-        pools_fit(cx, fit_from, &pm);
+    ref_model(cx, from, EI_Y_TIME, &a, &b);
+    pools_fit(cx, from, &pm);
     for (i = from; i < n; i++)
         m[i >= from + h] += ref_resid(cx, &pm, a, b, i);
     m[0] /= (double)h;
     m[1] /= (double)(n - from - h);
     for (i = from; i < n; i++) {
-        double r = ref_resid(cx, &pm, a, b, i) - (st->f.whole_fit ? m[i >= from + h] : 0);
-        if (st->f.whole_fit || i >= from + h)
-            ss += r * r;
+        double r = ref_resid(cx, &pm, a, b, i) - m[i >= from + h];
+        ss += r * r;
     }
-    if (st->f.whole_fit) {
-        sd = sqrt(ss / (double)(n - from - 2));
-        d = m[0] - m[1];
-    } else {
-        sd = sqrt(ss / (double)(n - from - h - 1));
-        d = m[0];
-    }
+    sd = sqrt(ss / (double)(n - from - 2));
+    d = m[0] - m[1];
     return fabs(d) > EI_TREND_SD * sd * sqrt(1.0 / (double)h + 1.0 / (double)(n - from - h));
 }
 
-static size_t ref_from(const struct eerl__ctx *cx, const struct ei_st *st)
+static size_t ref_from(const struct eerl__ctx *cx)
 {
     size_t from = 0, n = cx->refs->n;
 
-    while (n - from >= 2 * EI_TREND_MIN && halves_differ(cx, st, from, (n - from) / 2))
+    while (n - from >= 2 * EI_TREND_MIN && halves_differ(cx, from, (n - from) / 2))
         from += (n - from) / 2;
     return from;
 }
 
-/* Governor rate, energy per token and the noise of their block means from the references
- * (revision 1: the governor's time and energy models, ref_model, over the references that
- * agree, ref_from). */
+/* The governor's time and energy models (ref_model, pools_fit) over the references that agree
+ * (ref_from), and the noise of their block means. */
 static int fit_reference(const struct eerl__ctx *cx, struct ei_st *st)
 {
     double sn = 0, stt = 0, se = 0;
@@ -474,17 +445,11 @@ static int fit_reference(const struct eerl__ctx *cx, struct ei_st *st)
     }
     if (!(sn > 0 && stt > 0 && se > 0))
         return EERL_ESTATE;
-    if (st->f.work_model) {
-        from = ref_from(cx, st);
-        ref_model(cx, from, EI_Y_TIME, &st->t_a, &st->t_b);
-        ref_model(cx, from, EI_Y_ENERGY, &st->e_a, &st->e_b);
-        if (st->f.pool_model)
-            pools_fit(cx, from, &st->pools);
-        st->gov_rate = st->gov_epn = 1;
-    } else {
-        st->gov_rate = sn / stt;
-        st->gov_epn = se / sn;
-    }
+    from = ref_from(cx);
+    ref_model(cx, from, EI_Y_TIME, &st->t_a, &st->t_b);
+    ref_model(cx, from, EI_Y_ENERGY, &st->e_a, &st->e_b);
+    pools_fit(cx, from, &st->pools);
+    st->gov_rate = st->gov_epn = 1;
     block_noise(cx, st, from, 0, st->gov_rate, &st->rate_se4, &st->rate_se_slope);
     block_noise(cx, st, from, 1, st->gov_epn, &st->epn_se4, &st->epn_se_slope);
     st->n_ref = (unsigned)(n - from);
@@ -502,14 +467,11 @@ static const char *ref_str(const struct ei_st *st, char *b, size_t len)
                  "token + %.4g W times the time",
                  st->pools.g_a, 1000 * st->pools.g_b, st->pools.t_a, 1000 * st->pools.t_b,
                  st->pools.rest, st->pools.e[0], st->pools.e[1], st->pools.e[2]);
-    else if (st->f.work_model)
+    else
         snprintf(b, len,
                  "governor time %.4g s + %.4g s per 1000 valid tokens, energy %.4g J + %.4g J "
                  "per valid token",
                  st->t_a, 1000 * st->t_b, st->e_a, st->e_b);
-    else
-        snprintf(b, len, "governor rate %.1f valid tokens/s, %.4g J per token", st->gov_rate,
-                 st->gov_epn);
     return b;
 }
 
@@ -651,14 +613,13 @@ static void judge_move(const struct eerl__ctx *cx, struct ei_st *st, eerl_settin
 
 /* The group a window that fell short raises: generation; with it at the peak already,
  * training (the lock's only cost then: raising generation further changed nothing, and the
- * account kept falling). Revision 4: training when the window's updates waited for it (its
- * arrival later than generation's over the window) and it is below the peak: raising
- * generation then buys no time (on the twin, collapsing work: a lock at 1485/1350 raised
- * generation to 1890 MHz over 170 updates while every window read a loss of 2.7-3.8%). */
+ * account kept falling). Training when the window's updates waited for it (its arrival later than
+ * generation's over the window) and it is below the peak: raising generation then buys no time (on
+ * the twin, collapsing work: a lock at 1485/1350 raised generation to 1890 MHz over 170 updates
+ * while every window read a loss of 2.7-3.8%). */
 static int raise_group(const struct eerl__ctx *cx, const struct ei_st *st)
 {
-    if (st->f.raise_later && st->blk_n_arrivals == st->n &&
-        st->blk_train_arrival_s > st->blk_gen_arrival_s &&
+    if (st->blk_n_arrivals == st->n && st->blk_train_arrival_s > st->blk_gen_arrival_s &&
         eerl__grid_eff(cx->grid, st->cur.mhz[EERL_GROUP_TRAIN]) < cx->grid->peak)
         return EERL_GROUP_TRAIN;
     return eerl__grid_eff(cx->grid, st->cur.mhz[EERL_GROUP_GEN]) < cx->grid->peak
@@ -718,12 +679,11 @@ static void judge_window(const struct eerl__ctx *cx, struct ei_st *st, eerl_sett
         if (!st->settled)
             return;
     }
-    /* Revision 2: the first check comes after EI_CHECK_FIRST usable updates at the lock: the
+    /* The first check comes after EI_CHECK_FIRST usable updates at the lock: the
      * reference was fitted on the calibration only, and a workload that was still moving then
      * (responses collapsing) leaves it off by 2.5-4% (on the twin), which the account spends
      * until a check. */
-    if (moved ||
-        st->since_check >= (st->f.first_check && !st->checks ? EI_CHECK_FIRST : EI_CHECK_EVERY)) {
+    if (moved || st->since_check >= (!st->checks ? EI_CHECK_FIRST : EI_CHECK_EVERY)) {
         st->checks++;
         st->phase = EI_GOV;
         st->count = 0;
@@ -759,8 +719,8 @@ static void rescale(struct ei_st *st, double rate, double epn)
 }
 
 /* A governor block's rate and energy per token against the reference's; 1 when they say the
- * governor moved (beyond three standard errors of both). From revision 5 a block that ran on to
- * confirm a move (revision 2) is read on its last EI_GOV_N updates alone: the first may have
+ * governor moved (beyond three standard errors of both). A block that ran on to confirm a move
+ * (end_gov_block) is read on its last EI_GOV_N updates alone: the first may have
  * caught the work changing. On the twin a block straddled a step of the work (the responses
  * doubling at update 500 of 1000): its first four updates read the governor at 0.963 of the
  * predicted rate, all eight at 0.982, and the reference rescaled to that read every loss about
@@ -772,7 +732,7 @@ static int block_moved(const struct ei_st *st, double *rate, double *epn)
     unsigned n = st->n;
     double se;
 
-    if (st->f.confirm_alone && st->gov_len == 2 * EI_GOV_N && n > EI_GOV_N) {
+    if (st->gov_len == 2 * EI_GOV_N && n > EI_GOV_N) {
         tok -= st->cf_tokens;
         t -= st->cf_time_s;
         e -= st->cf_energy_j;
@@ -794,12 +754,12 @@ static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_set
     int moved = block_moved(st, &rate, &epn);
     char b[48];
 
-    /* Revision 2: a block that says the governor moved runs on for as many updates again
+    /* A block that says the governor moved runs on for as many updates again
      * before the reference follows it: four updates can miss by three of their standard
      * errors (on the twin, steady work, 3000 updates: one block read the governor 2.35% fast,
      * the reference followed it, and the run then raised every clock to the governor for 500
      * updates). */
-    if (st->f.confirm_moved && moved && st->gov_len < 2 * EI_GOV_N) {
+    if (moved && st->gov_len < 2 * EI_GOV_N) {
         st->gov_len = 2 * EI_GOV_N;
         st->cf_tokens = st->blk_tokens;
         st->cf_time_s = st->blk_time_s;
@@ -810,42 +770,24 @@ static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_set
                        rate, EI_GOV_N);
         return;
     }
-    if (st->f.work_model) {
-        /* The models: scaled to the block where the workload moved, else refitted on the
-         * references (the block's updates among them). */
-        if (moved) {
-            rescale(st, rate, epn);
-        } else {
-            size_t from = ref_from(cx, st);
-            ref_model(cx, from, EI_Y_TIME, &st->t_a, &st->t_b);
-            ref_model(cx, from, EI_Y_ENERGY, &st->e_a, &st->e_b);
-            if (st->f.pool_model)
-                pools_fit(cx, from, &st->pools);
-            st->n_ref = (unsigned)(cx->refs->n - from);
-        }
-    } else if (moved) {
-        st->gov_rate = rate;
-        st->gov_epn = epn;
-        st->n_ref = st->n;
+    /* The models: scaled to the block where the workload moved, else refitted on the
+     * references (the block's updates among them). */
+    if (moved) {
+        rescale(st, rate, epn);
     } else {
-        double w = (double)st->n / (st->n + st->n_ref);
-        st->gov_rate = (1 - w) * st->gov_rate + w * rate;
-        st->gov_epn = (1 - w) * st->gov_epn + w * epn;
-        st->n_ref += st->n;
+        size_t from = ref_from(cx);
+        ref_model(cx, from, EI_Y_TIME, &st->t_a, &st->t_b);
+        ref_model(cx, from, EI_Y_ENERGY, &st->e_a, &st->e_b);
+        pools_fit(cx, from, &st->pools);
+        st->n_ref = (unsigned)(cx->refs->n - from);
     }
     st->se_ref = block_se(st->rate_se4, st->rate_se_slope, st->n_ref);
     st->phase = EI_RUN;
     st->lock_rate = 0;
     apply(st, &st->cur, next);
-    if (st->f.work_model)
-        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur,
-                       "governor block: %.4f of the predicted rate (%s the reference); back to %s",
-                       rate, moved ? "rescales" : "joins",
-                       eerl__setting_str(&st->cur, b, sizeof(b)));
-    else
-        eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur,
-                       "governor block: rate %.1f tokens/s (%s the reference); back to %s", rate,
-                       moved ? "replaces" : "joins", eerl__setting_str(&st->cur, b, sizeof(b)));
+    eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur,
+                   "governor block: %.4f of the predicted rate (%s the reference); back to %s",
+                   rate, moved ? "rescales" : "joins", eerl__setting_str(&st->cur, b, sizeof(b)));
 }
 
 static int ei_restore(const struct eerl__ctx *cx, void *vst, const eerl_setting *locked,
@@ -857,14 +799,9 @@ static int ei_restore(const struct eerl__ctx *cx, void *vst, const eerl_setting 
         return EERL_ESTATE;
     if (!locked) {
         char r[256];
-        if (st->f.work_model)
-            eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
-                           "resumed: %s from %zu saved governor updates", ref_str(st, r, sizeof(r)),
-                           cx->refs->n);
-        else
-            eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
-                           "resumed: governor rate %.1f tokens/s from %zu saved governor updates",
-                           st->gov_rate, cx->refs->n);
+        eerl__rec_emit(cx->rec, EERL_EV_CALIBRATED, next,
+                       "resumed: %s from %zu saved governor updates", ref_str(st, r, sizeof(r)),
+                       cx->refs->n);
         start_search(cx, st, NULL, next);
         return 0;
     }
@@ -882,14 +819,14 @@ static void ei_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
     /* The account: every update, usable or not; the pipeline's start counts at its own time
      * (the governor run has the same start). */
     st->seen++;
-    if (gov || st->gov_rate <= 0 || st->started < start_updates(st)) {
+    if (gov || st->gov_rate <= 0 || st->started < EI_START_UPDATES) {
         st->gov_s += obs->time_s;
     } else {
         double p = work_t(st, obs) / st->gov_rate;
         st->gov_s += p;
         st->excess_s += obs->time_s - p;
     }
-    if (st->started < start_updates(st)) {
+    if (st->started < EI_START_UPDATES) {
         eerl__rec_emit(cx->rec, EERL_EV_SKIP, next,
                        st->started++
                            ? "second update: its batch was generated partly while the "

@@ -4,7 +4,6 @@
  * references (section 6.1, ratios.c's eerl__ratios_parts), and a throughput failure names the
  * phase that added most time, which the proposer (propose/pairs.c) raises first. The trial loop
  * is judge/trial_loop.c's; after lock the controller monitors (lifecycle.c). */
-#include "core/judge/revisions.h"
 #include "core/judge/trial_loop.h"
 
 /* Section 6.1: per-phase ratios at the observed work applied to the governor references. */
@@ -26,14 +25,15 @@ static int sync_calibrated(const struct eerl__ctx *cx, const eerl_setting *next)
     return -1;
 }
 
-/* paper_revision 1: the grid counts from the clock below the peak. The paper's synchronous locks
+/* The grid counts from the clock below the peak. The paper's synchronous locks
  * (Table 5 and Figure 4: 1830/1425, 1695/1425, 1695/1335, Mistral-NeMo 1785/1695) all lie on a
  * 45 MHz grid from 1965 MHz, none on one from the H100's 1980 MHz peak
  * (docs/internals/controller.md). */
 static int sync_init(const struct eerl__ctx *cx, void *st, struct eerl__judge_setup *ret_setup)
 {
+    (void)cx;
     (void)st;
-    ret_setup->grid_below_peak = eerl__paper_grid_below_peak(cx->cfg);
+    ret_setup->grid_below_peak = 1;
     return 0;
 }
 

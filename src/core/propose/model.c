@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/judge/revisions.h"
 #include "core/phase_model.h"
 #include "core/propose.h"
 
@@ -107,7 +106,7 @@ static void raise_one(const struct eerl__ctx *cx, const struct eerl__outcome *o,
  * (less than PM_FLAT of the group's ratio), so the fit predicts no gain further down and the
  * model alone never goes below it, while the clock where a power-capped group starts to save
  * may lie just there. One grid step below that clock is tried, with the other group where the
- * model puts it within the budget (eerl_revision 8). 0: no such step, out and pp untouched. */
+ * model puts it within the budget. 0: no such step, out and pp untouched. */
 static int flat_step(const struct eerl__ctx *cx, const struct eerl__pm *pm,
                      const struct eerl__pm_ask *ask, unsigned *out, struct eerl__pm_pred *pp)
 {
@@ -138,16 +137,13 @@ static int flat_step(const struct eerl__ctx *cx, const struct eerl__pm *pm,
     return 0;
 }
 
-/* The step below a flat curve: colocated runs (eerl_revision 8) with PM_FLAT_LEFT updates left
+/* The step below a flat curve: colocated runs with PM_FLAT_LEFT updates left
  * for what it finds to pay. Disaggregated, it moved capture on 32 seeds by -0.003 to +0.008 and
  * let a seed of step work past the allowance; drained, where a pool the update does not wait
  * for is flat in time anyway, it cost up to 0.012 (notes/2026-12-03-flat-step.md). */
 static int flat_allowed(const struct eerl__ctx *cx, const struct eerl__outcome *o)
 {
-    struct eerl__eerl_features f;
-
-    eerl__eerl_features_of(cx->cfg, &f);
-    return f.flat_step && cx->mode == EERL_MODE_COLOCATED && o->remaining >= PM_FLAT_LEFT;
+    return cx->mode == EERL_MODE_COLOCATED && o->remaining >= PM_FLAT_LEFT;
 }
 
 /* Before lock the search ends where it stands; after, the lock stays. */

@@ -13,12 +13,11 @@
  *   generation is not tried.
  * - No step is taken when fewer updates remain than a test needs.
  * - After lock, credit left over (the judge says when) lets generation search on with half-grid
- *   steps; training first, grid steps, while the update waits for training (revision 4).
+ *   steps; training first, grid steps, while the update waits for training.
  *   Owns only its state struct; reads the controller's references (arrivals). */
 #include <stdio.h>
 #include <string.h>
 
-#include "core/judge/revisions.h"
 #include "core/propose.h"
 
 #define PD_TEST_MIN 4 /* updates a test takes at least (judge/eerl_inflight.c's EI_N_MIN) */
@@ -32,20 +31,15 @@ struct pool_descent_st {
      * training setting that passed (f_pass, MHz; 0 before one has) */
     double q_gov, q_pass;
     unsigned f_pass;
-    int last_free; /* inflight_revision 4: no step skipped once training arrived last, and
-                      training searched first after lock while it arrives last */
 };
 
 static int pd_init(const struct eerl__ctx *cx, void *vst)
 {
     struct pool_descent_st *st = vst;
-    struct eerl__inflight_features f;
 
     st->group = EERL_GROUP_TRAIN;
     st->step[EERL_GROUP_TRAIN] = cx->cfg->start_drop_train_mhz;
     st->step[EERL_GROUP_GEN] = cx->cfg->grid_mhz;
-    eerl__inflight_features_of(cx->cfg, &f);
-    st->last_free = f.train_last_free;
     return 0;
 }
 
@@ -55,10 +49,10 @@ static int pd_init(const struct eerl__ctx *cx, void *vst)
  * cancels) is modelled as a + b / f through its governor value and the last passing training
  * setting's; a step the model puts past 1 (training arriving last) is not tried. Without
  * arrivals, or before a training setting below the peak has passed (one point cannot tell how
- * much of training's time follows the clock), nothing is skipped; nor, from inflight_revision 4,
- * once training arrived last at the setting that passed (responses collapsed, so training is
- * the pool the update waits for whatever its clock): a step then costs rate in proportion, as
- * in the synchronous modes, and its test measures that loss against the budget. */
+ * much of training's time follows the clock), nothing is skipped; nor once training arrived last at
+ * the setting that passed (responses collapsed, so training is the pool the update waits for
+ * whatever its clock): a step then costs rate in proportion, as in the synchronous modes, and its
+ * test measures that loss against the budget. */
 static int past_the_wait(const struct eerl__ctx *cx, const struct pool_descent_st *st, unsigned mhz)
 {
     double f0 = (double)cx->grid->peak, f1 = (double)st->f_pass,
@@ -67,7 +61,7 @@ static int past_the_wait(const struct eerl__ctx *cx, const struct pool_descent_s
 
     if (st->q_gov <= 0 || st->f_pass == 0 || f1 >= f0 || st->q_pass <= 0)
         return 0;
-    if (st->last_free && st->q_pass >= 1)
+    if (st->q_pass >= 1)
         return 0;
     b = (st->q_pass - st->q_gov) / (1 / f1 - 1 / f0);
     if (b < 0)
@@ -161,14 +155,14 @@ static void pd_next(const struct eerl__ctx *cx, void *vst, const struct eerl__ou
 
     if (o->locked) {
         /* Credit left over after lock: generation searches on from here, half-grid steps;
-         * from inflight_revision 4 training first, grid steps, when the window waited for it
+         * training first, grid steps, when the window waited for it
          * (generation's clock then buys energy but no time, and training's is what the credit
          * can buy: on the twin, collapsing work, the locks held training at 1440-1620 MHz
          * with a budget of 2-3% while the best static setting trains at 1380). */
         st->group = EERL_GROUP_GEN;
         st->step[EERL_GROUP_GEN] = cx->cfg->grid_mhz / 2;
         st->floor_[EERL_GROUP_GEN] = 0;
-        if (st->last_free && o->wait_ratio >= 1) {
+        if (o->wait_ratio >= 1) {
             st->group = EERL_GROUP_TRAIN;
             st->step[EERL_GROUP_TRAIN] = cx->cfg->grid_mhz;
             st->floor_[EERL_GROUP_TRAIN] = 0;

@@ -28,7 +28,7 @@
 
 #include "eerl/device.h"
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "sim/sim.h"
 
 static double wall(void)

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 
 /* Exit codes of the eerl command. */
 #define EERL_EXIT_OK 0

@@ -21,7 +21,7 @@
 
 #include <jansson.h>
 
-#include "eerl/actuator.h"
+#include "eerl/tools/actuator.h"
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/meter.h"

@@ -17,7 +17,7 @@
 
 #include "eerl/error.h"
 #include "eerl/meter.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "cli.h"
 #include "analysis/analysis.h"
 #include "sim/schedule.h"

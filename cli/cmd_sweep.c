@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "cli.h"
 #include "twin/presets.h"
 #include "twin/scenario.h"

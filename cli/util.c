@@ -13,7 +13,7 @@
 
 #include "eerl/device.h"
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "analysis/analysis.h"
 #include "cli.h"
 

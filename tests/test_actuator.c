@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "eerl/actuator.h"
+#include "eerl/tools/actuator.h"
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "testutil.h"

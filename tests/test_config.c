@@ -15,7 +15,7 @@
 #include "eerl/core.h"
 #include "eerl/error.h"
 #include "eerl/runtime.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "synth_stream.h"
 #include "testutil.h"
 

@@ -3,7 +3,8 @@
 # program built against include/ as a user builds it sees the stable API (no research knobs in
 # eerl_ctl_config, no eerl_ctl_describe or forward test), and its shorter struct gets the
 # newest revisions from the library, whatever lies past its end; the experimental view is asked
-# for with eerl/experimental.h, first.
+# for with eerl/experimental.h, first, and its functions are linked from libeerl.a (libeerl.so
+# exports the stable API only).
 set -uo pipefail
 
 : "${EERL_BIN:?EERL_BIN must name the eerl binary}"
@@ -15,11 +16,16 @@ build=$(dirname "$EERL_BIN")
 cc=${CC:-cc}
 [ -e "$build/libeerl.so" ] || { echo "skipped: no libeerl.so in $build"; exit 0; }
 inc="$EERL_SOURCE_DIR/include"
-build_c() { # build_c NAME: compiles $tmp/NAME.c as a user would (0 when it compiles and links)
-    # a sanitizer build's libeerl needs its runtime in the program too
+build_c() { # build_c NAME [static]: compiles $tmp/NAME.c as a user would (0 when it compiles
+    # and links), against libeerl.so, or libeerl.a with "static"; a sanitizer build's libeerl
+    # needs its runtime in the program too
+    local lib=(-L "$build" -leerl -Wl,-rpath,"$build")
+    # shellcheck disable=SC2207 # pkg-config's words are separate arguments
+    [ "${2:-}" != static ] ||
+        lib=("$build/libeerl.a" $(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+            -lpthread -ldl -lm)
     "$cc" -std=c11 -Wall -Werror ${EERL_SANITIZE:+-fsanitize=$EERL_SANITIZE} -I "$inc" \
-        -o "$tmp/$1" "$tmp/$1.c" -L "$build" -leerl \
-        -Wl,-rpath,"$build" 2>"$tmp/$1.err"
+        -o "$tmp/$1" "$tmp/$1.c" "${lib[@]}" 2>"$tmp/$1.err"
 }
 
 # A user's program: the stable struct, a controller from it, and its size for the next part.
@@ -83,12 +89,15 @@ int main(void)
                : 5;
 }
 C
-build_c exp || fail "an experimental-view program does not build: $(head -n 5 "$tmp/exp.err")"
+build_c exp static || fail "an experimental-view program does not build: $(head -n 5 "$tmp/exp.err")"
 "$tmp/exp"
 expect_rc 0 $? "a stable-size config in the experimental view (1-3: setup, 5: a research knob read past the struct's end)"
 
 printf '#include "eerl/core.h"\n#include "eerl/experimental.h"\nint main(void) { return 0; }\n' \
     >"$tmp/order.c"
+# The experimental functions are not in the shared library.
+build_c exp && fail "an experimental-view program links against libeerl.so; it must need libeerl.a"
+
 if build_c order; then fail "eerl/experimental.h after eerl/core.h builds; it must refuse"; fi
 grep -q "include eerl/experimental.h first" "$tmp/order.err" ||
     fail "the refusal does not say what to do: $(head -n 3 "$tmp/order.err")"

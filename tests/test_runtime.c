@@ -27,7 +27,7 @@
 #include "eerl/agent.h"
 #include "eerl/error.h"
 #include "eerl/runtime.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "testutil.h"
 #include "runtime/owner.h"
 #include "twin/run.h"

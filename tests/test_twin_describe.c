@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/describe.h"
 #include "twin/presets.h"
 

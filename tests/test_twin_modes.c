@@ -22,7 +22,7 @@
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/meter.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/physics.h"
 #include "twin/presets.h"
 

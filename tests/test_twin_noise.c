@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 
 #define NU 400
 

@@ -14,7 +14,7 @@
 #include <jansson.h>
 
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/physics.h"
 #include "twin/presets.h"
 

@@ -27,7 +27,9 @@
  * default is the stable API. The controller's research knobs (the revisions of its decision
  * rules, the start-up updates the paper leaves out), eerl_ctl_describe and the predictor's
  * forward test are shown only with EERL_EXPERIMENTAL defined before the first eerl header: include
- * eerl/experimental.h first. They may change in any release. eerl itself builds with them. */
+ * eerl/experimental.h first. They may change in any release. eerl itself builds with them. The
+ * experimental functions are in the static library only (libeerl.a): libeerl.so exports the
+ * stable API. */
 #ifndef EERL_CORE_H
 #define EERL_CORE_H
 #ifdef EERL_EXPERIMENTAL
@@ -354,8 +356,8 @@ EERL_EXPORT int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_st
  * controller. ret_cfg receives this release's whole struct, research knobs included (size =
  * sizeof(eerl_ctl_config) of this header; NULL: not wanted). clocks receives the deduplicated
  * clock list, highest first (EERL_EOVERFLOW if cap is short). */
-EERL_EXPORT int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks,
-                                  size_t cap, size_t *ret_n_clocks, unsigned *ret_peak_mhz);
+int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks, size_t cap,
+                      size_t *ret_n_clocks, unsigned *ret_peak_mhz);
 #endif
 
 /* ---- resume ------------------------------------------------------------------------------- */
@@ -412,9 +414,8 @@ typedef struct eerl_forward_result {
 /* Appendix B's forward test over governor observations: fit the last k, predict the next m,
  * advance by m. obs must be valid for the mode (refused with EERL_EINVAL otherwise); n >= k + m.
  * scratch-free: allocates its own working memory. */
-EERL_EXPORT int eerl_predictor_forward_test(eerl_mode mode, const eerl_obs *obs, size_t n,
-                                            unsigned k, unsigned m,
-                                            eerl_forward_result *ret_result);
+int eerl_predictor_forward_test(eerl_mode mode, const eerl_obs *obs, size_t n, unsigned k,
+                                unsigned m, eerl_forward_result *ret_result);
 
 #endif /* EERL_EXPERIMENTAL */
 

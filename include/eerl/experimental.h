@@ -1,20 +1,19 @@
 /* The parts of libeerl without a stability promise, as zstd keeps ZSTD_STATIC_LINKING_ONLY apart
  * from its stable API: they may change in any release, and a program that uses them should be
- * built against the same eerl version it runs with.
+ * built against the same eerl version it runs with: the functions among them are in libeerl.a
+ * only (libeerl.so exports the stable API).
  *
  * - The controller's research knobs: eerl_ctl_config's revisions of the paper's and eerl's own
  *   decision rules (a trace header names them; this eerl decides as the current ones only), and
  *   the start-up updates the paper's strategies leave out; eerl_ctl_describe (the whole
  *   struct, for trace headers); the predictor's forward test (Appendix B). In eerl/core.h,
  *   shown with EERL_EXPERIMENTAL.
- * - The simulated cluster (eerl/twin.h): the digital twin's workload, physics and execution
- *   modes, which follow the research (docs/twin.md).
  *
  * Include this header before any other eerl header (or define EERL_EXPERIMENTAL for the whole
  * build, as eerl itself does): eerl_ctl_config is one struct in a translation unit, and the
  * stable view of it is shorter. The stable headers are the rest: version.h, error.h, export.h,
  * runtime.h (the session a framework drives), core.h without these parts, agent.h (the eerld
- * client), device.h, meter.h, actuator.h, clock.h and doctor.h. */
+ * client), device.h, meter.h, clock.h, estimate.h and doctor.h. */
 #ifndef EERL_EXPERIMENTAL_H
 #define EERL_EXPERIMENTAL_H
 
@@ -26,6 +25,5 @@
 #endif
 
 #include "eerl/core.h"
-#include "eerl/twin.h"
 
 #endif

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "eerl/actuator.h"
+#include "eerl/tools/actuator.h"
 #include "eerl/device.h"
 #include "agent/protocol.h"
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/idle_device.h"
 
 #include "log.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eerl/actuator.h"
+#include "eerl/tools/actuator.h"
 #include "eerl/error.h"
 #include "runtime/owner.h"
 

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "eerl/actuator.h"
+#include "eerl/tools/actuator.h"
 #include "eerl/runtime.h"
 
 struct eerl__rt_owner;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "eerl/core.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "analysis/analysis.h"
 
 /* Oracle: the best static generation/training setting (idle: the twin's idle clock in the modes

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "eerl/core.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "sim/oracle.h"
 
 /* The windowed oracle: the best schedule of settings that may change every `window`

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eerl/actuator.h"
+#include "eerl/tools/actuator.h"
 #include "eerl/error.h"
 #include "runtime/owner.h"
 #include "sim/sim.h"

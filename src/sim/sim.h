@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "eerl/runtime.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "analysis/analysis.h"
 
 struct eerl__sim_config {

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "eerl/error.h"
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "device/device_impl.h"
 #include "twin/idle_device.h"
 #include "twin/presets.h"

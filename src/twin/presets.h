@@ -4,7 +4,7 @@
 #ifndef EERL_TWIN_PRESETS_H
 #define EERL_TWIN_PRESETS_H
 
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/physics.h"
 #include "twin/workload.h"
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/modes/cluster.h"
 #include "twin/presets.h"
 #include "twin/workload.h"

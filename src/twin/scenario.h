@@ -6,7 +6,7 @@
 #ifndef EERL_TWIN_SCENARIO_H
 #define EERL_TWIN_SCENARIO_H
 
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/workload.h"
 
 /* "steady, growing, collapsing, step" (static). */

@@ -5,7 +5,7 @@
 #ifndef EERL_TWIN_CLUSTER_H
 #define EERL_TWIN_CLUSTER_H
 
-#include "eerl/twin.h"
+#include "eerl/tools/twin.h"
 #include "twin/presets.h"
 #include "twin/workload.h"
 

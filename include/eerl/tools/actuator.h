@@ -18,7 +18,6 @@
 #include <stddef.h>
 
 #include "eerl/device.h"
-#include "eerl/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,43 +37,42 @@ typedef struct eerl_actuator_gpu_state {
 } eerl_actuator_gpu_state;
 
 /* observe_only != 0: never calls a setter, only records. */
-EERL_EXPORT int eerl_actuator_new(eerl_device *dev, int observe_only, eerl_actuator **ret);
+int eerl_actuator_new(eerl_device *dev, int observe_only, eerl_actuator **ret);
 
 /* Restores every touched GPU, then frees. NULL is a no-op. */
-EERL_EXPORT void eerl_actuator_free(eerl_actuator *a);
+void eerl_actuator_free(eerl_actuator *a);
 
 /* The clock a request snaps to: the highest supported SM clock not above mhz. A request outside
  * [lowest, highest] supported is EERL_ERANGE (the detail, with the range, is in
  * eerl_actuator_last_error), so the result is never below the lowest clock. */
-EERL_EXPORT int eerl_actuator_snap(eerl_actuator *a, unsigned gpu, unsigned mhz, unsigned *ret_mhz);
+int eerl_actuator_snap(eerl_actuator *a, unsigned gpu, unsigned mhz, unsigned *ret_mhz);
 
 /* Locks gpu's SM clock at snap(mhz) (min = max). Writes only when that differs from what is
  * locked now. */
-EERL_EXPORT int eerl_actuator_set(eerl_actuator *a, unsigned gpu, unsigned mhz);
+int eerl_actuator_set(eerl_actuator *a, unsigned gpu, unsigned mhz);
 
 /* Locks gpu's SM clock into [snap(min_mhz), snap(max_mhz)] (EERL_EINVAL if min_mhz > max_mhz).
  * Writes only when the range changes. One NVML call sets both bounds, so min <= max holds at
  * every instant. */
-EERL_EXPORT int eerl_actuator_set_range(eerl_actuator *a, unsigned gpu, unsigned min_mhz,
-                                        unsigned max_mhz);
+int eerl_actuator_set_range(eerl_actuator *a, unsigned gpu, unsigned min_mhz, unsigned max_mhz);
 
 /* Resets every GPU touched since the last restore and forgets them. Tries every GPU even when
  * one fails; returns the first error. */
-EERL_EXPORT int eerl_actuator_restore(eerl_actuator *a);
+int eerl_actuator_restore(eerl_actuator *a);
 
 /* Restores every live actuator in the process. For a program's signal handling: call it from
  * the main loop after the handler has set a flag (it takes mutexes and calls NVML, so it is NOT
  * async-signal-safe and must not be called from a signal handler). Returns the first error. */
-EERL_EXPORT int eerl_actuator_restore_all(void);
+int eerl_actuator_restore_all(void);
 
 /* What the actuator did (would have done) to gpu; zeros for a GPU it never saw. */
-EERL_EXPORT int eerl_actuator_gpu(eerl_actuator *a, unsigned gpu, eerl_actuator_gpu_state *ret);
+int eerl_actuator_gpu(eerl_actuator *a, unsigned gpu, eerl_actuator_gpu_state *ret);
 
-EERL_EXPORT int eerl_actuator_observe_only(const eerl_actuator *a);
+int eerl_actuator_observe_only(const eerl_actuator *a);
 
 /* Detail of the last failing call on this actuator ("requested 5000 MHz is outside GPU 0's
  * supported SM clocks 345-1980 MHz"); "" if none. Valid until the next call on it. */
-EERL_EXPORT const char *eerl_actuator_last_error(eerl_actuator *a);
+const char *eerl_actuator_last_error(eerl_actuator *a);
 
 #ifdef __cplusplus
 }

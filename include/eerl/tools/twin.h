@@ -12,7 +12,6 @@
 
 #include "eerl/core.h"
 #include "eerl/device.h"
-#include "eerl/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,18 +43,18 @@ typedef struct eerl_twin eerl_twin;
  * description); "h100", "gb200", "h200"; "colocated",
  * "disaggregated", "drained", "inflight"; sizes 'S', 'M', 'L'. Each lookup returns EERL_ENOENT
  * for an unknown name. eerl_twin_*_names returns a static comma-separated list of valid names. */
-EERL_EXPORT const char *eerl_twin_model_names(void);
-EERL_EXPORT const char *eerl_twin_gpu_names(void);
-EERL_EXPORT const char *eerl_twin_mode_names(void);
-EERL_EXPORT int eerl_twin_mode_parse(const char *name, eerl_mode *ret_mode);
-EERL_EXPORT const char *eerl_twin_mode_name(eerl_mode mode);
+const char *eerl_twin_model_names(void);
+const char *eerl_twin_gpu_names(void);
+const char *eerl_twin_mode_names(void);
+int eerl_twin_mode_parse(const char *name, eerl_mode *ret_mode);
+const char *eerl_twin_mode_name(eerl_mode mode);
 
 /* Loads the preset of (model, gpu) from a parameter file's JSON text, or from the parameters
  * embedded at build time when json_text is NULL. EERL_ENOENT: unknown model or GPU (or the file
  * lacks them); EERL_EPARSE: malformed text or a missing/invalid field. */
-EERL_EXPORT int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_text,
-                                     eerl_twin_preset **ret_preset);
-EERL_EXPORT void eerl_twin_preset_free(eerl_twin_preset *preset);
+int eerl_twin_preset_new(const char *model, const char *gpu, const char *json_text,
+                         eerl_twin_preset **ret_preset);
+void eerl_twin_preset_free(eerl_twin_preset *preset);
 /* A preset for a model the twin was not fitted on, built from its description: a JSON object
  * with what a user knows of the model ("moe", "params_total_b", "params_active_b", "layers",
  * "hidden", "heads", "kv_heads", optional "name") and of its workload (optional "workload":
@@ -66,17 +65,16 @@ EERL_EXPORT void eerl_twin_preset_free(eerl_twin_preset *preset);
  * EERL_ENOENT: unknown GPU, or no fitted model on it to derive from. The models of the embedded
  * parameters' "described" object (mistral-nemo-12b) load through eerl_twin_preset_new by name
  * and are built by this same path. */
-EERL_EXPORT int eerl_twin_preset_describe(const char *desc_text, const char *gpu,
-                                          const char *json_text, char *why, size_t why_len,
-                                          eerl_twin_preset **ret_preset);
+int eerl_twin_preset_describe(const char *desc_text, const char *gpu, const char *json_text,
+                              char *why, size_t why_len, eerl_twin_preset **ret_preset);
 /* The embedded parameter file's text (static, NUL-terminated). */
-EERL_EXPORT const char *eerl_twin_embedded_params(void);
+const char *eerl_twin_embedded_params(void);
 
 /* Supported SM clocks of the preset's GPU, highest first (as NVML lists them). */
-EERL_EXPORT int eerl_twin_preset_clocks(const eerl_twin_preset *preset, unsigned *mhz, size_t cap,
-                                        size_t *ret_n);
+int eerl_twin_preset_clocks(const eerl_twin_preset *preset, unsigned *mhz, size_t cap,
+                            size_t *ret_n);
 /* 1 if mhz is one of the GPU's supported clocks (EERL_TWIN_GOV counts as supported). */
-EERL_EXPORT int eerl_twin_preset_clock_ok(const eerl_twin_preset *preset, unsigned mhz);
+int eerl_twin_preset_clock_ok(const eerl_twin_preset *preset, unsigned mhz);
 
 /* Most GPUs one simulated allocation holds, both pools together: a count no cluster has. The
  * twin's own cost does not depend on it (a pool is simulated as a whole); reading every GPU
@@ -103,19 +101,19 @@ struct eerl_twin_config {
 #define EERL_TWIN_NOISE_FITTED 1u
 
 /* "none" or "fitted" to EERL_TWIN_NOISE_*; EERL_ENOENT for another name. */
-EERL_EXPORT int eerl_twin_noise_parse(const char *name, unsigned *ret_noise);
+int eerl_twin_noise_parse(const char *name, unsigned *ret_noise);
 
 /* Checks the allocation fits the mode (colocated: n_gen >= 1, n_train == 0; others both >= 1)
  * and EERL_TWIN_GPUS_LIMIT, and the size is known; copies the preset (the twin does not keep a
  * pointer to it). */
-EERL_EXPORT int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
-                              eerl_twin **ret_twin);
-EERL_EXPORT void eerl_twin_free(eerl_twin *twin);
+int eerl_twin_new(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
+                  eerl_twin **ret_twin);
+void eerl_twin_free(eerl_twin *twin);
 
 /* Requests clocks for the generation and training pools (colocated: phases); they take effect
  * at the next update boundary, as EE-RL changes clocks in the refit pause. EERL_ERANGE for a
  * clock the GPU does not support. The device view's lock/reset calls land here too. */
-EERL_EXPORT int eerl_twin_set_clocks(eerl_twin *twin, unsigned gen_mhz, unsigned train_mhz);
+int eerl_twin_set_clocks(eerl_twin *twin, unsigned gen_mhz, unsigned train_mhz);
 
 /* What one update did. Times in seconds of virtual time, energies in joules, summed over GPUs. */
 struct eerl_twin_update {
@@ -136,25 +134,25 @@ struct eerl_twin_update {
 };
 
 /* Advances virtual time through one update under the current clocks. */
-EERL_EXPORT int eerl_twin_step(eerl_twin *twin, struct eerl_twin_update *ret_update);
+int eerl_twin_step(eerl_twin *twin, struct eerl_twin_update *ret_update);
 /* Virtual time now (end of the last update), seconds. */
-EERL_EXPORT double eerl_twin_now(const eerl_twin *twin);
+double eerl_twin_now(const eerl_twin *twin);
 
 /* The device view: n_gen + n_train GPUs (generation pool first). Counters and clocks follow the
  * "observation time" set by eerl_twin_observe_at (never beyond eerl_twin_now); energy counters
  * advance in millijoules every 100 ms like NVML's. The device borrows the twin: free the device
  * before the twin. */
-EERL_EXPORT int eerl_twin_device(eerl_twin *twin, eerl_device **ret_dev);
-EERL_EXPORT int eerl_twin_observe_at(eerl_twin *twin, double t_s);
+int eerl_twin_device(eerl_twin *twin, eerl_device **ret_dev);
+int eerl_twin_observe_at(eerl_twin *twin, double t_s);
 
 /* Deterministic expected-value comparison of one clock pair against the governor on
  * (preset, mode, allocation, size) over updates [u_first, u_last], using the workload's expected
  * token counts: dq = throughput change in valid tokens/s, saving = reduction in whole-allocation
  * energy per valid token, both percent. The calibration tool fits through this function. */
-EERL_EXPORT int eerl_twin_expected(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
-                                   unsigned n_train, char size, unsigned gen_mhz,
-                                   unsigned train_mhz, unsigned u_first, unsigned u_last,
-                                   double *ret_dq_pct, double *ret_saving_pct);
+int eerl_twin_expected(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
+                       unsigned n_train, char size, unsigned gen_mhz, unsigned train_mhz,
+                       unsigned u_first, unsigned u_last, double *ret_dq_pct,
+                       double *ret_saving_pct);
 
 /* Totals of one simulated run over updates [u_first, u_last] (the run starts at update 0 with the
  * given clocks): valid tokens, seconds and joules. The experiment loop of `eerl sweep` builds the
@@ -163,9 +161,9 @@ struct eerl_twin_totals {
     double valid_tokens, seconds, joules;
     unsigned updates;
 };
-EERL_EXPORT int eerl_twin_run(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
-                              unsigned gen_mhz, unsigned train_mhz, unsigned u_first,
-                              unsigned u_last, struct eerl_twin_totals *ret_totals);
+int eerl_twin_run(const eerl_twin_preset *preset, const struct eerl_twin_config *cfg,
+                  unsigned gen_mhz, unsigned train_mhz, unsigned u_first, unsigned u_last,
+                  struct eerl_twin_totals *ret_totals);
 
 #ifdef __cplusplus
 }

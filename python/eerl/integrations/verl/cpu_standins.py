@@ -83,9 +83,9 @@ RAY_NODE_IP = "127.0.0.1"
 
 
 @contextlib.contextmanager
-def transfer_queue(temp_root=None, system_config=None, pythonpath=()):
+def transfer_queue(temp_dir=None, system_config=None, pythonpath=()):
     """A local Ray instance of our own (never another one on this machine; on 127.0.0.1, no
-    dashboard, its files in a fresh folder under temp_root, default the temporary folder, removed
+    dashboard, its files in temp_dir, the caller's, else in a fresh temporary folder removed
     after) and TransferQueue over it; Ray is shut down on the way out. The instance declares GPUS
     GPUs, which Ray hands out as it would real ones: the machine need have none. Ray replaces
     127.0.0.1 by the machine's outward address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 was in
@@ -94,7 +94,7 @@ def transfer_queue(temp_root=None, system_config=None, pythonpath=()):
     import ray
     import transfer_queue as tq
     from omegaconf import OmegaConf
-    tmp = tempfile.mkdtemp(prefix="eerl-ray-", dir=temp_root)
+    tmp = temp_dir or tempfile.mkdtemp(prefix="eerl-ray-")
     path = os.pathsep.join(list(pythonpath) + [p for p in [os.environ.get("PYTHONPATH")] if p])
     kw = {"_system_config": system_config} if system_config else {}
     if path:
@@ -110,7 +110,8 @@ def transfer_queue(temp_root=None, system_config=None, pythonpath=()):
             tq.close()
     finally:
         ray.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not temp_dir:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager

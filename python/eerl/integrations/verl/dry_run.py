@@ -38,6 +38,9 @@ MODES = ("sync", "colocate_async", "separate_async")
 # +eerl.KEY options of the dry run: eerl.Session's keywords that make sense on simulated GPUs
 OPTIONS = ("trace", "observe_only", "allowed_loss", "strategy")
 TWIN_GPUS = 3
+# Ray's sockets are <its folder>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store, and a
+# Unix socket's path has at most 107 bytes: the folder's path may have this many
+RAY_DIR_MAX = 107 - 65
 
 
 class Refused(Exception):
@@ -47,6 +50,10 @@ class Refused(Exception):
 def ray_on_loopback(tmp):
     """The environment Ray reads when imported: loopback only, files under tmp, no usage report.
     Refuses when Ray was imported already (its loopback setting would not take)."""
+    if len(tmp) > RAY_DIR_MAX:
+        raise Refused("the temporary folder %s is too long a path for Ray's sockets (Unix "
+                      "sockets' paths have at most 107 bytes): set TMPDIR to a short one, "
+                      "e.g. TMPDIR=/tmp" % tmp)
     if "ray" in sys.modules:
         raise Refused("Ray was imported before the dry run could keep it on loopback: run the "
                       "dry run in a fresh process (python -m eerl.integrations.verl.dry_run)")
@@ -188,7 +195,7 @@ def run(mode, steps, verl_ov, opts, tmp):
         if eerld is not None:
             session, said = _session(mode, opts, eerld)
         rec = Recorder(session, "drained" if mode == "separate_async" else "colocated")
-        with cpu_standins.transfer_queue(temp_root=tmp):
+        with cpu_standins.transfer_queue(temp_dir=tmp):
             hook = install(rec, strict=True)
             try:
                 v1 = cpu_standins.V1Run(mode, steps=steps, overrides=verl_ov)

@@ -180,6 +180,32 @@ else
     expect_line "$tmp/out" "eerld lease" ok "lets uid 65534 lease GPUs 0-1"
     expect_line "$tmp/out" permission ok "needs neither: eerld locks the clocks"
     stop_eerld
+    # A socket in a directory only its owner (root) may pass: the directory is named, with its
+    # mode, and the fix is its mode (joining a group cannot help); a socket whose group the user
+    # is not in: the fix is that group.
+    mkdir -m 0700 "$tmp/private" || exit 1
+    sock_dir=$tmp/private
+    "$EERLD" --foreground --socket "$sock_dir/e.sock" --state-dir "$tmp/state-private" \
+        --devices twin:h100x2 2>"$tmp/eerld-private.log" &
+    dpid=$!
+    wait_until 120 test -S "$sock_dir/e.sock" || fail "eerld in $sock_dir did not start"
+    EERL_SOCKET=$sock_dir/e.sock as_nobody "$tmp/eerl" doctor >"$tmp/out" 2>&1
+    expect_rc 1 $? "eerl doctor as a user a root-only directory refuses"
+    expect_line "$tmp/out" eerld error \
+        "the directory $sock_dir (mode 0700, owner root, group root) does not let uid 65534"
+    expect_in "$tmp/out" "joining a group does not help while $sock_dir has mode 0700" \
+        "root-only directory: the directory is the obstacle"
+    expect_in "$tmp/out" "mode 0755, or 0750 with group eerl" "root-only directory: the fix"
+    grep -q "add uid 65534 to the group\|socket's group" "$tmp/out" &&
+        fail "root-only directory: doctor advises joining a group: $(cat "$tmp/out")"
+    stop_eerld
+    start_eerld rootgroup --socket-group root || exit 1
+    EERL_SOCKET=$sock as_nobody "$tmp/eerl" doctor >"$tmp/out" 2>&1
+    expect_rc 1 $? "eerl doctor as a user outside the socket's group"
+    expect_line "$tmp/out" eerld error "the socket $sock (mode 0660, owner root, group root)"
+    expect_in "$tmp/out" "add uid 65534 to the group 'root', which $sock lets through" \
+        "socket's group: joining it is the fix"
+    stop_eerld
     # No eerld, but CAP_SYS_ADMIN: may lock in-process.
     if [ -S /run/eerl/eerld.sock ]; then
         echo "SKIP: CAP_SYS_ADMIN check: this machine runs eerld at its default socket"

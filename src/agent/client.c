@@ -44,6 +44,7 @@
 #include "eerl/error.h"
 #include "eerl/runtime.h"
 #include "agent/client.h"
+#include "agent/path_access.h"
 #include "agent/protocol.h"
 #include "device/device_impl.h"
 
@@ -453,6 +454,18 @@ static unsigned call_ms_for(unsigned heartbeat_ms)
     return heartbeat_ms / 2 > CALL_MS_MIN ? heartbeat_ms / 2 : CALL_MS_MIN;
 }
 
+/* EERL_ENOPERM, naming the directory or the socket on path that refuses this process. */
+static int refused_why(const char *path, char *why, size_t why_len)
+{
+    struct eerl__path_refusal r;
+    char said[PATH_MAX + 160] = "the socket or a directory above it refuses this user";
+
+    if (eerl__path_refusal(path, &r) == 0)
+        eerl__path_refusal_say(&r, said, sizeof(said));
+    return set_why(why, why_len, EERL_ENOPERM, "cannot connect to eerld at %s: %s (%s)", path,
+                   strerror(EACCES), said);
+}
+
 /* A socket connected to path. A Unix socket's connect does not wait for room in a full backlog
  * when non-blocking (EAGAIN): it is tried again until the deadline. */
 static int open_socket(const char *path, int64_t deadline, int *ret_fd, char *why, size_t why_len)
@@ -485,10 +498,10 @@ static int open_socket(const char *path, int64_t deadline, int *ret_fd, char *wh
     e = err == ENOENT || err == ECONNREFUSED ? EERL_ENOENT
         : err == EACCES || err == EPERM      ? EERL_ENOPERM
                                              : EERL_ESYS;
+    if (err == EACCES)
+        return refused_why(path, why, why_len);
     return set_why(why, why_len, e, "cannot connect to eerld at %s: %s%s", path, strerror(err),
-                   err == EACCES      ? " (the socket is for root and its group, usually 'eerl')"
-                   : e == EERL_ENOENT ? " (is eerld running? set EERL_SOCKET or --socket)"
-                                      : "");
+                   e == EERL_ENOENT ? " (is eerld running? set EERL_SOCKET or --socket)" : "");
 }
 
 static void read_info(json_t *rep, struct eerl_agent_info *info)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/path_access.h"
 #include "eerl/agent.h"
 #include "eerl/device.h"
 #include "eerl/doctor.h"
@@ -225,6 +226,20 @@ static void check_gpus(struct list *l, eerl_device *dev, const char *via)
         check_gpu(l, dev, i);
 }
 
+/* The fix for a socket this process may not connect to: what the refusing component needs. */
+static void fix_refused(struct eerl_doctor_check *c, const char *path)
+{
+    struct eerl__path_refusal r;
+    char how[PATH_MAX + 400];
+
+    if (eerl__path_refusal(path, &r) != 0) {
+        fix(c, "ask the node's admin for access to %s (eerld's socket), or run as root", path);
+        return;
+    }
+    eerl__path_refusal_fix(&r, how, sizeof(how));
+    fix(c, "%s", how);
+}
+
 static void check_eerld(struct list *l, const struct probe *p)
 {
     struct eerl_doctor_check *c;
@@ -241,7 +256,7 @@ static void check_eerld(struct list *l, const struct probe *p)
                 p->why[0] ? p->why : eerl_strerror(p->err),
                 p->from_env ? "its socket was named" : "its default socket exists");
         if (p->err == EERL_ENOPERM)
-            fix(c, "ask the node's admin to add you to the socket's group (usually 'eerl')");
+            fix_refused(c, p->path);
         else if (p->err == EERL_EVERSION)
             fix(c, "install eerl and eerld of one release: they speak different protocols");
         else if (p->err == EERL_ETIMEDOUT || p->err == EERL_EPARSE)

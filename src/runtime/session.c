@@ -70,6 +70,7 @@ struct eerl_rt {
     int explained;                    /* 1: the calibration's check ran (explain_once) */
     double capped[EERL_PHASE_COUNT];  /* the last update's share of each phase at the power cap */
     unsigned long long n_self_slowed; /* updates not shown to the controller (self_slowed) */
+    int summarized; /* the trace's closing estimate line is written */
     char notice[1536];                /* what the last update end has to tell a person, or "" */
     /* The eerld link the clocks go through (rt->agent, or the eerld device's), NULL without
      * one; see link_notice. */
@@ -974,15 +975,17 @@ int eerl_rt_estimate(const eerl_rt *rt, eerl_estimate *ret_estimate)
     return 0;
 }
 
-/* The trace's closing "estimate" line: the whole run's estimate. */
+/* The trace's closing "estimate" line: the whole run's estimate, once (a stopped session writes
+ * it before its stop line, which stays the trace's last). */
 static int trace_summary(eerl_rt *rt)
 {
     eerl_estimate est;
     char *line = NULL;
     int e;
 
-    if (!rt->trace.f || rt->last_update == 0)
+    if (!rt->trace.f || rt->last_update == 0 || rt->summarized)
         return 0;
+    rt->summarized = 1;
     eerl__est_acc_result(&rt->acc, &est);
     e = eerl__trace_est_summary_line(&est, rt->last_update, &line);
     if (e == 0)
@@ -1201,7 +1204,9 @@ int eerl_rt_abort(eerl_rt *rt, const char *type, const char *detail_json)
     if (e == EERL_EINVAL)
         return fail(rt, e, "stopping the session: %s", why[0] ? why : "bad argument");
     if (e == 0 && rt->trace.f) {
-        e = eerl__tracing_append(&rt->trace, line);
+        e = trace_summary(rt);
+        if (e == 0)
+            e = eerl__tracing_append(&rt->trace, line);
         if (e < 0)
             fail(rt, e, "writing the %s line to the trace '%s': %s", type, rt->trace.file,
                  strerror(errno));

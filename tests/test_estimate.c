@@ -130,7 +130,7 @@ static void test_interval_widens_with_correlation(void **state)
 {
     struct eerl__est_acc a, b;
     struct eerl__est_upd u = {EERL__EST_PRED, 100, 1000, 100,   1000,  0.01,
-                              0.01,           0,   0,    0.001, 0.001, 20};
+                              0.01,           0,   0,    0.001, 0.001, 20, 0};
     eerl_estimate ea, eb;
     int k;
 

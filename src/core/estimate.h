@@ -37,7 +37,7 @@
  * is predicted from is far; the estimate is not judged once far updates carry more than
  * EERL__EST_FAR_SHARE of the predicted energy. */
 #define EERL__EST_FAR 0.18232155679395462
-#define EERL__EST_FAR_SHARE 0.1
+#define EERL__EST_FAR_SHARE 0.25
 #define EERL__EST_FWD 16
 
 /* How an update is counted. */

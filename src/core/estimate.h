@@ -18,8 +18,12 @@
  * takes three things from the fit each prediction came from: the per-update scatter of its
  * leave-one-out relative errors (sd), their lag-1 autocorrelation (rho: errors of neighbouring
  * updates are not independent; a sum of m of them has variance sd^2 m (1+rho)/(1-rho)), and the
- * part shared by every prediction of one fit (com = sd sqrt(p/n), the coefficients' own error,
- * which does not average out: summed linearly). Quantile: Student's t at the fewest residual
+ * part shared by every prediction of one fit (com, which does not average out: summed
+ * linearly), measured at the update's own work: the coefficients' error there (sd times the
+ * square root of its leverage), the gap between the fit and the same updates fitted in the
+ * other form there, and the recent governor updates' forward error where it stands out. An
+ * update far outside the fit's token counts is marked (out); a run mostly far out is not
+ * judged. Quantile: Student's t at the fewest residual
  * degrees of freedom seen. Pure: no I/O; allocation only in eerl__est_init. */
 #ifndef EERL_CORE_ESTIMATE_H
 #define EERL_CORE_ESTIMATE_H

@@ -17,9 +17,9 @@
 
 /* A colocated update k at the governor whose time and energy follow its work, with a
  * deterministic wobble of relative size noise. */
-static void obs_of(unsigned k, double noise, eerl_obs *o)
+static void obs_scaled(unsigned k, double noise, double scale, eerl_obs *o)
 {
-    double g = 9e5 * (1 + 0.2 * ((k * 7919) % 13) / 13.0), n = 0.9 * g;
+    double g = 9e5 * scale * (1 + 0.2 * ((k * 7919) % 13) / 13.0), n = 0.9 * g;
     double w = 1 + noise * (((k * 104729) % 17) / 8.0 - 1);
 
     memset(o, 0, sizeof(*o));
@@ -35,10 +35,15 @@ static void obs_of(unsigned k, double noise, eerl_obs *o)
     o->energy_j = o->phase_energy_j[EERL_PHASE_GEN] + o->phase_energy_j[EERL_PHASE_TRAIN] + 1e4;
 }
 
+static void obs_of(unsigned k, double noise, eerl_obs *o)
+{
+    obs_scaled(k, noise, 1.0, o);
+}
+
 /* Runs n updates (calibrated at update cal); from update cand on, the energy is scaled by
  * e_scale at a non-governor setting. Returns the estimate. */
-static void run(unsigned n, unsigned cal, unsigned cand, double e_scale, double noise,
-                eerl_estimate *ret)
+static void run_far(unsigned n, unsigned cal, unsigned cand, double e_scale, double noise,
+                    unsigned far_from, eerl_estimate *ret)
 {
     struct eerl__est est;
     struct eerl__est_acc acc;
@@ -49,7 +54,7 @@ static void run(unsigned n, unsigned cal, unsigned cand, double e_scale, double 
     assert_int_equal(eerl__est_init(&est, EERL_MODE_COLOCATED), 0);
     eerl__est_acc_init(&acc);
     for (k = 1; k <= n; k++) {
-        obs_of(k, noise, &o);
+        obs_scaled(k, noise, k >= far_from ? 2.0 : 1.0, &o);
         if (k >= cand) {
             o.energy_j *= e_scale;
             o.setting.mhz[0] = o.setting.mhz[1] = 1500;
@@ -59,6 +64,13 @@ static void run(unsigned n, unsigned cal, unsigned cand, double e_scale, double 
     }
     eerl__est_acc_result(&acc, ret);
     eerl__est_free(&est);
+}
+
+/* The same where the work stays where the fit saw it. */
+static void run(unsigned n, unsigned cal, unsigned cand, double e_scale, double noise,
+                eerl_estimate *ret)
+{
+    run_far(n, cal, cand, e_scale, noise, UINT32_MAX, ret);
 }
 
 static void test_calibration_alone_is_zero_and_not_judged(void **state)
@@ -129,8 +141,8 @@ static void test_prediction_is_forward_only(void **state)
 static void test_interval_widens_with_correlation(void **state)
 {
     struct eerl__est_acc a, b;
-    struct eerl__est_upd u = {EERL__EST_PRED, 100, 1000, 100,   1000,  0.01,
-                              0.01,           0,   0,    0.001, 0.001, 20};
+    struct eerl__est_upd u = {EERL__EST_PRED, 100,   1000, 100, 1000, 0.01, 0.01, 0, 0,
+                              0.001,          0.001, 20,   0};
     eerl_estimate ea, eb;
     int k;
 
@@ -153,6 +165,45 @@ static void test_interval_widens_with_correlation(void **state)
     assert_non_null(strstr(eb.why, "does not explain"));
 }
 
+/* An update whose work lies twice as far as any the fit saw: its prediction's own error (the
+ * shared part) grows with the distance, it is marked far, and a run made of such updates says
+ * it cannot be judged, with the reason, rather than a figure that looks precise. */
+static void test_far_update_widens_and_is_not_judged(void **state)
+{
+    struct eerl__est a, b;
+    struct eerl__est_upd ua, ub;
+    eerl_estimate e;
+    eerl_obs o;
+    unsigned k;
+
+    (void)state;
+    assert_int_equal(eerl__est_init(&a, EERL_MODE_COLOCATED), 0);
+    assert_int_equal(eerl__est_init(&b, EERL_MODE_COLOCATED), 0);
+    for (k = 1; k <= 40; k++) {
+        obs_of(k, 0.01, &o);
+        eerl__est_step(&a, &o, 1, k == 15, &ua);
+        eerl__est_step(&b, &o, 1, k == 15, &ub);
+    }
+    obs_of(41, 0.01, &o);
+    o.setting.mhz[0] = o.setting.mhz[1] = 1500;
+    eerl__est_step(&a, &o, 1, 0, &ua);
+    obs_scaled(41, 0.01, 2.0, &o);
+    o.setting.mhz[0] = o.setting.mhz[1] = 1500;
+    eerl__est_step(&b, &o, 1, 0, &ub);
+    assert_int_equal(ua.kind, EERL__EST_PRED);
+    assert_int_equal(ub.kind, EERL__EST_PRED);
+    assert_true(ua.out < EERL__EST_FAR);
+    assert_true(ub.out > EERL__EST_FAR);
+    assert_true(ub.com_e > 3 * ua.com_e && ub.com_t > 3 * ua.com_t);
+    eerl__est_free(&a);
+    eerl__est_free(&b);
+
+    run_far(120, 15, 20, 0.9, 0.01, 60, &e);
+    assert_false(e.judged);
+    assert_non_null(strstr(e.why, "left the range"));
+    assert_true(isfinite(e.saving_ci_pct[0]) && isfinite(e.saving_ci_pct[1]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_ten_percent_less_energy_reads_ten_percent),
         cmocka_unit_test(test_prediction_is_forward_only),
         cmocka_unit_test(test_interval_widens_with_correlation),
+        cmocka_unit_test(test_far_update_widens_and_is_not_judged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,10 @@
 
 /* The fit's form: the eerl strategies' (min_t, linear training part). */
 #define FIT_MIN_T EERL__PRED_MIN_T
-#define FIT_OPTS EERL__PRED_LINEAR_TRAIN
+#define FIT_OPTS (EERL__PRED_LINEAR_TRAIN | EERL__PRED_LINEAR_ALL)
+/* The other form, fitted on the same updates: where the two part, the work lies where the
+ * updates fitted do not say which is right (docs/runtime.md, "How sure"). */
+#define ALT_OPTS EERL__PRED_LINEAR_TRAIN
 #define RHO_MAX 0.9
 #define OUTLIER_SD 5.0
 
@@ -39,6 +42,13 @@ void eerl__est_acc_add(struct eerl__est_acc *a, const struct eerl__est_upd *u)
     a->judged++;
     a->pt += u->pt;
     a->pe += u->pe;
+    a->pe_pred += u->pe;
+    if (u->out > EERL__EST_FAR) {
+        a->far++;
+        a->far_pe += u->pe;
+    }
+    if (u->out > a->out_max)
+        a->out_max = u->out;
     a->var_t += u->pt * u->sd_t * u->pt * u->sd_t * (1 + u->rho_t) / (1 - u->rho_t);
     a->var_e += u->pe * u->sd_e * u->pe * u->sd_e * (1 + u->rho_e) / (1 - u->rho_e);
     a->com_t += u->pt * u->com_t;
@@ -63,6 +73,12 @@ double eerl__est_t95(unsigned df)
     if (df == 2)
         return 2.919985580353726;
     return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v);
+}
+
+/* Whether updates far outside the fit's range carry too much of the predicted energy. */
+static int too_far(const struct eerl__est_acc *a)
+{
+    return a->far > 0 && a->far_pe > EERL__EST_FAR_SHARE * a->pe_pred;
 }
 
 void eerl__est_acc_result(const struct eerl__est_acc *a, eerl_estimate *ret)
@@ -95,9 +111,14 @@ void eerl__est_acc_result(const struct eerl__est_acc *a, eerl_estimate *ret)
         r.throughput_ci_pct[0] = r.throughput_change_pct - dq;
         r.throughput_ci_pct[1] = r.throughput_change_pct + dq;
     }
-    r.judged = a->judged > 0 && !a->unexplained;
+    r.judged = a->judged > 0 && !a->unexplained && !too_far(a);
     if (a->unexplained)
         snprintf(r.why, sizeof(r.why), "%s", a->why);
+    else if (too_far(a))
+        snprintf(r.why, sizeof(r.why),
+                 "the work left the range the governor was measured on: %u of %u updates ran more "
+                 "than %.0f%% outside its token counts (up to %.0f%%); the interval is wide",
+                 a->far, a->judged, 100 * (exp(EERL__EST_FAR) - 1), 100 * (exp(a->out_max) - 1));
     else if (a->judged == 0)
         snprintf(r.why, sizeof(r.why), "%s",
                  a->n ? "no update after the controller's calibration yet"
@@ -252,10 +273,140 @@ static size_t keep_updates(struct eerl__est *s, const double *et, const double *
     return m;
 }
 
+/* ---- the prediction's own variance ------------------------------------------------------- */
+
+static void features_of(const eerl_obs *o, double *x)
+{
+    x[EERL__F_G] = o->gen_tokens;
+    x[EERL__F_N] = o->valid_tokens;
+    x[EERL__F_L] = o->longest_tokens;
+}
+
+/* o's standardized features as l takes them, in l's column order; how many. */
+static int lev_z(const struct eerl__est_lev *l, const eerl_obs *o, double *z)
+{
+    double x[EERL__F_COUNT];
+    int f, k = 0;
+
+    features_of(o, x);
+    for (f = 0; f < EERL__F_COUNT; f++)
+        if (l->used & (1u << f)) {
+            double v = l->linear ? x[f] : log1p(x[f]);
+            z[k++] = (v - l->mean[f]) / l->sd[f];
+        }
+    return k;
+}
+
+/* Inverts the k x k matrix a into l->rinv (Gauss-Jordan); -1 when it is singular. */
+static int invert(double a[EERL__F_COUNT][EERL__F_COUNT], int k, struct eerl__est_lev *l)
+{
+    double m[EERL__F_COUNT][2 * EERL__F_COUNT];
+    int i, j, c;
+
+    for (i = 0; i < k; i++)
+        for (j = 0; j < 2 * k; j++)
+            m[i][j] = j < k ? a[i][j] : (j - k == i);
+    for (c = 0; c < k; c++) {
+        double piv = m[c][c];
+
+        if (!(fabs(piv) > 1e-9))
+            return -1;
+        for (j = 0; j < 2 * k; j++)
+            m[c][j] /= piv;
+        for (i = 0; i < k; i++) {
+            double f = m[i][c];
+
+            if (i == c)
+                continue;
+            for (j = 0; j < 2 * k; j++)
+                m[i][j] -= f * m[c][j];
+        }
+    }
+    for (i = 0; i < k; i++)
+        for (j = 0; j < k; j++)
+            l->rinv[i][j] = m[i][k + j];
+    return 0;
+}
+
+/* What model m, fitted on the n updates kept, needs for the leverage of a new point. */
+static void lev_fit(struct eerl__est_lev *l, const struct eerl__model *m, const eerl_obs **kept,
+                    size_t n)
+{
+    double r[EERL__F_COUNT][EERL__F_COUNT], z[EERL__F_COUNT];
+    size_t i;
+    int a, b, k = 0;
+
+    memset(l, 0, sizeof(*l));
+    if (!m->fitted || n == 0)
+        return;
+    l->used = m->used;
+    l->linear = m->linear;
+    memcpy(l->mean, m->mean, sizeof(l->mean));
+    memcpy(l->sd, m->sd, sizeof(l->sd));
+    l->n = (double)n;
+    memset(r, 0, sizeof(r));
+    for (i = 0; i < n; i++) {
+        k = lev_z(l, kept[i], z);
+        for (a = 0; a < k; a++)
+            for (b = 0; b < k; b++)
+                r[a][b] += z[a] * z[b] / (double)n;
+    }
+    if (k > 0 && invert(r, k, l) < 0)
+        for (a = 0; a < k; a++)
+            for (b = 0; b < k; b++)
+                l->rinv[a][b] = a == b;
+}
+
+/* The leverage of o in l's fit: its prediction's variance over one update's (0 with no fit). */
+static double lev_at(const struct eerl__est_lev *l, const eerl_obs *o)
+{
+    double z[EERL__F_COUNT], q = 0;
+    int a, b, k;
+
+    if (!(l->n > 0))
+        return 0;
+    k = lev_z(l, o, z);
+    for (a = 0; a < k; a++)
+        for (b = 0; b < k; b++)
+            q += z[a] * l->rinv[a][b] * z[b];
+    return (1 + q) / l->n;
+}
+
+static void lev_models(struct eerl__est *s, const eerl_obs **kept, size_t n)
+{
+    const struct eerl__pred *p = &s->pred;
+    int whole = s->layout == EERL__LAYOUT_WHOLE;
+    struct eerl__model none;
+
+    memset(&none, 0, sizeof(none));
+    lev_fit(&s->lev[0], whole ? &p->t_whole : &p->t_gen, kept, n);
+    lev_fit(&s->lev[1], whole ? &none : &p->t_train, kept, n);
+    lev_fit(&s->lev[2], whole ? &p->e_whole : &p->e_gen, kept, n);
+    lev_fit(&s->lev[3], whole ? &none : &p->e_train, kept, n);
+}
+
+/* How far o's token counts lie outside the fit's: the largest log ratio, 0 inside. */
+static double outside(const struct eerl__est *s, const eerl_obs *o)
+{
+    double x[EERL__F_COUNT], d = 0;
+    int f;
+
+    features_of(o, x);
+    for (f = 0; f < EERL__F_COUNT; f++) {
+        if (s->layout == EERL__LAYOUT_WHOLE && f == EERL__F_G)
+            continue;
+        if (x[f] > s->pred.hi[f] && s->pred.hi[f] > 0)
+            d = fmax(d, log(x[f] / s->pred.hi[f]));
+        if (x[f] < s->pred.lo[f] && x[f] > 0)
+            d = fmax(d, log(s->pred.lo[f] / x[f]));
+    }
+    return d;
+}
+
 /* Refits on the ring and measures the scatter the interval takes. */
 static void refit(struct eerl__est *s)
 {
-    double *et = s->scratch, *ee = s->scratch + EERL__EST_WINDOW, f;
+    double *et = s->scratch, *ee = s->scratch + EERL__EST_WINDOW;
     const eerl_obs *kept[EERL__EST_WINDOW];
     size_t n, p;
 
@@ -274,10 +425,10 @@ static void refit(struct eerl__est *s)
     }
     if (eerl__pred_fit_opts(&s->pred, s->layout, kept, n, &s->work, FIT_MIN_T, FIT_OPTS) < 0)
         return;
+    if (eerl__pred_fit_opts(&s->alt, s->layout, kept, n, &s->work, FIT_MIN_T, ALT_OPTS) < 0)
+        s->alt = s->pred;
+    lev_models(s, kept, n);
     p = fit_params(&s->pred);
-    f = sqrt((double)p / (double)n);
-    s->com_t = s->sd_t * f;
-    s->com_e = s->sd_e * f;
     s->df = n > p ? (unsigned)(n - p) : 1;
 }
 
@@ -296,10 +447,50 @@ static void ring_add(struct eerl__est *s, const eerl_obs *o)
         s->ptrs[i] = &s->ring[(s->head + i) % EERL__EST_WINDOW];
 }
 
+/* Records governor update o's error against the fit before it (not a far-off one: a start-up or
+ * stalled update says nothing of drift). */
+static void fwd_add(struct eerl__est *s, const eerl_obs *o)
+{
+    struct eerl__parts q;
+    double et, ee;
+
+    if (!s->pred.ready || s->df == 0)
+        return;
+    eerl__pred_predict(&s->pred, o, &q);
+    if (!(q.t > 0 && q.e > 0))
+        return;
+    et = o->time_s / q.t - 1;
+    ee = o->energy_j / q.e - 1;
+    if (!(fabs(et) <= OUTLIER_SD * s->sd_t) || !(fabs(ee) <= OUTLIER_SD * s->sd_e))
+        return;
+    memmove(s->fwd_t, s->fwd_t + 1, (EERL__EST_FWD - 1) * sizeof(double));
+    memmove(s->fwd_e, s->fwd_e + 1, (EERL__EST_FWD - 1) * sizeof(double));
+    s->fwd_t[EERL__EST_FWD - 1] = et;
+    s->fwd_e[EERL__EST_FWD - 1] = ee;
+    if (s->n_fwd < EERL__EST_FWD)
+        s->n_fwd++;
+}
+
+/* The mean of the last forward errors v (the newest at the end) where it stands out of their
+ * scatter sd (correlated rho) at 90%, else 0. */
+static double drift(const struct eerl__est *s, const double *v, double sd, double rho)
+{
+    double m = 0, se;
+    unsigned i, k = s->n_fwd;
+
+    if (k < 4)
+        return 0;
+    for (i = EERL__EST_FWD - k; i < EERL__EST_FWD; i++)
+        m += v[i] / (double)k;
+    se = sd * sqrt((1 + rho) / (1 - rho) / (double)k);
+    return fabs(m) > eerl__est_t95(s->df) * se ? fabs(m) : 0;
+}
+
 /* The prediction for o from the fit on the updates before it. */
 static int predict(const struct eerl__est *s, const eerl_obs *o, struct eerl__est_upd *u)
 {
-    struct eerl__parts q;
+    struct eerl__parts q, qa;
+    double ht, he, dt, de, bt, be;
 
     if (!s->pred.ready || s->df == 0)
         return 0;
@@ -313,9 +504,20 @@ static int predict(const struct eerl__est *s, const eerl_obs *o, struct eerl__es
     u->sd_e = s->sd_e;
     u->rho_t = s->rho_t;
     u->rho_e = s->rho_e;
-    u->com_t = s->com_t;
-    u->com_e = s->com_e;
+    /* The error every prediction of this fit shares at o: the coefficients' (the scatter
+     * times o's leverage: it grows with o's distance from the updates fitted) and, added, how
+     * far the other form's prediction parts from it there. */
+    eerl__pred_predict(&s->alt, o, &qa);
+    ht = fmax(lev_at(&s->lev[0], o), lev_at(&s->lev[1], o));
+    he = fmax(lev_at(&s->lev[2], o), lev_at(&s->lev[3], o));
+    dt = qa.t > 0 ? fabs(qa.t / q.t - 1) : 0;
+    de = qa.e > 0 ? fabs(qa.e / q.e - 1) : 0;
+    bt = drift(s, s->fwd_t, s->sd_t, s->rho_t);
+    be = drift(s, s->fwd_e, s->sd_e, s->rho_e);
+    u->com_t = sqrt(s->sd_t * s->sd_t * ht + dt * dt + bt * bt);
+    u->com_e = sqrt(s->sd_e * s->sd_e * he + de * de + be * be);
     u->df = s->df;
+    u->out = outside(s, o);
     return 1;
 }
 
@@ -340,9 +542,9 @@ void eerl__est_step(struct eerl__est *s, const eerl_obs *o, int accepted, int ca
             (void)predict(s, o, &u);
         }
         if (gov) {
+            fwd_add(s, o);
             ring_add(s, o);
-            if (s->calibrated || calibrated)
-                refit(s);
+            refit(s);
         }
     }
     if (calibrated)

@@ -18,8 +18,12 @@
  * takes three things from the fit each prediction came from: the per-update scatter of its
  * leave-one-out relative errors (sd), their lag-1 autocorrelation (rho: errors of neighbouring
  * updates are not independent; a sum of m of them has variance sd^2 m (1+rho)/(1-rho)), and the
- * part shared by every prediction of one fit (com = sd sqrt(p/n), the coefficients' own error,
- * which does not average out: summed linearly). Quantile: Student's t at the fewest residual
+ * part shared by every prediction of one fit (com, which does not average out: summed
+ * linearly), measured at the update's own work: the coefficients' error there (sd times the
+ * square root of its leverage), the gap between the fit and the same updates fitted in the
+ * other form there, and the recent governor updates' forward error where it stands out. An
+ * update far outside the fit's token counts is marked (out); a run mostly far out is not
+ * judged. Quantile: Student's t at the fewest residual
  * degrees of freedom seen. Pure: no I/O; allocation only in eerl__est_init. */
 #ifndef EERL_CORE_ESTIMATE_H
 #define EERL_CORE_ESTIMATE_H
@@ -33,6 +37,12 @@
 #define EERL__EST_WINDOW 32 /* governor updates a prediction is fitted on (the refs' window) */
 #define EERL__EST_MIN_FIT 5 /* fewest governor updates a prediction is made from */
 #define EERL__EST_FIRST 2   /* the first update counted */
+/* An update whose token counts lie more than this (log ratio: 20%) outside those of the fit it
+ * is predicted from is far; the estimate is not judged once far updates carry more than
+ * EERL__EST_FAR_SHARE of the predicted energy. */
+#define EERL__EST_FAR 0.18232155679395462
+#define EERL__EST_FAR_SHARE 0.25
+#define EERL__EST_FWD 16
 
 /* How an update is counted. */
 enum eerl__est_kind {
@@ -50,14 +60,18 @@ struct eerl__est_upd {
     double rho_t, rho_e; /* lag-1 autocorrelation of those errors */
     double com_t, com_e; /* relative sd of the error every prediction of the fit shares */
     unsigned df;         /* residual degrees of freedom of sd */
+    double out;          /* how far the work lay outside the fit's token counts (log ratio) */
 };
 
 struct eerl__est_acc {
     unsigned n, judged, calib, skipped;
-    double t, e, pt, pe; /* sums */
-    double var_t, var_e; /* independent parts of the predicted sums' variance */
-    double com_t, com_e; /* shared parts' sd (summed linearly) */
-    unsigned df;         /* fewest degrees of freedom seen (0: none) */
+    double t, e, pt, pe;    /* sums */
+    double var_t, var_e;    /* independent parts of the predicted sums' variance */
+    double com_t, com_e;    /* shared parts' sd (summed linearly) */
+    unsigned df;            /* fewest degrees of freedom seen (0: none) */
+    unsigned far;           /* predicted updates more than EERL__EST_FAR outside the fit's range */
+    double far_pe, out_max; /* their predicted energy; the farthest one's distance */
+    double pe_pred;         /* predicted energy of the predicted updates */
     int unexplained;
     char why[200];
 };
@@ -68,17 +82,33 @@ void eerl__est_acc_add(struct eerl__est_acc *a, const struct eerl__est_upd *u);
 void eerl__est_acc_unexplained(struct eerl__est_acc *a, const char *why);
 void eerl__est_acc_result(const struct eerl__est_acc *a, eerl_estimate *ret);
 
+/* What the prediction variance at a new point needs of one fitted model (one of the time or
+ * energy models): its features' standardization and the inverse of their correlation over the
+ * fit's n updates; a point's leverage is (1 + z' rinv z) / n. */
+struct eerl__est_lev {
+    unsigned used;
+    int linear;
+    double mean[EERL__F_COUNT], sd[EERL__F_COUNT], rinv[EERL__F_COUNT][EERL__F_COUNT];
+    double n;
+};
+
 struct eerl__est {
     int layout;
     int calibrated;
     eerl_obs *ring; /* the last EERL__EST_WINDOW governor updates */
     const eerl_obs **ptrs;
     size_t n, head;
-    struct eerl__pred pred;
+    struct eerl__pred pred, alt; /* the fit, and the same updates in the other form */
+    struct eerl__est_lev lev[4]; /* time (whole or gen, train), energy (whole or gen, train) */
     struct eerl__pred_work work, loo;
     double *scratch;
     double sd_t, sd_e, rho_t, rho_e, com_t, com_e;
     unsigned df;
+    /* The last EERL__EST_FWD governor updates' errors against the fit before them (forward, as
+     * every prediction is): their mean, where it stands out of the scatter, is a drift the fit
+     * lags behind and joins the shared error. */
+    double fwd_t[EERL__EST_FWD], fwd_e[EERL__EST_FWD];
+    unsigned n_fwd;
 };
 
 int eerl__est_init(struct eerl__est *s, eerl_mode mode);

@@ -334,7 +334,8 @@ int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs,
 int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                         struct eerl__pred_work *w, double min_t, unsigned opts)
 {
-    int lin_train = (opts & EERL__PRED_LINEAR_TRAIN) != 0;
+    int lin_train = (opts & (EERL__PRED_LINEAR_TRAIN | EERL__PRED_LINEAR_ALL)) != 0;
+    int lin_all = (opts & EERL__PRED_LINEAR_ALL) != 0;
     struct eerl__pred r;
     struct eerl__parts parts;
     size_t i;
@@ -368,12 +369,12 @@ int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const 
             return err;                                                                            \
     } while (0)
     if (layout == EERL__LAYOUT_WHOLE) {
-        FIT(t_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.t, 0);
-        FIT(e_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.e, 0);
+        FIT(t_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.t, lin_all);
+        FIT(e_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.e, lin_all);
     } else {
-        FIT(t_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.t_gen, 0);
+        FIT(t_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.t_gen, lin_all);
         FIT(t_train, FB(EERL__F_N), parts.t_train, lin_train);
-        FIT(e_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.e_gen, 0);
+        FIT(e_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.e_gen, lin_all);
         FIT(e_train, FB(EERL__F_N), parts.e_train, lin_train);
         /* The remainders: what the phase models leave of each measured update. */
         for (i = 0; i < n; i++) {

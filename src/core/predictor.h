@@ -75,6 +75,9 @@ int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs,
  * of the governor at the small end by 1-2% (docs/internals/controller.md, "The eerl strategy", item
  * 8). min_t 0 and opts 0: eerl__pred_fit, the paper's Eq. 2. */
 #define EERL__PRED_LINEAR_TRAIN 1u
+/* Every part in the linear form (generation and the whole in-flight update too): the run's own
+ * saving estimate (core/estimate.c) only; the controller keeps the forms above. */
+#define EERL__PRED_LINEAR_ALL 2u
 int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                         struct eerl__pred_work *w, double min_t, unsigned opts);
 /* The eerl strategies' min_t (docs/internals/controller.md). */

@@ -32,6 +32,8 @@ json_t *eerl__trace_est_json(const struct eerl__est_upd *u)
     json_object_set_new(o, "com_t", num(u->com_t));
     json_object_set_new(o, "com_e", num(u->com_e));
     json_object_set_new(o, "df", json_integer(u->df));
+    if (u->out > 0) /* the work outside the fit's token counts (absent: inside) */
+        json_object_set_new(o, "out", num(u->out));
     return o;
 }
 
@@ -72,6 +74,9 @@ static int parse_pred(json_t *x, struct eerl__est_upd *u, char *why, size_t len)
     if (!json_is_integer(df) || json_integer_value(df) < 1)
         BAD("\"estimate\".\"df\" must be a positive integer");
     u->df = (unsigned)json_integer_value(df);
+    if (json_object_get(x, "out") && (get(x, "out", &u->out) < 0 || u->out < 0))
+        BAD("\"estimate\".\"out\" must be a number >= 0 (how far the work lay outside the "
+            "fit's token counts)");
     return 0;
 }
 

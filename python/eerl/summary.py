@@ -5,6 +5,7 @@ report puts in its titles. Needs no libeerl: it formats what session.py and trac
 """
 
 import math
+import re
 
 from . import api
 
@@ -129,3 +130,47 @@ def run_summary(energy_j, ended, gaps, slowed, warm, allowed_loss, observe_only,
                  % (not_judged, updates, _left_out(not_judged, warm, slowed, gaps)))
     return api.RunSummary(energy_j, updates, not_judged, slowed, gaps, allowed_loss, kept,
                           observe_only, estimate, head + "; ".join(parts))
+
+
+def _trace_estimate(d):
+    """api.Estimate of a trace's closing estimate line (null: NaN)."""
+    def num(k):
+        v = d.get(k)
+        return math.nan if v is None else float(v)
+
+    def pair(k):
+        v = d.get(k) or (None, None)
+        return tuple(math.nan if x is None else float(x) for x in v)
+
+    return api.Estimate(
+        int(d.get("updates", 0)), int(d.get("judged_updates", 0)),
+        int(d.get("calibration_updates", 0)), int(d.get("not_counted", 0)), num("energy_j"),
+        num("predicted_governor_energy_j"), num("saved_j"), pair("saved_ci_j"), num("time_s"),
+        num("predicted_governor_time_s"), num("saving_pct"), pair("saving_ci_pct"),
+        num("throughput_change_pct"), pair("throughput_ci_pct"), bool(d.get("judged")),
+        d.get("why") or "")
+
+
+def from_trace(t):
+    """The api.RunSummary of a trace (eerl.tracefile.Trace) as its session's close() made it:
+    the same line from the trace's update lines and its closing estimate line."""
+    from . import tracefile
+    energy, ended, gaps, slowed, warm, last = 0.0, 0, 0, 0, 0, None
+    for u in t.updates:
+        n = int(u["update"])
+        energy += tracefile.number(u["energy_j"])
+        ended += 1
+        if last is not None and n > last + 1:
+            gaps += n - last - 1
+        last = n
+        flags = (u.get("runtime") or {}).get("meter_flags") or ""
+        flags = set(re.split(r"[^a-z_]+", flags) if isinstance(flags, str) else flags)
+        if flags & {"slowed", "power_limit"}:
+            slowed += 1
+        elif n < 2:
+            warm += 1
+    run = t.run or {}
+    allowed = run.get("allowed_loss", (t.header.get("config") or {}).get("allowed_loss", 0.02))
+    observe = run.get("observe_only") is True or run.get("role") == "governor"
+    est = _trace_estimate(t.estimate) if t.estimate is not None else None
+    return run_summary(energy, ended, gaps, slowed, warm, float(allowed), observe, est)

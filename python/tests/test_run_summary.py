@@ -126,3 +126,11 @@ def test_the_line_of_an_estimate_that_cannot_be_judged_says_why():
                         "update after the controller's calibration yet; 1 of 6 updates not "
                         "judged (1 warm-up)")
     assert out.allowance_kept is None
+
+
+def test_a_trace_gives_the_line_its_session_printed(tmp_path, monkeypatch):
+    numbers = list(range(1, 11)) + list(range(13, 25))
+    ms, out, t = run(tmp_path, monkeypatch, len(numbers), numbers=numbers, slowed=(15, 16))
+    again = summary.from_trace(t)
+    assert again.line == out.line
+    assert (again.updates, again.gaps, again.slowed) == (out.updates, out.gaps, out.slowed)

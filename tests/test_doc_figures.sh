@@ -20,7 +20,7 @@ expect_rc 0 $? "doc-figures --check on this checkout (run tools/doc-figures to w
 # A copy of the pages with one quoted figure changed: the check names it, writing mends it.
 mkdir -p "$tmp/root/docs"
 cp "$root/README.md" "$tmp/root/"
-cp "$root/docs/quickstart.md" "$tmp/root/docs/"
+cp "$root/docs/quickstart.md" "$root/docs/what-eerl-did.md" "$tmp/root/docs/"
 sed -i 's/\(main-headline -->\)[0-9.]*%/\117.52%/' "$tmp/root/README.md"
 cmp -s "$root/README.md" "$tmp/root/README.md" && fail "the planted figure did not change the copy"
 "$tool" --eerl "$EERL_BIN" --check --root "$tmp/root" >"$tmp/out" 2>&1

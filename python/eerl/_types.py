@@ -25,6 +25,7 @@ PHASE_ALIASES = {"gen": "generation", "log-prob": "logprob", "log_prob": "logpro
                  "train": "training", "weight_update": "refit", "update_weights": "refit"}
 POOL_GEN, POOL_TRAIN = 0, 1
 POOL_BOTH = 2  # EERL_RT_POOL_BOTH: both pools at one boundary
+# eerl_state; the index is the numeric eerl/state_code that trackers get (docs/python.md).
 STATES = ["calibrating", "searching", "confirming", "locked", "monitoring"]
 CLOCK_GOVERNOR = 0
 
@@ -177,6 +178,28 @@ class AgentReading(C.Structure):
                 ("reasons", C.c_uint), ("limit_mw", C.c_uint)]
 
 
+class Estimate(C.Structure):
+    """eerl_estimate (include/eerl/estimate.h): what eerl saved on the run so far."""
+    _fields_ = [
+        ("updates", C.c_uint),
+        ("judged_updates", C.c_uint),
+        ("calibration_updates", C.c_uint),
+        ("not_counted", C.c_uint),
+        ("energy_j", C.c_double),
+        ("predicted_governor_energy_j", C.c_double),
+        ("saved_j", C.c_double),
+        ("saved_ci_j", C.c_double * 2),
+        ("time_s", C.c_double),
+        ("predicted_governor_time_s", C.c_double),
+        ("saving_pct", C.c_double),
+        ("saving_ci_pct", C.c_double * 2),
+        ("throughput_change_pct", C.c_double),
+        ("throughput_ci_pct", C.c_double * 2),
+        ("judged", C.c_int),
+        ("why", C.c_char * 256),
+    ]
+
+
 # include/eerl/doctor.h
 DOCTOR_NAME_MAX = 32
 DOCTOR_TEXT_MAX = 384
@@ -199,6 +222,7 @@ LAYOUTS = {
     "eerl_rt_config": RtConfig,
     "eerl_rt_work": RtWork,
     "eerl_rt_update_info": RtUpdateInfo,
+    "eerl_estimate": Estimate,
     "eerl_device_reading": DeviceReading,
     "struct eerl_agent_info": AgentInfo,
     "struct eerl_agent_reading": AgentReading,

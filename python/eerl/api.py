@@ -93,6 +93,54 @@ class Update:
         return key in self.metrics
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Estimate(_Fields):
+    """What eerl saved on the run so far, estimated from the run alone (include/eerl/estimate.h,
+    docs/what-eerl-did.md): every update after the calibration against what the default
+    governor, predicted from the run's earlier governor updates, would have taken for the same
+    work. The intervals (*_ci_*) are 90% intervals (low, high). judged: False while it cannot
+    be judged (why says so); figures that do not exist yet are NaN."""
+    updates: int
+    judged_updates: int
+    calibration_updates: int
+    not_counted: int
+    energy_j: float
+    predicted_governor_energy_j: float
+    saved_j: float
+    saved_ci_j: tuple
+    time_s: float
+    predicted_governor_time_s: float
+    saving_pct: float
+    saving_ci_pct: tuple
+    throughput_change_pct: float
+    throughput_ci_pct: tuple
+    judged: bool
+    why: str
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunSummary(_Fields):
+    """What eerl did on the run, as Session.close() returns it (docs/what-eerl-did.md).
+    energy_j: the metered energy of every update ended (kWh: energy_j / 3.6e6); updates: the
+    updates of the run (from the first to the last update number, gaps included); not_judged:
+    those the estimate leaves out: the first (warm-up), those the GPU slowed by itself
+    (slowed), those missing from the numbering (gaps), and those the controller refused or
+    the predictor could not judge; allowance_kept: the estimated throughput change within
+    -allowed_loss (None: not judged); observe_only: the run was the self-check, whose saving
+    should hold 0; estimate: the run's Estimate (None: a libeerl without it); line: all of it
+    in one line, as the integrations print it."""
+    energy_j: float
+    updates: int
+    not_judged: int
+    slowed: int
+    gaps: int
+    allowed_loss: float
+    allowance_kept: Optional[bool]
+    observe_only: bool
+    estimate: Optional[Estimate]
+    line: str
+
+
 @runtime_checkable
 class SessionLike(Protocol):
     """What eerl.Session and MultiNodeSession both are; the integrations take either."""
@@ -134,4 +182,4 @@ class SessionLike(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    def close(self) -> None: ...
+    def close(self) -> Optional[RunSummary]: ...

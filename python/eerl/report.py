@@ -27,7 +27,7 @@ import os
 import tempfile
 import sys
 
-from . import tracefile
+from . import summary, tracefile
 
 FIRST_UPDATE = 2  # like eerl analyze/report: update 0 and 1 warm up
 
@@ -43,6 +43,9 @@ class Run:
         self.update, self.N, self.T, self.E = [], [], [], []
         self.gen, self.train, self.idle, self.state, self.marks = [], [], [], [], []
         self.phases = []  # per update: {phase: (time_s, energy_j)}
+        self.observe_only = False
+        self.estimate = None  # the trace's closing estimate line
+        self.locks = []  # (update, gen_mhz, train_mhz) of each lock event
 
 
 def load(path):
@@ -61,6 +64,8 @@ def load(path):
         r.role = "governor"
     if isinstance(run.get("seed"), int):
         r.seed = run["seed"]
+    r.observe_only = run.get("observe_only") is True
+    r.estimate = t.estimate
     for o in t.updates:
         try:
             r.update.append(int(o["update"]))
@@ -82,9 +87,49 @@ def load(path):
         for ev in o.get("events", []):
             kinds.add(ev.get("kind"))
             state = ev.get("state", state)
+            if ev.get("kind") == "lock":
+                nxt = ev.get("next") or {}
+                r.locks.append((r.update[-1], tracefile.clock_mhz(nxt.get("gen_mhz")),
+                                tracefile.clock_mhz(nxt.get("train_mhz"))))
         r.marks.append(kinds)
         r.state.append(state)
     return r
+
+
+def what_happened(r):
+    """What the controller did on run r, in a few words, from its trace's events: "observe-only:
+    the governor kept every clock", "calibration only (N updates)", "locked at 1800/1260 after
+    update 52", "searching at the end (no lock by update N)"."""
+    if r.observe_only or r.role == "governor":
+        return "observe-only: the governor kept every clock"
+    if not any("calibrated" in k for k in r.marks):
+        return "calibration only (%d updates)" % len(r.update)
+    if r.locks:
+        u, g, t = r.locks[-1]
+        said = "locked at %s after update %d" % (_setting_name(g, t, 0), u)
+        if len(r.locks) > 1:
+            said += " (lock %d of the run)" % len(r.locks)
+        adjust = sum(1 for x, k in zip(r.update, r.marks) if x > u and "adjust" in k)
+        return said + (", %d adjustment%s since" % (adjust, "s" * (adjust > 1)) if adjust
+                       else "")
+    last = next((st for st in reversed(r.state) if st), "searching")
+    return "%s at the end (no lock by update %d)" % (last, r.update[-1])
+
+
+def totals(r):
+    """The run's estimate and totals in one line, for a title: what eerl saved (the trace's
+    closing estimate line) and the energy of its updates."""
+    used = "%s used over %d updates" % (summary.energy_text(sum(r.E)), len(r.update))
+    if r.estimate is None:
+        return "%s; no estimate in the trace (eerl analyze %s computes it)" % (
+            used, os.path.basename(r.path))
+    e = dict(r.estimate)
+    for k in ("saving_pct", "throughput_change_pct"):
+        e[k] = math.nan if e.get(k) is None else e[k]
+    for k in ("saving_ci_pct", "throughput_ci_pct"):
+        e[k] = [math.nan if x is None else x for x in (e.get(k) or (None, None))]
+    said = summary.estimate_text(e, observe_only=r.observe_only or r.role == "governor")
+    return "%s; %s" % (used, said)
 
 
 def _pair(runs):
@@ -236,7 +281,7 @@ def _from_zero(a):
     a.set_ylim(0, top * 1.1 if top > 0 else 1.0)
 
 
-def _panel_clocks(a, ctl, peak):
+def _panel_clocks(a, ctl, peak, alone=False):
     """Panel 1: clocks and marks of the controller run."""
     gen = [m or peak for m in ctl.gen]
     train = [m or peak for m in ctl.train]
@@ -265,8 +310,9 @@ def _panel_clocks(a, ctl, peak):
     locks = [u for u, k in zip(ctl.update, ctl.marks) if "lock" in k]
     if locks:
         a.vlines(locks, lo, peak + 90, colors="#000000", lw=3, label="lock")
-    a.set_title("%s: SM clocks per update (governor drawn at its %d MHz peak)"
-                % (os.path.basename(ctl.path), peak))
+    a.set_title("%s%s: %s\nSM clocks per update (governor drawn at its %d MHz peak)"
+                % ("%s\n" % totals(ctl) if alone else "", os.path.basename(ctl.path),
+                   what_happened(ctl), peak))
     a.set_ylabel("SM clock (MHz)")
     a.set_ylim(lo, peak + 120)
 
@@ -333,8 +379,8 @@ def _panels_observe_only(ax, gov, pu, eu):
     """Observe-only: what the governor did, phase by phase (refit's power is left out: a refit
     lasts milliseconds, and its energy over its time is mostly noise)."""
     _phase_lines(ax[0], gov, "power", pu[0], lw=2)
-    ax[0].set_title("%s (governor, observe-only): power per phase, whole allocation"
-                    % os.path.basename(gov.path))
+    ax[0].set_title("%s (governor, observe-only self-check)\n%s\npower per phase, whole "
+                    "allocation" % (os.path.basename(gov.path), totals(gov)))
     ax[0].set_ylabel("power (%s)" % pu[1])
     _from_zero(ax[0])
     _phase_lines(ax[1], gov, "energy", eu[0], lw=2)
@@ -390,7 +436,7 @@ def figure(paths):
         _panels_observe_only(ax, gov, pu, eu)
         upd_axes = list(ax)
     elif gov is None:
-        _panel_clocks(ax[0], ctl, peak)
+        _panel_clocks(ax[0], ctl, peak, alone=True)
         _panel_phase_power(ax[1], ctl, None, pu)
         upd_axes = list(ax)
     else:

@@ -36,6 +36,7 @@ import weakref
 from . import _lib
 from . import _types as T
 from . import api
+from . import summary as _summary
 from ._lib import EerlError
 
 _live = weakref.WeakSet()
@@ -81,6 +82,8 @@ def _c():
     }
     if _lib.has("eerl_rt_notice"):  # added after 0.2.0
         f["rt_notice"] = d("eerl_rt_notice", C.c_char_p, [P])
+    if _lib.has("eerl_rt_estimate"):
+        f["rt_estimate"] = d("eerl_rt_estimate", I, [P, C.POINTER(T.Estimate)])
     _fns = f
     return f
 
@@ -186,6 +189,13 @@ class _RuntimeSession:
         self._call_s = 0.0
         self._calls = 0
         self._overhead = None  # (seconds, calls) of the last update
+        # The run so far, for metrics() and the summary close() returns: metered energy of the
+        # updates ended, how many ended, numbers skipped between them, how many the GPU slowed
+        # by itself, how many came before the estimate's first counted update.
+        self._run = {"energy_j": 0.0, "ended": 0, "gaps": 0, "slowed": 0, "warm": 0,
+                     "last": None}
+        self.summary = None  # what close() returned (api.RunSummary)
+        self.allowed_loss = 0.0
 
     def _config(self, mode, gen, train, allowed_loss, strategy, trace, run_info, producer,
                 clock=None, resume_from=None, resume_tag=None, governor_peak_mhz=0,
@@ -207,7 +217,7 @@ class _RuntimeSession:
         cfg.n_gen = len(gen)
         cfg.train_pool = C.cast(self._keep[1], C.POINTER(C.c_uint))
         cfg.n_train = len(train)
-        cfg.allowed_loss = float(allowed_loss)
+        cfg.allowed_loss = self.allowed_loss = float(allowed_loss)
         cfg.strategy = T.STRATEGIES[strategy]
         cfg.observe_only = 1 if self.observe_only else 0
         self._keep += [self.trace.encode() if self.trace is not None else None,
@@ -345,6 +355,7 @@ class _RuntimeSession:
         _lib.check(rc, "ending update %d" % w.update, self._err)
         self._update = w.update + 1
         self._last = info
+        self._count_update(info)
         notice = _c()["rt_notice"](self._rt) if "rt_notice" in _c() else None
         if notice:  # once a run: the work does not explain the time (docs/runtime.md)
             warnings.warn("eerl: " + notice.decode(), RuntimeWarning, stacklevel=2)
@@ -363,6 +374,28 @@ class _RuntimeSession:
             valid_tokens_per_s=m["eerl/valid_tokens_per_s"], accepted=bool(info.accepted),
             meter_flags=int(info.meter_flags), state=m["eerl/state"],
             next_setting=self.applied_setting(), metrics=m)
+
+    def _count_update(self, info):
+        r, u = self._run, int(info.obs.update)
+        r["energy_j"] += info.obs.energy_j
+        r["ended"] += 1
+        if r["last"] is not None and u > r["last"] + 1:
+            r["gaps"] += u - r["last"] - 1
+        r["last"] = u
+        if info.meter_flags & _summary.METER_SELF_SLOWED:
+            r["slowed"] += 1
+        elif u < 2:  # the estimate counts from update 2 (EERL__EST_FIRST)
+            r["warm"] += 1
+
+    def estimate(self):
+        """What eerl saved on the run so far, estimated from the run alone: an
+        eerl.api.Estimate (docs/what-eerl-did.md), or None from a libeerl without it."""
+        self._require_open()
+        if "rt_estimate" not in _c():
+            return None
+        e = T.Estimate()
+        _lib.check(_c()["rt_estimate"](self._rt, C.byref(e)), "the run's estimate", self._err)
+        return _summary.estimate_of(e)
 
     def sample(self):
         """Takes a meter sample now. Only for a session given a clock (virtual time), whose
@@ -444,11 +477,18 @@ class _RuntimeSession:
         from now on (0 = governor), the controller's state and counts, and the session's own
         cost on the caller's thread: eerl/overhead_s, the wall time spent in the session's phase,
         update and metrics calls from the previous update's end to this one's (eerl/overhead_calls
-        calls), and eerl/overhead_pct, that time as a percentage of the update's."""
+        calls), and eerl/overhead_pct, that time as a percentage of the update's.
+        Also: per phase the update ran, eerl/<phase>_energy_j, _time_s and _power_w (its mean
+        power); eerl/energy_total_j, the metered energy of every update so far; the run's
+        estimate so far (summary.estimate_metrics: eerl/saving_pct with eerl/saving_lo_pct and
+        eerl/saving_hi_pct, its 90% interval, ...); eerl/state_code, the state as a number
+        (the index in eerl._types.STATES) for loggers that take numbers only.
+        docs/what-eerl-did.md lists every key."""
         st = self.status()
         s = self.applied_setting()
         m = {
             "eerl/state": st["state"],
+            "eerl/state_code": T.STATES.index(st["state"]) if st["state"] in T.STATES else -1,
             "eerl/locked": int(st["locked"]),
             "eerl/gen_mhz": s["gen_mhz"],
             "eerl/train_mhz": s["train_mhz"],
@@ -470,7 +510,16 @@ class _RuntimeSession:
                                             if o.time_s > 0 else float("nan")),
                 "eerl/accepted": int(info.accepted),
                 "eerl/meter_flags": int(info.meter_flags),
+                "eerl/energy_total_j": self._run["energy_j"],
             })
+            for name, k in T.PHASES.items():
+                t, e = o.phase_time_s[k], o.phase_energy_j[k]
+                if t > 0:
+                    m.update({"eerl/%s_energy_j" % name: e, "eerl/%s_time_s" % name: t,
+                              "eerl/%s_power_w" % name: e / t})
+            est = self.estimate()
+            if est is not None:
+                m.update(_summary.estimate_metrics(est))
         if self._overhead is not None:
             sec, calls = self._overhead
             t = info.obs.time_s if info is not None else 0.0
@@ -489,11 +538,15 @@ class _RuntimeSession:
 
     def close(self):
         """Restores every clock the session changed, stops its meter, closes the trace, releases
-        the device (and eerld's lease). Idempotent. Raises EerlError if a restore failed (the
-        session is closed all the same). In a forked child it only marks the child's copy
-        closed: the parent's clocks, thread, trace and lease are left alone."""
+        the device (and eerld's lease). Returns what eerl did on the run, an eerl.api.RunSummary
+        (its line: energy used, the estimated saving with its interval, the throughput change,
+        whether the allowance was kept, the updates not judged; docs/what-eerl-did.md), also
+        kept as self.summary. Idempotent (a second close returns the same). Raises EerlError if
+        a restore failed (the session is closed all the same, self.summary set). In a forked
+        child it only marks the child's copy closed and returns None: the parent's clocks,
+        thread, trace and lease are left alone."""
         if self._closed:
-            return
+            return self.summary
         self._closed = True
         with _live_lock:
             _live.discard(self)
@@ -505,6 +558,7 @@ class _RuntimeSession:
             self._forget_device()
             return
         f = _c()
+        self.summary = self._run_summary()
         rc = f["rt_close"](self._rt)
         detail = f["rt_last_error"](self._rt) if rc < 0 else b""
         f["rt_free"](self._rt)
@@ -512,6 +566,17 @@ class _RuntimeSession:
         self._free_device()
         self._after_call("the session's close")
         _lib.check(rc, "closing the eerl session", lambda: detail)
+        return self.summary
+
+    def _run_summary(self):
+        est = None
+        if "rt_estimate" in _c():
+            e = T.Estimate()
+            if _c()["rt_estimate"](self._rt, C.byref(e)) == 0:
+                est = _summary.estimate_of(e)
+        r = self._run
+        return _summary.run_summary(r["energy_j"], r["ended"], r["gaps"], r["slowed"], r["warm"],
+                                    self.allowed_loss, self.observe_only, est)
 
     def __enter__(self):
         return self

@@ -258,3 +258,39 @@ def test_a_single_run_does_not_mislead(tmp_path):
     legend = [t.get_text() for t in clocks.get_legend().get_texts()]
     assert sorted(legend) == ["calibration", "generation", "training", "trial starts"], legend
     assert [t.get_text() for t in ept.get_legend().get_texts()] == ["controller (run.jsonl)"]
+
+
+def test_the_titles_say_what_happened_and_what_it_saved(tmp_path):
+    """A single controller run: its first panel's title holds the trace's closing estimate and
+    the energy used, and says where the controller locked; a run that never calibrated says
+    "calibration only"; an observe-only run's title is the self-check."""
+    rows = [(u, 1000.0, 10.0, 5000.0, 0, 0, ["hold"], "calibrating") for u in range(1, 5)]
+    rows += [(5, 1000.0, 10.0, 5000.0, 0, 0, ["calibrated"], "searching"),
+             (6, 1000.0, 10.5, 4600.0, 1500, 1260, ["propose"], "searching"),
+             (7, 1000.0, 10.5, 4600.0, 1500, 1260, ["lock"], "locked"),
+             (8, 1000.0, 10.5, 4600.0, 1500, 1260, ["hold"], "locked")]
+    path = write_trace(tmp_path / "ctl.jsonl", "controller", None, rows)
+    est = {"type": "estimate", "update": 8, "judged": True, "saving_pct": 8.36,
+           "saving_ci_pct": [7.74, 8.99], "throughput_change_pct": -1.43,
+           "throughput_ci_pct": [-2.44, -0.42], "updates": 7}
+    with open(path) as f:
+        text = f.read().replace('{"kind": "lock", "state": "locked"}', json.dumps(
+            {"kind": "lock", "state": "locked", "next": {"gen_mhz": 1500, "train_mhz": 1260}}))
+    with open(path, "w") as f:
+        f.write(text + json.dumps(est) + "\n")
+    title = report.figure([path]).axes[0].get_title()
+    assert title.splitlines()[0] == ("10.8 Wh used over 8 updates; estimated saving 8.4% "
+                                     "[7.7, 9.0] (90%), throughput -1.4% [-2.4, -0.4]"), title
+    assert "ctl.jsonl: locked at 1500/1260 after update 7" in title
+
+    calib = write_trace(tmp_path / "calib.jsonl", "controller", None, rows[:4])
+    title = report.figure([calib]).axes[0].get_title()
+    assert "calib.jsonl: calibration only (4 updates)" in title
+    assert "no estimate in the trace (eerl analyze calib.jsonl computes it)" in title
+
+    obs = write_trace(tmp_path / "obs.jsonl", "governor", 0, rows[:4])
+    with open(obs, "a") as f:
+        f.write(json.dumps(dict(est, saving_pct=0.1, saving_ci_pct=[-0.4, 0.6])) + "\n")
+    title = report.figure([obs]).axes[0].get_title()
+    assert "observe-only self-check" in title
+    assert "estimated saving 0.1% [-0.4, 0.6] (90%), holds 0 as it should" in title

@@ -364,7 +364,9 @@ class PhaseDriver:
 
 
 def numeric_metrics(session):
-    """session.metrics() without the text entries (loggers want numbers)."""
+    """session.metrics() without its one text entry, eerl/state, whose number eerl/state_code
+    the loggers get instead (TensorBoard and TRL's averaging take numbers only; the codes are
+    the indices of eerl._types.STATES, docs/what-eerl-did.md)."""
     return {k: v for k, v in session.metrics().items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 

@@ -240,7 +240,9 @@ class _Callback:
         finally:
             try:
                 if session is not None:
-                    session.close()  # every clock back to the governor
+                    said = session.close()  # every clock back to the governor
+                    if said is not None:  # global rank 0 only: what eerl did on the run
+                        print(said.line, flush=True)
             finally:
                 if ad is not None:
                     ad.close()  # the other nodes' serving threads return

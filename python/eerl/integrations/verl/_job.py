@@ -307,7 +307,8 @@ class Job:
             self.close()
 
     def close(self):
-        """Uninstalls the hook, closes the session (every clock back) and the adapter."""
+        """Uninstalls the hook, closes the session (every clock back) and the adapter; prints
+        the session's end-of-run line (docs/what-eerl-did.md)."""
         hook, s, ad = self.hook, self.session, self.adapter
         self.hook = self.session = self.adapter = None
         try:
@@ -316,7 +317,9 @@ class Job:
         finally:
             try:
                 if s is not None:
-                    s.close()
+                    said = s.close()
+                    if said is not None:  # what eerl did on the run, once, in this process
+                        print(said.line, flush=True)
             finally:
                 if ad is not None:
                     ad.close()

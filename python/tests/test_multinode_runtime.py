@@ -154,7 +154,7 @@ def test_multinode_writes_no_trace_line(adapter, tmp_path, monkeypatch):
         monkeypatch.setattr(builtins, "open", real_open)
     assert opened == [], opened
     types = [x["type"] for x in lines(trace)]
-    assert types == ["header", "run", "update", "update", "update"], types
+    assert types == ["header", "run", "update", "update", "update", "estimate"], types
     assert os.path.getsize(trace) > 0
 
 

@@ -438,7 +438,9 @@ def test_one_line_finds_the_pools_and_gives_the_clocks_back(model_dir, eerld_nod
         assert {p for p, v in u["phases"].items() if p != "other" and v["time_s"] > 0} == want
     logged = [h for h in trainer.state.log_history if "eerl/observed" in h]
     assert len(logged) == 3 and logged[-1]["eerl/observed"] == 3
-    # The callback stays with the trainer: a second train() opens a session of its own.
+    # The callback stays with the trainer: a second train() opens a session of its own, once
+    # the first's trace is moved away (eerl never overwrites a trace: docs/runtime.md).
+    os.rename(trace, trace + ".first")
     trainer.args.max_steps = 4
     with pytest.warns(UserWarning, match="takes the GPUs of eerld"):
         trainer.train(resume_from_checkpoint=None)

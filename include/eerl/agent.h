@@ -113,7 +113,9 @@ EERL_EXPORT int eerl_agent_read(eerl_agent *a, const unsigned *gpus, size_t n,
                                 struct eerl_agent_reading *out, size_t cap, size_t *ret_n);
 
 /* Tells the daemon we are alive (any request does; this one does nothing else). */
-EERL_EXPORT int eerl_agent_heartbeat(eerl_agent *a);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_agent_heartbeat(eerl_agent *a);
+#endif
 /* Starts a thread that sends a heartbeat every interval_ms (0: a third of the daemon's
  * timeout) while no other call is in flight. Stopped by eerl_agent_free. */
 EERL_EXPORT int eerl_agent_start_heartbeat(eerl_agent *a, unsigned interval_ms);
@@ -134,12 +136,15 @@ struct eerl_agent_gpu_status {
     unsigned min_mhz, max_mhz;       /* the GPU's supported SM clock range */
 };
 /* Status of every GPU; EERL_EOVERFLOW when cap is too small. */
-EERL_EXPORT int eerl_agent_status(eerl_agent *a, struct eerl_agent_gpu_status *out, size_t cap,
-                                  size_t *ret_n);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_agent_status(eerl_agent *a, struct eerl_agent_gpu_status *out, size_t cap, size_t *ret_n);
+#endif
 
 /* Resets gpus (n == 0: all) to the default governor: root may reset any GPU (ending whoever's
  * lease), others only GPUs they hold. */
-EERL_EXPORT int eerl_agent_reset(eerl_agent *a, const unsigned *gpus, size_t n);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_agent_reset(eerl_agent *a, const unsigned *gpus, size_t n);
+#endif
 
 /* An eerl_device whose calls go through this connection: reads ask the daemon, a lock is a
  * set-clocks request (the GPU must be leased first), a reset sets the governor. The device
@@ -153,7 +158,9 @@ EERL_EXPORT int eerl_agent_device(eerl_agent *a, eerl_device **ret_dev);
  * every GPU the connection holds (the daemon resets them). ctx is the agent, which must outlive
  * the session. Fills *ret_owner. */
 struct eerl_rt_clock_owner;
-EERL_EXPORT int eerl_agent_clock_owner(eerl_agent *a, struct eerl_rt_clock_owner *ret_owner);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_agent_clock_owner(eerl_agent *a, struct eerl_rt_clock_owner *ret_owner);
+#endif
 
 #ifdef __cplusplus
 }

@@ -91,15 +91,23 @@ typedef enum eerl_strategy {
 } eerl_strategy;
 
 /* "paper, eerl, governor, static, global-clock, linear-search": for error messages. */
-EERL_EXPORT const char *eerl_strategy_names(void);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+const char *eerl_strategy_names(void);
+#endif
 
 /* "colocated", "disaggregated", "drained", "inflight" (and back; EERL_EINVAL for other text). */
 EERL_EXPORT const char *eerl_mode_name(eerl_mode mode);
 /* The valid mode names, comma-separated (static). */
-EERL_EXPORT const char *eerl_mode_names(void);
-EERL_EXPORT int eerl_mode_from_name(const char *name, eerl_mode *ret_mode);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+const char *eerl_mode_names(void);
+#endif
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_mode_from_name(const char *name, eerl_mode *ret_mode);
+#endif
 EERL_EXPORT const char *eerl_strategy_name(eerl_strategy strategy);
-EERL_EXPORT int eerl_strategy_from_name(const char *name, eerl_strategy *ret_strategy);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_strategy_from_name(const char *name, eerl_strategy *ret_strategy);
+#endif
 /* 1 for the modes whose generation and training pools overlap in time (drained, in-flight). */
 EERL_EXPORT int eerl_mode_overlapped(eerl_mode mode);
 
@@ -303,9 +311,15 @@ typedef struct eerl_event {
 EERL_EXPORT const char *eerl_state_name(eerl_ctl_state state);
 EERL_EXPORT const char *eerl_event_kind_name(eerl_event_kind kind);
 EERL_EXPORT const char *eerl_verdict_name(eerl_verdict verdict);
-EERL_EXPORT int eerl_state_from_name(const char *name, eerl_ctl_state *ret);
-EERL_EXPORT int eerl_event_kind_from_name(const char *name, eerl_event_kind *ret);
-EERL_EXPORT int eerl_verdict_from_name(const char *name, eerl_verdict *ret);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_state_from_name(const char *name, eerl_ctl_state *ret);
+#endif
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_event_kind_from_name(const char *name, eerl_event_kind *ret);
+#endif
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_verdict_from_name(const char *name, eerl_verdict *ret);
+#endif
 
 /* ---- the controller ------------------------------------------------------------------------ */
 

@@ -120,11 +120,14 @@ EERL_EXPORT int eerl_device_throttle_reasons(eerl_device *dev, unsigned gpu, uin
 EERL_EXPORT int eerl_device_power_limit_mw(eerl_device *dev, unsigned gpu, unsigned *ret_mw);
 
 /* Locks the SM clock into [min_mhz, max_mhz]. Changes the card: only the actuator calls this. */
-EERL_EXPORT int eerl_device_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz,
-                                           unsigned max_mhz);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_device_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz, unsigned max_mhz);
+#endif
 
 /* Undoes any SM clock lock: the default governor takes over again. */
-EERL_EXPORT int eerl_device_reset_sm_clocks(eerl_device *dev, unsigned gpu);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_device_reset_sm_clocks(eerl_device *dev, unsigned gpu);
+#endif
 
 #ifdef __cplusplus
 }

@@ -112,32 +112,44 @@ EERL_EXPORT void eerl_meter_free(eerl_meter *m);
 
 /* Keeps at least `seconds` of samples at the meter's interval (more samples than that are kept
  * when ticks come faster). Only before the first tick: EERL_ESTATE after. */
-EERL_EXPORT int eerl_meter_set_history(eerl_meter *m, double seconds);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_set_history(eerl_meter *m, double seconds);
+#endif
 
 /* The clock eerl_meter_tick_now() and the sampler thread use for timestamps (default
  * eerl_clock_monotonic). The thread always waits in real time. Only while the thread is stopped. */
-EERL_EXPORT int eerl_meter_set_clock(eerl_meter *m, eerl_clock_fn clock, void *clock_ctx);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_set_clock(eerl_meter *m, eerl_clock_fn clock, void *clock_ctx);
+#endif
 
 /* How often ticks read the energy counters: every `seconds` (the first tick at or after the last
  * counter reading + seconds - half a sampling interval), 0 for every tick, or
  * EERL_METER_ENERGY_AUTO (the default; see above). Marks always read them, and restart the
  * count. Anything else (negative, NaN, infinite): EERL_EINVAL. Any time. */
-EERL_EXPORT int eerl_meter_set_energy_interval(eerl_meter *m, double seconds);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_set_energy_interval(eerl_meter *m, double seconds);
+#endif
 
 /* The energy interval in force now, in seconds (in auto mode: what the measured read cost gives
  * so far; EERL_METER_ENERGY_MIN_S before the first counter reading). */
-EERL_EXPORT int eerl_meter_energy_interval(eerl_meter *m, double *ret_seconds);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_energy_interval(eerl_meter *m, double *ret_seconds);
+#endif
 
 /* Reads every GPU's power, and the energy counters when the energy interval is due, and stores
  * the sample at now_s. Times must not decrease (EERL_EINVAL); a tick at the same time as the last
  * sample is ignored. Per-GPU read failures do not fail the tick: they are recorded and show up in
  * the flags of readings. */
-EERL_EXPORT int eerl_meter_tick(eerl_meter *m, double now_s);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_tick(eerl_meter *m, double now_s);
+#endif
 
 /* A mark in virtual time: like eerl_meter_tick, but the energy counters are always read, so the
  * energy up to now_s is the counter's. At the time of the last sample (which read only power),
  * it reads the counters for that sample. */
-EERL_EXPORT int eerl_meter_tick_energy(eerl_meter *m, double now_s);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_tick_energy(eerl_meter *m, double now_s);
+#endif
 
 /* A mark in real time, for phase boundaries. ret_now_s (may be NULL) receives the mark's time
  * (the meter's clock): pass it to the queries.
@@ -160,13 +172,19 @@ EERL_EXPORT int eerl_meter_mark(eerl_meter *m, double *ret_now_s);
  * a mark. EERL_EINVAL outside [0, 1] s. */
 #define EERL_METER_MARK_QUIET_S 0.005
 #define EERL_METER_MARK_WAIT_MAX_S 0.025
-EERL_EXPORT int eerl_meter_set_mark_quiet(eerl_meter *m, double seconds);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_set_mark_quiet(eerl_meter *m, double seconds);
+#endif
 
 /* How many marks were made and how many counter readings (of every GPU) were taken for them. */
-EERL_EXPORT int eerl_meter_mark_stats(eerl_meter *m, uint64_t *ret_marks, uint64_t *ret_reads);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_mark_stats(eerl_meter *m, uint64_t *ret_marks, uint64_t *ret_reads);
+#endif
 
 /* The same as eerl_meter_mark (its older name). */
-EERL_EXPORT int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_tick_now(eerl_meter *m, double *ret_now_s);
+#endif
 
 /* Starts the sampler thread (EERL_ESTATE if it runs). It ticks at once (a meter with no sample
  * yet takes its first one on the caller's thread, before the thread starts), then every interval
@@ -190,15 +208,21 @@ EERL_EXPORT int eerl_meter_energy_gpus(eerl_meter *m, double t0, double t1, cons
  * be NULL) receive n entries, one per GPU of gpus[0..n-1] (gpus NULL: every metered GPU in the
  * order eerl_meter_new got them, n must then be their count), untouched on failure; *ret gets
  * the totals (and its own arrays their first entries). */
-EERL_EXPORT int eerl_meter_energy_each(eerl_meter *m, double t0, double t1, const unsigned *gpus,
-                                       size_t n, double *ret_joules, double *ret_peak_w,
-                                       unsigned *ret_flags, eerl_meter_reading *ret);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_energy_each(eerl_meter *m, double t0, double t1, const unsigned *gpus, size_t n,
+                           double *ret_joules, double *ret_peak_w, unsigned *ret_flags,
+                           eerl_meter_reading *ret);
+#endif
 
 /* Time of the latest sample, EERL_ENODATA before the first tick. */
-EERL_EXPORT int eerl_meter_last_time(eerl_meter *m, double *ret_t);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_meter_last_time(eerl_meter *m, double *ret_t);
+#endif
 
 /* Number of samples stored so far (including ones dropped from the history). */
-EERL_EXPORT size_t eerl_meter_sample_count(eerl_meter *m);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+size_t eerl_meter_sample_count(eerl_meter *m);
+#endif
 
 /* Writes the names of the flags ("reset,power") into buf (always NUL-terminated; "" for none).
  * Returns the length it needed, like snprintf. */

@@ -70,7 +70,7 @@ struct eerl_rt {
     int explained;                    /* 1: the calibration's check ran (explain_once) */
     double capped[EERL_PHASE_COUNT];  /* the last update's share of each phase at the power cap */
     unsigned long long n_self_slowed; /* updates not shown to the controller (self_slowed) */
-    int summarized; /* the trace's closing estimate line is written */
+    int summarized;                   /* the trace's closing estimate line is written */
     char notice[1536];                /* what the last update end has to tell a person, or "" */
     /* The eerld link the clocks go through (rt->agent, or the eerld device's), NULL without
      * one; see link_notice. */

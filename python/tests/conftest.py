@@ -54,13 +54,16 @@ def _a_home_of_our_own():
     - HF_HOME (the datasets cache, ~/.cache/huggingface/datasets otherwise), XDG_CACHE_HOME (the
       caches of vLLM, pip and others, ~/.cache otherwise), MPLCONFIGDIR (matplotlib's font
       cache, and the settings folder it makes, ~/.config/matplotlib), and PyTorch's compile
-      caches (/tmp/torchinductor_$USER otherwise).
+      caches (/tmp/torchinductor_$USER otherwise);
+    - TMPDIR, for the processes the tests start (this one keeps the system's, where pytest's own
+      folders are): torchrun's log folders, and the folders of processes that are killed (Ray's
+      workers, a training script that hangs) stay there otherwise.
     And RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, Ray's own single-machine setting (read when Ray is
     imported): without it Ray replaces 127.0.0.1 by the machine's outward address wherever it is
     given one (a node's address, the address ray.init connects to)."""
     if os.environ.get("EERL_TEST_RAY_OWNER"):
         return  # a process the tests started: it keeps its parent's
-    tmp = tempfile.mkdtemp(prefix="eerl-ray-")
+    tmp = tempfile.mkdtemp(prefix="eerl-ray-")  # and this process's temporary folder is fixed
     atexit.register(shutil.rmtree, tmp, True)
     os.makedirs(os.path.join(tmp, "ray"))
     token = os.path.join(tmp, "ray-auth-token")
@@ -70,7 +73,7 @@ def _a_home_of_our_own():
                        "RAY_AUTH_TOKEN_PATH": token, "EERL_TEST_RAY_OWNER": str(os.getpid())})
     for var, sub in (("HF_HOME", "hf"), ("XDG_CACHE_HOME", "cache"),
                      ("MPLCONFIGDIR", "matplotlib"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-                     ("TRITON_CACHE_DIR", "triton")):
+                     ("TRITON_CACHE_DIR", "triton"), ("TMPDIR", "tmp")):
         os.environ[var] = os.path.join(tmp, sub)
         os.makedirs(os.environ[var])
 

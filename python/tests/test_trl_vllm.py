@@ -169,6 +169,15 @@ def _stop(p):
     p.wait()
 
 
+@pytest.fixture
+def node(tmp_path):
+    n = eerld_nodes.start_nodes(tmp_path / "eerld", 1)[0]
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
 def run(vllm_python, workdir, what, node, tmp_path, server=None, **env):
     """Runs trl_vllm.py WHAT (against server, a Server); its result.json and trace. Fails when
     the script fails, hangs, or when the server dies under it: then at once, with the server's

@@ -53,8 +53,9 @@ def workdir(tmp_path_factory):
 
 def _env(workdir, **extra):
     """The environment of every vLLM run. Every folder it writes to is in the workdir: its caches
-    and settings, its temporary files (TMPDIR: vLLM's rendezvous files, vllm_dist_*, and its
-    model locks outlive the run in the system's temporary folder otherwise), the ZeroMQ sockets
+    and settings, its temporary files (TMPDIR: vLLM's rendezvous files, vllm_dist_*, its model
+    locks and PyTorch's precompiled headers, which ignore TORCHINDUCTOR_CACHE_DIR, outlive the
+    run in the system's temporary folder otherwise), the ZeroMQ sockets
     between its processes (VLLM_RPC_BASE_PATH, the system's temporary folder otherwise). Every
     address it takes is loopback: VLLM_HOST_IP, whose default is the machine's outward address,
     is where the engine's message queue to its workers listens."""

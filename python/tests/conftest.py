@@ -8,6 +8,7 @@ libeerl used. Every test gets its own state file (tmp_path), so tests never see 
 import atexit
 import json
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -41,25 +42,43 @@ RAY_SYSTEM_CONFIG = {"health_check_period_ms": 3000, "health_check_timeout_ms": 
 RAY_NODE_IP = "127.0.0.1"
 
 
-def _ray_of_our_own():
-    """Set before any test imports Ray, inherited by every process the tests start:
-    - RAY_TMPDIR, a fresh folder with its "ray" inside: ray.cluster_utils.Cluster writes the
-      cluster's address into Ray's *default* temp folder ($RAY_TMPDIR/ray, else /tmp/ray) whatever
-      temp_dir the nodes get, and fails where that folder was never made, i.e. on a machine that
-      never ran Ray. Removed when the test process exits.
-    - RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, Ray's own single-machine setting (read when Ray is
-      imported): without it Ray replaces 127.0.0.1 by the machine's outward address wherever it
-      is given one (a node's address, the address ray.init connects to)."""
+def _a_home_of_our_own():
+    """Set before any test imports Ray, Hugging Face's libraries or PyTorch, inherited by every
+    process the tests start (tests leave nothing outside their temporary folders): one fresh
+    folder, removed when the test process exits, that holds
+    - RAY_TMPDIR, with its "ray" inside: ray.cluster_utils.Cluster writes the cluster's address
+      into Ray's *default* temp folder ($RAY_TMPDIR/ray, else /tmp/ray) whatever temp_dir the
+      nodes get, and fails where that folder was never made, i.e. on a machine that never ran Ray;
+    - RAY_AUTH_TOKEN_PATH, the token of the tests' Ray clusters: a new local cluster turns token
+      authentication on and otherwise writes one to ~/.ray/auth_token;
+    - HF_HOME (the datasets cache, ~/.cache/huggingface/datasets otherwise), XDG_CACHE_HOME (the
+      caches of vLLM, pip and others, ~/.cache otherwise), MPLCONFIGDIR (matplotlib's font
+      cache, and the settings folder it makes, ~/.config/matplotlib), and PyTorch's compile
+      caches (/tmp/torchinductor_$USER otherwise);
+    - TMPDIR, for the processes the tests start (this one keeps the system's, where pytest's own
+      folders are): torchrun's log folders, and the folders of processes that are killed (Ray's
+      workers, a training script that hangs) stay there otherwise.
+    And RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, Ray's own single-machine setting (read when Ray is
+    imported): without it Ray replaces 127.0.0.1 by the machine's outward address wherever it is
+    given one (a node's address, the address ray.init connects to)."""
     if os.environ.get("EERL_TEST_RAY_OWNER"):
         return  # a process the tests started: it keeps its parent's
-    tmp = tempfile.mkdtemp(prefix="eerl-ray-")
-    os.makedirs(os.path.join(tmp, "ray"))
-    os.environ.update({"RAY_TMPDIR": tmp, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-                       "EERL_TEST_RAY_OWNER": str(os.getpid())})
+    tmp = tempfile.mkdtemp(prefix="eerl-ray-")  # and this process's temporary folder is fixed
     atexit.register(shutil.rmtree, tmp, True)
+    os.makedirs(os.path.join(tmp, "ray"))
+    token = os.path.join(tmp, "ray-auth-token")
+    with open(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(secrets.token_hex(32))
+    os.environ.update({"RAY_TMPDIR": tmp, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                       "RAY_AUTH_TOKEN_PATH": token, "EERL_TEST_RAY_OWNER": str(os.getpid())})
+    for var, sub in (("HF_HOME", "hf"), ("XDG_CACHE_HOME", "cache"),
+                     ("MPLCONFIGDIR", "matplotlib"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+                     ("TRITON_CACHE_DIR", "triton"), ("TMPDIR", "tmp")):
+        os.environ[var] = os.path.join(tmp, sub)
+        os.makedirs(os.environ[var])
 
 
-_ray_of_our_own()
+_a_home_of_our_own()
 BUILD = os.path.dirname(LIB)
 FAKE_NVML = os.environ.get("EERL_NVML_LIBRARY") or os.path.join(BUILD, "fake_nvml",
                                                                  "libnvidia-ml.so.1")

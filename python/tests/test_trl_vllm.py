@@ -9,11 +9,17 @@ paths need CUDA and stand in for those alone. Every run meters the GPUs of an ee
 stand-in GPUs (no CUDA here: the one line takes eerld's GPUs and says so); every server listens
 on 127.0.0.1 and is stopped by its fixture."""
 
+import glob
+import http.server
+import ipaddress
 import json
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -46,17 +52,54 @@ def workdir(tmp_path_factory):
 
 
 def _env(workdir, **extra):
-    """The environment of every vLLM run: its caches, and the ZeroMQ sockets between its
-    processes (VLLM_RPC_BASE_PATH, else the system's temporary folder, where they outlive the
-    run), in the workdir."""
+    """The environment of every vLLM run. Every folder it writes to is in the workdir: its caches
+    and settings, its temporary files (TMPDIR: vLLM's rendezvous files, vllm_dist_*, its model
+    locks and PyTorch's precompiled headers, which ignore TORCHINDUCTOR_CACHE_DIR, outlive the
+    run in the system's temporary folder otherwise), the ZeroMQ sockets
+    between its processes (VLLM_RPC_BASE_PATH, the system's temporary folder otherwise). Every
+    address it takes is loopback: VLLM_HOST_IP, whose default is the machine's outward address,
+    is where the engine's message queue to its workers listens."""
     d = str(workdir["dir"])
-    os.makedirs(os.path.join(d, "rpc"), exist_ok=True)
-    return child_env(HF_HOME=os.path.join(d, "hf"), VLLM_CACHE_ROOT=os.path.join(d, "vllm"),
-                     VLLM_RPC_BASE_PATH=os.path.join(d, "rpc"),
-                     TORCHINDUCTOR_CACHE_DIR=os.path.join(d, "inductor"),
-                     XDG_CACHE_HOME=os.path.join(d, "cache"), VLLM_CPU_KVCACHE_SPACE="1",
+    dirs = {"HF_HOME": "hf", "VLLM_CACHE_ROOT": "vllm", "VLLM_CONFIG_ROOT": "vllm-config",
+            "VLLM_RPC_BASE_PATH": "rpc", "TORCHINDUCTOR_CACHE_DIR": "inductor",
+            "XDG_CACHE_HOME": "cache", "XDG_CONFIG_HOME": "config", "TMPDIR": "tmp"}
+    for sub in dirs.values():
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    return child_env(VLLM_HOST_IP=LOOPBACK, VLLM_LOOPBACK_IP=LOOPBACK, VLLM_CPU_KVCACHE_SPACE="1",
                      VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
-                     **extra)
+                     **dict({k: os.path.join(d, sub) for k, sub in dirs.items()}, **extra))
+
+
+LOOPBACK = "127.0.0.1"
+# How often a run checks that the server it uses is alive, and how many of the server's last
+# log lines a failure shows.
+WATCH_S = 2
+LAST_LINES = 60
+
+
+class Server:
+    """A running vLLM server: url, proc (the leader of its process group), log (its path)."""
+
+    def __init__(self, url, proc, log):
+        self.url, self.proc, self.log = url, proc, log
+
+    def dead(self):
+        """Why the server can no longer generate, or None: it exited, or its /health says its
+        engine died (503). No answer in time is no verdict: a busy server on 2 cores is slow."""
+        if self.proc.poll() is not None:
+            return "exited with status %d" % self.proc.returncode
+        try:
+            urllib.request.urlopen(self.url + "/health", timeout=10).close()
+        except urllib.error.HTTPError as e:
+            if e.code == 503:
+                return "answers /health with 503: its engine died"
+        except OSError:
+            pass
+        return None
+
+    def last_lines(self):
+        with open(self.log, errors="replace") as f:
+            return "\n".join(f.read().splitlines()[-LAST_LINES:])
 
 
 @pytest.fixture(scope="module")
@@ -74,29 +117,57 @@ def server(vllm_python, workdir):
     p = subprocess.Popen(json.loads(cmd.stdout.splitlines()[-1]),
                          env=vllm_cpu.serve_env(_env(workdir)), stdout=log,
                          stderr=subprocess.STDOUT, start_new_session=True)
-    url = "http://127.0.0.1:%d" % port
+    srv = Server("http://%s:%d" % (LOOPBACK, port), p, log.name)
     try:
         deadline = time.time() + HANG_S
         while True:
             try:
-                with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                with urllib.request.urlopen(srv.url + "/health", timeout=5) as r:
                     if r.status == 200:
                         break
             except OSError:
                 pass
-            assert p.poll() is None, open(log.name).read()[-4000:]
+            assert p.poll() is None, srv.last_lines()
             assert time.time() < deadline, "the vLLM server did not start"
             time.sleep(1)
-        yield url
+        yield srv
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        _stop(p)
         log.close()
+
+
+def _group(pgid):
+    """The processes of process group pgid."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
+                    pids.append(int(pid))
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+    return pids
+
+
+def _stop(p):
+    """Ends p and every process of its group (it was started in a session of its own): SIGTERM
+    to p, which stops its own children (vLLM's engine and workers; the resource tracker that
+    then removes their semaphores from /dev/shm); what is left of the group a minute later gets
+    SIGTERM, then SIGKILL."""
+    if p.poll() is None:
+        p.terminate()
+    deadline = time.time() + 60
+    while (p.poll() is None or _group(p.pid)) and time.time() < deadline:
+        time.sleep(0.5)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if p.poll() is not None and not _group(p.pid):
+            break
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            break
+        time.sleep(5)
+    p.wait()
 
 
 @pytest.fixture
@@ -108,20 +179,32 @@ def node(tmp_path):
         n.stop()
 
 
-def run(vllm_python, workdir, what, node, tmp_path, url=None, **env):
+def run(vllm_python, workdir, what, node, tmp_path, server=None, **env):
+    """Runs trl_vllm.py WHAT (against server, a Server); its result.json and trace. Fails when
+    the script fails, hangs, or when the server dies under it: then at once, with the server's
+    last log lines (a client of a dead server may retry for many minutes)."""
     out = tmp_path / what
     out.mkdir()
     e = _env(workdir, TRL_TINY_MODEL=workdir["model"], TRL_TINY_OUT=str(out),
              EERL_SOCKET=node.socket, OMP_NUM_THREADS="1", **env)
     if "CUDA_VISIBLE_DEVICES" not in env:
         e.pop("CUDA_VISIBLE_DEVICES", None)
-    if url:
-        e["TRL_VLLM_URL"] = url
+    if server:
+        e["TRL_VLLM_URL"] = server.url
     with open(out / "worker.log", "w") as log:
-        p = subprocess.run([vllm_python, os.path.join(HERE, "trl_vllm.py"), what], env=e,
-                           cwd=str(out), stdout=log, stderr=subprocess.STDOUT, timeout=HANG_S)
+        p = subprocess.Popen([vllm_python, os.path.join(HERE, "trl_vllm.py"), what], env=e,
+                             cwd=str(out), stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            dead = _watch(p, server)
+        finally:
+            _stop(p)
+    text = open(out / "worker.log", errors="replace").read()
+    if dead:
+        pytest.fail("the vLLM server at %s %s while trl_vllm.py %s ran; the server's last lines "
+                    "(%s):\n%s\n... trl_vllm.py's last lines:\n%s"
+                    % (server.url, dead, what, server.log, server.last_lines(), text[-3000:]))
     if p.returncode != 0:
-        text = open(out / "worker.log").read()
         errors = [l for l in text.splitlines() if "Error" in l or "error:" in l]
         pytest.fail("trl_vllm.py %s exited %d; its errors:\n%s\n... its last lines:\n%s"
                     % (what, p.returncode, "\n".join(errors[:30]), text[-6000:]))
@@ -130,6 +213,18 @@ def run(vllm_python, workdir, what, node, tmp_path, url=None, **env):
     with open(out / "eerl-run.jsonl") as f:
         res["trace"] = [json.loads(l) for l in f if l.strip()]
     return res
+
+
+def _watch(p, server):
+    """Waits for p; returns why the server died under it (None where p ended first)."""
+    deadline = time.time() + HANG_S
+    while p.poll() is None:
+        dead = server and server.dead()
+        if dead:
+            return dead
+        assert time.time() < deadline, "trl_vllm.py did not end within %d s" % HANG_S
+        time.sleep(WATCH_S)
+    return None
 
 
 def per_update(calls):
@@ -141,6 +236,92 @@ def per_update(calls):
         else:
             cur.append(c)
     return out
+
+
+def _listening(pgid):
+    """The addresses (host, port) on which the processes of process group pgid listen (TCP)."""
+    inodes = set()
+    for pid in _group(pgid):
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+        except OSError:  # ended meanwhile
+            continue
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in (line.split() for line in f.readlines()[1:]):
+                if row[3] == "0A" and row[9] in inodes:  # 0A: LISTEN
+                    host, port = row[1].split(":")
+                    raw = bytes.fromhex(host)  # 32-bit words, each in the machine's order
+                    ip = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1]
+                                                       for i in range(0, len(raw), 4)))
+                    found.append((str(getattr(ip, "ipv4_mapped", None) or ip), int(port, 16)))
+    return found
+
+
+def test_the_server_keeps_to_loopback_and_its_folders(server, workdir):
+    # Every socket the server's processes listen on is on loopback (vLLM's message queue from
+    # its engine to its workers takes the machine's outward address unless told), and vLLM's
+    # rendezvous file (vllm_dist_*, in the system's temporary folder otherwise) is in the
+    # workdir.
+    listening = _listening(server.proc.pid)
+    assert ("127.0.0.1", int(server.url.rsplit(":", 1)[1])) in listening, listening
+    assert [a for a in listening if not ipaddress.ip_address(a[0]).is_loopback] == [], listening
+    said = [l for l in open(server.log).read().splitlines() if "mq_connect_ip=" in l]
+    assert said and all("mq_connect_ip=127.0.0.1 " in l for l in said), said
+    assert glob.glob(str(workdir["dir"] / "tmp" / "vllm_dist_*")), os.listdir(
+        str(workdir["dir"] / "tmp"))
+
+
+def test_a_dead_server_fails_the_run_at_once_with_its_last_lines(vllm_python, workdir, node,
+                                                                 tmp_path):
+    # The server's worker died (as it did of SIGILL at the first generation after a weight
+    # reload): the run fails at once, showing the server's last log lines, where TRL's client
+    # retried for 12 minutes and then said only that it could not connect.
+    log = str(tmp_path / "server.log")
+    with open(log, "w") as f:
+        dead = subprocess.Popen([sys.executable, "-c", "print('(EngineCore pid=7) ERROR Worker "
+                                 "proc VllmWorker-0 died unexpectedly (exit code: -4)'); "
+                                 "raise SystemExit(1)"], stdout=f)
+        dead.wait()
+    srv = Server("http://127.0.0.1:%d" % trl_tiny.free_port(), dead, log)
+    t0 = time.time()
+    with pytest.raises(pytest.fail.Exception) as e:
+        run(vllm_python, workdir, "async", node, tmp_path, srv)
+    assert time.time() - t0 < HANG_S / 4, "the run ended %.0f s after the server died" % (
+        time.time() - t0)
+    assert ("the vLLM server at %s exited with status 1 while trl_vllm.py async ran; the "
+            "server's last lines (%s):\n" % (srv.url, log)) in str(e.value)
+    assert "Worker proc VllmWorker-0 died unexpectedly (exit code: -4)" in str(e.value)
+    assert node.locks() == [(None, None)] * 2
+
+
+def test_a_server_whose_engine_died_is_dead(tmp_path):
+    # vLLM's /health answers 503 once its engine died, while the server process may live on.
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(503 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(%d)" % HANG_S])
+    try:
+        srv = Server("http://127.0.0.1:%d" % httpd.server_port, alive, str(tmp_path / "log"))
+        assert srv.dead() == "answers /health with 503: its engine died"
+        srv.url = "http://127.0.0.1:%d" % trl_tiny.free_port()  # nobody answers: no verdict
+        assert srv.dead() is None
+    finally:
+        alive.kill()
+        alive.wait()
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def test_colocate(vllm_python, workdir, node, tmp_path):
@@ -176,12 +357,12 @@ def test_server(vllm_python, workdir, server, node, tmp_path):
     # server's GPUs. This process's GPU is the stand-in node's GPU 0; the server runs on the CPU,
     # so its GPUs cannot be found: refused before any step, saying why and what to do. Named
     # once (vllm_server_gpus), they are the generation pool.
-    r = run(vllm_python, workdir, "server", node, tmp_path, url=server,
+    r = run(vllm_python, workdir, "server", node, tmp_path, server,
             CUDA_VISIBLE_DEVICES=node.uuids[0], TRL_VLLM_SERVER_GPU=node.uuids[1])
     assert r["refused_steps"] == 0
     assert ("mode disaggregated needs the vLLM server's GPUs for the generation pool, and the "
             "vLLM server at %s runs on device 'cpu', not on a GPU. Name them once: "
-            "EerlCallback(vllm_server_gpus=[...])" % server) in r["refused"]
+            "EerlCallback(vllm_server_gpus=[...])" % server.url) in r["refused"]
     assert r["mode"] == "disaggregated" and r["pools"] == {"generation": [1], "training": [0]}
     assert r["warned"] == [] and r["reloads"] == 2  # weights sent at each step
     phases = per_update(r["calls"])
@@ -205,6 +386,7 @@ def test_the_servers_own_word_on_its_gpus(vllm_python, workdir, server, node, tm
     # /server_info of the real server (VLLM_SERVER_DEV_MODE=1), as a GPU server would answer
     # it: its device, its world size, its CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
     from eerl.integrations import _placement as P
+    server = server.url
     with urllib.request.urlopen(server + "/server_info?config_format=json") as r:
         info = json.loads(r.read().decode())
     srv = P.server_record(server, info)
@@ -241,12 +423,12 @@ def test_async_grpo_in_flight(vllm_python, workdir, server, node, tmp_path):
     # samples; each weight sync pauses it, sends the weights and resumes it. Mode inflight: the
     # generation phase continuous on the server's pool, refit (TRL's _sync_weight) on both,
     # training on the trainer's, the policy age from the samples' model versions.
-    r = run(vllm_python, workdir, "async", node, tmp_path, url=server)
+    r = run(vllm_python, workdir, "async", node, tmp_path, server)
     assert r["mode"] == "inflight" and r["pools"] == {"generation": [1], "training": [0]}
     said = [w for w in r["warned"] if w[0] == "UserWarning"]
     assert [w for w in r["warned"] if w[0] != "UserWarning"] == [] and len(said) == 1
     assert ("takes the GPUs of eerld at %s, the last 1 as generation (the vLLM server at %s runs "
-            "on device 'cpu', not on a GPU)" % (node.socket, server)) in said[0][1]
+            "on device 'cpu', not on a GPU)" % (node.socket, server.url)) in said[0][1]
     phases = per_update(r["calls"])
     ups = [l for l in r["trace"] if l["type"] == "update"]
     print("async: eerl's phases per update", phases)

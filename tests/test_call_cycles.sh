@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Files that call each other one way only, checked on what the compiler made rather than on the
-# includes: for each group of files checked (src/core, programs/eerld), `nm` lists each object
-# file's defined and undefined symbols; a file that leaves a symbol undefined which another file
-# of the group defines uses that file (a call, or a table of calls such as a judge's ops). The
+# includes: for each group of files checked (every C folder: src/, libeerl's and the tools
+# library's, cli/ and programs/eerld), `nm` lists each object file's defined and undefined
+# symbols; a file that leaves a symbol undefined which another file of the group defines uses
+# that file (a call, or a table of calls such as a judge's ops). The
 # graph of those uses must have no cycle. Fails naming the cycle and the symbols on each step.
 # test_core_layering.sh and test_layering.sh check the includes; a call through a declaration
 # written by hand, or a header shared by several files, would pass them and fail here.
@@ -18,7 +19,8 @@ build, src = sys.argv[1], os.environ.get("EERL_SOURCE_DIR", "")
 # Each group: a name, and how its object files' paths look under the build directory (CMake
 # puts a target's objects at CMakeFiles/<target>.dir/<source path>.o).
 GROUPS = [
-    ("src/core", re.compile(r"/CMakeFiles/eerl_objects\.dir/(src/core/.+)\.o$"), ""),
+    ("src", re.compile(r"/CMakeFiles/eerl_(?:objects|tools)\.dir/(src/.+)\.o$"), ""),
+    ("cli", re.compile(r"/CMakeFiles/eerl_cli\.dir/(cli/.+)\.o$"), ""),
     ("programs/eerld", re.compile(r"/programs/eerld/CMakeFiles/eerld\.dir/(.+)\.o$"),
      "programs/eerld/"),
 ]

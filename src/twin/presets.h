@@ -61,6 +61,9 @@ struct eerl_twin_preset {
 struct json_t;
 /* Loads the fitted preset (model, gpu) of a parsed parameter file into p. EERL_ENOENT: the file
  * has no such preset; EERL_EPARSE: a field is missing or out of range. */
+/* 1 when model (NULL: any) and gpu are among the fitted presets' names. */
+int eerl__preset_known(const char *model, const char *gpu);
+
 int eerl__preset_load(struct json_t *root, const char *model, const char *gpu,
                       struct eerl_twin_preset *p);
 /* Fills p's cache of expected batches from its workload (after a load or a description). */

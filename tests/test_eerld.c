@@ -1469,7 +1469,7 @@ static void test_out_of_descriptors(void **state)
 {
     static const char *const args[] = {"--devices", "twin:h100x2", NULL};
     int fds[50], i;
-    unsigned lines;
+    unsigned lines, n_out;
     pid_t d;
 
     (void)state;
@@ -1491,7 +1491,11 @@ static void test_out_of_descriptors(void **state)
                   "descriptors\n",
                   lines, log_count("out of file descriptors"));
     assert_true(lines <= 2);
-    assert_int_equal(log_count("out of file descriptors"), 1);
+    /* Once per time it runs out: on a loaded machine the first clients' heartbeat timeout can
+     * free descriptors before the last connects, and the daemon runs out a second time. A loop
+     * that spun would say it thousands of times. */
+    n_out = log_count("out of file descriptors");
+    assert_true(n_out >= 1 && n_out <= 3);
     for (i = 0; i < 50; i++)
         close(fds[i]);
     /* Served again: a probe connects and gets its status. */

@@ -18,4 +18,10 @@
  * to this release's. EERL_EINVAL when in->size is not a size this release reads. */
 int eerl__ctl_config_import(eerl_mode mode, const eerl_ctl_config *in, eerl_ctl_config *ret_cfg);
 
+/* From the table of options (options.c, which includes this header): every option's default
+ * for the mode into a whole (this release's) struct, and the check of every option's bounds
+ * (why names the first out of bounds). */
+void eerl__options_defaults(eerl_mode mode, eerl_ctl_config *cfg);
+int eerl__options_check_ctl(const eerl_ctl_config *cfg, char *why, size_t why_len);
+
 #endif

@@ -17,6 +17,7 @@
 
 #include "eerl/error.h"
 #include "eerl/meter.h"
+#include "eerl/options.h"
 #include "eerl/twin.h"
 #include "cli.h"
 #include "analysis/analysis.h"
@@ -105,7 +106,7 @@ static int known(const char *opt)
 
 static int parse_loss(const char *v, double *ret)
 {
-    char *end;
+    char *end, why[160];
     double x;
 
     errno = 0;
@@ -119,11 +120,9 @@ static int parse_loss(const char *v, double *ret)
     }
     if (*end == '%')
         x /= 100;
-    if (!(x > 0 && x < 0.5)) {
-        eerl_cli_err(CMD,
-                     "--allowed-loss %s is out of range: the allowed throughput loss must be "
-                     "above 0 and below 50%% (e.g. 0.02 for 2%%)",
-                     v);
+    if (eerl_option_check("allowed_loss", x, why, sizeof(why)) < 0) {
+        eerl_cli_err(CMD, "--allowed-loss %s is out of range: %s (e.g. 0.02 or 2%% for 2%%)", v,
+                     why);
         return -1;
     }
     *ret = x;
@@ -782,7 +781,7 @@ int eerl_cmd_sim(int argc, char **argv)
                          .n_seeds = 4,
                          .first_seed = 1,
                          .owin = 50,
-                         .loss = 0.02,
+                         .loss = -1, /* the table of options' default */
                          .noise = EERL_TWIN_NOISE_FITTED};
     struct sim_job *j = calloc(1, sizeof(*j));
     int rc;
@@ -793,6 +792,11 @@ int eerl_cmd_sim(int argc, char **argv)
     }
     clock_gettime(CLOCK_MONOTONIC, &j->t0);
     rc = parse_args(argc, argv, &o);
+    if (o.loss < 0) {
+        eerl_option_info info;
+        (void)eerl_option_info_get((size_t)eerl_option_find("allowed_loss"), &info);
+        o.loss = info.defaults[0];
+    }
     if (rc < 0) {
         rc = resolve(&o, j) < 0 ? EERL_EXIT_USAGE : prepare_dirs(&o, j);
         if (rc == 0 && run_all(&o, j) < 0)

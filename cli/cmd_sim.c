@@ -104,6 +104,16 @@ static int known(const char *opt)
     return 0;
 }
 
+/* The table of options' upper bound of an option (eerl/options.h). */
+static unsigned long option_max(const char *name)
+{
+    eerl_option_info info;
+
+    if (eerl_option_info_get((size_t)eerl_option_find(name), &info) < 0)
+        return 0;
+    return (unsigned long)info.max;
+}
+
 static int parse_loss(const char *v, double *ret)
 {
     char *end, why[160];
@@ -258,7 +268,9 @@ static int value_opt(const char *a, const char *v, struct sim_opts *o)
     if (!strcmp(a, "--updates"))
         return eerl_cli_parse_uint(CMD, a, v, 1, 100000, &o->updates) < 0 ? -1 : 1;
     if (!strcmp(a, "--expected-updates"))
-        return eerl_cli_parse_uint(CMD, a, v, 1, 100000000, &o->expected) < 0 ? -1 : 1;
+        return eerl_cli_parse_uint(CMD, a, v, 1, option_max("expected_updates"), &o->expected) < 0
+                   ? -1
+                   : 1;
     if (!strcmp(a, "--oracle-window"))
         return eerl_cli_parse_uint(CMD, a, v, 1, 100000, &o->owin) < 0 ? -1 : 1;
     if (!strcmp(a, "--first-seed"))

@@ -265,6 +265,14 @@ static void test_allowed_loss_one_range_one_message(void **state)
     assert_int_equal(eerl_ctl_config_set(&c, "trial_updates", 2.5, why, sizeof(why)), EERL_EINVAL);
     assert_string_equal(why, "trial_updates 2.5 must be a whole number in [1, 1000]");
     assert_int_equal(eerl_rt_config_set(&rc, "trial_updates", 3, why, sizeof(why)), EERL_EINVAL);
+    /* An experimental option is set by name in this release's whole struct only. */
+    assert_int_equal(eerl_ctl_config_set(&c, "warmup_updates", 0, why, sizeof(why)), 0);
+    assert_int_equal(c.warmup_updates, 0);
+    c.size = CTL_MIN;
+    assert_int_equal(eerl_ctl_config_set(&c, "warmup_updates", 2, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(c.warmup_updates, 0);
+    assert_int_equal(eerl_ctl_config_set(&c, "trial_updates", 4, why, sizeof(why)), 0);
+    assert_int_equal(c.trial_updates, 4);
 }
 
 static int read_fails(void *ctx, eerl_device_reading *ret, size_t n)

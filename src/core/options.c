@@ -356,6 +356,15 @@ int eerl__options_check_rt(const eerl_rt_config *cfg, char *why, size_t why_len)
     return 0;
 }
 
+/* The bytes of a caller's struct an option may be read or written in: an experimental one only
+ * in this release's whole struct (a shorter, stable view may end in padding where it lies). */
+static size_t usable(size_t size, int ctl, size_t i)
+{
+    if (ctl && (rows[i].info.flags & EERL_OPTION_EXPERIMENTAL) && size != sizeof(eerl_ctl_config))
+        return 0;
+    return size;
+}
+
 static int set_at(void *base, size_t size, int ctl, const char *name, double v, char *why,
                   size_t why_len)
 {
@@ -365,10 +374,14 @@ static int set_at(void *base, size_t size, int ctl, const char *name, double v, 
     e = eerl_option_check(name, v, why, why_len);
     if (e < 0)
         return e;
-    f = field(base, size, ctl ? rows[i].ctl_off : rows[i].rt_off, (size_t)i);
+    f = field(base, usable(size, ctl, (size_t)i), ctl ? rows[i].ctl_off : rows[i].rt_off,
+              (size_t)i);
     if (!f) {
         if (why && why_len)
-            snprintf(why, why_len, "%s is not a setting of this configuration", name);
+            snprintf(why, why_len,
+                     "%s is not a setting of this configuration (an experimental option needs "
+                     "this release's whole struct: include eerl/experimental.h first)",
+                     name);
         return EERL_EINVAL;
     }
     put(f, (size_t)i, v);
@@ -382,7 +395,8 @@ static int get_at(const void *base, size_t size, int ctl, const char *name, doub
 
     if (i < 0 || !ret)
         return EERL_EINVAL;
-    f = field((void *)(uintptr_t)base, size, ctl ? rows[i].ctl_off : rows[i].rt_off, (size_t)i);
+    f = field((void *)(uintptr_t)base, usable(size, ctl, (size_t)i),
+              ctl ? rows[i].ctl_off : rows[i].rt_off, (size_t)i);
     if (!f)
         return EERL_EINVAL;
     *ret = take(f, (size_t)i);

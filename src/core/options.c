@@ -163,9 +163,6 @@ static const struct row rows[] = {
       "the eerl strategy's calibration"},
      CTL(fast_calibration_updates),
      NONE},
-    {{"n_groups", U, 0, ALL(2), 2, EERL_GROUPS_MAX, "phase groups with a clock of their own"},
-     CTL(n_groups),
-     NONE},
     {{"governor_peak_mhz", U, RTF, ALL(0), 0, UMAX,
       "the governor's clock (0: the highest supported clock of the first GPU)"},
      NONE,
@@ -188,6 +185,9 @@ static const struct row rows[] = {
     {{"paper_revision", U, XP, ALL(EERL__PAPER_REVISION), 0, EERL__PAPER_REVISION,
       "revision of the paper strategy's synchronous grid"},
      CTL(paper_revision),
+     NONE},
+    {{"n_groups", U, 0, ALL(2), 2, EERL_GROUPS_MAX, "phase groups with a clock of their own"},
+     CTL(n_groups),
      NONE},
 };
 

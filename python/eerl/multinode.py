@@ -45,7 +45,8 @@ from . import _lib
 from . import _types as T
 from . import options
 from ._lib import EerlError
-from .session import _RuntimeSession, _c, _install_sigterm, _live, _live_lock
+from .session import (_U32_MAX, _RuntimeSession, _c, _install_sigterm, _live, _live_lock,
+                      _ranged_int)
 
 # ---- the node side -------------------------------------------------------------------------------
 
@@ -868,6 +869,7 @@ class MultiNodeSession(_RuntimeSession):
         o = options.check_keywords({"allowed_loss": allowed_loss, "strategy": strategy},
                                    "MultiNodeSession")
         allowed_loss, strategy = o["allowed_loss"], o["strategy"]
+        governor_peak_mhz = _ranged_int("governor_peak_mhz", governor_peak_mhz, 0, _U32_MAX)
         self._stopped = None      # why the session stopped, once a node made it stop
         self._failure = None      # a node's failure seen inside a runtime call
         self._pending = []        # clock changes the runtime made since the last command

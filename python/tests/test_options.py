@@ -62,6 +62,9 @@ def test_multinode_checks_allowed_loss_before_any_node():
         MultiNodeSession(a, pools={"generation": {"n0": [0]}, "training": {"n0": [0]}},
                          allowed_loss=0.7)
     assert MESSAGE in str(e.value) and e.value.what == "MultiNodeSession"
+    with pytest.raises(ValueError, match="governor_peak_mhz = -1 is out of range"):
+        MultiNodeSession(a, pools={"generation": {"n0": [0]}, "training": {"n0": [0]}},
+                         governor_peak_mhz=-1)
     assert a.calls == []
 
 

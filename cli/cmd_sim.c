@@ -17,6 +17,7 @@
 
 #include "eerl/error.h"
 #include "eerl/meter.h"
+#include "eerl/options.h"
 #include "eerl/tools/twin.h"
 #include "cli.h"
 #include "analysis/analysis.h"
@@ -103,9 +104,19 @@ static int known(const char *opt)
     return 0;
 }
 
+/* The table of options' upper bound of an option (eerl/options.h). */
+static unsigned long option_max(const char *name)
+{
+    eerl_option_info info;
+
+    if (eerl_option_info_get((size_t)eerl_option_find(name), &info) < 0)
+        return 0;
+    return (unsigned long)info.max;
+}
+
 static int parse_loss(const char *v, double *ret)
 {
-    char *end;
+    char *end, why[160];
     double x;
 
     errno = 0;
@@ -119,11 +130,9 @@ static int parse_loss(const char *v, double *ret)
     }
     if (*end == '%')
         x /= 100;
-    if (!(x > 0 && x < 0.5)) {
-        eerl_cli_err(CMD,
-                     "--allowed-loss %s is out of range: the allowed throughput loss must be "
-                     "above 0 and below 50%% (e.g. 0.02 for 2%%)",
-                     v);
+    if (eerl_option_check("allowed_loss", x, why, sizeof(why)) < 0) {
+        eerl_cli_err(CMD, "--allowed-loss %s is out of range: %s (e.g. 0.02 or 2%% for 2%%)", v,
+                     why);
         return -1;
     }
     *ret = x;
@@ -259,7 +268,9 @@ static int value_opt(const char *a, const char *v, struct sim_opts *o)
     if (!strcmp(a, "--updates"))
         return eerl_cli_parse_uint(CMD, a, v, 1, 100000, &o->updates) < 0 ? -1 : 1;
     if (!strcmp(a, "--expected-updates"))
-        return eerl_cli_parse_uint(CMD, a, v, 1, 100000000, &o->expected) < 0 ? -1 : 1;
+        return eerl_cli_parse_uint(CMD, a, v, 1, option_max("expected_updates"), &o->expected) < 0
+                   ? -1
+                   : 1;
     if (!strcmp(a, "--oracle-window"))
         return eerl_cli_parse_uint(CMD, a, v, 1, 100000, &o->owin) < 0 ? -1 : 1;
     if (!strcmp(a, "--first-seed"))
@@ -806,7 +817,7 @@ int eerl_cmd_sim(int argc, char **argv)
                          .n_seeds = 4,
                          .first_seed = 1,
                          .owin = 50,
-                         .loss = 0.02,
+                         .loss = -1, /* the table of options' default */
                          .noise = EERL_TWIN_NOISE_FITTED};
     struct sim_job *j = calloc(1, sizeof(*j));
     int rc;
@@ -817,6 +828,11 @@ int eerl_cmd_sim(int argc, char **argv)
     }
     clock_gettime(CLOCK_MONOTONIC, &j->t0);
     rc = parse_args(argc, argv, &o);
+    if (o.loss < 0) {
+        eerl_option_info info;
+        (void)eerl_option_info_get((size_t)eerl_option_find("allowed_loss"), &info);
+        o.loss = info.defaults[0];
+    }
     if (rc < 0) {
         rc = resolve(&o, j) < 0 ? EERL_EXIT_USAGE : prepare_dirs(&o, j);
         if (rc == 0 && run_all(&o, j) < 0)

@@ -14,6 +14,7 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "eerl/options.h"
 #include "eerl/runtime.h"
 #include "eerl/tools/twin.h"
 #include "synth_stream.h"
@@ -207,6 +208,117 @@ static void test_session_refuses_unknown_sizes(void **state)
     eerl_twin_preset_free(p);
 }
 
+/* The table of options: each default lies within its bounds, in every mode, and is the
+ * default the configurations start from. */
+static void test_option_defaults_within_bounds(void **state)
+{
+    eerl_option_info o;
+    eerl_ctl_config c;
+    eerl_rt_config rc;
+    double v;
+    size_t i;
+    int m;
+
+    (void)state;
+    assert_true(eerl_option_count() > 30);
+    assert_int_equal(eerl_option_info_get(eerl_option_count(), &o), EERL_EINVAL);
+    for (i = 0; i < eerl_option_count(); i++) {
+        assert_int_equal(eerl_option_info_get(i, &o), 0);
+        assert_int_equal(eerl_option_find(o.name), (int)i);
+        for (m = 0; m < EERL_MODE_COUNT; m++) {
+            assert_int_equal(eerl_option_check(o.name, o.defaults[m], NULL, 0), 0);
+            eerl_ctl_config_default((eerl_mode)m, &c);
+            eerl_rt_config_default((eerl_mode)m, &rc);
+            if (eerl_ctl_config_get(&c, o.name, &v) == 0)
+                assert_true(v == o.defaults[m]);
+            if (o.flags & EERL_OPTION_RUNTIME) {
+                assert_int_equal(eerl_rt_config_get(&rc, o.name, &v), 0);
+                assert_true(v == o.defaults[m]);
+            }
+        }
+    }
+    assert_int_equal(eerl_option_find("no_such_option"), EERL_EINVAL);
+}
+
+/* One range for allowed_loss and one message, whichever way it comes in: 0.6 was accepted
+ * through eerl_ctl_config (in [0, 1)) and refused through eerl_rt_config (in (0, 0.5)). */
+static void test_allowed_loss_one_range_one_message(void **state)
+{
+    const char *want = "allowed_loss 0.6 must be in (0, 0.5)";
+    eerl_ctl_config c;
+    eerl_rt_config rc;
+    char why[200] = "";
+
+    (void)state;
+    assert_int_equal(eerl_option_check("allowed_loss", 0.6, why, sizeof(why)), EERL_EINVAL);
+    assert_string_equal(why, want);
+    eerl_ctl_config_default(EERL_MODE_COLOCATED, &c);
+    c.allowed_loss = 0.6;
+    why[0] = '\0';
+    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_string_equal(why, want);
+    eerl_ctl_config_default(EERL_MODE_COLOCATED, &c);
+    why[0] = '\0';
+    assert_int_equal(eerl_ctl_config_set(&c, "allowed_loss", 0.6, why, sizeof(why)), EERL_EINVAL);
+    assert_string_equal(why, want);
+    assert_true(c.allowed_loss == 0.02);
+    eerl_rt_config_default(EERL_MODE_COLOCATED, &rc);
+    why[0] = '\0';
+    assert_int_equal(eerl_rt_config_set(&rc, "allowed_loss", 0.6, why, sizeof(why)), EERL_EINVAL);
+    assert_string_equal(why, want);
+    assert_int_equal(eerl_rt_config_set(&rc, "allowed_loss", 0.03, why, sizeof(why)), 0);
+    assert_true(rc.allowed_loss == 0.03);
+    assert_int_equal(eerl_ctl_config_set(&c, "trial_updates", 2.5, why, sizeof(why)), EERL_EINVAL);
+    assert_string_equal(why, "trial_updates 2.5 must be a whole number in [1, 1000]");
+    assert_int_equal(eerl_rt_config_set(&rc, "trial_updates", 3, why, sizeof(why)), EERL_EINVAL);
+    /* An experimental option is set by name in this release's whole struct only. */
+    assert_int_equal(eerl_ctl_config_set(&c, "warmup_updates", 0, why, sizeof(why)), 0);
+    assert_int_equal(c.warmup_updates, 0);
+    c.size = CTL_MIN;
+    assert_int_equal(eerl_ctl_config_set(&c, "warmup_updates", 2, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(c.warmup_updates, 0);
+    assert_int_equal(eerl_ctl_config_set(&c, "trial_updates", 4, why, sizeof(why)), 0);
+    assert_int_equal(c.trial_updates, 4);
+}
+
+static int read_fails(void *ctx, eerl_device_reading *ret, size_t n)
+{
+    (void)ctx;
+    (void)ret;
+    (void)n;
+    return EERL_EIO;
+}
+
+/* eerl_rt_new checks the options before it asks the device anything: a bad allowed_loss in the
+ * controller configuration is named first, where the device would refuse the pool too (a GPU
+ * it does not have) and fail every read. */
+static void test_session_checks_options_before_the_device(void **state)
+{
+    eerl_device *dev = NULL;
+    eerl_rt_config rc;
+    eerl_ctl_config cc;
+    eerl_rt *rt = (eerl_rt *)0x1;
+    char why[300] = "";
+
+    (void)state;
+    assert_int_equal(eerl_device_open_remote(2, read_fails, NULL, &dev), 0);
+    eerl_rt_config_default(EERL_MODE_COLOCATED, &rc);
+    rc.gen_gpus[0] = 5; /* the device has 2: what it would say comes after the options */
+    rc.n_gen = 1;
+    rc.observe_only = 1;
+    eerl_ctl_config_default(EERL_MODE_COLOCATED, &cc);
+    cc.allowed_loss = 0.7;
+    rc.ctl_cfg = &cc;
+    assert_int_equal(eerl_rt_new(dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_string_equal(why, "allowed_loss 0.7 must be in (0, 0.5)");
+    rc.ctl_cfg = NULL;
+    rc.allowed_loss = 0.7;
+    assert_int_equal(eerl_rt_new(dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_string_equal(why, "allowed_loss 0.7 must be in (0, 0.5)");
+    assert_ptr_equal(rt, (eerl_rt *)0x1);
+    eerl_device_free(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +328,9 @@ int main(void)
         cmocka_unit_test(test_eerl_revision),
         cmocka_unit_test(test_paper_revision),
         cmocka_unit_test(test_session_refuses_unknown_sizes),
+        cmocka_unit_test(test_option_defaults_within_bounds),
+        cmocka_unit_test(test_allowed_loss_one_range_one_message),
+        cmocka_unit_test(test_session_checks_options_before_the_device),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tu_cleanup();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The core's layers (docs/internals/design.md, "The core's layout"), lowest first:
-#   0 base:        config, setting, observation, lsq, predictor, grid, refs, events, estimate
+#   0 base:        config, options, names, setting, observation, lsq, predictor, grid, refs, events, estimate
 #   1 record:      record (the only writer of the lock, counters, references, events)
 #   2 context:     context.h (what a judge, a proposer or the life cycle sees)
 #   3 toolkit:     ratios, monitor, phase_model, propose (the proposer interface), judge.h
@@ -21,7 +21,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 layer() { # layer PATH-under-src: the layer of a core file, or nothing
     case $1 in
     core/judge/* | core/propose/*) echo 4 ;;
-    core/config.* | core/setting.* | core/observation.* | core/lsq.* | core/predictor.* | \
+    core/config.* | core/options.* | core/names.* | core/setting.* | core/observation.* | core/lsq.* | core/predictor.* | \
         core/grid.* | core/refs.* | core/events.* | core/estimate.*) echo 0 ;;
     core/record.*) echo 1 ;;
     core/context.h) echo 2 ;;

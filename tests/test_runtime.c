@@ -355,7 +355,7 @@ static void test_config_errors(void **state)
 
     rc.allowed_loss = 0;
     assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
-    assert_non_null(strstr(why, "allowed loss 0 "));
+    assert_non_null(strstr(why, "allowed_loss 0 must be in (0, 0.5)"));
     rc.allowed_loss = 0.5;
     assert_int_equal(eerl_rt_new(r.dev, &rc, why, sizeof(why), &rt), EERL_EINVAL);
     assert_non_null(strstr(why, "0.5"));

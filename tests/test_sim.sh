@@ -162,7 +162,7 @@ bad "unknown strategy 'greedy'" --strategy greedy
 bad "--allowed-loss 0 is out of range" --allowed-loss 0
 bad "--allowed-loss -0.01 is out of range" --allowed-loss -0.01
 bad "--allowed-loss 0.5 is out of range" --allowed-loss 0.5
-bad "--allowed-loss 50% is out of range" --allowed-loss 50%
+bad "--allowed-loss 50% is out of range: allowed_loss 0.5 must be in (0, 0.5)" --allowed-loss 50%
 bad "--allowed-loss 'two' is not a number" --allowed-loss two
 bad "--updates 15 is not more than the controller's calibration (15 updates" --updates 15
 bad "--updates 40 is not more than the controller's calibration (45 updates in inflight" \

@@ -188,10 +188,10 @@ static void test_bad_headers_are_refused(void **state)
                         EERL_EPARSE, "allowed_loss 3");
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980],\"config\":{\"eerl_revision\":13}}",
-                        EERL_EPARSE, "eerl_revision 13 is newer");
+                        EERL_EPARSE, "eerl_revision 13 must be a whole number in [0, 12]");
     expect_header_error(HDR_HEAD "\"version\":1,\"mode\":\"colocated\",\"governor_peak_mhz\":1980,"
                                  "\"clocks_mhz\":[1980],\"config\":{\"paper_revision\":2}}",
-                        EERL_EPARSE, "paper_revision 2 is newer");
+                        EERL_EPARSE, "paper_revision 2 must be a whole number in [0, 1]");
     /* Minimal header: defaults for the mode; unknown top-level keys are ignored. */
     assert_int_equal(eerl__trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"inflight\","
                                                        "\"governor_peak_mhz\":1980,\"clocks_mhz\":"

@@ -60,9 +60,13 @@ typedef struct eerl_setting {
 } eerl_setting;
 
 /* 1 when both settings are the same (every field). */
-EERL_EXPORT int eerl_setting_equal(const eerl_setting *a, const eerl_setting *b);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_setting_equal(const eerl_setting *a, const eerl_setting *b);
+#endif
 /* 1 when every group and the idle clock are left to the governor. */
-EERL_EXPORT int eerl_setting_is_governor(const eerl_setting *s);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_setting_is_governor(const eerl_setting *s);
+#endif
 
 /* ---- execution modes and strategies -------------------------------------------------------- */
 
@@ -109,7 +113,9 @@ EERL_EXPORT const char *eerl_strategy_name(eerl_strategy strategy);
 int eerl_strategy_from_name(const char *name, eerl_strategy *ret_strategy);
 #endif
 /* 1 for the modes whose generation and training pools overlap in time (drained, in-flight). */
-EERL_EXPORT int eerl_mode_overlapped(eerl_mode mode);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_mode_overlapped(eerl_mode mode);
+#endif
 
 /* ---- observations -------------------------------------------------------------------------- */
 
@@ -163,8 +169,10 @@ typedef struct eerl_obs {
  * arrivals within the update, and the phase data each mode needs. Returns 0 or EERL_EINVAL and,
  * if why is not NULL, writes a reason naming the field and its value. tolerance: the relative
  * slack for times that must add up (cfg.time_tolerance). */
-EERL_EXPORT int eerl_obs_check(eerl_mode mode, const eerl_obs *obs, double tolerance, char *why,
-                               size_t why_len);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+int eerl_obs_check(eerl_mode mode, const eerl_obs *obs, double tolerance, char *why,
+                   size_t why_len);
+#endif
 
 /* ---- configuration (Table 3) --------------------------------------------------------------- */
 
@@ -309,8 +317,12 @@ typedef struct eerl_event {
 } eerl_event;
 
 EERL_EXPORT const char *eerl_state_name(eerl_ctl_state state);
-EERL_EXPORT const char *eerl_event_kind_name(eerl_event_kind kind);
-EERL_EXPORT const char *eerl_verdict_name(eerl_verdict verdict);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+const char *eerl_event_kind_name(eerl_event_kind kind);
+#endif
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+const char *eerl_verdict_name(eerl_verdict verdict);
+#endif
 #ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
 int eerl_state_from_name(const char *name, eerl_ctl_state *ret);
 #endif

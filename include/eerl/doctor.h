@@ -47,7 +47,9 @@ EERL_EXPORT int eerl_doctor_run(const char *socket, struct eerl_doctor_check *ou
                                 size_t *ret_n);
 
 /* "ok", "warning", "error". */
-EERL_EXPORT const char *eerl_doctor_level_name(eerl_doctor_level level);
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+const char *eerl_doctor_level_name(eerl_doctor_level level);
+#endif
 
 #ifdef __cplusplus
 }

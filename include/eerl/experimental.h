@@ -13,7 +13,8 @@
  * build, as eerl itself does): eerl_ctl_config is one struct in a translation unit, and the
  * stable view of it is shorter. The stable headers are the rest: version.h, error.h, export.h,
  * runtime.h (the session a framework drives), core.h without these parts, agent.h (the eerld
- * client), device.h, meter.h, clock.h, estimate.h and doctor.h. */
+ * client), device.h, meter.h, clock.h, estimate.h, doctor.h and options.h (the table of
+ * options, whose experimental rows carry the research knobs by name). */
 #ifndef EERL_EXPERIMENTAL_H
 #define EERL_EXPERIMENTAL_H
 

@@ -43,8 +43,10 @@ import time
 
 from . import _lib
 from . import _types as T
+from . import options
 from ._lib import EerlError
-from .session import _RuntimeSession, _c, _install_sigterm, _live, _live_lock
+from .session import (_U32_MAX, _RuntimeSession, _c, _install_sigterm, _live, _live_lock,
+                      _ranged_int)
 
 # ---- the node side -------------------------------------------------------------------------------
 
@@ -858,11 +860,16 @@ class MultiNodeSession(_RuntimeSession):
     lost or failing mid-run stops it: the others are released, the runtime ends the trace with a
     line naming the node, and NodeLost / NodeError is raised."""
 
-    def __init__(self, adapter, mode="colocated", pools=None, allowed_loss=0.02,
-                 observe_only=False, trace=None, clock=None, strategy="eerl", run_info=None,
+    def __init__(self, adapter, mode="colocated", pools=None, allowed_loss=None,
+                 observe_only=False, trace=None, clock=None, strategy=None, run_info=None,
                  resume_from=None, resume_tag=None, governor_peak_mhz=0, prior=None,
                  job_model=None, install_sigterm=False):
         self._init_common()
+        # The options first, before any node is asked anything.
+        o = options.check_keywords({"allowed_loss": allowed_loss, "strategy": strategy},
+                                   "MultiNodeSession")
+        allowed_loss, strategy = o["allowed_loss"], o["strategy"]
+        governor_peak_mhz = _ranged_int("governor_peak_mhz", governor_peak_mhz, 0, _U32_MAX)
         self._stopped = None      # why the session stopped, once a node made it stop
         self._failure = None      # a node's failure seen inside a runtime call
         self._pending = []        # clock changes the runtime made since the last command

@@ -36,6 +36,7 @@ import weakref
 from . import _lib
 from . import _types as T
 from . import api
+from . import options
 from . import summary as _summary
 from ._lib import EerlError
 
@@ -204,8 +205,6 @@ class _RuntimeSession:
         self for the session's life. gen, train: device GPU indices."""
         if mode not in T.MODES:
             raise ValueError("mode %r: use one of %s" % (mode, ", ".join(T.MODES)))
-        if strategy not in T.STRATEGIES:
-            raise ValueError("strategy %r: use one of %s" % (strategy, ", ".join(T.STRATEGIES)))
         if run_info is not None and not isinstance(run_info, dict):
             raise ValueError("run_info must be a dict, not %r" % (run_info,))
         cfg = T.RtConfig()
@@ -217,8 +216,9 @@ class _RuntimeSession:
         cfg.n_gen = len(gen)
         cfg.train_pool = C.cast(self._keep[1], C.POINTER(C.c_uint))
         cfg.n_train = len(train)
-        cfg.allowed_loss = self.allowed_loss = float(allowed_loss)
-        cfg.strategy = T.STRATEGIES[strategy]
+        options.set_rt(cfg, "allowed_loss", allowed_loss)
+        options.set_rt(cfg, "strategy", T.STRATEGIES[strategy])
+        self.allowed_loss = float(cfg.allowed_loss)
         cfg.observe_only = 1 if self.observe_only else 0
         self._keep += [self.trace.encode() if self.trace is not None else None,
                        json.dumps(run_info).encode() if run_info is not None else None,
@@ -600,11 +600,12 @@ class Session(_RuntimeSession):
     mode: "colocated", "disaggregated", "drained" or "inflight".
     pools: {"generation": [gpu, ...], "training": [gpu, ...]} (device indices on this node;
         colocated: the same list twice, or only one of them).
-    allowed_loss: throughput may fall to (1 - allowed_loss) of the governor's.
+    allowed_loss: throughput may fall to (1 - allowed_loss) of the governor's; None: the
+        table's default (eerl.options.default("allowed_loss"), 0.02), bounds (0, 0.5).
     observe_only: measure, decide and trace, but never change a clock (needs no privilege).
     trace: path of the JSON-lines trace (docs/trace-format.md), or None.
-    strategy: "eerl" (the default here, in the C API and in `eerl sim`: it saves the most within
-        the allowance and resumes), "paper" (the paper's own controller) or a baseline
+    strategy: "eerl" (the default, None, here, in the C API and in `eerl sim`: it saves the most
+        within the allowance and resumes), "paper" (the paper's own controller) or a baseline
         ("governor", "global-clock", "linear-search").
     run_info: a dict merged into the trace's "run" line (model, framework, ...).
     eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
@@ -636,12 +637,16 @@ class Session(_RuntimeSession):
         counters at the phase boundaries only.
     """
 
-    def __init__(self, mode="colocated", pools=None, allowed_loss=0.02, observe_only=False,
-                 trace=None, strategy="eerl", run_info=None, governor_peak_mhz=0,
+    def __init__(self, mode="colocated", pools=None, allowed_loss=None, observe_only=False,
+                 trace=None, strategy=None, run_info=None, governor_peak_mhz=0,
                  meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
                  resume_tag=None, clock=None, prior=None, job_model=None):
         self._init_common()
         self._agent = None
+        # The options first, before the device or eerld is asked anything.
+        o = options.check_keywords({"allowed_loss": allowed_loss, "strategy": strategy},
+                                   "eerl.Session")
+        allowed_loss, strategy = o["allowed_loss"], o["strategy"]
         if mode not in T.MODES:
             raise ValueError("mode %r: use one of %s" % (mode, ", ".join(T.MODES)))
         if pools is None:

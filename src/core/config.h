@@ -24,4 +24,10 @@ const char *eerl__ctl_config_revision(eerl_mode mode, const eerl_ctl_config *cfg
 /* Every revision key below this eerl's raised to it (a newer one is left to the check). */
 void eerl__ctl_config_revisions_from_older(eerl_ctl_config *cfg);
 
+/* From the table of options (options.c, which includes this header): every option's default
+ * for the mode into a whole (this release's) struct, and the check of every option's bounds
+ * (why names the first out of bounds). */
+void eerl__options_defaults(eerl_mode mode, eerl_ctl_config *cfg);
+int eerl__options_check_ctl(const eerl_ctl_config *cfg, char *why, size_t why_len);
+
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eerl/error.h"
+#include "core/options.h"
 #include "runtime/config.h"
 
 /* The end of the last field of 0.2, the first size-tagged release: the shortest struct a caller
@@ -22,8 +23,7 @@ int eerl_rt_config_init(eerl_mode mode, eerl_rt_config *ret_cfg, size_t size)
     memset(&c, 0, sizeof(c));
     c.size = size < sizeof(c) ? size : sizeof(c);
     c.mode = mode;
-    c.allowed_loss = 0.02;
-    c.strategy = EERL_STRATEGY_EERL;
+    eerl__options_rt_defaults(mode, &c); /* allowed_loss, strategy, ...: the table of options */
     memcpy(ret_cfg, &c, c.size);
     return 0;
 }
@@ -100,15 +100,11 @@ static int check_config(eerl_device *dev, const eerl_rt_config *cfg, char *why, 
         snprintf(why, why_len, "mode %d is unknown", (int)cfg->mode);
         return EERL_EINVAL;
     }
-    if (!cfg->ctl_cfg && !(cfg->allowed_loss > 0 && cfg->allowed_loss < 0.5)) {
-        snprintf(why, why_len, "allowed loss %g must be in (0, 0.5) (0.02 allows 2%%)",
-                 cfg->allowed_loss);
-        return EERL_EINVAL;
-    }
-    if (!cfg->ctl_cfg && (unsigned)cfg->strategy >= EERL_STRATEGY_COUNT) {
-        snprintf(why, why_len, "strategy %d is unknown", (int)cfg->strategy);
-        return EERL_EINVAL;
-    }
+    /* The options first, so a bad value is named before any device is asked anything. */
+    e = cfg->ctl_cfg ? eerl_ctl_config_check(cfg->ctl_cfg, why, why_len)
+                     : eerl__options_check_rt(cfg, why, why_len);
+    if (e < 0)
+        return e;
     if (check_pool_size(cfg->n_gen, !cfg->gen_pool, "generation", "gen_gpus", why, why_len) < 0 ||
         check_pool_size(cfg->n_train, !cfg->train_pool, "training", "train_gpus", why, why_len) < 0)
         return EERL_EINVAL;

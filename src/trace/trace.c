@@ -15,51 +15,12 @@
 
 #include "common/safefile.h"
 #include "eerl/error.h"
+#include "eerl/options.h"
 #include "eerl/version.h"
 #include "core/config.h"
 #include "trace/trace.h"
 
 #define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
-
-/* Every scalar configuration field: X(name, D for double / U for unsigned). */
-#define CFG_FIELDS(X)                                                                              \
-    X(allowed_loss, D)                                                                             \
-    X(min_saving, D)                                                                               \
-    X(calibration_updates, U)                                                                      \
-    X(trial_updates, U)                                                                            \
-    X(governor_between, U)                                                                         \
-    X(confirm_updates, U)                                                                          \
-    X(confirm_trials_max, U)                                                                       \
-    X(max_trials, U)                                                                               \
-    X(grid_mhz, U)                                                                                 \
-    X(first_grid_mhz, U)                                                                           \
-    X(second_grid_mhz, U)                                                                          \
-    X(start_drop_gen_mhz, U)                                                                       \
-    X(start_drop_train_mhz, U)                                                                     \
-    X(start_drop_first_mhz, U)                                                                     \
-    X(start_drop_second_mhz, U)                                                                    \
-    X(feedback_step_mhz, U)                                                                        \
-    X(feedback_big_step_mhz, U)                                                                    \
-    X(big_loss, D)                                                                                 \
-    X(monitor_margin, D)                                                                           \
-    X(monitor_every, U)                                                                            \
-    X(monitor_window, U)                                                                           \
-    X(idle_mhz, U)                                                                                 \
-    X(ref_window, U)                                                                               \
-    X(refresh_updates, U)                                                                          \
-    X(coverage_margin, D)                                                                          \
-    X(coverage_fail_limit, U)                                                                      \
-    X(se_target, D)                                                                                \
-    X(inflight_lock_candidate_blocks, U)                                                           \
-    X(time_tolerance, D)                                                                           \
-    X(expected_updates, U)                                                                         \
-    X(budget_margin, D)                                                                            \
-    X(fast_calibration_updates, U)                                                                 \
-    X(warmup_updates, U)                                                                           \
-    X(inflight_revision, U)                                                                        \
-    X(eerl_revision, U)                                                                            \
-    X(paper_revision, U)                                                                           \
-    X(n_groups, U)
 
 static const char *const phase_keys[EERL_PHASE_COUNT] = {"generation", "logprob", "training",
                                                          "refit", "other"};
@@ -79,6 +40,22 @@ static json_t *num(double v)
     if (isinf(v))
         return json_string(v > 0 ? "inf" : "-inf");
     return json_real(v);
+}
+
+/* Every number of the table of options the controller's configuration holds (the strategy is
+ * the header's own key), in the table's order. */
+static void config_numbers(const eerl_ctl_config *c, json_t *cfg)
+{
+    eerl_option_info o;
+    double v;
+    size_t i;
+
+    for (i = 0; eerl_option_info_get(i, &o) == 0; i++) {
+        if (o.type == EERL_OPTION_ENUM || eerl_ctl_config_get(c, o.name, &v) < 0)
+            continue;
+        json_object_set_new(
+            cfg, o.name, o.type == EERL_OPTION_DOUBLE ? json_real(v) : json_integer((json_int_t)v));
+    }
 }
 
 static json_t *setting_json(const eerl_setting *s)
@@ -181,13 +158,7 @@ int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, int appen
         json_array_append_new(a, json_integer(clocks[i]));
     json_object_set_new(o, "clocks_mhz", a);
     cfg = json_object();
-#define W_D(name) json_object_set_new(cfg, #name, json_real(c.name))
-#define W_U(name) json_object_set_new(cfg, #name, json_integer(c.name))
-#define W(name, t) W_##t(name);
-    CFG_FIELDS(W)
-#undef W
-#undef W_D
-#undef W_U
+    config_numbers(&c, cfg);
     a = json_array();
     for (k = 0; k < EERL_BLOCK_CHOICES_MAX && c.block_choices[k]; k++)
         json_array_append_new(a, json_integer(c.block_choices[k]));
@@ -662,6 +633,30 @@ static int config_list(const char *key, json_t *v, eerl_ctl_config *cfg, char *w
     return 0;
 }
 
+/* One number of the table of options: 1 taken, 0 not one of them, or EERL_EINVAL (why). */
+static int config_number(const char *key, json_t *v, eerl_ctl_config *cfg, char *why, size_t len)
+{
+    eerl_option_info o;
+    char owhy[160];
+    double d;
+    int i = eerl_option_find(key);
+
+    if (i < 0 || eerl_option_info_get((size_t)i, &o) < 0 || o.type == EERL_OPTION_ENUM ||
+        eerl_ctl_config_get(cfg, key, &d) < 0)
+        return 0;
+    if (o.type == EERL_OPTION_DOUBLE && get_num(v, &d) < 0)
+        BAD("config \"%s\" must be a number", key);
+    if (o.type != EERL_OPTION_DOUBLE) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > 4294967295LL)
+            BAD("config \"%s\" must be a non-negative integer", key);
+        d = (double)json_integer_value(v);
+    }
+    if (eerl_ctl_config_set(cfg, key, d, owhy, sizeof(owhy)) < 0)
+        BAD("config: %s", owhy);
+    return 1;
+}
+
 /* The header's "config" object into cfg: every key known, every value valid. */
 static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t len)
 {
@@ -672,27 +667,10 @@ static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t le
         BAD("\"config\" must be an object");
     json_object_foreach(obj, key, v)
     {
-        double d;
-        int known = 0;
-#define R_D(name)                                                                                  \
-    if (!strcmp(key, #name)) {                                                                     \
-        known = 1;                                                                                 \
-        if (get_num(v, &d) < 0)                                                                    \
-            BAD("config \"%s\" must be a number", key);                                            \
-        cfg->name = d;                                                                             \
-    }
-#define R_U(name)                                                                                  \
-    if (!strcmp(key, #name)) {                                                                     \
-        known = 1;                                                                                 \
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 10000000)  \
-            BAD("config \"%s\" must be a non-negative integer", key);                              \
-        cfg->name = (unsigned)json_integer_value(v);                                               \
-    }
-#define R(name, t) R_##t(name)
-        CFG_FIELDS(R)
-#undef R
-#undef R_D
-#undef R_U
+        int known = config_number(key, v, cfg, why, len);
+
+        if (known < 0)
+            return known;
         if (!known) {
             int r = config_list(key, v, cfg, why, len);
 

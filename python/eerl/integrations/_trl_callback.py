@@ -30,6 +30,7 @@ import warnings
 from . import _placement as P
 from . import _common
 from ._common import IntegrationError
+from .. import options as _options
 
 NODE_TIMEOUT_S = 7200.0  # a node leader waits this long in serve() for the next command
 
@@ -104,6 +105,7 @@ class _Callback:
                             "phases= and eerl.Session's %s)"
                             % (", ".join(bad), "the mode comes from the trainer" if bad == [
                                 "mode"] else "no such keyword", ", ".join(allowed)))
+        _options.check_keywords(session, "EerlCallback")  # before any device or node
         if _common.spans_nodes_by_env():
             err = _common.single_node_only(session, "the job (WORLD_SIZE %s, LOCAL_WORLD_SIZE "
                                            "%s)" % (os.environ["WORLD_SIZE"],

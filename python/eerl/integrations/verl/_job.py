@@ -31,6 +31,7 @@ import sys
 
 from .. import _common
 from .._common import IntegrationError
+from ... import options as _options
 from . import RECIPES, TRAINERS, check, framework, install
 
 # The +eerl.KEY options: eerl.Session's keywords (mode and pools come from verl; clock is a
@@ -73,6 +74,8 @@ def options(config):
                "actor_rollout_ref.hybrid_engine)" if bad[0] == "mode" else "eerl has no such "
                "option")
         raise IntegrationError("eerl: +eerl.%s: %s; the options are %s" % (bad[0], why, _keys()))
+    for k in sorted(d):  # the table's checks, before the job starts anything
+        _options.check_keywords({k: d[k]}, "eerl: +eerl.%s" % k)
     for k in PATH_KEYS:
         if d.get(k) is not None:
             d[k] = os.path.abspath(os.path.expanduser(str(d[k])))

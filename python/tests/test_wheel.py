@@ -179,12 +179,13 @@ def test_eerl_sim_runs_from_the_wheel(installed):
     assert "capture ratio" in out, out
 
 
-# Three updates of a Session through eerld; prints what it measured, as JSON.
+# Three updates of a Session through eerld, its trace in a folder of its own (eerl never
+# overwrites a trace, and two tests run it); prints what it measured, as JSON.
 SESSION = """
-    import json, os, time
+    import json, os, tempfile, time
     import eerl
     s = eerl.Session(pools={"generation": [0, 1], "training": [0, 1]},
-                     trace="run.jsonl")
+                     trace=os.path.join(tempfile.mkdtemp(dir="."), "run.jsonl"))
     for u in range(3):
         for phase in ("generation", "logprob", "training", "refit"):
             with s.phase(phase):

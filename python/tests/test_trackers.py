@@ -56,6 +56,16 @@ def local_only(tmp_path, monkeypatch):
         monkeypatch.setenv(k, str(v))
     for k in ("TRACKIO_SPACE_ID", "TRACKIO_BUCKET_ID", "MLFLOW_RUN_ID", "WANDB_MODE"):
         monkeypatch.delenv(k, raising=False)
+    # trackio reads TRACKIO_DIR once, at import (an earlier test's transformers may have imported
+    # it): its modules' copies of the folders point into this test's folder too.
+    import sys
+    for name, mod in list(sys.modules.items()):
+        if name == "trackio" or name.startswith("trackio."):
+            for attr, sub in (("TRACKIO_DIR", ""), ("MEDIA_DIR", "media"),
+                              ("ARTIFACTS_DIR", "artifacts")):
+                if hasattr(mod, attr):
+                    monkeypatch.setattr(mod, attr, (tmp_path / "trackio" / sub) if sub
+                                        else tmp_path / "trackio")
     return tmp_path
 
 
@@ -63,7 +73,7 @@ def train(model_dir, out, tracker, capfd):
     cb = eerl_trl.EerlCallback(trace=os.path.join(out, "eerl.jsonl"), observe_only=True)
     t = trl_tiny.trainer(model_dir, out, max_steps=STEPS, report_to=[tracker], callbacks=[cb],
                          run_name="eerl-%s" % tracker)
-    with pytest.warns(UserWarning, match="takes the GPUs of eerld"):
+    with pytest.warns(UserWarning, match="GPUs of eerld at"):
         t.train()
     printed = [l for l in capfd.readouterr().out.splitlines() if l.startswith("eerl: ")]
     logged = [h for h in t.state.log_history if "eerl/observed" in h]

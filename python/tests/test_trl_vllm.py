@@ -172,7 +172,9 @@ def _stop(p):
 
 @pytest.fixture
 def node(tmp_path):
-    n = eerld_nodes.start_nodes(tmp_path / "eerld", 1)[0]
+    # eerld over two simulated GPUs (eerld --devices twin): no CUDA here, and the one line takes
+    # a twin's GPUs, where real GPUs the job does not use would only be observed.
+    n = eerld_nodes.TwinNode(tmp_path / "eerld", 2)
     try:
         yield n
     finally:

@@ -253,7 +253,7 @@ def test_two_processes_one_controller(model_dir, node, tmp_path):
     phases = per_update(r0["calls"])
     print("two-process phases per update:", phases)
     assert phases == [["training", "generation", "logprob", "training", "training"]] * 2
-    ups = [json.loads(l) for l in open(out / "eerl-run.jsonl") if '"update"' in l]
+    ups = [x for x in map(json.loads, open(out / "eerl-run.jsonl")) if x["type"] == "update"]
     run = [json.loads(l) for l in open(out / "eerl-run.jsonl") if '"type": "run"' in l
            or '"type":"run"' in l]
     assert len(ups) == 2
@@ -303,7 +303,7 @@ def test_two_nodes_one_controller(model_dir, tmp_path):
     phases = per_update(r0["calls"])
     print("two-node phases per update:", phases)
     assert phases == [["training", "generation", "logprob", "training", "training"]] * 2
-    ups = [json.loads(l) for l in open(out / "eerl-run.jsonl") if '"update"' in l]
+    ups = [x for x in map(json.loads, open(out / "eerl-run.jsonl")) if x["type"] == "update"]
     assert len(ups) == 2
     for k, u in enumerate(ups):
         g0, g1 = r0["gens"][k], r1["gens"][k]

@@ -55,7 +55,9 @@ def norm_uuid(u):
 
 
 def is_uuid(x):
-    return isinstance(x, str) and x[:4].upper() in ("GPU-", "MIG-")
+    """A GPU named by UUID: NVIDIA's (GPU-..., MIG-...) or a twin eerld's simulated one
+    (TWIN-..., what `eerld --devices twin` reports)."""
+    return isinstance(x, str) and (x[:4].upper() in ("GPU-", "MIG-") or x.startswith("TWIN-"))
 
 
 # ---- this process -------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def cluster(tmp_path_factory):
 
 def test_a_slow_ray_node_given_up_is_released(cluster, tmp_path):
     """A colocated session on two Ray nodes; inside a generation phase, with both nodes'
-    clocks locked, node 1's eerld is held past the adapter's wait (3 s): the next boundary
+    clocks locked, node 1's eerld is held past the adapter's wait (1.5 s): the next boundary
     raises NodeLost naming the node and saying its actor was killed; once that eerld goes on,
     the node's GPUs are back at the governor and leased by no one, its NodeServer actor is
     gone, and node 0 was released. Without it the slow node's actor applied the late boundary
@@ -134,8 +134,9 @@ def test_a_slow_ray_node_given_up_is_released(cluster, tmp_path):
             assert run_updates(s, 40, until=locked) is not None, (a.locks(), b.locks())
             # the wait shortened only now, so a loaded machine cannot lose a node earlier; and
             # eerld is held for less than its heartbeat timeout (5 s), so the hold alone
-            # would not end the lease
-            ad.timeout_s = 3.0
+            # would not end the lease. Shorter than the node's own deadline on an eerld read
+            # (half the heartbeat timeout, 2.5 s), which would report the node failed instead.
+            ad.timeout_s = 1.5
             go_on = held(b.proc)
             try:
                 with pytest.raises(multinode.NodeLost) as e:
@@ -144,7 +145,7 @@ def test_a_slow_ray_node_given_up_is_released(cluster, tmp_path):
                 go_on()
             msg = str(e.value)
             assert e.value.node == 1 and cluster.ray_nodes[1].node_id in msg and \
-                "no answer to 'step' within 3 s" in msg and "actor was killed" in msg, msg
+                "no answer to 'step' within 1.5 s" in msg and "actor was killed" in msg, msg
             eerld_nodes.wait_for(lambda: b.locks() == GOVERNOR and holders(b) == [None, None],
                                  90, "the given-up node's GPUs reset and not leased")
             eerld_nodes.wait_for(lambda: not running(pid), 90, "its NodeServer actor gone")

@@ -23,7 +23,7 @@ inih=$(pkg-config --cflags --libs inih 2>/dev/null) || { echo "fuzz/run.sh: apt-
 for t in "${targets[@]}"; do
     case $t in
     message) srcs=("$here/fuzz/fuzz_message.c" "$here/src/agent/protocol.c" "$here/src/common/error.c"); libs=$jansson ;;
-    policy) srcs=("$here/fuzz/fuzz_policy.c" "$here/programs/eerld/policy.c" "$here/programs/eerld/safefile.c"); libs=$inih ;;
+    policy) srcs=("$here/fuzz/fuzz_policy.c" "$here/programs/eerld/policy.c" "$here/src/common/safefile.c"); libs=$inih ;;
     *) echo "fuzz/run.sh: unknown target '$t' (message, policy)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086

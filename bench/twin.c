@@ -320,6 +320,40 @@ static void usage(FILE *f)
                "  no options: 500 x 40 (8/32), 3000 x 1024 (256/768), then --scaling\n");
 }
 
+/* The pools --alloc or --gpus ask for, into tg (neither given: left as they are). -1 when they
+ * do not fit the mode (said). */
+static int pools_of(struct target *tg, const char *alloc, unsigned gpus)
+{
+    if (alloc) {
+        unsigned long a, b = 0;
+        char *end;
+
+        a = strtoul(alloc, &end, 10);
+        if (*end == '/')
+            b = strtoul(end + 1, &end, 10);
+        if (*alloc < '0' || *alloc > '9' || *end || a == 0 ||
+            (tg->mode == EERL_MODE_COLOCATED) != (b == 0) || a > EERL_TWIN_GPUS_LIMIT ||
+            b > EERL_TWIN_GPUS_LIMIT - a) {
+            fprintf(stderr,
+                    "bench_twin: --alloc '%s' does not fit mode %s (colocated: one count; else "
+                    "GEN/TRAIN, each at least 1, at most %u GPUs together)\n",
+                    alloc, tg->mode_s, EERL_TWIN_GPUS_LIMIT);
+            return -1;
+        }
+        tg->ng = (unsigned)a;
+        tg->nt = (unsigned)b;
+    } else if (gpus) {
+        if (tg->mode != EERL_MODE_COLOCATED && gpus < 2) {
+            fprintf(stderr, "bench_twin: --gpus %u: mode %s needs two pools, at least 2 GPUs\n",
+                    gpus, tg->mode_s);
+            return -1;
+        }
+        tg->ng = tg->mode == EERL_MODE_COLOCATED ? gpus : (gpus / 4 ? gpus / 4 : 1);
+        tg->nt = tg->mode == EERL_MODE_COLOCATED ? 0 : gpus - tg->ng;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct target tg = {"qwen3-30b-a3b", "disaggregated", EERL_MODE_DISAGGREGATED, 0, 0, 0, 'L'};
@@ -385,33 +419,8 @@ int main(int argc, char **argv)
     }
     if (only_scaling)
         return scaling(session_updates) < 0 ? 1 : 0;
-    if (alloc) {
-        unsigned long a, b = 0;
-        char *end;
-
-        a = strtoul(alloc, &end, 10);
-        if (*end == '/')
-            b = strtoul(end + 1, &end, 10);
-        if (*alloc < '0' || *alloc > '9' || *end || a == 0 ||
-            (tg.mode == EERL_MODE_COLOCATED) != (b == 0) || a > EERL_TWIN_GPUS_LIMIT ||
-            b > EERL_TWIN_GPUS_LIMIT - a) {
-            fprintf(stderr,
-                    "bench_twin: --alloc '%s' does not fit mode %s (colocated: one count; else "
-                    "GEN/TRAIN, each at least 1, at most %u GPUs together)\n",
-                    alloc, tg.mode_s, EERL_TWIN_GPUS_LIMIT);
-            return 2;
-        }
-        tg.ng = (unsigned)a;
-        tg.nt = (unsigned)b;
-    } else if (gpus) {
-        if (tg.mode != EERL_MODE_COLOCATED && gpus < 2) {
-            fprintf(stderr, "bench_twin: --gpus %u: mode %s needs two pools, at least 2 GPUs\n",
-                    gpus, tg.mode_s);
-            return 2;
-        }
-        tg.ng = tg.mode == EERL_MODE_COLOCATED ? gpus : (gpus / 4 ? gpus / 4 : 1);
-        tg.nt = tg.mode == EERL_MODE_COLOCATED ? 0 : gpus - tg.ng;
-    }
+    if (pools_of(&tg, alloc, gpus) < 0)
+        return 2;
     if (asked) {
         if (!tg.ng) {
             tg.ng = tg.mode == EERL_MODE_COLOCATED ? 1024 : 256;

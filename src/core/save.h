@@ -1,4 +1,4 @@
-/* The controller's learned state in bytes (eerl_ctl_save, eerl_ctl_restore; issue 9 item 6):
+/* The controller's learned state in bytes (eerl_ctl_save, eerl_ctl_restore):
  * the header that says what it was learned on, the governor references, whether it locked and
  * at what, and a checksum. save.c owns the format (the magic, its version letter, the hash of
  * the decision settings) and every check a saved state must pass; the controller (controller.c)

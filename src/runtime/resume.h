@@ -1,4 +1,4 @@
-/* Resume (issue 9 item 6): the controller's learned state in a file next to the training
+/* Resume: the controller's learned state in a file next to the training
  * checkpoint. The bytes come from eerl_ctl_save / go to eerl_ctl_restore (core/ does no I/O);
  * this module only writes them atomically (temporary file, fsync, rename: a crash mid-save
  * leaves the previous state) and reads them back. Owns nothing beyond one call. */

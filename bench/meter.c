@@ -26,16 +26,21 @@
  * timed calls: the same point of every update, so its offset cancels from one update to the
  * next.
  * Prints figures only; never changes a clock or a power limit. */
+#define _XOPEN_SOURCE 700
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "eerl/agent.h"
 #include "eerl/clock.h"
 #include "eerl/device.h"
 #include "eerl/error.h"
@@ -292,6 +297,213 @@ out:
     return r;
 }
 
+/* ---- --read-cost -------------------------------------------------------------------------- */
+
+/* The stand-in's state for --read-cost: every GPU at 300 W. with: a driver that says the clock
+ * event reasons (the software power cap: read, never a slowdown) and a 700 W enforced limit;
+ * without: one that has neither (the reasons NOT_SUPPORTED, no limit), so the meter asks once and
+ * reads power (and the counters) only. */
+static int write_read_state(const char *path, unsigned n, int with)
+{
+    char tmp[320];
+    FILE *f;
+    unsigned i;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\", "
+            "\"virtual_time_ms\": null, \"energy_update_ms\": 100, \"faults\": [%s], "
+            "\"gpus\": [\n",
+            with ? ""
+                 : "{\"function\": \"nvmlDeviceGetCurrentClocksEventReasons\", \"error\": 3, "
+                   "\"count\": 1000000000}");
+    for (i = 0; i < n; i++)
+        fprintf(f,
+                "{\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"GPU-bench-%u\", "
+                "\"memory_clocks_mhz\": [2619], "
+                "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
+                "\"sm_clock_mhz\": 1980, \"power_mw\": 300000%s}%s\n",
+                i, with ? ", \"throttle_reasons\": 4, \"power_limit_mw\": 700000" : "",
+                i + 1 < n ? "," : "");
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+/* Wall (median) and CPU (mean) per tick of a fresh meter over GPUs 0..n-1 of dev, in a loop of
+ * at most 2000 ticks or about 1 s: power-only ticks (energy 0; the counters once, at the start)
+ * or ticks that read the counters too. Prints one row, with the share at the power cap the meter
+ * saw (n/a: it read no clock event reasons). */
+static void read_cost_row(eerl_device *dev, unsigned n, const char *backend, int with, int energy)
+{
+    unsigned gpus[MARKS_GPUS_MAX], i;
+    eerl_meter *m = NULL;
+    eerl_meter_reading rd;
+    double c0, c1, w0, wall[2000], t_first = eerl_clock_monotonic(NULL), t = t_first, med;
+    char share[32] = "n/a";
+    size_t k;
+
+    for (i = 0; i < n; i++)
+        gpus[i] = i;
+    if (eerl_meter_new(dev, gpus, n, 200, &m) < 0 || eerl_meter_set_energy_interval(m, 1e9) < 0 ||
+        eerl_meter_tick_energy(m, t_first) < 0) {
+        fprintf(stderr, "bench_meter: cannot make a meter over %s\n", backend);
+        eerl_meter_free(m);
+        return;
+    }
+    c0 = cpu_seconds();
+    w0 = eerl_clock_monotonic(NULL);
+    for (k = 0; k < 2000 && t - w0 < 1.0; k++) {
+        t = eerl_clock_monotonic(NULL);
+        if (energy)
+            eerl_meter_tick_energy(m, t);
+        else
+            eerl_meter_tick(m, t);
+        wall[k] = eerl_clock_monotonic(NULL) - t;
+    }
+    c1 = cpu_seconds();
+    med = pct(wall, k, 0.5);
+    if (eerl_meter_energy(m, t_first, t, &rd) == 0 && rd.capped_share >= 0)
+        snprintf(share, sizeof(share), "%.2f", rd.capped_share);
+    printf("  %-22s %-8s %-14s %10.1f %10.1f %10.1f   %s\n", backend, with ? "with" : "without",
+           energy ? "power+counters" : "power", 1e6 * med, 1e6 * (c1 - c0) / (double)k,
+           1e6 * med / n, share);
+    fflush(stdout);
+    eerl_meter_free(m);
+}
+
+/* eerld (the program eerld_path) on the stand-in NVML this process was given (the environment
+ * names its library and state file), on a Unix socket in dir. The pid, or -1 when it does not
+ * answer within 10 s. */
+static pid_t spawn_eerld(const char *eerld_path, const char *dir, char *sock, size_t len)
+{
+    char state[300];
+    double t0 = eerl_clock_monotonic(NULL);
+    pid_t pid;
+
+    snprintf(sock, len, "%s/eerld.sock", dir);
+    snprintf(state, sizeof(state), "%s/eerld-state", dir);
+    pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen("/dev/null", "w", stderr);
+
+        (void)f;
+        execl(eerld_path, eerld_path, "--foreground", "--socket", sock, "--state-dir", state,
+              "--devices", "nvml", (char *)NULL);
+        _exit(127);
+    }
+    while (pid > 0) {
+        eerl_agent *a = NULL;
+        char why[64];
+
+        if (eerl_agent_connect(sock, "bench_meter probe", why, sizeof(why), &a) == 0) {
+            eerl_agent_free(a);
+            return pid;
+        }
+        if (eerl_clock_monotonic(NULL) - t0 > 10 || waitpid(pid, NULL, WNOHANG) == pid)
+            break;
+        usleep(10000);
+    }
+    if (pid > 0) {
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+    }
+    return -1;
+}
+
+/* The rows of one backend: the driver without and with the reasons and the limit, power-only
+ * ticks and ticks with the counters. open: a fresh device over the stand-in (eerld: through the
+ * socket sock). */
+static int read_cost_backend(const char *path, unsigned n, const char *sock)
+{
+    int with, energy;
+
+    for (with = 0; with <= 1; with++) {
+        eerl_agent *a = NULL;
+        eerl_device *dev = NULL;
+        char why[256] = "";
+        int r;
+
+        if (write_read_state(path, n, with) != 0) {
+            perror("bench_meter: writing the state file");
+            return -1;
+        }
+        r = sock ? eerl_agent_connect(sock, "bench_meter", why, sizeof(why), &a) : 0;
+        if (r == 0)
+            r = sock ? eerl_agent_device(a, &dev) : eerl_device_open_nvml(&dev);
+        if (r < 0) {
+            fprintf(stderr, "bench_meter: %s: %s %s\n", sock ? "eerld" : "nvml", eerl_strerror(r),
+                    why);
+            eerl_agent_free(a);
+            return -1;
+        }
+        for (energy = 0; energy <= 1; energy++)
+            read_cost_row(dev, n, sock ? "eerld (Unix socket)" : "nvml (in process)", with, energy);
+        eerl_device_free(dev);
+        eerl_agent_free(a);
+    }
+    return 0;
+}
+
+static int remove_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)type;
+    (void)ftw;
+    return remove(p);
+}
+
+/* dir and everything in it (eerld's state directory included). */
+static void remove_tree(const char *dir)
+{
+    (void)nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* --read-cost: what one tick's reads cost, in process and through eerld (started here, beside
+ * this program unless --eerld names it), without and with the reasons and the limit. */
+static int read_cost(const char *path, const char *dir, unsigned n, const char *eerld)
+{
+    char exe[1024], eerld_path[1100], sock[300];
+    ssize_t len;
+    pid_t pid;
+    int r;
+
+    printf("bench_meter --read-cost: %u GPUs of the stand-in NVML (no CPU burnt per counter read); "
+           "a fresh meter per row, ticks back to back (at most 2000 or 1 s): wall the median tick, "
+           "CPU this process's mean per tick\n"
+           "  reasons+limit: the driver says the clock event reasons and the enforced power limit "
+           "(with) or has neither (without)\n"
+           "  %-22s %-8s %-14s %10s %10s %10s   %s\n",
+           n, "backend", "reasons", "tick reads", "wall us", "CPU us", "wall/GPU", "capped share");
+    if (read_cost_backend(path, n, NULL) < 0)
+        return -1;
+    if (!eerld) {
+        len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (len <= 0) {
+            printf("  eerld: not measured (give --eerld PATH)\n");
+            return 0;
+        }
+        exe[len] = '\0';
+        *strrchr(exe, '/') = '\0'; /* BUILD/bench */
+        snprintf(eerld_path, sizeof(eerld_path), "%s/../eerld", exe);
+        eerld = eerld_path;
+    }
+    pid = spawn_eerld(eerld, dir, sock, sizeof(sock));
+    if (pid < 0) {
+        printf("  eerld: not measured (%s did not start)\n", eerld);
+        return 0;
+    }
+    r = read_cost_backend(path, n, sock);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    unlink(sock);
+    return r;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: EERL_NVML_LIBRARY=<build>/fake_nvml/libnvidia-ml.so.1 bench_meter\n"
@@ -305,6 +517,10 @@ static void usage(FILE *out)
                  "4000).\n"
                  "--real: sample the machine's own GPUs (real driver, read-only) instead of the "
                  "stand-in;\n        --gpus then defaults to all of them.\n"
+                 "--read-cost [--eerld PATH]: the CPU and wall time of one tick's reads, in "
+                 "process and\n        through eerld on a Unix socket (started here; PATH: "
+                 "BUILD/eerld by default),\n        with and without the clock event reasons and "
+                 "the power limit.\n"
                  "--marks [--updates 5] [--counts 1,2,4,8]: the cost of a phase mark on the "
                  "caller's thread\n        (median, p99, max) and the meter's accuracy, for 1 to "
                  "--gpus GPUs (or the\n        counts listed), marks read on the caller's thread "
@@ -411,7 +627,8 @@ int main(int argc, char **argv)
     eerl_device *dev = NULL;
     eerl_meter *m = NULL;
     eerl_meter_reading rd;
-    int real = 0, r, k, nq = 200000, pr, marks = 0;
+    int real = 0, r, k, nq = 200000, pr, marks = 0, read_costs = 0;
+    const char *eerld = NULL;
     double updates = 5;
     unsigned counts[MARKS_GPUS_MAX], n_counts = 0;
     size_t samples;
@@ -437,6 +654,10 @@ int main(int argc, char **argv)
             real = 1;
         } else if (!strcmp(argv[k], "--marks")) {
             marks = 1;
+        } else if (!strcmp(argv[k], "--read-cost")) {
+            read_costs = 1;
+        } else if (!strcmp(argv[k], "--eerld") && k + 1 < argc) {
+            eerld = argv[++k];
         } else if (!strcmp(argv[k], "--updates") && k + 1 < argc) {
             if (parse_num("--updates", argv[++k], 1, 10000, &updates) < 0)
                 return 2;
@@ -459,6 +680,11 @@ int main(int argc, char **argv)
     }
     if (!marks && (n_counts > 0 || updates != 5)) {
         fprintf(stderr, "bench_meter: --counts and --updates go with --marks\n");
+        return 2;
+    }
+    if (read_costs && (real || marks || ngpu > MARKS_GPUS_MAX)) {
+        fprintf(stderr, "bench_meter: --read-cost is for the stand-in, alone, with --gpus <= %d\n",
+                MARKS_GPUS_MAX);
         return 2;
     }
     if (real && counter_cost > 0) {
@@ -490,6 +716,12 @@ int main(int argc, char **argv)
             return 1;
         }
         setenv("EERL_FAKE_NVML_STATE", path, 1);
+    }
+    if (read_costs) {
+        r = read_cost(path, dir, (unsigned)ngpu, eerld);
+        unlink(path);
+        remove_tree(dir);
+        return r < 0 ? 1 : 0;
     }
     r = eerl_device_open_nvml(&dev);
     if (r < 0) {

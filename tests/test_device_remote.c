@@ -20,6 +20,11 @@ static unsigned MW[N];
 static int GPU_ERR[N];
 static int READ_ERR;
 static unsigned CALLS;
+/* What each GPU decided about its own speed, given where STATE says (a node whose eerld has
+ * them); else left as the device hands the readings: zero, "not read". */
+static int STATE[N];
+static uint64_t REASONS[N];
+static unsigned LIMIT_MW[N];
 
 static int read_all(void *ctx, eerl_device_reading *ret, size_t n)
 {
@@ -35,6 +40,11 @@ static int read_all(void *ctx, eerl_device_reading *ret, size_t n)
         ret[i].energy_mj = MJ[i];
         ret[i].power_mw = MW[i];
         ret[i].sm_mhz = 1980;
+        if (STATE[i]) {
+            ret[i].has_reasons = 1;
+            ret[i].reasons = REASONS[i];
+            ret[i].limit_mw = LIMIT_MW[i];
+        }
     }
     return 0;
 }
@@ -50,6 +60,9 @@ static int setup(void **state)
     (void)state;
     memset(MJ, 0, sizeof(MJ));
     memset(GPU_ERR, 0, sizeof(GPU_ERR));
+    memset(STATE, 0, sizeof(STATE));
+    memset(REASONS, 0, sizeof(REASONS));
+    memset(LIMIT_MW, 0, sizeof(LIMIT_MW));
     READ_ERR = 0;
     CALLS = 0;
     for (g = 0; g < N; g++)
@@ -153,6 +166,82 @@ static void test_a_failed_remote_read_is_flagged(void **state)
     assert_true(r.flags & EERL_METER_MISSED);
 }
 
+/* The clock event reasons and the power limit the caller gives flag an update as the GPU's own
+ * slowdown, as on one node, in the same one call per instant: a thermal slowdown on GPU 2 and
+ * a limit lowered on GPU 5 flag the spans they fall in; the software power cap is a share, never
+ * a flag. */
+static void test_the_remote_gpus_own_slowdowns_are_flagged(void **state)
+{
+    eerl_meter *m = meter_over_all();
+    eerl_meter_reading r;
+    uint64_t mask = 0;
+    unsigned mw = 0, g;
+    int k;
+
+    (void)state;
+    for (g = 0; g < N; g++) {
+        STATE[g] = 1;
+        LIMIT_MW[g] = 700000;
+    }
+    for (k = 0; k <= 30; k++) { /* ticks every 0.1 s */
+        REASONS[1] = k >= 1 && k <= 10 ? EERL_THROTTLE_SW_POWER_CAP : 0;
+        REASONS[2] = k == 15 ? EERL_THROTTLE_HW_THERMAL : 0;
+        if (k == 25)
+            LIMIT_MW[5] = 500000; /* an operator on that node lowers the limit */
+        run_for(0.1);
+        assert_int_equal(eerl_meter_tick(m, 0.1 * k), 0);
+        assert_int_equal(CALLS, (unsigned)k + 1); /* one call per instant, state included */
+    }
+    assert_int_equal(eerl_meter_energy(m, 0.0, 1.0, &r), 0); /* capped at 10 of its 11 */
+    assert_int_equal(r.flags, 0);
+    assert_true(fabs(r.capped_share - 10.0 / 11.0) < 1e-9);
+    assert_int_equal(eerl_meter_energy(m, 1.05, 1.35, &r), 0);
+    assert_int_equal(r.flags, 0);
+    assert_true(r.capped_share == 0.0); /* read, and no GPU at its cap */
+    assert_int_equal(eerl_meter_energy(m, 1.35, 1.65, &r), 0);
+    assert_int_equal(r.flags, EERL_METER_SLOWED);
+    assert_int_equal(r.gpu_flags[2], EERL_METER_SLOWED);
+    assert_int_equal(eerl_meter_energy(m, 2.35, 2.65, &r), 0);
+    assert_int_equal(r.flags, EERL_METER_LIMIT);
+    assert_int_equal(r.gpu_flags[5], EERL_METER_LIMIT);
+    assert_int_equal(eerl_device_throttle_reasons(DEV, 2, &mask), 0);
+    assert_int_equal(mask, 0);
+    assert_int_equal(eerl_device_power_limit_mw(DEV, 5, &mw), 0);
+    assert_int_equal(mw, 500000);
+}
+
+/* A caller that gives no reasons and no limit (the device zeroes the readings it hands over)
+ * leaves them not read: no flag and no share at the cap, as for a driver without them, never
+ * "no slowdown"; one GPU whose node gives them is read. */
+static void test_reasons_not_given_are_not_read(void **state)
+{
+    eerl_meter *m = meter_over_all();
+    eerl_meter_reading r;
+    uint64_t mask = 0;
+    unsigned mw = 0, only3[] = {3};
+    int k;
+
+    (void)state;
+    for (k = 0; k <= 10; k++) {
+        REASONS[0] = EERL_THROTTLE_HW_SLOWDOWN; /* not given: STATE[0] is 0 */
+        run_for(0.1);
+        assert_int_equal(eerl_meter_tick(m, 0.1 * k), 0);
+        if (k == 4) { /* GPU 3's node starts giving them: it was asked once, at the first tick */
+            STATE[3] = 1;
+            REASONS[3] = EERL_THROTTLE_HW_SLOWDOWN;
+        }
+    }
+    assert_int_equal(eerl_meter_energy(m, 0.0, 1.0, &r), 0);
+    assert_int_equal(r.flags, 0);
+    assert_true(r.capped_share == -1.0); /* -1: no sample read the reasons */
+    assert_int_equal(eerl_meter_energy_gpus(m, 0.0, 1.0, only3, 1, &r), 0);
+    assert_true(r.capped_share == -1.0);
+    assert_int_equal(eerl_device_throttle_reasons(DEV, 0, &mask), EERL_ENOTSUP);
+    assert_non_null(strstr(eerl_device_last_error(DEV), "no clock event reasons"));
+    assert_int_equal(eerl_device_power_limit_mw(DEV, 0, &mw), EERL_ENOTSUP);
+    assert_non_null(strstr(eerl_device_last_error(DEV), "no power limit"));
+}
+
 static void test_describe_and_what_a_remote_device_refuses(void **state)
 {
     unsigned clocks[4];
@@ -186,6 +275,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_mark_reads_every_gpu_in_one_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_counter_faults_are_flagged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_failed_remote_read_is_flagged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_remote_gpus_own_slowdowns_are_flagged, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reasons_not_given_are_not_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_describe_and_what_a_remote_device_refuses, setup,
                                         teardown),
     };

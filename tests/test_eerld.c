@@ -33,6 +33,7 @@
 #include "eerl/agent.h"
 #include "eerl/error.h"
 #include "eerl/runtime.h"
+#include "device/device_impl.h"
 #include "testutil.h"
 
 static char eerld_bin[1024];
@@ -991,6 +992,48 @@ static void test_owner_and_device_view(void **state)
     assert_int_equal(stop_eerld(d, SIGTERM), 0);
 }
 
+/* The meter's read of an instant over the device view: every part of every GPU asked, from one
+ * request; the simulated GPUs have no clock event reasons or power limit, so those parts say
+ * EERL_ENOTSUP (the meter then asks no more), and a bad index fails its own parts only. */
+static void test_device_view_reads_an_instant_at_once(void **state)
+{
+    static const char *const args[] = {"--devices", "twin:h100x4", NULL};
+    struct eerl__device_read rd[3];
+    eerl_device *dev = NULL;
+    eerl_agent *a;
+    pid_t d;
+    int i;
+
+    (void)state;
+    fresh_paths();
+    d = start_eerld(args);
+    a = connect_ok("meter");
+    assert_int_equal(eerl_agent_device(a, &dev), 0);
+    memset(rd, 0, sizeof(rd));
+    rd[0].gpu = 3;
+    rd[1].gpu = 1;
+    rd[2].gpu = 7;
+    for (i = 0; i < 3; i++)
+        rd[i].want = EERL__READ_ENERGY | EERL__READ_POWER_INSTANT | EERL__READ_CLOCK |
+                     EERL__READ_REASONS | EERL__READ_LIMIT;
+    assert_int_equal(eerl__device_read(dev, rd, 3), 0);
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(rd[i].energy_r, 0);
+        assert_true(rd[i].energy_mj > 0);
+        assert_int_equal(rd[i].power_r, 0);
+        assert_int_equal(rd[i].power_instant, 0); /* eerld's power is the averaged reading */
+        assert_int_equal(rd[i].clock_r, 0);
+        assert_int_equal(rd[i].sm_mhz, 1980);
+        assert_int_equal(rd[i].reasons_r, EERL_ENOTSUP);
+        assert_int_equal(rd[i].limit_r, EERL_ENOTSUP);
+    }
+    assert_int_equal(rd[2].energy_r, EERL_ENODEV);
+    assert_int_equal(rd[2].limit_r, EERL_ENODEV);
+    eerl_device_free(dev);
+    eerl_agent_free(a);
+    assert_int_equal(stop_eerld(d, SIGTERM), 0);
+}
+
 /* ---- 64 clients ---- */
 
 struct worker {
@@ -1934,6 +1977,7 @@ int main(void)
         cmocka_unit_test(test_bad_policy_refused),
         cmocka_unit_test(test_malformed_messages),
         cmocka_unit_test(test_owner_and_device_view),
+        cmocka_unit_test(test_device_view_reads_an_instant_at_once),
         cmocka_unit_test(test_slow_reads),
         cmocka_unit_test(test_64_clients),
         cmocka_unit_test(test_second_daemon_refused),

@@ -17,6 +17,7 @@
 
 #include "eerl/device.h"
 #include "eerl/error.h"
+#include "device/device_impl.h"
 #include "testutil.h"
 
 static char state_path[1024];
@@ -481,6 +482,57 @@ static void test_lost_gpu(void **state)
     json_decref(doc);
 }
 
+/* One read of several parts and GPUs (the meter's tick): every part of a GPU that answers, each
+ * as its own call gives it; a lost GPU's parts all say lost; a bad index fails its parts only. */
+static void test_one_read_of_every_part(void **state)
+{
+    const unsigned all = EERL__READ_ENERGY | EERL__READ_POWER_INSTANT | EERL__READ_CLOCK |
+                         EERL__READ_REASONS | EERL__READ_LIMIT;
+    json_t *doc = base_state();
+    struct eerl__device_read rd[3];
+    eerl_device *dev;
+    uint64_t e = 0;
+
+    (void)state;
+    json_object_set_new(gpu_of(doc, 0), "power_limit_mw", json_integer(700000));
+    json_object_set_new(gpu_of(doc, 1), "lost", json_true());
+    write_state(doc);
+    dev = open_dev();
+    memset(rd, 0, sizeof(rd));
+    rd[0].gpu = 0;
+    rd[1].gpu = 1;
+    rd[2].gpu = 9;
+    rd[0].want = rd[1].want = rd[2].want = all;
+    assert_int_equal(eerl__device_read(dev, rd, 3), 0);
+    assert_int_equal(rd[0].energy_r, 0);
+    assert_int_equal(eerl_device_energy_mj(dev, 0, &e), 0);
+    assert_int_equal(rd[0].energy_mj, e);
+    assert_int_equal(rd[0].power_r, 0);
+    assert_int_equal(rd[0].power_instant, 1);
+    assert_int_equal(rd[0].power_mw, 300000);
+    assert_int_equal(rd[0].clock_r, 0);
+    assert_int_equal(rd[0].sm_mhz, 1755);
+    assert_int_equal(rd[0].reasons_r, 0);
+    assert_int_equal(rd[0].reasons, EERL_THROTTLE_SW_POWER_CAP);
+    assert_int_equal(rd[0].limit_r, 0);
+    assert_int_equal(rd[0].limit_mw, 700000);
+    assert_int_equal(rd[1].energy_r, EERL_EGPULOST);
+    assert_int_equal(rd[1].power_r, EERL_EGPULOST);
+    assert_int_equal(rd[1].limit_r, EERL_EGPULOST);
+    assert_int_equal(rd[2].power_r, EERL_ENODEV);
+    assert_int_equal(rd[2].reasons_r, EERL_ENODEV);
+    /* Parts not asked for are not read. */
+    memset(rd, 0, sizeof(rd));
+    rd[0].want = EERL__READ_POWER;
+    assert_int_equal(eerl__device_read(dev, rd, 1), 0);
+    assert_int_equal(rd[0].power_r, 0);
+    assert_int_equal(rd[0].power_instant, -1);
+    assert_int_equal(rd[0].energy_r, EERL_ENOTSUP);
+    assert_int_equal(rd[0].limit_r, EERL_ENOTSUP);
+    eerl_device_free(dev);
+    json_decref(doc);
+}
+
 static void test_injected_faults(void **state)
 {
     json_t *doc = base_state();
@@ -682,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_lock_writes_back_and_reset_clears),
         cmocka_unit_test(test_no_permission),
         cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_one_read_of_every_part),
         cmocka_unit_test(test_injected_faults),
         cmocka_unit_test(test_unknown_gpu_index),
         cmocka_unit_test(test_reopen_rereads_state),

@@ -43,7 +43,8 @@ EERL_EXPORT int eerl_device_open_nvml_ex(char *why, size_t why_len, eerl_device 
  * nodes reaches through its framework's engine (python/eerl/multinode.py). The device is GPUs
  * 0..count-1; each is described once (eerl_device_remote_describe) before the device is used.
  * Reads go through one callback that reads every GPU at once: a reader (the meter) asks for one
- * snapshot per instant it reads, so a phase boundary costs one call, whatever the GPU count.
+ * snapshot per instant it reads, so a phase boundary costs one call, whatever the GPU count;
+ * each GPU's reading carries its clock event reasons and power limit where the caller gives them.
  * Clocks are not set through this device (EERL_ENOTSUP): a session over it is given a clock
  * owner (eerl_rt_config.owner) that sets them where the GPUs are. */
 typedef struct eerl_device_reading {
@@ -51,6 +52,13 @@ typedef struct eerl_device_reading {
     uint64_t energy_mj;
     unsigned power_mw;
     unsigned sm_mhz;
+    /* What the GPU decided about its own speed, where the node read it (eerld's read carries
+     * both): optional. The device hands the callback zeroed readings, so a caller that fills
+     * neither leaves them "not read": the meter then flags no slowdown and gives no share at the
+     * power cap, as for a driver without them, rather than reading "no slowdown". */
+    int has_reasons;   /* 1: reasons holds the GPU's clock event reasons */
+    unsigned limit_mw; /* the enforced power limit, mW; 0: not read */
+    uint64_t reasons;  /* EERL_THROTTLE_* bits (NVML's clock event reasons), with has_reasons */
 } eerl_device_reading;
 
 /* Reads GPUs 0..n-1 into ret[0..n-1]. Returns 0, or an EERL_E* when nothing could be read (every

@@ -160,8 +160,11 @@ class RtUpdateInfo(C.Structure):
 
 
 class DeviceReading(C.Structure):
+    """eerl_device_reading (include/eerl/device.h): one GPU's reading that a remote device's read
+    callback fills. has_reasons/reasons and limit_mw are optional: left 0 they are "not read"."""
     _fields_ = [("err", C.c_int), ("energy_mj", C.c_uint64), ("power_mw", C.c_uint),
-                ("sm_mhz", C.c_uint)]
+                ("sm_mhz", C.c_uint), ("has_reasons", C.c_int), ("limit_mw", C.c_uint),
+                ("reasons", C.c_uint64)]
 
 
 DEVICE_READ_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(DeviceReading), C.c_size_t)

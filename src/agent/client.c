@@ -1179,8 +1179,8 @@ static int op_power(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
     return e;
 }
 
-/* The daemon's read carries the reasons and the limit where its driver has them: one more
- * round trip per GPU and tick, a small fraction of a tick (docs/eerld-protocol.md). */
+/* The daemon's read carries the reasons and the limit where its driver has them
+ * (docs/eerld-protocol.md); the meter reads them with the rest of a tick (op_read). */
 static int op_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask)
 {
     struct eerl_agent_reading r;
@@ -1203,6 +1203,56 @@ static int op_limit(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
     if (e == 0)
         *ret_mw = r.limit_mw;
     return e;
+}
+
+/* What eerld answered of one GPU, as the parts of a read: its read answers all of them. */
+static void fill_read(struct eerl__device_read *x, const struct eerl_agent_reading *r)
+{
+    if (r->err < 0) {
+        eerl__device_read_fail(x, ~0u, r->err);
+        return;
+    }
+    x->energy_r = x->power_r = x->clock_r = 0;
+    x->energy_mj = r->energy_mj;
+    x->power_mw = r->power_mw;
+    x->power_instant = 0; /* the daemon's power is NVML's averaged reading */
+    x->sm_mhz = r->sm_mhz;
+    x->reasons_r = r->has_reasons ? 0 : EERL_ENOTSUP;
+    x->reasons = r->reasons;
+    x->limit_r = r->limit_mw ? 0 : EERL_ENOTSUP;
+    x->limit_mw = r->limit_mw;
+}
+
+/* One tick's reads of every GPU asked in one round trip (eerld's read answers energy, power,
+ * clock, reasons and limit together), where reading part by part took one per part and GPU. */
+static int op_read(eerl_device *dev, struct eerl__device_read *rd, size_t n)
+{
+    eerl_agent *a = ag(dev);
+    struct eerl_agent_reading *out = calloc(n ? n : 1, sizeof(*out));
+    unsigned *gpus = calloc(n ? n : 1, sizeof(*gpus));
+    size_t i, m = 0, got = 0;
+    int e = out && gpus ? 0 : EERL_ENOMEM;
+
+    for (i = 0; e == 0 && i < n; i++)
+        if (rd[i].want)
+            gpus[m++] = rd[i].gpu;
+    if (e == 0 && m > 0 && (e = eerl_agent_read(a, gpus, m, out, m, &got)) < 0)
+        eerl__device_fail(dev, e, "eerld read (%zu GPU%s): %s", m, m == 1 ? "" : "s",
+                          a->last_error);
+    if (e == 0 && got != m)
+        e = eerl__device_fail(dev, EERL_EPARSE, "eerld read: %zu readings for %zu GPUs", got, m);
+    for (i = 0, m = 0; i < n; i++) {
+        if (!rd[i].want)
+            continue;
+        if (e < 0 || out[m].gpu != rd[i].gpu)
+            eerl__device_read_fail(&rd[i], ~0u, e < 0 ? e : EERL_EPARSE);
+        else
+            fill_read(&rd[i], &out[m]);
+        m++;
+    }
+    free(out);
+    free(gpus);
+    return 0;
 }
 
 static int op_lock(eerl_device *dev, unsigned gpu, unsigned min_mhz, unsigned max_mhz)
@@ -1245,6 +1295,7 @@ static const struct eerl__device_ops agent_ops = {
     .reset_sm_clocks = op_reset,
     .free = op_free,
     .power_limit_mw = op_limit,
+    .read = op_read,
 };
 
 eerl_agent *eerl__agent_of_device(eerl_device *dev)

@@ -65,13 +65,6 @@ const char *eerl_device_last_error(const eerl_device *dev)
     return dev ? dev->last_error : "";
 }
 
-int eerl__device_snapshot(eerl_device *dev)
-{
-    if (!dev)
-        return EERL_EINVAL;
-    return dev->ops->snapshot ? dev->ops->snapshot(dev) : 0;
-}
-
 int eerl_device_count(eerl_device *dev, unsigned *ret_count)
 {
     if (!dev || !ret_count)
@@ -195,4 +188,95 @@ int eerl_device_lock_sm_clocks(eerl_device *dev, unsigned gpu, unsigned min_mhz,
 int eerl_device_reset_sm_clocks(eerl_device *dev, unsigned gpu)
 {
     EERL__GPU_CALL(dev, gpu, dev->ops->reset_sm_clocks(dev, gpu));
+}
+
+/* ---- one read of several parts and GPUs ------------------------------------------------- */
+
+#define POWER_PARTS (EERL__READ_POWER | EERL__READ_POWER_INSTANT)
+
+void eerl__device_read_fail(struct eerl__device_read *x, unsigned parts, int err)
+{
+    unsigned w = x->want & parts;
+
+    if (w & EERL__READ_ENERGY)
+        x->energy_r = err;
+    if (w & POWER_PARTS)
+        x->power_r = err;
+    if (w & EERL__READ_CLOCK)
+        x->clock_r = err;
+    if (w & EERL__READ_REASONS)
+        x->reasons_r = err;
+    if (w & EERL__READ_LIMIT)
+        x->limit_r = err;
+}
+
+/* Power, instantaneous where asked and the backend has it, else averaged. */
+static void read_power(eerl_device *dev, struct eerl__device_read *x)
+{
+    if (x->want & EERL__READ_POWER_INSTANT) {
+        x->power_r = eerl_device_power_instant_mw(dev, x->gpu, &x->power_mw);
+        if (x->power_r != EERL_ENOTSUP) {
+            x->power_instant = x->power_r == 0 ? 1 : -1;
+            return;
+        }
+        x->power_instant = 0;
+    }
+    x->power_r = eerl_device_power_mw(dev, x->gpu, &x->power_mw);
+}
+
+/* Did the part just read (r) find the GPU lost? Then the parts after it (later: above bit) say
+ * so without being read. */
+static int lost_after(struct eerl__device_read *x, int r, unsigned bit)
+{
+    if (r != EERL_EGPULOST)
+        return 0;
+    eerl__device_read_fail(x, ~((bit << 1) - 1), EERL_EGPULOST);
+    return 1;
+}
+
+/* One GPU's parts through the backend's ops, in the order of the EERL__READ_* bits. */
+static void read_by_ops(eerl_device *dev, struct eerl__device_read *x)
+{
+    if ((x->want & EERL__READ_ENERGY) &&
+        lost_after(x, x->energy_r = eerl_device_energy_mj(dev, x->gpu, &x->energy_mj),
+                   EERL__READ_ENERGY))
+        return;
+    if (x->want & POWER_PARTS) {
+        read_power(dev, x);
+        if (lost_after(x, x->power_r, EERL__READ_POWER_INSTANT))
+            return;
+    }
+    if ((x->want & EERL__READ_CLOCK) &&
+        lost_after(x, x->clock_r = eerl_device_sm_clock(dev, x->gpu, &x->sm_mhz), EERL__READ_CLOCK))
+        return;
+    if ((x->want & EERL__READ_REASONS) &&
+        lost_after(x, x->reasons_r = eerl_device_throttle_reasons(dev, x->gpu, &x->reasons),
+                   EERL__READ_REASONS))
+        return;
+    if (x->want & EERL__READ_LIMIT)
+        x->limit_r = eerl_device_power_limit_mw(dev, x->gpu, &x->limit_mw);
+}
+
+int eerl__device_read(eerl_device *dev, struct eerl__device_read *rd, size_t n)
+{
+    size_t i;
+    int r;
+
+    if (!dev || (!rd && n))
+        return EERL_EINVAL;
+    for (i = 0; i < n; i++) {
+        struct eerl__device_read *x = &rd[i];
+
+        x->energy_r = x->power_r = x->clock_r = x->reasons_r = x->limit_r = EERL_ENOTSUP;
+        x->power_instant = -1;
+        if ((r = check_gpu(dev, x->gpu)) < 0) {
+            eerl__device_read_fail(x, ~0u, r);
+            x->want = 0; /* read nothing of it */
+        }
+    }
+    if (dev->ops->read)
+        return dev->ops->read(dev, rd, n);
+    for (i = 0; i < n; i++)
+        read_by_ops(dev, &rd[i]);
+    return 0;
 }

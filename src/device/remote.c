@@ -1,9 +1,11 @@
 /* The remote device backend: GPUs that the caller reads and describes (include/eerl/device.h,
  * eerl_device_open_remote). Owns its copy of each GPU's description and the last snapshot of
  * readings; borrows the caller's read callback and its context. It reads nothing by itself: one
- * snapshot (one callback call for every GPU) serves every per-GPU read until the next one, which
- * the meter asks for before each instant it reads. Sets no clock: a session over it sets them
- * through the clock owner its caller gives it. */
+ * snapshot (one callback call for every GPU) is the meter's read of an instant (op_read), and
+ * serves every per-GPU read until the next one. The clock event reasons and the power limit are
+ * the caller's to give: a reading without them (has_reasons 0, limit_mw 0) is "not read", never
+ * "no slowdown". Sets no clock: a session over it sets them through the clock owner its caller
+ * gives it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +89,7 @@ static int op_clocks(eerl_device *dev, unsigned gpu, unsigned *mhz, size_t cap, 
     return 0;
 }
 
-static int op_snapshot(eerl_device *dev)
+static int snapshot(eerl_device *dev)
 {
     struct remote *r = rm(dev);
     int e;
@@ -107,7 +109,7 @@ static int reading(eerl_device *dev, unsigned gpu, const eerl_device_reading **r
     struct remote *r = rm(dev);
     int e;
 
-    if (!r->have_snap && (e = op_snapshot(dev)) < 0)
+    if (!r->have_snap && (e = snapshot(dev)) < 0)
         return e;
     if (r->snap_err < 0)
         return eerl__device_fail(dev, r->snap_err, "reading remote GPU %u: %s", gpu,
@@ -149,6 +151,65 @@ static int op_power(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
     return e;
 }
 
+static int op_reasons(eerl_device *dev, unsigned gpu, uint64_t *ret_mask)
+{
+    const eerl_device_reading *x = NULL;
+    int e = reading(dev, gpu, &x);
+
+    if (e == 0 && !x->has_reasons)
+        return eerl__device_fail(
+            dev, EERL_ENOTSUP, "remote GPU %u: the caller's read gave no clock event reasons", gpu);
+    if (e == 0)
+        *ret_mask = x->reasons;
+    return e;
+}
+
+static int op_limit(eerl_device *dev, unsigned gpu, unsigned *ret_mw)
+{
+    const eerl_device_reading *x = NULL;
+    int e = reading(dev, gpu, &x);
+
+    if (e == 0 && x->limit_mw == 0)
+        return eerl__device_fail(dev, EERL_ENOTSUP,
+                                 "remote GPU %u: the caller's read gave no power limit", gpu);
+    if (e == 0)
+        *ret_mw = x->limit_mw;
+    return e;
+}
+
+/* A meter's read of one instant: one snapshot (one callback call) for every GPU asked. */
+static int op_read(eerl_device *dev, struct eerl__device_read *rd, size_t n)
+{
+    struct remote *r = rm(dev);
+    size_t i;
+
+    (void)snapshot(dev); /* a failure fails every part: said below */
+    for (i = 0; i < n; i++) {
+        struct eerl__device_read *x = &rd[i];
+        const eerl_device_reading *g = &r->snap[x->gpu];
+        int e = r->snap_err < 0 ? r->snap_err : g->err;
+
+        if (!x->want)
+            continue;
+        if (e < 0) {
+            if (g->err < 0)
+                eerl__device_fail(dev, e, "reading remote GPU %u: %s", x->gpu, eerl_strerror(e));
+            eerl__device_read_fail(x, ~0u, e);
+            continue;
+        }
+        x->energy_r = x->power_r = x->clock_r = 0;
+        x->energy_mj = g->energy_mj;
+        x->power_mw = g->power_mw;
+        x->power_instant = 0; /* the caller's power, whatever its kind */
+        x->sm_mhz = g->sm_mhz;
+        x->reasons_r = g->has_reasons ? 0 : EERL_ENOTSUP;
+        x->reasons = g->reasons;
+        x->limit_r = g->limit_mw ? 0 : EERL_ENOTSUP;
+        x->limit_mw = g->limit_mw;
+    }
+    return 0;
+}
+
 static int op_lock(eerl_device *dev, unsigned gpu, unsigned min_mhz, unsigned max_mhz)
 {
     return eerl__device_fail(dev, EERL_ENOTSUP,
@@ -188,11 +249,12 @@ static const struct eerl__device_ops remote_ops = {
     .sm_clock = op_sm_clock,
     .energy_mj = op_energy,
     .power_mw = op_power,
-    .throttle_reasons = NULL,
+    .throttle_reasons = op_reasons,
     .lock_sm_clocks = op_lock,
     .reset_sm_clocks = op_reset,
     .free = op_free,
-    .snapshot = op_snapshot,
+    .power_limit_mw = op_limit,
+    .read = op_read,
 };
 
 int eerl_device_open_remote(unsigned count, eerl_device_read_fn read, void *ctx,

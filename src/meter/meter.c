@@ -6,9 +6,11 @@
  *
  * Two rates: every tick reads power (instantaneous where the backend has it), the counters are
  * read only on "energy ticks" (every energy interval, and at marks), because on real drivers a
- * counter read costs a thousand times a power read. Before the reads of one instant the meter
- * asks the device for a snapshot: a backend that reads GPUs elsewhere (device/remote.c, the GPUs
- * of other nodes) reads them all in one round trip there, so a tick costs one, not one per GPU.
+ * counter read costs a thousand times a power read. The reads of one instant, every part of
+ * every GPU (counter, power, clock event reasons, power limit), are one device read
+ * (eerl__device_read): a backend that reads GPUs elsewhere reads them all in one round trip
+ * (eerld: one request; device/remote.c, the GPUs of other nodes: one snapshot), so a tick costs
+ * one, not one per part and GPU.
  * Marks: without the sampler thread a mark is a tick that reads the counters, on the caller's
  * thread; while the thread runs on real time, it serves them (sampler.h).
  * Locks: tick_lock serializes ticks (device reads included); lock guards the ring. Order:
@@ -44,7 +46,8 @@ struct eerl_meter {
      * new. */
     size_t *pos_of;
     size_t n_pos;
-    struct eerl__meter_read *rd; /* n scratch reads for a tick (under tick_lock) */
+    struct eerl__meter_read *rd;  /* n scratch reads for a tick (under tick_lock) */
+    struct eerl__device_read *dr; /* n scratch device reads, GPU i's at i (under tick_lock) */
 
     eerl_clock_fn clock;
     void *clock_ctx;
@@ -129,7 +132,8 @@ int eerl_meter_new(eerl_device *dev, const unsigned *gpus, size_t n_gpus, unsign
     m->n_pos = (size_t)top + 1;
     m->pos_of = malloc(m->n_pos * sizeof(*m->pos_of));
     m->rd = calloc(n_gpus, sizeof(*m->rd));
-    if (!m->pos_of || !m->rd) {
+    m->dr = calloc(n_gpus, sizeof(*m->dr));
+    if (!m->pos_of || !m->rd || !m->dr) {
         r = EERL_ENOMEM;
         goto fail;
     }
@@ -164,6 +168,7 @@ fail:
     }
     if (have_ring)
         eerl__counter_free(&m->ring);
+    free(m->dr);
     free(m->rd);
     free(m->pos_of);
     free(m);
@@ -180,6 +185,7 @@ void eerl_meter_free(eerl_meter *m)
         pthread_mutex_destroy(&m->tick_lock);
     }
     eerl__counter_free(&m->ring);
+    free(m->dr);
     free(m->rd);
     free(m->pos_of);
     free(m);
@@ -296,13 +302,36 @@ static double read_clock(const eerl_meter *m)
     return m->energy_interval == EERL_METER_ENERGY_AUTO ? thread_cpu() : 0;
 }
 
-/* Reads GPU i's counter into rd (not for lost GPUs or ones known to have no counter). */
-static void read_energy(eerl_meter *m, size_t i, struct eerl__meter_read *rd)
+/* What a tick asks of GPU i (0: nothing, a lost GPU): the counter where it is due (energy, or
+ * the last read failed) and the GPU has one, power (instantaneous until the backend says it
+ * has none), and its clock event reasons and enforced power limit (what it decided about its
+ * own speed, cheap queries of the driver's state) until the backend says it has none. */
+static unsigned tick_wants(const eerl_meter *m, size_t i, int energy)
+{
+    const struct eerl__meter_gpu *g = &m->ring.gs[i];
+    unsigned w;
+
+    if (g->lost)
+        return 0;
+    w = g->power_instant != 0 ? EERL__READ_POWER_INSTANT : EERL__READ_POWER;
+    if (g->energy_supported != 0 && (energy || g->want_energy))
+        w |= EERL__READ_ENERGY;
+    if (g->events_supported != 0)
+        w |= EERL__READ_REASONS;
+    if (g->limit_supported != 0)
+        w |= EERL__READ_LIMIT;
+    return w;
+}
+
+/* The counter part of GPU i's read into rd, and what it says of the GPU's counter. */
+static void take_energy(eerl_meter *m, size_t i, const struct eerl__device_read *x,
+                        struct eerl__meter_read *rd)
 {
     struct eerl__meter_gpu *g = &m->ring.gs[i];
 
     rd->energy_read = 1;
-    rd->energy_r = eerl_device_energy_mj(m->dev, g->idx, &rd->mj);
+    rd->energy_r = x->energy_r;
+    rd->mj = x->energy_mj;
     if (rd->energy_r == EERL_ENOTSUP)
         g->energy_supported = 0;
     else if (rd->energy_r == 0)
@@ -311,50 +340,51 @@ static void read_energy(eerl_meter *m, size_t i, struct eerl__meter_read *rd)
     g->want_energy = rd->energy_r != 0 && rd->energy_r != EERL_ENOTSUP;
 }
 
-/* Power, instantaneous where the backend has it, else averaged. */
-static int read_power(eerl_meter *m, struct eerl__meter_gpu *g, unsigned *mw)
+/* The power part: instantaneous where the backend has it, else averaged. */
+static void take_power(struct eerl__meter_gpu *g, const struct eerl__device_read *x,
+                       struct eerl__meter_read *rd)
 {
-    int r;
-
-    if (g->power_instant != 0) {
-        r = eerl_device_power_instant_mw(m->dev, g->idx, mw);
-        if (r != EERL_ENOTSUP) {
-            if (r == 0)
-                g->power_instant = 1;
-            return r;
-        }
-        g->power_instant = 0;
-    }
-    return eerl_device_power_mw(m->dev, g->idx, mw);
+    rd->power_r = x->power_r;
+    rd->mw = x->power_mw;
+    if (x->power_instant >= 0)
+        g->power_instant = x->power_instant;
 }
 
-/* One GPU's clock event reasons and enforced power limit, at every tick (both are cheap
- * queries of the driver's state): what the GPU decided about its own speed. A backend or driver
- * without them is asked once. Read only. */
-static void read_state(eerl_meter *m, struct eerl__meter_gpu *g, struct eerl__meter_read *rd)
+/* The reasons and the limit: a backend or driver without them is asked once. Read only. */
+static void take_state(struct eerl__meter_gpu *g, const struct eerl__device_read *x,
+                       struct eerl__meter_read *rd)
 {
-    uint64_t mask;
-    int r;
-
-    if (g->events_supported != 0) {
-        r = eerl_device_throttle_reasons(m->dev, g->idx, &mask);
-        if (r == 0) {
+    if (x->want & EERL__READ_REASONS) {
+        if (x->reasons_r == 0) {
             g->events_supported = 1;
             rd->events_read = 1;
-            rd->events = (unsigned)(mask & 0xffffffffu);
-        } else if (r == EERL_ENOTSUP) {
+            rd->events = (unsigned)(x->reasons & 0xffffffffu);
+        } else if (x->reasons_r == EERL_ENOTSUP) {
             g->events_supported = 0;
         }
     }
-    if (g->limit_supported != 0) {
-        r = eerl_device_power_limit_mw(m->dev, g->idx, &rd->limit_mw);
-        if (r == 0)
+    if (x->want & EERL__READ_LIMIT) {
+        rd->limit_mw = x->limit_r == 0 ? x->limit_mw : 0;
+        if (x->limit_r == 0)
             g->limit_supported = 1;
-        else
-            rd->limit_mw = 0;
-        if (r == EERL_ENOTSUP)
+        else if (x->limit_r == EERL_ENOTSUP)
             g->limit_supported = 0;
     }
+}
+
+/* One device read of every GPU with m->dr[i].want set (GPU i's at i). Returns how many were
+ * asked anything. */
+static size_t read_device(eerl_meter *m)
+{
+    size_t i, asked = 0;
+
+    for (i = 0; i < m->ring.n; i++) {
+        m->dr[i].gpu = m->ring.gs[i].idx;
+        asked += m->dr[i].want != 0;
+    }
+    if (asked)
+        (void)eerl__device_read(m->dev, m->dr, m->ring.n); /* failures: in each part's *_r */
+    return asked;
 }
 
 /* Folds one energy tick's CPU cost into the auto interval's estimate. */
@@ -372,26 +402,24 @@ static void upgrade_last_locked(eerl_meter *m)
     struct eerl__meter_read *rd = m->rd;
     uint64_t k = m->ring.count - 1;
     double c0 = read_clock(m);
-    size_t i, todo = 0;
+    size_t i;
 
     for (i = 0; i < m->ring.n; i++) {
         struct eerl__meter_gpu *g = &m->ring.gs[i];
 
         memset(&rd[i], 0, sizeof(rd[i]));
         rd[i].todo = !g->lost && g->energy_supported != 0 && g->anchor_seq != k;
-        todo += rd[i].todo;
+        m->dr[i].want = rd[i].todo ? EERL__READ_ENERGY : 0;
     }
-    if (todo)
-        (void)eerl__device_snapshot(m->dev); /* a failure fails the reads: flagged there */
+    if (read_device(m) > 0)
+        note_read_cost(m, read_clock(m) - c0);
     for (i = 0; i < m->ring.n; i++) {
         if (!rd[i].todo)
             continue;
-        read_energy(m, i, &rd[i]);
+        take_energy(m, i, &m->dr[i], &rd[i]);
         rd[i].power_r = rd[i].energy_r == EERL_EGPULOST ? EERL_EGPULOST : 0;
         rd[i].mw = 0; /* unused: redo keeps the sample's power */
     }
-    if (todo)
-        note_read_cost(m, read_clock(m) - c0);
     pthread_mutex_lock(&m->lock);
     eerl__counter_redo(&m->ring, rd);
     pthread_mutex_unlock(&m->lock);
@@ -424,26 +452,28 @@ static int tick_locked(eerl_meter *m, double now_s, int force)
     }
     energy = force || !m->have_energy_t ||
              now_s - m->last_energy_t >= energy_interval_locked(m) - 0.5 * m->interval_ms / 1000.0;
-    (void)eerl__device_snapshot(m->dev); /* one instant's reads; a failure fails them: flagged */
+    for (i = 0; i < m->ring.n; i++)
+        m->dr[i].want = tick_wants(m, i, energy);
+    /* The auto energy interval times the whole read of an energy tick: its power and state reads
+     * cost microseconds against a counter read's milliseconds. */
+    read_cpu = read_clock(m);
+    (void)read_device(m); /* one instant's reads; a failure fails them: flagged */
+    read_cpu = read_clock(m) - read_cpu;
     for (i = 0; i < m->ring.n; i++) {
-        struct eerl__meter_gpu *g = &m->ring.gs[i];
+        const struct eerl__device_read *x = &m->dr[i];
 
         memset(&rd[i], 0, sizeof(rd[i]));
         rd[i].energy_r = EERL_ENOTSUP;
         rd[i].power_r = EERL_ENOTSUP;
-        if (g->lost)
-            continue;
-        if (g->energy_supported != 0 && (energy || g->want_energy)) {
-            double c0 = read_clock(m);
-
-            read_energy(m, i, &rd[i]);
-            read_cpu += read_clock(m) - c0;
-        }
-        rd[i].power_r = read_power(m, g, &rd[i].mw);
+        if (!x->want)
+            continue; /* lost */
+        if (x->want & EERL__READ_ENERGY)
+            take_energy(m, i, x, &rd[i]);
+        take_power(&m->ring.gs[i], x, &rd[i]);
         if (rd[i].energy_r == EERL_EGPULOST)
             rd[i].power_r = EERL_EGPULOST;
         else
-            read_state(m, g, &rd[i]);
+            take_state(&m->ring.gs[i], x, &rd[i]);
     }
     if (energy) {
         note_read_cost(m, read_cpu);
@@ -492,14 +522,20 @@ static void store_mark_sample_locked(eerl_meter *m, double t, int with_power)
     struct eerl__meter_read *rd = m->rd;
     size_t i;
 
-    if (with_power)
-        (void)eerl__device_snapshot(m->dev);
+    for (i = 0; i < m->ring.n; i++) {
+        struct eerl__meter_gpu *g = &m->ring.gs[i];
+
+        m->dr[i].want = !with_power || g->lost  ? 0
+                        : g->power_instant != 0 ? EERL__READ_POWER_INSTANT
+                                                : EERL__READ_POWER;
+    }
+    (void)read_device(m);
     for (i = 0; i < m->ring.n; i++) {
         memset(&rd[i], 0, sizeof(rd[i]));
         rd[i].energy_r = EERL_ENOTSUP;
         rd[i].power_r = EERL_ENOTSUP;
-        if (with_power && !m->ring.gs[i].lost)
-            rd[i].power_r = read_power(m, &m->ring.gs[i], &rd[i].mw);
+        if (m->dr[i].want)
+            take_power(&m->ring.gs[i], &m->dr[i], &rd[i]);
         else
             rd[i].mark_only = 1;
     }

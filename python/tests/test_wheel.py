@@ -206,7 +206,17 @@ def test_a_session_through_eerld_uses_the_packaged_libeerl(installed, twin_eerld
     assert got["observed"] == 3 and got["energy"] > 0
 
 
-def test_every_module_of_the_package_imports(installed):
+def _modules(top):
+    return {os.path.relpath(os.path.join(d, f), top) for d, _, files in os.walk(top)
+            for f in files if f.endswith(".py")}
+
+
+def test_every_module_of_the_package_is_installed_and_imports(installed):
+    """Every module of the checkout's python/eerl, in subpackages too (eerl.multinode's), is in
+    the wheel: pyproject.toml names the package's folder, not its files."""
+    missing = _modules(os.path.join(REPO, "python", "eerl")) - \
+        _modules(os.path.join(installed.site, "eerl"))
+    assert not missing, "the wheel lacks %s" % sorted(missing)
     out = installed.python("""
         import eerl, eerl.agent, eerl.multinode, eerl.report
         import eerl.integrations.trl, eerl.integrations.verl, eerl.integrations.nemo_rl

@@ -116,9 +116,12 @@ class Agent:
             res.append((mj, mw, mhz))
         return res
 
-    def readings(self, gpus):
+    def readings(self, gpus, state=False):
         """[(err, energy_mj, power_mw, sm_mhz)] for gpus, in their order: err 0, or the EERL_E*
-        code of a GPU that could not be read (lost, no energy counter), as eerld answered it."""
+        code of a GPU that could not be read (lost, no energy counter), as eerld answered it.
+        With state, each also carries the GPU's own state: (..., has_reasons, reasons,
+        limit_mw), its clock event reasons (has_reasons 0: the driver gave none) and the power
+        limit it enforces (0: not read)."""
         a, n = _arr(gpus)
         out = (T.AgentReading * max(1, n))()
         got = C.c_size_t()
@@ -129,7 +132,11 @@ class Agent:
         if missing:
             raise EerlError(-10, "reading GPUs %s" % list(gpus),
                             "eerld answered no reading of GPU %d" % missing[0])
-        return [(by[g].err, by[g].energy_mj, by[g].power_mw, by[g].sm_mhz) for g in gpus]
+        rows = [(by[g].err, by[g].energy_mj, by[g].power_mw, by[g].sm_mhz) for g in gpus]
+        if state:
+            rows = [r + (by[g].has_reasons, by[g].reasons, by[g].limit_mw)
+                    for r, g in zip(rows, gpus)]
+        return rows
 
     def devices(self):
         """[{"gpu": NVML index, "uuid": ..., "name": ...}] for every GPU the daemon serves."""

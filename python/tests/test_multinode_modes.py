@@ -225,13 +225,8 @@ class Cluster:
 
 
 def updates_of(trace):
-    """The update lines, less runtime.capped_share: across nodes the remote device does not
-    carry the clock event reasons yet (docs/integrations/multinode.md), so only the one-node
-    run has it."""
-    ups = [json.loads(x) for x in open(trace) if json.loads(x)["type"] == "update"]
-    for u in ups:
-        u.get("runtime", {}).pop("capped_share", None)
-    return ups
+    """The update lines of a trace."""
+    return [json.loads(x) for x in open(trace) if json.loads(x)["type"] == "update"]
 
 
 def same(a, b, path=""):
@@ -348,6 +343,37 @@ def counter_fault(fault):
         elif fault == "stuck" and u in (FAULT_AT, FAULT_AT + 2):
             vg.set_gpu(2, counter_stuck=u == FAULT_AT)
     return before
+
+
+HW_THERMAL, SW_POWER_CAP = 0x40, 0x4
+
+
+def slowdown_at(u_slow):
+    """before_update for run_both: GPU 2 (node 1's first in the multi-node run) sits at its
+    software power cap all run, and slows itself for heat during update u_slow only."""
+    def before(vg, u):
+        vg.set_gpu(2, power_limit_mw=700000,
+                   throttle_reasons=SW_POWER_CAP | (HW_THERMAL if u == u_slow else 0))
+    return before
+
+
+@needs_runtime
+def test_a_remote_gpus_own_slowdown_is_flagged_as_on_one_node(tmp_path):
+    """The clock event reasons and the power limit travel from each node's eerld to the driver's
+    meter: an update a node's GPU slowed by itself is flagged and not judged, and the share at
+    the power cap is recorded, exactly as on one node."""
+    a, b = run_both(tmp_path, "colocated", FAULT_AT + 2, slowdown_at(FAULT_AT))
+    flagged = []
+    for x, y in zip(a, b):
+        node_records(y)
+        diff = same(x, y)
+        assert not diff, "update %d differs: %s" % (x["update"], diff[:8])
+        slowed = "slowed" in y["runtime"]["meter_flags"].split(",")
+        assert ("excluded" in y["runtime"]) == slowed, y["runtime"]
+        assert "capped_share" in y["runtime"], y["runtime"]
+        flagged += [y["update"]] * slowed
+    # the reading that ends update FAULT_AT also opens the next one (no time between them)
+    assert FAULT_AT in flagged and set(flagged) <= {FAULT_AT, FAULT_AT + 1}, flagged
 
 
 @needs_runtime

@@ -108,12 +108,14 @@ class NodeServer:
 
     def cmd_step(self, gpus, before=None, after=None):
         """One phase boundary on this node: sets the clocks of before ([[gpus, mhz], ...]; 0:
-        the governor), reads gpus, then sets after. Returns [[err, energy_mj, power_mw, sm_mhz]
-        per GPU read], err 0 or the EERL_E* code of a GPU eerld could not read (lost, no energy
-        counter), which the driver's meter flags as it would on its own node."""
+        the governor), reads gpus, then sets after. Returns [[err, energy_mj, power_mw, sm_mhz,
+        has_reasons, reasons, limit_mw] per GPU read], err 0 or the EERL_E* code of a GPU eerld
+        could not read (lost, no energy counter), which the driver's meter flags as it would on
+        its own node; the last three are the GPU's clock event reasons and enforced power limit
+        as eerld read them (agent.Agent.readings)."""
         for gs, mhz in before or ():
             self._change().set_clocks(gs, mhz, mhz)
-        r = [list(x) for x in self._agent().readings(gpus)] if gpus else []
+        r = [list(x) for x in self._agent().readings(gpus, state=True)] if gpus else []
         for gs, mhz in after or ():
             self._change().set_clocks(gs, mhz, mhz)
         return r

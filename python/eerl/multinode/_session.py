@@ -69,6 +69,16 @@ def _compatible(v, mine):
 _device_fns = None
 
 
+def _fill_reading(out, row):
+    """One GPU's reading of a node's step answer into the remote device's eerl_device_reading.
+    A row of four (a node that reads no GPU state) leaves the reasons and the limit unread,
+    which the meter reports as not read, never as no slowdown."""
+    out.err, out.energy_mj, out.power_mw, out.sm_mhz = row[:4]
+    if len(row) >= 7:
+        out.has_reasons = 1 if row[4] else 0
+        out.reasons, out.limit_mw = row[5] if row[4] else 0, row[6]
+
+
 def _dev_c():
     global _device_fns
     if _device_fns is None:
@@ -345,9 +355,8 @@ class MultiNodeSession(_RuntimeSession):
                                     % (len(rows), len(self.all_gpus[m])),
                                     self.adapter.describe(m))
                 self.last_sm_mhz[m] = [r[3] for r in rows]
-                for err, mj, mw, mhz in rows:
-                    ret[k].err, ret[k].energy_mj, ret[k].power_mw, ret[k].sm_mhz = \
-                        err, mj, mw, mhz
+                for r in rows:
+                    _fill_reading(ret[k], r)
                     k += 1
             return 0
         except BaseException as e:  # a ctypes callback cannot raise: _after_call raises it

@@ -67,6 +67,11 @@ int eerl_setting_equal(const eerl_setting *a, const eerl_setting *b);
 #ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
 int eerl_setting_is_governor(const eerl_setting *s);
 #endif
+/* The setting as eerl's messages print it: "1800/1620" or "gov/1185" (+ " idle 345"), into buf
+ * (32 bytes hold any); returns buf. */
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+const char *eerl_setting_str(const eerl_setting *s, char *buf, size_t len);
+#endif
 
 /* ---- execution modes and strategies -------------------------------------------------------- */
 

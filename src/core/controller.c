@@ -239,8 +239,8 @@ int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next)
     if (!eerl_setting_equal(&obs->setting, &ctl->next)) {
         eerl__rec_emit(ctl->rec, EERL_EV_SKIP, &obs->setting,
                        "setting in force %s differs from the requested %s",
-                       eerl__setting_str(&obs->setting, a, sizeof(a)),
-                       eerl__setting_str(&ctl->next, b, sizeof(b)));
+                       eerl_setting_str(&obs->setting, a, sizeof(a)),
+                       eerl_setting_str(&ctl->next, b, sizeof(b)));
         usable = 0;
     } else if (obs->flags & EERL_OBS_CARRYOVER) {
         eerl__rec_emit(ctl->rec, EERL_EV_SKIP, &obs->setting,
@@ -493,7 +493,7 @@ int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs, 
     eerl__rec_emit(
         ctl->rec, EERL_EV_HOLD, &ctl->next,
         "prior: %zu of %zu saved states match this job; the median of their locks %s%s%.80s", k, n,
-        eerl__setting_str(&ctl->prior->s, b, sizeof(b)), first[0] ? "; the first other: " : "",
+        eerl_setting_str(&ctl->prior->s, b, sizeof(b)), first[0] ? "; the first other: " : "",
         first);
     eerl__rec_finish(ctl->rec, state_of(ctl), &ctl->next);
     WHY("%zu of %zu saved states match this job; the median of their locks %s%s%s", k, n, b,

@@ -114,7 +114,7 @@ void eerl__rec_lock(struct eerl__rec *rec, const eerl_setting *s, eerl_setting *
     rec->locked_setting = *s;
     if (next)
         *next = *s;
-    eerl__rec_emit(rec, EERL_EV_LOCK, s, "lock %s: %s", eerl__setting_str(s, b, sizeof(b)), why);
+    eerl__rec_emit(rec, EERL_EV_LOCK, s, "lock %s: %s", eerl_setting_str(s, b, sizeof(b)), why);
 }
 
 void eerl__rec_start_locked(struct eerl__rec *rec, const eerl_setting *s)

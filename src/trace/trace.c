@@ -113,7 +113,7 @@ static int dump(json_t *o, char **ret_line)
     return 0;
 }
 
-int eerl__trace_event_json(const eerl_event *ev, char **ret_text)
+int eerl_trace_event_json(const eerl_event *ev, char **ret_text)
 {
     json_t *o;
 
@@ -128,14 +128,14 @@ int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, int appen
                             char **ret_line)
 {
     eerl_ctl_config c;
-    unsigned clocks[EERL__TRACE_CLOCKS_MAX], peak;
+    unsigned clocks[EERL_TRACE_CLOCKS_MAX], peak;
     size_t n, i;
     json_t *o, *cfg, *a;
     int err, k;
 
     if (!ctl || !ret_line)
         return EERL_EINVAL;
-    err = eerl_ctl_describe(ctl, &c, clocks, EERL__TRACE_CLOCKS_MAX, &n, &peak);
+    err = eerl_ctl_describe(ctl, &c, clocks, EERL_TRACE_CLOCKS_MAX, &n, &peak);
     if (err < 0)
         return err;
     {
@@ -446,7 +446,7 @@ static json_t *load(const char *line, char *why, size_t len)
     return o;
 }
 
-int eerl__trace_line_type(const char *line, char *type, size_t len)
+int eerl_trace_line_type(const char *line, char *type, size_t len)
 {
     json_t *o = load(line, NULL, 0), *t;
 
@@ -535,7 +535,7 @@ static int get_setting(json_t *o, eerl_setting *s)
     } while (0)
 
 /* The header's own keys (config aside) into h. 0, or EERL_EPARSE / EERL_EVERSION with why. */
-static int header_keys(json_t *o, struct eerl__trace_header *h, char *why, size_t len)
+static int header_keys(json_t *o, struct eerl_trace_header *h, char *why, size_t len)
 {
     json_t *v = json_object_get(o, "type");
     size_t i;
@@ -577,9 +577,8 @@ static int header_keys(json_t *o, struct eerl__trace_header *h, char *why, size_
         BAD("\"governor_peak_mhz\" must be a positive integer");
     h->peak = (unsigned)json_integer_value(v);
     v = json_object_get(o, "clocks_mhz");
-    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > EERL__TRACE_CLOCKS_MAX)
-        BAD("\"clocks_mhz\" must be a non-empty array of at most %d clocks",
-            EERL__TRACE_CLOCKS_MAX);
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > EERL_TRACE_CLOCKS_MAX)
+        BAD("\"clocks_mhz\" must be a non-empty array of at most %d clocks", EERL_TRACE_CLOCKS_MAX);
     for (i = 0; i < json_array_size(v); i++) {
         json_t *c = json_array_get(v, i);
         if (!json_is_integer(c) || json_integer_value(c) <= 0 || json_integer_value(c) > 100000)
@@ -684,7 +683,7 @@ static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t le
     return 0;
 }
 
-int eerl__trace_header_replayable(const struct eerl__trace_header *h, char *why, size_t len)
+int eerl_trace_header_replayable(const struct eerl_trace_header *h, char *why, size_t len)
 {
     if (!h->revision_key || h->revision == h->revision_now)
         return 0;
@@ -698,10 +697,9 @@ int eerl__trace_header_replayable(const struct eerl__trace_header *h, char *why,
     return EERL_EVERSION;
 }
 
-int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
-                             size_t len)
+int eerl_trace_parse_header(const char *line, struct eerl_trace_header *ret, char *why, size_t len)
 {
-    struct eerl__trace_header h;
+    struct eerl_trace_header h;
     json_t *o = load(line, why, len);
     char cwhy[160];
     int err;
@@ -814,7 +812,7 @@ static int measure_bad(const eerl_obs *o, double *ret_v, char *key, size_t key_l
 }
 
 /* An update line's number, work, time and energy into u. */
-static int update_work(json_t *o, struct eerl__trace_update *u, char *why, size_t len)
+static int update_work(json_t *o, struct eerl_trace_update *u, char *why, size_t len)
 {
     json_t *v = json_object_get(o, "type"), *w;
 
@@ -883,7 +881,7 @@ static int update_parts(json_t *o, eerl_obs *obs, char *why, size_t len)
 }
 
 /* An update line's flags, settings and events (at most cap into ev) into u. */
-static int update_decisions(json_t *o, struct eerl__trace_update *u, eerl_event *ev, size_t cap,
+static int update_decisions(json_t *o, struct eerl_trace_update *u, eerl_event *ev, size_t cap,
                             char *why, size_t len)
 {
     json_t *v = json_object_get(o, "carryover"), *set;
@@ -926,7 +924,7 @@ static int update_decisions(json_t *o, struct eerl__trace_update *u, eerl_event 
 /* A measurement is never negative or infinite: a line that says so was not written by eerl (or
  * was edited), unless its events say the observation was refused, which keeps what was observed
  * (replay needs it as it was). */
-static int update_measures(const struct eerl__trace_update *u, const eerl_event *ev, size_t cap,
+static int update_measures(const struct eerl_trace_update *u, const eerl_event *ev, size_t cap,
                            char *why, size_t len)
 {
     char bad[48];
@@ -943,10 +941,10 @@ static int update_measures(const struct eerl__trace_update *u, const eerl_event 
     return 0;
 }
 
-int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
-                             size_t cap, char *why, size_t len)
+int eerl_trace_parse_update(const char *line, struct eerl_trace_update *ret, eerl_event *ev,
+                            size_t cap, char *why, size_t len)
 {
-    struct eerl__trace_update u;
+    struct eerl_trace_update u;
     json_t *o = load(line, why, len);
     int err;
 
@@ -1093,8 +1091,8 @@ static int hexval(char c)
     return -1;
 }
 
-int eerl__trace_parse_resume(const char *line, char *tag, size_t tag_len, unsigned char **ret_state,
-                             size_t *ret_len, char *why, size_t len)
+int eerl_trace_parse_resume(const char *line, char *tag, size_t tag_len, unsigned char **ret_state,
+                            size_t *ret_len, char *why, size_t len)
 {
     json_t *o = load(line, why, len), *t, *s;
     unsigned char *buf = NULL;

@@ -174,7 +174,7 @@ static int on_header(struct replay *rp, const char *line)
         eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
         return -1;
     }
-    err = eerl_ctl_new(h->mode, &h->cfg, h->clocks, h->n_clocks, h->peak, &rp->ctl);
+    err = eerl_trace_header_ctl_new(h, &rp->ctl);
     if (err < 0) {
         eerl_cli_err(CMD, "%s:%zu: cannot build the controller: %s", rp->o.path, rp->lineno,
                      eerl_strerror(err));

@@ -13,6 +13,8 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "eerl/options.h"
+#include "eerl/tools/trace.h"
 #include "trace/trace.h"
 #include "synth_stream.h"
 
@@ -135,7 +137,8 @@ static void test_header_rebuilds_the_controller(void **state)
     assert_int_equal(h->peak, 1980);
     assert_int_equal(h->n_clocks, nc);
     assert_true(!memcmp(&h->cfg, &cfg, sizeof(cfg)));
-    assert_int_equal(eerl_ctl_new(h->mode, &h->cfg, h->clocks, h->n_clocks, h->peak, &ctl2), 0);
+    assert_int_equal(h->warmup_updates, 1); /* an experimental option, written by name */
+    assert_int_equal(eerl_trace_header_ctl_new(h, &ctl2), 0);
     assert_int_equal(eerl_ctl_describe(ctl2, &back_cfg, back_clocks, 200, &n, &peak), 0);
     assert_true(!memcmp(&back_cfg, &cfg, sizeof(cfg)));
     assert_int_equal(n, nc);
@@ -164,7 +167,8 @@ static void expect_header_error(const char *line, int code, const char *needle)
 static void test_bad_headers_are_refused(void **state)
 {
     struct eerl_trace_header *h = calloc(1, sizeof(*h));
-    eerl_ctl_config def;
+    eerl_ctl *ctl;
+    double v;
     char why[200];
 
     (void)state;
@@ -201,13 +205,17 @@ static void test_bad_headers_are_refused(void **state)
     assert_int_equal(h->cfg.calibration_updates, 45);
     /* Keys added since the first traces take what those traces ran with, not today's defaults:
      * the start-up update was a reference. A revision key absent is revision 0, which decided
-     * then (eerl_trace_header_replayable refuses it); cfg holds this eerl's revisions. */
-    assert_int_equal(h->cfg.warmup_updates, 0);
+     * then (eerl_trace_header_replayable refuses it); a controller rebuilt from the header
+     * decides as this eerl's revisions. */
+    assert_int_equal(h->warmup_updates, 0);
     assert_string_equal(h->revision_key, "inflight_revision");
     assert_int_equal(h->revision, 0);
-    assert_int_equal(h->cfg.inflight_revision, h->revision_now);
-    eerl_ctl_config_default(EERL_MODE_INFLIGHT, &def);
-    assert_int_equal(h->cfg.eerl_revision, def.eerl_revision);
+    assert_int_equal(eerl_trace_header_ctl_new(h, &ctl), 0);
+    assert_int_equal(eerl_ctl_get_option(ctl, "warmup_updates", &v), 0);
+    assert_true(v == 0);
+    assert_int_equal(eerl_ctl_get_option(ctl, "inflight_revision", &v), 0);
+    assert_true(v == h->revision_now);
+    eerl_ctl_free(ctl);
     free(h);
 }
 

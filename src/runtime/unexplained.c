@@ -288,7 +288,7 @@ static int replay_line(struct replay *r, const char *line, char *why, size_t len
     if (!r->ctl) {
         e = eerl_trace_parse_header(line, &r->h, w, sizeof(w));
         if (e == 0)
-            e = eerl_ctl_new(r->h.mode, &r->h.cfg, r->h.clocks, r->h.n_clocks, r->h.peak, &r->ctl);
+            e = eerl_trace_header_ctl_new(&r->h, &r->ctl);
         if (e < 0)
             snprintf(why, len, "%s:%zu: %s", r->path, r->lineno,
                      e == EERL_EPARSE ? w : eerl_strerror(e));

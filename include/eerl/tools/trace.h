@@ -29,10 +29,13 @@ struct eerl_trace_header {
     size_t n_clocks;
     unsigned peak;
     char producer[64];
+    /* The header's experimental options (eerl/options.h; eerl_trace_header_ctl_new sets them):
+     * warmup_updates (0 where the key is absent: written before it). */
+    unsigned warmup_updates;
     /* The revision key that decided under the header's mode and strategy (NULL: none does), its
-     * value in the header (0 where the key is absent: written before it) and this eerl's. cfg
-     * holds this eerl's revisions, which rebuild the controller's measurements; its decisions
-     * match the trace only where revision == revision_now (eerl_trace_header_replayable). */
+     * value in the header (0 where the key is absent: written before it) and this eerl's. A
+     * controller rebuilt from the header decides as this eerl's revisions; its decisions match
+     * the trace only where revision == revision_now (eerl_trace_header_replayable). */
     const char *revision_key;
     unsigned revision, revision_now;
 };
@@ -54,6 +57,10 @@ int eerl_trace_parse_header(const char *line, struct eerl_trace_header *ret, cha
  * revision decided it, with why: what decided it, what this eerl decides as, and the eerl to
  * replay it with (the header's producer). */
 int eerl_trace_header_replayable(const struct eerl_trace_header *h, char *why, size_t len);
+
+/* The controller the header describes: its mode, configuration, experimental options, clocks
+ * and governor peak (eerl_ctl_new's errors). */
+int eerl_trace_header_ctl_new(const struct eerl_trace_header *h, eerl_ctl **ret_ctl);
 
 /* Parses an update line; up to cap recorded events go to ev (ev may be NULL with cap 0). */
 int eerl_trace_parse_update(const char *line, struct eerl_trace_update *ret, eerl_event *ev,

@@ -36,10 +36,9 @@
 #include <time.h>
 
 #include "eerl/error.h"
-#include "analysis/analysis.h"
-#include "sim/schedule.h"
-#include "sim/sim.h"
-#include "twin/scenario.h"
+#include "eerl/tools/analysis.h"
+#include "eerl/tools/sim.h"
+#include "eerl/tools/twin.h"
 
 struct row {
     const char *name, *mode_name;
@@ -78,7 +77,7 @@ static const struct strat strats[] = {
 
 /* What to run (the options). */
 static unsigned noise = EERL_TWIN_NOISE_FITTED, n_seeds = 8, window = 50, jobs = 1;
-static int want_mode[NROWS], want_strat[NSTRAT], want_wl[EERL__WL_SCENARIO_COUNT];
+static int want_mode[NROWS], want_strat[NSTRAT], want_wl[EERL_TWIN_SCENARIO_COUNT];
 static unsigned lengths[LENGTHS_MAX]; /* 0: the paper's */
 static size_t n_lengths;
 
@@ -107,9 +106,9 @@ static double wall(void)
 }
 
 static int run(const eerl_twin_preset *p, const struct block *b, uint64_t seed, int controller,
-               eerl_strategy s, const eerl_setting *st, struct eerl__sim_run *out)
+               eerl_strategy s, const eerl_setting *st, struct eerl_sim_run *out)
 {
-    struct eerl__sim_config c;
+    struct eerl_sim_config c;
     char why[1024];
     int e;
 
@@ -129,7 +128,7 @@ static int run(const eerl_twin_preset *p, const struct block *b, uint64_t seed, 
     c.expected_updates = b->updates;
     if (st)
         c.static_setting = *st;
-    e = eerl__sim_run(&c, out, why, sizeof(why));
+    e = eerl_sim_run(&c, out, why, sizeof(why));
     if (e < 0)
         fprintf(stderr, "bench_controllers: %s seed %llu: %s\n", b->row->name,
                 (unsigned long long)seed, why);
@@ -138,7 +137,7 @@ static int run(const eerl_twin_preset *p, const struct block *b, uint64_t seed, 
 
 static const char *wl_name(int wl)
 {
-    return eerl__wl_scenario_name(wl);
+    return eerl_twin_scenario_name(wl);
 }
 
 /* Runs one block; its rows go to b->text. */
@@ -146,11 +145,11 @@ static int run_block(struct block *b)
 {
     const struct row *row = b->row;
     eerl_twin_preset *p = NULL;
-    struct eerl__sim_run *gov = calloc(n_seeds, sizeof(*gov));
-    const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
-    struct eerl__sim_oracle *orc = calloc(1, sizeof(*orc));
-    struct eerl__sim_schedule wsc;
-    struct eerl__wl_scenario scn;
+    struct eerl_sim_run *gov = calloc(n_seeds, sizeof(*gov));
+    const struct eerl_an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
+    struct eerl_sim_oracle *orc = calloc(1, sizeof(*orc));
+    struct eerl_sim_schedule wsc;
+    struct eerl_twin_scenario scn;
     uint64_t seeds[SEEDS_MAX];
     double t0 = wall();
     FILE *out;
@@ -165,8 +164,8 @@ static int run_block(struct block *b)
     snprintf(cfg, sizeof(cfg), "%s", row->name);
     if (eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p) < 0)
         goto done;
-    eerl__wl_scenario_default(b->wl, b->updates, &scn);
-    if (eerl__preset_set_scenario(p, &scn) < 0)
+    eerl_twin_scenario_default(b->wl, b->updates, &scn);
+    if (eerl_twin_preset_set_scenario(p, &scn) < 0)
         goto done;
     fprintf(stderr, "bench_controllers: %s, %u updates, %s: governor runs and oracles (%.0f s)\n",
             row->name, b->updates, wl_name(b->wl), wall() - t_all);
@@ -176,17 +175,17 @@ static int run_block(struct block *b)
             goto done;
         gs[k] = &gov[k].series;
     }
-    if (eerl__sim_oracle(p, row->mode, row->n_gen, row->n_train, row->size, b->updates, seeds,
-                         n_seeds, 0.02, orc) < 0 ||
-        eerl__sim_oracle_windowed(p, row->mode, row->n_gen, row->n_train, row->size, b->updates,
-                                  seeds, n_seeds, 0.02, window, orc, &wsc) < 0) {
+    if (eerl_sim_oracle(p, row->mode, row->n_gen, row->n_train, row->size, b->updates, seeds,
+                        n_seeds, 0.02, orc) < 0 ||
+        eerl_sim_oracle_windowed(p, row->mode, row->n_gen, row->n_train, row->size, b->updates,
+                                 seeds, n_seeds, 0.02, window, orc, &wsc) < 0) {
         fprintf(stderr, "bench_controllers: %s: oracle failed\n", row->name);
         goto done;
     }
     for (si = 0; si < NSTRAT; si++) {
         const struct strat *s = &strats[si];
-        struct eerl__sim_run *ctl;
-        struct eerl__an_result *res;
+        struct eerl_sim_run *ctl;
+        struct eerl_an_result *res;
         unsigned within = 0, at[SEEDS_MAX], n_at = 0, i, j;
         char set[64];
 
@@ -204,7 +203,7 @@ static int run_block(struct block *b)
         for (k = 0; k < n_seeds; k++) {
             if (run(p, b, seeds[k], 1, s->s, s->oracle ? &orc->setting : NULL, &ctl[k]) < 0) {
                 for (i = 0; i < k; i++)
-                    eerl__sim_run_free(&ctl[i]);
+                    eerl_sim_run_free(&ctl[i]);
                 free(ctl);
                 free(res);
                 goto done;
@@ -213,7 +212,7 @@ static int run_block(struct block *b)
             if (ctl[k].series.locked)
                 at[n_at++] = (unsigned)ctl[k].series.lock_update;
         }
-        e = eerl__an_compare(gs, cs, n_seeds, res);
+        e = eerl_an_compare(gs, cs, n_seeds, res);
         if (e == 0) {
             for (k = 0; k < n_seeds; k++)
                 within += res->seed[k].whole.dq_pct >= -2.0;
@@ -224,7 +223,7 @@ static int run_block(struct block *b)
                     at[j - 1] = x;
                 }
             if (res->lock_same)
-                eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
+                eerl_an_setting_str(&res->lock_setting, set, sizeof(set));
             else
                 snprintf(set, sizeof(set), "%s", res->any_locked ? "varies" : "none");
             fprintf(out,
@@ -243,13 +242,13 @@ static int run_block(struct block *b)
             fprintf(stderr, "bench_controllers: %s: analysis failed\n", row->name);
         }
         for (k = 0; k < n_seeds; k++)
-            eerl__sim_run_free(&ctl[k]);
+            eerl_sim_run_free(&ctl[k]);
         free(ctl);
         free(res);
         if (e < 0)
             goto done;
     }
-    eerl__an_setting_str(&orc->setting, o, sizeof(o));
+    eerl_an_setting_str(&orc->setting, o, sizeof(o));
     b->secs = wall() - t0;
     fprintf(out,
             "%-19s %5s %-10s %-14s   oracle setting %s (%u settings evaluated), saving "
@@ -262,10 +261,10 @@ done:
         fclose(out);
     if (gov)
         for (k = 0; k < n_seeds; k++)
-            eerl__sim_run_free(&gov[k]);
+            eerl_sim_run_free(&gov[k]);
     free(gov);
     free(orc);
-    eerl__sim_schedule_free(&wsc);
+    eerl_sim_schedule_free(&wsc);
     eerl_twin_preset_free(p);
     return e;
 }
@@ -340,7 +339,7 @@ static int pick_wl(const char *it)
 {
     int k;
 
-    if (eerl__wl_scenario_parse(it, &k) < 0)
+    if (eerl_twin_scenario_parse(it, &k) < 0)
         return -1;
     want_wl[k] = 1;
     return 0;
@@ -418,7 +417,7 @@ int main(int argc, char **argv)
             lengths[0] = 0;
             lengths[1] = 1000;
             lengths[2] = 3000;
-            for (w = 0; w < EERL__WL_SCENARIO_COUNT; w++)
+            for (w = 0; w < EERL_TWIN_SCENARIO_COUNT; w++)
                 want_wl[w] = 1;
             any_wl = 1;
             continue;
@@ -438,15 +437,15 @@ int main(int argc, char **argv)
         for (i = 0; i < NSTRAT; i++)
             want_strat[i] = 1;
     if (!any_wl)
-        want_wl[EERL__WL_STEADY] = 1;
+        want_wl[EERL_TWIN_SCENARIO_STEADY] = 1;
     if (!n_lengths)
         lengths[n_lengths++] = 0;
-    blocks = calloc(NROWS * LENGTHS_MAX * EERL__WL_SCENARIO_COUNT, sizeof(*blocks));
+    blocks = calloc(NROWS * LENGTHS_MAX * EERL_TWIN_SCENARIO_COUNT, sizeof(*blocks));
     if (!blocks)
         return 1;
     for (r = 0; r < NROWS; r++)
         for (li = 0; li < n_lengths; li++)
-            for (w = 0; w < EERL__WL_SCENARIO_COUNT; w++) {
+            for (w = 0; w < EERL_TWIN_SCENARIO_COUNT; w++) {
                 struct block *b = &blocks[n_blocks];
 
                 if (!want_mode[r] || !want_wl[w])

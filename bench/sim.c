@@ -12,9 +12,9 @@
 #include <time.h>
 
 #include "eerl/error.h"
-#include "analysis/analysis.h"
+#include "eerl/tools/analysis.h"
 #include "sim/oracle.h"
-#include "sim/sim.h"
+#include "eerl/tools/sim.h"
 
 struct paper_row {
     const char *name;
@@ -64,10 +64,10 @@ int main(void)
            "capture", "meter", "wall");
     for (r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
         const struct paper_row *row = &rows[r];
-        struct eerl__sim_run gov[SEEDS], ctl[SEEDS];
-        const struct eerl__an_series *gs[SEEDS], *cs[SEEDS];
-        struct eerl__an_result *res = calloc(1, sizeof(*res));
-        struct eerl__sim_oracle *orc = calloc(1, sizeof(*orc));
+        struct eerl_sim_run gov[SEEDS], ctl[SEEDS];
+        const struct eerl_an_series *gs[SEEDS], *cs[SEEDS];
+        struct eerl_an_result *res = calloc(1, sizeof(*res));
+        struct eerl_sim_oracle *orc = calloc(1, sizeof(*orc));
         uint64_t seeds[SEEDS];
         double t0 = wall(), el, meter = 0, truth = 0;
         char why[1024], set[64];
@@ -78,7 +78,7 @@ int main(void)
         for (k = 0; k < SEEDS; k++) {
             seeds[k] = (uint64_t)k + 1;
             for (role = 0; role < 2; role++) {
-                struct eerl__sim_config c;
+                struct eerl_sim_config c;
                 memset(&c, 0, sizeof(c));
                 c.preset = p;
                 c.mode = row->mode;
@@ -90,7 +90,7 @@ int main(void)
                 c.divergence = 0.025;
                 c.controller = role;
                 c.allowed_loss = 0.02;
-                e = eerl__sim_run(&c, role ? &ctl[k] : &gov[k], why, sizeof(why));
+                e = eerl_sim_run(&c, role ? &ctl[k] : &gov[k], why, sizeof(why));
                 if (e < 0) {
                     fprintf(stderr, "bench_sim: %s seed %d: %s\n", row->name, k + 1, why);
                     return 1;
@@ -101,15 +101,15 @@ int main(void)
             meter += gov[k].meter_energy_j + ctl[k].meter_energy_j;
             truth += gov[k].true_energy_j + ctl[k].true_energy_j;
         }
-        if (eerl__an_compare(gs, cs, SEEDS, res) < 0 ||
-            eerl__sim_oracle(p, row->mode, row->n_gen, row->n_train, row->size, row->updates, seeds,
-                             SEEDS, 0.02, orc) < 0) {
+        if (eerl_an_compare(gs, cs, SEEDS, res) < 0 ||
+            eerl_sim_oracle(p, row->mode, row->n_gen, row->n_train, row->size, row->updates, seeds,
+                            SEEDS, 0.02, orc) < 0) {
             fprintf(stderr, "bench_sim: %s: analysis failed\n", row->name);
             return 1;
         }
         el = wall() - t0;
         if (res->lock_same)
-            eerl__an_setting_str(&res->lock_setting, set, sizeof(set));
+            eerl_an_setting_str(&res->lock_setting, set, sizeof(set));
         else
             snprintf(set, sizeof(set), "%s", res->any_locked ? "varies" : "none");
         printf("%-19s %5u | %7.2f%% %7.2f%% %+7.2f%% %+7.2f%% | %7.2f%% %7.2f%% %-10s | %7.2f%% "
@@ -121,7 +121,7 @@ int main(void)
         printf("%-19s       | per seed:", "");
         for (k = 0; k < SEEDS; k++) {
             if (res->seed[k].locked)
-                eerl__an_setting_str(&res->seed[k].lock_setting, set, sizeof(set));
+                eerl_an_setting_str(&res->seed[k].lock_setting, set, sizeof(set));
             else
                 snprintf(set, sizeof(set), "no lock");
             printf(" %.1f%%/%+.1f%% %s@%llu;", res->seed[k].whole.saving_pct,
@@ -130,8 +130,8 @@ int main(void)
         }
         printf(" paper locked %s\n", row->after_setting);
         for (k = 0; k < SEEDS; k++) {
-            eerl__sim_run_free(&gov[k]);
-            eerl__sim_run_free(&ctl[k]);
+            eerl_sim_run_free(&gov[k]);
+            eerl_sim_run_free(&ctl[k]);
         }
         free(res);
         free(orc);

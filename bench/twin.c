@@ -14,7 +14,7 @@
  *   3. the same with every GPU's power read every 1 s of virtual time besides (the sampling
  *      eerl sim runs its sessions' meters at);
  *   4. with --session (and for the 40-GPU default): the whole simulated session, as below.
- * --scaling: the whole simulated session (eerl__sim_run, a governor run: twin, twin device,
+ * --scaling: the whole simulated session (eerl_sim_run, a governor run: twin, twin device,
  * meter, actuator, runtime session) at 8, 64, 256 and 1024 GPUs, each in a child process: wall
  * time per update and per update per GPU, and the child's peak resident memory, its growth per
  * GPU over the 8-GPU run. */
@@ -29,7 +29,7 @@
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/tools/twin.h"
-#include "sim/sim.h"
+#include "eerl/tools/sim.h"
 
 static double wall(void)
 {
@@ -187,8 +187,8 @@ static int session_run(const struct target *tg, struct session_cost *ret)
     if (pid < 0)
         return -1;
     if (pid == 0) {
-        struct eerl__sim_config c;
-        struct eerl__sim_run out;
+        struct eerl_sim_config c;
+        struct eerl_sim_run out;
         eerl_twin_preset *p = NULL;
         char why[512] = "";
         double w0;
@@ -207,13 +207,13 @@ static int session_run(const struct target *tg, struct session_cost *ret)
         c.allowed_loss = 0.02;
         c.strategy = EERL_STRATEGY_EERL;
         w0 = wall();
-        if (eerl__sim_run(&c, &out, why, sizeof(why)) < 0) {
+        if (eerl_sim_run(&c, &out, why, sizeof(why)) < 0) {
             fprintf(stderr, "bench_twin: %u/%u GPUs: %s\n", tg->ng, tg->nt, why);
             _exit(1);
         }
         fig[0] = wall() - w0;
         fig[1] = out.true_time_s;
-        eerl__sim_run_free(&out);
+        eerl_sim_run_free(&out);
         eerl_twin_preset_free(p);
         if (write(fd[1], fig, sizeof(fig)) != (ssize_t)sizeof(fig))
             _exit(1);
@@ -276,7 +276,7 @@ static int scaling(unsigned updates)
     size_t i;
     int r = 0;
 
-    printf("the whole simulated session (eerl__sim_run: twin, twin device, meter sampling every "
+    printf("the whole simulated session (eerl_sim_run: twin, twin device, meter sampling every "
            "1 s and at every phase boundary, actuator, session), governor run, qwen L "
            "disaggregated, %u updates, one process per row:\n",
            updates);

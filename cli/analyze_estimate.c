@@ -1,8 +1,8 @@
-/* `eerl analyze TRACE` on one trace: the run's own estimate of what eerl saved
- * (src/analysis/estimate.c over core/estimate.c), in text or as the "estimate" object of
- * --json. A trace written before the estimate existed is judged the same way, its per-update
- * predictions recomputed; its calibration replayed to say whether the work explains the time
- * (runtime/unexplained.h), as a session would have said it. */
+/* `eerl analyze TRACE` on one trace: the run's own estimate of what eerl saved (eerl_an_estimate,
+ * eerl/tools/analysis.h), in text or as the "estimate" object of --json. A trace written before
+ * the estimate existed is judged the same way, its per-update predictions recomputed and its
+ * calibration replayed to say whether the work explains the time, as a session would have said
+ * it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,40 +11,21 @@
 
 #include "eerl/error.h"
 #include "cli.h"
-#include "analysis/estimate.h"
-#include "runtime/unexplained.h"
-#include "trace/estimate_line.h"
+#include "eerl/tools/analysis.h"
+#include "eerl/tools/trace.h"
 
 #define CMD "analyze"
 
-/* A trace without the session's records or an unexplained line: its calibration replayed. */
-static void check_explained(const char *path, struct eerl__an_est *a)
-{
-    struct eerl__unexpl u;
-    char why[512], msg[1536], w[200];
-
-    if (a->recorded || a->has_unexplained)
-        return;
-    if (eerl__unexpl_of_trace(path, &u, why, sizeof(why)) != 0 || !u.too_noisy)
-        return;
-    eerl__unexpl_message(&u, msg, sizeof(msg));
-    snprintf(w, sizeof(w),
-             "the work does not explain the update time: the governor predictor leaves %.1f%% of "
-             "it unexplained (a trial would need %u updates)",
-             100.0 * u.share, u.need);
-    eerl__est_acc_unexplained(&a->acc, w);
-}
-
 static void print_text(const char *path, const char *role, const eerl_estimate *e,
-                       const struct eerl__an_est *a)
+                       const struct eerl_an_est *a)
 {
     int gov = !strcmp(role, "governor");
 
     printf("eerl analyze: %s (%s run): what eerl saved, estimated from this trace alone\n", path,
            gov ? "observe-only" : role);
-    printf("  %u updates counted from update %d: %u of the calibration (at the governor), %u "
+    printf("  %u updates counted from update %u: %u of the calibration (at the governor), %u "
            "judged against the governor predicted from the governor updates before each%s\n",
-           e->updates, EERL__EST_FIRST, e->calibration_updates, e->judged_updates,
+           e->updates, a->first_update, e->calibration_updates, e->judged_updates,
            a->recomputed ? " (recomputed: the trace does not carry them)" : "");
     if (!e->judged) {
         printf("  cannot be judged: %s\n", e->why);
@@ -72,27 +53,25 @@ static void print_text(const char *path, const char *role, const eerl_estimate *
 
 int eerl_cli_analyze_estimate(const char *path, const char *role, int json)
 {
-    struct eerl__an_est a;
-    eerl_estimate e;
+    struct eerl_an_est a;
+    const eerl_estimate *e = &a.estimate;
     char why[1024];
-    int err = eerl__an_estimate(path, &a, why, sizeof(why));
+    int err = eerl_an_estimate(path, &a, why, sizeof(why));
 
     if (err < 0) {
         eerl_cli_err(CMD, "%s", why);
         return EERL_EXIT_FAIL;
     }
-    check_explained(path, &a);
-    eerl__est_acc_result(&a.acc, &e);
     if (json) {
         json_t *o = json_object();
 
         json_object_set_new(o, "trace", json_string(path));
         json_object_set_new(o, "role", json_string(role));
         json_object_set_new(o, "recomputed", json_boolean(a.recomputed > 0));
-        json_object_set_new(o, "estimate", eerl__trace_est_summary_json(&e));
+        json_object_set_new(o, "estimate", eerl_trace_estimate_json(e));
         eerl_cli_print_json(o);
     } else {
-        print_text(path, role, &e, &a);
+        print_text(path, role, e, &a);
     }
     return EERL_EXIT_OK;
 }

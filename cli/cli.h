@@ -57,8 +57,8 @@ void eerl_cli_fmt_pct(char *buf, size_t len, double v, int sign);
 void eerl_cli_print_json(void *j);
 
 /* One row of a comparison table: interval name, updates, setting, saving, throughput change. */
-struct eerl__an_window;
-void eerl_cli_window_row(const char *name, const struct eerl__an_window *w, const char *setting,
+struct eerl_an_window;
+void eerl_cli_window_row(const char *name, const struct eerl_an_window *w, const char *setting,
                          int name_w, int setting_w);
 
 /* "1800/1305", or "1800/1305 idle 345" where a waiting pool has a clock of its own. */
@@ -70,16 +70,16 @@ const char *eerl_cli_setting_str(const struct eerl_setting *s, char *buf, size_t
  * verdict (allowed_loss 0: none), the capture ratio and the per-seed table. exact: a seed's runs
  * did the same work (divergence 0); divergence < 0: unknown (traces of a real cluster). The
  * oracle (NULL: none) adds its row, the capture ratio and a capture column. */
-struct eerl__an_result;
+struct eerl_an_result;
 struct eerl_cli_oracle {
-    const struct eerl__an_window *w;
+    const struct eerl_an_window *w;
     const struct eerl_setting *setting;
     const double *seed_saving_pct; /* per seed, in the result's seed order */
     /* The windowed oracle (NULL: none): its row and the capture against it. */
-    const struct eerl__an_window *win;
+    const struct eerl_an_window *win;
     unsigned window, win_changes;
 };
-void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, double divergence,
+void eerl_cli_print_comparison(const struct eerl_an_result *res, int exact, double divergence,
                                double allowed_loss, const char *updates_desc,
                                const struct eerl_cli_oracle *oracle);
 

@@ -14,8 +14,8 @@
 
 #include "eerl/error.h"
 #include "cli.h"
-#include "analysis/analysis.h"
-#include "runtime/unexplained.h"
+#include "eerl/tools/analysis.h"
+#include "eerl/tools/trace.h"
 
 #define CMD "analyze"
 #define TRACES_MAX 512
@@ -48,19 +48,19 @@ static void usage(FILE *out)
             "Example: eerl analyze --forward-test runs/*-governor.jsonl\n");
 }
 
-static void fwd_stat_json(json_t *o, const char *key, const struct eerl__an_fwd_stat *t,
-                          const struct eerl__an_fwd_stat *e)
+static void fwd_stat_json(json_t *o, const char *key, const struct eerl_an_fwd_stat *t,
+                          const struct eerl_an_fwd_stat *e)
 {
     json_t *m = json_object();
 
-    json_object_set_new(m, "throughput_median_pct", eerl__an_num(t->median));
-    json_object_set_new(m, "throughput_p90_pct", eerl__an_num(t->p90));
-    json_object_set_new(m, "energy_median_pct", eerl__an_num(e->median));
-    json_object_set_new(m, "energy_p90_pct", eerl__an_num(e->p90));
+    json_object_set_new(m, "throughput_median_pct", eerl_an_num(t->median));
+    json_object_set_new(m, "throughput_p90_pct", eerl_an_num(t->p90));
+    json_object_set_new(m, "energy_median_pct", eerl_an_num(e->median));
+    json_object_set_new(m, "energy_p90_pct", eerl_an_num(e->p90));
     json_object_set_new(o, key, m);
 }
 
-static void fwd_summary_json(json_t *o, const struct eerl__an_fwd_summary *r)
+static void fwd_summary_json(json_t *o, const struct eerl_an_fwd_summary *r)
 {
     json_object_set_new(o, "blocks", json_integer(r->blocks));
     json_object_set_new(o, "gap_blocks", json_integer(r->gap_blocks));
@@ -69,7 +69,7 @@ static void fwd_summary_json(json_t *o, const struct eerl__an_fwd_summary *r)
     fwd_stat_json(o, "token_work", &r->tput_model, &r->energy_model);
 }
 
-static void fwd_rows(const struct eerl__an_fwd_summary *r)
+static void fwd_rows(const struct eerl_an_fwd_summary *r)
 {
     char a[4][32];
     int k;
@@ -77,8 +77,8 @@ static void fwd_rows(const struct eerl__an_fwd_summary *r)
     printf("    %-11s %7s %12s %11s %9s %13s %9s\n", "model", "blocks", "predictions", "tput |err|",
            "p90", "energy |err|", "p90");
     for (k = 0; k < 2; k++) {
-        const struct eerl__an_fwd_stat *t = k ? &r->tput_model : &r->tput_const;
-        const struct eerl__an_fwd_stat *e = k ? &r->energy_model : &r->energy_const;
+        const struct eerl_an_fwd_stat *t = k ? &r->tput_model : &r->tput_const;
+        const struct eerl_an_fwd_stat *e = k ? &r->energy_model : &r->energy_const;
         eerl_cli_fmt_pct(a[0], sizeof(a[0]), t->median, 0);
         eerl_cli_fmt_pct(a[1], sizeof(a[1]), t->p90, 0);
         eerl_cli_fmt_pct(a[2], sizeof(a[2]), e->median, 0);
@@ -91,14 +91,15 @@ static void fwd_rows(const struct eerl__an_fwd_summary *r)
 /* Each trace's controller replayed to its calibration (runtime/unexplained.h): what the governor
  * predictor leaves of the update time unexplained there, the figure a session reports once.
  * has[i]: 1 measured, 0 the controller never calibrated (too few governor updates). */
-static int calibrations(const char *const *paths, size_t n, struct eerl__unexpl *ux, int *has)
+static int calibrations(const char *const *paths, size_t n, struct eerl_trace_unexplained *ux,
+                        int *has)
 {
     char why[512];
     size_t i;
     int e;
 
     for (i = 0; i < n; i++) {
-        e = eerl__unexpl_of_trace(paths[i], &ux[i], why, sizeof(why));
+        e = eerl_trace_measure_unexplained(paths[i], &ux[i], why, sizeof(why));
         if (e < 0) {
             eerl_cli_err(CMD, "%s", why);
             return e;
@@ -108,7 +109,7 @@ static int calibrations(const char *const *paths, size_t n, struct eerl__unexpl 
     return 0;
 }
 
-static json_t *calibration_json(const struct eerl__unexpl *u, int has)
+static json_t *calibration_json(const struct eerl_trace_unexplained *u, int has)
 {
     json_t *o;
 
@@ -129,7 +130,7 @@ static json_t *calibration_json(const struct eerl__unexpl *u, int has)
 
 /* The figure in words, under a trace's heading (and, when the work does not explain the time,
  * what the session said). */
-static void calibration_print(const struct eerl__unexpl *u, int has)
+static void calibration_print(const struct eerl_trace_unexplained *u, int has)
 {
     char msg[1536];
 
@@ -147,21 +148,21 @@ static void calibration_print(const struct eerl__unexpl *u, int has)
         printf(" (the %s strategy's trials take at most %u)", eerl_strategy_name(u->strategy),
                u->trial_max);
     printf("\n");
-    eerl__unexpl_message(u, msg, sizeof(msg));
+    eerl_trace_unexplained_message(u, msg, sizeof(msg));
     if (msg[0])
         printf("    the work does not explain the time: %s\n", msg);
 }
 
 /* What one forward test found: per trace its counts, summary and calibration, and the pool. */
 struct fwd_out {
-    struct eerl__an_fwd_summary *sum, all;
-    struct eerl__an_fwd_count *cnt;
-    struct eerl__unexpl *ux;
+    struct eerl_an_fwd_summary *sum, all;
+    struct eerl_an_fwd_count *cnt;
+    struct eerl_trace_unexplained *ux;
     int *has;
 };
 
-static void fwd_print_json(const struct eerl__an_series *s, const char *const *paths, size_t n,
-                           const struct eerl__an_fwd_cfg *cfg, const struct fwd_out *r)
+static void fwd_print_json(const struct eerl_an_series *s, const char *const *paths, size_t n,
+                           const struct eerl_an_fwd_cfg *cfg, const struct fwd_out *r)
 {
     json_t *jo = json_object(), *c = json_object(), *a = json_array(), *p = json_object();
     size_t i;
@@ -174,7 +175,7 @@ static void fwd_print_json(const struct eerl__an_series *s, const char *const *p
     json_object_set_new(jo, "forward_test", c);
     json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
     for (i = 0; i < n; i++) {
-        const struct eerl__an_fwd_count *k = &r->cnt[i];
+        const struct eerl_an_fwd_count *k = &r->cnt[i];
         json_t *o = json_object();
 
         json_object_set_new(o, "path", json_string(paths[i]));
@@ -199,8 +200,8 @@ static void fwd_print_json(const struct eerl__an_series *s, const char *const *p
     eerl_cli_print_json(jo);
 }
 
-static void fwd_print_text(const struct eerl__an_series *s, const char *const *paths, size_t n,
-                           const struct eerl__an_fwd_cfg *cfg, const struct fwd_out *r)
+static void fwd_print_text(const struct eerl_an_series *s, const char *const *paths, size_t n,
+                           const struct eerl_an_fwd_cfg *cfg, const struct fwd_out *r)
 {
     size_t i;
 
@@ -212,7 +213,7 @@ static void fwd_print_text(const struct eerl__an_series *s, const char *const *p
            "constant: the fit window's mean throughput and mean update energy; token-work:\n"
            "the governor predictor (Eq. 2) fitted on the window\n");
     for (i = 0; i < n; i++) {
-        const struct eerl__an_fwd_count *k = &r->cnt[i];
+        const struct eerl_an_fwd_count *k = &r->cnt[i];
 
         printf("\n  %s (%s", paths[i], s[i].role);
         if (s[i].has_seed)
@@ -229,8 +230,8 @@ static void fwd_print_text(const struct eerl__an_series *s, const char *const *p
 }
 
 /* A trace without enough governor updates for the test, named with its counts. */
-static void fwd_too_few(const char *path, const struct eerl__an_fwd_count *c,
-                        const struct eerl__an_fwd_cfg *cfg, size_t need)
+static void fwd_too_few(const char *path, const struct eerl_an_fwd_count *c,
+                        const struct eerl_an_fwd_cfg *cfg, size_t need)
 {
     char tail[128] = "";
 
@@ -245,17 +246,17 @@ static void fwd_too_few(const char *path, const struct eerl__an_fwd_count *c,
 }
 
 /* eerl analyze --forward-test over the n loaded traces s (paths as given). */
-static int forward_test(const struct eerl__an_series *s, const char *const *paths, size_t n,
-                        const struct eerl__an_fwd_cfg *cfg, int json)
+static int forward_test(const struct eerl_an_series *s, const char *const *paths, size_t n,
+                        const struct eerl_an_fwd_cfg *cfg, int json)
 {
-    struct eerl__an_fwd_errs pooled, one;
+    struct eerl_an_fwd_errs pooled, one;
     struct fwd_out r;
     size_t i, need = (size_t)cfg->fit + cfg->predict;
     int rc = EERL_EXIT_FAIL, e;
     char why[512];
 
-    eerl__an_fwd_errs_init(&pooled);
-    eerl__an_fwd_errs_init(&one);
+    eerl_an_fwd_errs_init(&pooled);
+    eerl_an_fwd_errs_init(&one);
     memset(&r, 0, sizeof(r));
     r.sum = calloc(n, sizeof(*r.sum));
     r.cnt = calloc(n, sizeof(*r.cnt));
@@ -266,7 +267,7 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
         goto out;
     }
     for (i = 0; i < n; i++) {
-        e = eerl__an_fwd_count(&s[i], cfg, &r.cnt[i]);
+        e = eerl_an_fwd_count(&s[i], cfg, &r.cnt[i]);
         if (e < 0) {
             eerl_cli_err(CMD, "%s: %s", paths[i], eerl_strerror(e));
             goto out;
@@ -275,18 +276,18 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
             fwd_too_few(paths[i], &r.cnt[i], cfg, need);
             goto out;
         }
-        eerl__an_fwd_errs_free(&one);
-        e = eerl__an_forward_test(&s[i], cfg, &one, why, sizeof(why));
+        eerl_an_fwd_errs_free(&one);
+        e = eerl_an_forward_test(&s[i], cfg, &one, why, sizeof(why));
         if (e == 0)
-            e = eerl__an_fwd_summarize(&one, &r.sum[i]);
+            e = eerl_an_fwd_summarize(&one, &r.sum[i]);
         if (e == 0)
-            e = eerl__an_fwd_errs_merge(&pooled, &one);
+            e = eerl_an_fwd_errs_merge(&pooled, &one);
         if (e < 0) {
             eerl_cli_err(CMD, "%s: %s", paths[i], why[0] ? why : eerl_strerror(e));
             goto out;
         }
     }
-    e = eerl__an_fwd_summarize(&pooled, &r.all);
+    e = eerl_an_fwd_summarize(&pooled, &r.all);
     if (e < 0) {
         eerl_cli_err(CMD, "forward test: %s", eerl_strerror(e));
         goto out;
@@ -299,8 +300,8 @@ static int forward_test(const struct eerl__an_series *s, const char *const *path
         fwd_print_text(s, paths, n, cfg, &r);
     rc = EERL_EXIT_OK;
 out:
-    eerl__an_fwd_errs_free(&one);
-    eerl__an_fwd_errs_free(&pooled);
+    eerl_an_fwd_errs_free(&one);
+    eerl_an_fwd_errs_free(&pooled);
     free(r.sum);
     free(r.cnt);
     free(r.ux);
@@ -312,7 +313,7 @@ struct opts {
     const char *paths[TRACES_MAX];
     size_t n;
     int json, fwd, fwd_opt;
-    struct eerl__an_fwd_cfg fc;
+    struct eerl_an_fwd_cfg fc;
 };
 
 /* A --forward-test option with a value: --fit, --predict, --step, --from. -1 (said) if bad. */
@@ -349,7 +350,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
     int i;
 
     memset(o, 0, sizeof(*o));
-    o->fc = (struct eerl__an_fwd_cfg){15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
+    o->fc = (struct eerl_an_fwd_cfg){15, 3, 3, 0, EERL_AN_FIRST_UPDATE};
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
 
@@ -392,14 +393,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 }
 
 /* Every trace into s[i]: one mode, each with update lines. 0, or -1 (said). */
-static int load_traces(const struct opts *o, struct eerl__an_series *s)
+static int load_traces(const struct opts *o, struct eerl_an_series *s)
 {
     char why[1024];
     size_t i;
     int e;
 
     for (i = 0; i < o->n; i++) {
-        e = eerl__an_load_trace(o->paths[i], &s[i], why, sizeof(why));
+        e = eerl_an_load_trace(o->paths[i], &s[i], why, sizeof(why));
         if (e < 0) {
             eerl_cli_err(CMD, "%s", why);
             return -1;
@@ -422,12 +423,12 @@ static int load_traces(const struct opts *o, struct eerl__an_series *s)
 /* The governor and controller runs (allg[ng], allc[nc]), and the seed pairs (gs[k], cs[k]):
  * paired by seed; without seeds, by order. -1 (said) if a controller run has no governor run. */
 struct runs {
-    const struct eerl__an_series *allg[TRACES_MAX], *allc[TRACES_MAX];
-    const struct eerl__an_series *gs[EERL__AN_SEEDS_MAX], *cs[EERL__AN_SEEDS_MAX];
+    const struct eerl_an_series *allg[TRACES_MAX], *allc[TRACES_MAX];
+    const struct eerl_an_series *gs[EERL_AN_SEEDS_MAX], *cs[EERL_AN_SEEDS_MAX];
     size_t ng, nc, np;
 };
 
-static int pair_runs(const struct eerl__an_series *s, size_t n, struct runs *r)
+static int pair_runs(const struct eerl_an_series *s, size_t n, struct runs *r)
 {
     size_t i, j;
 
@@ -445,7 +446,7 @@ static int pair_runs(const struct eerl__an_series *s, size_t n, struct runs *r)
         return -1;
     }
     for (i = 0; i < r->nc; i++) {
-        const struct eerl__an_series *g = NULL, *c = r->allc[i];
+        const struct eerl_an_series *g = NULL, *c = r->allc[i];
 
         for (j = 0; j < r->ng; j++)
             if (c->has_seed && r->allg[j]->has_seed && r->allg[j]->seed == c->seed) {
@@ -461,8 +462,8 @@ static int pair_runs(const struct eerl__an_series *s, size_t n, struct runs *r)
                          (unsigned long long)c->seed);
             return -1;
         }
-        if (r->np >= EERL__AN_SEEDS_MAX) {
-            eerl_cli_err(CMD, "more than %d seed pairs", EERL__AN_SEEDS_MAX);
+        if (r->np >= EERL_AN_SEEDS_MAX) {
+            eerl_cli_err(CMD, "more than %d seed pairs", EERL_AN_SEEDS_MAX);
             return -1;
         }
         r->gs[r->np] = g;
@@ -475,8 +476,8 @@ static int pair_runs(const struct eerl__an_series *s, size_t n, struct runs *r)
 /* The comparison, as text or JSON. A seed's runs did the same work when every trace says
  * divergence 0 (eerl sim's default); traces of a real cluster say nothing, and are judged
  * workload-normalized. The allowance is the controller runs' own (their trace headers). */
-static void print_result(const struct opts *o, const struct eerl__an_series *s,
-                         const struct runs *r, const struct eerl__an_result *res)
+static void print_result(const struct opts *o, const struct eerl_an_series *s, const struct runs *r,
+                         const struct eerl_an_result *res)
 {
     double div = s[0].divergence, loss = r->allc[0]->allowed_loss;
     int exact = 1;
@@ -492,10 +493,10 @@ static void print_result(const struct opts *o, const struct eerl__an_series *s,
         if (r->allc[i]->allowed_loss != loss)
             loss = 0;
     if (o->json) {
-        json_t *jo = eerl__an_result_json(res, exact, loss);
+        json_t *jo = eerl_an_result_json(res, exact, loss);
 
         json_object_set_new(jo, "mode", json_string(eerl_mode_name(s[0].mode)));
-        json_object_set_new(jo, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
+        json_object_set_new(jo, "first_update", json_integer(EERL_AN_FIRST_UPDATE));
         json_object_set_new(jo, "pairs", json_integer((json_int_t)r->np));
         json_object_set_new(jo, "governor_traces", json_integer((json_int_t)r->ng));
         json_object_set_new(jo, "controller_traces", json_integer((json_int_t)r->nc));
@@ -508,7 +509,7 @@ static void print_result(const struct opts *o, const struct eerl__an_series *s,
                "trace%s\n",
                eerl_mode_name(s[0].mode), r->np, r->np == 1 ? "" : "s", r->ng, r->nc,
                r->nc == 1 ? "" : "s");
-        snprintf(from, sizeof(from), "%d and later", EERL__AN_FIRST_UPDATE);
+        snprintf(from, sizeof(from), "%d and later", EERL_AN_FIRST_UPDATE);
         eerl_cli_print_comparison(res, exact, div, loss, from, NULL);
     }
 }
@@ -516,8 +517,8 @@ static void print_result(const struct opts *o, const struct eerl__an_series *s,
 int eerl_cmd_analyze(int argc, char **argv)
 {
     struct opts o;
-    struct eerl__an_series *s = NULL;
-    struct eerl__an_result *res = NULL;
+    struct eerl_an_series *s = NULL;
+    struct eerl_an_result *res = NULL;
     struct runs *r = NULL;
     int rc = parse_args(argc, argv, &o), e;
     size_t i;
@@ -544,9 +545,9 @@ int eerl_cmd_analyze(int argc, char **argv)
     }
     if (pair_runs(s, o.n, r) < 0)
         goto out;
-    e = eerl__an_compare(r->gs, r->cs, r->np, res);
+    e = eerl_an_compare(r->gs, r->cs, r->np, res);
     if (e == 0)
-        e = eerl__an_normalize(r->allg, r->ng, r->allc, r->nc, res);
+        e = eerl_an_normalize(r->allg, r->ng, r->allc, r->nc, res);
     if (e < 0) {
         eerl_cli_err(CMD, "analysis: %s", eerl_strerror(e));
         goto out;
@@ -556,7 +557,7 @@ int eerl_cmd_analyze(int argc, char **argv)
 out:
     if (s)
         for (i = 0; i < o.n; i++)
-            eerl__an_series_free(&s[i]);
+            eerl_an_series_free(&s[i]);
     free(s);
     free(res);
     free(r);

@@ -14,8 +14,7 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
-#include "core/setting.h"
-#include "trace/trace.h"
+#include "eerl/tools/trace.h"
 #include "cli.h"
 
 #define CMD "replay"
@@ -76,7 +75,7 @@ static void print_event(const eerl_event *ev, int json)
 
     if (json) {
         char *text = NULL;
-        if (eerl__trace_event_json(ev, &text) == 0) {
+        if (eerl_trace_event_json(ev, &text) == 0) {
             /* The trace keeps a missing ratio as the string "nan" (so it reads back exactly);
              * printed here for a program, it is null, as in every other --json. */
             json_t *o = json_loads(text, 0, NULL), *v;
@@ -100,8 +99,8 @@ static void print_event(const eerl_event *ev, int json)
     }
     printf("update %-5llu %-10s %-11s %-20s -> %-20s", (unsigned long long)ev->update,
            eerl_event_kind_name(ev->kind), eerl_state_name(ev->state),
-           eerl__setting_str(&ev->candidate, a, sizeof(a)),
-           eerl__setting_str(&ev->next, b, sizeof(b)));
+           eerl_setting_str(&ev->candidate, a, sizeof(a)),
+           eerl_setting_str(&ev->next, b, sizeof(b)));
     if (ev->verdict != EERL_VERDICT_NONE)
         printf(" %s", eerl_verdict_name(ev->verdict));
     if (!isnan(ev->time_ratio))
@@ -118,8 +117,8 @@ struct opts {
 struct replay {
     struct opts o;
     size_t lineno;
-    struct eerl__trace_header *h;
-    struct eerl__trace_update u;
+    struct eerl_trace_header *h;
+    struct eerl_trace_update u;
     eerl_event *rec, *out; /* recorded and replayed events, EV_CAP each */
     eerl_ctl *ctl;
     unsigned long long updates, events, mismatches, rejected;
@@ -166,16 +165,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 static int on_header(struct replay *rp, const char *line)
 {
     char why[400];
-    struct eerl__trace_header *h = rp->h;
-    int err = eerl__trace_parse_header(line, h, why, sizeof(why));
+    struct eerl_trace_header *h = rp->h;
+    int err = eerl_trace_parse_header(line, h, why, sizeof(why));
 
-    if (err == 0 && (err = eerl__trace_header_replayable(h, why, sizeof(why))) == EERL_EVERSION)
+    if (err == 0 && (err = eerl_trace_header_replayable(h, why, sizeof(why))) == EERL_EVERSION)
         rp->refused = 1;
     if (err < 0) {
         eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
         return -1;
     }
-    err = eerl_ctl_new(h->mode, &h->cfg, h->clocks, h->n_clocks, h->peak, &rp->ctl);
+    err = eerl_trace_header_ctl_new(h, &rp->ctl);
     if (err < 0) {
         eerl_cli_err(CMD, "%s:%zu: cannot build the controller: %s", rp->o.path, rp->lineno,
                      eerl_strerror(err));
@@ -191,7 +190,7 @@ static int on_resume(struct replay *rp, const char *line)
     char tag[64], why[256], rwhy[400];
     unsigned char *st = NULL;
     size_t st_len = 0;
-    int err = eerl__trace_parse_resume(line, tag, sizeof(tag), &st, &st_len, why, sizeof(why));
+    int err = eerl_trace_parse_resume(line, tag, sizeof(tag), &st, &st_len, why, sizeof(why));
 
     if (err < 0) {
         eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
@@ -211,7 +210,7 @@ static int on_resume(struct replay *rp, const char *line)
 /* The recorded events of the update against the n_out replayed ones: every difference said. */
 static void compare_events(struct replay *rp, size_t n_out)
 {
-    const struct eerl__trace_update *u = &rp->u;
+    const struct eerl_trace_update *u = &rp->u;
     size_t k, n_cmp;
 
     if (u->n_events != n_out) {
@@ -242,11 +241,11 @@ static void compare_events(struct replay *rp, size_t n_out)
  * (said). */
 static int on_update(struct replay *rp, const char *line)
 {
-    struct eerl__trace_update *u = &rp->u;
+    struct eerl_trace_update *u = &rp->u;
     eerl_setting before, next;
     char why[256];
     size_t n_out, k;
-    int err = eerl__trace_parse_update(line, u, rp->rec, EV_CAP, why, sizeof(why));
+    int err = eerl_trace_parse_update(line, u, rp->rec, EV_CAP, why, sizeof(why));
 
     if (err < 0) {
         eerl_cli_err(CMD, "%s:%zu: %s", rp->o.path, rp->lineno, why);
@@ -262,8 +261,8 @@ static int on_update(struct replay *rp, const char *line)
                 "eerl replay: %s:%zu (update %llu): requested setting: recorded %s, "
                 "replayed %s\n",
                 rp->o.path, rp->lineno, (unsigned long long)u->obs.update,
-                eerl__setting_str(&u->requested, a, sizeof(a)),
-                eerl__setting_str(&before, b, sizeof(b)));
+                eerl_setting_str(&u->requested, a, sizeof(a)),
+                eerl_setting_str(&before, b, sizeof(b)));
     }
     err = eerl_ctl_observe(rp->ctl, &u->obs, &next);
     if (err == EERL_EINVAL)
@@ -291,13 +290,13 @@ static int on_line(struct replay *rp, char *line, ssize_t got)
         line[--got] = 0;
     if (got == 0)
         return 0;
-    if (cut && eerl__trace_line_type(line, type, sizeof(type)) < 0) {
+    if (cut && eerl_trace_line_type(line, type, sizeof(type)) < 0) {
         eerl_cli_note_cut(CMD, rp->o.path, rp->lineno); /* a write that did not finish */
         return 1;
     }
     if (!rp->ctl)
         return on_header(rp, line);
-    if (eerl__trace_line_type(line, type, sizeof(type)) < 0) {
+    if (eerl_trace_line_type(line, type, sizeof(type)) < 0) {
         eerl_cli_err(CMD, "%s:%zu: not a JSON object", rp->o.path, rp->lineno);
         return -1;
     }
@@ -325,7 +324,7 @@ static void print_summary(const struct replay *rp)
             "state %s%s%s\n",
             rp->updates, rp->rejected, rp->events, rp->mismatches, eerl_mode_name(st.mode),
             eerl_state_name(st.state), st.locked ? ", locked at " : "",
-            st.locked ? eerl__setting_str(&st.locked_setting, a, sizeof(a)) : "");
+            st.locked ? eerl_setting_str(&st.locked_setting, a, sizeof(a)) : "");
 }
 
 int eerl_cmd_replay(int argc, char **argv)

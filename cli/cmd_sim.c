@@ -20,11 +20,8 @@
 #include "eerl/options.h"
 #include "eerl/tools/twin.h"
 #include "cli.h"
-#include "analysis/analysis.h"
-#include "sim/schedule.h"
-#include "sim/sim.h"
-#include "twin/presets.h"
-#include "twin/scenario.h"
+#include "eerl/tools/analysis.h"
+#include "eerl/tools/sim.h"
 #include "workload_opt.h"
 
 #define CMD "sim"
@@ -142,33 +139,35 @@ static int parse_loss(const char *v, double *ret)
 /* "P/K/B" of the preset's workload size (from its parameters, so every model is described). */
 static const char *size_desc(const eerl_twin_preset *preset, char size, char *buf, size_t n)
 {
-    int i = size == 'S' ? 0 : size == 'M' ? 1 : 2;
+    unsigned p = 0, k = 0, b = 0;
 
-    snprintf(buf, n, "%u/%u/%u", preset->wl.P[i], preset->wl.K[i], preset->wl.B[i]);
+    eerl_twin_preset_batch(preset, size, &p, &k, &b);
+    snprintf(buf, n, "%u/%u/%u", p, k, b);
     return buf;
 }
 
 /* P, K and B of the preset's workload size. */
 static void size_pkb(const eerl_twin_preset *preset, char size, int ret[3])
 {
-    int i = size == 'S' ? 0 : size == 'M' ? 1 : 2;
+    unsigned p = 0, k = 0, b = 0;
 
-    ret[0] = (int)preset->wl.P[i];
-    ret[1] = (int)preset->wl.K[i];
-    ret[2] = (int)preset->wl.B[i];
+    eerl_twin_preset_batch(preset, size, &p, &k, &b);
+    ret[0] = (int)p;
+    ret[1] = (int)k;
+    ret[2] = (int)b;
 }
 
 /* The windowed oracle for --json: its figures and the schedule as the settings in force from
  * each change on (1-based updates). */
 static json_t *sim_schedule_json(const eerl_twin_preset *preset, eerl_mode mode,
-                                 const struct eerl__sim_schedule *s)
+                                 const struct eerl_sim_schedule *s)
 {
     json_t *o = json_object(), *a = json_array();
     unsigned k;
 
     json_object_set_new(o, "window", json_integer(s->window));
-    json_object_set_new(o, "saving_pct", eerl__an_num(s->saving_pct));
-    json_object_set_new(o, "dq_pct", eerl__an_num(s->dq_pct));
+    json_object_set_new(o, "saving_pct", eerl_an_num(s->saving_pct));
+    json_object_set_new(o, "dq_pct", eerl_an_num(s->dq_pct));
     json_object_set_new(o, "changes", json_integer(s->changes));
     json_object_set_new(o, "held_static", json_boolean(s->held_static));
     json_object_set_new(o, "candidates", json_integer(s->candidates));
@@ -178,10 +177,10 @@ static json_t *sim_schedule_json(const eerl_twin_preset *preset, eerl_mode mode,
 
         if (k > 0 && s->gen_mhz[k] == s->gen_mhz[k - 1] && s->train_mhz[k] == s->train_mhz[k - 1])
             continue;
-        eerl__sim_schedule_setting(preset, mode, s, k, &st);
+        eerl_sim_schedule_setting(preset, mode, s, k, &st);
         e = json_object();
         json_object_set_new(e, "from_update", json_integer((json_int_t)k * s->window + 1));
-        json_object_set_new(e, "setting", eerl__an_setting_json(&st));
+        json_object_set_new(e, "setting", eerl_an_setting_json(&st));
         json_array_append_new(a, e);
     }
     json_object_set_new(o, "schedule", a);
@@ -227,13 +226,13 @@ struct sim_job {
     eerl_twin_preset *preset;
     unsigned ng, nt;
     uint64_t seeds[SEEDS_MAX];
-    struct eerl__wl_scenario scn;
+    struct eerl_twin_scenario scn;
     char scn_desc[128];
-    struct eerl__sim_run *gov, *ctl;
-    const struct eerl__an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
-    struct eerl__an_result *res;
-    struct eerl__sim_oracle *orc;
-    struct eerl__sim_schedule wsc;
+    struct eerl_sim_run *gov, *ctl;
+    const struct eerl_an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
+    struct eerl_an_result *res;
+    struct eerl_sim_oracle *orc;
+    struct eerl_sim_schedule wsc;
     struct timespec t0;
 };
 
@@ -345,7 +344,7 @@ static int resolve(struct sim_opts *o, struct sim_job *j)
     if (eerl_cli_twin_target(CMD, o->model_file ? NULL : o->model, o->gpu, o->mode_s, o->size,
                              o->alloc, EERL_TWIN_GPUS_LIMIT, &j->mode, &j->ng, &j->nt) < 0)
         return -1;
-    calib = eerl__sim_calibration_updates(j->mode);
+    calib = eerl_sim_calibration_updates(j->mode);
     if (o->updates <= calib) {
         eerl_cli_err(CMD,
                      "--updates %lu is not more than the controller's calibration (%u updates in "
@@ -361,7 +360,7 @@ static int resolve(struct sim_opts *o, struct sim_job *j)
     if (o->model_file) {
         if (eerl_cli_model_file(CMD, o->model_file, o->gpu, NULL, &j->preset))
             return -1;
-        o->model = j->preset->model;
+        o->model = eerl_twin_preset_model(j->preset);
         e = 0;
     } else {
         e = eerl_twin_preset_new(o->model, o->gpu, NULL, &j->preset);
@@ -371,7 +370,7 @@ static int resolve(struct sim_opts *o, struct sim_job *j)
                      eerl_strerror(e));
         return -1;
     }
-    e = eerl__preset_set_scenario(j->preset, &j->scn);
+    e = eerl_twin_preset_set_scenario(j->preset, &j->scn);
     if (e < 0) {
         eerl_cli_err(CMD, "--workload %s: %s", j->scn_desc, eerl_strerror(e));
         return -1;
@@ -481,13 +480,13 @@ static void trace_meta(const struct sim_opts *o, const struct sim_job *j, size_t
              "%s%s%s%s\"backend\":\"twin\"}",
              role ? "controller" : "governor", (unsigned long long)j->seeds[k], o->model, o->gpu,
              o->alloc, o->size, o->updates, o->divergence, o->noise ? "\"noise\":\"fitted\"," : "",
-             sc ? "\"scenario\":\"" : "", sc ? eerl__wl_scenario_name(j->scn.kind) : "",
+             sc ? "\"scenario\":\"" : "", sc ? eerl_twin_scenario_name(j->scn.kind) : "",
              sc ? "\"," : "");
 }
 
 /* Seed k's run configuration (without its role); spath holds the state files' paths. */
 static void seed_config(const struct sim_opts *o, const struct sim_job *j, size_t k,
-                        struct eerl__sim_config *c, char spath[2][4096])
+                        struct eerl_sim_config *c, char spath[2][4096])
 {
     memset(c, 0, sizeof(*c));
     c->preset = j->preset;
@@ -522,7 +521,7 @@ static void seed_config(const struct sim_opts *o, const struct sim_job *j, size_
 /* Seed k's progress line(s) on stderr. */
 static void seed_progress(const struct sim_opts *o, const struct sim_job *j, size_t k)
 {
-    const struct eerl__sim_run *c = &j->ctl[k];
+    const struct eerl_sim_run *c = &j->ctl[k];
     unsigned long long seed = (unsigned long long)j->seeds[k];
     char buf[64];
 
@@ -546,7 +545,7 @@ static void seed_progress(const struct sim_opts *o, const struct sim_job *j, siz
 /* Seed k's governor run and controller run; -1 on failure (said; the traces removed). */
 static int run_seed(const struct sim_opts *o, struct sim_job *j, size_t k)
 {
-    struct eerl__sim_config c;
+    struct eerl_sim_config c;
     char path[2][4096], meta[512], spath[2][4096], why[1024];
     int role;
 
@@ -558,7 +557,7 @@ static int run_seed(const struct sim_opts *o, struct sim_job *j, size_t k)
         trace_meta(o, j, k, role, meta, sizeof(meta));
         c.trace_path = o->trace ? path[role] : NULL;
         c.trace_run_json = meta;
-        if (eerl__sim_run(&c, role ? &j->ctl[k] : &j->gov[k], why, sizeof(why)) < 0) {
+        if (eerl_sim_run(&c, role ? &j->ctl[k] : &j->gov[k], why, sizeof(why)) < 0) {
             eerl_cli_err(CMD, "seed %llu, %s run: %s", (unsigned long long)j->seeds[k],
                          role ? "controller" : "governor", why);
             remove_traces(o->trace, j->seeds, o->n_seeds, j->made_dir);
@@ -582,8 +581,8 @@ static int oracles(const struct sim_opts *o, struct sim_job *j, int windowed)
     int e;
 
     if (!j->have_oracle) {
-        e = eerl__sim_oracle(j->preset, j->mode, j->ng, j->nt, o->size[0], (unsigned)o->updates,
-                             j->seeds, o->n_seeds, o->loss, j->orc);
+        e = eerl_sim_oracle(j->preset, j->mode, j->ng, j->nt, o->size[0], (unsigned)o->updates,
+                            j->seeds, o->n_seeds, o->loss, j->orc);
         if (e < 0) {
             eerl_cli_err(CMD, "oracle: %s", eerl_strerror(e));
             return -1;
@@ -592,9 +591,8 @@ static int oracles(const struct sim_opts *o, struct sim_job *j, int windowed)
     }
     if (!windowed)
         return 0;
-    e = eerl__sim_oracle_windowed(j->preset, j->mode, j->ng, j->nt, o->size[0],
-                                  (unsigned)o->updates, j->seeds, o->n_seeds, o->loss,
-                                  (unsigned)o->owin, j->orc, &j->wsc);
+    e = eerl_sim_oracle_windowed(j->preset, j->mode, j->ng, j->nt, o->size[0], (unsigned)o->updates,
+                                 j->seeds, o->n_seeds, o->loss, (unsigned)o->owin, j->orc, &j->wsc);
     if (e < 0) {
         eerl_cli_err(CMD, "windowed oracle: %s", eerl_strerror(e));
         return -1;
@@ -625,9 +623,9 @@ static int run_all(const struct sim_opts *o, struct sim_job *j)
     for (k = 0; k < o->n_seeds; k++)
         if (run_seed(o, j, k) < 0)
             return -1;
-    e = eerl__an_compare(j->gs, j->cs, o->n_seeds, j->res);
+    e = eerl_an_compare(j->gs, j->cs, o->n_seeds, j->res);
     if (e == 0)
-        e = eerl__an_normalize(j->gs, o->n_seeds, j->cs, o->n_seeds, j->res);
+        e = eerl_an_normalize(j->gs, o->n_seeds, j->cs, o->n_seeds, j->res);
     if (e < 0) {
         eerl_cli_err(CMD, "analysis: %s", eerl_strerror(e));
         return -1;
@@ -642,7 +640,7 @@ static int run_all(const struct sim_opts *o, struct sim_job *j)
 /* --json's "workload" object. */
 static json_t *workload_json(const struct sim_opts *o, const struct sim_job *j)
 {
-    const struct eerl__wl_scenario *scn = &j->scn;
+    const struct eerl_twin_scenario *scn = &j->scn;
     json_t *wl = json_object();
     int pkbv[3];
 
@@ -651,16 +649,16 @@ static json_t *workload_json(const struct sim_opts *o, const struct sim_job *j)
     json_object_set_new(wl, "P", json_integer(pkbv[0]));
     json_object_set_new(wl, "K", json_integer(pkbv[1]));
     json_object_set_new(wl, "B", json_integer(pkbv[2]));
-    json_object_set_new(wl, "scenario", json_string(eerl__wl_scenario_name(scn->kind)));
-    if (scn->kind != EERL__WL_STEADY)
+    json_object_set_new(wl, "scenario", json_string(eerl_twin_scenario_name(scn->kind)));
+    if (scn->kind != EERL_TWIN_SCENARIO_STEADY)
         json_object_set_new(wl, "factor", json_real(scn->factor));
-    if (scn->kind == EERL__WL_GROWING)
+    if (scn->kind == EERL_TWIN_SCENARIO_GROWING)
         json_object_set_new(wl, "over_updates", json_integer(scn->span));
-    if (scn->kind == EERL__WL_COLLAPSING) {
+    if (scn->kind == EERL_TWIN_SCENARIO_COLLAPSING) {
         json_object_set_new(wl, "spread", json_real(scn->spread));
         json_object_set_new(wl, "tau_updates", json_real(scn->tau));
     }
-    if (scn->kind == EERL__WL_STEP)
+    if (scn->kind == EERL_TWIN_SCENARIO_STEP)
         json_object_set_new(wl, "step_at", json_integer(scn->at + 1));
     return wl;
 }
@@ -668,7 +666,7 @@ static json_t *workload_json(const struct sim_opts *o, const struct sim_job *j)
 /* Each seed's oracle figures, added to --json's "seeds" entries. */
 static void seeds_json(json_t *j_out, const struct sim_job *j)
 {
-    const struct eerl__sim_oracle *orc = j->orc;
+    const struct eerl_sim_oracle *orc = j->orc;
     size_t k;
     json_t *sj;
 
@@ -676,28 +674,28 @@ static void seeds_json(json_t *j_out, const struct sim_job *j)
     {
         json_t *oj = json_object();
 
-        json_object_set_new(oj, "setting", eerl__an_setting_json(&orc->setting));
-        json_object_set_new(oj, "saving_pct", eerl__an_num(orc->seed_saving_pct[k]));
-        json_object_set_new(oj, "dq_pct", eerl__an_num(orc->seed_dq_pct[k]));
+        json_object_set_new(oj, "setting", eerl_an_setting_json(&orc->setting));
+        json_object_set_new(oj, "saving_pct", eerl_an_num(orc->seed_saving_pct[k]));
+        json_object_set_new(oj, "dq_pct", eerl_an_num(orc->seed_dq_pct[k]));
         json_object_set_new(sj, "oracle", oj);
         oj = json_object();
-        json_object_set_new(oj, "saving_pct", eerl__an_num(j->wsc.seed_saving_pct[k]));
-        json_object_set_new(oj, "dq_pct", eerl__an_num(j->wsc.seed_dq_pct[k]));
+        json_object_set_new(oj, "saving_pct", eerl_an_num(j->wsc.seed_saving_pct[k]));
+        json_object_set_new(oj, "dq_pct", eerl_an_num(j->wsc.seed_dq_pct[k]));
         json_object_set_new(sj, "oracle_windowed", oj);
         json_object_set_new(
             sj, "capture_ratio",
-            eerl__an_num(orc->seed_saving_pct[k] > 0
-                             ? j->res->seed[k].whole.saving_pct / orc->seed_saving_pct[k]
-                             : NAN));
+            eerl_an_num(orc->seed_saving_pct[k] > 0
+                            ? j->res->seed[k].whole.saving_pct / orc->seed_saving_pct[k]
+                            : NAN));
     }
 }
 
 /* --json: one object holding every figure the text prints. */
 static void print_json(const struct sim_opts *o, const struct sim_job *j, int exact,
-                       const struct eerl__an_window *vw, const struct eerl__an_window *ow,
+                       const struct eerl_an_window *vw, const struct eerl_an_window *ow,
                        double wall)
 {
-    json_t *out = eerl__an_result_json(j->res, exact, o->loss);
+    json_t *out = eerl_an_result_json(j->res, exact, o->loss);
     double capture = j->orc->saving_pct > 0 ? vw->saving_pct / j->orc->saving_pct : NAN;
 
     json_object_set_new(out, "model", json_string(o->model));
@@ -709,17 +707,17 @@ static void print_json(const struct sim_opts *o, const struct sim_job *j, int ex
     json_object_set_new(out, "size", json_string(o->size));
     json_object_set_new(out, "workload", workload_json(o, j));
     json_object_set_new(out, "updates", json_integer((json_int_t)o->updates));
-    json_object_set_new(out, "first_update", json_integer(EERL__AN_FIRST_UPDATE));
+    json_object_set_new(out, "first_update", json_integer(EERL_AN_FIRST_UPDATE));
     json_object_set_new(out, "n_seeds", json_integer((json_int_t)o->n_seeds));
     json_object_set_new(out, "allowed_loss", json_real(o->loss));
     json_object_set_new(out, "strategy", json_string(o->strategy_s));
     json_object_set_new(out, "divergence", json_real(o->divergence));
-    json_object_set_new(out, "oracle", eerl__an_window_json(ow, &j->orc->setting, 0));
-    json_object_set_new(out, "capture_ratio", eerl__an_num(capture));
+    json_object_set_new(out, "oracle", eerl_an_window_json(ow, &j->orc->setting, 0));
+    json_object_set_new(out, "capture_ratio", eerl_an_num(capture));
     json_object_set_new(out, "oracle_windowed", sim_schedule_json(j->preset, j->mode, &j->wsc));
     json_object_set_new(
         out, "capture_ratio_windowed",
-        eerl__an_num(j->wsc.saving_pct > 0 ? vw->saving_pct / j->wsc.saving_pct : NAN));
+        eerl_an_num(j->wsc.saving_pct > 0 ? vw->saving_pct / j->wsc.saving_pct : NAN));
     seeds_json(out, j);
     json_object_set_new(out, "wall_s", json_real(wall));
     eerl_cli_print_json(out);
@@ -736,9 +734,9 @@ static void print_text(const struct sim_opts *o, const struct sim_job *j, int ex
            o->model, o->gpu, o->mode_s, o->alloc, o->size,
            size_desc(j->preset, o->size[0], pkb, sizeof(pkb)), o->updates, o->n_seeds,
            o->n_seeds == 1 ? "" : "s", o->loss * 100);
-    if (j->scn.kind != EERL__WL_STEADY)
+    if (j->scn.kind != EERL_TWIN_SCENARIO_STEADY)
         printf("workload drift: %s\n", j->scn_desc);
-    snprintf(range, sizeof(range), "%d-%lu", EERL__AN_FIRST_UPDATE, o->updates);
+    snprintf(range, sizeof(range), "%d-%lu", EERL_AN_FIRST_UPDATE, o->updates);
     eerl_cli_print_comparison(j->res, exact, o->divergence, o->loss, range, oracle);
     if (o->trace)
         printf("\n  traces: %s/seed<N>-{governor,controller}.jsonl (eerl analyze, eerl "
@@ -753,11 +751,11 @@ static void print_results(const struct sim_opts *o, const struct sim_job *j)
 {
     double wall = since(&j->t0);
     int exact = o->divergence == 0;
-    const struct eerl__an_window *vw = eerl__an_verdict_window(j->res, exact);
-    struct eerl__an_window ow = {(double)o->updates - 1, j->orc->saving_pct, j->orc->dq_pct,
+    const struct eerl_an_window *vw = eerl_an_verdict_window(j->res, exact);
+    struct eerl_an_window ow = {(double)o->updates - 1, j->orc->saving_pct, j->orc->dq_pct,
+                                (unsigned)o->n_seeds};
+    struct eerl_an_window oww = {(double)o->updates - 1, j->wsc.saving_pct, j->wsc.dq_pct,
                                  (unsigned)o->n_seeds};
-    struct eerl__an_window oww = {(double)o->updates - 1, j->wsc.saving_pct, j->wsc.dq_pct,
-                                  (unsigned)o->n_seeds};
     struct eerl_cli_oracle oracle = {&ow,  &j->orc->setting, j->orc->seed_saving_pct,
                                      &oww, j->wsc.window,    j->wsc.changes};
 
@@ -775,15 +773,15 @@ static void job_free(const struct sim_opts *o, struct sim_job *j)
 
     if (j->gov)
         for (k = 0; k < o->n_seeds; k++)
-            eerl__sim_run_free(&j->gov[k]);
+            eerl_sim_run_free(&j->gov[k]);
     if (j->ctl)
         for (k = 0; k < o->n_seeds; k++)
-            eerl__sim_run_free(&j->ctl[k]);
+            eerl_sim_run_free(&j->ctl[k]);
     free(j->gov);
     free(j->ctl);
     free(j->res);
     free(j->orc);
-    eerl__sim_schedule_free(&j->wsc);
+    eerl_sim_schedule_free(&j->wsc);
     eerl_twin_preset_free(j->preset);
 }
 

@@ -14,8 +14,6 @@
 #include "eerl/error.h"
 #include "eerl/tools/twin.h"
 #include "cli.h"
-#include "twin/presets.h"
-#include "twin/scenario.h"
 #include "workload_opt.h"
 
 #define CMD "sweep"
@@ -295,7 +293,7 @@ static int prepare(struct opts *o, struct pair *pairs, size_t *n_pairs, struct t
 {
     eerl_twin_mode mode;
     unsigned ng = 0, nt = 0;
-    struct eerl__wl_scenario scn;
+    struct eerl_twin_scenario scn;
     char *text = NULL;
     size_t k;
     int e;
@@ -322,7 +320,7 @@ static int prepare(struct opts *o, struct pair *pairs, size_t *n_pairs, struct t
         free(text);
         if (e)
             return e;
-        o->model = ctx->preset->model;
+        o->model = eerl_twin_preset_model(ctx->preset);
         e = 0;
     } else {
         e = eerl_twin_preset_new(o->model, o->gpu, text, &ctx->preset);
@@ -334,7 +332,7 @@ static int prepare(struct opts *o, struct pair *pairs, size_t *n_pairs, struct t
                      eerl_strerror(e));
         return o->params ? EERL_EXIT_USAGE : EERL_EXIT_FAIL;
     }
-    e = eerl__preset_set_scenario(ctx->preset, &scn);
+    e = eerl_twin_preset_set_scenario(ctx->preset, &scn);
     if (e < 0) {
         eerl_cli_err(CMD, "--workload %s: %s", scn_desc, eerl_strerror(e));
         return EERL_EXIT_USAGE;

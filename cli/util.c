@@ -14,7 +14,7 @@
 #include "eerl/device.h"
 #include "eerl/error.h"
 #include "eerl/tools/twin.h"
-#include "analysis/analysis.h"
+#include "eerl/tools/analysis.h"
 #include "cli.h"
 
 void eerl_cli_err(const char *cmd, const char *fmt, ...)
@@ -191,7 +191,7 @@ int eerl_cli_twin_target(const char *cmd, const char *model, const char *gpu, co
     return 0;
 }
 
-void eerl_cli_window_row(const char *name, const struct eerl__an_window *w, const char *setting,
+void eerl_cli_window_row(const char *name, const struct eerl_an_window *w, const char *setting,
                          int name_w, int setting_w)
 {
     char s[32], q[32], u[32];
@@ -289,7 +289,7 @@ const char *eerl_cli_setting_str(const eerl_setting *s, char *buf, size_t len)
 {
     char g[40];
 
-    eerl__an_setting_str(s, g, sizeof(g));
+    eerl_an_setting_str(s, g, sizeof(g));
     if (s->idle_mhz)
         snprintf(buf, len, "%s idle %u", g, s->idle_mhz);
     else
@@ -299,7 +299,7 @@ const char *eerl_cli_setting_str(const eerl_setting *s, char *buf, size_t len)
 
 /* One row; range: the fewest to the most updates the row counts in a seed ("27 to 29": a count
  * per seed, not update numbers), or NULL for the window's own count. */
-static void cmp_row(const char *name, const char *range, const struct eerl__an_window *w,
+static void cmp_row(const char *name, const char *range, const struct eerl_an_window *w,
                     const char *setting)
 {
     char s[32], q[32], u[32];
@@ -315,11 +315,11 @@ static void cmp_row(const char *name, const char *range, const struct eerl__an_w
     printf("  %-28s %16s  %-20s %8s  %10s\n", name, u, setting, s, q);
 }
 
-static const char *range_str(const struct eerl__an_result *res, int after, char *buf, size_t n)
+static const char *range_str(const struct eerl_an_result *res, int after, char *buf, size_t n)
 {
     double lo, hi;
 
-    eerl__an_window_range(res, after, &lo, &hi);
+    eerl_an_window_range(res, after, &lo, &hi);
     if (lo == hi)
         snprintf(buf, n, "%.0f", lo);
     else
@@ -328,7 +328,7 @@ static const char *range_str(const struct eerl__an_result *res, int after, char 
 }
 
 /* What the rows mean: exact (the runs of a seed did the same work) or normalized. */
-static void print_rows_note(const struct eerl__an_result *res, int norm, double divergence,
+static void print_rows_note(const struct eerl_an_result *res, int norm, double divergence,
                             const char *updates_desc)
 {
     char dv[64];
@@ -352,7 +352,7 @@ static void print_rows_note(const struct eerl__an_result *res, int norm, double 
 }
 
 /* The table of intervals: whole run, before and after the lock, the oracles. */
-static void print_intervals(const struct eerl__an_result *res, int norm,
+static void print_intervals(const struct eerl_an_result *res, int norm,
                             const struct eerl_cli_oracle *oracle)
 {
     char set[64], o2[96], r1[32], r2[32];
@@ -394,7 +394,7 @@ static void print_intervals(const struct eerl__an_result *res, int norm,
 }
 
 /* The verdict on the allowance, the capture ratios, the governors' own spread. */
-static void print_verdict(const struct eerl__an_result *res, const struct eerl__an_window *vw,
+static void print_verdict(const struct eerl_an_result *res, const struct eerl_an_window *vw,
                           int norm, double allowed_loss, const struct eerl_cli_oracle *oracle)
 {
     if (allowed_loss > 0)
@@ -426,7 +426,7 @@ static void print_verdict(const struct eerl__an_result *res, const struct eerl__
 }
 
 /* One row per seed: its lock, whole run and after the lock, its capture. */
-static void print_seeds(const struct eerl__an_result *res, int norm,
+static void print_seeds(const struct eerl_an_result *res, int norm,
                         const struct eerl_cli_oracle *oracle)
 {
     char set[64];
@@ -437,7 +437,7 @@ static void print_seeds(const struct eerl__an_result *res, int norm,
     printf("  %-6s %-20s %-7s %10s %10s %10s %10s%s\n", "seed", "gen/train MHz", "after", "saving",
            "throughput", "saving", "throughput", oracle ? "  capture" : "");
     for (k = 0; k < res->n_seeds; k++) {
-        const struct eerl__an_seed *sd = &res->seed[k];
+        const struct eerl_an_seed *sd = &res->seed[k];
         char s1[32], s2[32], s3[32], s4[32], at[32], cap[32] = "";
 
         eerl_cli_fmt_pct(s1, sizeof(s1), sd->whole.saving_pct, 0);
@@ -463,11 +463,11 @@ static void print_seeds(const struct eerl__an_result *res, int norm,
            "count the updates after it)\n");
 }
 
-void eerl_cli_print_comparison(const struct eerl__an_result *res, int exact, double divergence,
+void eerl_cli_print_comparison(const struct eerl_an_result *res, int exact, double divergence,
                                double allowed_loss, const char *updates_desc,
                                const struct eerl_cli_oracle *oracle)
 {
-    const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
+    const struct eerl_an_window *vw = eerl_an_verdict_window(res, exact);
     int norm = vw != &res->whole;
 
     print_rows_note(res, norm, divergence, updates_desc);

@@ -3,14 +3,15 @@
 #include <string.h>
 
 #include "cli.h"
-#include "twin/scenario.h"
+#include "eerl/tools/twin.h"
 #include "workload_opt.h"
 
 static const char *const opts[5] = {"--growth", "--collapse", "--collapse-tau", "--step-at",
                                     "--step-factor"};
 /* The scenario each option belongs to. */
-static const int owner[5] = {EERL__WL_GROWING, EERL__WL_COLLAPSING, EERL__WL_COLLAPSING,
-                             EERL__WL_STEP, EERL__WL_STEP};
+static const int owner[5] = {EERL_TWIN_SCENARIO_GROWING, EERL_TWIN_SCENARIO_COLLAPSING,
+                             EERL_TWIN_SCENARIO_COLLAPSING, EERL_TWIN_SCENARIO_STEP,
+                             EERL_TWIN_SCENARIO_STEP};
 
 int eerl_cli_workload_opt(const char *cmd, const char *opt, const char *val,
                           struct eerl_cli_workload *w)
@@ -19,7 +20,7 @@ int eerl_cli_workload_opt(const char *cmd, const char *opt, const char *val,
 
     if (!strcmp(opt, "--workload")) {
         if (!val) {
-            eerl_cli_err(cmd, "option '--workload' needs a value (%s)", eerl__wl_scenario_names());
+            eerl_cli_err(cmd, "option '--workload' needs a value (%s)", eerl_twin_scenario_names());
             return -1;
         }
         w->name = val;
@@ -58,23 +59,23 @@ int eerl_cli_workload_opt(const char *cmd, const char *opt, const char *val,
 }
 
 int eerl_cli_workload_resolve(const char *cmd, const struct eerl_cli_workload *w,
-                              unsigned long updates, struct eerl__wl_scenario *ret)
+                              unsigned long updates, struct eerl_twin_scenario *ret)
 {
-    struct eerl__wl_scenario s;
-    int kind = EERL__WL_STEADY, i;
+    struct eerl_twin_scenario s;
+    int kind = EERL_TWIN_SCENARIO_STEADY, i;
 
-    if (w->name && eerl__wl_scenario_parse(w->name, &kind) < 0) {
+    if (w->name && eerl_twin_scenario_parse(w->name, &kind) < 0) {
         eerl_cli_err(cmd, "unknown workload scenario '%s'; valid: %s", w->name,
-                     eerl__wl_scenario_names());
+                     eerl_twin_scenario_names());
         return -1;
     }
     for (i = 0; i < 5; i++)
         if (w->given[i] && owner[i] != kind) {
             eerl_cli_err(cmd, "%s belongs to --workload %s, not to --workload %s", w->given[i],
-                         eerl__wl_scenario_name(owner[i]), eerl__wl_scenario_name(kind));
+                         eerl_twin_scenario_name(owner[i]), eerl_twin_scenario_name(kind));
             return -1;
         }
-    eerl__wl_scenario_default(kind, (unsigned)updates, &s);
+    eerl_twin_scenario_default(kind, (unsigned)updates, &s);
     if (w->given[0])
         s.factor = w->growth;
     if (w->given[1])
@@ -98,17 +99,17 @@ int eerl_cli_workload_resolve(const char *cmd, const struct eerl_cli_workload *w
     return 0;
 }
 
-const char *eerl_cli_workload_desc(const struct eerl__wl_scenario *s, char *buf, size_t len)
+const char *eerl_cli_workload_desc(const struct eerl_twin_scenario *s, char *buf, size_t len)
 {
     switch (s->kind) {
-    case EERL__WL_GROWING:
+    case EERL_TWIN_SCENARIO_GROWING:
         snprintf(buf, len, "growing (median x%g over updates 1-%u)", s->factor, s->span);
         break;
-    case EERL__WL_COLLAPSING:
+    case EERL_TWIN_SCENARIO_COLLAPSING:
         snprintf(buf, len, "collapsing (median to x%g, spread to x%g, time constant %g updates)",
                  s->factor, s->spread, s->tau);
         break;
-    case EERL__WL_STEP:
+    case EERL_TWIN_SCENARIO_STEP:
         snprintf(buf, len, "step (median x%g from update %u)", s->factor, s->at + 1);
         break;
     default:

@@ -4,7 +4,7 @@
 #ifndef EERL_CLI_WORKLOAD_OPT_H
 #define EERL_CLI_WORKLOAD_OPT_H
 
-#include "twin/workload.h"
+#include "eerl/tools/twin.h"
 
 struct eerl_cli_workload {
     const char *name; /* NULL: steady */
@@ -27,8 +27,8 @@ int eerl_cli_workload_opt(const char *cmd, const char *opt, const char *val,
 /* The scenario for a run of `updates` updates; -1 after printing an error (an unknown name, or
  * an option of another scenario). */
 int eerl_cli_workload_resolve(const char *cmd, const struct eerl_cli_workload *w,
-                              unsigned long updates, struct eerl__wl_scenario *ret);
+                              unsigned long updates, struct eerl_twin_scenario *ret);
 /* "growing x2.5 over updates 1-1000" and the like, for a heading. */
-const char *eerl_cli_workload_desc(const struct eerl__wl_scenario *s, char *buf, size_t len);
+const char *eerl_cli_workload_desc(const struct eerl_twin_scenario *s, char *buf, size_t len);
 
 #endif

@@ -5,25 +5,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/protocol.h"
+#include "eerl/tools/protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct eerl__agent_req r, r2;
+    struct eerl_agent_req r, r2;
     char why[256], buf[8192];
     uint64_t id = 0;
     int has_id = 0;
     size_t n;
 
-    if (eerl__agent_parse_request((const char *)data, size, &r, &id, &has_id, why, sizeof(why)) < 0)
+    if (eerl_agent_parse_request((const char *)data, size, &r, &id, &has_id, why, sizeof(why)) < 0)
         return 0;
-    if (eerl__agent_encode_request(&r, buf, sizeof(buf), &n) < 0)
+    if (eerl_agent_encode_request(&r, buf, sizeof(buf), &n) < 0)
         abort();
     if (n == 0 || buf[n - 1] != '\n')
         abort();
-    if (eerl__agent_parse_request(buf, n - 1, &r2, NULL, NULL, why, sizeof(why)) < 0)
+    if (eerl_agent_parse_request(buf, n - 1, &r2, NULL, NULL, why, sizeof(why)) < 0)
         abort();
     if (r.op != r2.op || r.has_id != r2.has_id || r.id != r2.id || r.n_gpus != r2.n_gpus ||
         memcmp(r.gpus, r2.gpus, r.n_gpus * sizeof(unsigned)) != 0 || r.min_mhz != r2.min_mhz ||

@@ -12,29 +12,29 @@
 #include <cmocka.h>
 
 #include "eerl/error.h"
-#include "agent/protocol.h"
+#include "eerl/tools/protocol.h"
 
-static int parse(const char *text, struct eerl__agent_req *r, char *why, size_t why_len)
+static int parse(const char *text, struct eerl_agent_req *r, char *why, size_t why_len)
 {
-    return eerl__agent_parse_request(text, strlen(text), r, NULL, NULL, why, why_len);
+    return eerl_agent_parse_request(text, strlen(text), r, NULL, NULL, why, why_len);
 }
 
 static void test_valid_ops(void **state)
 {
-    struct eerl__agent_req r;
+    struct eerl_agent_req r;
     char why[256];
 
     (void)state;
     assert_int_equal(
         parse("{\"op\":\"hello\",\"v\":1,\"client\":\"verl worker\"}", &r, why, sizeof(why)), 0);
-    assert_int_equal(r.op, EERL__OP_HELLO);
+    assert_int_equal(r.op, EERL_AGENT_OP_HELLO);
     assert_int_equal(r.version, 1);
     assert_string_equal(r.client, "verl worker");
     assert_false(r.has_id);
 
     assert_int_equal(parse("{\"op\":\"lease\",\"id\":7,\"gpus\":[3,0,5]}", &r, why, sizeof(why)),
                      0);
-    assert_int_equal(r.op, EERL__OP_LEASE);
+    assert_int_equal(r.op, EERL_AGENT_OP_LEASE);
     assert_true(r.has_id);
     assert_int_equal(r.id, 7);
     assert_int_equal(r.n_gpus, 3);
@@ -124,7 +124,7 @@ static void test_malformed(void **state)
         {"{\"op\":\"read\",\"id\":9007199254740993}", "out of range"},
         {"{\"op\":\"read\"}{\"op\":\"read\"}", "not JSON"},
     };
-    struct eerl__agent_req r, before;
+    struct eerl_agent_req r, before;
     char why[256];
     size_t i;
 
@@ -143,7 +143,7 @@ static void test_malformed(void **state)
 
 static void test_limits(void **state)
 {
-    struct eerl__agent_req r;
+    struct eerl_agent_req r;
     char why[256];
     size_t len = EERL_AGENT_MSG_MAX - 1, base;
     char *big = malloc(EERL_AGENT_MSG_MAX + 8);
@@ -155,9 +155,9 @@ static void test_limits(void **state)
     /* Exactly at the limit (with its newline): accepted. One byte more: refused. */
     base = (size_t)snprintf(big, EERL_AGENT_MSG_MAX, "{\"op\":\"read\"}");
     memset(big + base, ' ', len - base);
-    assert_int_equal(eerl__agent_parse_request(big, len, &r, NULL, NULL, why, sizeof(why)), 0);
+    assert_int_equal(eerl_agent_parse_request(big, len, &r, NULL, NULL, why, sizeof(why)), 0);
     big[len] = ' ';
-    assert_int_equal(eerl__agent_parse_request(big, len + 1, &r, NULL, NULL, why, sizeof(why)),
+    assert_int_equal(eerl_agent_parse_request(big, len + 1, &r, NULL, NULL, why, sizeof(why)),
                      EERL_EPARSE);
     assert_non_null(strstr(why, "longer than the limit of 65536"));
     free(big);
@@ -181,21 +181,20 @@ static void test_limits(void **state)
 
 static void test_id_on_failure(void **state)
 {
-    struct eerl__agent_req r;
+    struct eerl_agent_req r;
     char why[256];
     uint64_t id = 0;
     int has = 0;
     const char *t = "{\"op\":\"set\",\"id\":42,\"gpus\":[0]}";
 
     (void)state;
-    assert_int_equal(eerl__agent_parse_request(t, strlen(t), &r, &id, &has, why, sizeof(why)),
+    assert_int_equal(eerl_agent_parse_request(t, strlen(t), &r, &id, &has, why, sizeof(why)),
                      EERL_EPARSE);
     assert_int_equal(id, 42);
     assert_int_equal(has, 1);
     /* Not NUL-terminated: the parser reads only len bytes. */
     assert_int_equal(
-        eerl__agent_parse_request("{\"op\":\"read\"}XXXX", 13, &r, NULL, NULL, why, sizeof(why)),
-        0);
+        eerl_agent_parse_request("{\"op\":\"read\"}XXXX", 13, &r, NULL, NULL, why, sizeof(why)), 0);
 }
 
 static void test_round_trip(void **state)
@@ -211,7 +210,7 @@ static void test_round_trip(void **state)
         "{\"op\":\"release\"}",
         "{\"op\":\"reset\",\"gpus\":[0]}",
     };
-    struct eerl__agent_req a, b;
+    struct eerl_agent_req a, b;
     char why[256], buf[1024];
     size_t i, n;
 
@@ -220,25 +219,24 @@ static void test_round_trip(void **state)
         memset(&a, 0, sizeof(a));
         memset(&b, 0, sizeof(b));
         assert_int_equal(parse(texts[i], &a, why, sizeof(why)), 0);
-        assert_int_equal(eerl__agent_encode_request(&a, buf, sizeof(buf), &n), 0);
+        assert_int_equal(eerl_agent_encode_request(&a, buf, sizeof(buf), &n), 0);
         assert_int_equal(buf[n - 1], '\n');
-        assert_int_equal(eerl__agent_parse_request(buf, n - 1, &b, NULL, NULL, why, sizeof(why)),
-                         0);
+        assert_int_equal(eerl_agent_parse_request(buf, n - 1, &b, NULL, NULL, why, sizeof(why)), 0);
         assert_memory_equal(&a, &b, sizeof(a));
     }
-    assert_int_equal(eerl__agent_encode_request(&a, buf, 4, &n), EERL_EOVERFLOW);
+    assert_int_equal(eerl_agent_encode_request(&a, buf, 4, &n), EERL_EOVERFLOW);
 }
 
 static void test_error_names(void **state)
 {
     (void)state;
-    assert_int_equal(eerl__agent_err_from_name("EERL_EBUSY"), EERL_EBUSY);
-    assert_int_equal(eerl__agent_err_from_name("EERL_ERANGE"), EERL_ERANGE);
-    assert_int_equal(eerl__agent_err_from_name(eerl_err_name(EERL_ENOPERM)), EERL_ENOPERM);
-    assert_int_equal(eerl__agent_err_from_name("EERL_NOPE"), EERL_EIO);
-    assert_int_equal(eerl__agent_err_from_name(NULL), EERL_EIO);
-    assert_string_equal(eerl__agent_op_name(EERL__OP_PHASE), "phase");
-    assert_string_equal(eerl__agent_phase_name(EERL_AGENT_PHASE_TRAIN), "train");
+    assert_int_equal(eerl_agent_err_from_name("EERL_EBUSY"), EERL_EBUSY);
+    assert_int_equal(eerl_agent_err_from_name("EERL_ERANGE"), EERL_ERANGE);
+    assert_int_equal(eerl_agent_err_from_name(eerl_err_name(EERL_ENOPERM)), EERL_ENOPERM);
+    assert_int_equal(eerl_agent_err_from_name("EERL_NOPE"), EERL_EIO);
+    assert_int_equal(eerl_agent_err_from_name(NULL), EERL_EIO);
+    assert_string_equal(eerl_agent_op_name(EERL_AGENT_OP_PHASE), "phase");
+    assert_string_equal(eerl_agent_phase_name(EERL_AGENT_PHASE_TRAIN), "train");
 }
 
 int main(void)

@@ -16,21 +16,21 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
-#include "analysis/analysis.h"
+#include "eerl/tools/analysis.h"
 #include "synth_stream.h"
 
-/* A series as eerl__an_load_trace builds it, from n observations (the series takes o). */
-static void series_of(struct eerl__an_series *s, eerl_mode mode, eerl_obs *o, size_t n)
+/* A series as eerl_an_load_trace builds it, from n observations (the series takes o). */
+static void series_of(struct eerl_an_series *s, eerl_mode mode, eerl_obs *o, size_t n)
 {
     size_t i;
 
-    eerl__an_series_init(s);
+    eerl_an_series_init(s);
     s->mode = mode;
     snprintf(s->role, sizeof(s->role), "governor");
     for (i = 0; i < n; i++)
-        assert_int_equal(eerl__an_series_add(s, o[i].update, o[i].gen_tokens, o[i].valid_tokens,
-                                             o[i].longest_tokens, o[i].time_s, o[i].energy_j,
-                                             &o[i].setting, -1, 0),
+        assert_int_equal(eerl_an_series_add(s, o[i].update, o[i].gen_tokens, o[i].valid_tokens,
+                                            o[i].longest_tokens, o[i].time_s, o[i].energy_j,
+                                            &o[i].setting, -1, 0),
                          0);
     s->obs = o;
     s->time_tolerance = 0.05;
@@ -58,48 +58,48 @@ static eerl_obs *synth_updates(size_t n, double noise)
 static void test_quantiles(void **state)
 {
     double a[5] = {5, 1, 4, 2, 3}, b[4] = {4, 1, 3, 2};
-    struct eerl__an_fwd_errs e;
-    struct eerl__an_fwd_summary r;
+    struct eerl_an_fwd_errs e;
+    struct eerl_an_fwd_summary r;
 
     (void)state;
-    eerl__an_fwd_errs_init(&e);
+    eerl_an_fwd_errs_init(&e);
     e.n = 5;
     e.tput_const = e.tput_model = e.energy_const = e.energy_model = a;
-    assert_int_equal(eerl__an_fwd_summarize(&e, &r), 0);
+    assert_int_equal(eerl_an_fwd_summarize(&e, &r), 0);
     assert_true(fabs(r.tput_const.median - 3.0) < 1e-12);
     assert_true(fabs(r.tput_const.p90 - 4.6) < 1e-12); /* 4 + 0.6 (5 - 4) */
     assert_true(fabs(a[0] - 5.0) < 1e-12);             /* the input is left unsorted */
     e.n = 4;
     e.tput_const = e.tput_model = e.energy_const = e.energy_model = b;
-    assert_int_equal(eerl__an_fwd_summarize(&e, &r), 0);
+    assert_int_equal(eerl_an_fwd_summarize(&e, &r), 0);
     assert_true(fabs(r.energy_model.median - 2.5) < 1e-12);
     assert_true(fabs(r.energy_model.p90 - 3.7) < 1e-12);
-    eerl__an_fwd_errs_init(&e);
-    assert_int_equal(eerl__an_fwd_summarize(&e, &r), 0);
+    eerl_an_fwd_errs_init(&e);
+    assert_int_equal(eerl_an_fwd_summarize(&e, &r), 0);
     assert_int_equal(r.predictions, 0);
     assert_true(isnan(r.tput_model.median) && isnan(r.tput_model.p90));
 }
 
 static void test_token_work_beats_constant(void **state)
 {
-    struct eerl__an_series s;
-    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
-    struct eerl__an_fwd_count c;
-    struct eerl__an_fwd_errs e;
-    struct eerl__an_fwd_summary r;
+    struct eerl_an_series s;
+    struct eerl_an_fwd_cfg cfg = {15, 3, 3, 0, EERL_AN_FIRST_UPDATE};
+    struct eerl_an_fwd_count c;
+    struct eerl_an_fwd_errs e;
+    struct eerl_an_fwd_summary r;
     char why[256];
 
     (void)state;
     series_of(&s, EERL_MODE_COLOCATED, synth_updates(200, 0.003), 200);
-    assert_int_equal(eerl__an_fwd_count(&s, &cfg, &c), 0);
+    assert_int_equal(eerl_an_fwd_count(&s, &cfg, &c), 0);
     assert_int_equal(c.lines, 200);
     assert_int_equal(c.warmup, 1);
     assert_int_equal(c.used, 199);
     assert_int_equal(c.gaps, 0);
     assert_int_equal(c.longest, 199);
-    eerl__an_fwd_errs_init(&e);
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
-    assert_int_equal(eerl__an_fwd_summarize(&e, &r), 0);
+    eerl_an_fwd_errs_init(&e);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
+    assert_int_equal(eerl_an_fwd_summarize(&e, &r), 0);
     assert_int_equal(r.blocks, (199 - 18) / 3 + 1);
     assert_int_equal(r.predictions, 3 * r.blocks);
     assert_int_equal(r.gap_blocks, 0);
@@ -108,23 +108,23 @@ static void test_token_work_beats_constant(void **state)
     assert_true(r.energy_model.median < r.energy_const.median);
     assert_true(r.tput_model.median <= r.tput_model.p90);
     /* A second pass pools: the same errors twice, the same medians. */
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
     {
-        struct eerl__an_fwd_summary r2;
-        assert_int_equal(eerl__an_fwd_summarize(&e, &r2), 0);
+        struct eerl_an_fwd_summary r2;
+        assert_int_equal(eerl_an_fwd_summarize(&e, &r2), 0);
         assert_int_equal(r2.blocks, 2 * r.blocks);
         assert_true(fabs(r2.tput_model.median - r.tput_model.median) < 1e-12);
     }
-    eerl__an_fwd_errs_free(&e);
-    eerl__an_series_free(&s);
+    eerl_an_fwd_errs_free(&e);
+    eerl_an_series_free(&s);
 }
 
 /* Exact power laws: generation 0.001 (1 + G), training 0.0004 (1 + N), 1 s rest. */
 static void test_exact_model_and_constant_reference(void **state)
 {
-    struct eerl__an_series s;
-    struct eerl__an_fwd_cfg cfg = {4, 1, 1, 0, EERL__AN_FIRST_UPDATE};
-    struct eerl__an_fwd_errs e;
+    struct eerl_an_series s;
+    struct eerl_an_fwd_cfg cfg = {4, 1, 1, 0, EERL_AN_FIRST_UPDATE};
+    struct eerl_an_fwd_errs e;
     eerl_obs *o = calloc(6, sizeof(*o));
     double q[6];
     char why[256];
@@ -151,9 +151,9 @@ static void test_exact_model_and_constant_reference(void **state)
         q[i] = N / o[i].time_s;
     }
     series_of(&s, EERL_MODE_COLOCATED, o, 6);
-    eerl__an_fwd_errs_init(&e);
+    eerl_an_fwd_errs_init(&e);
     /* Updates 2-6 are used: one block, fit on 2-5, predict 6. */
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
     assert_int_equal(e.blocks, 1);
     assert_int_equal(e.n, 1);
     assert_true(e.tput_model[0] < 1e-9);
@@ -165,16 +165,16 @@ static void test_exact_model_and_constant_reference(void **state)
         assert_true(fabs(e.energy_const[0] - 100 * fabs(em / o[5].energy_j - 1)) < 1e-9);
         assert_true(e.tput_const[0] > 0.1);
     }
-    eerl__an_fwd_errs_free(&e);
-    eerl__an_series_free(&s);
+    eerl_an_fwd_errs_free(&e);
+    eerl_an_series_free(&s);
 }
 
 static void test_gaps_consecutive_and_refused(void **state)
 {
-    struct eerl__an_series s;
-    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
-    struct eerl__an_fwd_count c;
-    struct eerl__an_fwd_errs e;
+    struct eerl_an_series s;
+    struct eerl_an_fwd_cfg cfg = {15, 3, 3, 0, EERL_AN_FIRST_UPDATE};
+    struct eerl_an_fwd_count c;
+    struct eerl_an_fwd_errs e;
     eerl_obs *o = synth_updates(201, 0.003);
     char why[256];
     size_t i;
@@ -185,66 +185,66 @@ static void test_gaps_consecutive_and_refused(void **state)
         o[i].setting.mhz[EERL_GROUP_GEN] = 1500;
     o[200].energy_j = NAN;
     series_of(&s, EERL_MODE_COLOCATED, o, 201);
-    assert_int_equal(eerl__an_fwd_count(&s, &cfg, &c), 0);
+    assert_int_equal(eerl_an_fwd_count(&s, &cfg, &c), 0);
     assert_int_equal(c.not_governor, 3);
     assert_int_equal(c.invalid, 1);
     assert_int_equal(c.used, 196);
     assert_int_equal(c.gaps, 1);
     assert_int_equal(c.longest, 148); /* 53-200 */
-    eerl__an_fwd_errs_init(&e);
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
+    eerl_an_fwd_errs_init(&e);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
     /* Bridged: (196 - 18) / 3 + 1 blocks; those starting at used index 48..60 span the gap. */
     assert_int_equal(e.blocks, 60);
     assert_int_equal(e.gap_blocks, 5);
-    eerl__an_fwd_errs_free(&e);
+    eerl_an_fwd_errs_free(&e);
     cfg.consecutive = 1;
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
     /* Stretches of 48 (2-49) and 148: 11 + 44 blocks, none across the gap. */
     assert_int_equal(e.blocks, 11 + 44);
     assert_int_equal(e.gap_blocks, 0);
-    eerl__an_fwd_errs_free(&e);
-    eerl__an_series_free(&s);
+    eerl_an_fwd_errs_free(&e);
+    eerl_an_series_free(&s);
 }
 
 static void test_refusals(void **state)
 {
-    struct eerl__an_series s, bare;
-    struct eerl__an_fwd_cfg cfg = {15, 3, 3, 0, EERL__AN_FIRST_UPDATE};
-    struct eerl__an_fwd_count c;
-    struct eerl__an_fwd_errs e;
+    struct eerl_an_series s, bare;
+    struct eerl_an_fwd_cfg cfg = {15, 3, 3, 0, EERL_AN_FIRST_UPDATE};
+    struct eerl_an_fwd_count c;
+    struct eerl_an_fwd_errs e;
     eerl_setting gov;
     char why[256];
 
     (void)state;
     series_of(&s, EERL_MODE_COLOCATED, synth_updates(18, 0.003), 18);
-    eerl__an_fwd_errs_init(&e);
+    eerl_an_fwd_errs_init(&e);
     /* 17 used updates, 18 needed. */
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_ENODATA);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_ENODATA);
     assert_int_equal(e.n, 0);
     assert_int_equal(e.blocks, 0);
     cfg.fit = 14;
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), 0);
     assert_int_equal(e.blocks, 1);
-    eerl__an_fwd_errs_free(&e);
+    eerl_an_fwd_errs_free(&e);
     cfg.fit = 1;
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
     cfg.fit = 15;
     cfg.predict = 0;
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
     cfg.predict = 3;
     cfg.step = 0;
-    assert_int_equal(eerl__an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(eerl_an_forward_test(&s, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
     cfg.step = 3;
-    assert_int_equal(eerl__an_forward_test(NULL, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(eerl_an_forward_test(NULL, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
     /* A series without observations (built by eerl sim, not read from a trace). */
-    eerl__an_series_init(&bare);
+    eerl_an_series_init(&bare);
     memset(&gov, 0, sizeof(gov));
-    assert_int_equal(eerl__an_series_add(&bare, 1, 1, 1, 1, 1, 1, &gov, -1, 0), 0);
-    assert_int_equal(eerl__an_fwd_count(&bare, &cfg, &c), EERL_EINVAL);
-    assert_int_equal(eerl__an_forward_test(&bare, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(eerl_an_series_add(&bare, 1, 1, 1, 1, 1, 1, &gov, -1, 0), 0);
+    assert_int_equal(eerl_an_fwd_count(&bare, &cfg, &c), EERL_EINVAL);
+    assert_int_equal(eerl_an_forward_test(&bare, &cfg, &e, why, sizeof(why)), EERL_EINVAL);
     assert_int_equal(e.n, 0);
-    eerl__an_series_free(&bare);
-    eerl__an_series_free(&s);
+    eerl_an_series_free(&bare);
+    eerl_an_series_free(&s);
 }
 
 int main(void)

@@ -89,52 +89,62 @@ static void test_shorter_struct_is_read(void **state)
     free(buf);
 }
 
-/* A revision key of the configuration (at byte offset off, called name): the current revision by
- * default in every mode and the only one accepted; an older one is refused naming it and the
- * current one (a trace it decided replays with the eerl that wrote it), as is a newer one. */
-static void check_revision(size_t off, const char *name, unsigned now, eerl_strategy strategy)
+/* A revision key, an experimental option of the controller (name): the current revision by
+ * default in every mode and the only one a controller takes; an older one is refused naming it
+ * and the current one (a trace it decided replays with the eerl that wrote it), as is a newer
+ * one (out of the table's bounds). */
+static void check_revision(const char *name, unsigned now, eerl_strategy strategy)
 {
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
     eerl_ctl_config c;
+    eerl_ctl *ctl;
     char why[300] = "", want[120];
-    unsigned *rev = (unsigned *)((char *)&c + off);
+    double v;
     int m;
 
     for (m = 0; m < EERL_MODE_COUNT; m++) {
         eerl_ctl_config_default((eerl_mode)m, &c);
-        assert_int_equal(*rev, now);
+        c.strategy = strategy;
+        assert_int_equal(eerl_ctl_new((eerl_mode)m, &c, clocks, nc, 1980, &ctl), 0);
+        assert_int_equal(eerl_ctl_get_option(ctl, name, &v), 0);
+        assert_true(v == now);
+        eerl_ctl_free(ctl);
     }
-    c.strategy = strategy;
-    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), 0);
-    *rev = now - 1;
-    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_set_option(ctl, name, now, NULL, 0), 0);
+    assert_int_equal(eerl_ctl_set_option(ctl, name, now - 1, why, sizeof(why)), EERL_EINVAL);
     snprintf(want, sizeof(want),
              "%s %u is an older revision: this eerl decides as revision %u only", name, now - 1,
              now);
     assert_non_null(strstr(why, want));
-    *rev = 0;
-    assert_int_equal(eerl_ctl_config_check(&c, NULL, 0), EERL_EINVAL);
-    *rev = now + 1;
-    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
-    snprintf(want, sizeof(want), "%s %u is newer", name, now + 1);
+    assert_int_equal(eerl_ctl_set_option(ctl, name, 0, NULL, 0), EERL_EINVAL);
+    assert_int_equal(eerl_ctl_set_option(ctl, name, now + 1, why, sizeof(why)), EERL_EINVAL);
+    snprintf(want, sizeof(want), "%s %u must be a whole number in [0, %u]", name, now + 1, now);
     assert_non_null(strstr(why, want));
+    assert_int_equal(eerl_ctl_get_option(ctl, name, &v), 0);
+    assert_true(v == now);
+    eerl_ctl_free(ctl);
+    /* Not a field of the configuration: a struct is the same in every view. */
+    eerl_ctl_config_default(EERL_MODE_COLOCATED, &c);
+    assert_int_equal(eerl_ctl_config_set(&c, name, now, why, sizeof(why)), EERL_EINVAL);
+    assert_non_null(strstr(why, "eerl_ctl_set_option"));
+    assert_int_equal(eerl_ctl_config_get(&c, name, &v), EERL_EINVAL);
 }
 
 /* The eerl strategy's revisions: 12 in colocated, disaggregated and drained mode, 5 in-flight. */
 static void test_eerl_revision(void **state)
 {
     (void)state;
-    check_revision(offsetof(eerl_ctl_config, eerl_revision), "eerl_revision", 12,
-                   EERL_STRATEGY_EERL);
-    check_revision(offsetof(eerl_ctl_config, inflight_revision), "inflight_revision", 5,
-                   EERL_STRATEGY_EERL);
+    check_revision("eerl_revision", 12, EERL_STRATEGY_EERL);
+    check_revision("inflight_revision", 5, EERL_STRATEGY_EERL);
 }
 
 /* The paper strategy's grid revision: 1. */
 static void test_paper_revision(void **state)
 {
     (void)state;
-    check_revision(offsetof(eerl_ctl_config, paper_revision), "paper_revision", 1,
-                   EERL_STRATEGY_PAPER);
+    check_revision("paper_revision", 1, EERL_STRATEGY_PAPER);
 }
 
 static void test_unknown_sizes_are_refused(void **state)
@@ -271,14 +281,54 @@ static void test_allowed_loss_one_range_one_message(void **state)
     assert_int_equal(eerl_ctl_config_set(&c, "trial_updates", 2.5, why, sizeof(why)), EERL_EINVAL);
     assert_string_equal(why, "trial_updates 2.5 must be a whole number in [1, 1000]");
     assert_int_equal(eerl_rt_config_set(&rc, "trial_updates", 3, why, sizeof(why)), EERL_EINVAL);
-    /* An experimental option is set by name in this release's whole struct only. */
-    assert_int_equal(eerl_ctl_config_set(&c, "warmup_updates", 0, why, sizeof(why)), 0);
-    assert_int_equal(c.warmup_updates, 0);
     c.size = CTL_MIN;
-    assert_int_equal(eerl_ctl_config_set(&c, "warmup_updates", 2, why, sizeof(why)), EERL_EINVAL);
-    assert_int_equal(c.warmup_updates, 0);
     assert_int_equal(eerl_ctl_config_set(&c, "trial_updates", 4, why, sizeof(why)), 0);
     assert_int_equal(c.trial_updates, 4);
+}
+
+/* An experimental option is no field of any struct: it is set on a controller by name, before
+ * its first observation, within the table's bounds; the configuration refuses it, saying where
+ * it is set, and a controller refuses a stable one the same way. */
+static void test_experimental_options_are_set_on_the_controller(void **state)
+{
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
+    eerl_ctl_config c;
+    eerl_ctl *ctl;
+    eerl_setting s;
+    struct synth sy;
+    eerl_obs o;
+    char why[300] = "";
+    double v;
+
+    (void)state;
+    eerl_ctl_config_default(EERL_MODE_COLOCATED, &c);
+    assert_int_equal(eerl_ctl_config_set(&c, "warmup_updates", 0, why, sizeof(why)), EERL_EINVAL);
+    assert_string_equal(why, "warmup_updates is an experimental option of the controller, not a "
+                             "field of its configuration: set it with eerl_ctl_set_option "
+                             "(eerl/options.h)");
+    c.strategy = EERL_STRATEGY_PAPER;
+    assert_int_equal(eerl_ctl_new(EERL_MODE_COLOCATED, &c, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_get_option(ctl, "warmup_updates", &v), 0);
+    assert_true(v == 1);
+    assert_int_equal(eerl_ctl_get_option(ctl, "allowed_loss", &v), 0); /* a stable one too */
+    assert_true(v == 0.02);
+    assert_int_equal(eerl_ctl_get_option(ctl, "meter_interval_ms", &v), EERL_EINVAL);
+    assert_int_equal(eerl_ctl_set_option(ctl, "warmup_updates", 1001, why, sizeof(why)),
+                     EERL_EINVAL);
+    assert_string_equal(why, "warmup_updates 1001 must be a whole number in [0, 1000]");
+    assert_int_equal(eerl_ctl_set_option(ctl, "allowed_loss", 0.03, why, sizeof(why)), EERL_EINVAL);
+    assert_non_null(strstr(why, "set it with eerl_ctl_config_set before eerl_ctl_new"));
+    assert_int_equal(eerl_ctl_set_option(ctl, "warmup_updates", 0, why, sizeof(why)), 0);
+    assert_int_equal(eerl_ctl_get_option(ctl, "warmup_updates", &v), 0);
+    assert_true(v == 0);
+    synth_init(&sy, EERL_MODE_COLOCATED, 3);
+    assert_int_equal(eerl_ctl_setting(ctl, &s), 0);
+    o = synth_step(&sy, &s);
+    assert_int_equal(eerl_ctl_observe(ctl, &o, &s), 0);
+    assert_int_equal(eerl_ctl_set_option(ctl, "warmup_updates", 1, why, sizeof(why)), EERL_ESTATE);
+    assert_non_null(strstr(why, "before the first"));
+    eerl_ctl_free(ctl);
 }
 
 static int read_fails(void *ctx, eerl_device_reading *ret, size_t n)
@@ -327,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_unknown_sizes_are_refused),
         cmocka_unit_test(test_eerl_revision),
         cmocka_unit_test(test_paper_revision),
+        cmocka_unit_test(test_experimental_options_are_set_on_the_controller),
         cmocka_unit_test(test_session_refuses_unknown_sizes),
         cmocka_unit_test(test_option_defaults_within_bounds),
         cmocka_unit_test(test_allowed_loss_one_range_one_message),

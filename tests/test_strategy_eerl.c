@@ -17,6 +17,7 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "eerl/options.h"
 #include "core/judge.h"
 #include "synth_stream.h"
 
@@ -1084,9 +1085,13 @@ static void test_names_and_errors(void **state)
 {
     static const char *const names[] = {"paper",  "eerl",         "governor",
                                         "static", "global-clock", "linear-search"};
+    unsigned clocks[200];
+    size_t nc = synth_clocks(clocks);
     eerl_strategy s;
     eerl_ctl_config c;
+    eerl_ctl *ctl;
     char why[200];
+    double v;
     size_t i;
 
     (void)state;
@@ -1110,10 +1115,13 @@ static void test_names_and_errors(void **state)
     assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
     assert_non_null(strstr(why, "fast_calibration_updates 2"));
     cfg_for(EERL_MODE_INFLIGHT, EERL_STRATEGY_EERL, &c);
-    assert_int_equal(c.inflight_revision, 5);
-    c.inflight_revision = 6;
-    assert_int_equal(eerl_ctl_config_check(&c, why, sizeof(why)), EERL_EINVAL);
+    assert_int_equal(eerl_ctl_new(EERL_MODE_INFLIGHT, &c, clocks, nc, 1980, &ctl), 0);
+    assert_int_equal(eerl_ctl_get_option(ctl, "inflight_revision", &v), 0);
+    assert_true(v == 5);
+    assert_int_equal(eerl_ctl_set_option(ctl, "inflight_revision", 6, why, sizeof(why)),
+                     EERL_EINVAL);
     assert_non_null(strstr(why, "inflight_revision 6"));
+    eerl_ctl_free(ctl);
 }
 
 int main(void)

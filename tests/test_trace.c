@@ -13,6 +13,8 @@
 
 #include "eerl/core.h"
 #include "eerl/error.h"
+#include "eerl/options.h"
+#include "eerl/tools/trace.h"
 #include "trace/trace.h"
 #include "synth_stream.h"
 
@@ -26,7 +28,7 @@ static void test_update_round_trip_bit_exact(void **state)
     struct synth s;
     eerl_setting req, gov;
     eerl_event ev[3], back[3];
-    struct eerl__trace_update u;
+    struct eerl_trace_update u;
     char *line = NULL, why[200];
     int i, k, m;
     eerl_mode modes[3] = {EERL_MODE_COLOCATED, EERL_MODE_DRAINED, EERL_MODE_INFLIGHT};
@@ -62,7 +64,7 @@ static void test_update_round_trip_bit_exact(void **state)
                 o.gen_tokens = -INFINITY;
             assert_int_equal(eerl__trace_update_line(&o, &req, ev, 3, &line), 0);
             assert_null(strchr(line, '\n'));
-            assert_int_equal(eerl__trace_parse_update(line, &u, back, 3, why, sizeof(why)), 0);
+            assert_int_equal(eerl_trace_parse_update(line, &u, back, 3, why, sizeof(why)), 0);
             free(line);
             r = u.obs;
             assert_int_equal(r.update, o.update);
@@ -113,7 +115,7 @@ static void test_header_rebuilds_the_controller(void **state)
     size_t nc = synth_clocks(clocks), n;
     eerl_ctl_config cfg, back_cfg;
     eerl_ctl *ctl, *ctl2;
-    struct eerl__trace_header *h = calloc(1, sizeof(*h));
+    struct eerl_trace_header *h = calloc(1, sizeof(*h));
     char *line, why[200];
     unsigned peak;
 
@@ -128,14 +130,15 @@ static void test_header_rebuilds_the_controller(void **state)
     cfg.coverage_margin = 0.123456789012345678;
     assert_int_equal(eerl_ctl_new(EERL_MODE_DRAINED, &cfg, clocks, nc, 1980, &ctl), 0);
     assert_int_equal(eerl__trace_header_line(ctl, NULL, 0, &line), 0);
-    assert_int_equal(eerl__trace_parse_header(line, h, why, sizeof(why)), 0);
+    assert_int_equal(eerl_trace_parse_header(line, h, why, sizeof(why)), 0);
     free(line);
     assert_int_equal(h->version, EERL__TRACE_VERSION);
     assert_int_equal(h->mode, EERL_MODE_DRAINED);
     assert_int_equal(h->peak, 1980);
     assert_int_equal(h->n_clocks, nc);
     assert_true(!memcmp(&h->cfg, &cfg, sizeof(cfg)));
-    assert_int_equal(eerl_ctl_new(h->mode, &h->cfg, h->clocks, h->n_clocks, h->peak, &ctl2), 0);
+    assert_int_equal(h->warmup_updates, 1); /* an experimental option, written by name */
+    assert_int_equal(eerl_trace_header_ctl_new(h, &ctl2), 0);
     assert_int_equal(eerl_ctl_describe(ctl2, &back_cfg, back_clocks, 200, &n, &peak), 0);
     assert_true(!memcmp(&back_cfg, &cfg, sizeof(cfg)));
     assert_int_equal(n, nc);
@@ -147,11 +150,11 @@ static void test_header_rebuilds_the_controller(void **state)
 
 static void expect_header_error(const char *line, int code, const char *needle)
 {
-    struct eerl__trace_header *h = calloc(1, sizeof(*h));
+    struct eerl_trace_header *h = calloc(1, sizeof(*h));
     char why[200] = "";
 
     assert_non_null(h);
-    assert_int_equal(eerl__trace_parse_header(line, h, why, sizeof(why)), code);
+    assert_int_equal(eerl_trace_parse_header(line, h, why, sizeof(why)), code);
     if (!strstr(why, needle)) {
         print_error("'%s' lacks '%s'\n", why, needle);
         fail();
@@ -163,8 +166,9 @@ static void expect_header_error(const char *line, int code, const char *needle)
 
 static void test_bad_headers_are_refused(void **state)
 {
-    struct eerl__trace_header *h = calloc(1, sizeof(*h));
-    eerl_ctl_config def;
+    struct eerl_trace_header *h = calloc(1, sizeof(*h));
+    eerl_ctl *ctl;
+    double v;
     char why[200];
 
     (void)state;
@@ -193,21 +197,25 @@ static void test_bad_headers_are_refused(void **state)
                                  "\"clocks_mhz\":[1980],\"config\":{\"paper_revision\":2}}",
                         EERL_EPARSE, "paper_revision 2 must be a whole number in [0, 1]");
     /* Minimal header: defaults for the mode; unknown top-level keys are ignored. */
-    assert_int_equal(eerl__trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"inflight\","
-                                                       "\"governor_peak_mhz\":1980,\"clocks_mhz\":"
-                                                       "[1980,1200],\"future\":{\"x\":1}}",
-                                              h, why, sizeof(why)),
+    assert_int_equal(eerl_trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"inflight\","
+                                                      "\"governor_peak_mhz\":1980,\"clocks_mhz\":"
+                                                      "[1980,1200],\"future\":{\"x\":1}}",
+                                             h, why, sizeof(why)),
                      0);
     assert_int_equal(h->cfg.calibration_updates, 45);
     /* Keys added since the first traces take what those traces ran with, not today's defaults:
      * the start-up update was a reference. A revision key absent is revision 0, which decided
-     * then (eerl__trace_header_replayable refuses it); cfg holds this eerl's revisions. */
-    assert_int_equal(h->cfg.warmup_updates, 0);
+     * then (eerl_trace_header_replayable refuses it); a controller rebuilt from the header
+     * decides as this eerl's revisions. */
+    assert_int_equal(h->warmup_updates, 0);
     assert_string_equal(h->revision_key, "inflight_revision");
     assert_int_equal(h->revision, 0);
-    assert_int_equal(h->cfg.inflight_revision, h->revision_now);
-    eerl_ctl_config_default(EERL_MODE_INFLIGHT, &def);
-    assert_int_equal(h->cfg.eerl_revision, def.eerl_revision);
+    assert_int_equal(eerl_trace_header_ctl_new(h, &ctl), 0);
+    assert_int_equal(eerl_ctl_get_option(ctl, "warmup_updates", &v), 0);
+    assert_true(v == 0);
+    assert_int_equal(eerl_ctl_get_option(ctl, "inflight_revision", &v), 0);
+    assert_true(v == h->revision_now);
+    eerl_ctl_free(ctl);
     free(h);
 }
 
@@ -216,68 +224,68 @@ static void test_bad_headers_are_refused(void **state)
  * the current revision, or of a strategy without revisions, is replayable. */
 static void test_older_revisions_are_not_replayable(void **state)
 {
-    struct eerl__trace_header *h = calloc(1, sizeof(*h));
+    struct eerl_trace_header *h = calloc(1, sizeof(*h));
     char why[400] = "";
     unsigned now;
 
     (void)state;
     assert_non_null(h);
-    assert_int_equal(eerl__trace_parse_header(HDR_HEAD
-                                              "\"version\":1,\"producer\":\"eerl 0.2.0 runtime\","
-                                              "\"mode\":\"colocated\",\"strategy\":\"eerl\","
-                                              "\"governor_peak_mhz\":1980,\"clocks_mhz\":[1980],"
-                                              "\"config\":{\"eerl_revision\":3}}",
-                                              h, why, sizeof(why)),
+    assert_int_equal(eerl_trace_parse_header(HDR_HEAD
+                                             "\"version\":1,\"producer\":\"eerl 0.2.0 runtime\","
+                                             "\"mode\":\"colocated\",\"strategy\":\"eerl\","
+                                             "\"governor_peak_mhz\":1980,\"clocks_mhz\":[1980],"
+                                             "\"config\":{\"eerl_revision\":3}}",
+                                             h, why, sizeof(why)),
                      0);
     now = h->revision_now;
-    assert_int_equal(eerl__trace_header_replayable(h, why, sizeof(why)), EERL_EVERSION);
+    assert_int_equal(eerl_trace_header_replayable(h, why, sizeof(why)), EERL_EVERSION);
     assert_non_null(strstr(why, "this trace was decided by eerl_revision 3; this eerl"));
     assert_non_null(strstr(why, "replay it with the eerl version that wrote it (its header's "
                                 "producer: eerl 0.2.0 runtime"));
     h->revision = now;
-    assert_int_equal(eerl__trace_header_replayable(h, why, sizeof(why)), 0);
-    assert_int_equal(
-        eerl__trace_parse_header(HDR_HEAD "\"version\":1,\"mode\":\"colocated\","
-                                          "\"strategy\":\"governor\",\"governor_peak_mhz\":1980,"
-                                          "\"clocks_mhz\":[1980]}",
-                                 h, why, sizeof(why)),
-        0);
+    assert_int_equal(eerl_trace_header_replayable(h, why, sizeof(why)), 0);
+    assert_int_equal(eerl_trace_parse_header(HDR_HEAD
+                                             "\"version\":1,\"mode\":\"colocated\","
+                                             "\"strategy\":\"governor\",\"governor_peak_mhz\":1980,"
+                                             "\"clocks_mhz\":[1980]}",
+                                             h, why, sizeof(why)),
+                     0);
     assert_null(h->revision_key);
-    assert_int_equal(eerl__trace_header_replayable(h, why, sizeof(why)), 0);
+    assert_int_equal(eerl_trace_header_replayable(h, why, sizeof(why)), 0);
     free(h);
 }
 
 static void test_bad_update_lines_are_refused(void **state)
 {
-    struct eerl__trace_update u;
+    struct eerl_trace_update u;
     eerl_event ev[2];
     char why[200];
 
     (void)state;
     assert_int_equal(
-        eerl__trace_parse_update("{\"type\":\"update\",\"update\":1}", &u, ev, 2, why, sizeof(why)),
+        eerl_trace_parse_update("{\"type\":\"update\",\"update\":1}", &u, ev, 2, why, sizeof(why)),
         EERL_EPARSE);
     assert_non_null(strstr(why, "work"));
     assert_int_equal(
-        eerl__trace_parse_update("{\"type\":\"update\",\"update\":1,\"work\":{\"G\":1,\"N\":1,"
-                                 "\"L\":1},\"time_s\":\"fast\",\"energy_j\":1}",
-                                 &u, ev, 2, why, sizeof(why)),
+        eerl_trace_parse_update("{\"type\":\"update\",\"update\":1,\"work\":{\"G\":1,\"N\":1,"
+                                "\"L\":1},\"time_s\":\"fast\",\"energy_j\":1}",
+                                &u, ev, 2, why, sizeof(why)),
         EERL_EPARSE);
     assert_non_null(strstr(why, "time_s"));
     assert_int_equal(
-        eerl__trace_parse_update("{\"type\":\"update\",\"update\":1,\"work\":{\"G\":1,\"N\":1,"
-                                 "\"L\":1},\"time_s\":1,\"energy_j\":1,\"setting\":{\"observed\":"
-                                 "{\"gen_mhz\":\"fast\",\"train_mhz\":1}}}",
-                                 &u, ev, 2, why, sizeof(why)),
+        eerl_trace_parse_update("{\"type\":\"update\",\"update\":1,\"work\":{\"G\":1,\"N\":1,"
+                                "\"L\":1},\"time_s\":1,\"energy_j\":1,\"setting\":{\"observed\":"
+                                "{\"gen_mhz\":\"fast\",\"train_mhz\":1}}}",
+                                &u, ev, 2, why, sizeof(why)),
         EERL_EPARSE);
     assert_non_null(strstr(why, "setting.observed"));
     /* Minimal valid line, with an unknown key from a later version. */
     assert_int_equal(
-        eerl__trace_parse_update("{\"type\":\"update\",\"update\":3,\"work\":{\"G\":10,\"N\":9,"
-                                 "\"L\":2},\"time_s\":1,\"energy_j\":1,\"setting\":{\"observed\":"
-                                 "{\"gen_mhz\":\"governor\",\"train_mhz\":\"governor\"}},"
-                                 "\"gpu_temps\":[1,2]}",
-                                 &u, ev, 2, why, sizeof(why)),
+        eerl_trace_parse_update("{\"type\":\"update\",\"update\":3,\"work\":{\"G\":10,\"N\":9,"
+                                "\"L\":2},\"time_s\":1,\"energy_j\":1,\"setting\":{\"observed\":"
+                                "{\"gen_mhz\":\"governor\",\"train_mhz\":\"governor\"}},"
+                                "\"gpu_temps\":[1,2]}",
+                                &u, ev, 2, why, sizeof(why)),
         0);
     assert_false(u.has_events);
     assert_false(u.has_requested);

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "eerl/error.h"
-#include "twin/scenario.h"
+#include "eerl/tools/twin.h"
 #include "twin/workload.h"
 
 static const struct eerl__wl_params qwen = {4096,
@@ -365,7 +365,7 @@ static struct eerl__wl_params unclipped(int kind, unsigned updates)
     struct eerl__wl_params p = qwen;
 
     p.seq_limit = 1000000;
-    eerl__wl_scenario_default(kind, updates, &p.scn);
+    eerl_twin_scenario_default(kind, updates, &p.scn);
     return p;
 }
 
@@ -376,8 +376,8 @@ static void test_scenario_steady_is_the_preset_drift(void **state)
     unsigned u;
 
     (void)state;
-    eerl__wl_scenario_default(EERL__WL_STEADY, 500, &p.scn);
-    assert_int_equal(p.scn.kind, EERL__WL_STEADY);
+    eerl_twin_scenario_default(EERL_TWIN_SCENARIO_STEADY, 500, &p.scn);
+    assert_int_equal(p.scn.kind, EERL_TWIN_SCENARIO_STEADY);
     for (u = 0; u < 600; u += 50) {
         double shift, spread;
 
@@ -391,7 +391,7 @@ static void test_scenario_steady_is_the_preset_drift(void **state)
 
 static void test_scenario_growing_multiplies_the_length_over_the_run(void **state)
 {
-    struct eerl__wl_params p = unclipped(EERL__WL_GROWING, 1000);
+    struct eerl__wl_params p = unclipped(EERL_TWIN_SCENARIO_GROWING, 1000);
     struct eerl__wl_batch a, b;
     double r;
 
@@ -428,7 +428,7 @@ static void test_scenario_collapsing_as_the_h200_run(void **state)
     p.len_sigma = 0.55;
     p.P[1] = 24; /* 24 x 8 = 192 responses, as the run */
     p.B[1] = 192;
-    eerl__wl_scenario_default(EERL__WL_COLLAPSING, 100, &p.scn);
+    eerl_twin_scenario_default(EERL_TWIN_SCENARIO_COLLAPSING, 100, &p.scn);
     m0 = sampled_mean(&p, 0, 4, &l0);
     m1 = sampled_mean(&p, 50, 100, &l1);
     assert_true(m0 > 650 && m0 < 950);
@@ -439,7 +439,7 @@ static void test_scenario_collapsing_as_the_h200_run(void **state)
 
 static void test_scenario_collapsing_shape(void **state)
 {
-    struct eerl__wl_params p = unclipped(EERL__WL_COLLAPSING, 300);
+    struct eerl__wl_params p = unclipped(EERL_TWIN_SCENARIO_COLLAPSING, 300);
     struct eerl__wl_batch a, b;
     double s0 = p.len_sigma, s1 = p.len_sigma * p.scn.spread, want;
 
@@ -456,7 +456,7 @@ static void test_scenario_collapsing_shape(void **state)
 
 static void test_scenario_step_switches_at_its_update(void **state)
 {
-    struct eerl__wl_params p = unclipped(EERL__WL_STEP, 400);
+    struct eerl__wl_params p = unclipped(EERL_TWIN_SCENARIO_STEP, 400);
     struct eerl__wl_batch a, b, c;
 
     (void)state;
@@ -476,20 +476,20 @@ static void test_scenario_names_and_bad_parameters(void **state)
     int k = -1;
 
     (void)state;
-    assert_int_equal(eerl__wl_scenario_parse("growing", &k), 0);
-    assert_int_equal(k, EERL__WL_GROWING);
-    assert_int_equal(eerl__wl_scenario_parse("Growing", &k), EERL_ENOENT);
-    assert_int_equal(eerl__wl_scenario_parse("", &k), EERL_ENOENT);
-    assert_string_equal(eerl__wl_scenario_name(EERL__WL_STEP), "step");
-    eerl__wl_scenario_default(EERL__WL_COLLAPSING, 100, &p.scn);
+    assert_int_equal(eerl_twin_scenario_parse("growing", &k), 0);
+    assert_int_equal(k, EERL_TWIN_SCENARIO_GROWING);
+    assert_int_equal(eerl_twin_scenario_parse("Growing", &k), EERL_ENOENT);
+    assert_int_equal(eerl_twin_scenario_parse("", &k), EERL_ENOENT);
+    assert_string_equal(eerl_twin_scenario_name(EERL_TWIN_SCENARIO_STEP), "step");
+    eerl_twin_scenario_default(EERL_TWIN_SCENARIO_COLLAPSING, 100, &p.scn);
     p.scn.tau = 0;
     assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
-    eerl__wl_scenario_default(EERL__WL_GROWING, 100, &p.scn);
+    eerl_twin_scenario_default(EERL_TWIN_SCENARIO_GROWING, 100, &p.scn);
     p.scn.factor = 0;
     assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
     p.scn.kind = 17;
     assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
-    eerl__wl_scenario_default(EERL__WL_STEADY, 100, &p.scn);
+    eerl_twin_scenario_default(EERL_TWIN_SCENARIO_STEADY, 100, &p.scn);
     p.scn.factor = 2; /* a steady scenario has no parameters */
     assert_int_equal(eerl__wl_init(&w, &p, 'M', 1, 0, 0), EERL_EINVAL);
 }

@@ -2,7 +2,7 @@
  * and time the test sets, in virtual time) where the governor's update time has noise the work
  * (G, N, L) does not explain gets one "unexplained" trace line and one notice, at the update that
  * calibrated the controller; a stream whose time follows its work gets neither. `eerl analyze`'s
- * replay of the trace (eerl__unexpl_of_trace) finds the same figure, bit for bit. */
+ * replay of the trace (eerl_trace_measure_unexplained) finds the same figure, bit for bit. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -147,7 +147,7 @@ static void test_noise_the_work_does_not_explain_is_said_once(void **state)
     const char *dir = tu_tmpdir();
     char path[512], *line = NULL, why[256];
     struct stream s = {0};
-    struct eerl__unexpl got, again;
+    struct eerl_trace_unexplained got, again;
 
     (void)state;
     snprintf(path, sizeof(path), "%s/noisy.jsonl", dir);
@@ -163,7 +163,7 @@ static void test_noise_the_work_does_not_explain_is_said_once(void **state)
     assert_true(got.need > got.trial_max && got.trial_max == 12); /* the eerl strategy's */
     assert_non_null(strstr(line, "transformers"));
     /* eerl analyze's figure: the trace's controller replayed to its calibration */
-    assert_int_equal(eerl__unexpl_of_trace(path, &again, why, sizeof(why)), 0);
+    assert_int_equal(eerl_trace_measure_unexplained(path, &again, why, sizeof(why)), 0);
     assert_true(again.share == got.share && again.need == got.need);
     assert_int_equal(again.update, got.update);
     free(line);
@@ -175,7 +175,7 @@ static void test_time_the_work_explains_is_not_flagged(void **state)
     const char *dir = tu_tmpdir();
     char path[512], why[256], msg[64];
     struct stream s = {0};
-    struct eerl__unexpl u;
+    struct eerl_trace_unexplained u;
 
     (void)state;
     snprintf(path, sizeof(path), "%s/quiet.jsonl", dir);
@@ -184,16 +184,16 @@ static void test_time_the_work_explains_is_not_flagged(void **state)
     assert_true(s.calibrated_at > 0);
     assert_int_equal(s.notices, 0);
     assert_int_equal(lines_of(path, "unexplained", NULL), 0);
-    assert_int_equal(eerl__unexpl_of_trace(path, &u, why, sizeof(why)), 0);
+    assert_int_equal(eerl_trace_measure_unexplained(path, &u, why, sizeof(why)), 0);
     assert_true(u.share < 0.01 && !u.too_noisy && u.need <= u.trial_max);
-    eerl__unexpl_message(&u, msg, sizeof(msg));
+    eerl_trace_unexplained_message(&u, msg, sizeof(msg));
     assert_string_equal(msg, "");
     tu_cleanup();
 }
 
 static void test_a_bad_line_is_named(void **state)
 {
-    struct eerl__unexpl u;
+    struct eerl_trace_unexplained u;
     char why[256];
 
     (void)state;
@@ -201,7 +201,7 @@ static void test_a_bad_line_is_named(void **state)
         eerl__unexpl_parse("{\"type\":\"unexplained\",\"update\":3}", &u, why, sizeof(why)),
         EERL_EPARSE);
     assert_non_null(strstr(why, "governor_updates"));
-    assert_int_equal(eerl__unexpl_of_trace("/nonexistent/x.jsonl", &u, why, sizeof(why)),
+    assert_int_equal(eerl_trace_measure_unexplained("/nonexistent/x.jsonl", &u, why, sizeof(why)),
                      EERL_ESYS);
     assert_non_null(strstr(why, "/nonexistent/x.jsonl"));
     assert_int_equal(eerl__unexpl_measure(NULL, &u), EERL_EINVAL);

@@ -24,17 +24,16 @@
  * docs/internals/controller.md draws each state machine and names where each paper section lives.
  *
  * Stable and experimental parts (as zstd's ZSTD_STATIC_LINKING_ONLY): what this header shows by
- * default is the stable API. The controller's research knobs (the revisions of its decision
- * rules, the start-up updates the paper leaves out), eerl_ctl_describe and the predictor's
- * forward test are shown only with EERL_EXPERIMENTAL defined before the first eerl header: include
+ * default is the stable API. eerl_ctl_describe, the predictor's forward test and a few helpers
+ * are shown only with EERL_EXPERIMENTAL defined before the first eerl header: include
  * eerl/experimental.h first. They may change in any release. eerl itself builds with them. The
  * experimental functions are in the static library only (libeerl.a): libeerl.so exports the
- * stable API. */
+ * stable API. The controller's research knobs (the revisions of its decision rules, the
+ * start-up updates the paper leaves out) are no fields of eerl_ctl_config, which is the same
+ * struct in both views: they are experimental options of the table, set on a controller by name
+ * (eerl_ctl_set_option, eerl/options.h). */
 #ifndef EERL_CORE_H
 #define EERL_CORE_H
-#ifdef EERL_EXPERIMENTAL
-#define EERL_CORE_H_EXPERIMENTAL 1 /* this translation unit sees the experimental parts */
-#endif
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,6 +65,11 @@ int eerl_setting_equal(const eerl_setting *a, const eerl_setting *b);
 /* 1 when every group and the idle clock are left to the governor. */
 #ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
 int eerl_setting_is_governor(const eerl_setting *s);
+#endif
+/* The setting as eerl's messages print it: "1800/1620" or "gov/1185" (+ " idle 345"), into buf
+ * (32 bytes hold any); returns buf. */
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+const char *eerl_setting_str(const eerl_setting *s, char *buf, size_t len);
 #endif
 
 /* ---- execution modes and strategies -------------------------------------------------------- */
@@ -226,24 +230,6 @@ typedef struct eerl_ctl_config {
      * e.g. "critic" as group 2. Names for events and the runtime's mapping of phases. */
     unsigned n_groups;
     char group_names[EERL_GROUPS_MAX][16];
-#ifdef EERL_EXPERIMENTAL
-    /* ---- experimental: research knobs, after the stable fields; a caller that does not see
-     * them passes a shorter struct and gets the defaults below ---- */
-    /* The paper's strategies: updates at the start of a run (or of a resumed segment) left out
-     * of the governor references, as the paper scores and fits from update 2 (Tables 4 and 5,
-     * Appendix E): 1. A trace header without the key replays with 0 (written before it). */
-    unsigned warmup_updates;
-    /* The revision of each decision rule: the eerl strategy in in-flight mode (its judge and
-     * proposer), in the other modes, and the paper strategy's synchronous search grid. A trace
-     * header names them, so that a trace is known by the rule that decided it; this eerl decides
-     * as the defaults only (inflight_revision 5, eerl_revision 12, paper_revision 1), and
-     * eerl_ctl_config_check refuses any other value. A trace an older revision decided is
-     * replayed by the eerl version that wrote it (docs/trace-format.md; what each revision
-     * changed: docs/internals/controller.md). */
-    unsigned inflight_revision;
-    unsigned eerl_revision;
-    unsigned paper_revision;
-#endif
 } eerl_ctl_config;
 
 /* Table 3's defaults for the mode with the default strategy EERL_STRATEGY_EERL (set
@@ -379,9 +365,9 @@ EERL_EXPORT int eerl_ctl_get_status(const eerl_ctl *ctl, eerl_ctl_status *ret_st
 
 #ifdef EERL_EXPERIMENTAL
 /* Experimental. The construction arguments, for writing a trace header that rebuilds an identical
- * controller. ret_cfg receives this release's whole struct, research knobs included (size =
- * sizeof(eerl_ctl_config) of this header; NULL: not wanted). clocks receives the deduplicated
- * clock list, highest first (EERL_EOVERFLOW if cap is short). */
+ * controller (its experimental options: eerl_ctl_get_option). ret_cfg receives this release's
+ * whole struct (size = sizeof(eerl_ctl_config) of this header; NULL: not wanted). clocks receives
+ * the deduplicated clock list, highest first (EERL_EOVERFLOW if cap is short). */
 int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *clocks, size_t cap,
                       size_t *ret_n_clocks, unsigned *ret_peak_mhz);
 #endif

@@ -7,6 +7,10 @@
  *
  *     allowed_loss 0.7 must be in (0, 0.5)
  *
+ * A stable option is a field of eerl_ctl_config (or eerl_rt_config); an experimental one
+ * (EERL_OPTION_EXPERIMENTAL: the controller's research knobs) is a field of no public struct:
+ * it is set on a controller by name (eerl_ctl_set_option, with EERL_EXPERIMENTAL), so a struct
+ * a caller compiles is the same in every view and a knob can come or go in any release.
  * Fields that are not single numbers (block_choices, group_names, static_setting) stay fields
  * of eerl_ctl_config with their own checks (eerl_ctl_config_check). */
 #ifndef EERL_OPTIONS_H
@@ -28,7 +32,7 @@ typedef enum eerl_option_type {
 } eerl_option_type;
 
 /* eerl_option_info.flags */
-#define EERL_OPTION_EXPERIMENTAL 0x1u /* may change in any release (eerl/experimental.h) */
+#define EERL_OPTION_EXPERIMENTAL 0x1u /* may change in any release: eerl_ctl_set_option */
 #define EERL_OPTION_MIN_OPEN 0x2u     /* min itself is refused: (min, ... */
 #define EERL_OPTION_MAX_OPEN 0x4u     /* max itself is refused: ..., max) */
 #define EERL_OPTION_RUNTIME 0x8u      /* also a field of eerl_rt_config (and a Python keyword) */
@@ -53,7 +57,9 @@ EERL_EXPORT int eerl_option_find(const char *name);
  * whole for an unsigned or enum option; EERL_EINVAL too for a name the table does not hold. */
 EERL_EXPORT int eerl_option_check(const char *name, double value, char *why, size_t why_len);
 
-/* Sets (after eerl_option_check) or reads an option of a controller configuration by name. */
+/* Sets (after eerl_option_check) or reads an option of a controller configuration by name: a
+ * stable controller option (an experimental one is refused, EERL_EINVAL, why saying where it
+ * is set). */
 EERL_EXPORT int eerl_ctl_config_set(eerl_ctl_config *cfg, const char *name, double value, char *why,
                                     size_t why_len);
 EERL_EXPORT int eerl_ctl_config_get(const eerl_ctl_config *cfg, const char *name,
@@ -65,6 +71,17 @@ EERL_EXPORT int eerl_rt_config_set(struct eerl_rt_config *cfg, const char *name,
                                    char *why, size_t why_len);
 EERL_EXPORT int eerl_rt_config_get(const struct eerl_rt_config *cfg, const char *name,
                                    double *ret_value);
+
+#ifdef EERL_EXPERIMENTAL /* eerl's own tools: libeerl.a only */
+/* Experimental. Sets an experimental option of a controller by name, after eerl_ctl_new and
+ * before its first observation (EERL_ESTATE after): the bounds are the table's, a revision
+ * other than this eerl's is refused (it decides as its own only); EERL_EINVAL with why, also for
+ * a stable option (a field of eerl_ctl_config, set before eerl_ctl_new). Reading takes any
+ * option of the controller, stable or experimental, as it decides (what a trace header
+ * writes); EERL_EINVAL for a name that is not one. */
+int eerl_ctl_set_option(eerl_ctl *ctl, const char *name, double value, char *why, size_t why_len);
+int eerl_ctl_get_option(const eerl_ctl *ctl, const char *name, double *ret_value);
+#endif
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,7 @@
 #include "handlers.h"
 #include "log.h"
 
-static json_t *reply_new(const struct eerl__agent_req *r)
+static json_t *reply_new(const struct eerl_agent_req *r)
 {
     json_t *o = json_object();
 
@@ -66,7 +66,7 @@ reply_err_id(struct eerld_client *c, int has_id, uint64_t id, int err, const cha
 }
 
 /* A refusal keeps the connection; the message is built by the caller. */
-static void reply_refuse(struct eerld_client *c, const struct eerl__agent_req *r, int err,
+static void reply_refuse(struct eerld_client *c, const struct eerl_agent_req *r, int err,
                          const char *msg)
 {
     reply_err_id(c, r->has_id, r->id, err, "%s", msg);
@@ -87,7 +87,7 @@ static void holder_text(const struct eerld_gpu *g, unsigned i, char *buf, size_t
 
 /* Checks every GPU of r exists (and, if own, is held by c). 0, or a refusal already sent. */
 static int check_gpus(struct eerld_leases *t, struct eerld_client *c,
-                      const struct eerl__agent_req *r, const unsigned *gpus, size_t n, int own)
+                      const struct eerl_agent_req *r, const unsigned *gpus, size_t n, int own)
 {
     char msg[512];
     size_t k;
@@ -154,7 +154,7 @@ static int check_clock(struct eerld_leases *t, struct eerld_client *c, unsigned 
 /* Applies [lo, hi] (0, 0: governor) to each GPU; every GPU is tried; failures are listed in
  * the reply. The GPUs are already checked. */
 static void apply_clocks(struct eerld_leases *t, struct eerld_client *c,
-                         const struct eerl__agent_req *r, const unsigned *gpus, size_t n,
+                         const struct eerl_agent_req *r, const unsigned *gpus, size_t n,
                          unsigned lo, unsigned hi)
 {
     char msg[1024] = "";
@@ -211,8 +211,8 @@ static void apply_clocks(struct eerld_leases *t, struct eerld_client *c,
 }
 
 /* The GPUs a read-only request names: its list, or every GPU (all of them, however many). */
-static size_t req_gpus(struct eerld_leases *t, const struct eerl__agent_req *r,
-                       unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1])
+static size_t req_gpus(struct eerld_leases *t, const struct eerl_agent_req *r,
+                       unsigned list[EERL_AGENT_GPU_INDEX_MAX + 1])
 {
     size_t k, n = r->has_gpus ? r->n_gpus : t->n;
 
@@ -224,7 +224,7 @@ static size_t req_gpus(struct eerld_leases *t, const struct eerl__agent_req *r,
 /* ---- handlers ---- */
 
 static void h_hello(struct eerld_leases *t, unsigned heartbeat_ms, struct eerld_client *c,
-                    struct eerl__agent_req *r)
+                    struct eerl_agent_req *r)
 {
     json_t *o = reply_new(r);
     char ver[64];
@@ -245,7 +245,7 @@ static void h_hello(struct eerld_leases *t, unsigned heartbeat_ms, struct eerld_
     snprintf(c->who.client, sizeof(c->who.client), "%s", r->client);
 }
 
-static void h_devices(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_devices(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
     json_t *o = reply_new(r), *arr = json_array();
     unsigned i;
@@ -268,9 +268,9 @@ static void h_devices(struct eerld_leases *t, struct eerld_client *c, struct eer
     json_decref(o);
 }
 
-static void h_read(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_read(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
-    unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1];
+    unsigned list[EERL_AGENT_GPU_INDEX_MAX + 1];
     size_t n = req_gpus(t, r, list);
     json_t *o, *arr;
     struct eerld_job *j;
@@ -289,9 +289,9 @@ static void h_read(struct eerld_leases *t, struct eerld_client *c, struct eerl__
     c->ops->defer(c, j);
 }
 
-static void h_status(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_status(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
-    unsigned list[EERL__AGENT_GPU_INDEX_MAX + 1];
+    unsigned list[EERL_AGENT_GPU_INDEX_MAX + 1];
     size_t n = req_gpus(t, r, list);
     json_t *o, *arr;
     struct eerld_job *j;
@@ -345,7 +345,7 @@ static void h_status(struct eerld_leases *t, struct eerld_client *c, struct eerl
     c->ops->defer(c, j);
 }
 
-static void h_lease(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_lease(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
     char msg[512];
     size_t k;
@@ -378,7 +378,7 @@ static void h_lease(struct eerld_leases *t, struct eerld_client *c, struct eerl_
     json_decref(o);
 }
 
-static void h_set(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_set(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
     char msg[512];
     size_t k;
@@ -398,7 +398,7 @@ static void h_set(struct eerld_leases *t, struct eerld_client *c, struct eerl__a
     apply_clocks(t, c, r, r->gpus, r->n_gpus, r->min_mhz, r->max_mhz);
 }
 
-static void h_pool(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_pool(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
     char msg[512];
     struct eerld_pool *p = NULL;
@@ -414,7 +414,7 @@ static void h_pool(struct eerld_leases *t, struct eerld_client *c, struct eerl__
                 char full[600];
 
                 snprintf(full, sizeof(full), "pool '%s', %s clock: %s", r->pool,
-                         eerl__agent_phase_name((eerl_agent_phase)ph), msg);
+                         eerl_agent_phase_name((eerl_agent_phase)ph), msg);
                 reply_refuse(c, r, e, full);
                 return;
             }
@@ -438,7 +438,7 @@ static void h_pool(struct eerld_leases *t, struct eerld_client *c, struct eerl__
     json_decref(o);
 }
 
-static void h_phase(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_phase(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
     char msg[512], full[600];
     size_t k, g;
@@ -461,14 +461,14 @@ static void h_phase(struct eerld_leases *t, struct eerld_client *c, struct eerl_
     for (g = 0; mhz && g < c->pools[k].n; g++)
         if ((e = check_clock(t, c, c->pools[k].gpus[g], mhz, msg, sizeof(msg))) < 0) {
             snprintf(full, sizeof(full), "pool '%s', %s clock: %s", r->pool,
-                     eerl__agent_phase_name(r->phase), msg);
+                     eerl_agent_phase_name(r->phase), msg);
             reply_refuse(c, r, e, full);
             return;
         }
     apply_clocks(t, c, r, c->pools[k].gpus, c->pools[k].n, mhz, mhz);
 }
 
-static void h_release(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_release(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
     size_t k;
     int changed = 0;
@@ -492,7 +492,7 @@ static void h_release(struct eerld_leases *t, struct eerld_client *c, struct eer
     json_decref(o);
 }
 
-static void h_reset(struct eerld_leases *t, struct eerld_client *c, struct eerl__agent_req *r)
+static void h_reset(struct eerld_leases *t, struct eerld_client *c, struct eerl_agent_req *r)
 {
     char msg[512];
     unsigned list[1024];
@@ -563,30 +563,30 @@ static void h_reset(struct eerld_leases *t, struct eerld_client *c, struct eerl_
 
 /* Parses line into r. 0, or 1 with the error already sent: the connection must close (a
  * refused connection, a malformed request, no hello first, an unsupported version). */
-static int parse(struct eerld_client *c, const char *line, size_t len, struct eerl__agent_req *r)
+static int parse(struct eerld_client *c, const char *line, size_t len, struct eerl_agent_req *r)
 {
     char why[256];
     uint64_t id = 0;
     int has_id = 0;
 
     if (c->refusal) {
-        (void)eerl__agent_parse_request(line, len, r, &id, &has_id, why, sizeof(why));
+        (void)eerl_agent_parse_request(line, len, r, &id, &has_id, why, sizeof(why));
         reply_err_id(c, has_id, id, EERL_EBUSY, "%s", c->refusal);
         return 1;
     }
-    if (eerl__agent_parse_request(line, len, r, &id, &has_id, why, sizeof(why)) < 0) {
+    if (eerl_agent_parse_request(line, len, r, &id, &has_id, why, sizeof(why)) < 0) {
         reply_err_id(c, has_id, id, EERL_EPARSE, "malformed request: %s; closing the connection",
                      why);
         eerld_log(LOG_WARNING, "uid %u pid %u: malformed request (%s); connection closed",
                   (unsigned)c->who.uid, (unsigned)c->who.pid, why);
         return 1;
     }
-    if (!c->hello && r->op != EERL__OP_HELLO) {
+    if (!c->hello && r->op != EERL_AGENT_OP_HELLO) {
         reply_err_id(c, has_id, id, EERL_EPARSE,
                      "the first request must be hello; closing the connection");
         return 1;
     }
-    if (r->op == EERL__OP_HELLO && r->version != EERL_AGENT_PROTOCOL_VERSION) {
+    if (r->op == EERL_AGENT_OP_HELLO && r->version != EERL_AGENT_PROTOCOL_VERSION) {
         reply_err_id(c, has_id, id, EERL_EVERSION,
                      "protocol version %u is not supported; this eerld speaks version %d",
                      r->version, EERL_AGENT_PROTOCOL_VERSION);
@@ -598,43 +598,43 @@ static int parse(struct eerld_client *c, const char *line, size_t len, struct ee
 int eerld_handle_line(struct eerld_leases *t, unsigned heartbeat_ms, struct eerld_client *c,
                       const char *line, size_t len)
 {
-    struct eerl__agent_req r;
+    struct eerl_agent_req r;
     json_t *o;
 
     if (parse(c, line, len, &r))
         return 1;
     switch (r.op) {
-    case EERL__OP_HELLO:
+    case EERL_AGENT_OP_HELLO:
         h_hello(t, heartbeat_ms, c, &r);
         break;
-    case EERL__OP_DEVICES:
+    case EERL_AGENT_OP_DEVICES:
         h_devices(t, c, &r);
         break;
-    case EERL__OP_STATUS:
+    case EERL_AGENT_OP_STATUS:
         h_status(t, c, &r);
         break;
-    case EERL__OP_READ:
+    case EERL_AGENT_OP_READ:
         h_read(t, c, &r);
         break;
-    case EERL__OP_LEASE:
+    case EERL_AGENT_OP_LEASE:
         h_lease(t, c, &r);
         break;
-    case EERL__OP_SET:
+    case EERL_AGENT_OP_SET:
         h_set(t, c, &r);
         break;
-    case EERL__OP_POOL:
+    case EERL_AGENT_OP_POOL:
         h_pool(t, c, &r);
         break;
-    case EERL__OP_PHASE:
+    case EERL_AGENT_OP_PHASE:
         h_phase(t, c, &r);
         break;
-    case EERL__OP_RELEASE:
+    case EERL_AGENT_OP_RELEASE:
         h_release(t, c, &r);
         break;
-    case EERL__OP_RESET:
+    case EERL_AGENT_OP_RESET:
         h_reset(t, c, &r);
         break;
-    case EERL__OP_HEARTBEAT:
+    case EERL_AGENT_OP_HEARTBEAT:
     default:
         o = reply_new(&r);
         c->ops->send(c, o);

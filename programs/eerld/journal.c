@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "journal.h"
-#include "common/safefile.h"
+#include "eerl/tools/safefile.h"
 
 #define JOURNAL "journal.json"
 #define JOURNAL_TMP "journal.json.tmp"
@@ -45,7 +45,7 @@ int eerld_journal_write(int dfd, const char *dir, const struct eerld_journal_ent
         goto fail;
     }
     len = strlen(text);
-    fd = eerl__create_fresh(dfd, JOURNAL_TMP, 0600);
+    fd = eerl_safe_create(dfd, JOURNAL_TMP, 0600);
     if (fd < 0) {
         snprintf(why, why_len, "cannot create %s/%s: %s", dir, JOURNAL_TMP, strerror(errno));
         goto fail;

@@ -14,7 +14,7 @@
 
 #include "eerl/tools/actuator.h"
 #include "eerl/device.h"
-#include "agent/protocol.h"
+#include "eerl/tools/protocol.h"
 
 #include "metrics.h"
 #include "policy.h"
@@ -27,7 +27,7 @@ struct eerld_holder {
     pid_t pid;
     gid_t *groups; /* the peer's supplementary groups (SO_PEERGROUPS) */
     size_t n_groups;
-    char client[EERL__AGENT_CLIENT_MAX + 1];
+    char client[EERL_AGENT_CLIENT_MAX + 1];
     unsigned n_leased; /* GPUs of the table it holds */
 };
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
-#include "common/safefile.h"
+#include "eerl/tools/safefile.h"
 
 int eerld_metrics_write(int dfd, const char *path, const char *name, eerl_device *dev,
                         const struct eerld_metrics_gpu *g, unsigned n, char *why, size_t why_len)
@@ -20,7 +20,7 @@ int eerld_metrics_write(int dfd, const char *path, const char *name, eerl_device
 
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     snprintf(tmpname, sizeof(tmpname), "%s.tmp", name);
-    fd = eerl__create_fresh(dfd, tmpname, 0644);
+    fd = eerl_safe_create(dfd, tmpname, 0644);
     if (fd < 0 || !(f = fdopen(fd, "w"))) {
         snprintf(why, why_len, "cannot write %s: %s", tmp, strerror(errno));
         if (fd >= 0)

@@ -15,7 +15,7 @@
 #include <ini.h>
 
 #include "policy.h"
-#include "common/safefile.h"
+#include "eerl/tools/safefile.h"
 
 struct parse_ctx {
     struct eerld_policy *p;
@@ -192,7 +192,7 @@ static int policy_safe(FILE *f, const char *path, char *why, size_t why_len)
     char real[PATH_MAX], sub[400];
     struct stat st;
 
-    if (eerl__file_safe(fileno(f), "policy file", path, why, why_len) < 0)
+    if (eerl_safe_file(fileno(f), "policy file", path, why, why_len) < 0)
         return -1;
     if (!realpath(path, real)) {
         snprintf(why, why_len, "policy file %s: cannot resolve its path: %s", path,
@@ -204,7 +204,7 @@ static int policy_safe(FILE *f, const char *path, char *why, size_t why_len)
                  strerror(errno));
         return -1;
     }
-    if (eerl__dir_safe(&st, "the directory", real, 1, sub, sizeof(sub)) < 0) {
+    if (eerl_safe_dir(&st, "the directory", real, 1, sub, sizeof(sub)) < 0) {
         snprintf(why, why_len, "policy file %s: %s", path, sub);
         return -1;
     }

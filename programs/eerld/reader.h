@@ -15,13 +15,13 @@
 #include <jansson.h>
 
 #include "eerl/device.h"
-#include "agent/protocol.h"
+#include "eerl/tools/protocol.h"
 
 #include "metrics.h"
 
 struct eerld_job {
     void *owner; /* the caller's (a connection); NULL: a metrics job */
-    unsigned gpus[EERL__AGENT_GPU_INDEX_MAX + 1];
+    unsigned gpus[EERL_AGENT_GPU_INDEX_MAX + 1];
     size_t n;
     json_t *reply; /* built by the loop; the reader adds readings */
     json_t *items; /* status: the per-GPU objects to add readings to (borrowed from reply) */

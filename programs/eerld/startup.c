@@ -14,10 +14,9 @@
 
 #include "eerl/error.h"
 #include "eerl/tools/twin.h"
-#include "twin/idle_device.h"
 
 #include "log.h"
-#include "common/safefile.h"
+#include "eerl/tools/safefile.h"
 #include "startup.h"
 
 #define LOCK_FILE "eerld.lock"
@@ -68,7 +67,7 @@ static int lock_state_dir(const struct eerld_config *cfg, struct eerld_files *f)
     char why[600], pid[32];
     ssize_t n;
 
-    if (eerl__dir_open("state dir", cfg->state_dir, 0, &f->state_fd, why, sizeof(why)) < 0) {
+    if (eerl_safe_dir_open("state dir", cfg->state_dir, 0, &f->state_fd, why, sizeof(why)) < 0) {
         eerld_log(LOG_ERR, "%s", why);
         return -1;
     }
@@ -123,7 +122,7 @@ static int check_socket_path(const struct eerld_config *cfg, struct eerld_files 
         snprintf(dir, sizeof(dir), "/");
     else
         snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    if (eerl__dir_open("socket dir", dir, 1, &dfd, why, sizeof(why)) < 0) {
+    if (eerl_safe_dir_open("socket dir", dir, 1, &dfd, why, sizeof(why)) < 0) {
         eerld_log(LOG_ERR, "%s", why);
         return -1;
     }
@@ -189,7 +188,7 @@ static int open_metrics_dir(const struct eerld_config *cfg, struct eerld_files *
         eerld_log(LOG_ERR, "--metrics-textfile '%s' names a directory, not a file", path);
         return -1;
     }
-    if (eerl__dir_open("metrics textfile dir", dir, 0, &f->metrics_fd, why, sizeof(why)) < 0) {
+    if (eerl_safe_dir_open("metrics textfile dir", dir, 0, &f->metrics_fd, why, sizeof(why)) < 0) {
         eerld_log(LOG_ERR, "%s", why);
         return -1;
     }
@@ -222,7 +221,7 @@ int eerld_open_devices(const struct eerld_config *cfg, eerl_device **ret)
             goto bad_twin;
         memcpy(model, d + 5, (size_t)(x - d - 5));
         model[x - d - 5] = '\0';
-        e = eerl__twin_idle_device(model, (unsigned)n, ret);
+        e = eerl_twin_idle_device(model, (unsigned)n, ret);
         if (e < 0) {
             eerld_log(LOG_ERR, "--devices %s: unknown twin GPU '%s' (valid: %s)", d, model,
                       eerl_twin_gpu_names());

@@ -243,9 +243,9 @@ def phase_id(name):
 
 class CtlConfig(C.Structure):
     # Size-tagged (include/eerl/core.h): "size" is this mirror's sizeof, set by
-    # eerl_ctl_config_init(mode, cfg, sizeof(CtlConfig)). The stable view: the research knobs
-    # after group_names (eerl/experimental.h) are not mirrored, and the library takes their
-    # defaults for a struct that ends before them.
+    # eerl_ctl_config_init(mode, cfg, sizeof(CtlConfig)). The whole struct: the controller's
+    # research knobs are no fields of it but experimental options of the table (eerl.options),
+    # set on a controller by name from C only (eerl/options.h, with EERL_EXPERIMENTAL).
     _fields_ = [
         ("size", C.c_size_t),
         ("strategy", C.c_int),

@@ -45,7 +45,7 @@
 #include "eerl/runtime.h"
 #include "agent/client.h"
 #include "agent/path_access.h"
-#include "agent/protocol.h"
+#include "eerl/tools/protocol.h"
 #include "device/device_impl.h"
 
 /* The hello's deadline (connecting, eerl doctor's probe), ms. */
@@ -69,7 +69,7 @@ struct rbuf {
 struct eerl_agent {
     int fd; /* -1: closed, or the link is down (lost > 0) */
     char path[108];
-    char client[EERL__AGENT_CLIENT_MAX + 1];
+    char client[EERL_AGENT_CLIENT_MAX + 1];
     unsigned call_ms;                /* a call's deadline (see "Deadlines" above) */
     uint64_t lost;                   /* connections lost to a deadline or a broken stream */
     uint64_t redials;                /* connections dialled again after a loss */
@@ -88,7 +88,7 @@ struct eerl_agent {
     pthread_cond_t hb_cv;
     /* GPUs this connection holds, as far as our own lease/release/reset calls tell (a lease
      * root took away shows up as a refused set) */
-    unsigned char held[EERL__AGENT_GPU_INDEX_MAX + 1];
+    unsigned char held[EERL_AGENT_GPU_INDEX_MAX + 1];
     /* eerl_agent_device's view, filled on first use */
     struct dev_cache *devs;
     unsigned n_devs;
@@ -272,9 +272,9 @@ static int read_line(int fd, struct rbuf *rb, int64_t deadline, char **ret_line,
              * bound that only a broken daemon would reach. */
             char *p;
 
-            if (rb->cap >= EERL__AGENT_REPLY_MAX)
+            if (rb->cap >= EERL_AGENT_REPLY_MAX)
                 return set_why(why, why_len, EERL_EPARSE, "eerld sent a line longer than %d bytes",
-                               EERL__AGENT_REPLY_MAX);
+                               EERL_AGENT_REPLY_MAX);
             if (!(p = realloc(rb->p, rb->cap * 2)))
                 return set_why(why, why_len, EERL_ENOMEM, "out of memory");
             rb->p = p;
@@ -340,7 +340,7 @@ static int exchange(int fd, struct rbuf *rb, const char *path, const char *op, c
 static int refusal(json_t *rep, char *why, size_t why_len)
 {
     const char *msg = json_string_value(json_object_get(rep, "message"));
-    int e = eerl__agent_err_from_name(json_string_value(json_object_get(rep, "error")));
+    int e = eerl_agent_err_from_name(json_string_value(json_object_get(rep, "error")));
 
     set_why(why, why_len, e, "%s", msg ? msg : "eerld refused the request");
     json_decref(rep);
@@ -361,7 +361,7 @@ static void drop_link(eerl_agent *a, const char *why)
 
 /* One round trip. On success *ret_reply is the reply object (ok: true). A refusal returns the
  * daemon's code with its message in why. Caller holds a->mu. */
-static int round_trip(eerl_agent *a, struct eerl__agent_req *req, json_t **ret_reply, char *why,
+static int round_trip(eerl_agent *a, struct eerl_agent_req *req, json_t **ret_reply, char *why,
                       size_t why_len)
 {
     char buf[4096];
@@ -378,11 +378,11 @@ static int round_trip(eerl_agent *a, struct eerl__agent_req *req, json_t **ret_r
         return set_why(why, why_len, EERL_ESTATE, "the connection to eerld is closed");
     req->has_id = 1;
     req->id = ++a->next_id;
-    e = eerl__agent_encode_request(req, buf, sizeof(buf), &n);
+    e = eerl_agent_encode_request(req, buf, sizeof(buf), &n);
     if (e < 0)
         return set_why(why, why_len, e, "cannot encode the %s request",
-                       eerl__agent_op_name(req->op));
-    e = exchange(a->fd, &a->rb, a->path, eerl__agent_op_name(req->op), buf, n, req->id, a->call_ms,
+                       eerl_agent_op_name(req->op));
+    e = exchange(a->fd, &a->rb, a->path, eerl_agent_op_name(req->op), buf, n, req->id, a->call_ms,
                  &rep, why, why_len);
     if (e < 0) {
         drop_link(a, why && why_len ? why : eerl_strerror(e));
@@ -394,7 +394,7 @@ static int round_trip(eerl_agent *a, struct eerl__agent_req *req, json_t **ret_r
     return 0;
 }
 
-static int call(eerl_agent *a, struct eerl__agent_req *req, json_t **ret_reply)
+static int call(eerl_agent *a, struct eerl_agent_req *req, json_t **ret_reply)
 {
     json_t *rep = NULL;
     int e;
@@ -521,7 +521,7 @@ static void read_info(json_t *rep, struct eerl_agent_info *info)
 static int dial(const char *path, const char *client, unsigned ms, struct rbuf *rb, int *ret_fd,
                 struct eerl_agent_info *ret_info, char *why, size_t why_len)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
     char buf[512];
     size_t n;
     json_t *rep = NULL;
@@ -532,12 +532,12 @@ static int dial(const char *path, const char *client, unsigned ms, struct rbuf *
     rb->cap = EERL_AGENT_MSG_MAX;
     rb->len = 0;
     memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_HELLO;
+    req.op = EERL_AGENT_OP_HELLO;
     req.version = EERL_AGENT_PROTOCOL_VERSION;
     req.has_id = 1;
     req.id = 1;
     snprintf(req.client, sizeof(req.client), "%s", client);
-    if ((e = eerl__agent_encode_request(&req, buf, sizeof(buf), &n)) < 0)
+    if ((e = eerl_agent_encode_request(&req, buf, sizeof(buf), &n)) < 0)
         return set_why(why, why_len, e, "cannot encode the hello request");
     if ((e = open_socket(path, mono_ms() + ms, &fd, why, why_len)) < 0)
         return e;
@@ -648,7 +648,7 @@ int eerl_agent_info(eerl_agent *a, struct eerl_agent_info *ret_info)
     return 0;
 }
 
-static int fill_gpus(struct eerl__agent_req *req, const unsigned *gpus, size_t n, int required)
+static int fill_gpus(struct eerl_agent_req *req, const unsigned *gpus, size_t n, int required)
 {
     if (n > EERL_AGENT_GPUS_MAX || (n && !gpus) || (required && n == 0))
         return EERL_EINVAL;
@@ -659,10 +659,10 @@ static int fill_gpus(struct eerl__agent_req *req, const unsigned *gpus, size_t n
     return 0;
 }
 
-static int simple(eerl_agent *a, enum eerl__agent_op op, const unsigned *gpus, size_t n,
+static int simple(eerl_agent *a, enum eerl_agent_op op, const unsigned *gpus, size_t n,
                   int required)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
     int e;
 
     if (!a)
@@ -683,14 +683,14 @@ static void mark_held(eerl_agent *a, const unsigned *gpus, size_t n, unsigned ch
     if (n == 0)
         memset(a->held, 0, sizeof(a->held));
     for (k = 0; k < n; k++)
-        if (gpus[k] <= EERL__AGENT_GPU_INDEX_MAX)
+        if (gpus[k] <= EERL_AGENT_GPU_INDEX_MAX)
             a->held[gpus[k]] = held;
     pthread_mutex_unlock(&a->mu);
 }
 
 int eerl_agent_lease(eerl_agent *a, const unsigned *gpus, size_t n)
 {
-    int e = simple(a, EERL__OP_LEASE, gpus, n, 1);
+    int e = simple(a, EERL_AGENT_OP_LEASE, gpus, n, 1);
 
     if (e == 0)
         mark_held(a, gpus, n, 1);
@@ -699,7 +699,7 @@ int eerl_agent_lease(eerl_agent *a, const unsigned *gpus, size_t n)
 
 int eerl_agent_release(eerl_agent *a, const unsigned *gpus, size_t n)
 {
-    int e = simple(a, EERL__OP_RELEASE, gpus, n, 0);
+    int e = simple(a, EERL_AGENT_OP_RELEASE, gpus, n, 0);
 
     if (e == 0)
         mark_held(a, gpus, n, 0);
@@ -721,7 +721,7 @@ static int owner_lock(void *ctx, const unsigned *gpus, size_t n, unsigned mhz)
         return eerl_agent_heartbeat(a); /* refused, with the reason in last_error */
     pthread_mutex_lock(&a->mu);
     for (k = 0; k < n; k++)
-        if (gpus[k] > EERL__AGENT_GPU_INDEX_MAX || !a->held[gpus[k]])
+        if (gpus[k] > EERL_AGENT_GPU_INDEX_MAX || !a->held[gpus[k]])
             need[m++] = gpus[k];
     pthread_mutex_unlock(&a->mu);
     if (m && (e = eerl_agent_lease(a, need, m)) < 0)
@@ -760,7 +760,7 @@ int eerl_agent_clock_owner(eerl_agent *a, struct eerl_rt_clock_owner *ret_owner)
 
 int eerl_agent_reset(eerl_agent *a, const unsigned *gpus, size_t n)
 {
-    int e = simple(a, EERL__OP_RESET, gpus, n, 0);
+    int e = simple(a, EERL_AGENT_OP_RESET, gpus, n, 0);
 
     if (e == 0)
         mark_held(a, gpus, n, 0); /* a reset ends our own lease too */
@@ -769,20 +769,19 @@ int eerl_agent_reset(eerl_agent *a, const unsigned *gpus, size_t n)
 
 int eerl_agent_heartbeat(eerl_agent *a)
 {
-    return simple(a, EERL__OP_HEARTBEAT, NULL, 0, 0);
+    return simple(a, EERL_AGENT_OP_HEARTBEAT, NULL, 0, 0);
 }
 
 int eerl_agent_set_clocks(eerl_agent *a, const unsigned *gpus, size_t n, unsigned min_mhz,
                           unsigned max_mhz)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
     int e;
 
-    if (!a || min_mhz > max_mhz || (min_mhz == 0) != (max_mhz == 0) ||
-        max_mhz > EERL__AGENT_MHZ_MAX)
+    if (!a || min_mhz > max_mhz || (min_mhz == 0) != (max_mhz == 0) || max_mhz > EERL_AGENT_MHZ_MAX)
         return EERL_EINVAL;
     memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_SET;
+    req.op = EERL_AGENT_OP_SET;
     if ((e = fill_gpus(&req, gpus, n, 1)) < 0)
         return e;
     req.min_mhz = min_mhz;
@@ -808,14 +807,14 @@ static int pool_name_ok(const char *name)
 int eerl_agent_define_pool(eerl_agent *a, const char *name, const unsigned *gpus, size_t n,
                            unsigned gen_mhz, unsigned train_mhz, unsigned idle_mhz)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
     int e;
 
-    if (!a || !pool_name_ok(name) || gen_mhz > EERL__AGENT_MHZ_MAX ||
-        train_mhz > EERL__AGENT_MHZ_MAX || idle_mhz > EERL__AGENT_MHZ_MAX)
+    if (!a || !pool_name_ok(name) || gen_mhz > EERL_AGENT_MHZ_MAX ||
+        train_mhz > EERL_AGENT_MHZ_MAX || idle_mhz > EERL_AGENT_MHZ_MAX)
         return EERL_EINVAL;
     memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_POOL;
+    req.op = EERL_AGENT_OP_POOL;
     if ((e = fill_gpus(&req, gpus, n, 1)) < 0)
         return e;
     snprintf(req.pool, sizeof(req.pool), "%s", name);
@@ -827,12 +826,12 @@ int eerl_agent_define_pool(eerl_agent *a, const char *name, const unsigned *gpus
 
 int eerl_agent_set_phase(eerl_agent *a, const char *name, eerl_agent_phase phase)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
 
     if (!a || !pool_name_ok(name) || (unsigned)phase > EERL_AGENT_PHASE_IDLE)
         return EERL_EINVAL;
     memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_PHASE;
+    req.op = EERL_AGENT_OP_PHASE;
     snprintf(req.pool, sizeof(req.pool), "%s", name);
     req.phase = phase;
     return call(a, &req, NULL);
@@ -841,7 +840,7 @@ int eerl_agent_set_phase(eerl_agent *a, const char *name, eerl_agent_phase phase
 int eerl_agent_read(eerl_agent *a, const unsigned *gpus, size_t n, struct eerl_agent_reading *out,
                     size_t cap, size_t *ret_n)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
     json_t *rep = NULL, *arr, *x;
     size_t i, m;
     int e;
@@ -849,7 +848,7 @@ int eerl_agent_read(eerl_agent *a, const unsigned *gpus, size_t n, struct eerl_a
     if (!a || !out)
         return EERL_EINVAL;
     memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_READ;
+    req.op = EERL_AGENT_OP_READ;
     if ((e = fill_gpus(&req, gpus, n, 0)) < 0)
         return e;
     if ((e = call(a, &req, &rep)) < 0)
@@ -869,7 +868,7 @@ int eerl_agent_read(eerl_agent *a, const unsigned *gpus, size_t n, struct eerl_a
         memset(r, 0, sizeof(*r));
         r->gpu = get_u(x, "gpu");
         if (json_object_get(x, "error")) {
-            r->err = eerl__agent_err_from_name(json_string_value(json_object_get(x, "error")));
+            r->err = eerl_agent_err_from_name(json_string_value(json_object_get(x, "error")));
             continue;
         }
         r->energy_mj = json_is_integer(en) ? (uint64_t)json_integer_value(en) : 0;
@@ -954,12 +953,12 @@ static void *hb_main(void *arg)
         if (r == ETIMEDOUT && a->fd < 0 && a->lost && a->path[0]) {
             redial(a);
         } else if (r == ETIMEDOUT) {
-            struct eerl__agent_req req;
+            struct eerl_agent_req req;
             json_t *rep = NULL;
             char why[64];
 
             memset(&req, 0, sizeof(req));
-            req.op = EERL__OP_HEARTBEAT;
+            req.op = EERL_AGENT_OP_HEARTBEAT;
             if (round_trip(a, &req, &rep, why, sizeof(why)) == 0)
                 json_decref(rep);
         }
@@ -996,7 +995,7 @@ static void copy_str(json_t *o, const char *key, char *buf, size_t len)
 
 int eerl_agent_status(eerl_agent *a, struct eerl_agent_gpu_status *out, size_t cap, size_t *ret_n)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
     json_t *rep = NULL, *arr, *x;
     size_t i, m;
     int e;
@@ -1004,7 +1003,7 @@ int eerl_agent_status(eerl_agent *a, struct eerl_agent_gpu_status *out, size_t c
     if (!a || !out || !ret_n)
         return EERL_EINVAL;
     memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_STATUS;
+    req.op = EERL_AGENT_OP_STATUS;
     if ((e = call(a, &req, &rep)) < 0)
         return e;
     arr = json_object_get(rep, "gpus");
@@ -1025,7 +1024,7 @@ int eerl_agent_status(eerl_agent *a, struct eerl_agent_gpu_status *out, size_t c
         copy_str(x, "uuid", s->uuid, sizeof(s->uuid));
         copy_str(x, "name", s->name, sizeof(s->name));
         if (json_object_get(x, "error")) {
-            s->err = eerl__agent_err_from_name(json_string_value(json_object_get(x, "error")));
+            s->err = eerl_agent_err_from_name(json_string_value(json_object_get(x, "error")));
             copy_str(x, "message", s->error, sizeof(s->error));
         }
         s->sm_mhz = get_u(x, "sm_mhz");
@@ -1056,7 +1055,7 @@ int eerl_agent_status(eerl_agent *a, struct eerl_agent_gpu_status *out, size_t c
 
 static int load_devs(eerl_agent *a)
 {
-    struct eerl__agent_req req;
+    struct eerl_agent_req req;
     json_t *rep = NULL, *arr, *x, *c;
     size_t i, k;
     int e;
@@ -1064,7 +1063,7 @@ static int load_devs(eerl_agent *a)
     if (a->devs)
         return 0;
     memset(&req, 0, sizeof(req));
-    req.op = EERL__OP_DEVICES;
+    req.op = EERL_AGENT_OP_DEVICES;
     if ((e = call(a, &req, &rep)) < 0)
         return e;
     arr = json_object_get(rep, "gpus");

@@ -9,41 +9,41 @@
 #include <jansson.h>
 
 #include "eerl/error.h"
-#include "agent/protocol.h"
+#include "eerl/tools/protocol.h"
 
-static const char *const op_names[EERL__OP_COUNT] = {
+static const char *const op_names[EERL_AGENT_OP_COUNT] = {
     "hello", "devices", "status",  "read",      "lease", "set",
     "pool",  "phase",   "release", "heartbeat", "reset",
 };
 
 /* Keys each op accepts besides "op" and "id". */
-static const char *const op_keys[EERL__OP_COUNT][6] = {
-    [EERL__OP_HELLO] = {"v", "client"},
-    [EERL__OP_DEVICES] = {NULL},
-    [EERL__OP_STATUS] = {"gpus"},
-    [EERL__OP_READ] = {"gpus"},
-    [EERL__OP_LEASE] = {"gpus"},
-    [EERL__OP_SET] = {"gpus", "mhz", "min_mhz", "max_mhz"},
-    [EERL__OP_POOL] = {"pool", "gpus", "gen", "train", "idle"},
-    [EERL__OP_PHASE] = {"pool", "phase"},
-    [EERL__OP_RELEASE] = {"gpus"},
-    [EERL__OP_HEARTBEAT] = {NULL},
-    [EERL__OP_RESET] = {"gpus"},
+static const char *const op_keys[EERL_AGENT_OP_COUNT][6] = {
+    [EERL_AGENT_OP_HELLO] = {"v", "client"},
+    [EERL_AGENT_OP_DEVICES] = {NULL},
+    [EERL_AGENT_OP_STATUS] = {"gpus"},
+    [EERL_AGENT_OP_READ] = {"gpus"},
+    [EERL_AGENT_OP_LEASE] = {"gpus"},
+    [EERL_AGENT_OP_SET] = {"gpus", "mhz", "min_mhz", "max_mhz"},
+    [EERL_AGENT_OP_POOL] = {"pool", "gpus", "gen", "train", "idle"},
+    [EERL_AGENT_OP_PHASE] = {"pool", "phase"},
+    [EERL_AGENT_OP_RELEASE] = {"gpus"},
+    [EERL_AGENT_OP_HEARTBEAT] = {NULL},
+    [EERL_AGENT_OP_RESET] = {"gpus"},
 };
 
 static const char *const phase_names[3] = {"gen", "train", "idle"};
 
-const char *eerl__agent_op_name(enum eerl__agent_op op)
+const char *eerl_agent_op_name(enum eerl_agent_op op)
 {
-    return (unsigned)op < EERL__OP_COUNT ? op_names[op] : "?";
+    return (unsigned)op < EERL_AGENT_OP_COUNT ? op_names[op] : "?";
 }
 
-const char *eerl__agent_phase_name(eerl_agent_phase phase)
+const char *eerl_agent_phase_name(eerl_agent_phase phase)
 {
     return (unsigned)phase < 3 ? phase_names[phase] : "?";
 }
 
-int eerl__agent_err_from_name(const char *name)
+int eerl_agent_err_from_name(const char *name)
 {
     if (!name)
         return EERL_EIO;
@@ -118,10 +118,10 @@ static int get_name(json_t *o, const char *key, size_t max, char *out, char *why
     return 0;
 }
 
-static int get_gpus(json_t *o, struct eerl__agent_req *r, int required, char *why, size_t why_len)
+static int get_gpus(json_t *o, struct eerl_agent_req *r, int required, char *why, size_t why_len)
 {
     json_t *x = json_object_get(o, "gpus"), *e;
-    unsigned char seen[EERL__AGENT_GPU_INDEX_MAX + 1];
+    unsigned char seen[EERL_AGENT_GPU_INDEX_MAX + 1];
     size_t i;
 
     if (!x) {
@@ -142,9 +142,9 @@ static int get_gpus(json_t *o, struct eerl__agent_req *r, int required, char *wh
         if (!json_is_integer(e))
             return bad(why, why_len, "\"gpus\"[%zu] must be an integer", i);
         g = json_integer_value(e);
-        if (g < 0 || g > EERL__AGENT_GPU_INDEX_MAX)
+        if (g < 0 || g > EERL_AGENT_GPU_INDEX_MAX)
             return bad(why, why_len, "\"gpus\"[%zu] %lld is out of range (0-%d)", i, (long long)g,
-                       EERL__AGENT_GPU_INDEX_MAX);
+                       EERL_AGENT_GPU_INDEX_MAX);
         if (seen[g]) /* linear: a request may name 1024 GPUs */
             return bad(why, why_len, "\"gpus\" names GPU %lld twice", (long long)g);
         seen[g] = 1;
@@ -155,7 +155,7 @@ static int get_gpus(json_t *o, struct eerl__agent_req *r, int required, char *wh
     return 0;
 }
 
-static int parse_hello(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+static int parse_hello(json_t *o, struct eerl_agent_req *r, char *why, size_t why_len)
 {
     unsigned long long v = 0;
     int present, e;
@@ -173,8 +173,8 @@ static int parse_hello(json_t *o, struct eerl__agent_req *r, char *why, size_t w
         return bad(why, why_len, "\"client\" must be a string");
     n = json_string_length(x);
     s = json_string_value(x);
-    if (n > EERL__AGENT_CLIENT_MAX)
-        return bad(why, why_len, "\"client\" is longer than %d characters", EERL__AGENT_CLIENT_MAX);
+    if (n > EERL_AGENT_CLIENT_MAX)
+        return bad(why, why_len, "\"client\" is longer than %d characters", EERL_AGENT_CLIENT_MAX);
     for (i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
             return bad(why, why_len, "\"client\" holds a control character");
@@ -183,16 +183,16 @@ static int parse_hello(json_t *o, struct eerl__agent_req *r, char *why, size_t w
     return 0;
 }
 
-static int parse_set(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+static int parse_set(json_t *o, struct eerl_agent_req *r, char *why, size_t why_len)
 {
     unsigned long long v = 0, a = 0, b = 0;
     int present, pa, pb, e;
 
     if ((e = get_gpus(o, r, 1, why, why_len)) < 0)
         return e;
-    if ((e = get_uint(o, "mhz", EERL__AGENT_MHZ_MAX, 0, &v, &present, why, why_len)) < 0 ||
-        (e = get_uint(o, "min_mhz", EERL__AGENT_MHZ_MAX, 0, &a, &pa, why, why_len)) < 0 ||
-        (e = get_uint(o, "max_mhz", EERL__AGENT_MHZ_MAX, 0, &b, &pb, why, why_len)) < 0)
+    if ((e = get_uint(o, "mhz", EERL_AGENT_MHZ_MAX, 0, &v, &present, why, why_len)) < 0 ||
+        (e = get_uint(o, "min_mhz", EERL_AGENT_MHZ_MAX, 0, &a, &pa, why, why_len)) < 0 ||
+        (e = get_uint(o, "max_mhz", EERL_AGENT_MHZ_MAX, 0, &b, &pb, why, why_len)) < 0)
         return e;
     if (present && (pa || pb))
         return bad(why, why_len, "give either \"mhz\" or \"min_mhz\" and \"max_mhz\", not both");
@@ -213,7 +213,7 @@ static int parse_set(json_t *o, struct eerl__agent_req *r, char *why, size_t why
     return 0;
 }
 
-static int parse_pool(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+static int parse_pool(json_t *o, struct eerl_agent_req *r, char *why, size_t why_len)
 {
     static const char *const k[3] = {"gen", "train", "idle"};
     unsigned long long v = 0;
@@ -223,14 +223,14 @@ static int parse_pool(json_t *o, struct eerl__agent_req *r, char *why, size_t wh
         (e = get_gpus(o, r, 1, why, why_len)) < 0)
         return e;
     for (i = 0; i < 3; i++) {
-        if ((e = get_uint(o, k[i], EERL__AGENT_MHZ_MAX, 1, &v, &present, why, why_len)) < 0)
+        if ((e = get_uint(o, k[i], EERL_AGENT_MHZ_MAX, 1, &v, &present, why, why_len)) < 0)
             return e;
         r->pool_mhz[i] = (unsigned)v;
     }
     return 0;
 }
 
-static int parse_phase(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+static int parse_phase(json_t *o, struct eerl_agent_req *r, char *why, size_t why_len)
 {
     const char *s;
     json_t *x;
@@ -253,36 +253,36 @@ static int parse_phase(json_t *o, struct eerl__agent_req *r, char *why, size_t w
     return 0;
 }
 
-static int parse_fields(json_t *o, struct eerl__agent_req *r, char *why, size_t why_len)
+static int parse_fields(json_t *o, struct eerl_agent_req *r, char *why, size_t why_len)
 {
     switch (r->op) {
-    case EERL__OP_HELLO:
+    case EERL_AGENT_OP_HELLO:
         return parse_hello(o, r, why, why_len);
-    case EERL__OP_DEVICES:
-    case EERL__OP_HEARTBEAT:
+    case EERL_AGENT_OP_DEVICES:
+    case EERL_AGENT_OP_HEARTBEAT:
         return 0;
-    case EERL__OP_STATUS:
-    case EERL__OP_READ:
-    case EERL__OP_RELEASE:
-    case EERL__OP_RESET:
+    case EERL_AGENT_OP_STATUS:
+    case EERL_AGENT_OP_READ:
+    case EERL_AGENT_OP_RELEASE:
+    case EERL_AGENT_OP_RESET:
         return get_gpus(o, r, 0, why, why_len);
-    case EERL__OP_LEASE:
+    case EERL_AGENT_OP_LEASE:
         return get_gpus(o, r, 1, why, why_len);
-    case EERL__OP_SET:
+    case EERL_AGENT_OP_SET:
         return parse_set(o, r, why, why_len);
-    case EERL__OP_POOL:
+    case EERL_AGENT_OP_POOL:
         return parse_pool(o, r, why, why_len);
-    case EERL__OP_PHASE:
+    case EERL_AGENT_OP_PHASE:
         return parse_phase(o, r, why, why_len);
     default:
         return bad(why, why_len, "unknown op");
     }
 }
 
-int eerl__agent_parse_request(const char *buf, size_t len, struct eerl__agent_req *ret,
-                              uint64_t *ret_id, int *ret_has_id, char *why, size_t why_len)
+int eerl_agent_parse_request(const char *buf, size_t len, struct eerl_agent_req *ret,
+                             uint64_t *ret_id, int *ret_has_id, char *why, size_t why_len)
 {
-    struct eerl__agent_req r;
+    struct eerl_agent_req r;
     json_error_t jerr;
     json_t *o = NULL, *x;
     const char *key, *opname;
@@ -328,17 +328,17 @@ int eerl__agent_parse_request(const char *buf, size_t len, struct eerl__agent_re
         goto fail;
     }
     opname = json_string_value(x);
-    for (op = 0; op < EERL__OP_COUNT; op++)
+    for (op = 0; op < EERL_AGENT_OP_COUNT; op++)
         if (!strcmp(opname, op_names[op]))
             break;
-    if (op == EERL__OP_COUNT || strlen(opname) != json_string_length(x)) {
+    if (op == EERL_AGENT_OP_COUNT || strlen(opname) != json_string_length(x)) {
         char shown[40];
 
         snprintf(shown, sizeof(shown), "%s", opname);
         bad(why, why_len, "unknown op \"%s\"", shown);
         goto fail;
     }
-    r.op = (enum eerl__agent_op)op;
+    r.op = (enum eerl_agent_op)op;
     json_object_foreach(o, key, x)
     {
         int ok = !strcmp(key, "op") || !strcmp(key, "id");
@@ -363,7 +363,7 @@ fail:
     return e < 0 ? e : EERL_EPARSE;
 }
 
-static json_t *gpu_array(const struct eerl__agent_req *r)
+static json_t *gpu_array(const struct eerl_agent_req *r)
 {
     json_t *a = json_array();
     size_t i;
@@ -373,14 +373,14 @@ static json_t *gpu_array(const struct eerl__agent_req *r)
     return a;
 }
 
-int eerl__agent_encode_request(const struct eerl__agent_req *r, char *buf, size_t cap,
-                               size_t *ret_len)
+int eerl_agent_encode_request(const struct eerl_agent_req *r, char *buf, size_t cap,
+                              size_t *ret_len)
 {
     json_t *o;
     size_t n;
     int e = EERL_ENOMEM;
 
-    if (!r || !buf || (unsigned)r->op >= EERL__OP_COUNT || r->n_gpus > EERL_AGENT_GPUS_MAX)
+    if (!r || !buf || (unsigned)r->op >= EERL_AGENT_OP_COUNT || r->n_gpus > EERL_AGENT_GPUS_MAX)
         return EERL_EINVAL;
     o = json_object();
     if (!o)
@@ -389,12 +389,12 @@ int eerl__agent_encode_request(const struct eerl__agent_req *r, char *buf, size_
     if (r->has_id)
         json_object_set_new(o, "id", json_integer((json_int_t)r->id));
     switch (r->op) {
-    case EERL__OP_HELLO:
+    case EERL_AGENT_OP_HELLO:
         json_object_set_new(o, "v", json_integer(r->version));
         if (r->client[0])
             json_object_set_new(o, "client", json_string(r->client));
         break;
-    case EERL__OP_SET:
+    case EERL_AGENT_OP_SET:
         json_object_set_new(o, "gpus", gpu_array(r));
         if (r->min_mhz == r->max_mhz) {
             json_object_set_new(o, "mhz", json_integer(r->max_mhz));
@@ -403,19 +403,19 @@ int eerl__agent_encode_request(const struct eerl__agent_req *r, char *buf, size_
             json_object_set_new(o, "max_mhz", json_integer(r->max_mhz));
         }
         break;
-    case EERL__OP_POOL:
+    case EERL_AGENT_OP_POOL:
         json_object_set_new(o, "pool", json_string(r->pool));
         json_object_set_new(o, "gpus", gpu_array(r));
         json_object_set_new(o, "gen", json_integer(r->pool_mhz[0]));
         json_object_set_new(o, "train", json_integer(r->pool_mhz[1]));
         json_object_set_new(o, "idle", json_integer(r->pool_mhz[2]));
         break;
-    case EERL__OP_PHASE:
+    case EERL_AGENT_OP_PHASE:
         json_object_set_new(o, "pool", json_string(r->pool));
-        json_object_set_new(o, "phase", json_string(eerl__agent_phase_name(r->phase)));
+        json_object_set_new(o, "phase", json_string(eerl_agent_phase_name(r->phase)));
         break;
     default:
-        if (r->has_gpus || r->op == EERL__OP_LEASE)
+        if (r->has_gpus || r->op == EERL_AGENT_OP_LEASE)
             json_object_set_new(o, "gpus", gpu_array(r));
         break;
     }

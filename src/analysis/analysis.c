@@ -12,17 +12,17 @@
 #include "core/lsq.h"
 #include "core/predictor.h"
 #include "core/setting.h"
-#include "analysis/analysis.h"
+#include "eerl/tools/analysis.h"
 #include "trace/trace.h"
 
-void eerl__an_series_init(struct eerl__an_series *s)
+void eerl_an_series_init(struct eerl_an_series *s)
 {
     memset(s, 0, sizeof(*s));
     s->mode = EERL_MODE_COLOCATED;
     s->divergence = -1;
 }
 
-void eerl__an_series_free(struct eerl__an_series *s)
+void eerl_an_series_free(struct eerl_an_series *s)
 {
     if (!s)
         return;
@@ -36,7 +36,7 @@ void eerl__an_series_free(struct eerl__an_series *s)
     free(s->state);
     free(s->marks);
     free(s->obs);
-    eerl__an_series_init(s);
+    eerl_an_series_init(s);
 }
 
 #define GROW(p, cap)                                                                               \
@@ -47,8 +47,8 @@ void eerl__an_series_free(struct eerl__an_series *s)
         (p) = q_;                                                                                  \
     } while (0)
 
-int eerl__an_series_add(struct eerl__an_series *s, uint64_t update, double G, double N, double L,
-                        double T, double E, const eerl_setting *setting, int state, unsigned marks)
+int eerl_an_series_add(struct eerl_an_series *s, uint64_t update, double G, double N, double L,
+                       double T, double E, const eerl_setting *setting, int state, unsigned marks)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 128;
@@ -106,10 +106,10 @@ static char *read_line(FILE *f, size_t *cap, char **buf, int *ret_nl)
     return *buf;
 }
 
-/* What eerl__an_load_trace builds as it reads: the series, and the trace line of each update
+/* What eerl_an_load_trace builds as it reads: the series, and the trace line of each update
  * (for the messages of order_updates). */
 struct loader {
-    struct eerl__an_series s;
+    struct eerl_an_series s;
     size_t *line, line_cap, obs_cap;
     eerl_event ev[256];
 };
@@ -118,13 +118,13 @@ struct loader {
  * (file order for an ordered trace; order_updates sorts the rest). */
 static int load_update(struct loader *ld, const char *buf, size_t lineno, char *w2, size_t w2_len)
 {
-    struct eerl__an_series *s = &ld->s;
-    struct eerl__trace_update u;
+    struct eerl_an_series *s = &ld->s;
+    struct eerl_trace_update u;
     unsigned marks = 0;
     int state = -1, e;
     size_t i, n;
 
-    e = eerl__trace_parse_update(buf, &u, ld->ev, 256, w2, w2_len);
+    e = eerl_trace_parse_update(buf, &u, ld->ev, 256, w2, w2_len);
     if (e < 0)
         return e;
     n = u.n_events < 256 ? u.n_events : 256;
@@ -137,9 +137,9 @@ static int load_update(struct loader *ld, const char *buf, size_t lineno, char *
             s->lock_setting = ld->ev[i].candidate;
         }
     }
-    e = eerl__an_series_add(s, u.obs.update, u.obs.gen_tokens, u.obs.valid_tokens,
-                            u.obs.longest_tokens, u.obs.time_s, u.obs.energy_j, &u.obs.setting,
-                            state, marks);
+    e = eerl_an_series_add(s, u.obs.update, u.obs.gen_tokens, u.obs.valid_tokens,
+                           u.obs.longest_tokens, u.obs.time_s, u.obs.energy_j, &u.obs.setting,
+                           state, marks);
     if (e < 0)
         return e;
     if (s->n > ld->obs_cap) {
@@ -189,7 +189,7 @@ static int order_cmp(const void *pa, const void *pb)
 /* The comparisons pair runs update by update and the in-flight model reads the previous update,
  * so the series goes in update order: a trace whose lines are out of order (joined from parts)
  * is sorted; one that holds an update twice is refused, naming both lines. */
-static int order_updates(struct eerl__an_series *s, const size_t *line, const char *path, char *why,
+static int order_updates(struct eerl_an_series *s, const size_t *line, const char *path, char *why,
                          size_t len)
 {
     struct order_key *k;
@@ -237,7 +237,7 @@ nomem:
 #undef PERMUTE
 
 /* A "run" line: the run's role, seed and divergence. */
-static void load_run(struct eerl__an_series *s, const char *buf)
+static void load_run(struct eerl_an_series *s, const char *buf)
 {
     json_t *o = json_loads(buf, 0, NULL), *v;
 
@@ -255,14 +255,14 @@ static void load_run(struct eerl__an_series *s, const char *buf)
 }
 
 /* A "header" line: the mode, governor peak, tolerance and allowance. */
-static int load_header(struct eerl__an_series *s, const char *buf, char *w2, size_t w2_len)
+static int load_header(struct eerl_an_series *s, const char *buf, char *w2, size_t w2_len)
 {
-    struct eerl__trace_header *h = malloc(sizeof(*h));
+    struct eerl_trace_header *h = malloc(sizeof(*h));
     int e;
 
     if (!h)
         return EERL_ENOMEM;
-    e = eerl__trace_parse_header(buf, h, w2, w2_len);
+    e = eerl_trace_parse_header(buf, h, w2, w2_len);
     s->mode = h->mode;
     s->peak_mhz = h->peak;
     s->time_tolerance = h->cfg.time_tolerance;
@@ -271,7 +271,7 @@ static int load_header(struct eerl__an_series *s, const char *buf, char *w2, siz
     return e;
 }
 
-int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why, size_t len)
+int eerl_an_load_trace(const char *path, struct eerl_an_series *ret, char *why, size_t len)
 {
     FILE *f = fopen(path, "r");
     char *buf = NULL, type[32], w2[256];
@@ -295,13 +295,13 @@ int eerl__an_load_trace(const char *path, struct eerl__an_series *ret, char *why
         fclose(f);
         return EERL_ENOMEM;
     }
-    eerl__an_series_init(&ld->s);
+    eerl_an_series_init(&ld->s);
     snprintf(ld->s.role, sizeof(ld->s.role), "controller");
     while (read_line(f, &cap, &buf, &nl)) {
         lineno++;
         if (!buf[0])
             continue;
-        if (eerl__trace_line_type(buf, type, sizeof(type)) < 0) {
+        if (eerl_trace_line_type(buf, type, sizeof(type)) < 0) {
             if (!nl) { /* the last line, cut short: keep the whole ones before it */
                 ld->s.cut_line = lineno;
                 break;
@@ -344,7 +344,7 @@ out:
     free(buf);
     free(ld->line);
     if (e < 0) {
-        eerl__an_series_free(&ld->s);
+        eerl_an_series_free(&ld->s);
         free(ld);
         return e;
     }
@@ -361,8 +361,8 @@ struct sums {
 };
 
 /* Sums over updates in [lo, hi] present in both runs. */
-static void window_sums(const struct eerl__an_series *g, const struct eerl__an_series *c,
-                        uint64_t lo, uint64_t hi, struct sums *sg, struct sums *sc)
+static void window_sums(const struct eerl_an_series *g, const struct eerl_an_series *c, uint64_t lo,
+                        uint64_t hi, struct sums *sg, struct sums *sc)
 {
     size_t i = 0, j = 0;
 
@@ -396,8 +396,8 @@ struct acc {
     unsigned k;
 };
 
-static void seed_window(const struct eerl__an_series *g, const struct eerl__an_series *c,
-                        uint64_t lo, uint64_t hi, struct eerl__an_window *w, struct acc *a)
+static void seed_window(const struct eerl_an_series *g, const struct eerl_an_series *c, uint64_t lo,
+                        uint64_t hi, struct eerl_an_window *w, struct acc *a)
 {
     struct sums sg, sc;
 
@@ -419,7 +419,7 @@ static void seed_window(const struct eerl__an_series *g, const struct eerl__an_s
     }
 }
 
-static void finish(const struct acc *a, struct eerl__an_window *w)
+static void finish(const struct acc *a, struct eerl_an_window *w)
 {
     w->seeds = a->k;
     if (a->k == 0) {
@@ -432,30 +432,29 @@ static void finish(const struct acc *a, struct eerl__an_window *w)
     w->saving_pct = 100.0 * (1 - exp(a->le / a->k));
 }
 
-int eerl__an_compare(const struct eerl__an_series *const *gov,
-                     const struct eerl__an_series *const *ctl, size_t n,
-                     struct eerl__an_result *ret)
+int eerl_an_compare(const struct eerl_an_series *const *gov,
+                    const struct eerl_an_series *const *ctl, size_t n, struct eerl_an_result *ret)
 {
     struct acc aw = {0, 0, 0, 0}, ab = {0, 0, 0, 0}, aa = {0, 0, 0, 0};
     size_t i;
 
-    if (!gov || !ctl || !ret || n == 0 || n > EERL__AN_SEEDS_MAX)
+    if (!gov || !ctl || !ret || n == 0 || n > EERL_AN_SEEDS_MAX)
         return EERL_EINVAL;
     memset(ret, 0, sizeof(*ret));
     ret->n_seeds = n;
     ret->lock_same = 1;
     for (i = 0; i < n; i++) {
-        const struct eerl__an_series *g = gov[i], *c = ctl[i];
-        struct eerl__an_seed *sd = &ret->seed[i];
+        const struct eerl_an_series *g = gov[i], *c = ctl[i];
+        struct eerl_an_seed *sd = &ret->seed[i];
         uint64_t last = UINT64_MAX;
 
         sd->seed = c->has_seed ? c->seed : (g->has_seed ? g->seed : i + 1);
         sd->locked = c->locked;
         sd->lock_setting = c->lock_setting;
         sd->lock_update = c->lock_update;
-        seed_window(g, c, EERL__AN_FIRST_UPDATE, last, &sd->whole, &aw);
+        seed_window(g, c, EERL_AN_FIRST_UPDATE, last, &sd->whole, &aw);
         if (c->locked) {
-            seed_window(g, c, EERL__AN_FIRST_UPDATE, c->lock_update, &sd->before, &ab);
+            seed_window(g, c, EERL_AN_FIRST_UPDATE, c->lock_update, &sd->before, &ab);
             seed_window(g, c, c->lock_update + 1, last, &sd->after, &aa);
             if (!ret->any_locked)
                 ret->lock_setting = c->lock_setting;
@@ -463,7 +462,7 @@ int eerl__an_compare(const struct eerl__an_series *const *gov,
                 ret->lock_same = 0;
             ret->any_locked = 1;
         } else {
-            seed_window(g, c, EERL__AN_FIRST_UPDATE, last, &sd->before, &ab);
+            seed_window(g, c, EERL_AN_FIRST_UPDATE, last, &sd->before, &ab);
             sd->after.updates = 0;
             sd->after.seeds = 0;
             sd->after.saving_pct = sd->after.dq_pct = NAN;
@@ -484,7 +483,7 @@ int eerl__an_compare(const struct eerl__an_series *const *gov,
 
 /* Features of update i: sync and drained [1, G, N, L]; in-flight [1, N, L, N of the previous
  * update] (in-flight work spills into the next update). */
-static int features(const struct eerl__an_series *s, size_t i, double *x)
+static int features(const struct eerl_an_series *s, size_t i, double *x)
 {
     x[0] = 1;
     if (s->mode == EERL_MODE_INFLIGHT) {
@@ -504,7 +503,7 @@ static int features(const struct eerl__an_series *s, size_t i, double *x)
 /* Ordinary least squares (core/lsq.c, the predictor's solver) on standardized features; a
  * feature that does not vary (Qwen's L sits at the 4096 limit) is dropped. Returns 0 or
  * EERL_ENOMEM. */
-static int fit(const struct eerl__an_series *const *gov, size_t n_gov, int energy, double *beta,
+static int fit(const struct eerl_an_series *const *gov, size_t n_gov, int energy, double *beta,
                double *mu, double *sd)
 {
     double x[NF], b[NF], *X = NULL, *y = NULL;
@@ -517,7 +516,7 @@ static int fit(const struct eerl__an_series *const *gov, size_t n_gov, int energ
         mu[k] = sd[k] = beta[k] = 0;
     for (r = 0; r < n_gov; r++)
         for (i = 0; i < gov[r]->n; i++) {
-            if (gov[r]->update[i] < EERL__AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
+            if (gov[r]->update[i] < EERL_AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
                 continue;
             for (k = 1; k < NF; k++) {
                 mu[k] += x[k];
@@ -545,7 +544,7 @@ static int fit(const struct eerl__an_series *const *gov, size_t n_gov, int energ
         }
         for (r = 0; r < n_gov; r++)
             for (i = 0; i < gov[r]->n; i++) {
-                if (gov[r]->update[i] < EERL__AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
+                if (gov[r]->update[i] < EERL_AN_FIRST_UPDATE || features(gov[r], i, x) < 0)
                     continue;
                 for (k = 0; k < p; k++)
                     X[k * n + row] = col[k] == 0 ? 1 : (x[col[k]] - mu[col[k]]) / sd[col[k]];
@@ -564,7 +563,7 @@ static int fit(const struct eerl__an_series *const *gov, size_t n_gov, int energ
     return 0;
 }
 
-static double predict(const struct eerl__an_series *s, size_t i, const double *beta,
+static double predict(const struct eerl_an_series *s, size_t i, const double *beta,
                       const double *mu, const double *sd)
 {
     double x[NF], y = beta[0];
@@ -579,7 +578,7 @@ static double predict(const struct eerl__an_series *s, size_t i, const double *b
 }
 
 /* Measured over predicted totals of s over updates [lo, hi]. */
-static int ratios(const struct eerl__an_series *s, uint64_t lo, uint64_t hi, const double *bt,
+static int ratios(const struct eerl_an_series *s, uint64_t lo, uint64_t hi, const double *bt,
                   const double *be, const double *mu_t, const double *sd_t, const double *mu_e,
                   const double *sd_e, double *rt, double *re)
 {
@@ -608,9 +607,9 @@ static int ratios(const struct eerl__an_series *s, uint64_t lo, uint64_t hi, con
     return 0;
 }
 
-int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
-                       const struct eerl__an_series *const *ctl, size_t n_ctl,
-                       struct eerl__an_result *res)
+int eerl_an_normalize(const struct eerl_an_series *const *gov, size_t n_gov,
+                      const struct eerl_an_series *const *ctl, size_t n_ctl,
+                      struct eerl_an_result *res)
 {
     double bt[NF], be[NF], mut[NF], sdt[NF], mue[NF], sde[NF];
     struct acc aw = {0, 0, 0, 0}, aa = {0, 0, 0, 0};
@@ -623,7 +622,7 @@ int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
         return EERL_ENOMEM;
     for (r = 0; r < n_gov; r++) {
         double a, b;
-        if (ratios(gov[r], EERL__AN_FIRST_UPDATE, UINT64_MAX, bt, be, mut, sdt, mue, sde, &a, &b) ==
+        if (ratios(gov[r], EERL_AN_FIRST_UPDATE, UINT64_MAX, bt, be, mut, sdt, mue, sde, &a, &b) ==
             0) {
             tmin = fmin(tmin, a);
             tmax = fmax(tmax, a);
@@ -632,10 +631,10 @@ int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
         }
     }
     for (i = 0; i < n_ctl; i++) {
-        const struct eerl__an_series *c = ctl[i];
+        const struct eerl_an_series *c = ctl[i];
         int pass;
         for (pass = 0; pass < 2; pass++) {
-            uint64_t lo = pass ? c->lock_update + 1 : EERL__AN_FIRST_UPDATE;
+            uint64_t lo = pass ? c->lock_update + 1 : EERL_AN_FIRST_UPDATE;
             double ct, ce, gt = 0, ge = 0, a, b;
             unsigned ng = 0, cnt = 0;
             size_t k;
@@ -674,12 +673,12 @@ int eerl__an_normalize(const struct eerl__an_series *const *gov, size_t n_gov,
 
 /* ---- Appendix B: forward test ---------------------------------------------------------------- */
 
-void eerl__an_fwd_errs_init(struct eerl__an_fwd_errs *e)
+void eerl_an_fwd_errs_init(struct eerl_an_fwd_errs *e)
 {
     memset(e, 0, sizeof(*e));
 }
 
-void eerl__an_fwd_errs_free(struct eerl__an_fwd_errs *e)
+void eerl_an_fwd_errs_free(struct eerl_an_fwd_errs *e)
 {
     if (!e)
         return;
@@ -687,10 +686,10 @@ void eerl__an_fwd_errs_free(struct eerl__an_fwd_errs *e)
     free(e->tput_model);
     free(e->energy_const);
     free(e->energy_model);
-    eerl__an_fwd_errs_init(e);
+    eerl_an_fwd_errs_init(e);
 }
 
-static int errs_push(struct eerl__an_fwd_errs *e, double tc, double tm, double ec, double em)
+static int errs_push(struct eerl_an_fwd_errs *e, double tc, double tm, double ec, double em)
 {
     if (e->n == e->cap) {
         size_t cap = e->cap ? 2 * e->cap : 64;
@@ -708,7 +707,7 @@ static int errs_push(struct eerl__an_fwd_errs *e, double tc, double tm, double e
     return 0;
 }
 
-int eerl__an_fwd_errs_merge(struct eerl__an_fwd_errs *dst, const struct eerl__an_fwd_errs *src)
+int eerl_an_fwd_errs_merge(struct eerl_an_fwd_errs *dst, const struct eerl_an_fwd_errs *src)
 {
     size_t i;
     int e;
@@ -728,7 +727,7 @@ int eerl__an_fwd_errs_merge(struct eerl__an_fwd_errs *dst, const struct eerl__an
 
 /* 1 when update i of s is one the forward test uses; *why_not: 1 warm-up, 2 not the governor,
  * 3 refused by the observation check. */
-static int fwd_usable(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg, size_t i,
+static int fwd_usable(const struct eerl_an_series *s, const struct eerl_an_fwd_cfg *cfg, size_t i,
                       int *why_not)
 {
     if (s->update[i] < cfg->first_update) {
@@ -747,10 +746,10 @@ static int fwd_usable(const struct eerl__an_series *s, const struct eerl__an_fwd
     return 1;
 }
 
-int eerl__an_fwd_count(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg,
-                       struct eerl__an_fwd_count *ret)
+int eerl_an_fwd_count(const struct eerl_an_series *s, const struct eerl_an_fwd_cfg *cfg,
+                      struct eerl_an_fwd_count *ret)
 {
-    struct eerl__an_fwd_count c;
+    struct eerl_an_fwd_count c;
     size_t i, run = 0;
     uint64_t prev = 0;
     int why_not;
@@ -781,9 +780,9 @@ int eerl__an_fwd_count(const struct eerl__an_series *s, const struct eerl__an_fw
 }
 
 /* The forward test over one stretch of usable observations (pointers, in order). */
-static int fwd_stretch(const struct eerl__an_series *s, const eerl_obs *const *o, size_t m,
-                       const struct eerl__an_fwd_cfg *cfg, struct eerl__pred_work *w,
-                       struct eerl__an_fwd_errs *acc, char *why, size_t len)
+static int fwd_stretch(const struct eerl_an_series *s, const eerl_obs *const *o, size_t m,
+                       const struct eerl_an_fwd_cfg *cfg, struct eerl__pred_work *w,
+                       struct eerl_an_fwd_errs *acc, char *why, size_t len)
 {
     struct eerl__pred pred;
     struct eerl__parts pp;
@@ -830,10 +829,10 @@ static int fwd_stretch(const struct eerl__an_series *s, const eerl_obs *const *o
     return 0;
 }
 
-int eerl__an_forward_test(const struct eerl__an_series *s, const struct eerl__an_fwd_cfg *cfg,
-                          struct eerl__an_fwd_errs *acc, char *why, size_t len)
+int eerl_an_forward_test(const struct eerl_an_series *s, const struct eerl_an_fwd_cfg *cfg,
+                         struct eerl_an_fwd_errs *acc, char *why, size_t len)
 {
-    struct eerl__an_fwd_errs mine;
+    struct eerl_an_fwd_errs mine;
     struct eerl__pred_work w;
     const eerl_obs **o = NULL;
     size_t i, m = 0, from;
@@ -843,7 +842,7 @@ int eerl__an_forward_test(const struct eerl__an_series *s, const struct eerl__an
         (s->n > 0 && !s->obs))
         return EERL_EINVAL;
     why[0] = '\0';
-    eerl__an_fwd_errs_init(&mine);
+    eerl_an_fwd_errs_init(&mine);
     e = eerl__pred_work_init(&w, cfg->fit);
     if (e < 0)
         return e;
@@ -869,11 +868,11 @@ int eerl__an_forward_test(const struct eerl__an_series *s, const struct eerl__an
         e = EERL_ENODATA;
         goto fail;
     }
-    e = eerl__an_fwd_errs_merge(acc, &mine);
+    e = eerl_an_fwd_errs_merge(acc, &mine);
 fail:
     free(o);
     eerl__pred_work_free(&w);
-    eerl__an_fwd_errs_free(&mine);
+    eerl_an_fwd_errs_free(&mine);
     return e;
 }
 
@@ -898,15 +897,15 @@ static double quantile(const double *v, size_t n, double p, double *scratch)
     return k + 1 < n ? scratch[k] + f * (scratch[k + 1] - scratch[k]) : scratch[k];
 }
 
-static void fwd_stat(const double *v, size_t n, double *scratch, struct eerl__an_fwd_stat *st)
+static void fwd_stat(const double *v, size_t n, double *scratch, struct eerl_an_fwd_stat *st)
 {
     st->median = quantile(v, n, 0.5, scratch);
     st->p90 = quantile(v, n, 0.9, scratch);
 }
 
-int eerl__an_fwd_summarize(const struct eerl__an_fwd_errs *acc, struct eerl__an_fwd_summary *ret)
+int eerl_an_fwd_summarize(const struct eerl_an_fwd_errs *acc, struct eerl_an_fwd_summary *ret)
 {
-    struct eerl__an_fwd_summary r;
+    struct eerl_an_fwd_summary r;
     double *scratch;
 
     if (!acc || !ret)
@@ -929,7 +928,7 @@ int eerl__an_fwd_summarize(const struct eerl__an_fwd_errs *acc, struct eerl__an_
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-json_t *eerl__an_num(double v)
+json_t *eerl_an_num(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
 }
@@ -939,7 +938,7 @@ static json_t *clock_json(unsigned mhz)
     return mhz == EERL_CLOCK_GOVERNOR ? json_string("governor") : json_integer(mhz);
 }
 
-json_t *eerl__an_setting_json(const eerl_setting *s)
+json_t *eerl_an_setting_json(const eerl_setting *s)
 {
     json_t *o = json_object();
 
@@ -949,40 +948,40 @@ json_t *eerl__an_setting_json(const eerl_setting *s)
     return o;
 }
 
-json_t *eerl__an_window_json(const struct eerl__an_window *w, const eerl_setting *setting,
-                             int setting_varies)
+json_t *eerl_an_window_json(const struct eerl_an_window *w, const eerl_setting *setting,
+                            int setting_varies)
 {
     json_t *o = json_object();
     double u = w->updates;
 
     json_object_set_new(o, "updates", u == floor(u) ? json_integer((json_int_t)u) : json_real(u));
-    json_object_set_new(o, "saving_pct", eerl__an_num(w->saving_pct));
-    json_object_set_new(o, "dq_pct", eerl__an_num(w->dq_pct));
+    json_object_set_new(o, "saving_pct", eerl_an_num(w->saving_pct));
+    json_object_set_new(o, "dq_pct", eerl_an_num(w->dq_pct));
     if (setting_varies)
         json_object_set_new(o, "setting", json_string("varies"));
     else if (setting)
-        json_object_set_new(o, "setting", eerl__an_setting_json(setting));
+        json_object_set_new(o, "setting", eerl_an_setting_json(setting));
     return o;
 }
 
-const char *eerl__an_setting_str(const eerl_setting *s, char *buf, size_t len)
+const char *eerl_an_setting_str(const eerl_setting *s, char *buf, size_t len)
 {
     return eerl__setting_text(s, EERL__SETTING_TABLE, buf, len);
 }
 
-const struct eerl__an_window *eerl__an_verdict_window(const struct eerl__an_result *res, int exact)
+const struct eerl_an_window *eerl_an_verdict_window(const struct eerl_an_result *res, int exact)
 {
     return exact || !res->normalized ? &res->whole : &res->norm_whole;
 }
 
-void eerl__an_window_range(const struct eerl__an_result *res, int after, double *ret_min,
-                           double *ret_max)
+void eerl_an_window_range(const struct eerl_an_result *res, int after, double *ret_min,
+                          double *ret_max)
 {
     double lo = INFINITY, hi = -INFINITY;
     size_t k;
 
     for (k = 0; k < res->n_seeds; k++) {
-        const struct eerl__an_window *w = after ? &res->seed[k].after : &res->seed[k].before;
+        const struct eerl_an_window *w = after ? &res->seed[k].after : &res->seed[k].before;
         if (w->seeds == 0)
             continue;
         lo = w->updates < lo ? w->updates : lo;
@@ -992,30 +991,30 @@ void eerl__an_window_range(const struct eerl__an_result *res, int after, double 
     *ret_max = isfinite(hi) ? hi : 0;
 }
 
-static json_t *ranged_window_json(const struct eerl__an_result *res, int after,
-                                  const struct eerl__an_window *w, const eerl_setting *setting,
+static json_t *ranged_window_json(const struct eerl_an_result *res, int after,
+                                  const struct eerl_an_window *w, const eerl_setting *setting,
                                   int varies)
 {
-    json_t *o = eerl__an_window_json(w, setting, varies);
+    json_t *o = eerl_an_window_json(w, setting, varies);
     double lo, hi;
 
-    eerl__an_window_range(res, after, &lo, &hi);
+    eerl_an_window_range(res, after, &lo, &hi);
     json_object_set_new(o, "updates_min", json_integer((json_int_t)lo));
     json_object_set_new(o, "updates_max", json_integer((json_int_t)hi));
     return o;
 }
 
-json_t *eerl__an_result_json(const struct eerl__an_result *res, int exact, double allowed_loss)
+json_t *eerl_an_result_json(const struct eerl_an_result *res, int exact, double allowed_loss)
 {
-    const struct eerl__an_window *vw = eerl__an_verdict_window(res, exact);
+    const struct eerl_an_window *vw = eerl_an_verdict_window(res, exact);
     int use_norm = vw != &res->whole;
     json_t *j = json_object(), *a = json_array(), *nm, *v;
     size_t k;
 
-    json_object_set_new(j, "saving_pct", eerl__an_num(vw->saving_pct));
-    json_object_set_new(j, "dq_pct", eerl__an_num(vw->dq_pct));
+    json_object_set_new(j, "saving_pct", eerl_an_num(vw->saving_pct));
+    json_object_set_new(j, "dq_pct", eerl_an_num(vw->dq_pct));
     json_object_set_new(j, "rows", json_string(use_norm ? "normalized" : "same-work"));
-    json_object_set_new(j, "whole", eerl__an_window_json(&res->whole, NULL, 1));
+    json_object_set_new(j, "whole", eerl_an_window_json(&res->whole, NULL, 1));
     json_object_set_new(j, "before_lock", ranged_window_json(res, 0, &res->before, NULL, 0));
     json_object_set_new(j, "after_lock",
                         ranged_window_json(res, 1, &res->after,
@@ -1026,11 +1025,11 @@ json_t *eerl__an_result_json(const struct eerl__an_result *res, int exact, doubl
     if (res->normalized) {
         nm = json_object();
         json_object_set_new(nm, "governors", json_integer(res->norm_governors));
-        json_object_set_new(nm, "whole", eerl__an_window_json(&res->norm_whole, NULL, 0));
-        json_object_set_new(nm, "after_lock", eerl__an_window_json(&res->norm_after, NULL, 0));
-        json_object_set_new(nm, "governor_time_spread_pct", eerl__an_num(res->gov_time_spread_pct));
+        json_object_set_new(nm, "whole", eerl_an_window_json(&res->norm_whole, NULL, 0));
+        json_object_set_new(nm, "after_lock", eerl_an_window_json(&res->norm_after, NULL, 0));
+        json_object_set_new(nm, "governor_time_spread_pct", eerl_an_num(res->gov_time_spread_pct));
         json_object_set_new(nm, "governor_energy_spread_pct",
-                            eerl__an_num(res->gov_energy_spread_pct));
+                            eerl_an_num(res->gov_energy_spread_pct));
         json_object_set_new(j, "normalized", nm);
     } else {
         json_object_set_new(j, "normalized", json_null());
@@ -1038,8 +1037,8 @@ json_t *eerl__an_result_json(const struct eerl__an_result *res, int exact, doubl
     if (allowed_loss > 0) {
         v = json_object();
         json_object_set_new(v, "figure", json_string(use_norm ? "normalized.whole" : "whole"));
-        json_object_set_new(v, "saving_pct", eerl__an_num(vw->saving_pct));
-        json_object_set_new(v, "dq_pct", eerl__an_num(vw->dq_pct));
+        json_object_set_new(v, "saving_pct", eerl_an_num(vw->saving_pct));
+        json_object_set_new(v, "dq_pct", eerl_an_num(vw->dq_pct));
         json_object_set_new(v, "allowed_loss_pct", json_real(100 * allowed_loss));
         json_object_set_new(
             v, "met", json_boolean(isfinite(vw->dq_pct) && vw->dq_pct >= -100 * allowed_loss));
@@ -1048,16 +1047,16 @@ json_t *eerl__an_result_json(const struct eerl__an_result *res, int exact, doubl
         json_object_set_new(j, "verdict", json_null());
     }
     for (k = 0; k < res->n_seeds; k++) {
-        const struct eerl__an_seed *sd = &res->seed[k];
+        const struct eerl_an_seed *sd = &res->seed[k];
         json_t *o = json_object();
 
         json_object_set_new(o, "seed", json_integer((json_int_t)sd->seed));
-        json_object_set_new(o, "saving_pct", eerl__an_num(sd->whole.saving_pct));
-        json_object_set_new(o, "dq_pct", eerl__an_num(sd->whole.dq_pct));
-        json_object_set_new(o, "before_lock", eerl__an_window_json(&sd->before, NULL, 0));
+        json_object_set_new(o, "saving_pct", eerl_an_num(sd->whole.saving_pct));
+        json_object_set_new(o, "dq_pct", eerl_an_num(sd->whole.dq_pct));
+        json_object_set_new(o, "before_lock", eerl_an_window_json(&sd->before, NULL, 0));
         json_object_set_new(
             o, "after_lock",
-            eerl__an_window_json(&sd->after, sd->locked ? &sd->lock_setting : NULL, 0));
+            eerl_an_window_json(&sd->after, sd->locked ? &sd->lock_setting : NULL, 0));
         if (!sd->locked)
             json_object_set_new(json_object_get(o, "after_lock"), "setting", json_null());
         json_object_set_new(o, "lock_update",

@@ -1,5 +1,5 @@
-/* Owns the one-trace estimate of `eerl analyze` (estimate.h): reading the records, recomputing
- * the missing ones through core/estimate.c, summing them through its aggregator. */
+/* Owns the one-trace estimate of `eerl analyze` (eerl/tools/analysis.h): reading the records,
+ * recomputing the missing ones through core/estimate.c, summing them through its aggregator. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,24 +8,27 @@
 #include <jansson.h>
 
 #include "eerl/error.h"
-#include "analysis/estimate.h"
+#include "eerl/tools/analysis.h"
+#include "eerl/tools/trace.h"
+#include "core/estimate.h"
 #include "trace/estimate_line.h"
 #include "trace/trace.h"
 
 #define EV_CAP 256
 
 struct est_reader {
-    struct eerl__trace_header h;
+    struct eerl_trace_header h;
     int have_header, any_events;
     unsigned gov_seen; /* governor updates counted, for traces without events */
     struct eerl__est est;
+    struct eerl__est_acc acc; /* the totals */
     eerl_event ev[EV_CAP];
 };
 
 /* Whether the update's observation was taken and whether it calibrated the controller: from its
  * events, or, in a trace without any, from the observation check and the configured
  * calibration length. */
-static void decisions(struct est_reader *r, const struct eerl__trace_update *u, int *accepted,
+static void decisions(struct est_reader *r, const struct eerl_trace_update *u, int *accepted,
                       int *calibrated)
 {
     size_t k, n = u->n_events < EV_CAP ? u->n_events : EV_CAP;
@@ -47,15 +50,15 @@ static void decisions(struct est_reader *r, const struct eerl__trace_update *u, 
     *calibrated = ++r->gov_seen == r->h.cfg.calibration_updates;
 }
 
-static int on_update(struct est_reader *r, struct eerl__an_est *a, const char *line, char *why,
+static int on_update(struct est_reader *r, struct eerl_an_est *a, const char *line, char *why,
                      size_t len)
 {
-    struct eerl__trace_update u;
+    struct eerl_trace_update u;
     struct eerl__est_upd rec, own;
     json_t *o;
     int accepted, calibrated, e;
 
-    e = eerl__trace_parse_update(line, &u, r->ev, EV_CAP, why, len);
+    e = eerl_trace_parse_update(line, &u, r->ev, EV_CAP, why, len);
     if (e < 0)
         return e;
     decisions(r, &u, &accepted, &calibrated);
@@ -68,24 +71,24 @@ static int on_update(struct est_reader *r, struct eerl__an_est *a, const char *l
     a->lines++;
     if (e == 0) {
         a->recorded++;
-        eerl__est_acc_add(&a->acc, &rec);
+        eerl__est_acc_add(&r->acc, &rec);
     } else {
         a->recomputed++;
-        eerl__est_acc_add(&a->acc, &own);
+        eerl__est_acc_add(&r->acc, &own);
     }
     return 0;
 }
 
-static int on_line(struct est_reader *r, struct eerl__an_est *a, const char *line, char *why,
+static int on_line(struct est_reader *r, struct eerl_an_est *a, const char *line, char *why,
                    size_t len)
 {
     char type[32];
-    int e = eerl__trace_line_type(line, type, sizeof(type));
+    int e = eerl_trace_line_type(line, type, sizeof(type));
 
     if (e < 0)
         return e;
     if (!strcmp(type, "header")) {
-        e = eerl__trace_parse_header(line, &r->h, why, len);
+        e = eerl_trace_parse_header(line, &r->h, why, len);
         if (e == 0 && !r->have_header)
             e = eerl__est_init(&r->est, r->h.mode);
         r->have_header = e == 0;
@@ -103,7 +106,7 @@ static int on_line(struct est_reader *r, struct eerl__an_est *a, const char *lin
 
         snprintf(w, sizeof(w), "the work does not explain the update time: %s",
                  json_is_string(m) ? json_string_value(m) : "see the trace's unexplained line");
-        eerl__est_acc_unexplained(&a->acc, w);
+        eerl__est_acc_unexplained(&r->acc, w);
         a->has_unexplained = 1;
         json_decref(o);
     }
@@ -111,7 +114,24 @@ static int on_line(struct est_reader *r, struct eerl__an_est *a, const char *lin
     return 0;
 }
 
-int eerl__an_estimate(const char *path, struct eerl__an_est *ret, char *why, size_t len)
+/* A trace without the session's records or an unexplained line: its calibration replayed. */
+static void check_explained(const char *path, struct est_reader *r, const struct eerl_an_est *a)
+{
+    struct eerl_trace_unexplained u;
+    char why[512], w[200];
+
+    if (a->recorded || a->has_unexplained)
+        return;
+    if (eerl_trace_measure_unexplained(path, &u, why, sizeof(why)) != 0 || !u.too_noisy)
+        return;
+    snprintf(w, sizeof(w),
+             "the work does not explain the update time: the governor predictor leaves %.1f%% of "
+             "it unexplained (a trial would need %u updates)",
+             100.0 * u.share, u.need);
+    eerl__est_acc_unexplained(&r->acc, w);
+}
+
+int eerl_an_estimate(const char *path, struct eerl_an_est *ret, char *why, size_t len)
 {
     FILE *f = fopen(path, "r");
     struct est_reader *r = NULL;
@@ -130,7 +150,8 @@ int eerl__an_estimate(const char *path, struct eerl__an_est *ret, char *why, siz
         return EERL_ENOMEM;
     }
     memset(ret, 0, sizeof(*ret));
-    eerl__est_acc_init(&ret->acc);
+    ret->first_update = EERL__EST_FIRST;
+    eerl__est_acc_init(&r->acc);
     while (e == 0 && (n = getline(&line, &cap, f)) > 0) {
         int nl = line[n - 1] == '\n';
 
@@ -151,6 +172,10 @@ int eerl__an_estimate(const char *path, struct eerl__an_est *ret, char *why, siz
     if (e == 0 && !r->have_header) {
         snprintf(why, len, "%s: no trace header (is this an eerl trace?)", path);
         e = EERL_EPARSE;
+    }
+    if (e == 0) {
+        check_explained(path, r, ret);
+        eerl__est_acc_result(&r->acc, &ret->estimate);
     }
     free(line);
     eerl__est_free(&r->est);

@@ -25,8 +25,8 @@ static const char *not_ours(char *buf, size_t len)
     return buf;
 }
 
-int eerl__dir_safe(const struct stat *st, const char *what, const char *path, int allow_sticky,
-                   char *why, size_t why_len)
+int eerl_safe_dir(const struct stat *st, const char *what, const char *path, int allow_sticky,
+                  char *why, size_t why_len)
 {
     char who[64];
 
@@ -54,8 +54,8 @@ int eerl__dir_safe(const struct stat *st, const char *what, const char *path, in
     return 0;
 }
 
-int eerl__dir_open(const char *what, const char *path, int allow_sticky, int *ret_fd, char *why,
-                   size_t why_len)
+int eerl_safe_dir_open(const char *what, const char *path, int allow_sticky, int *ret_fd, char *why,
+                       size_t why_len)
 {
     struct stat st;
     int e, fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -69,7 +69,7 @@ int eerl__dir_open(const char *what, const char *path, int allow_sticky, int *re
         close(fd);
         return EERL_ESYS;
     }
-    e = eerl__dir_safe(&st, what, path, allow_sticky, why, why_len);
+    e = eerl_safe_dir(&st, what, path, allow_sticky, why, why_len);
     if (e < 0) {
         close(fd);
         return e;
@@ -78,7 +78,7 @@ int eerl__dir_open(const char *what, const char *path, int allow_sticky, int *re
     return 0;
 }
 
-int eerl__file_safe(int fd, const char *what, const char *path, char *why, size_t why_len)
+int eerl_safe_file(int fd, const char *what, const char *path, char *why, size_t why_len)
 {
     struct stat st;
     char who[64];
@@ -109,7 +109,7 @@ int eerl__file_safe(int fd, const char *what, const char *path, char *why, size_
     return 0;
 }
 
-int eerl__create_fresh(int dfd, const char *name, mode_t mode)
+int eerl_safe_create(int dfd, const char *name, mode_t mode)
 {
     int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 
@@ -163,13 +163,13 @@ int eerl__wdir_open(const char *what, const char *path, struct eerl__wdir *ret, 
         return EERL_EINVAL;
     }
     snprintf(label, sizeof(label), "%s directory", what);
-    e = eerl__dir_open(label, dir, 1, &ret->fd, inner, sizeof(inner));
+    e = eerl_safe_dir_open(label, dir, 1, &ret->fd, inner, sizeof(inner));
     if (e < 0) {
         snprintf(why, why_len, "%s '%s': %s", what, path, inner);
         return e;
     }
     if (fstat(ret->fd, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)))
-        ret->shared = 1; /* sticky, or eerl__dir_safe would have refused it */
+        ret->shared = 1; /* sticky, or eerl_safe_dir would have refused it */
     return 0;
 }
 

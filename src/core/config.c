@@ -10,8 +10,9 @@
 #include "eerl/error.h"
 #include "core/config.h"
 
-/* The end of the last field of 0.2, the first size-tagged release: the shortest struct a caller
- * may pass. Fields added later go after group_names. */
+/* The end of the last field of 0.2, the first size-tagged release, and of this one: the
+ * shortest struct a caller may pass. A field added later goes after group_names, and
+ * eerl__ctl_config_import copies it where the caller's size holds it. */
 #define CFG_SIZE_MIN                                                                               \
     (offsetof(eerl_ctl_config, group_names) + sizeof(((eerl_ctl_config *)0)->group_names))
 
@@ -42,39 +43,12 @@ int(eerl_ctl_config_default)(eerl_mode mode, eerl_ctl_config *ret_cfg)
     return eerl_ctl_config_init(mode, ret_cfg, sizeof(*ret_cfg));
 }
 
-/* The size of the stable view of the struct (core.h without EERL_EXPERIMENTAL): its fields end
- * at CFG_SIZE_MIN, its sizeof rounds that up to the struct's alignment. */
-#define CFG_SIZE_STABLE                                                                            \
-    ((CFG_SIZE_MIN + _Alignof(eerl_ctl_config) - 1) / _Alignof(eerl_ctl_config) *                  \
-     _Alignof(eerl_ctl_config))
-
-/* The bytes of a caller's struct of `size` that hold its fields: up to the stable view's size
- * only the stable fields (the padding at its end may lie where the first research knob is in
- * the experimental view, and must not be read as it); above it, every field it holds whole. */
-static size_t fields_in(size_t size)
-{
-    static const size_t ends[] = {
-        offsetof(eerl_ctl_config, warmup_updates) + sizeof(unsigned),
-        offsetof(eerl_ctl_config, inflight_revision) + sizeof(unsigned),
-        offsetof(eerl_ctl_config, eerl_revision) + sizeof(unsigned),
-        offsetof(eerl_ctl_config, paper_revision) + sizeof(unsigned),
-    };
-    size_t n = CFG_SIZE_MIN, i;
-
-    if (size <= CFG_SIZE_STABLE)
-        return CFG_SIZE_MIN;
-    for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
-        if (ends[i] <= size)
-            n = ends[i];
-    return n;
-}
-
 int eerl__ctl_config_import(eerl_mode mode, const eerl_ctl_config *in, eerl_ctl_config *ret_cfg)
 {
     if (!in || in->size < CFG_SIZE_MIN || in->size > sizeof(*in) ||
         eerl_ctl_config_init(mode, ret_cfg, sizeof(*ret_cfg)) < 0)
         return EERL_EINVAL;
-    memcpy(ret_cfg, in, fields_in(in->size));
+    memcpy(ret_cfg, in, CFG_SIZE_MIN); /* every field; the padding after them stays zero */
     ret_cfg->size = sizeof(*ret_cfg);
     return 0;
 }
@@ -140,8 +114,7 @@ static int check_groups(const eerl_ctl_config *c, char *why, size_t why_len)
 }
 
 /* A revision key: this eerl decides as revision `now` only. Older revisions are not kept in the
- * judges; a trace one decided replays with the eerl version that wrote it. Checked before the
- * table, whose bounds say the same, for the message. */
+ * judges; a trace one decided replays with the eerl version that wrote it. */
 static int check_revision(const char *name, unsigned rev, unsigned now, char *why, size_t why_len)
 {
     if (rev > now)
@@ -154,12 +127,12 @@ static int check_revision(const char *name, unsigned rev, unsigned now, char *wh
     return 0;
 }
 
-static int check_revisions(const eerl_ctl_config *c, char *why, size_t why_len)
+int eerl__ctl_xopts_check(const struct eerl__ctl_xopts *x, char *why, size_t why_len)
 {
-    if (check_revision("eerl_revision", c->eerl_revision, EERL__EERL_REVISION, why, why_len) < 0 ||
-        check_revision("paper_revision", c->paper_revision, EERL__PAPER_REVISION, why, why_len) <
+    if (check_revision("eerl_revision", x->eerl_revision, EERL__EERL_REVISION, why, why_len) < 0 ||
+        check_revision("paper_revision", x->paper_revision, EERL__PAPER_REVISION, why, why_len) <
             0 ||
-        check_revision("inflight_revision", c->inflight_revision, EERL__INFLIGHT_REVISION, why,
+        check_revision("inflight_revision", x->inflight_revision, EERL__INFLIGHT_REVISION, why,
                        why_len) < 0)
         return EERL_EINVAL;
     return 0;
@@ -179,9 +152,7 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
     /* Fields past a shorter (older) struct's end take their defaults, which pass. */
     if (eerl__ctl_config_import(EERL_MODE_COLOCATED, cfg, &full) < 0)
         BAD("no configuration");
-    rc = check_revisions(&full, why, why_len);
-    if (rc == 0)
-        rc = eerl__options_check_ctl(&full, why, why_len);
+    rc = eerl__options_check_ctl(&full, why, why_len);
     if (rc == 0)
         rc = check_relations(&full, why, why_len);
     if (rc == 0)
@@ -191,34 +162,25 @@ int eerl_ctl_config_check(const eerl_ctl_config *cfg, char *why, size_t why_len)
     return rc;
 }
 
-const char *eerl__ctl_config_revision(eerl_mode mode, const eerl_ctl_config *cfg, unsigned *ret_rev,
-                                      unsigned *ret_now)
+const char *eerl__ctl_revision(eerl_mode mode, eerl_strategy strategy,
+                               const struct eerl__ctl_xopts *x, unsigned *ret_rev,
+                               unsigned *ret_now)
 {
-    if (cfg->strategy == EERL_STRATEGY_EERL && mode == EERL_MODE_INFLIGHT) {
-        *ret_rev = cfg->inflight_revision;
+    if (strategy == EERL_STRATEGY_EERL && mode == EERL_MODE_INFLIGHT) {
+        *ret_rev = x->inflight_revision;
         *ret_now = EERL__INFLIGHT_REVISION;
         return "inflight_revision";
     }
-    if (cfg->strategy == EERL_STRATEGY_EERL) {
-        *ret_rev = cfg->eerl_revision;
+    if (strategy == EERL_STRATEGY_EERL) {
+        *ret_rev = x->eerl_revision;
         *ret_now = EERL__EERL_REVISION;
         return "eerl_revision";
     }
-    if (cfg->strategy == EERL_STRATEGY_PAPER &&
+    if (strategy == EERL_STRATEGY_PAPER &&
         (mode == EERL_MODE_COLOCATED || mode == EERL_MODE_DISAGGREGATED)) {
-        *ret_rev = cfg->paper_revision;
+        *ret_rev = x->paper_revision;
         *ret_now = EERL__PAPER_REVISION;
         return "paper_revision";
     }
     return NULL;
-}
-
-void eerl__ctl_config_revisions_from_older(eerl_ctl_config *cfg)
-{
-    if (cfg->inflight_revision < EERL__INFLIGHT_REVISION)
-        cfg->inflight_revision = EERL__INFLIGHT_REVISION;
-    if (cfg->eerl_revision < EERL__EERL_REVISION)
-        cfg->eerl_revision = EERL__EERL_REVISION;
-    if (cfg->paper_revision < EERL__PAPER_REVISION)
-        cfg->paper_revision = EERL__PAPER_REVISION;
 }

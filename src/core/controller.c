@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "eerl/error.h"
+#include "eerl/options.h"
 #include "core/config.h"
 #include "core/context.h"
 #include "core/controller.h"
@@ -24,6 +25,7 @@
 struct eerl_ctl {
     eerl_mode mode;
     eerl_ctl_config cfg;
+    struct eerl__ctl_xopts x; /* its experimental options (eerl_ctl_set_option) */
     struct eerl__grid grid;
     struct eerl__rec *rec;
     struct eerl__ctx cx; /* what the judge, the proposer and the life cycle see */
@@ -158,7 +160,8 @@ int eerl_ctl_new(eerl_mode mode, const eerl_ctl_config *cfg, const unsigned *clo
     err = eerl__grid_init(&ctl->grid, clocks, n_clocks, governor_peak_mhz, ctl->cfg.idle_mhz);
     if (err < 0)
         goto fail;
-    err = eerl__rec_new(&ctl->cfg, eerl__layout_of(mode), &ctl->rec);
+    eerl__options_xdefaults(mode, &ctl->x);
+    err = eerl__rec_new(&ctl->cfg, &ctl->x, eerl__layout_of(mode), &ctl->rec);
     if (err < 0)
         goto fail;
     err = eerl__life_init(&ctl->life, ctl->cfg.monitor_window);
@@ -239,8 +242,8 @@ int eerl_ctl_observe(eerl_ctl *ctl, const eerl_obs *obs, eerl_setting *ret_next)
     if (!eerl_setting_equal(&obs->setting, &ctl->next)) {
         eerl__rec_emit(ctl->rec, EERL_EV_SKIP, &obs->setting,
                        "setting in force %s differs from the requested %s",
-                       eerl__setting_str(&obs->setting, a, sizeof(a)),
-                       eerl__setting_str(&ctl->next, b, sizeof(b)));
+                       eerl_setting_str(&obs->setting, a, sizeof(a)),
+                       eerl_setting_str(&ctl->next, b, sizeof(b)));
         usable = 0;
     } else if (obs->flags & EERL_OBS_CARRYOVER) {
         eerl__rec_emit(ctl->rec, EERL_EV_SKIP, &obs->setting,
@@ -302,6 +305,43 @@ int eerl_ctl_describe(const eerl_ctl *ctl, eerl_ctl_config *ret_cfg, unsigned *c
     if (ret_peak_mhz)
         *ret_peak_mhz = ctl->grid.peak;
     return 0;
+}
+
+/* ---- experimental options (the table's, options.c) ------------------------------------------ */
+
+int eerl_ctl_set_option(eerl_ctl *ctl, const char *name, double value, char *why, size_t why_len)
+{
+    struct eerl__ctl_xopts x;
+    eerl_ctl_status s;
+    int e;
+
+    if (!ctl)
+        return EERL_EINVAL;
+    eerl__rec_status(ctl->rec, &s);
+    if (s.observed || s.rejected) {
+        if (why && why_len)
+            snprintf(why, why_len,
+                     "%s: the controller has observed %llu updates already; set options before "
+                     "the first",
+                     name ? name : "(null)", (unsigned long long)(s.observed + s.rejected));
+        return EERL_ESTATE;
+    }
+    x = ctl->x;
+    e = eerl__options_xset(&x, name, value, why, why_len);
+    if (e == 0)
+        e = eerl__ctl_xopts_check(&x, why, why_len);
+    if (e == 0)
+        ctl->x = x;
+    return e;
+}
+
+int eerl_ctl_get_option(const eerl_ctl *ctl, const char *name, double *ret_value)
+{
+    if (!ctl)
+        return EERL_EINVAL;
+    if (eerl__options_xget(&ctl->x, name, ret_value) == 0)
+        return 0;
+    return eerl_ctl_config_get(&ctl->cfg, name, ret_value);
 }
 
 /* ---- saved state (save.c owns the format) ---------------------------------------------------- */
@@ -493,7 +533,7 @@ int eerl_ctl_set_prior(eerl_ctl *ctl, const char *tag, const void *const *bufs, 
     eerl__rec_emit(
         ctl->rec, EERL_EV_HOLD, &ctl->next,
         "prior: %zu of %zu saved states match this job; the median of their locks %s%s%.80s", k, n,
-        eerl__setting_str(&ctl->prior->s, b, sizeof(b)), first[0] ? "; the first other: " : "",
+        eerl_setting_str(&ctl->prior->s, b, sizeof(b)), first[0] ? "; the first other: " : "",
         first);
     eerl__rec_finish(ctl->rec, state_of(ctl), &ctl->next);
     WHY("%zu of %zu saved states match this job; the median of their locks %s%s%s", k, n, b,

@@ -85,7 +85,7 @@ static void refresh_step(struct eerl__life *l, const struct eerl__ctx *cx, const
     (void)eerl__rec_locked(cx->rec, &locked);
     *next = locked;
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, &locked, "reference refreshed; back to %s",
-                   eerl__setting_str(&locked, b, sizeof(b)));
+                   eerl_setting_str(&locked, b, sizeof(b)));
     l->phase = LIFE_WATCH;
 }
 
@@ -109,7 +109,7 @@ static void watch(struct eerl__life *l, const struct eerl__ctx *cx,
     }
     if (act == EERL__MON_NONE) {
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &locked, "locked at %s; window %u/%u",
-                       eerl__setting_str(&locked, b, sizeof(b)), l->mon.n, cx->cfg->monitor_window);
+                       eerl_setting_str(&locked, b, sizeof(b)), l->mon.n, cx->cfg->monitor_window);
         return;
     }
     judge->ratios(cx, &locked, &sum, &r);
@@ -148,7 +148,7 @@ static void locked_block(struct eerl__life *l, const struct eerl__ctx *cx, const
     eerl__acc_add(&l->lock_acc, cx, obs);
     if (++l->count < l->h.block) {
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &locked, "locked at %s; block %u/%u",
-                       eerl__setting_str(&locked, b, sizeof(b)), l->count, l->h.block);
+                       eerl_setting_str(&locked, b, sizeof(b)), l->count, l->h.block);
         return;
     }
     l->count = 0;

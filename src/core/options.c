@@ -15,6 +15,7 @@
 
 #define CTL(f) offsetof(eerl_ctl_config, f)
 #define RT(f) offsetof(eerl_rt_config, f)
+#define XO(f) offsetof(struct eerl__ctl_xopts, f)
 #define NONE SIZE_MAX
 #define ALL(v)                                                                                     \
     {                                                                                              \
@@ -29,24 +30,25 @@
 #define RTF EERL_OPTION_RUNTIME
 #define UMAX 4294967295.0
 
+/* Where an option is kept: the field in eerl_ctl_config, in eerl_rt_config, or (an experimental
+ * one) in the controller's struct eerl__ctl_xopts; NONE where it is not. */
 struct row {
     eerl_option_info info;
-    size_t ctl_off, rt_off; /* the field in eerl_ctl_config / eerl_rt_config, or NONE */
+    size_t off[3]; /* by enum where */
 };
+
+enum where { W_CTL = 0, W_RT = 1, W_X = 2 };
 
 /* Defaults by mode: colocated, disaggregated, drained, in-flight (Table 3). */
 static const struct row rows[] = {
     {{"allowed_loss", D, LO | HI | RTF, ALL(0.02), 0, 0.5,
       "throughput may fall to 1 - allowed_loss of the governor's (0.02 allows 2%)"},
-     CTL(allowed_loss),
-     RT(allowed_loss)},
+     {CTL(allowed_loss), RT(allowed_loss), NONE}},
     {{"strategy", E, RTF, ALL(EERL_STRATEGY_EERL), 0, EERL_STRATEGY_COUNT - 1,
       "which controller decides (eerl_strategy_names)"},
-     CTL(strategy),
-     RT(strategy)},
+     {CTL(strategy), RT(strategy), NONE}},
     {{"min_saving", D, HI, ALL(0), 0, 1, "energy per valid token must fall by more than this"},
-     CTL(min_saving),
-     NONE},
+     {CTL(min_saving), NONE, NONE}},
     {{"calibration_updates",
       U,
       0,
@@ -54,45 +56,33 @@ static const struct row rows[] = {
       3,
       10000,
       "governor updates before the paper's strategies search"},
-     CTL(calibration_updates),
-     NONE},
+     {CTL(calibration_updates), NONE, NONE}},
     {{"trial_updates", U, 0, ALL(3), 1, 1000, "updates of a trial (sync and drained)"},
-     CTL(trial_updates),
-     NONE},
+     {CTL(trial_updates), NONE, NONE}},
     {{"governor_between", U, 0, ALL(1), 0, 1000, "governor updates between trials"},
-     CTL(governor_between),
-     NONE},
+     {CTL(governor_between), NONE, NONE}},
     {{"confirm_updates", U, 0, ALL(6), 1, 1000, "fresh updates that confirm a setting"},
-     CTL(confirm_updates),
-     NONE},
+     {CTL(confirm_updates), NONE, NONE}},
     {{"confirm_trials_max", U, 0, ALL(2), 1, 10, "in-flight confirmation blocks"},
-     CTL(confirm_trials_max),
-     NONE},
+     {CTL(confirm_trials_max), NONE, NONE}},
     {{"max_trials", U, 0, ALL(16), 1, 64, "trials of a search round before it ends"},
-     CTL(max_trials),
-     NONE},
-    {{"grid_mhz", U, 0, ALL(90), 1, 100000, "synchronous search grid, MHz"}, CTL(grid_mhz), NONE},
+     {CTL(max_trials), NONE, NONE}},
+    {{"grid_mhz", U, 0, ALL(90), 1, 100000, "synchronous search grid, MHz"},
+     {CTL(grid_mhz), NONE, NONE}},
     {{"first_grid_mhz", U, 0, ALL(50), 1, 100000, "asynchronous first pool's grid, MHz"},
-     CTL(first_grid_mhz),
-     NONE},
+     {CTL(first_grid_mhz), NONE, NONE}},
     {{"second_grid_mhz", U, 0, ALL(100), 1, 100000, "asynchronous second pool's grid, MHz"},
-     CTL(second_grid_mhz),
-     NONE},
+     {CTL(second_grid_mhz), NONE, NONE}},
     {{"start_drop_gen_mhz", U, 0, ALL(180), 0, 100000, "sync start: generation below peak"},
-     CTL(start_drop_gen_mhz),
-     NONE},
+     {CTL(start_drop_gen_mhz), NONE, NONE}},
     {{"start_drop_train_mhz", U, 0, ALL(360), 0, 100000, "sync start: training below peak"},
-     CTL(start_drop_train_mhz),
-     NONE},
+     {CTL(start_drop_train_mhz), NONE, NONE}},
     {{"start_drop_first_mhz", U, 0, ALL(300), 0, 100000, "async: first pool below peak"},
-     CTL(start_drop_first_mhz),
-     NONE},
+     {CTL(start_drop_first_mhz), NONE, NONE}},
     {{"start_drop_second_mhz", U, 0, ALL(200), 0, 100000, "async: second pool below peak"},
-     CTL(start_drop_second_mhz),
-     NONE},
+     {CTL(start_drop_second_mhz), NONE, NONE}},
     {{"feedback_step_mhz", U, 0, {45, 45, 50, 0}, 0, 100000, "the monitor's step, MHz"},
-     CTL(feedback_step_mhz),
-     NONE},
+     {CTL(feedback_step_mhz), NONE, NONE}},
     {{"feedback_big_step_mhz",
       U,
       0,
@@ -100,23 +90,17 @@ static const struct row rows[] = {
       0,
       100000,
       "the monitor's step above big_loss, MHz"},
-     CTL(feedback_big_step_mhz),
-     NONE},
+     {CTL(feedback_big_step_mhz), NONE, NONE}},
     {{"big_loss", D, HI, ALL(0.04), 0, 1, "a loss the monitor steps up by the big step for"},
-     CTL(big_loss),
-     NONE},
+     {CTL(big_loss), NONE, NONE}},
     {{"monitor_margin", D, 0, ALL(0.01), 0, 0.5, "lower a clock when loss < allowed_loss - margin"},
-     CTL(monitor_margin),
-     NONE},
+     {CTL(monitor_margin), NONE, NONE}},
     {{"monitor_every", U, 0, ALL(10), 1, UMAX, "updates between the monitor's looks"},
-     CTL(monitor_every),
-     NONE},
+     {CTL(monitor_every), NONE, NONE}},
     {{"monitor_window", U, 0, ALL(20), 2, 1000, "usable updates of a monitoring window"},
-     CTL(monitor_window),
-     NONE},
+     {CTL(monitor_window), NONE, NONE}},
     {{"idle_mhz", U, 0, {0, 345, 345, 0}, 0, 100000, "clock of a waiting pool (0: governor)"},
-     CTL(idle_mhz),
-     NONE},
+     {CTL(idle_mhz), NONE, NONE}},
     {{"ref_window",
       U,
       0,
@@ -124,36 +108,27 @@ static const struct row rows[] = {
       3,
       1024,
       "most recent governor observations the predictor fits"},
-     CTL(ref_window),
-     NONE},
+     {CTL(ref_window), NONE, NONE}},
     {{"refresh_updates", U, 0, ALL(5), 1, 1000, "governor updates of a reference refresh"},
-     CTL(refresh_updates),
-     NONE},
+     {CTL(refresh_updates), NONE, NONE}},
     {{"coverage_margin", D, 0, ALL(0.10), 0, 10, "work within the fit's range widened by this"},
-     CTL(coverage_margin),
-     NONE},
+     {CTL(coverage_margin), NONE, NONE}},
     {{"coverage_fail_limit", U, 0, ALL(3), 1, 10,
       "uncovered updates among the last 10 that trigger a refresh"},
-     CTL(coverage_fail_limit),
-     NONE},
+     {CTL(coverage_fail_limit), NONE, NONE}},
     {{"se_target", D, LO | HI, ALL(0.02), 0, 1, "in-flight standard-error target of a block"},
-     CTL(se_target),
-     NONE},
+     {CTL(se_target), NONE, NONE}},
     {{"inflight_lock_candidate_blocks", U, 0, ALL(2), 1, 100,
       "candidate blocks per governor block after an in-flight lock"},
-     CTL(inflight_lock_candidate_blocks),
-     NONE},
+     {CTL(inflight_lock_candidate_blocks), NONE, NONE}},
     {{"time_tolerance", D, 0, ALL(0.05), 0, 1, "phase times against the update's time"},
-     CTL(time_tolerance),
-     NONE},
+     {CTL(time_tolerance), NONE, NONE}},
     {{"expected_updates", U, 0, ALL(0), 0, 100000000,
       "updates the job will run in all (0: unknown)"},
-     CTL(expected_updates),
-     NONE},
+     {CTL(expected_updates), NONE, NONE}},
     {{"budget_margin", D, HI, ALL(0.003), 0, 0.5,
       "the eerl strategy's budget aims this far inside the allowance"},
-     CTL(budget_margin),
-     NONE},
+     {CTL(budget_margin), NONE, NONE}},
     {{"fast_calibration_updates",
       U,
       0,
@@ -161,35 +136,27 @@ static const struct row rows[] = {
       3,
       10000,
       "the eerl strategy's calibration"},
-     CTL(fast_calibration_updates),
-     NONE},
+     {CTL(fast_calibration_updates), NONE, NONE}},
     {{"governor_peak_mhz", U, RTF, ALL(0), 0, UMAX,
       "the governor's clock (0: the highest supported clock of the first GPU)"},
-     NONE,
-     RT(governor_peak_mhz)},
+     {NONE, RT(governor_peak_mhz), NONE}},
     {{"meter_interval_ms", U, RTF, ALL(0), 0, UMAX, "the meter's interval (0: 200 ms)"},
-     NONE,
-     RT(meter_interval_ms)},
+     {NONE, RT(meter_interval_ms), NONE}},
     {{"warmup_updates", U, XP, ALL(1), 0, 1000,
       "the paper's strategies: start-up updates left out of the references"},
-     CTL(warmup_updates),
-     NONE},
+     {NONE, NONE, XO(warmup_updates)}},
     {{"inflight_revision", U, XP, ALL(EERL__INFLIGHT_REVISION), 0, EERL__INFLIGHT_REVISION,
       "revision of the eerl strategy in flight: a trace header names it; this eerl decides as "
       "the current one only (eerl_ctl_config_check)"},
-     CTL(inflight_revision),
-     NONE},
+     {NONE, NONE, XO(inflight_revision)}},
     {{"eerl_revision", U, XP, ALL(EERL__EERL_REVISION), 0, EERL__EERL_REVISION,
       "revision of the eerl strategy in the other modes (the current one decides)"},
-     CTL(eerl_revision),
-     NONE},
+     {NONE, NONE, XO(eerl_revision)}},
     {{"paper_revision", U, XP, ALL(EERL__PAPER_REVISION), 0, EERL__PAPER_REVISION,
       "revision of the paper strategy's synchronous grid (the current one decides)"},
-     CTL(paper_revision),
-     NONE},
+     {NONE, NONE, XO(paper_revision)}},
     {{"n_groups", U, 0, ALL(2), 2, EERL_GROUPS_MAX, "phase groups with a clock of their own"},
-     CTL(n_groups),
-     NONE},
+     {CTL(n_groups), NONE, NONE}},
 };
 
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
@@ -309,64 +276,80 @@ static double take(const void *f, size_t i)
     return u;
 }
 
-void eerl__options_defaults(eerl_mode mode, eerl_ctl_config *cfg)
+/* Every option kept at `where` takes the mode's default, in the struct at base. */
+static void defaults_at(void *base, enum where w, eerl_mode mode)
 {
     size_t i;
 
     for (i = 0; i < N_ROWS; i++)
-        if (rows[i].ctl_off != NONE)
-            put((char *)cfg + rows[i].ctl_off, i, rows[i].info.defaults[mode]);
+        if (rows[i].off[w] != NONE)
+            put((char *)base + rows[i].off[w], i, rows[i].info.defaults[mode]);
+}
+
+/* Every option kept at `where` within its bounds, in the struct at base. */
+static int check_at(const void *base, enum where w, char *why, size_t why_len)
+{
+    size_t i;
+    int e;
+
+    for (i = 0; i < N_ROWS; i++)
+        if (rows[i].off[w] != NONE) {
+            e = eerl__option_check_row(i, take((const char *)base + rows[i].off[w], i), why,
+                                       why_len);
+            if (e < 0)
+                return e;
+        }
+    return 0;
+}
+
+void eerl__options_defaults(eerl_mode mode, eerl_ctl_config *cfg)
+{
+    defaults_at(cfg, W_CTL, mode);
 }
 
 void eerl__options_rt_defaults(eerl_mode mode, eerl_rt_config *cfg)
 {
-    size_t i;
+    defaults_at(cfg, W_RT, mode);
+}
 
-    for (i = 0; i < N_ROWS; i++)
-        if (rows[i].rt_off != NONE)
-            put((char *)cfg + rows[i].rt_off, i, rows[i].info.defaults[mode]);
+void eerl__options_xdefaults(eerl_mode mode, struct eerl__ctl_xopts *x)
+{
+    memset(x, 0, sizeof(*x));
+    defaults_at(x, W_X, mode);
 }
 
 int eerl__options_check_ctl(const eerl_ctl_config *cfg, char *why, size_t why_len)
 {
-    size_t i;
-    int e;
-
-    for (i = 0; i < N_ROWS; i++)
-        if (rows[i].ctl_off != NONE) {
-            e = eerl__option_check_row(i, take((const char *)cfg + rows[i].ctl_off, i), why,
-                                       why_len);
-            if (e < 0)
-                return e;
-        }
-    return 0;
+    return check_at(cfg, W_CTL, why, why_len);
 }
 
 int eerl__options_check_rt(const eerl_rt_config *cfg, char *why, size_t why_len)
 {
-    size_t i;
-    int e;
-
-    for (i = 0; i < N_ROWS; i++)
-        if (rows[i].rt_off != NONE) {
-            e = eerl__option_check_row(i, take((const char *)cfg + rows[i].rt_off, i), why,
-                                       why_len);
-            if (e < 0)
-                return e;
-        }
-    return 0;
+    return check_at(cfg, W_RT, why, why_len);
 }
 
-/* The bytes of a caller's struct an option may be read or written in: an experimental one only
- * in this release's whole struct (a shorter, stable view may end in padding where it lies). */
-static size_t usable(size_t size, int ctl, size_t i)
+/* Why option i is not kept at `where`: where it is set instead. */
+static void not_here(size_t i, enum where w, char *why, size_t why_len)
 {
-    if (ctl && (rows[i].info.flags & EERL_OPTION_EXPERIMENTAL) && size != sizeof(eerl_ctl_config))
-        return 0;
-    return size;
+    const char *name = rows[i].info.name;
+
+    if (!why || !why_len)
+        return;
+    if (w != W_X && rows[i].off[W_X] != NONE)
+        snprintf(why, why_len,
+                 "%s is an experimental option of the controller, not a field of its "
+                 "configuration: set it with eerl_ctl_set_option (eerl/options.h)",
+                 name);
+    else if (w == W_X && rows[i].off[W_CTL] != NONE)
+        snprintf(why, why_len,
+                 "%s is a field of the controller's configuration, not an experimental option: "
+                 "set it with eerl_ctl_config_set before eerl_ctl_new",
+                 name);
+    else
+        snprintf(why, why_len, "%s is not a setting of this configuration", name);
 }
 
-static int set_at(void *base, size_t size, int ctl, const char *name, double v, char *why,
+static int set_at(void *base, size_t size, enum where w, const char *name, double v, char *why,
                   size_t why_len)
 {
     int i = eerl_option_find(name), e;
@@ -375,29 +358,23 @@ static int set_at(void *base, size_t size, int ctl, const char *name, double v, 
     e = eerl_option_check(name, v, why, why_len);
     if (e < 0)
         return e;
-    f = field(base, usable(size, ctl, (size_t)i), ctl ? rows[i].ctl_off : rows[i].rt_off,
-              (size_t)i);
+    f = field(base, size, rows[i].off[w], (size_t)i);
     if (!f) {
-        if (why && why_len)
-            snprintf(why, why_len,
-                     "%s is not a setting of this configuration (an experimental option needs "
-                     "this release's whole struct: include eerl/experimental.h first)",
-                     name);
+        not_here((size_t)i, w, why, why_len);
         return EERL_EINVAL;
     }
     put(f, (size_t)i, v);
     return 0;
 }
 
-static int get_at(const void *base, size_t size, int ctl, const char *name, double *ret)
+static int get_at(const void *base, size_t size, enum where w, const char *name, double *ret)
 {
     int i = eerl_option_find(name);
     const void *f;
 
     if (i < 0 || !ret)
         return EERL_EINVAL;
-    f = field((void *)(uintptr_t)base, usable(size, ctl, (size_t)i),
-              ctl ? rows[i].ctl_off : rows[i].rt_off, (size_t)i);
+    f = field((void *)(uintptr_t)base, size, rows[i].off[w], (size_t)i);
     if (!f)
         return EERL_EINVAL;
     *ret = take(f, (size_t)i);
@@ -409,12 +386,12 @@ int eerl_ctl_config_set(eerl_ctl_config *cfg, const char *name, double value, ch
 {
     if (!cfg)
         return EERL_EINVAL;
-    return set_at(cfg, cfg->size, 1, name, value, why, why_len);
+    return set_at(cfg, cfg->size, W_CTL, name, value, why, why_len);
 }
 
 int eerl_ctl_config_get(const eerl_ctl_config *cfg, const char *name, double *ret_value)
 {
-    return cfg ? get_at(cfg, cfg->size, 1, name, ret_value) : EERL_EINVAL;
+    return cfg ? get_at(cfg, cfg->size, W_CTL, name, ret_value) : EERL_EINVAL;
 }
 
 int eerl_rt_config_set(eerl_rt_config *cfg, const char *name, double value, char *why,
@@ -422,10 +399,21 @@ int eerl_rt_config_set(eerl_rt_config *cfg, const char *name, double value, char
 {
     if (!cfg)
         return EERL_EINVAL;
-    return set_at(cfg, cfg->size, 0, name, value, why, why_len);
+    return set_at(cfg, cfg->size, W_RT, name, value, why, why_len);
 }
 
 int eerl_rt_config_get(const eerl_rt_config *cfg, const char *name, double *ret_value)
 {
-    return cfg ? get_at(cfg, cfg->size, 0, name, ret_value) : EERL_EINVAL;
+    return cfg ? get_at(cfg, cfg->size, W_RT, name, ret_value) : EERL_EINVAL;
+}
+
+int eerl__options_xset(struct eerl__ctl_xopts *x, const char *name, double value, char *why,
+                       size_t why_len)
+{
+    return x ? set_at(x, sizeof(*x), W_X, name, value, why, why_len) : EERL_EINVAL;
+}
+
+int eerl__options_xget(const struct eerl__ctl_xopts *x, const char *name, double *ret_value)
+{
+    return x ? get_at(x, sizeof(*x), W_X, name, ret_value) : EERL_EINVAL;
 }

@@ -6,12 +6,14 @@
 #include <string.h>
 
 #include "eerl/error.h"
+#include "core/config.h"
 #include "core/events.h"
 #include "core/record.h"
 #include "core/setting.h"
 
 struct eerl__rec {
     const eerl_ctl_config *cfg;
+    const struct eerl__ctl_xopts *x; /* the controller's experimental options */
     struct eerl__refs refs;
     struct eerl__events events;
     uint64_t update; /* the update the current observation is of */
@@ -24,7 +26,8 @@ struct eerl__rec {
     unsigned gate_updates;
 };
 
-int eerl__rec_new(const eerl_ctl_config *cfg, int layout, struct eerl__rec **ret)
+int eerl__rec_new(const eerl_ctl_config *cfg, const struct eerl__ctl_xopts *x, int layout,
+                  struct eerl__rec **ret)
 {
     struct eerl__rec *rec = calloc(1, sizeof(*rec));
     int err;
@@ -32,6 +35,7 @@ int eerl__rec_new(const eerl_ctl_config *cfg, int layout, struct eerl__rec **ret
     if (!rec)
         return EERL_ENOMEM;
     rec->cfg = cfg;
+    rec->x = x;
     err = eerl__refs_init(&rec->refs, cfg->ref_window, layout);
     if (err < 0) {
         eerl__rec_free(rec);
@@ -114,7 +118,7 @@ void eerl__rec_lock(struct eerl__rec *rec, const eerl_setting *s, eerl_setting *
     rec->locked_setting = *s;
     if (next)
         *next = *s;
-    eerl__rec_emit(rec, EERL_EV_LOCK, s, "lock %s: %s", eerl__setting_str(s, b, sizeof(b)), why);
+    eerl__rec_emit(rec, EERL_EV_LOCK, s, "lock %s: %s", eerl_setting_str(s, b, sizeof(b)), why);
 }
 
 void eerl__rec_start_locked(struct eerl__rec *rec, const eerl_setting *s)
@@ -186,11 +190,11 @@ int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, un
 
     if (kind == EERL__CAL_PAPER) {
         limit = rec->cfg->calibration_updates;
-        if (rec->observed <= rec->cfg->warmup_updates) {
+        if (rec->observed <= rec->x->warmup_updates) {
             eerl__rec_emit(rec, EERL_EV_HOLD, next,
                            "start-up update %u/%u left out of the governor references (the "
                            "paper fits from update 2)",
-                           (unsigned)rec->observed, rec->cfg->warmup_updates);
+                           (unsigned)rec->observed, rec->x->warmup_updates);
             return 0;
         }
     }

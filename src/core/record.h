@@ -15,12 +15,15 @@
 #include "eerl/core.h"
 #include "core/refs.h"
 
+struct eerl__ctl_xopts;
+
 struct eerl__rec;
 
 /* ---- for the controller ---- */
 
-/* cfg must outlive the record (the controller's copy). EERL_ENOMEM. */
-int eerl__rec_new(const eerl_ctl_config *cfg, int layout, struct eerl__rec **ret);
+/* cfg and x must outlive the record (the controller's copies). EERL_ENOMEM. */
+int eerl__rec_new(const eerl_ctl_config *cfg, const struct eerl__ctl_xopts *x, int layout,
+                  struct eerl__rec **ret);
 void eerl__rec_free(struct eerl__rec *rec);
 const struct eerl__refs *eerl__rec_refs(const struct eerl__rec *rec);
 /* An observation of update `update` arrives: accepted, or refused (counted either way); the
@@ -69,13 +72,13 @@ int eerl__rec_ref_count(struct eerl__rec *rec, const eerl_obs *obs, unsigned *co
                         const char *what, const eerl_setting *next);
 /* Calibration, the same for every judge: one governor update of it, added to the references
  * with the HOLD "calibrating k/n"; 1 on the last (no event: the judge says what it fitted).
- * EERL__CAL_PAPER: the paper's, cfg.calibration_updates after the first cfg.warmup_updates
- * updates the controller observes, which are left out with a HOLD saying so (the paper scores
- * its runs and fits its governor models from update 2, Tables 4 and 5, Appendix E: the first
- * update carries the start-up, an asynchronous run's pools not yet overlapping, 2.5 times a
- * later update in flight on the twin, and inside a 15- or 45-update fit it skews the predictor
- * and, in flight, the noise that sets the block length, 14% instead of 2%). EERL__CAL_FAST: the
- * strategies beyond the paper, cfg.fast_calibration_updates. */
+ * EERL__CAL_PAPER: the paper's, cfg.calibration_updates after the first warmup_updates (an
+ * experimental option) updates the controller observes, which are left out with a HOLD saying so
+ * (the paper scores its runs and fits its governor models from update 2, Tables 4 and 5, Appendix
+ * E: the first update carries the start-up, an asynchronous run's pools not yet overlapping, 2.5
+ * times a later update in flight on the twin, and inside a 15- or 45-update fit it skews the
+ * predictor and, in flight, the noise that sets the block length, 14% instead of 2%).
+ * EERL__CAL_FAST: the strategies beyond the paper, cfg.fast_calibration_updates. */
 enum eerl__cal { EERL__CAL_PAPER, EERL__CAL_FAST };
 int eerl__rec_calibrate(struct eerl__rec *rec, int kind, const eerl_obs *obs, unsigned *count,
                         const eerl_setting *next);

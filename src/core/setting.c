@@ -45,7 +45,7 @@ const char *eerl__setting_text(const eerl_setting *s, unsigned style, char *buf,
     return buf;
 }
 
-const char *eerl__setting_str(const eerl_setting *s, char *buf, size_t len)
+const char *eerl_setting_str(const eerl_setting *s, char *buf, size_t len)
 {
     return eerl__setting_text(s, 0, buf, len);
 }

@@ -55,7 +55,7 @@ static int save_bytes(const struct eerl__wdir *d, const char *path, const unsign
         snprintf(why, why_len, "path '%s' is too long", path);
         return EERL_EINVAL;
     }
-    fd = eerl__create_fresh(d->fd, tmp, 0644);
+    fd = eerl_safe_create(d->fd, tmp, 0644);
     if (fd < 0) {
         snprintf(why, why_len, "creating '%s.tmp': %s", path, strerror(errno));
         return EERL_ESYS;

@@ -942,7 +942,7 @@ static int trace_update(eerl_rt *rt, const eerl_obs *o, const eerl_setting *req,
 }
 
 /* The work does not explain the time: the estimate cannot be judged. */
-static void unexplained_estimate(eerl_rt *rt, const struct eerl__unexpl *u)
+static void unexplained_estimate(eerl_rt *rt, const struct eerl_trace_unexplained *u)
 {
     char why[200];
 
@@ -1000,7 +1000,7 @@ static int trace_summary(eerl_rt *rt)
  * trace's write error, if any. */
 static int explain_once(eerl_rt *rt, unsigned long long update, size_t n_ev)
 {
-    struct eerl__unexpl u;
+    struct eerl_trace_unexplained u;
     char *line = NULL;
     size_t k;
     int e;
@@ -1013,7 +1013,7 @@ static int explain_once(eerl_rt *rt, unsigned long long update, size_t n_ev)
     if (eerl__unexpl_measure(rt->ctl, &u) < 0 || !u.too_noisy)
         return 0; /* fewer references than it takes (EERL_ENODATA), or the work explains it */
     u.update = update;
-    eerl__unexpl_message(&u, rt->notice, sizeof(rt->notice));
+    eerl_trace_unexplained_message(&u, rt->notice, sizeof(rt->notice));
     unexplained_estimate(rt, &u);
     if (!rt->trace.f)
         return 0;

@@ -87,10 +87,10 @@ static size_t leave_one_out(const struct eerl__ctx *cx, const eerl_obs *const *r
     return folds;
 }
 
-int eerl__unexpl_measure(const eerl_ctl *ctl, struct eerl__unexpl *ret)
+int eerl__unexpl_measure(const eerl_ctl *ctl, struct eerl_trace_unexplained *ret)
 {
     const struct eerl__ctx *cx;
-    struct eerl__unexpl u;
+    struct eerl_trace_unexplained u;
     struct eerl__pred_work w;
     const eerl_obs **refs = NULL, **sub = NULL;
     double *em = NULL, *ec = NULL, k;
@@ -138,7 +138,7 @@ out:
     return e;
 }
 
-void eerl__unexpl_message(const struct eerl__unexpl *u, char *buf, size_t len)
+void eerl_trace_unexplained_message(const struct eerl_trace_unexplained *u, char *buf, size_t len)
 {
     char what[256];
 
@@ -188,7 +188,7 @@ static int dump(json_t *o, char **ret_line)
     return 0;
 }
 
-int eerl__unexpl_line(const struct eerl__unexpl *u, const char *message, char **ret_line)
+int eerl__unexpl_line(const struct eerl_trace_unexplained *u, const char *message, char **ret_line)
 {
     json_t *o;
 
@@ -222,14 +222,14 @@ static int get_num(json_t *o, const char *key, double *v, char *why, size_t len)
     return 0;
 }
 
-int eerl__unexpl_parse(const char *line, struct eerl__unexpl *ret, char *why, size_t len)
+int eerl__unexpl_parse(const char *line, struct eerl_trace_unexplained *ret, char *why, size_t len)
 {
     static const char *const keys[] = {
         "update",           "governor_updates", "share",
         "constant_share",   "allowed_loss",     "trial_updates_needed",
         "trial_updates_max"};
     double v[7];
-    struct eerl__unexpl u;
+    struct eerl_trace_unexplained u;
     json_t *o = line ? json_loads(line, 0, NULL) : NULL;
     const char *s;
     size_t i;
@@ -268,7 +268,7 @@ int eerl__unexpl_parse(const char *line, struct eerl__unexpl *ret, char *why, si
 
 struct replay {
     const char *path;
-    struct eerl__trace_header h;
+    struct eerl_trace_header h;
     eerl_ctl *ctl;
     eerl_event ev[256];
     size_t lineno;
@@ -279,22 +279,22 @@ struct replay {
  * update is observed. 1 when the controller reported CALIBRATED at this line's update. */
 static int replay_line(struct replay *r, const char *line, char *why, size_t len)
 {
-    struct eerl__trace_update u;
+    struct eerl_trace_update u;
     eerl_setting next;
     char type[32], w[400];
     size_t n, k;
     int e;
 
     if (!r->ctl) {
-        e = eerl__trace_parse_header(line, &r->h, w, sizeof(w));
+        e = eerl_trace_parse_header(line, &r->h, w, sizeof(w));
         if (e == 0)
-            e = eerl_ctl_new(r->h.mode, &r->h.cfg, r->h.clocks, r->h.n_clocks, r->h.peak, &r->ctl);
+            e = eerl_trace_header_ctl_new(&r->h, &r->ctl);
         if (e < 0)
             snprintf(why, len, "%s:%zu: %s", r->path, r->lineno,
                      e == EERL_EPARSE ? w : eerl_strerror(e));
         return e;
     }
-    if (eerl__trace_line_type(line, type, sizeof(type)) < 0) {
+    if (eerl_trace_line_type(line, type, sizeof(type)) < 0) {
         snprintf(why, len, "%s:%zu: not a JSON object", r->path, r->lineno);
         return EERL_EPARSE;
     }
@@ -303,7 +303,7 @@ static int replay_line(struct replay *r, const char *line, char *why, size_t len
         unsigned char *st = NULL;
         size_t st_len = 0;
 
-        e = eerl__trace_parse_resume(line, tag, sizeof(tag), &st, &st_len, w, sizeof(w));
+        e = eerl_trace_parse_resume(line, tag, sizeof(tag), &st, &st_len, w, sizeof(w));
         if (e == 0)
             (void)eerl_ctl_restore(r->ctl, tag, st, st_len, w, sizeof(w));
         free(st);
@@ -311,7 +311,7 @@ static int replay_line(struct replay *r, const char *line, char *why, size_t len
     }
     if (strcmp(type, "update"))
         return 0;
-    e = eerl__trace_parse_update(line, &u, NULL, 0, w, sizeof(w));
+    e = eerl_trace_parse_update(line, &u, NULL, 0, w, sizeof(w));
     if (e < 0) {
         snprintf(why, len, "%s:%zu: %s", r->path, r->lineno, w);
         return e;
@@ -325,7 +325,8 @@ static int replay_line(struct replay *r, const char *line, char *why, size_t len
     return 0;
 }
 
-int eerl__unexpl_of_trace(const char *path, struct eerl__unexpl *ret, char *why, size_t len)
+int eerl_trace_measure_unexplained(const char *path, struct eerl_trace_unexplained *ret, char *why,
+                                   size_t len)
 {
     struct replay *r;
     FILE *f;
@@ -353,7 +354,7 @@ int eerl__unexpl_of_trace(const char *path, struct eerl__unexpl *ret, char *why,
         r->lineno++;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = 0;
-        if (got == 0 || (cut && eerl__trace_line_type(line, (char[32]){0}, 32) < 0))
+        if (got == 0 || (cut && eerl_trace_line_type(line, (char[32]){0}, 32) < 0))
             continue; /* a last line cut short is a write that did not finish */
         hit = replay_line(r, line, why, len);
         if (hit < 0) {

@@ -42,7 +42,7 @@ int eerl__sim_twin_windows(const eerl_twin_preset *p, const struct eerl_twin_con
         e = eerl_twin_step(t, &up);
         if (e < 0)
             break;
-        if (u >= EERL__AN_FIRST_UPDATE - 1) {
+        if (u >= EERL_AN_FIRST_UPDATE - 1) {
             T[w] += up.duration;
             E[w] += up.energy_j;
             N[w] += up.valid_tokens;
@@ -225,9 +225,9 @@ static int governor_runs(const eerl_twin_preset *preset, const struct eerl_twin_
 }
 
 /* The best pair the search found (the governor if none meets the allowance), scored per seed. */
-static int oracle_result(const struct osearch *s, eerl_mode mode, struct eerl__sim_oracle *ret)
+static int oracle_result(const struct osearch *s, eerl_mode mode, struct eerl_sim_oracle *ret)
 {
-    struct eerl__sim_oracle o;
+    struct eerl_sim_oracle o;
     unsigned best_g = EERL_TWIN_GOV, best_t = EERL_TWIN_GOV;
     double best = 0, best_dq = 0;
     int e;
@@ -256,9 +256,9 @@ static int oracle_result(const struct osearch *s, eerl_mode mode, struct eerl__s
     return 0;
 }
 
-int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
-                     unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
-                     size_t n_seeds, double allowed_loss, struct eerl__sim_oracle *ret)
+int eerl_sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
+                    unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
+                    size_t n_seeds, double allowed_loss, struct eerl_sim_oracle *ret)
 {
     unsigned clocks[EERL_DEVICE_CLOCKS_MAX], cand[EERL_DEVICE_CLOCKS_MAX + 1];
     struct eerl_twin_totals *gov = NULL;
@@ -268,8 +268,8 @@ int eerl__sim_oracle(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_
     size_t n_clocks = 0, n_cand = 0, i;
     int e;
 
-    if (!preset || !ret || n_seeds == 0 || n_seeds > EERL__AN_SEEDS_MAX ||
-        updates < EERL__AN_FIRST_UPDATE)
+    if (!preset || !ret || n_seeds == 0 || n_seeds > EERL_AN_SEEDS_MAX ||
+        updates < EERL_AN_FIRST_UPDATE)
         return EERL_EINVAL;
     e = eerl_twin_preset_clocks(preset, clocks, EERL_DEVICE_CLOCKS_MAX, &n_clocks);
     if (e < 0)

@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "eerl/error.h"
-#include "sim/schedule.h"
+#include "eerl/tools/sim.h"
+#include "sim/oracle.h"
 #include "twin/presets.h"
 #include "twin/run.h"
 
@@ -25,7 +26,7 @@ struct wdata {
     size_t n_cand, n_seeds, n_win;
     unsigned *cg, *ct; /* candidate pairs; 0 is the governor, 1 the static oracle's */
     double *T, *E, *N; /* [(c * n_seeds + i) * n_win + w] */
-    double Tg[EERL__AN_SEEDS_MAX], Eg[EERL__AN_SEEDS_MAX], Ng[EERL__AN_SEEDS_MAX];
+    double Tg[EERL_AN_SEEDS_MAX], Eg[EERL_AN_SEEDS_MAX], Ng[EERL_AN_SEEDS_MAX];
 };
 
 #define AT(d, a, c, i, w) ((d)->a[((c) * (d)->n_seeds + (i)) * (d)->n_win + (w)])
@@ -141,7 +142,7 @@ static double choose(const struct wdata *d, double limit_pct, size_t *x, size_t 
         totals(d, x, T, E, N);
         for (w = 0; w < d->n_win; w++)
             for (c = 0; c < d->n_cand; c++) {
-                double T2[EERL__AN_SEEDS_MAX], E2[EERL__AN_SEEDS_MAX], N2[EERL__AN_SEEDS_MAX];
+                double T2[EERL_AN_SEEDS_MAX], E2[EERL_AN_SEEDS_MAX], N2[EERL_AN_SEEDS_MAX];
 
                 if (c == x[w])
                     continue;
@@ -165,7 +166,7 @@ static double choose(const struct wdata *d, double limit_pct, size_t *x, size_t 
     return best_sav;
 }
 
-void eerl__sim_schedule_free(struct eerl__sim_schedule *s)
+void eerl_sim_schedule_free(struct eerl_sim_schedule *s)
 {
     if (!s)
         return;
@@ -174,8 +175,8 @@ void eerl__sim_schedule_free(struct eerl__sim_schedule *s)
     s->gen_mhz = s->train_mhz = NULL;
 }
 
-void eerl__sim_schedule_setting(const eerl_twin_preset *preset, eerl_mode mode,
-                                const struct eerl__sim_schedule *s, unsigned k, eerl_setting *ret)
+void eerl_sim_schedule_setting(const eerl_twin_preset *preset, eerl_mode mode,
+                               const struct eerl_sim_schedule *s, unsigned k, eerl_setting *ret)
 {
     unsigned g = s->gen_mhz[k], t = s->train_mhz[k];
 
@@ -286,7 +287,7 @@ static int window_data(struct wdata *d, const eerl_twin_preset *preset,
 
 /* The schedule x (candidate per window) into s, and its whole-run totals per seed on runs that
  * switch clocks at the window boundaries. */
-static int switching_totals(const struct wdata *d, const size_t *x, struct eerl__sim_schedule *s,
+static int switching_totals(const struct wdata *d, const size_t *x, struct eerl_sim_schedule *s,
                             const eerl_twin_preset *preset, const struct eerl_twin_config *base,
                             const uint64_t *seeds, unsigned updates,
                             const struct eerl__wl_batch *batches, double *T, double *E, double *N)
@@ -326,13 +327,13 @@ static int switching_totals(const struct wdata *d, const size_t *x, struct eerl_
 /* Chooses on the window data and scores on runs that switch. Where the switching runs miss the
  * allowance (the asynchronous carry at a switch), chooses again with the limit tightened by the
  * miss. Falls back to the static setting in every window when nothing beats it. */
-static int choose_schedule(const struct wdata *d, struct eerl__sim_schedule *s,
-                           const struct eerl__sim_oracle *stat, double allowed_loss,
+static int choose_schedule(const struct wdata *d, struct eerl_sim_schedule *s,
+                           const struct eerl_sim_oracle *stat, double allowed_loss,
                            const eerl_twin_preset *preset, const struct eerl_twin_config *base,
                            const uint64_t *seeds, unsigned updates,
                            const struct eerl__wl_batch *batches)
 {
-    double T[EERL__AN_SEEDS_MAX], E[EERL__AN_SEEDS_MAX], N[EERL__AN_SEEDS_MAX];
+    double T[EERL_AN_SEEDS_MAX], E[EERL_AN_SEEDS_MAX], N[EERL_AN_SEEDS_MAX];
     double limit = 100 * allowed_loss;
     size_t *x = calloc(d->n_win, sizeof(*x)), *tmp = calloc(d->n_win, sizeof(*tmp)), tries, w;
     int e = 0;
@@ -377,21 +378,21 @@ out:
     return e;
 }
 
-int eerl__sim_oracle_windowed(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
-                              unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
-                              size_t n_seeds, double allowed_loss, unsigned window,
-                              const struct eerl__sim_oracle *stat, struct eerl__sim_schedule *ret)
+int eerl_sim_oracle_windowed(const eerl_twin_preset *preset, eerl_mode mode, unsigned n_gen,
+                             unsigned n_train, char size, unsigned updates, const uint64_t *seeds,
+                             size_t n_seeds, double allowed_loss, unsigned window,
+                             const struct eerl_sim_oracle *stat, struct eerl_sim_schedule *ret)
 {
     unsigned clocks[EERL_DEVICE_CLOCKS_MAX];
     size_t n_clocks = 0;
     struct eerl_twin_config base;
-    struct eerl__sim_schedule s;
+    struct eerl_sim_schedule s;
     struct wdata d;
     struct eerl__wl_batch *batches = NULL;
     int e;
 
-    if (!preset || !stat || !ret || n_seeds == 0 || n_seeds > EERL__AN_SEEDS_MAX || window == 0 ||
-        updates < EERL__AN_FIRST_UPDATE || !(allowed_loss > 0 && allowed_loss < 0.5))
+    if (!preset || !stat || !ret || n_seeds == 0 || n_seeds > EERL_AN_SEEDS_MAX || window == 0 ||
+        updates < EERL_AN_FIRST_UPDATE || !(allowed_loss > 0 && allowed_loss < 0.5))
         return EERL_EINVAL;
     e = eerl_twin_preset_clocks(preset, clocks, EERL_DEVICE_CLOCKS_MAX, &n_clocks);
     if (e < 0)
@@ -423,7 +424,7 @@ int eerl__sim_oracle_windowed(const eerl_twin_preset *preset, eerl_mode mode, un
         *ret = s;
         s.gen_mhz = s.train_mhz = NULL;
     }
-    eerl__sim_schedule_free(&s);
+    eerl_sim_schedule_free(&s);
     free(d.cg);
     free(d.ct);
     free(d.T);

@@ -13,7 +13,7 @@
 #include "eerl/tools/actuator.h"
 #include "eerl/error.h"
 #include "runtime/owner.h"
-#include "sim/sim.h"
+#include "eerl/tools/sim.h"
 #include "twin/presets.h"
 #include "twin/run.h"
 
@@ -67,7 +67,7 @@ static const char *watch_err(void *ctx)
 
 /* ---- modes ----------------------------------------------------------------------------------- */
 
-unsigned eerl__sim_calibration_updates(eerl_mode mode)
+unsigned eerl_sim_calibration_updates(eerl_mode mode)
 {
     eerl_ctl_config c;
 
@@ -187,10 +187,10 @@ static int advance(struct runctx *r, double t, char *why, size_t len)
     return 0;
 }
 
-void eerl__sim_run_free(struct eerl__sim_run *r)
+void eerl_sim_run_free(struct eerl_sim_run *r)
 {
     if (r)
-        eerl__an_series_free(&r->series);
+        eerl_an_series_free(&r->series);
 }
 
 /* What one run holds while it runs. */
@@ -200,11 +200,11 @@ struct simrun {
     eerl_rt_clock_owner wo;
     eerl_ctl_config cc;
     eerl_device *dev;
-    struct eerl__sim_run out;
+    struct eerl_sim_run out;
 };
 
 /* The twin, its device and the watching clock owner. */
-static int open_twin(const struct eerl__sim_config *c, struct simrun *s, char *why, size_t len)
+static int open_twin(const struct eerl_sim_config *c, struct simrun *s, char *why, size_t len)
 {
     struct eerl_twin_config tc;
     unsigned n_all = c->n_gen + c->n_train;
@@ -250,7 +250,7 @@ static int open_twin(const struct eerl__sim_config *c, struct simrun *s, char *w
 }
 
 /* The runtime session on the twin's device, in virtual time, through the watching owner. */
-static int open_session(const struct eerl__sim_config *c, struct simrun *s, char *why, size_t len)
+static int open_session(const struct eerl_sim_config *c, struct simrun *s, char *why, size_t len)
 {
     eerl_rt_config rc;
     unsigned i, n_all = c->n_gen + c->n_train, *all;
@@ -311,9 +311,8 @@ static int open_session(const struct eerl__sim_config *c, struct simrun *s, char
 
 /* At a phase's begin (m) in update u: the clock the session locked the pool at must be the one
  * the twin ran the phase at. */
-static int check_lock(const struct eerl__sim_config *c, const struct simrun *s,
-                      const struct mark *m, const struct eerl_twin_update *up, unsigned u,
-                      char *why, size_t len)
+static int check_lock(const struct eerl_sim_config *c, const struct simrun *s, const struct mark *m,
+                      const struct eerl_twin_update *up, unsigned u, char *why, size_t len)
 {
     unsigned gpu = m->pool ? c->n_gen : 0;
     unsigned ran = (m->phase == EERL_PHASE_GEN || (m->phase == EERL_PHASE_REFIT && m->pool == 0 &&
@@ -334,7 +333,7 @@ static int check_lock(const struct eerl__sim_config *c, const struct simrun *s,
 static int end_update(struct simrun *s, const struct eerl_twin_update *up, unsigned u, char *why,
                       size_t len)
 {
-    struct eerl__sim_run *out = &s->out;
+    struct eerl_sim_run *out = &s->out;
     eerl_rt_update_info info;
     eerl_rt_work work;
     const eerl_event *ev;
@@ -364,14 +363,14 @@ static int end_update(struct simrun *s, const struct eerl_twin_update *up, unsig
         }
     }
     out->meter_energy_j += info.obs.energy_j;
-    return eerl__an_series_add(&out->series, work.update, info.obs.gen_tokens,
-                               info.obs.valid_tokens, info.obs.longest_tokens, info.obs.time_s,
-                               info.obs.energy_j, &info.obs.setting, state, marks);
+    return eerl_an_series_add(&out->series, work.update, info.obs.gen_tokens, info.obs.valid_tokens,
+                              info.obs.longest_tokens, info.obs.time_s, info.obs.energy_j,
+                              &info.obs.setting, state, marks);
 }
 
 /* Update u: the twin runs it under the clocks the session will lock, then its phase boundaries
  * go to the session in virtual time, and its end. */
-static int run_update(const struct eerl__sim_config *c, struct simrun *s, unsigned u, char *why,
+static int run_update(const struct eerl_sim_config *c, struct simrun *s, unsigned u, char *why,
                       size_t len)
 {
     struct eerl_twin_update up;
@@ -414,7 +413,7 @@ static int run_update(const struct eerl__sim_config *c, struct simrun *s, unsign
 
 /* After the last update: the status, the saved state, the session closed and every GPU back to
  * the governor. */
-static int close_session(const struct eerl__sim_config *c, struct simrun *s, char *why, size_t len)
+static int close_session(const struct eerl_sim_config *c, struct simrun *s, char *why, size_t len)
 {
     unsigned i, n_all = c->n_gen + c->n_train;
     int e;
@@ -444,15 +443,14 @@ static int close_session(const struct eerl__sim_config *c, struct simrun *s, cha
     return 0;
 }
 
-int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, char *why,
-                  size_t len)
+int eerl_sim_run(const struct eerl_sim_config *c, struct eerl_sim_run *ret, char *why, size_t len)
 {
     struct simrun s;
     unsigned u;
     int e;
 
     memset(&s, 0, sizeof(s));
-    eerl__an_series_init(&s.out.series);
+    eerl_an_series_init(&s.out.series);
     if (!c || !ret || !c->preset || c->updates == 0) {
         snprintf(why, len, "bad simulation configuration");
         return EERL_EINVAL;
@@ -477,7 +475,7 @@ int eerl__sim_run(const struct eerl__sim_config *c, struct eerl__sim_run *ret, c
     eerl_device_free(s.dev);
     eerl_twin_free(s.r.twin);
     if (e < 0) {
-        eerl__an_series_free(&s.out.series);
+        eerl_an_series_free(&s.out.series);
         return e;
     }
     *ret = s.out;

@@ -120,7 +120,7 @@ static json_t *pair(const double v[2])
     return a;
 }
 
-json_t *eerl__trace_est_summary_json(const eerl_estimate *est)
+json_t *eerl_trace_estimate_json(const eerl_estimate *est)
 {
     json_t *o = json_object();
 
@@ -149,7 +149,7 @@ json_t *eerl__trace_est_summary_json(const eerl_estimate *est)
 int eerl__trace_est_summary_line(const eerl_estimate *est, unsigned long long update,
                                  char **ret_line)
 {
-    json_t *o = json_object(), *s = eerl__trace_est_summary_json(est);
+    json_t *o = json_object(), *s = eerl_trace_estimate_json(est);
     char *line;
 
     json_object_set_new(o, "type", json_string("estimate"));

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "eerl/estimate.h"
+#include "eerl/tools/trace.h"
 #include "core/estimate.h"
 
 /* The update line's "estimate" object (new reference). */
@@ -20,7 +21,5 @@ int eerl__trace_est_parse(json_t *o, struct eerl__est_upd *ret, char *why, size_
 /* The closing line {"type":"estimate", ...} after update `update`, malloc'd. */
 int eerl__trace_est_summary_line(const eerl_estimate *est, unsigned long long update,
                                  char **ret_line);
-/* The estimate as a JSON object (the summary line's keys, `eerl analyze --json`'s "estimate"). */
-json_t *eerl__trace_est_summary_json(const eerl_estimate *est);
 
 #endif

@@ -42,16 +42,16 @@ static json_t *num(double v)
     return json_real(v);
 }
 
-/* Every number of the table of options the controller's configuration holds (the strategy is
- * the header's own key), in the table's order. */
-static void config_numbers(const eerl_ctl_config *c, json_t *cfg)
+/* Every number of the table of options the controller holds, its configuration's and its
+ * experimental ones (the strategy is the header's own key), in the table's order. */
+static void config_numbers(const eerl_ctl *ctl, json_t *cfg)
 {
     eerl_option_info o;
     double v;
     size_t i;
 
     for (i = 0; eerl_option_info_get(i, &o) == 0; i++) {
-        if (o.type == EERL_OPTION_ENUM || eerl_ctl_config_get(c, o.name, &v) < 0)
+        if (o.type == EERL_OPTION_ENUM || eerl_ctl_get_option(ctl, o.name, &v) < 0)
             continue;
         json_object_set_new(
             cfg, o.name, o.type == EERL_OPTION_DOUBLE ? json_real(v) : json_integer((json_int_t)v));
@@ -113,7 +113,7 @@ static int dump(json_t *o, char **ret_line)
     return 0;
 }
 
-int eerl__trace_event_json(const eerl_event *ev, char **ret_text)
+int eerl_trace_event_json(const eerl_event *ev, char **ret_text)
 {
     json_t *o;
 
@@ -128,14 +128,14 @@ int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, int appen
                             char **ret_line)
 {
     eerl_ctl_config c;
-    unsigned clocks[EERL__TRACE_CLOCKS_MAX], peak;
+    unsigned clocks[EERL_TRACE_CLOCKS_MAX], peak;
     size_t n, i;
     json_t *o, *cfg, *a;
     int err, k;
 
     if (!ctl || !ret_line)
         return EERL_EINVAL;
-    err = eerl_ctl_describe(ctl, &c, clocks, EERL__TRACE_CLOCKS_MAX, &n, &peak);
+    err = eerl_ctl_describe(ctl, &c, clocks, EERL_TRACE_CLOCKS_MAX, &n, &peak);
     if (err < 0)
         return err;
     {
@@ -158,7 +158,7 @@ int eerl__trace_header_line(const eerl_ctl *ctl, const char *producer, int appen
         json_array_append_new(a, json_integer(clocks[i]));
     json_object_set_new(o, "clocks_mhz", a);
     cfg = json_object();
-    config_numbers(&c, cfg);
+    config_numbers(ctl, cfg);
     a = json_array();
     for (k = 0; k < EERL_BLOCK_CHOICES_MAX && c.block_choices[k]; k++)
         json_array_append_new(a, json_integer(c.block_choices[k]));
@@ -446,7 +446,7 @@ static json_t *load(const char *line, char *why, size_t len)
     return o;
 }
 
-int eerl__trace_line_type(const char *line, char *type, size_t len)
+int eerl_trace_line_type(const char *line, char *type, size_t len)
 {
     json_t *o = load(line, NULL, 0), *t;
 
@@ -535,7 +535,7 @@ static int get_setting(json_t *o, eerl_setting *s)
     } while (0)
 
 /* The header's own keys (config aside) into h. 0, or EERL_EPARSE / EERL_EVERSION with why. */
-static int header_keys(json_t *o, struct eerl__trace_header *h, char *why, size_t len)
+static int header_keys(json_t *o, struct eerl_trace_header *h, char *why, size_t len)
 {
     json_t *v = json_object_get(o, "type");
     size_t i;
@@ -561,12 +561,6 @@ static int header_keys(json_t *o, struct eerl__trace_header *h, char *why, size_
             json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : "(missing)",
             json_is_string(v) ? "'" : "");
     eerl_ctl_config_default(h->mode, &h->cfg);
-    /* A trace without the key was written before it existed, when update 1 was a reference. */
-    h->cfg.warmup_updates = 0;
-    /* Nor a revision key: revision 0 decided then. */
-    h->cfg.inflight_revision = 0;
-    h->cfg.eerl_revision = 0;
-    h->cfg.paper_revision = 0;
     v = json_object_get(o, "strategy");
     if (v &&
         (!json_is_string(v) || eerl_strategy_from_name(json_string_value(v), &h->cfg.strategy) < 0))
@@ -577,9 +571,8 @@ static int header_keys(json_t *o, struct eerl__trace_header *h, char *why, size_
         BAD("\"governor_peak_mhz\" must be a positive integer");
     h->peak = (unsigned)json_integer_value(v);
     v = json_object_get(o, "clocks_mhz");
-    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > EERL__TRACE_CLOCKS_MAX)
-        BAD("\"clocks_mhz\" must be a non-empty array of at most %d clocks",
-            EERL__TRACE_CLOCKS_MAX);
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > EERL_TRACE_CLOCKS_MAX)
+        BAD("\"clocks_mhz\" must be a non-empty array of at most %d clocks", EERL_TRACE_CLOCKS_MAX);
     for (i = 0; i < json_array_size(v); i++) {
         json_t *c = json_array_get(v, i);
         if (!json_is_integer(c) || json_integer_value(c) <= 0 || json_integer_value(c) > 100000)
@@ -633,16 +626,20 @@ static int config_list(const char *key, json_t *v, eerl_ctl_config *cfg, char *w
     return 0;
 }
 
-/* One number of the table of options: 1 taken, 0 not one of them, or EERL_EINVAL (why). */
-static int config_number(const char *key, json_t *v, eerl_ctl_config *cfg, char *why, size_t len)
+/* One number of the table of options, into cfg or (an experimental one) x: 1 taken, 0 not one
+ * of them, or EERL_EINVAL (why). */
+static int config_number(const char *key, json_t *v, eerl_ctl_config *cfg,
+                         struct eerl__ctl_xopts *x, char *why, size_t len)
 {
     eerl_option_info o;
     char owhy[160];
     double d;
-    int i = eerl_option_find(key);
+    int i = eerl_option_find(key), xp;
 
-    if (i < 0 || eerl_option_info_get((size_t)i, &o) < 0 || o.type == EERL_OPTION_ENUM ||
-        eerl_ctl_config_get(cfg, key, &d) < 0)
+    if (i < 0 || eerl_option_info_get((size_t)i, &o) < 0 || o.type == EERL_OPTION_ENUM)
+        return 0;
+    xp = eerl__options_xget(x, key, &d) == 0;
+    if (!xp && eerl_ctl_config_get(cfg, key, &d) < 0)
         return 0;
     if (o.type == EERL_OPTION_DOUBLE && get_num(v, &d) < 0)
         BAD("config \"%s\" must be a number", key);
@@ -652,13 +649,15 @@ static int config_number(const char *key, json_t *v, eerl_ctl_config *cfg, char 
             BAD("config \"%s\" must be a non-negative integer", key);
         d = (double)json_integer_value(v);
     }
-    if (eerl_ctl_config_set(cfg, key, d, owhy, sizeof(owhy)) < 0)
+    if ((xp ? eerl__options_xset(x, key, d, owhy, sizeof(owhy))
+            : eerl_ctl_config_set(cfg, key, d, owhy, sizeof(owhy))) < 0)
         BAD("config: %s", owhy);
     return 1;
 }
 
-/* The header's "config" object into cfg: every key known, every value valid. */
-static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t len)
+/* The header's "config" object into cfg and x: every key known, every value valid. */
+static int header_config(json_t *obj, eerl_ctl_config *cfg, struct eerl__ctl_xopts *x, char *why,
+                         size_t len)
 {
     const char *key;
     json_t *v;
@@ -667,7 +666,7 @@ static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t le
         BAD("\"config\" must be an object");
     json_object_foreach(obj, key, v)
     {
-        int known = config_number(key, v, cfg, why, len);
+        int known = config_number(key, v, cfg, x, why, len);
 
         if (known < 0)
             return known;
@@ -684,7 +683,7 @@ static int header_config(json_t *obj, eerl_ctl_config *cfg, char *why, size_t le
     return 0;
 }
 
-int eerl__trace_header_replayable(const struct eerl__trace_header *h, char *why, size_t len)
+int eerl_trace_header_replayable(const struct eerl_trace_header *h, char *why, size_t len)
 {
     if (!h->revision_key || h->revision == h->revision_now)
         return 0;
@@ -698,10 +697,30 @@ int eerl__trace_header_replayable(const struct eerl__trace_header *h, char *why,
     return EERL_EVERSION;
 }
 
-int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
-                             size_t len)
+int eerl_trace_header_ctl_new(const struct eerl_trace_header *h, eerl_ctl **ret_ctl)
 {
-    struct eerl__trace_header h;
+    eerl_ctl *ctl;
+    int e;
+
+    if (!h || !ret_ctl)
+        return EERL_EINVAL;
+    e = eerl_ctl_new(h->mode, &h->cfg, h->clocks, h->n_clocks, h->peak, &ctl);
+    if (e == 0)
+        e = eerl_ctl_set_option(ctl, "warmup_updates", h->warmup_updates, NULL, 0);
+    if (e < 0) {
+        eerl_ctl_free(ctl);
+        return e;
+    }
+    *ret_ctl = ctl;
+    return 0;
+}
+
+int eerl_trace_parse_header(const char *line, struct eerl_trace_header *ret, char *why, size_t len)
+{
+    struct eerl_trace_header h;
+    /* A trace without an experimental key was written before it existed: warmup_updates 0
+     * (update 1 was a reference then), revision 0 of each rule. */
+    struct eerl__ctl_xopts x = {0, 0, 0, 0};
     json_t *o = load(line, why, len);
     char cwhy[160];
     int err;
@@ -711,10 +730,11 @@ int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, c
     memset(&h, 0, sizeof(h));
     err = header_keys(o, &h, why, len);
     if (err == 0)
-        err = header_config(json_object_get(o, "config"), &h.cfg, why, len);
+        err = header_config(json_object_get(o, "config"), &h.cfg, &x, why, len);
     if (err == 0) {
-        h.revision_key = eerl__ctl_config_revision(h.mode, &h.cfg, &h.revision, &h.revision_now);
-        eerl__ctl_config_revisions_from_older(&h.cfg);
+        h.revision_key =
+            eerl__ctl_revision(h.mode, h.cfg.strategy, &x, &h.revision, &h.revision_now);
+        h.warmup_updates = x.warmup_updates;
     }
     if (err == 0 && eerl_ctl_config_check(&h.cfg, cwhy, sizeof(cwhy)) < 0) {
         if (why && len)
@@ -814,7 +834,7 @@ static int measure_bad(const eerl_obs *o, double *ret_v, char *key, size_t key_l
 }
 
 /* An update line's number, work, time and energy into u. */
-static int update_work(json_t *o, struct eerl__trace_update *u, char *why, size_t len)
+static int update_work(json_t *o, struct eerl_trace_update *u, char *why, size_t len)
 {
     json_t *v = json_object_get(o, "type"), *w;
 
@@ -883,7 +903,7 @@ static int update_parts(json_t *o, eerl_obs *obs, char *why, size_t len)
 }
 
 /* An update line's flags, settings and events (at most cap into ev) into u. */
-static int update_decisions(json_t *o, struct eerl__trace_update *u, eerl_event *ev, size_t cap,
+static int update_decisions(json_t *o, struct eerl_trace_update *u, eerl_event *ev, size_t cap,
                             char *why, size_t len)
 {
     json_t *v = json_object_get(o, "carryover"), *set;
@@ -926,7 +946,7 @@ static int update_decisions(json_t *o, struct eerl__trace_update *u, eerl_event 
 /* A measurement is never negative or infinite: a line that says so was not written by eerl (or
  * was edited), unless its events say the observation was refused, which keeps what was observed
  * (replay needs it as it was). */
-static int update_measures(const struct eerl__trace_update *u, const eerl_event *ev, size_t cap,
+static int update_measures(const struct eerl_trace_update *u, const eerl_event *ev, size_t cap,
                            char *why, size_t len)
 {
     char bad[48];
@@ -943,10 +963,10 @@ static int update_measures(const struct eerl__trace_update *u, const eerl_event 
     return 0;
 }
 
-int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
-                             size_t cap, char *why, size_t len)
+int eerl_trace_parse_update(const char *line, struct eerl_trace_update *ret, eerl_event *ev,
+                            size_t cap, char *why, size_t len)
 {
-    struct eerl__trace_update u;
+    struct eerl_trace_update u;
     json_t *o = load(line, why, len);
     int err;
 
@@ -1093,8 +1113,8 @@ static int hexval(char c)
     return -1;
 }
 
-int eerl__trace_parse_resume(const char *line, char *tag, size_t tag_len, unsigned char **ret_state,
-                             size_t *ret_len, char *why, size_t len)
+int eerl_trace_parse_resume(const char *line, char *tag, size_t tag_len, unsigned char **ret_state,
+                            size_t *ret_len, char *why, size_t len)
 {
     json_t *o = load(line, why, len), *t, *s;
     unsigned char *buf = NULL;

@@ -5,7 +5,8 @@
  * are written as the strings "nan", "inf", "-inf" so that refused observations replay too.
  * Readers ignore unknown keys and unknown line types (later issues add fields), except inside
  * "config", where an unknown key could change decisions and is refused. Owns no state; the
- * caller owns every buffer and FILE. This is I/O, so it lives outside core/. */
+ * caller owns every buffer and FILE. This is I/O, so it lives outside core/. Here: writing, for
+ * the session; the reading side, for eerl's tools, is eerl/tools/trace.h. */
 #ifndef EERL_TRACE_TRACE_H
 #define EERL_TRACE_TRACE_H
 
@@ -13,37 +14,10 @@
 #include <stdio.h>
 
 #include "eerl/core.h"
+#include "eerl/tools/trace.h"
 
 #define EERL__TRACE_FORMAT "eerl-trace"
 #define EERL__TRACE_VERSION 2 /* 2: several segments (appended headers), the estimate records */
-#define EERL__TRACE_CLOCKS_MAX 1024
-
-struct eerl__trace_header {
-    unsigned version;
-    eerl_mode mode;
-    eerl_ctl_config cfg;
-    unsigned clocks[EERL__TRACE_CLOCKS_MAX];
-    size_t n_clocks;
-    unsigned peak;
-    char producer[64];
-    /* The revision key that decided under the header's mode and strategy (NULL: none does), its
-     * value in the header (0 where the key is absent: written before it) and this eerl's. cfg
-     * holds this eerl's revisions, which rebuild the controller's measurements; its decisions
-     * match the trace only where revision == revision_now (eerl__trace_header_replayable). */
-    const char *revision_key;
-    unsigned revision, revision_now;
-};
-
-struct eerl__trace_update {
-    eerl_obs obs; /* obs.setting is the setting observed in force */
-    int has_requested;
-    eerl_setting requested; /* what the controller had asked for this update */
-    int has_events;
-    size_t n_events; /* events recorded (may exceed the caller's cap) */
-};
-
-/* Line type: "header", "update", or another (ignored by readers); EERL_EPARSE if not JSON. */
-int eerl__trace_line_type(const char *line, char *type, size_t len);
 
 /* The header line for a controller (no newline), malloc'd into *ret_line. appended: the header
  * of a segment written after others in the same file (a resumed session's), said by the key
@@ -77,27 +51,12 @@ int eerl__trace_write_header(FILE *f, const eerl_ctl *ctl, const char *producer)
 int eerl__trace_write_update(FILE *f, const eerl_obs *obs, const eerl_setting *requested,
                              const eerl_event *ev, size_t n_ev);
 
-/* Parses a header line. EERL_EPARSE (malformed, with why), EERL_EVERSION (newer major). */
-/* 0 where this eerl decides as the header's controller did; EERL_EVERSION where an older
- * revision decided it, with why: what decided it, what this eerl decides as, and the eerl to
- * replay it with (the header's producer). */
-int eerl__trace_header_replayable(const struct eerl__trace_header *h, char *why, size_t len);
-int eerl__trace_parse_header(const char *line, struct eerl__trace_header *ret, char *why,
-                             size_t len);
-/* Parses an update line; up to cap recorded events go to ev (ev may be NULL with cap 0). */
-int eerl__trace_parse_update(const char *line, struct eerl__trace_update *ret, eerl_event *ev,
-                             size_t cap, char *why, size_t len);
-
 /* The "resume" record a session writes after its "run" line when it was asked to resume: where
  * from, the hardware tag, whether it resumed, why (or why not), and the saved state's bytes in
  * hex when the file was read (so `eerl replay` restores the same bytes and replays exactly).
  * state NULL: no state (no file). malloc'd into *ret_line. */
 int eerl__trace_resume_line(const char *from, const char *tag, int resumed, const char *detail,
                             const void *state, size_t state_len, char **ret_line);
-/* Parses a resume record: 0 with the tag and the state bytes (malloc'd, the caller frees);
- * 1 when the record carries no state; EERL_EPARSE with why. */
-int eerl__trace_parse_resume(const char *line, char *tag, size_t tag_len, unsigned char **ret_state,
-                             size_t *ret_len, char *why, size_t len);
 
 /* The last line of a session stopped for a cause outside it (eerl_rt_abort): {"type": type,
  * "update": update, "open_phases": [names] (detail_json's own array instead, when it has one),
@@ -107,8 +66,5 @@ int eerl__trace_parse_resume(const char *line, char *tag, size_t tag_len, unsign
 int eerl__trace_stop_line(const char *type, unsigned long long update,
                           const char *const *open_phases, size_t n_open, const char *detail_json,
                           char **ret_line, char *why, size_t len);
-
-/* One event as a JSON object text (for `eerl replay --json`), malloc'd. */
-int eerl__trace_event_json(const eerl_event *ev, char **ret_text);
 
 #endif

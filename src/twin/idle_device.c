@@ -10,7 +10,6 @@
 #include "eerl/error.h"
 #include "eerl/tools/twin.h"
 #include "device/device_impl.h"
-#include "twin/idle_device.h"
 #include "twin/presets.h"
 
 struct idle_gpu {
@@ -173,7 +172,7 @@ static const struct eerl__device_ops idle_ops = {
     .free = op_free,
 };
 
-int eerl__twin_idle_device(const char *gpu, unsigned n, eerl_device **ret_dev)
+int eerl_twin_idle_device(const char *gpu, unsigned n, eerl_device **ret_dev)
 {
     static const char *const models[] = {"qwen3-30b-a3b", "nemotron-super-49b"};
     eerl_twin_preset *p = NULL;

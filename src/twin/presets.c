@@ -308,6 +308,24 @@ int eerl_twin_preset_clock_ok(const eerl_twin_preset *preset, unsigned mhz)
     return mhz == EERL_TWIN_GOV || eerl__gpu_clock_ok(&preset->gpu, mhz);
 }
 
+const char *eerl_twin_preset_model(const eerl_twin_preset *preset)
+{
+    return preset ? preset->model : NULL;
+}
+
+int eerl_twin_preset_batch(const eerl_twin_preset *preset, char size, unsigned *ret_p,
+                           unsigned *ret_k, unsigned *ret_b)
+{
+    int i = eerl__wl_size_index(size);
+
+    if (!preset || i < 0 || !ret_p || !ret_k || !ret_b)
+        return EERL_EINVAL;
+    *ret_p = preset->wl.P[i];
+    *ret_k = preset->wl.K[i];
+    *ret_b = preset->wl.B[i];
+    return 0;
+}
+
 void eerl__preset_expected_batch(const struct eerl_twin_preset *p, char size, unsigned u,
                                  struct eerl__wl_batch *ret)
 {

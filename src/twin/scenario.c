@@ -7,28 +7,28 @@
 
 #include "eerl/error.h"
 #include "twin/presets.h"
-#include "twin/scenario.h"
+#include "eerl/tools/twin.h"
 
-static const char *const names[EERL__WL_SCENARIO_COUNT] = {"steady", "growing", "collapsing",
-                                                           "step"};
+static const char *const names[EERL_TWIN_SCENARIO_COUNT] = {"steady", "growing", "collapsing",
+                                                            "step"};
 
-const char *eerl__wl_scenario_names(void)
+const char *eerl_twin_scenario_names(void)
 {
     return "steady, growing, collapsing, step";
 }
 
-const char *eerl__wl_scenario_name(int kind)
+const char *eerl_twin_scenario_name(int kind)
 {
-    return kind >= 0 && kind < EERL__WL_SCENARIO_COUNT ? names[kind] : "?";
+    return kind >= 0 && kind < EERL_TWIN_SCENARIO_COUNT ? names[kind] : "?";
 }
 
-int eerl__wl_scenario_parse(const char *name, int *ret_kind)
+int eerl_twin_scenario_parse(const char *name, int *ret_kind)
 {
     int k;
 
     if (!name || !ret_kind)
         return EERL_EINVAL;
-    for (k = 0; k < EERL__WL_SCENARIO_COUNT; k++)
+    for (k = 0; k < EERL_TWIN_SCENARIO_COUNT; k++)
         if (!strcmp(name, names[k])) {
             *ret_kind = k;
             return 0;
@@ -36,34 +36,34 @@ int eerl__wl_scenario_parse(const char *name, int *ret_kind)
     return EERL_ENOENT;
 }
 
-void eerl__wl_scenario_default(int kind, unsigned updates, struct eerl__wl_scenario *ret)
+void eerl_twin_scenario_default(int kind, unsigned updates, struct eerl_twin_scenario *ret)
 {
-    struct eerl__wl_scenario s;
+    struct eerl_twin_scenario s;
 
     memset(&s, 0, sizeof(s));
     s.kind = kind;
     switch (kind) {
-    case EERL__WL_GROWING:
+    case EERL_TWIN_SCENARIO_GROWING:
         s.factor = 2.5;
         s.span = updates > 0 ? updates : 1;
         break;
-    case EERL__WL_COLLAPSING:
+    case EERL_TWIN_SCENARIO_COLLAPSING:
         s.factor = 0.4;
         s.spread = 0.5;
         s.tau = 12;
         break;
-    case EERL__WL_STEP:
+    case EERL_TWIN_SCENARIO_STEP:
         s.factor = 2.0;
         s.at = updates / 2;
         break;
     default:
-        s.kind = EERL__WL_STEADY;
+        s.kind = EERL_TWIN_SCENARIO_STEADY;
         break;
     }
     *ret = s;
 }
 
-int eerl__preset_set_scenario(eerl_twin_preset *p, const struct eerl__wl_scenario *s)
+int eerl_twin_preset_set_scenario(eerl_twin_preset *p, const struct eerl_twin_scenario *s)
 {
     static const char sz[] = "SML";
     struct eerl__wl_params wl;

@@ -27,17 +27,17 @@ int eerl__wl_size_index(char size)
     }
 }
 
-int eerl__wl_scenario_ok(const struct eerl__wl_scenario *s)
+int eerl__wl_scenario_ok(const struct eerl_twin_scenario *s)
 {
     switch (s->kind) {
-    case EERL__WL_STEADY:
+    case EERL_TWIN_SCENARIO_STEADY:
         return s->factor == 0 && s->spread == 0 && s->tau == 0 && s->span == 0 && s->at == 0;
-    case EERL__WL_GROWING:
+    case EERL_TWIN_SCENARIO_GROWING:
         return s->factor >= 0.01 && s->factor <= 100 && s->span >= 1;
-    case EERL__WL_COLLAPSING:
+    case EERL_TWIN_SCENARIO_COLLAPSING:
         return s->factor >= 0.01 && s->factor <= 100 && s->spread >= 0.05 && s->spread <= 1 &&
                s->tau > 0 && s->tau <= 1e6;
-    case EERL__WL_STEP:
+    case EERL_TWIN_SCENARIO_STEP:
         return s->factor >= 0.01 && s->factor <= 100;
     default:
         return 0;
@@ -47,20 +47,20 @@ int eerl__wl_scenario_ok(const struct eerl__wl_scenario *s)
 void eerl__wl_scenario_at(const struct eerl__wl_params *p, unsigned u, double *ret_shift,
                           double *ret_spread)
 {
-    const struct eerl__wl_scenario *s = &p->scn;
+    const struct eerl_twin_scenario *s = &p->scn;
     double shift = 0, spread = 1;
 
     switch (s->kind) {
-    case EERL__WL_GROWING:
+    case EERL_TWIN_SCENARIO_GROWING:
         shift = log(s->factor) * (s->span > 1 ? fmin(1.0, (double)u / (s->span - 1)) : 1.0);
         break;
-    case EERL__WL_COLLAPSING: {
+    case EERL_TWIN_SCENARIO_COLLAPSING: {
         double f = 1 - exp(-(double)u / s->tau);
         shift = log(s->factor) * f;
         spread = 1 + (s->spread - 1) * f;
         break;
     }
-    case EERL__WL_STEP:
+    case EERL_TWIN_SCENARIO_STEP:
         shift = u >= s->at ? log(s->factor) : 0;
         break;
     default: /* steady: the preset's fitted drift */

@@ -12,29 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eerl/tools/twin.h"
 #include "twin/rng.h"
-
-/* How the response lengths move over a run (docs/twin.md, "Workload drift scenarios"; the names
- * and their parsing are scenario.c's). STEADY, all zero, is the preset's own fitted drift: what
- * the twin did before scenarios existed. The others replace that drift by their shape: the
- * median length at update u is len_median * exp(shift(u)) and the lognormal shape len_sigma *
- * spread(u) (eerl__wl_scenario_at). */
-enum eerl__wl_scenario_kind {
-    EERL__WL_STEADY = 0,
-    EERL__WL_GROWING,    /* median x factor over updates 0..span-1, log-linear, then held */
-    EERL__WL_COLLAPSING, /* median -> x factor, spread -> x spread, time constant tau updates */
-    EERL__WL_STEP,       /* median x factor from update `at` on (a dataset switch) */
-    EERL__WL_SCENARIO_COUNT
-};
-
-struct eerl__wl_scenario {
-    int kind;      /* enum eerl__wl_scenario_kind */
-    double factor; /* growing, collapsing, step: the median's multiplier (see above) */
-    double spread; /* collapsing: the lognormal shape's multiplier it falls to (1: unchanged) */
-    double tau;    /* collapsing: time constant, updates */
-    unsigned span; /* growing: updates it grows over */
-    unsigned at;   /* step: the first update (0-based) of the new dataset */
-};
 
 struct eerl__wl_params {
     unsigned seq_limit;        /* response tokens; longer responses are truncated here */
@@ -45,7 +24,7 @@ struct eerl__wl_params {
     unsigned P[3], K[3], B[3]; /* sizes S, M, L */
     int dyn_filter;            /* dynamic-sampling filter: drop zero-advantage groups (off: 0) */
     int overlong_filter;       /* overlong filtering: truncated responses leave the loss (off: 0) */
-    struct eerl__wl_scenario scn; /* zero: steady (the preset's drift) */
+    struct eerl_twin_scenario scn; /* zero: steady (the preset's drift): eerl/tools/twin.h */
     /* The length level wandering between updates (off: 0): update u's log median is shifted by
      * x_u, an AR(2) process over updates, x_u = ar1 x_(u-1) + ar2 x_(u-2) + innovation, of
      * stationary sd len_upd_sd (AR(1) when ar2 is 0), the same for every setting of a seed, and
@@ -90,7 +69,7 @@ struct eerl__wl {
 void eerl__wl_scenario_at(const struct eerl__wl_params *p, unsigned u, double *ret_shift,
                           double *ret_spread);
 /* 1 if the scenario's parameters are valid (a steady one must be all zero). */
-int eerl__wl_scenario_ok(const struct eerl__wl_scenario *s);
+int eerl__wl_scenario_ok(const struct eerl_twin_scenario *s);
 
 /* size: 'S', 'M', 'L'. EERL_EINVAL for another size or an invalid parameter. */
 int eerl__wl_size_index(char size);

@@ -165,6 +165,65 @@ int eerl_twin_run(const eerl_twin_preset *preset, const struct eerl_twin_config 
                   unsigned gen_mhz, unsigned train_mhz, unsigned u_first, unsigned u_last,
                   struct eerl_twin_totals *ret_totals);
 
+/* ---- workload drift scenarios --------------------------------------------------------------- */
+
+/* Workload drift scenarios (docs/twin.md, "Workload drift scenarios"): how the response lengths
+ * move over a run. STEADY, all zero, is the preset's own fitted drift: what the twin did before
+ * scenarios existed. The others replace that drift by their shape: the median length at update u
+ * is len_median * exp(shift(u)) and the lognormal shape len_sigma * spread(u). */
+enum eerl_twin_scenario_kind {
+    EERL_TWIN_SCENARIO_STEADY = 0,
+    EERL_TWIN_SCENARIO_GROWING, /* median x factor over updates 0..span-1, log-linear, then held */
+    EERL_TWIN_SCENARIO_COLLAPSING, /* median -> x factor, spread -> x spread, time constant tau
+                                      updates */
+    EERL_TWIN_SCENARIO_STEP,       /* median x factor from update `at` on (a dataset switch) */
+    EERL_TWIN_SCENARIO_COUNT
+};
+
+struct eerl_twin_scenario {
+    int kind;      /* enum eerl_twin_scenario_kind */
+    double factor; /* growing, collapsing, step: the median's multiplier (see above) */
+    double spread; /* collapsing: the lognormal shape's multiplier it falls to (1: unchanged) */
+    double tau;    /* collapsing: time constant, updates */
+    unsigned span; /* growing: updates it grows over */
+    unsigned at;   /* step: the first update (0-based) of the new dataset */
+};
+
+/* "steady, growing, collapsing, step" (static). */
+const char *eerl_twin_scenario_names(void);
+/* The name of a kind ("?" for none). */
+const char *eerl_twin_scenario_name(int kind);
+/* A name to its kind; EERL_ENOENT for another name. */
+int eerl_twin_scenario_parse(const char *name, int *ret_kind);
+
+/* The scenario of a kind with its defaults for a run of `updates` updates: growing x2.5 over the
+ * run, collapsing to x0.4 of the median and x0.5 of the spread with a 12-update time constant
+ * (the H200 colocated-long run), step x2 at the run's middle. */
+void eerl_twin_scenario_default(int kind, unsigned updates, struct eerl_twin_scenario *ret);
+
+/* Gives the preset the scenario (its expected batches follow). EERL_EINVAL for an invalid one;
+ * the preset is unchanged then. */
+int eerl_twin_preset_set_scenario(eerl_twin_preset *p, const struct eerl_twin_scenario *s);
+
+/* The model of a preset ("qwen3-30b-a3b", or a described model's name; static while the preset
+ * lives). */
+const char *eerl_twin_preset_model(const eerl_twin_preset *preset);
+/* The batch of a workload size ('S', 'M', 'L'; EERL_EINVAL for another): P prompts x K responses,
+ * B consumed by training. */
+int eerl_twin_preset_batch(const eerl_twin_preset *preset, char size, unsigned *ret_p,
+                           unsigned *ret_k, unsigned *ret_b);
+
+/* ---- eerld's idle twin GPUs ----------------------------------------------------------------- */
+
+/* A node of n idle simulated GPUs of one of the twin's GPU models, each with its own clock lock,
+ * for eerld's `--devices twin:MODELxN` and its tests: no workload, no virtual time.
+ * gpu: a twin GPU name ("h100", "gb200", "h200"; EERL_ENOENT otherwise), n: 1-1024 GPUs.
+ * Clocks are the preset's supported list; an unlocked GPU reports the governor's peak clock,
+ * a locked one its upper bound; power is the preset's idle draw at that clock; the energy
+ * counter integrates it over CLOCK_MONOTONIC in whole millijoules, from a per-GPU offset. The
+ * device owns its GPU table. */
+int eerl_twin_idle_device(const char *gpu, unsigned n, eerl_device **ret_dev);
+
 #ifdef __cplusplus
 }
 #endif

@@ -86,10 +86,10 @@ static void static_observe(const struct eerl__ctx *cx, void *st, const eerl_obs 
     if (!*announced) {
         *announced = 1;
         eerl__rec_emit(cx->rec, EERL_EV_LOCK, next, "lock %s: static setting from the first update",
-                       eerl__setting_str(next, b, sizeof(b)));
+                       eerl_setting_str(next, b, sizeof(b)));
     } else {
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, next, "static %s",
-                       eerl__setting_str(next, b, sizeof(b)));
+                       eerl_setting_str(next, b, sizeof(b)));
     }
 }
 
@@ -143,7 +143,7 @@ static void gc_follow(const struct eerl__ctx *cx, struct gc_st *st, const struct
     eerl__acc_reset(&st->acc);
     *next = mv->s;
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, next, "%s%s for %u updates", mv->label,
-                   eerl__setting_str(next, b, sizeof(b)), BL_SAMPLES);
+                   eerl_setting_str(next, b, sizeof(b)), BL_SAMPLES);
 }
 
 static void gc_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *obs, int usable,
@@ -247,7 +247,7 @@ static void ls_follow(const struct eerl__ctx *cx, struct ls_st *st, const struct
     st->best = INFINITY;
     *next = mv->s;
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, next, "%s%s, best of %u samples", mv->label,
-                   eerl__setting_str(next, b, sizeof(b)), BL_SAMPLES);
+                   eerl_setting_str(next, b, sizeof(b)), BL_SAMPLES);
 }
 
 static void ls_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *obs, int usable,

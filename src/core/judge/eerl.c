@@ -518,7 +518,7 @@ static void judge(const struct eerl__ctx *cx, struct ee_st *st, eerl_setting *ne
     ev = eerl__rec_emit(cx->rec, st->settled ? EERL_EV_MONITOR : EERL_EV_TRIAL, &st->cur,
                         "%s over %u updates: loss %.2f%% +- %.2f%%, energy ratio %.3f; budget "
                         "allows %.2f%%",
-                        eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * m, 100 * se, e,
+                        eerl_setting_str(&st->cur, b, sizeof(b)), st->n, 100 * m, 100 * se, e,
                         100 * r);
     ev->time_ratio = 1 + m;
     ev->energy_ratio = e;
@@ -776,7 +776,7 @@ static int governor_stretch(const struct eerl__ctx *cx, struct ee_st *st, const 
         *next = st->cur;
         stats_reset(st);
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur, "reference refreshed; back to %s",
-                       eerl__setting_str(&st->cur, b, sizeof(b)));
+                       eerl_setting_str(&st->cur, b, sizeof(b)));
         return 1;
     default:
         return 0;
@@ -878,7 +878,7 @@ static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl
     if (st->late && !eerl_setting_equal(&obs->setting, &st->cur)) {
         eerl__rec_emit(cx->rec, EERL_EV_SKIP, &obs->setting,
                        "ran at the setting before %s (taken one update late)",
-                       eerl__setting_str(&st->cur, b, sizeof(b)));
+                       eerl_setting_str(&st->cur, b, sizeof(b)));
         return;
     }
     if (uncovered(cx, st, obs, next))
@@ -894,7 +894,7 @@ static void observe_one(const struct eerl__ctx *cx, struct ee_st *st, const eerl
     }
     if (st->n > 0)
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur, "%s %u updates",
-                       eerl__setting_str(&st->cur, b, sizeof(b)), st->n);
+                       eerl_setting_str(&st->cur, b, sizeof(b)), st->n);
 }
 
 /* In drained mode the generation pool spends update k generating the batch training consumes at

@@ -563,7 +563,7 @@ static eerl_event *verdict_event(const struct eerl__ctx *cx, struct ei_st *st, e
     ev = eerl__rec_emit(cx->rec, kind, &st->cur,
                         "%s over %u updates: rate loss %.2f%% +- %.2f%%, energy per token %.3f of "
                         "the governor's; budget allows %.2f%%",
-                        eerl__setting_str(&st->cur, b, sizeof(b)), st->n, 100 * loss, 100 * se_l,
+                        eerl_setting_str(&st->cur, b, sizeof(b)), st->n, 100 * loss, 100 * se_l,
                         epn / st->gov_epn, 100 * r);
     ev->time_ratio = 1 / (1 - loss);
     ev->energy_ratio = epn / st->gov_epn;
@@ -659,7 +659,7 @@ static void judge_window(const struct eerl__ctx *cx, struct ei_st *st, eerl_sett
             apply(st, &s, next);
             st->lock_rate = 0;
             eerl__rec_adjust(cx->rec, &st->cur, next, "raise to %s: the run's account falls short",
-                             eerl__setting_str(&st->cur, b, sizeof(b)));
+                             eerl_setting_str(&st->cur, b, sizeof(b)));
             return;
         }
     }
@@ -787,7 +787,7 @@ static void end_gov_block(const struct eerl__ctx *cx, struct ei_st *st, eerl_set
     apply(st, &st->cur, next);
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur,
                    "governor block: %.4f of the predicted rate (%s the reference); back to %s",
-                   rate, moved ? "rescales" : "joins", eerl__setting_str(&st->cur, b, sizeof(b)));
+                   rate, moved ? "rescales" : "joins", eerl_setting_str(&st->cur, b, sizeof(b)));
 }
 
 static int ei_restore(const struct eerl__ctx *cx, void *vst, const eerl_setting *locked,
@@ -890,7 +890,7 @@ static void ei_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
     }
     if (eerl_setting_equal(next, &st->cur) && st->n > 0)
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur, "%s %u updates",
-                       eerl__setting_str(&st->cur, b, sizeof(b)), st->n);
+                       eerl_setting_str(&st->cur, b, sizeof(b)), st->n);
 }
 
 const struct eerl__judge_ops eerl__judge_eerl_inflight = {

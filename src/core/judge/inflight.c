@@ -79,7 +79,7 @@ static void start_block(const struct eerl__ctx *cx, struct inflight_st *st,
     eerl__acc_reset(&st->cand_acc);
     *next = mv->s;
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &mv->s, "%s%s %s for a block of %u", mv->label,
-                   confirming ? "confirm" : "trial", eerl__setting_str(&mv->s, b, sizeof(b)),
+                   confirming ? "confirm" : "trial", eerl_setting_str(&mv->s, b, sizeof(b)),
                    st->block);
 }
 
@@ -269,7 +269,7 @@ static void if_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
         if (++st->count < st->block) {
             eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur.s, "%s block %s %u/%u",
                            st->confirming ? "confirmation" : "candidate",
-                           eerl__setting_str(&st->cur.s, b, sizeof(b)), st->count, st->block);
+                           eerl_setting_str(&st->cur.s, b, sizeof(b)), st->count, st->block);
             return;
         }
         st->phase = IF_GOV;
@@ -277,7 +277,7 @@ static void if_observe(const struct eerl__ctx *cx, void *vst, const eerl_obs *ob
         memset(next, 0, sizeof(*next));
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur.s,
                        "block of %s done; governor block follows",
-                       eerl__setting_str(&st->cur.s, b, sizeof(b)));
+                       eerl_setting_str(&st->cur.s, b, sizeof(b)));
         return;
     case IF_GOV:
         eerl__acc_add(&st->gov_cur, cx, obs);

@@ -42,7 +42,7 @@ static void start_pending(const struct eerl__ctx *cx, struct eerl__trials_st *st
     eerl__acc_reset(&st->acc);
     *next = st->cur.s;
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &st->cur.s, "%s%s %s for %u updates", st->cur.label,
-                   confirm ? "confirm" : "trial", eerl__setting_str(&st->cur.s, b, sizeof(b)),
+                   confirm ? "confirm" : "trial", eerl_setting_str(&st->cur.s, b, sizeof(b)),
                    confirm ? cx->cfg->confirm_updates : cx->cfg->trial_updates);
 }
 
@@ -133,7 +133,7 @@ void eerl__trials_observe(const struct eerl__ctx *cx, struct eerl__trials_st *st
         if (++st->count < need) {
             eerl__rec_emit(cx->rec, EERL_EV_HOLD, &st->cur.s, "%s %s %u/%u",
                            confirm ? "confirming" : "trial",
-                           eerl__setting_str(&st->cur.s, b, sizeof(b)), st->count, need);
+                           eerl_setting_str(&st->cur.s, b, sizeof(b)), st->count, need);
             return;
         }
         judge_candidate(cx, st, mode, next);

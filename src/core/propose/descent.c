@@ -150,7 +150,7 @@ static void step_down(const struct eerl__ctx *cx, struct descent_st *st,
         eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s,
                        "%s %s to %s (step %u MHz; budget allows %.2f%% loss)",
                        o->locked ? "monitor: try" : "lower", cx->cfg->group_names[g],
-                       eerl__setting_str(&ret->s, b, sizeof(b)), st->step[g], 100 * o->budget);
+                       eerl_setting_str(&ret->s, b, sizeof(b)), st->step[g], 100 * o->budget);
         return;
     }
     stop(o, cur, "every group at its lowest clock that pays", ret);
@@ -174,7 +174,7 @@ static void step_back(const struct eerl__ctx *cx, struct descent_st *st,
         }
     st->moved = 0;
     eerl__rec_emit(cx->rec, EERL_EV_ADJUST, &back, "back to %s: %s",
-                   eerl__setting_str(&back, b, sizeof(b)), why);
+                   eerl_setting_str(&back, b, sizeof(b)), why);
     step_down(cx, st, o, &back, ret);
 }
 
@@ -207,7 +207,7 @@ static void raise_one(const struct eerl__ctx *cx, struct descent_st *st,
     st->prev = o->s;
     ret->s = with_groups(cx, clk);
     snprintf(ret->why, sizeof(ret->why), "raise to %s: the run's account falls short",
-             eerl__setting_str(&ret->s, b, sizeof(b)));
+             eerl_setting_str(&ret->s, b, sizeof(b)));
 }
 
 /* The energy gained per loss spent by the group that took the last step, trusted only on a quiet
@@ -319,7 +319,7 @@ static void descent_start(const struct eerl__ctx *cx, void *vst, const struct ee
     ret->kind = EERL__MOVE_TRY;
     ret->energy_bar = st->prev_energy;
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s, "start at %s",
-                   eerl__setting_str(&ret->s, b, sizeof(b)));
+                   eerl_setting_str(&ret->s, b, sizeof(b)));
 }
 
 const struct eerl__proposer_ops eerl__propose_descent = {

@@ -96,7 +96,7 @@ static void raise_one(const struct eerl__ctx *cx, const struct eerl__outcome *o,
         return;
     s = setting_of(cx, best);
     snprintf(why, sizeof(why), "raise to %s: nothing within the run's budget",
-             eerl__setting_str(&s, b, sizeof(b)));
+             eerl_setting_str(&s, b, sizeof(b)));
     if (!o->locked)
         eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &s, "%s", why);
     go(o, &s, why, ret);
@@ -179,7 +179,7 @@ static void model_start(const struct eerl__ctx *cx, void *vst, const struct eerl
     ret->kind = EERL__MOVE_TRY;
     ret->energy_bar = INFINITY;
     eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s, "start at %s",
-                   eerl__setting_str(&ret->s, b, sizeof(b)));
+                   eerl_setting_str(&ret->s, b, sizeof(b)));
 }
 
 static void model_next(const struct eerl__ctx *cx, void *vst, const struct eerl__outcome *o,
@@ -275,7 +275,7 @@ static void model_next(const struct eerl__ctx *cx, void *vst, const struct eerl_
              : explore_gen  ? "try generation at"
              : explore_flat ? "try lower, flat at the lowest clock tried:"
                             : "move to",
-             eerl__setting_str(&s, b, sizeof(b)), 100 * (pp.loss + ask.offset), pp.energy, 100 * r);
+             eerl_setting_str(&s, b, sizeof(b)), 100 * (pp.loss + ask.offset), pp.energy, 100 * r);
     if (!o->locked)
         eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &s, "%s", why);
     go(o, &s, why, ret);

@@ -108,7 +108,7 @@ static void step_down(const struct eerl__ctx *cx, struct pool_descent_st *st,
                                        g == EERL_GROUP_TRAIN ? c : cur->mhz[EERL_GROUP_TRAIN]);
                 eerl__rec_emit(cx->rec, EERL_EV_PROPOSE, &ret->s,
                                "lower %s to %s (step %u MHz; budget allows %.2f%% loss)",
-                               cx->cfg->group_names[g], eerl__setting_str(&ret->s, b, sizeof(b)),
+                               cx->cfg->group_names[g], eerl_setting_str(&ret->s, b, sizeof(b)),
                                st->step[g], 100 * o->budget);
                 return;
             }
@@ -177,7 +177,7 @@ static void pd_next(const struct eerl__ctx *cx, void *vst, const struct eerl__ou
             st->floor_[g] = f;
         st->step[g] /= 2;
         eerl__rec_emit(cx->rec, EERL_EV_ADJUST, &back, "back to %s: %s",
-                       eerl__setting_str(&back, b, sizeof(b)),
+                       eerl_setting_str(&back, b, sizeof(b)),
                        o->too_slow ? "too slow for the run's budget" : "no energy saved");
         step_down(cx, st, o, &back, ret);
         return;

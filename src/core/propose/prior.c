@@ -107,8 +107,8 @@ static int test_bounded(const struct eerl__ctx *cx, const struct eerl__outcome *
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, s,
                    "prior refused: %s clock-bound loses up to %.0f%%/update, a %d-update test "
                    "%.2f updates' time > budget %.2f: fresh search%s",
-                   eerl__setting_str(s, b, sizeof(b)), 100 * w, PRIOR_TEST_N, PRIOR_TEST_N * w,
-                   room, recal ? ", calibrating on first" : "");
+                   eerl_setting_str(s, b, sizeof(b)), 100 * w, PRIOR_TEST_N, PRIOR_TEST_N * w, room,
+                   recal ? ", calibrating on first" : "");
     return 0;
 }
 
@@ -226,7 +226,7 @@ static void prior_start(const struct eerl__ctx *cx, void *ps, const struct eerl_
                    "prior: verify %s (median of %u earlier jobs' locks, %u locked it); governor "
                    "time per valid "
                    "token %.4g ms, expected %.4g ms",
-                   eerl__setting_str(&st->s, b, sizeof(b)), st->jobs, st->votes, 1e3 * m,
+                   eerl_setting_str(&st->s, b, sizeof(b)), st->jobs, st->votes, 1e3 * m,
                    1e3 * st->tpt_mean);
 }
 
@@ -317,7 +317,7 @@ static void keep_setting(const struct eerl__ctx *cx, const struct eerl__prior_st
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
                    "prior's setting %s kept: loss %.2f%% over %.0f updates (budget %.2f%%) "
                    "is within %.0f standard errors",
-                   eerl__setting_str(&o->s, b, sizeof(b)), 100 * st->ev.sum / st->ev.n, st->ev.n,
+                   eerl_setting_str(&o->s, b, sizeof(b)), 100 * st->ev.sum / st->ev.n, st->ev.n,
                    100 * o->budget, PRIOR_CLEAR_SD);
     move_to(ret, EERL__MOVE_STOP, &o->s);
 }
@@ -378,8 +378,8 @@ static int raise_setting(const struct eerl__ctx *cx, struct eerl__prior_st *st,
         return 0;
     eerl__rec_emit(cx->rec, EERL_EV_HOLD, &up,
                    "prior: %s found loss %.2f%% (budget %.2f%%), energy ratio %.3f: %s tried",
-                   eerl__setting_str(&st->s, b, sizeof(b)), 100 * o->loss, 100 * o->budget,
-                   o->energy, eerl__setting_str(&up, c, sizeof(c)));
+                   eerl_setting_str(&st->s, b, sizeof(b)), 100 * o->loss, 100 * o->budget,
+                   o->energy, eerl_setting_str(&up, c, sizeof(c)));
     st->s = up;
     st->raises++;
     move_to(ret, EERL__MOVE_TRY, &up);
@@ -436,7 +436,7 @@ static void verified_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
                        "prior's setting %s far too slow (loss %.2f%%, allowance %.2f%% + %.2f): "
                        "the strategy's own proposer decides",
-                       eerl__setting_str(&o->s, b, sizeof(b)), 100 * o->loss,
+                       eerl_setting_str(&o->s, b, sizeof(b)), 100 * o->loss,
                        100 * cx->cfg->allowed_loss, 100 * cx->cfg->big_loss);
         st->inner->next(cx, st->inner_st, o, ret);
         return;
@@ -444,7 +444,7 @@ static void verified_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
     if (back_or_up(cx, st, o, &up)) {
         move_to(ret, EERL__MOVE_HOLD, &up);
         snprintf(ret->why, sizeof(ret->why), "prior's setting behind the account: raised to %s",
-                 eerl__setting_str(&up, b, sizeof(b)));
+                 eerl_setting_str(&up, b, sizeof(b)));
         return;
     }
     st->inner->next(cx, st->inner_st, o, ret);
@@ -478,7 +478,7 @@ static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
         if (!pass && st->ev.n < PRIOR_TEST_MAX && !clearly_over(cx, st, o)) {
             eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
                            "prior: %s read loss %.2f%% over %u updates (budget %.2f%%): tested on",
-                           eerl__setting_str(&o->s, b, sizeof(b)), 100 * o->loss, o->n_updates,
+                           eerl_setting_str(&o->s, b, sizeof(b)), 100 * o->loss, o->n_updates,
                            100 * o->budget);
             move_to(ret, EERL__MOVE_TRY, &o->s);
             return;
@@ -491,7 +491,7 @@ static void testing_next(const struct eerl__ctx *cx, struct eerl__prior_st *st,
         eerl__rec_emit(cx->rec, EERL_EV_HOLD, &o->s,
                        "prior refused: %s expected within the allowance at less energy, found "
                        "loss %.2f%% (budget %.2f%%), energy ratio %.3f: fresh search%s",
-                       eerl__setting_str(&o->s, b, sizeof(b)), 100 * o->loss, 100 * o->budget,
+                       eerl_setting_str(&o->s, b, sizeof(b)), 100 * o->loss, 100 * o->budget,
                        o->energy, recal ? ", calibrating on first" : "");
         hand_over(cx, st, o, recal, ret);
         return;

@@ -73,7 +73,7 @@ static void end_round(const struct eerl__ctx *cx, struct rounds_st *st, const ee
 
     eerl__rec_emit(cx->rec, EERL_EV_ROUND, &keep, "round %d (%s pool) ends with %s%s",
                    st->round + 1, group_name(st->group[st->round]),
-                   eerl__setting_str(&keep, b, sizeof(b)),
+                   eerl_setting_str(&keep, b, sizeof(b)),
                    result ? "" : " (no lower clock qualified)");
     if (result) {
         st->base = *result;

@@ -72,7 +72,7 @@ class AsyncHook:
     """The installed hook of an AsyncGRPOTrainer (install() or EerlCallback make it, in the
     main process). updates: eerl updates ended; samples: samples counted."""
 
-    def __init__(self, session, trainer, strict, fw, callback=True):
+    def __init__(self, session, trainer, strict, fw):
         self.session = session
         self.trainer = trainer
         self.framework = fw
@@ -96,11 +96,7 @@ class AsyncHook:
         self._orig_sync = trainer._sync_weight
         self._orig_step = trainer.training_step
         self._wrap()
-        self.callback = None
-        if callback:
-            from .trl import _make_callback
-            self.callback = _make_callback(self)
-            trainer.add_callback(self.callback)
+        self.callback = None  # _trl_hook.make_hook() sets it where the hook has one of its own
 
     def _wrap(self):
         hook, t, orig_sync, orig_get = self, self.trainer, self._orig_sync, self._queue_get

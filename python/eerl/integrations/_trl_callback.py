@@ -30,6 +30,7 @@ import warnings
 from . import _placement as P
 from . import _common
 from ._common import IntegrationError
+from ._trl_hook import check, framework, is_async, make_hook
 from .. import options as _options
 
 NODE_TIMEOUT_S = 7200.0  # a node leader waits this long in serve() for the next command
@@ -70,7 +71,6 @@ def mode_of(trainer):
     goes on while training consumes; each weight sync pauses it) "inflight"; GRPOTrainer with
     vllm_mode="server" "disaggregated"; any other generation (transformers, continuous
     batching, vllm_mode="colocate") "colocated"."""
-    from .trl import is_async
     if is_async(trainer):
         return "inflight"
     a = trainer.args
@@ -175,7 +175,6 @@ class _Callback:
         opens the session and hooks the trainer, and every process learns whether it could."""
         if self._live:
             return
-        from .trl import check, framework
         fw = framework()
         check(trainer, fw)
         acc = trainer.accelerator
@@ -210,7 +209,6 @@ class _Callback:
 
     def _open(self, trainer, recs, fw):
         import eerl
-        from .trl import _hook, check
         self.mode = mode_of(trainer)
         eerld = self._kw.get("eerld")
         node, where = P.node_gpus(eerld)
@@ -223,8 +221,8 @@ class _Callback:
             kw["observe_only"] = True
         self.session = eerl.Session(mode=self.mode, pools=self.pools, **kw)
         try:
-            self.hook = _hook(self.session, trainer, self._phases, self._strict,
-                              check(trainer, fw), fw, callback=False)
+            self.hook = make_hook(self.session, trainer, self._phases, self._strict,
+                                  check(trainer, fw), fw, callback=False)
         except BaseException:
             self.session.close()
             self.session = None
@@ -361,7 +359,6 @@ class _Callback:
         process: one MultiNodeSession in global rank 0, each node's local rank 0 serving it."""
         import datetime
         from .. import multinode
-        from .trl import _hook, check
         acc = trainer.accelerator
         n_nodes = sum(r["local"] == 0 for r in recs)
         err = _common.single_node_only(self._kw, "the job (%d nodes)" % n_nodes)
@@ -388,8 +385,8 @@ class _Callback:
                     info.update(self._kw.get("run_info") or {})
                     self.session = multinode.MultiNodeSession(
                         ad, mode=self.mode, pools=pools, **dict(kw, run_info=info))
-                    self.hook = _hook(self.session, trainer, self._phases, self._strict,
-                                      check(trainer, fw), fw, callback=False)
+                    self.hook = make_hook(self.session, trainer, self._phases,
+                                          self._strict, check(trainer, fw), fw, callback=False)
                 except Exception as e:
                     err = e
             else:

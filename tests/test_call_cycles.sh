@@ -63,14 +63,17 @@ def parse(args):
 
 def objects(build, pattern, prefix):
     """source file (path in the source tree) -> object file path; an object whose source is
-    gone (a file moved or removed since the build began) is left out"""
+    gone (a file moved or removed since the build began) is left out; of two objects of one
+    source (a file moved to another target since an earlier build) the newer"""
     found = {}
     for root, _, names in os.walk(build):
         for n in names:
             path = os.path.join(root, n)
             m = pattern.search(path)
-            if m and os.path.isfile(os.path.join(src, prefix + m.group(1))):
-                found[prefix + m.group(1)] = path
+            key = prefix + m.group(1) if m else None
+            if key and os.path.isfile(os.path.join(src, key)) and \
+                    (key not in found or os.path.getmtime(path) > os.path.getmtime(found[key])):
+                found[key] = path
     return found
 
 

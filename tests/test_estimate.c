@@ -141,12 +141,18 @@ static void test_prediction_is_forward_only(void **state)
 static void test_interval_widens_with_correlation(void **state)
 {
     struct eerl__est_acc a, b;
-    struct eerl__est_upd u = {EERL__EST_PRED, 100,   1000, 100, 1000, 0.01, 0.01, 0, 0,
-                              0.001,          0.001, 20,   0};
+    struct eerl__est_upd u;
     eerl_estimate ea, eb;
     int k;
 
     (void)state;
+    memset(&u, 0, sizeof(u));
+    u.kind = EERL__EST_PRED;
+    u.t = u.pt = 100;
+    u.e = u.pe = 1000;
+    u.sd_t = u.sd_e = 0.01;
+    u.com_t = u.com_e = 0.001;
+    u.df = 20;
     eerl__est_acc_init(&a);
     eerl__est_acc_init(&b);
     for (k = 0; k < 100; k++) {

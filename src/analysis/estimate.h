@@ -11,12 +11,13 @@
 #include "core/estimate.h"
 
 struct eerl__an_est {
-    struct eerl__est_acc acc; /* the totals (eerl__est_acc_result gives the estimate) */
-    size_t lines;             /* update lines read */
-    size_t recorded;          /* of them, with the session's own record */
-    size_t recomputed;        /* of them, recomputed here */
-    int has_unexplained;      /* the trace has an "unexplained" line (acc is marked) */
-    int has_summary;          /* the trace has a closing "estimate" line */
+    struct eerl__est_acc acc;      /* the totals (eerl__est_acc_result gives the estimate) */
+    size_t lines;                  /* update lines read */
+    size_t recorded;               /* of them, with the session's own record */
+    size_t recomputed;             /* of them, recomputed here */
+    int has_unexplained;           /* the trace has an "unexplained" line (acc is marked) */
+    int has_summary;               /* the trace has a closing "estimate" line */
+    unsigned long long counted_to; /* the last update counted */
 };
 
 /* Reads the trace at path into ret. EERL_ESYS / EERL_EPARSE / EERL_EVERSION with why naming the

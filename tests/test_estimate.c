@@ -3,7 +3,8 @@
  * governor updates before it (changing a later update changes nothing earlier); an observe-only
  * stream whose time follows its work reads 0 within its interval, and one running 10% below the
  * governor's energy reads 10% within its interval; the interval widens with the scatter and
- * with correlated errors. */
+ * with correlated errors, and where a count the fit saw pinned moves; an asynchronous run is
+ * judged one update late, on the batch its generation pool made. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,12 +142,18 @@ static void test_prediction_is_forward_only(void **state)
 static void test_interval_widens_with_correlation(void **state)
 {
     struct eerl__est_acc a, b;
-    struct eerl__est_upd u = {EERL__EST_PRED, 100,   1000, 100, 1000, 0.01, 0.01, 0, 0,
-                              0.001,          0.001, 20,   0};
+    struct eerl__est_upd u;
     eerl_estimate ea, eb;
     int k;
 
     (void)state;
+    memset(&u, 0, sizeof(u));
+    u.kind = EERL__EST_PRED;
+    u.t = u.pt = 100;
+    u.e = u.pe = 1000;
+    u.sd_t = u.sd_e = 0.01;
+    u.com_t = u.com_e = 0.001;
+    u.df = 20;
     eerl__est_acc_init(&a);
     eerl__est_acc_init(&b);
     for (k = 0; k < 100; k++) {
@@ -204,6 +211,93 @@ static void test_far_update_widens_and_is_not_judged(void **state)
     assert_true(isfinite(e.saving_ci_pct[0]) && isfinite(e.saving_ci_pct[1]));
 }
 
+/* Drained update k: its generation pool makes the batch update k+1 reports (gen_next), its
+ * training pool trains on its own (the asynchronous modes' one-step-off schedule). */
+static void obs_drained(unsigned k, double gen_next, eerl_obs *o)
+{
+    obs_of(k, 0.0, o);
+    o->phase_time_s[EERL_PHASE_GEN] = 20 + 80e-6 * gen_next;
+    o->phase_time_s[EERL_PHASE_TRAIN] = 50e-6 * o->valid_tokens;
+    o->phase_energy_j[EERL_PHASE_GEN] = 4e3 * o->phase_time_s[EERL_PHASE_GEN];
+    o->phase_energy_j[EERL_PHASE_TRAIN] = 9e3 * o->phase_time_s[EERL_PHASE_TRAIN];
+    o->time_s = fmax(o->phase_time_s[EERL_PHASE_GEN], o->phase_time_s[EERL_PHASE_TRAIN]) + 3;
+    o->energy_j = o->phase_energy_j[EERL_PHASE_GEN] + o->phase_energy_j[EERL_PHASE_TRAIN] + 1e4;
+}
+
+/* An asynchronous run's record of update k is made final when update k+1 ends, on update
+ * k+1's generation counts: an observe-only stream whose generation follows the next batch is
+ * predicted exactly (its own counts would miss by the batches' spread), the first update makes
+ * no record, and the last waits as the provisional one. */
+static void test_async_is_judged_one_update_late(void **state)
+{
+    struct eerl__est est;
+    struct eerl__est_upd u;
+    eerl_obs o, next;
+    unsigned k, n = 60, made = 0;
+
+    (void)state;
+    assert_int_equal(eerl__est_init(&est, EERL_MODE_DRAINED), 0);
+    for (k = 1; k <= n; k++) {
+        obs_of(k + 1, 0.0, &next);
+        obs_drained(k, next.gen_tokens, &o);
+        if (!eerl__est_step(&est, &o, 1, k == 15, &u)) {
+            assert_int_equal(k, 1);
+            continue;
+        }
+        made++;
+        assert_true(u.late && u.update == k - 1);
+        if (u.kind == EERL__EST_PRED) {
+            assert_true(u.update > 15);
+            assert_true(fabs(u.pt / u.t - 1) < 1e-6 && fabs(u.pe / u.e - 1) < 1e-6);
+        }
+    }
+    assert_int_equal(made, n - 1);
+    assert_int_equal(eerl__est_pending(&est, &u), 1);
+    assert_true(u.update == n && u.late && u.kind == EERL__EST_PRED);
+    eerl__est_free(&est);
+    assert_int_equal(eerl__est_init(&est, EERL_MODE_COLOCATED), 0);
+    assert_int_equal(eerl__est_pending(&est, &u), 0); /* synchronous: nothing waits */
+    eerl__est_free(&est);
+}
+
+/* Update k with the longest response at the sequence limit and a decode tail of 20 s. */
+static void obs_tail(unsigned k, eerl_obs *o)
+{
+    obs_of(k, 0.01, o);
+    o->longest_tokens = 4096;
+    o->phase_time_s[EERL_PHASE_GEN] += 20;
+    o->phase_energy_j[EERL_PHASE_GEN] += 20 * 4e3;
+    o->time_s += 20;
+    o->energy_j += 20 * 4e3;
+}
+
+/* The longest response pinned at the sequence limit through the fit: its weight is unknown,
+ * so an update whose longest response left that value carries the part of the prediction that
+ * weight hides in its shared error; one at the pinned value does not. */
+static void test_pinned_count_widens_when_it_moves(void **state)
+{
+    struct eerl__est est;
+    struct eerl__est_upd at, off;
+    eerl_obs o;
+    unsigned k;
+
+    (void)state;
+    assert_int_equal(eerl__est_init(&est, EERL_MODE_COLOCATED), 0);
+    for (k = 1; k <= 20; k++) {
+        obs_tail(k, &o);
+        eerl__est_step(&est, &o, 1, k == 15, &at);
+    }
+    obs_tail(21, &o);
+    o.setting.mhz[0] = o.setting.mhz[1] = 1500;
+    eerl__est_step(&est, &o, 1, 0, &at);
+    o.longest_tokens = 2048;
+    eerl__est_step(&est, &o, 1, 0, &off);
+    assert_int_equal(at.kind, EERL__EST_PRED);
+    assert_int_equal(off.kind, EERL__EST_PRED);
+    assert_true(off.com_t > at.com_t + 0.04 && off.com_e > at.com_e + 0.02);
+    eerl__est_free(&est);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +307,8 @@ int main(void)
         cmocka_unit_test(test_prediction_is_forward_only),
         cmocka_unit_test(test_interval_widens_with_correlation),
         cmocka_unit_test(test_far_update_widens_and_is_not_judged),
+        cmocka_unit_test(test_async_is_judged_one_update_late),
+        cmocka_unit_test(test_pinned_count_widens_when_it_moves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

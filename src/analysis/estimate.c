@@ -19,9 +19,11 @@
 struct est_reader {
     struct eerl_trace_header h;
     int have_header, any_events;
-    unsigned gov_seen; /* governor updates counted, for traces without events */
+    unsigned gov_seen;                /* governor updates counted, for traces without events */
+    struct eerl__trace_est_prev prev; /* the last update line (a late record's measurements) */
     struct eerl__est est;
-    struct eerl__est_acc acc; /* the totals */
+    struct eerl__est_acc acc;      /* the totals */
+    unsigned long long counted_to; /* the last update counted */
     eerl_event ev[EV_CAP];
 };
 
@@ -50,33 +52,76 @@ static void decisions(struct est_reader *r, const struct eerl_trace_update *u, i
     *calibrated = ++r->gov_seen == r->h.cfg.calibration_updates;
 }
 
+static void count(struct est_reader *r, const struct eerl__est_upd *u)
+{
+    eerl__est_acc_add(&r->acc, u);
+    if (u->update > r->counted_to)
+        r->counted_to = u->update;
+}
+
+/* The record of line o, when it has one (1: none; EERL_EPARSE). */
+static int recorded(struct est_reader *r, struct eerl_an_est *a, json_t *o, char *why, size_t len)
+{
+    struct eerl__est_upd rec;
+    int e = o ? eerl__trace_est_parse(o, &r->prev, &rec, why, len) : EERL_EPARSE;
+
+    if (e == 0) {
+        a->recorded++;
+        count(r, &rec);
+    }
+    return e;
+}
+
 static int on_update(struct est_reader *r, struct eerl_an_est *a, const char *line, char *why,
                      size_t len)
 {
     struct eerl_trace_update u;
-    struct eerl__est_upd rec, own;
+    struct eerl__est_upd own;
     json_t *o;
-    int accepted, calibrated, e;
+    int accepted, calibrated, e, made;
 
     e = eerl_trace_parse_update(line, &u, r->ev, EV_CAP, why, len);
     if (e < 0)
         return e;
     decisions(r, &u, &accepted, &calibrated);
-    eerl__est_step(&r->est, &u.obs, accepted, calibrated, &own);
+    made = eerl__est_step(&r->est, &u.obs, accepted, calibrated, &own);
     o = json_loads(line, 0, NULL);
-    e = o ? eerl__trace_est_parse(o, &rec, why, len) : EERL_EPARSE;
+    e = recorded(r, a, o, why, len);
     json_decref(o);
     if (e < 0)
         return e;
     a->lines++;
-    if (e == 0) {
-        a->recorded++;
-        eerl__est_acc_add(&r->acc, &rec);
-    } else {
+    if (e == 1 && made) {
         a->recomputed++;
-        eerl__est_acc_add(&r->acc, &own);
+        count(r, &own);
     }
+    r->prev.update = u.obs.update;
+    r->prev.t = u.obs.time_s;
+    r->prev.e = u.obs.energy_j;
+    r->prev.have = 1;
     return 0;
+}
+
+/* A gap line (an update the controller never saw) carries the record of the update before it,
+ * made final at its end (asynchronous modes). */
+static int on_gap(struct est_reader *r, struct eerl_an_est *a, const char *line, char *why,
+                  size_t len)
+{
+    json_t *o = json_loads(line, 0, NULL);
+    int e = recorded(r, a, o, why, len);
+
+    json_decref(o);
+    return e < 0 ? e : 0;
+}
+
+/* The end of the trace: the provisional record of the last update of an asynchronous run, which
+ * no line carries (the session's totals count it the same way). */
+static void at_end(struct est_reader *r)
+{
+    struct eerl__est_upd u;
+
+    if (eerl__est_pending(&r->est, &u) && u.update > r->counted_to)
+        count(r, &u);
 }
 
 static int on_line(struct est_reader *r, struct eerl_an_est *a, const char *line, char *why,
@@ -100,6 +145,8 @@ static int on_line(struct est_reader *r, struct eerl_an_est *a, const char *line
     }
     if (!strcmp(type, "update"))
         return on_update(r, a, line, why, len);
+    if (!strcmp(type, "gap"))
+        return on_gap(r, a, line, why, len);
     if (!strcmp(type, "unexplained") && !a->has_unexplained) {
         json_t *o = json_loads(line, 0, NULL), *m = json_object_get(o, "message");
         char w[200];
@@ -174,6 +221,7 @@ int eerl_an_estimate(const char *path, struct eerl_an_est *ret, char *why, size_
         e = EERL_EPARSE;
     }
     if (e == 0) {
+        at_end(r);
         check_explained(path, r, ret);
         eerl__est_acc_result(&r->acc, &ret->estimate);
     }

@@ -134,6 +134,9 @@ int eerl__est_init(struct eerl__est *s, eerl_mode mode)
 
     memset(s, 0, sizeof(*s));
     s->layout = eerl__layout_of(mode);
+    s->lag = mode == EERL_MODE_DRAINED || mode == EERL_MODE_INFLIGHT;
+    s->opts = FIT_OPTS | (s->lag ? EERL__PRED_WHOLE_G : 0);
+    s->first_fit = EERL__EST_FIRST + (mode == EERL_MODE_INFLIGHT);
     s->ring = calloc(EERL__EST_WINDOW, sizeof(*s->ring));
     s->ptrs = calloc(EERL__EST_WINDOW, sizeof(*s->ptrs));
     s->scratch = calloc(2 * EERL__EST_WINDOW, sizeof(double));
@@ -210,8 +213,9 @@ static double lag1(const double *v, size_t n)
 }
 
 /* The leave-one-out errors over the n updates of p (measured / predicted from the others - 1),
- * time into et, energy into ee, NaN where a fold does not fit. */
-static void loo_errors(struct eerl__est *s, const eerl_obs **p, size_t n, double *et, double *ee)
+ * time into et, energy into ee, NaN where a fold does not fit; min_t the fits' (predictor.h). */
+static void loo_errors(struct eerl__est *s, const eerl_obs **p, size_t n, double min_t, double *et,
+                       double *ee)
 {
     const eerl_obs *others[EERL__EST_WINDOW];
     struct eerl__pred f;
@@ -223,7 +227,7 @@ static void loo_errors(struct eerl__est *s, const eerl_obs **p, size_t n, double
             if (j != i)
                 others[k++] = p[j];
         et[i] = ee[i] = NAN;
-        if (eerl__pred_fit_opts(&f, s->layout, others, k, &s->loo, FIT_MIN_T, FIT_OPTS) < 0)
+        if (eerl__pred_fit_opts(&f, s->layout, others, k, &s->loo, min_t, s->opts) < 0)
             continue;
         eerl__pred_predict(&f, p[i], &q);
         if (!(q.t > 0 && q.e > 0))
@@ -393,7 +397,7 @@ static double outside(const struct eerl__est *s, const eerl_obs *o)
 
     features_of(o, x);
     for (f = 0; f < EERL__F_COUNT; f++) {
-        if (s->layout == EERL__LAYOUT_WHOLE && f == EERL__F_G)
+        if (s->layout == EERL__LAYOUT_WHOLE && f == EERL__F_G && !(s->opts & EERL__PRED_WHOLE_G))
             continue;
         if (x[f] > s->pred.hi[f] && s->pred.hi[f] > 0)
             d = fmax(d, log(x[f] / s->pred.hi[f]));
@@ -412,20 +416,22 @@ static void refit(struct eerl__est *s)
 
     if (s->n < EERL__EST_MIN_FIT)
         return;
-    loo_errors(s, s->ptrs, s->n, et, ee);
+    /* Far-off updates are found with every count kept (min_t 0): with min_t, one of them can
+     * make the others' counts look weak, the folds' fits fall back to a constant, and the
+     * scatter they leave hides the far-off update itself. */
+    loo_errors(s, s->ptrs, s->n, 0.0, et, ee);
     if (scatter(s, et, ee, s->n) < 0)
         return;
     n = keep_updates(s, et, ee, kept);
     if (n < EERL__EST_MIN_FIT)
         return;
-    if (n < s->n) {
-        loo_errors(s, kept, n, et, ee);
-        if (scatter(s, et, ee, n) < 0)
-            return;
-    }
-    if (eerl__pred_fit_opts(&s->pred, s->layout, kept, n, &s->work, FIT_MIN_T, FIT_OPTS) < 0)
+    loo_errors(s, kept, n, FIT_MIN_T, et, ee);
+    if (scatter(s, et, ee, n) < 0)
         return;
-    if (eerl__pred_fit_opts(&s->alt, s->layout, kept, n, &s->work, FIT_MIN_T, ALT_OPTS) < 0)
+    if (eerl__pred_fit_opts(&s->pred, s->layout, kept, n, &s->work, FIT_MIN_T, s->opts) < 0)
+        return;
+    if (eerl__pred_fit_opts(&s->alt, s->layout, kept, n, &s->work, FIT_MIN_T,
+                            ALT_OPTS | (s->opts & EERL__PRED_WHOLE_G)) < 0)
         s->alt = s->pred;
     lev_models(s, kept, n);
     p = fit_params(&s->pred);
@@ -486,11 +492,65 @@ static double drift(const struct eerl__est *s, const double *v, double sd, doubl
     return fabs(m) > eerl__est_t95(s->df) * se ? fabs(m) : 0;
 }
 
+/* ---- counts the fit could not weigh ------------------------------------------------------ */
+
+/* Whether count f is pinned in model m's window: wanted, and the same in every update fitted
+ * (the longest response at the sequence limit), so the fit cannot tell its weight. */
+static int pinned(const struct eerl__model *m, int f)
+{
+    return m->fitted && (m->want & (1u << f)) && !(m->sd[f] > 1e-6 * (1.0 + fabs(m->mean[f])));
+}
+
+/* How much of model m's prediction at o is at risk from its pinned counts: o's largest relative
+ * distance from a pinned value, times the part of the prediction not proportional to the counts
+ * the model uses (where a pinned count's weight hides: its value with those counts at 0, within
+ * [0, the prediction]). Time per token does not fall as tokens grow, so a count that moved by
+ * the factor r moves its share by at most |r - 1|. 0 when o's pinned counts are where they were. */
+static double unweighed(const struct eerl__model *m, const eerl_obs *o)
+{
+    double x[EERL__F_COUNT], d = 0, y, y0;
+    int f;
+
+    features_of(o, x);
+    for (f = 0; f < EERL__F_COUNT; f++)
+        if (pinned(m, f) && m->mean[f] > 0 && x[f] > 0)
+            d = fmax(d, fabs((m->linear ? x[f] : log1p(x[f])) / m->mean[f] - 1));
+    if (!(d > 0))
+        return 0;
+    y = eerl__model_predict(m, x);
+    if (!m->linear) /* the log form: no part proportional to the counts; all of it at risk */
+        return d * y;
+    y0 = m->b0;
+    for (f = 0; f < EERL__F_COUNT; f++)
+        if (m->used & (1u << f))
+            y0 -= m->beta[f] * m->mean[f] / m->sd[f];
+    return d * fmin(fmax(y0, 0), y);
+}
+
+/* The relative error o's pinned counts risk in the predicted time (q.t) and energy (q.e). */
+static void unweighed_share(const struct eerl__est *s, const eerl_obs *o,
+                            const struct eerl__parts *q, double *ut, double *ue)
+{
+    const struct eerl__pred *p = &s->pred;
+    double g, t;
+
+    if (s->layout == EERL__LAYOUT_WHOLE) {
+        *ut = unweighed(&p->t_whole, o) / q->t;
+        *ue = unweighed(&p->e_whole, o) / q->e;
+        return;
+    }
+    g = unweighed(&p->t_gen, o);
+    t = unweighed(&p->t_train, o);
+    /* overlapped pools: the error of the part that sets the time */
+    *ut = (s->layout == EERL__LAYOUT_SEQ ? g + t : (q->t_gen >= q->t_train ? g : t)) / q->t;
+    *ue = (unweighed(&p->e_gen, o) + unweighed(&p->e_train, o)) / q->e;
+}
+
 /* The prediction for o from the fit on the updates before it. */
 static int predict(const struct eerl__est *s, const eerl_obs *o, struct eerl__est_upd *u)
 {
     struct eerl__parts q, qa;
-    double ht, he, dt, de, bt, be;
+    double ht, he, dt, de, bt, be, ut, ue;
 
     if (!s->pred.ready || s->df == 0)
         return 0;
@@ -514,40 +574,95 @@ static int predict(const struct eerl__est *s, const eerl_obs *o, struct eerl__es
     de = qa.e > 0 ? fabs(qa.e / q.e - 1) : 0;
     bt = drift(s, s->fwd_t, s->sd_t, s->rho_t);
     be = drift(s, s->fwd_e, s->sd_e, s->rho_e);
-    u->com_t = sqrt(s->sd_t * s->sd_t * ht + dt * dt + bt * bt);
-    u->com_e = sqrt(s->sd_e * s->sd_e * he + de * de + be * be);
+    unweighed_share(s, o, &q, &ut, &ue);
+    u->com_t = sqrt(s->sd_t * s->sd_t * ht + dt * dt + bt * bt + ut * ut);
+    u->com_e = sqrt(s->sd_e * s->sd_e * he + de * de + be * be + ue * ue);
     u->df = s->df;
     u->out = outside(s, o);
     return 1;
 }
 
-void eerl__est_step(struct eerl__est *s, const eerl_obs *o, int accepted, int calibrated,
-                    struct eerl__est_upd *ret)
+/* The features update o is judged by: its own, or, one update late (lag), the generation part's
+ * from next, the update after it, whose reported batch o's generation pool made (estimate.h). */
+static void judged_work(const struct eerl__est *s, const eerl_obs *o, const eerl_obs *next,
+                        eerl_obs *x)
+{
+    *x = *o;
+    if (!next || !(next->gen_tokens > 0))
+        return;
+    x->gen_tokens = next->gen_tokens;
+    if (s->layout == EERL__LAYOUT_OVERLAP && next->longest_tokens > 0)
+        x->longest_tokens = next->longest_tokens;
+}
+
+/* Update o's record (x: the work it is judged by), calib_done whether the calibration was
+ * reported before it. */
+static void record(const struct eerl__est *s, const eerl_obs *o, const eerl_obs *x, int accepted,
+                   int calib_done, struct eerl__est_upd *ret)
 {
     struct eerl__est_upd u;
-    int gov = eerl_setting_is_governor(&o->setting);
 
     memset(&u, 0, sizeof(u));
     u.t = o->time_s;
     u.e = o->energy_j;
+    u.update = o->update;
     u.kind = EERL__EST_SKIP;
     if (accepted && o->update >= EERL__EST_FIRST) {
-        if (!s->calibrated) {
-            if (gov) {
+        if (!calib_done) {
+            if (eerl_setting_is_governor(&o->setting)) {
                 u.kind = EERL__EST_CALIB;
                 u.pt = u.t;
                 u.pe = u.e;
             }
         } else {
-            (void)predict(s, o, &u);
+            (void)predict(s, x, &u);
         }
-        if (gov) {
-            fwd_add(s, o);
-            ring_add(s, o);
-            refit(s);
+    }
+    *ret = u;
+}
+
+/* After its record: a governor update (x its work as judged) joins the fit. */
+static void join(struct eerl__est *s, const eerl_obs *o, const eerl_obs *x, int accepted)
+{
+    if (!accepted || o->update < s->first_fit || !eerl_setting_is_governor(&o->setting))
+        return;
+    fwd_add(s, x);
+    ring_add(s, x);
+    refit(s);
+}
+
+int eerl__est_step(struct eerl__est *s, const eerl_obs *o, int accepted, int calibrated,
+                   struct eerl__est_upd *ret)
+{
+    eerl_obs x;
+    int made = 1;
+
+    if (!s->lag) {
+        record(s, o, o, accepted, s->calibrated, ret);
+        join(s, o, o, accepted);
+    } else {
+        made = s->have_pend;
+        if (made) {
+            judged_work(s, &s->pend, o, &x);
+            record(s, &s->pend, &x, s->pend_acc, s->pend_calib, ret);
+            ret->late = 1;
+            join(s, &s->pend, &x, s->pend_acc);
         }
+        s->pend = *o;
+        s->pend_acc = accepted;
+        s->pend_calib = s->calibrated;
+        s->have_pend = 1;
     }
     if (calibrated)
         s->calibrated = 1;
-    *ret = u;
+    return made;
+}
+
+int eerl__est_pending(const struct eerl__est *s, struct eerl__est_upd *ret)
+{
+    if (!s->lag || !s->have_pend)
+        return 0;
+    record(s, &s->pend, &s->pend, s->pend_acc, s->pend_calib, ret);
+    ret->late = 1;
+    return 1;
 }

@@ -13,6 +13,18 @@
  * So on an observe-only run every update after the calibration is a genuine forward test, and
  * the estimate must read 0 within its interval.
  *
+ * One update late in the asynchronous modes (drained, in flight): there the trainer takes the
+ * batch generated one update earlier, so the work an update reports (G, N, L of the batch it
+ * trained on) is not what its generation pool did: that pool generated the batch the NEXT update
+ * reports. An update's prediction (and, at the governor, its place in the fit) therefore takes
+ * its generation part's token counts from the next update (drained: G and L; in flight: G, which
+ * the whole-update models then take besides N and L) and its training part's from its own. Its
+ * record is final when the next update ends (eerl__est_step returns the previous update's); the
+ * last update's, until then, is provisional (eerl__est_pending): its own counts stand in for the
+ * batch not yet reported, and the run's totals (eerl_rt_estimate, the closing line, `eerl
+ * analyze`) count it so. The synchronous modes train on the batch they generate: each update's
+ * record is its own, final at its end.
+ *
  * The aggregator (struct eerl__est_acc): sums the per-update records (struct eerl__est_upd, the
  * fields the trace's update line carries) into run totals and the 90% interval. The interval
  * takes three things from the fit each prediction came from: the per-update scatter of its
@@ -54,13 +66,15 @@ enum eerl__est_kind {
 /* One update's record (the trace's "estimate" object on the update line). */
 struct eerl__est_upd {
     int kind;
-    double t, e;         /* measured time (s) and energy (J) */
-    double pt, pe;       /* the governor's, predicted (calibration: the measured ones) */
-    double sd_t, sd_e;   /* relative sd of one prediction's error */
-    double rho_t, rho_e; /* lag-1 autocorrelation of those errors */
-    double com_t, com_e; /* relative sd of the error every prediction of the fit shares */
-    unsigned df;         /* residual degrees of freedom of sd */
-    double out;          /* how far the work lay outside the fit's token counts (log ratio) */
+    double t, e;               /* measured time (s) and energy (J) */
+    double pt, pe;             /* the governor's, predicted (calibration: the measured ones) */
+    double sd_t, sd_e;         /* relative sd of one prediction's error */
+    double rho_t, rho_e;       /* lag-1 autocorrelation of those errors */
+    double com_t, com_e;       /* relative sd of the error every prediction of the fit shares */
+    unsigned df;               /* residual degrees of freedom of sd */
+    double out;                /* how far the work lay outside the fit's token counts (log ratio) */
+    unsigned long long update; /* the update it is about */
+    int late;                  /* 1: final one update late (on the next update's trace line) */
 };
 
 struct eerl__est_acc {
@@ -109,15 +123,27 @@ struct eerl__est {
      * lags behind and joins the shared error. */
     double fwd_t[EERL__EST_FWD], fwd_e[EERL__EST_FWD];
     unsigned n_fwd;
+    unsigned opts;      /* the fit's predictor options */
+    unsigned first_fit; /* the first update that may join the fit */
+    int lag;            /* 1: asynchronous mode, records one update late */
+    eerl_obs pend;      /* lag: the update whose record waits for the next one's work */
+    int have_pend;      /* pend holds one */
+    int pend_acc;       /* the controller accepted it */
+    int pend_calib;     /* the controller had reported its calibration before it */
 };
 
 int eerl__est_init(struct eerl__est *s, eerl_mode mode);
 void eerl__est_free(struct eerl__est *s);
-/* One update's record: o its observation, accepted whether the controller took it, calibrated
- * whether the controller reported its calibration at this update. o joins the fit afterwards
- * when it ran at the governor. */
-void eerl__est_step(struct eerl__est *s, const eerl_obs *o, int accepted, int calibrated,
-                    struct eerl__est_upd *ret);
+/* One update ended: o its observation, accepted whether the controller took it, calibrated
+ * whether the controller reported its calibration at this update. Returns 1 with ret the record
+ * made final now (synchronous modes: o's; asynchronous: the previous update's, with o's work as
+ * the batch its generation pool made), 0 when none is (the first update of an asynchronous
+ * run). The update judged joins the fit afterwards when it ran at the governor. */
+int eerl__est_step(struct eerl__est *s, const eerl_obs *o, int accepted, int calibrated,
+                   struct eerl__est_upd *ret);
+/* Asynchronous modes: 1 with ret the provisional record of the update still waiting for the
+ * next one's work (its own work standing in for it), 0 when none waits. Changes nothing. */
+int eerl__est_pending(const struct eerl__est *s, struct eerl__est_upd *ret);
 
 /* Student's t quantile (two-sided 90%: p = 0.95) for df degrees of freedom (Cornish-Fisher). */
 double eerl__est_t95(unsigned df);

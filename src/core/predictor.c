@@ -336,6 +336,8 @@ int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const 
 {
     int lin_train = (opts & (EERL__PRED_LINEAR_TRAIN | EERL__PRED_LINEAR_ALL)) != 0;
     int lin_all = (opts & EERL__PRED_LINEAR_ALL) != 0;
+    unsigned whole =
+        FB(EERL__F_N) | FB(EERL__F_L) | (opts & EERL__PRED_WHOLE_G ? FB(EERL__F_G) : 0);
     struct eerl__pred r;
     struct eerl__parts parts;
     size_t i;
@@ -369,8 +371,8 @@ int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const 
             return err;                                                                            \
     } while (0)
     if (layout == EERL__LAYOUT_WHOLE) {
-        FIT(t_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.t, lin_all);
-        FIT(e_whole, FB(EERL__F_N) | FB(EERL__F_L), parts.e, lin_all);
+        FIT(t_whole, whole, parts.t, lin_all);
+        FIT(e_whole, whole, parts.e, lin_all);
     } else {
         FIT(t_gen, FB(EERL__F_G) | FB(EERL__F_L), parts.t_gen, lin_all);
         FIT(t_train, FB(EERL__F_N), parts.t_train, lin_train);

@@ -78,6 +78,10 @@ int eerl__pred_fit(struct eerl__pred *p, int layout, const eerl_obs *const *obs,
 /* Every part in the linear form (generation and the whole in-flight update too): the run's own
  * saving estimate (core/estimate.c) only; the controller keeps the forms above. */
 #define EERL__PRED_LINEAR_ALL 2u
+/* The whole in-flight update's models take G too (with N and L): the run's own saving estimate
+ * only, which gives them the tokens of the batch generated during the update (core/estimate.h,
+ * "one update late"); the controller keeps N and L. */
+#define EERL__PRED_WHOLE_G 4u
 int eerl__pred_fit_opts(struct eerl__pred *p, int layout, const eerl_obs *const *obs, size_t n,
                         struct eerl__pred_work *w, double min_t, unsigned opts);
 /* The eerl strategies' min_t (docs/internals/controller.md). */

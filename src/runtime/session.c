@@ -953,25 +953,41 @@ static void unexplained_estimate(eerl_rt *rt, const struct eerl_trace_unexplaine
     eerl__est_acc_unexplained(&rt->acc, why);
 }
 
-/* The update's forward governor prediction (core/estimate.h), added to the run's totals. */
-static void estimate_step(eerl_rt *rt, const eerl_obs *o, int accepted, size_t n_ev,
-                          struct eerl__est_upd *ret)
+/* The forward governor prediction made final at this update's end (core/estimate.h: the
+ * update's own, or in the asynchronous modes the previous update's), added to the run's totals.
+ * Returns whether there is one (ret). */
+static int estimate_step(eerl_rt *rt, const eerl_obs *o, int accepted, size_t n_ev,
+                         struct eerl__est_upd *ret)
 {
     size_t k;
-    int calibrated = 0;
+    int calibrated = 0, made;
 
     for (k = 0; k < n_ev; k++)
         calibrated |= rt->ev[k].kind == EERL_EV_CALIBRATED;
-    eerl__est_step(&rt->est, o, accepted, calibrated, ret);
-    eerl__est_acc_add(&rt->acc, ret);
+    made = eerl__est_step(&rt->est, o, accepted, calibrated, ret);
+    if (made)
+        eerl__est_acc_add(&rt->acc, ret);
     rt->last_update = o->update;
+    return made;
+}
+
+/* The run's estimate so far: the final records, and the provisional one of an update still
+ * waiting for the next one's work (asynchronous modes). */
+static void run_estimate(const eerl_rt *rt, eerl_estimate *ret)
+{
+    struct eerl__est_acc a = rt->acc;
+    struct eerl__est_upd u;
+
+    if (eerl__est_pending(&rt->est, &u))
+        eerl__est_acc_add(&a, &u);
+    eerl__est_acc_result(&a, ret);
 }
 
 int eerl_rt_estimate(const eerl_rt *rt, eerl_estimate *ret_estimate)
 {
     if (!rt || !ret_estimate)
         return EERL_EINVAL;
-    eerl__est_acc_result(&rt->acc, ret_estimate);
+    run_estimate(rt, ret_estimate);
     return 0;
 }
 
@@ -986,7 +1002,7 @@ static int trace_summary(eerl_rt *rt)
     if (!rt->trace.f || rt->last_update == 0 || rt->summarized)
         return 0;
     rt->summarized = 1;
-    eerl__est_acc_result(&rt->acc, &est);
+    run_estimate(rt, &est);
     e = eerl__trace_est_summary_line(&est, rt->last_update, &line);
     if (e == 0)
         e = eerl__tracing_append(&rt->trace, line);
@@ -1074,15 +1090,15 @@ static int judge(eerl_rt *rt, const eerl_rt_work *work, double t_end, const doub
     struct eerl__est_upd eu;
     char excl[128];
     size_t n_ev;
-    int terr = 0;
+    int terr = 0, made;
 
     decide(rt, info, mflags, excl, sizeof(excl));
     n_ev = rt->n_ev;
     info->n_events = n_ev;
-    estimate_step(rt, &info->obs, info->accepted, n_ev, &eu);
+    made = estimate_step(rt, &info->obs, info->accepted, n_ev, &eu);
     if (rt->trace.f) {
-        terr = trace_update(rt, &info->obs, &info->requested, n_ev, t_end, busy, mflags, &eu,
-                            excl[0] ? excl : NULL);
+        terr = trace_update(rt, &info->obs, &info->requested, n_ev, t_end, busy, mflags,
+                            made ? &eu : NULL, excl[0] ? excl : NULL);
         if (terr == 0)
             terr = explain_once(rt, (unsigned long long)work->update, n_ev);
     }
@@ -1100,12 +1116,12 @@ static int gap_end(eerl_rt *rt, const eerl_rt_work *work, double t_end, eerl_rt_
     char *line = NULL;
     json_t *o;
     struct eerl__est_upd eu;
-    int e = 0;
+    int e = 0, made;
 
     eerl_ctl_setting(rt->ctl, &info->requested);
     info->next = info->requested;
     rt->n_ev = 0;
-    estimate_step(rt, &info->obs, 0, 0, &eu); /* counted as not judged */
+    made = estimate_step(rt, &info->obs, 0, 0, &eu); /* counted as not judged */
     if (!rt->gap_told) {
         rt->gap_told = 1;
         snprintf(rt->notice, sizeof(rt->notice),
@@ -1120,6 +1136,8 @@ static int gap_end(eerl_rt *rt, const eerl_rt_work *work, double t_end, eerl_rt_
                       "reason", rt->gap_why);
         if (o && isfinite(info->obs.energy_j))
             json_object_set_new(o, "energy_j", json_real(info->obs.energy_j));
+        if (o && made && eu.late) /* the previous update's record, made final here */
+            json_object_set_new(o, "estimate", eerl__trace_est_json(&eu));
         line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         e = line ? eerl__tracing_append(&rt->trace, line) : EERL_ENOMEM;
         free(line);

@@ -21,6 +21,8 @@ json_t *eerl__trace_est_json(const struct eerl__est_upd *u)
     int k = u->kind >= EERL__EST_SKIP && u->kind <= EERL__EST_PRED ? u->kind : EERL__EST_SKIP;
 
     json_object_set_new(o, "kind", json_string(kind_names[k]));
+    if (u->late) /* one update late: the record is this update's, not the line's */
+        json_object_set_new(o, "update", json_integer((json_int_t)u->update));
     if (k != EERL__EST_PRED)
         return o;
     json_object_set_new(o, "time_s", num(u->pt));
@@ -80,11 +82,41 @@ static int parse_pred(json_t *x, struct eerl__est_upd *u, char *why, size_t len)
     return 0;
 }
 
-int eerl__trace_est_parse(json_t *o, struct eerl__est_upd *ret, char *why, size_t len)
+/* The measured time and energy the record of o is about into u (NaN: not measured); -1 when
+ * the record is one update late and prev is another update's, -2 when its "update" is not an
+ * update number. */
+static int measured(json_t *o, json_t *x, const struct eerl__trace_est_prev *prev,
+                    struct eerl__est_upd *u)
+{
+    json_t *up = json_object_get(x, "update");
+
+    u->t = u->e = NAN;
+    if (!up) {
+        json_t *n = json_object_get(o, "update");
+
+        u->update = json_is_integer(n) ? (unsigned long long)json_integer_value(n) : 0;
+        if (get(o, "time_s", &u->t) < 0 || get(o, "energy_j", &u->e) < 0)
+            u->t = u->e = NAN;
+        return 0;
+    }
+    if (!json_is_integer(up) || json_integer_value(up) < 0)
+        return -2;
+    u->late = 1;
+    u->update = (unsigned long long)json_integer_value(up);
+    if (!prev || !prev->have || prev->update != u->update)
+        return -1;
+    u->t = prev->t;
+    u->e = prev->e;
+    return 0;
+}
+
+int eerl__trace_est_parse(json_t *o, const struct eerl__trace_est_prev *prev,
+                          struct eerl__est_upd *ret, char *why, size_t len)
 {
     json_t *x = json_object_get(o, "estimate"), *k;
     struct eerl__est_upd u;
     const char *s;
+    int where;
 
     if (!x)
         return 1;
@@ -93,7 +125,14 @@ int eerl__trace_est_parse(json_t *o, struct eerl__est_upd *ret, char *why, size_
     if (!json_is_object(x) || !json_is_string(k))
         BAD("\"estimate\" must be an object with a \"kind\"");
     s = json_string_value(k);
-    if (get(o, "time_s", &u.t) < 0 || get(o, "energy_j", &u.e) < 0)
+    where = measured(o, x, prev, &u);
+    if (where == -2)
+        BAD("\"estimate\".\"update\" must be an update number");
+    if (where < 0 && strcmp(s, "none"))
+        BAD("\"estimate\" is update %llu's, one update late, and the update line before it is "
+            "%s",
+            u.update, prev && prev->have ? "another's" : "missing");
+    if (!isfinite(u.t) || !isfinite(u.e))
         u.kind = EERL__EST_SKIP; /* a refused observation: not counted */
     else if (!strcmp(s, "calibration"))
         u.kind = EERL__EST_CALIB;

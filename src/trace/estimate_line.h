@@ -15,9 +15,19 @@
 
 /* The update line's "estimate" object (new reference). */
 json_t *eerl__trace_est_json(const struct eerl__est_upd *u);
-/* Reads the "estimate" object of update line o (its time_s and energy_j are the measured ones):
- * 0 with *ret, 1 when the line has none (a trace of version 1), EERL_EPARSE with why. */
-int eerl__trace_est_parse(json_t *o, struct eerl__est_upd *ret, char *why, size_t len);
+/* What a record one update late (its "update" key: the asynchronous modes) is about: the update
+ * line before it, its update number and measured time and energy (NaN for a refused one). */
+struct eerl__trace_est_prev {
+    unsigned long long update;
+    double t, e;
+    int have;
+};
+/* Reads the "estimate" object of update (or gap) line o: 0 with *ret, 1 when the line has none
+ * (a trace of version 1), EERL_EPARSE with why. The measured time and energy are the line's own,
+ * or, for a record one update late, prev's (which must be the update it names unless it counts
+ * nothing). */
+int eerl__trace_est_parse(json_t *o, const struct eerl__trace_est_prev *prev,
+                          struct eerl__est_upd *ret, char *why, size_t len);
 /* The closing line {"type":"estimate", ...} after update `update`, malloc'd. */
 int eerl__trace_est_summary_line(const eerl_estimate *est, unsigned long long update,
                                  char **ret_line);

@@ -29,6 +29,7 @@
 #include "eerl/runtime.h"
 #include "eerl/tools/twin.h"
 #include "testutil.h"
+#include "runtime/node.h"
 #include "runtime/owner.h"
 #include "twin/run.h"
 
@@ -1011,9 +1012,10 @@ static int standin_teardown(void **state)
  * share one virtual clock the test moves, so every figure is exact whatever the machine's speed
  * or load; the sampler thread still ticks in real time against the session's marks.
  * through_eerld: the session finds eerld through EERL_SOCKET and every clock change goes
- * through the daemon (which writes the stand-in's state file); the session's own process only
- * reads the counters. */
-static void standin_run(struct standin *si, int through_eerld)
+ * through the daemon (which writes the stand-in's state file), under the lease the session
+ * took at its start; the session's own process only reads the counters, from the NVML device
+ * it was given, or (node) through eerld, given no device. */
+static void standin_run(struct standin *si, int through_eerld, int node)
 {
     char gpus[3][400], text[2000], why[512];
     eerl_rt_config rc;
@@ -1041,7 +1043,7 @@ static void standin_run(struct standin *si, int through_eerld)
     setenv("EERL_FAKE_NVML_STATE", si->path, 1);
     if (through_eerld)
         si->daemon = start_eerld();
-    e = eerl_device_open_nvml(&si->dev);
+    e = node ? 0 : eerl_device_open_nvml(&si->dev);
     if (e < 0)
         fail_msg("stand-in NVML: %s", eerl_strerror(e));
     eerl_rt_config_default(EERL_MODE_DISAGGREGATED, &rc);
@@ -1058,6 +1060,9 @@ static void standin_run(struct standin *si, int through_eerld)
     e = eerl_rt_new(si->dev, &rc, why, sizeof(why), &si->rt);
     if (e < 0)
         fail_msg("eerl_rt_new on the stand-in: %s", why);
+    if (through_eerld) /* leased at the start, before any clock is set */
+        for (g = 0; g < 3; g++)
+            assert_true(eerld_holder(g) == getpid());
     for (u = 1; u <= 18; u++) {
         eerl_rt_work w = {u, 1000.0 + u, 900.0 + u, 100.0, (int64_t)u};
         eerl_rt_applied_setting(si->rt, &s);
@@ -1110,14 +1115,107 @@ static void standin_run(struct standin *si, int through_eerld)
 
 static void test_nvml_standin_sampler_thread(void **state)
 {
-    standin_run(*state, 0);
+    standin_run(*state, 0, 0);
 }
 
 /* The same session on a node that runs eerld: the daemon owns the clocks, the session leases
  * them through it, and closing the session hands them back. */
 static void test_nvml_standin_through_eerld(void **state)
 {
-    standin_run(*state, 1);
+    standin_run(*state, 1, 0);
+}
+
+/* The same with no device given: the session opens the node's GPUs itself, through eerld, and
+ * reads them through it (the same figures, exactly). */
+static void test_node_through_eerld(void **state)
+{
+    standin_run(*state, 1, 1);
+}
+
+/* The one rule of whether a session goes through eerld (runtime/node.h), case by case. */
+static void test_eerld_rule(void **state)
+{
+    struct rig rig, *r = &rig;
+    eerl_rt_clock_owner own = {0};
+    eerl_rt_config c;
+    char why[256];
+
+    (void)state;
+    rig_open(r, EERL_TWIN_DISAGGREGATED, 1, 1, NULL, 0);
+    eerl_rt_config_default(EERL_MODE_DISAGGREGATED, &c);
+    assert_int_equal(c.eerld, EERL_RT_EERLD_AUTO); /* the default */
+    unsetenv("EERL_SOCKET");
+    c.eerld_socket = "/nonexistent/eerld.sock"; /* AUTO: goes through a socket that is there */
+    assert_int_equal(eerl__rt_node_through_eerld(&c, NULL, why, sizeof(why)), 0);
+    c.eerld_socket = NULL;
+    setenv("EERL_SOCKET", "/nonexistent/eerld.sock", 1); /* AUTO: $EERL_SOCKET set */
+    assert_int_equal(eerl__rt_node_through_eerld(&c, NULL, why, sizeof(why)), 1);
+    assert_int_equal(eerl__rt_node_through_eerld(&c, r->dev, why, sizeof(why)), 0); /* a twin */
+    c.eerld = EERL_RT_EERLD_OFF;
+    assert_int_equal(eerl__rt_node_through_eerld(&c, NULL, why, sizeof(why)), 0);
+    c.eerld = EERL_RT_EERLD_ON;
+    assert_int_equal(eerl__rt_node_through_eerld(&c, r->dev, why, sizeof(why)), 1);
+    c.owner = &own; /* the caller's owner: never */
+    assert_int_equal(eerl__rt_node_through_eerld(&c, NULL, why, sizeof(why)), 0);
+    unsetenv("EERL_SOCKET");
+    rig_close(r);
+}
+
+/* Through eerld, a socket with nothing behind it fails the start, naming the socket; so does an
+ * eerld value the rule does not know, before any socket is tried. */
+static void test_eerld_errors_name_the_socket(void **state)
+{
+    eerl_rt_config c;
+    eerl_rt *rt = NULL;
+    char why[512];
+
+    (void)state;
+    eerl_rt_config_default(EERL_MODE_COLOCATED, &c);
+    c.gen_gpus[0] = 0;
+    c.n_gen = 1;
+    c.eerld = EERL_RT_EERLD_ON;
+    c.eerld_socket = "/nonexistent/eerld.sock";
+    assert_int_equal(eerl_rt_new(NULL, &c, why, sizeof(why), &rt), EERL_ENOENT);
+    assert_non_null(strstr(why, "/nonexistent/eerld.sock"));
+    assert_null(rt);
+    c.eerld = (eerl_rt_eerld)7;
+    assert_int_equal(eerl_rt_new(NULL, &c, why, sizeof(why), &rt), EERL_EINVAL);
+    assert_non_null(strstr(why, "eerld 7 is unknown"));
+}
+
+/* An observe-only session through eerld reads the GPUs through it and takes no lease. */
+static void test_observe_only_through_eerld_takes_no_lease(void **state)
+{
+    struct standin *si = *state;
+    char text[600], why[512];
+    eerl_rt_config rc;
+    eerl_rt_update_info info;
+    eerl_rt_work w = {1, 1000, 900, 100, 1};
+
+    snprintf(text, sizeof(text),
+             "{\"driver_version\": \"580.159.04\", \"nvml_version\": \"13.580.159.04\", "
+             "\"virtual_time_ms\": 1000, \"energy_update_ms\": 1, \"lock_permitted\": true, "
+             "\"gpus\": [{\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"GPU-o0\", "
+             "\"memory_clocks_mhz\": [2619], "
+             "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
+             "\"sm_clock_mhz\": 1980, \"power_mw\": 200000}]}\n");
+    snprintf(si->path, sizeof(si->path), "%s", tu_write_file("observe.json", text));
+    setenv("EERL_FAKE_NVML_STATE", si->path, 1);
+    si->daemon = start_eerld();
+    eerl_rt_config_default(EERL_MODE_COLOCATED, &rc);
+    rc.gen_gpus[0] = 0;
+    rc.n_gen = 1;
+    rc.observe_only = 1;
+    if (eerl_rt_new(NULL, &rc, why, sizeof(why), &si->rt) < 0)
+        fail_msg("eerl_rt_new observe-only through eerld: %s", why);
+    assert_true(eerld_holder(0) == -1);
+    assert_int_equal(eerl_rt_phase_begin(si->rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+    assert_int_equal(eerl_rt_phase_end(si->rt, EERL_POOL_GEN, EERL_PHASE_GEN), 0);
+    assert_int_equal(eerl_rt_update_end(si->rt, &w, &info), 0);
+    assert_true(eerld_holder(0) == -1);
+    assert_int_equal(file_lock_max(si->path, 0), -1);
+    eerl_rt_free(si->rt);
+    si->rt = NULL;
 }
 
 /* ---- across nodes: a remote device (its GPUs read through a callback) ---------------------- */
@@ -1359,6 +1457,11 @@ int main(void)
         cmocka_unit_test_teardown(test_large_allocation, rigs_teardown),
         cmocka_unit_test_setup_teardown(test_nvml_standin_sampler_thread, standin_setup,
                                         standin_teardown),
+        cmocka_unit_test_setup_teardown(test_node_through_eerld, standin_setup, standin_teardown),
+        cmocka_unit_test_setup_teardown(test_observe_only_through_eerld_takes_no_lease,
+                                        standin_setup, standin_teardown),
+        cmocka_unit_test_teardown(test_eerld_rule, rigs_teardown),
+        cmocka_unit_test(test_eerld_errors_name_the_socket),
         cmocka_unit_test_setup_teardown(test_nvml_standin_through_eerld, standin_setup,
                                         standin_teardown),
     };

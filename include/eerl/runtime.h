@@ -10,9 +10,10 @@
  *
  * Time comes from the injected clock (eerl_clock_fn), so the same session runs on NVML in real
  * time or on the twin device in virtual time. The session owns its meter, controller and trace
- * file; it borrows the device (keep it open until eerl_rt_free). Not thread-safe: one thread
- * calls a session (the framework's driver loop); the meter's own sampler thread is the only other
- * thread, and only when sample_thread is set. docs/runtime.md walks through it. */
+ * file; it borrows the device the caller gives (keep it open until eerl_rt_free), or opens and
+ * owns the node's own when given none. Not thread-safe: one thread calls a session (the
+ * framework's driver loop); the meter's own sampler thread and, through eerld, the connection's
+ * heartbeat thread are the only others. docs/runtime.md walks through it. */
 #ifndef EERL_RUNTIME_H
 #define EERL_RUNTIME_H
 
@@ -41,11 +42,9 @@ typedef struct eerl_rt eerl_rt;
 
 /* The one owner of the node's clocks the session goes through: the in-process actuator, or a
  * client of the eerld daemon, which owns the clocks of a node and leases them
- * (eerl_agent_clock_owner). With eerl_rt_config.owner NULL the session picks: on the NVML
- * backend, eerld when eerl_agent_wanted() ($EERL_SOCKET set, or the default socket exists) and
- * the session is not observe-only; else the in-process actuator. A lock of mhz ==
- * EERL_CLOCK_GOVERNOR means "hand back to the governor". Every function returns 0 or an EERL_E*
- * code. The session never frees ctx. */
+ * (eerl_agent_clock_owner). With eerl_rt_config.owner NULL the session picks by one rule
+ * (eerl_rt_config.eerld below). A lock of mhz == EERL_CLOCK_GOVERNOR means "hand back to the
+ * governor". Every function returns 0 or an EERL_E* code. The session never frees ctx. */
 typedef struct eerl_rt_clock_owner {
     void *ctx;
     /* Locks GPUs gpus[0..n-1] at mhz (or resets them when mhz is EERL_CLOCK_GOVERNOR). */
@@ -55,6 +54,13 @@ typedef struct eerl_rt_clock_owner {
     /* Detail of the last failure ("" if none); may be NULL. */
     const char *(*last_error)(void *ctx);
 } eerl_rt_clock_owner;
+
+/* Whether a session goes through eerld (eerl_rt_config.eerld). */
+typedef enum eerl_rt_eerld {
+    EERL_RT_EERLD_AUTO = 0, /* when $EERL_SOCKET is set or the socket exists (the default) */
+    EERL_RT_EERLD_OFF = 1,  /* never: NVML in this process, the in-process actuator */
+    EERL_RT_EERLD_ON = 2    /* always: eerl_rt_new fails, naming the socket, when it cannot */
+} eerl_rt_eerld;
 
 /* Size-tagged like eerl_ctl_config (core.h): size is the caller's sizeof(eerl_rt_config), set
  * by eerl_rt_config_default; fields a later release adds go at the end. */
@@ -82,7 +88,7 @@ typedef struct eerl_rt_config {
     unsigned meter_interval_ms; /* 0: the meter's default (200 ms) */
     int sample_thread; /* 1: the meter samples in real time on its own thread; 0: the caller calls
                           eerl_rt_sample (virtual time). Phase boundaries always take a sample. */
-    const eerl_rt_clock_owner *owner; /* NULL: eerld if wanted (above), else the actuator */
+    const eerl_rt_clock_owner *owner; /* NULL: eerld or the actuator, by the rule of eerld */
     /* Resume (docs/controller.md "Resume"): a state saved by eerl_rt_save_state, as a file or
      * the checkpoint directory holding eerl-controller.state. NULL: a fresh start. A missing
      * file, or a state learned elsewhere (another GPU model, allocation, clock list, mode,
@@ -120,6 +126,23 @@ typedef struct eerl_rt_config {
     /* The model the job trains, as the user names it ("qwen3-30b-a3b"): part of the key of the
      * states it saves (appended to the default resume_tag). NULL: not part of the key. */
     const char *job_model;
+    /* Whether the session goes through eerld, the daemon that owns a node's clocks
+     * (docs/eerld.md, "When a session goes through eerld"), one rule for every caller:
+     * - owner given: never (the caller's owner sets the clocks);
+     * - a device of the eerld backend (eerl_agent_device): always, through its connection;
+     * - else eerld: EERL_RT_EERLD_OFF never; EERL_RT_EERLD_ON always; EERL_RT_EERLD_AUTO (the
+     *   default) when eerld_socket names a socket that exists, or, without it, when
+     *   eerl_agent_wanted() ($EERL_SOCKET set, or the default socket exists); AUTO is for the
+     *   node's GPUs only (no device, or an NVML one), never a twin or remote device.
+     * Through eerld, the session leases its GPUs at eerl_rt_new (a GPU another client holds
+     * fails it, naming the GPU and the socket) and sets their clocks through the lease; a lost
+     * link is a gap (docs/runtime.md, "When eerld stops answering"), not an error. An
+     * observe-only session takes no lease. eerl_rt_new with no device (dev NULL) opens the
+     * node's GPUs itself: through eerld, its GPUs as eerld serves them, read through the same
+     * connection (so the leases and the reads name GPUs alike); else NVML in this process.
+     * An observe-only session connects only for those reads. */
+    eerl_rt_eerld eerld;
+    const char *eerld_socket; /* NULL: $EERL_SOCKET, else EERL_AGENT_DEFAULT_SOCKET */
 } eerl_rt_config;
 
 /* Defaults for the mode: allowed loss 0.02, strategy
@@ -134,9 +157,11 @@ EERL_EXPORT int eerl_rt_config_default(eerl_mode mode, eerl_rt_config *ret_cfg);
 
 /* Opens a session: checks the configuration (EERL_EINVAL), builds the meter over both pools,
  * the controller over the first GPU's supported clocks and the clock owner, creates the trace.
- * On failure nothing is left behind (no trace file) and, if why is not NULL, why names the bad
- * value or the failing step ("allowed loss 0.7 must be in (0, 0.5)", "cannot create trace
- * 'x/y.jsonl': No such file or directory"). */
+ * dev: the GPUs the session reads, borrowed; NULL: this node's, opened and owned by the session
+ * (eerld's through its socket, or NVML; cfg->eerld says which). On failure nothing is left
+ * behind (no trace file, no connection) and, if why is not NULL, why names the bad value or the
+ * failing step ("allowed loss 0.7 must be in (0, 0.5)", "cannot create trace 'x/y.jsonl': No
+ * such file or directory", "eerld at /run/eerl/eerld.sock: leasing GPUs 0, 1: ..."). */
 EERL_EXPORT int eerl_rt_new(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len,
                             eerl_rt **ret_rt);
 

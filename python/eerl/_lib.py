@@ -76,7 +76,7 @@ class EerlError(Exception):
         self.what = what
         self.detail = detail or ""
         text = self.message
-        if self.detail.startswith(self.message.split(":")[0]):
+        if self.message.split(":")[0] in self.detail:
             text = self.detail  # the detail already says what the code says: say it once
         elif self.detail:
             text += ": " + self.detail

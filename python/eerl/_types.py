@@ -134,7 +134,13 @@ class RtConfig(C.Structure):
         ("n_node_of", C.c_size_t),
         ("prior", C.c_char_p),
         ("job_model", C.c_char_p),
+        ("eerld", C.c_int),
+        ("eerld_socket", C.c_char_p),
     ]
+
+
+# eerl_rt_eerld: whether a session goes through eerld (the runtime decides: include/eerl/runtime.h)
+RT_EERLD_AUTO, RT_EERLD_OFF, RT_EERLD_ON = 0, 1, 2
 
 
 class RtWork(C.Structure):

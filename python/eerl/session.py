@@ -1,9 +1,10 @@
 """eerl.Session: one runtime session (eerl_rt, include/eerl/runtime.h) per RL job.
 
-Owns: the eerl_rt handle, the eerl_device it borrows (NVML, or the eerld client device) and, when
-going through eerld, the eerl_agent connection. Closing a session (close(), garbage collection,
-interpreter exit, or SIGTERM, SIGHUP or SIGQUIT) closes the runtime, which restores every clock it changed, then
-frees the device and the connection (eerld also resets what that connection held).
+Owns: the eerl_rt handle. The runtime opens and owns the node's GPUs (through eerld, or NVML in
+this process: it decides, from the eerld= keyword, include/eerl/runtime.h) and the eerld
+connection. Closing a session (close(), garbage collection, interpreter exit, or SIGTERM, SIGHUP
+or SIGQUIT) closes the runtime, which restores every clock it changed, then frees the device and
+the connection (eerld also resets what that connection held).
 
 Signals: the first session installs a handler for SIGTERM, SIGHUP and SIGQUIT, the signals a
 supervisor (Slurm, Kubernetes, systemd, torchrun) sends to end a job (main thread only; each only
@@ -58,10 +59,6 @@ def _c():
     d = _lib.declare
     P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
     f = {
-        "device_open_nvml_ex": d("eerl_device_open_nvml_ex", I, [C.c_char_p, S, C.POINTER(P)]),
-        "device_free": d("eerl_device_free", None, [P]),
-        "device_count": d("eerl_device_count", I, [P, C.POINTER(U)]),
-        "device_last_error": d("eerl_device_last_error", C.c_char_p, [P]),
         "rt_config_init": d("eerl_rt_config_init", I, [I, C.POINTER(T.RtConfig), S]),
         "rt_new": d("eerl_rt_new", I, [P, C.POINTER(T.RtConfig), C.c_char_p, S, C.POINTER(P)]),
         "rt_free": d("eerl_rt_free", None, [P]),
@@ -89,20 +86,15 @@ def _c():
     return f
 
 
-def _agent_fns():
-    d = _lib.declare
-    P, I, U, S = C.c_void_p, C.c_int, C.c_uint, C.c_size_t
-    return {
-        "wanted": d("eerl_agent_wanted", I, []),
-        "socket_path": d("eerl_agent_socket_path", C.c_char_p, []),
-        "connect": d("eerl_agent_connect", I, [C.c_char_p, C.c_char_p, C.c_char_p, S,
-                                               C.POINTER(P)]),
-        "free": d("eerl_agent_free", None, [P]),
-        "last_error": d("eerl_agent_last_error", C.c_char_p, [P]),
-        "lease": d("eerl_agent_lease", I, [P, C.POINTER(U), S]),
-        "start_heartbeat": d("eerl_agent_start_heartbeat", I, [P, U]),
-        "device": d("eerl_agent_device", I, [P, C.POINTER(P)]),
-    }
+def _eerld_choice(eerld):
+    """(eerl_rt_eerld, socket bytes or None) of Session's eerld= keyword: None auto, True on,
+    False off, a socket path on at that path. The runtime decides from it (one rule:
+    include/eerl/runtime.h, eerl_rt_config.eerld)."""
+    if eerld is None:
+        return T.RT_EERLD_AUTO, None
+    if isinstance(eerld, (str, bytes, os.PathLike)):
+        return T.RT_EERLD_ON, os.fsencode(eerld)
+    return (T.RT_EERLD_ON if eerld else T.RT_EERLD_OFF), None
 
 
 _CLOCK_FN = C.CFUNCTYPE(C.c_double, C.c_void_p)  # eerl_clock_fn
@@ -168,10 +160,10 @@ def _gpu_list(pools, key):
 class _RuntimeSession:
     """What every session is, on one node or across many: one eerl_rt (the C runtime), which
     marks the phases, meters, builds each update's observation, asks the controller, applies its
-    setting through the clock owner and writes the trace. A subclass opens the device the
-    runtime reads (self._dev) and calls _start; it may override _after_call, which runs after
-    every call into the runtime (a session across nodes raises a node's failure there), and
-    _free_device."""
+    setting through the clock owner and writes the trace. A subclass sets the device the
+    runtime reads (self._dev; None: the runtime opens the node's own) and calls _start; it may
+    override _after_call, which runs after every call into the runtime (a session across nodes
+    raises a node's failure there), and _free_device."""
 
     def _init_common(self):
         self._rt = None
@@ -262,6 +254,9 @@ class _RuntimeSession:
 
     def _free_device(self):
         """Frees what the subclass opened for the runtime to read."""
+
+    def _forget_device(self):
+        """A forked child's copy: drops what the subclass opened, freeing nothing."""
 
     # ---- phases and updates ------------------------------------------------------------------
 
@@ -609,7 +604,10 @@ class Session(_RuntimeSession):
         ("governor", "global-clock", "linear-search").
     run_info: a dict merged into the trace's "run" line (model, framework, ...).
     eerld: None (auto: through eerld when $EERL_SOCKET is set or its default socket exists),
-        True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path.
+        True (must), False (never; NVML in-process, needs root to lock clocks), or a socket path
+        (must, there). The runtime decides by this one rule (docs/eerld.md, "When a session goes
+        through eerld"); through eerld, the session reads its GPUs through eerld too, and an
+        observe_only session takes no lease.
     install_sigterm: install the handler for SIGTERM, SIGHUP and SIGQUIT described in the
         module's docstring.
     resume_from: a controller state saved by save_state() (the file, or the checkpoint directory
@@ -642,7 +640,6 @@ class Session(_RuntimeSession):
                  meter_interval_ms=0, eerld=None, install_sigterm=True, resume_from=None,
                  resume_tag=None, clock=None, prior=None, job_model=None):
         self._init_common()
-        self._agent = None
         # The options first, before the device or eerld is asked anything.
         o = options.check_keywords({"allowed_loss": allowed_loss, "strategy": strategy},
                                    "eerl.Session")
@@ -677,61 +674,11 @@ class Session(_RuntimeSession):
                            resume_from=resume_from, resume_tag=resume_tag,
                            governor_peak_mhz=governor_peak_mhz,
                            meter_interval_ms=meter_interval_ms, prior=prior, job_model=job_model)
-        self._open_device(eerld, sorted(set(gen) | set(train)))
-        self._start(cfg)
+        cfg.eerld, self._socket = _eerld_choice(eerld)
+        cfg.eerld_socket = self._socket
+        self._start(cfg)  # self._dev None: the runtime opens this node's GPUs
         if install_sigterm:
             _install_sigterm()
-
-    # ---- device ------------------------------------------------------------------------------
-
-    def _open_device(self, eerld, gpus):
-        f = _c()
-        use = eerld
-        if use is None:
-            use = _lib.has("eerl_agent_wanted") and bool(_agent_fns()["wanted"]())
-        if use:
-            a = _agent_fns()
-            path = use.encode() if isinstance(use, str) else None
-            why = C.create_string_buffer(512)
-            agent = C.c_void_p()
-            _lib.check(a["connect"](path, b"eerl-python", why, len(why), C.byref(agent)),
-                       "connecting to eerld at %s" % (use if isinstance(use, str)
-                                                       else a["socket_path"]().decode()),
-                       lambda: why.value)
-            self._agent = agent
-            try:
-                if not self.observe_only:
-                    arr = (C.c_uint * len(gpus))(*gpus)
-                    _lib.check(a["lease"](agent, arr, len(gpus)),
-                               "leasing GPUs %s from eerld" % gpus,
-                               lambda: a["last_error"](agent))
-                _lib.check(a["start_heartbeat"](agent, 0), "starting the eerld heartbeat",
-                           lambda: a["last_error"](agent))
-                dev = C.c_void_p()
-                _lib.check(a["device"](agent, C.byref(dev)), "eerld device",
-                           lambda: a["last_error"](agent))
-                self._dev = dev
-            except BaseException:
-                a["free"](agent)
-                self._agent = None
-                raise
-            return
-        why = C.create_string_buffer(512)
-        dev = C.c_void_p()
-        _lib.check(f["device_open_nvml_ex"](why, len(why), C.byref(dev)), "opening NVML",
-                   lambda: why.value)
-        self._dev = dev
-
-    def _free_device(self):
-        if self._dev is not None:
-            _c()["device_free"](self._dev)
-            self._dev = None
-        if self._agent is not None:
-            _agent_fns()["free"](self._agent)
-            self._agent = None
-
-    def _forget_device(self):
-        self._agent = None
 
     def __repr__(self):
         return "<eerl.Session %s %s%s>" % (self.mode, self.pools,

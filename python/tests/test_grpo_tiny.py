@@ -33,7 +33,8 @@ def test_observe_without_a_gpu_says_so_in_one_line(tmp_path):
     assert r.returncode == 2, (r.returncode, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert lines[0].startswith("grpo_tiny: --eerl observe: opening NVML: no NVIDIA driver"), r.stderr
+    assert lines[0].startswith("grpo_tiny: --eerl observe: opening the eerl session: opening "
+                               "NVML: no NVIDIA driver"), r.stderr
     assert lines[0].count("no NVIDIA driver") == 1, r.stderr
     assert "eerld --devices twin" in lines[0] and "--eerl off" in lines[0], r.stderr
 

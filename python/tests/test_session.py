@@ -15,7 +15,7 @@ import pytest
 from conftest import child_env, EERL_BIN, HANG_S, read_locks, write_state
 
 import eerl
-import eerl.tracefile
+import eerl.tracefile  # read by a test below; nothing else here imports it
 
 POOLS = {"generation": [0, 1], "training": [0, 1]}
 

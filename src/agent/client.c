@@ -914,6 +914,11 @@ static void redial(eerl_agent *a)
     free(rb.p);
 }
 
+const char *eerl__agent_path(const eerl_agent *a)
+{
+    return a ? a->path : "";
+}
+
 int eerl__agent_link(eerl_agent *a, uint64_t *ret_lost, int *ret_up, char *why, size_t why_len)
 {
     if (!a || !ret_lost || !ret_up)

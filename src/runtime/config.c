@@ -88,19 +88,16 @@ static int check_pool_size(size_t n, int in_array, const char *name, const char 
     return 0;
 }
 
-static int check_config(eerl_device *dev, const eerl_rt_config *cfg, char *why, size_t why_len)
+/* What is checked before any device is asked anything: the mode, the options, the pools'
+ * sizes, the eerld choice. */
+static int check_options(const eerl_rt_config *cfg, char *why, size_t why_len)
 {
-    const unsigned *gen = eerl__rt_gen_list(cfg), *train = eerl__rt_train_list(cfg);
-    unsigned char *seen = NULL;
-    unsigned count = 0;
-    size_t i;
     int e;
 
     if ((unsigned)cfg->mode >= EERL_MODE_COUNT) {
         snprintf(why, why_len, "mode %d is unknown", (int)cfg->mode);
         return EERL_EINVAL;
     }
-    /* The options first, so a bad value is named before any device is asked anything. */
     e = cfg->ctl_cfg ? eerl_ctl_config_check(cfg->ctl_cfg, why, why_len)
                      : eerl__options_check_rt(cfg, why, why_len);
     if (e < 0)
@@ -113,6 +110,25 @@ static int check_config(eerl_device *dev, const eerl_rt_config *cfg, char *why, 
                  cfg->n_gen + cfg->n_train, EERL_RT_GPUS_LIMIT);
         return EERL_EINVAL;
     }
+    if ((unsigned)cfg->eerld > EERL_RT_EERLD_ON) {
+        snprintf(why, why_len,
+                 "eerld %d is unknown: use EERL_RT_EERLD_AUTO (0), EERL_RT_EERLD_OFF (1) or "
+                 "EERL_RT_EERLD_ON (2)",
+                 (int)cfg->eerld);
+        return EERL_EINVAL;
+    }
+    return 0;
+}
+
+int eerl__rt_config_check_pools(eerl_device *dev, const eerl_rt_config *cfg, char *why,
+                                size_t why_len)
+{
+    const unsigned *gen = eerl__rt_gen_list(cfg), *train = eerl__rt_train_list(cfg);
+    unsigned char *seen = NULL;
+    unsigned count = 0;
+    size_t i;
+    int e;
+
     e = eerl_device_count(dev, &count);
     if (e < 0) {
         snprintf(why, why_len, "counting GPUs: %s", eerl_strerror(e));
@@ -164,8 +180,8 @@ out:
     return e;
 }
 
-int eerl__rt_config_resolve(eerl_device *dev, const eerl_rt_config *cfg, eerl_rt_config *ret_full,
-                            char *why, size_t why_len)
+int eerl__rt_config_resolve(const eerl_rt_config *cfg, eerl_rt_config *ret_full, char *why,
+                            size_t why_len)
 {
     eerl_rt_config full;
 
@@ -182,5 +198,5 @@ int eerl__rt_config_resolve(eerl_device *dev, const eerl_rt_config *cfg, eerl_rt
     memcpy(&full, cfg, cfg->size);
     full.size = sizeof(full);
     *ret_full = full;
-    return check_config(dev, ret_full, why, why_len);
+    return check_options(ret_full, why, why_len);
 }

@@ -1,8 +1,10 @@
 /* The runtime session (include/eerl/runtime.h): phase marks in, observations to the controller,
  * settings out through the clock owner, one trace line per update. Owns the meter, the
- * controller, the trace FILE and (when the configuration names no owner) the in-process clock
- * owner; borrows the device. Must not decide anything itself: every clock choice is the
- * controller's, every energy figure the meter's. */
+ * controller, the trace FILE, the node (node.c: the device when it opened the node's own, the
+ * eerld connection when it made one) and (when the configuration names no owner and the session
+ * does not go through eerld) the in-process clock owner; borrows the caller's device. Must not
+ * decide anything itself: every clock choice is the controller's, every energy figure the
+ * meter's, whether to go through eerld node.c's. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include "agent/client.h"
 #include "core/config.h"
 #include "runtime/config.h"
+#include "runtime/node.h"
 #include "runtime/observe.h"
 #include "runtime/owner.h"
 #include "runtime/prior.h"
@@ -39,8 +42,8 @@ struct eerl_rt {
     eerl_device *dev;
     eerl_meter *meter;
     eerl_ctl *ctl;
-    struct eerl__rt_owner *own; /* ours, when cfg.owner was NULL */
-    eerl_agent *agent;          /* ours, when the clocks go through eerld (see eerl_rt_new) */
+    struct eerl__rt_owner *own; /* ours, when cfg.owner was NULL and eerld is not used */
+    struct eerl__rt_node node;  /* the device read and the eerld connection (node.h) */
     eerl_rt_clock_owner owner;
     struct eerl__tracing trace;
     int closed, colocated, thread, started;
@@ -72,8 +75,8 @@ struct eerl_rt {
     unsigned long long n_self_slowed; /* updates not shown to the controller (self_slowed) */
     int summarized;                   /* the trace's closing estimate line is written */
     char notice[1536];                /* what the last update end has to tell a person, or "" */
-    /* The eerld link the clocks go through (rt->agent, or the eerld device's), NULL without
-     * one; see link_notice. */
+    /* The eerld link the session goes through (rt->node.link), NULL without one, or with a
+     * clock owner of the caller's; see link_notice. */
     eerl_agent *link;
     uint64_t link_lost; /* its losses seen so far */
     int gap;            /* 1: the lease is lost and not taken again yet */
@@ -231,6 +234,7 @@ static int rt_alloc(eerl_device *dev, const eerl_rt_config *cfg, char *why, size
     rt->cfg.node_of = NULL;
     rt->cfg.prior = NULL;
     rt->cfg.job_model = NULL;
+    rt->cfg.eerld_socket = NULL;
     if (!rt->cfg.clock)
         rt->cfg.clock = eerl_clock_monotonic;
     rt->dev = dev;
@@ -358,32 +362,19 @@ static int init_meter(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
     return e;
 }
 
-/* The clock owner: the caller's, else eerld where the node runs it, else our own actuator. */
+/* The clock owner: the caller's; else, where the session goes through eerld (node.c decides),
+ * eerld's lease, taken here for every GPU of the pools (observe-only: none); else our own
+ * actuator. */
 static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t why_len)
 {
     int e;
 
     if (cfg->owner) {
         rt->owner = *cfg->owner;
-    } else if (!cfg->observe_only && eerl__agent_of_device(rt->dev)) {
-        /* The device reads through eerld: its connection leases and sets the clocks too. */
-        eerl_agent_clock_owner(eerl__agent_of_device(rt->dev), &rt->owner);
-    } else if (!cfg->observe_only && !strcmp(eerl_device_backend(rt->dev), "nvml") &&
-               eerl_agent_wanted()) {
-        /* A node that runs eerld: the daemon owns the clocks ($EERL_SOCKET, or its default
-         * socket exists). Going around it would make two owners of one GPU. */
-        char awhy[256] = "";
-
-        e = eerl_agent_connect(NULL, "eerl runtime", awhy, sizeof(awhy), &rt->agent);
-        if (e == 0)
-            e = eerl_agent_start_heartbeat(rt->agent, 0);
-        if (e == 0)
-            e = eerl_agent_clock_owner(rt->agent, &rt->owner);
-        if (e < 0) {
-            snprintf(why, why_len, "eerld at %s: %s%s%s", eerl_agent_socket_path(),
-                     eerl_strerror(e), awhy[0] ? ": " : "", awhy);
-            return e;
-        }
+    } else if ((e = eerl__rt_node_lease(&rt->node, cfg, rt->all, rt->n_all, why, why_len)) < 0) {
+        return e;
+    } else if (rt->node.link && !cfg->observe_only) {
+        eerl_agent_clock_owner(rt->node.link, &rt->owner);
     } else {
         e = eerl__rt_owner_new(rt->dev, cfg->observe_only, &rt->own);
         if (e < 0) {
@@ -401,7 +392,7 @@ static int init_owner(eerl_rt *rt, const eerl_rt_config *cfg, char *why, size_t 
         return EERL_EINVAL;
     }
     if (!cfg->owner)
-        rt->link = rt->agent ? rt->agent : eerl__agent_of_device(rt->dev);
+        rt->link = rt->node.link;
     if (rt->link) {
         int up;
 
@@ -452,11 +443,51 @@ static int start_sampling(eerl_rt *rt, const eerl_rt_config *cfg, char *why, siz
     return 0;
 }
 
+/* The configuration checked (the options before any device is asked anything), the device
+ * the session reads (the caller's, or the node's opened by node.c), its pools checked against
+ * it, and the session allocated over it. */
+static int rt_open(eerl_device *dev, const eerl_rt_config *caller_cfg, eerl_rt_config *full,
+                   char *why, size_t why_len, eerl_rt **ret_rt)
+{
+    struct eerl__rt_node node;
+    int e;
+
+    e = eerl__rt_config_resolve(caller_cfg, full, why, why_len);
+    if (e < 0)
+        return e;
+    e = eerl__rt_node_open(&node, dev, full, why, why_len);
+    if (e < 0)
+        return e;
+    e = eerl__rt_config_check_pools(node.dev, full, why, why_len);
+    if (e == 0)
+        e = rt_alloc(node.dev, full, why, why_len, ret_rt);
+    if (e < 0) {
+        eerl__rt_node_close(&node);
+        return e;
+    }
+    (*ret_rt)->node = node;
+    return 0;
+}
+
+/* Everything a session holds, in the order that frees users before what they use. */
+static void rt_destroy(eerl_rt *rt)
+{
+    eerl__rt_owner_free(rt->own);
+    eerl_meter_free(rt->meter);
+    eerl__rt_node_close(&rt->node); /* the device, then the connection: eerld resets what is left */
+    eerl_ctl_free(rt->ctl);
+    eerl__est_free(&rt->est);
+    free(rt->ev);
+    free(rt->all);
+    free(rt->node_at);
+    free(rt);
+}
+
 int eerl_rt_new(eerl_device *dev, const eerl_rt_config *caller_cfg, char *why, size_t why_len,
                 eerl_rt **ret_rt)
 {
-    const eerl_rt_config *cfg = caller_cfg;
     eerl_rt_config full;
+    const eerl_rt_config *cfg = &full;
     unsigned char *saved = NULL;
     size_t saved_len = 0;
     char dummy[8];
@@ -469,15 +500,11 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *caller_cfg, char *why, s
     }
     if (why_len)
         why[0] = '\0';
-    if (!dev || !cfg || !ret_rt) {
-        snprintf(why, why_len, "no device, configuration or result pointer");
+    if (!caller_cfg || !ret_rt) {
+        snprintf(why, why_len, "no configuration or result pointer");
         return EERL_EINVAL;
     }
-    e = eerl__rt_config_resolve(dev, cfg, &full, why, why_len);
-    if (e < 0)
-        return e;
-    cfg = &full;
-    e = rt_alloc(dev, cfg, why, why_len, &rt);
+    e = rt_open(dev, caller_cfg, &full, why, why_len, &rt);
     if (e < 0)
         return e;
     e = init_nodes(rt, cfg, why, why_len);
@@ -504,15 +531,8 @@ int eerl_rt_new(eerl_device *dev, const eerl_rt_config *caller_cfg, char *why, s
     return 0;
 fail:
     free(saved);
-    eerl_meter_free(rt->meter);
-    eerl_ctl_free(rt->ctl);
-    eerl__est_free(&rt->est);
-    eerl__rt_owner_free(rt->own);
-    eerl_agent_free(rt->agent);
-    free(rt->ev);
-    free(rt->all);
-    free(rt->node_at);
-    free(rt);
+    eerl__rt_node_unlease(&rt->node); /* a lease taken on the caller's connection */
+    rt_destroy(rt);
     return e;
 }
 
@@ -560,15 +580,7 @@ void eerl_rt_free(eerl_rt *rt)
     if (!rt)
         return;
     eerl_rt_close(rt);
-    eerl__rt_owner_free(rt->own);
-    eerl_agent_free(rt->agent); /* after close's restore: the daemon resets what is left */
-    eerl_meter_free(rt->meter);
-    eerl_ctl_free(rt->ctl);
-    eerl__est_free(&rt->est);
-    free(rt->ev);
-    free(rt->all);
-    free(rt->node_at);
-    free(rt);
+    rt_destroy(rt);
 }
 
 int eerl_rt_save_state(eerl_rt *rt, const char *path)

@@ -164,10 +164,15 @@ def rank():
 
 
 def uses_eerld(eerld):
-    """Whether eerl.Session(eerld=eerld) goes through eerld (its own rule)."""
-    if eerld is None:
+    """Whether eerl.Session(eerld=eerld) goes through eerld, asked before it opens: the
+    runtime's rule for a session given no device (include/eerl/runtime.h, eerl_rt_config.eerld),
+    on eerl.Session's mapping of the keyword."""
+    from .. import _types as T
+    from ..session import _eerld_choice
+    mode, _ = _eerld_choice(eerld)
+    if mode == T.RT_EERLD_AUTO:
         return _lib.has("eerl_agent_wanted") and bool(_c()["wanted"]())
-    return bool(eerld)
+    return mode == T.RT_EERLD_ON
 
 
 def node_gpus(eerld=None):

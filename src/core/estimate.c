@@ -423,9 +423,9 @@ static double outside(const struct eerl__est *s, const eerl_obs *o)
 /* ---- the generation pool at the governor (drained) --------------------------------------- */
 
 /* In drained mode an update's time is the later of the two pools' arrivals at the rendezvous
- * plus what follows it (predictor.c, eerl__obs_parts; the twin's lay_async; verl's
- * one_step_off_policy, where generation of the next batch runs on its own GPUs from the refit
- * to the rendezvous), and the generation pool's arrival depends only on its own clock and work.
+ * plus what follows it (predictor.c, eerl__obs_parts; the twin's lay_async), and the generation
+ * pool's arrival depends only on its own clock and work: it has GPUs of its own (the twin; verl's
+ * one_step_off_policy and the other drained recipes alike).
  * A pair that leaves generation to the governor (most of a drained run: the controller slows
  * the training pool) therefore measures the governor's generation time as a governor update
  * does. The generation time model is fitted on all of them, not only on the few whole governor

@@ -25,6 +25,11 @@
  * analyze`) count it so. The synchronous modes train on the batch they generate: each update's
  * record is its own, final at its end.
  *
+ * Drained: the generation time model is fitted on every update whose generation pool ran at the
+ * governor's clock (pairs that slow the training pool alone measure it as a governor update
+ * does: the pool's arrival at the rendezvous), within the span of the governor updates fitted;
+ * the rest of the fit on the governor updates alone (estimate.c).
+ *
  * The aggregator (struct eerl__est_acc): sums the per-update records (struct eerl__est_upd, the
  * fields the trace's update line carries) into run totals and the 90% interval. The interval
  * takes three things from the fit each prediction came from: the per-update scatter of its

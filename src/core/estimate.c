@@ -501,6 +501,10 @@ static void gen_fit(struct eerl__est *s, struct eerl__model *m, int linear)
         if (gen_in_span(s, i) && isfinite(r[i]))
             a[m_in++] = r[i];
     }
+    if (m_in < 3) {
+        *m = f;
+        return;
+    }
     sd = robust_sd(a, m_in);
     for (i = 0; i < s->gn; i++)
         keep[i] = fabs(r[i]) <= OUTLIER_SD * sd;

@@ -51,6 +51,20 @@ check_mode disaggregated 8/32 93
 # made (the next update's counts); the closing line counts the last one provisionally
 check_mode drained 8/24 175
 check_mode inflight 16/32 335
+# drained seed 8: its calibration's governor updates ran 1.3% faster than its pair's (the
+# twin's noise); the generation level from every update whose generation ran at the governor
+# (pairs that slow only the training pool) keeps the throughput within the bound
+d=$tmp/drained-s8
+"$EERL_BIN" sim --mode drained --alloc 8/24 --updates 175 --seeds 1 --first-seed 8 --trace "$d" \
+    --json >"$d.json" 2>"$d.err"
+expect_rc 0 $? "eerl sim drained seed 8"
+"$EERL_BIN" analyze --json "$d/seed8-controller.jsonl" >"$d/c8.json" 2>&1
+expect_rc 0 $? "analyze drained seed 8 controller"
+jq -e --slurpfile sim "$d.json" '($sim[0].seeds[] | select(.seed == 8)) as $x | .estimate as $e |
+    $e.judged and (($e.throughput_change_pct - $x.dq_pct) | fabs) <= 0.75 and
+    $e.throughput_ci_pct[0] <= $x.dq_pct and $x.dq_pct <= $e.throughput_ci_pct[1]' \
+    "$d/c8.json" >/dev/null ||
+    fail "drained seed 8: the throughput misses the exact figure: $(cat "$d/c8.json")"
 for m in drained inflight; do
     jq -e -s '[.[] | select(.type == "update" and .estimate)] |
         all(.estimate.update == .update - 1)' "$tmp/$m/seed1-controller.jsonl" >/dev/null ||

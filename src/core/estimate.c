@@ -137,16 +137,25 @@ int eerl__est_init(struct eerl__est *s, eerl_mode mode)
     s->lag = mode == EERL_MODE_DRAINED || mode == EERL_MODE_INFLIGHT;
     s->opts = FIT_OPTS | (s->lag ? EERL__PRED_WHOLE_G : 0);
     s->first_fit = EERL__EST_FIRST + (mode == EERL_MODE_INFLIGHT);
+    s->gen_level = mode == EERL_MODE_DRAINED;
     s->ring = calloc(EERL__EST_WINDOW, sizeof(*s->ring));
     s->ptrs = calloc(EERL__EST_WINDOW, sizeof(*s->ptrs));
     s->scratch = calloc(2 * EERL__EST_WINDOW, sizeof(double));
-    if (!s->ring || !s->ptrs || !s->scratch) {
+    if (s->gen_level) {
+        s->gfeat = calloc(EERL__EST_GEN_WINDOW, sizeof(*s->gfeat));
+        s->gt = calloc(EERL__EST_GEN_WINDOW, sizeof(*s->gt));
+        s->gupd = calloc(EERL__EST_GEN_WINDOW, sizeof(*s->gupd));
+    }
+    if (!s->ring || !s->ptrs || !s->scratch ||
+        (s->gen_level && (!s->gfeat || !s->gt || !s->gupd))) {
         eerl__est_free(s);
         return EERL_ENOMEM;
     }
     e = eerl__pred_work_init(&s->work, EERL__EST_WINDOW);
     if (e == 0)
         e = eerl__pred_work_init(&s->loo, EERL__EST_WINDOW);
+    if (e == 0 && s->gen_level)
+        e = eerl__pred_work_init(&s->gwork, EERL__EST_GEN_WINDOW);
     if (e < 0)
         eerl__est_free(s);
     return e;
@@ -158,6 +167,10 @@ void eerl__est_free(struct eerl__est *s)
         return;
     eerl__pred_work_free(&s->work);
     eerl__pred_work_free(&s->loo);
+    eerl__pred_work_free(&s->gwork);
+    free(s->gfeat);
+    free(s->gt);
+    free(s->gupd);
     free(s->ring);
     free(s->ptrs);
     free(s->scratch);
@@ -407,6 +420,107 @@ static double outside(const struct eerl__est *s, const eerl_obs *o)
     return d;
 }
 
+/* ---- the generation pool at the governor (drained) --------------------------------------- */
+
+/* In drained mode an update's time is the later of the two pools' arrivals at the rendezvous
+ * plus what follows it (predictor.c, eerl__obs_parts; the twin's lay_async), and the generation
+ * pool's arrival depends only on its own clock and work: it has GPUs of its own (the twin; verl's
+ * one_step_off_policy and the other drained recipes alike).
+ * A pair that leaves generation to the governor (most of a drained run: the controller slows
+ * the training pool) therefore measures the governor's generation time as a governor update
+ * does. The generation time model is fitted on all of them, not only on the few whole governor
+ * updates: its level, which every later prediction inherits, is then known from many updates
+ * instead of the calibration's. The leverage (the coefficients' share of the interval) stays
+ * that of the governor updates' fit: conservative. */
+
+/* Whether update o's generation pool ran at the governor's clock, with its arrival measured. */
+static int gen_at_governor(const struct eerl__est *s, const eerl_obs *o)
+{
+    return s->gen_level && (o->flags & EERL_OBS_ARRIVALS) &&
+           o->setting.mhz[EERL_GROUP_GEN] == EERL_CLOCK_GOVERNOR && o->arrival_s[EERL_POOL_GEN] > 0;
+}
+
+static void gen_add(struct eerl__est *s, const eerl_obs *o)
+{
+    size_t i = (s->ghead + s->gn) % EERL__EST_GEN_WINDOW;
+
+    if (s->gn == EERL__EST_GEN_WINDOW)
+        s->ghead = (s->ghead + 1) % EERL__EST_GEN_WINDOW;
+    else
+        s->gn++;
+    features_of(o, s->gfeat[i]);
+    s->gt[i] = o->arrival_s[EERL_POOL_GEN];
+    s->gupd[i] = o->update;
+}
+
+/* Whether generation update i (oldest first) lies in the span of the governor updates fitted:
+ * the generation level comes from the same stretch of the run as the rest of the fit. */
+static int gen_in_span(const struct eerl__est *s, size_t i)
+{
+    return s->n > 0 && s->gupd[(s->ghead + i) % EERL__EST_GEN_WINDOW] >= s->ptrs[0]->update;
+}
+
+/* Fits m (linear or the log form) on the generation updates in the span and kept (keep[i],
+ * NULL: all). */
+static int gen_fit_rows(struct eerl__est *s, struct eerl__model *m, int linear,
+                        const unsigned char *keep)
+{
+    struct eerl__pred_work *w = &s->gwork;
+    size_t i, k, n = 0;
+
+    for (i = 0; i < s->gn; i++) {
+        k = (s->ghead + i) % EERL__EST_GEN_WINDOW;
+        if (!gen_in_span(s, i) || (keep && !keep[i]))
+            continue;
+        memcpy(w->feat + n * EERL__F_COUNT, s->gfeat[k], sizeof(s->gfeat[k]));
+        w->tgt[n++] = s->gt[k];
+    }
+    if (n < EERL__EST_MIN_FIT)
+        return -1;
+    return eerl__model_fit_form(m, (1u << EERL__F_G) | (1u << EERL__F_L), w->feat, w->tgt, n, w,
+                                FIT_MIN_T, linear);
+}
+
+/* Fits m on the generation updates, leaving out those OUTLIER_SD robust standard deviations off
+ * a first fit (a stalled generation); m unchanged when too few. */
+static void gen_fit(struct eerl__est *s, struct eerl__model *m, int linear)
+{
+    unsigned char keep[EERL__EST_GEN_WINDOW];
+    double r[EERL__EST_GEN_WINDOW], a[EERL__EST_GEN_WINDOW], sd;
+    struct eerl__model f;
+    size_t i, k, m_in;
+
+    if (gen_fit_rows(s, &f, linear, NULL) < 0)
+        return;
+    for (i = 0, m_in = 0; i < s->gn; i++) {
+        double y;
+
+        k = (s->ghead + i) % EERL__EST_GEN_WINDOW;
+        y = eerl__model_predict(&f, s->gfeat[k]);
+        r[i] = y > 0 ? s->gt[k] / y - 1 : NAN;
+        if (gen_in_span(s, i) && isfinite(r[i]))
+            a[m_in++] = r[i];
+    }
+    if (m_in < 3) {
+        *m = f;
+        return;
+    }
+    sd = robust_sd(a, m_in);
+    for (i = 0; i < s->gn; i++)
+        keep[i] = fabs(r[i]) <= OUTLIER_SD * sd;
+    if (gen_fit_rows(s, &f, linear, keep) == 0)
+        *m = f;
+}
+
+/* The fit's generation time models (and its form's other) from every generation update. */
+static void gen_level(struct eerl__est *s)
+{
+    if (!s->gen_level || !s->pred.ready)
+        return;
+    gen_fit(s, &s->pred.t_gen, (FIT_OPTS & EERL__PRED_LINEAR_ALL) != 0);
+    gen_fit(s, &s->alt.t_gen, (ALT_OPTS & EERL__PRED_LINEAR_ALL) != 0);
+}
+
 /* Refits on the ring and measures the scatter the interval takes. */
 static void refit(struct eerl__est *s)
 {
@@ -436,6 +550,7 @@ static void refit(struct eerl__est *s)
     lev_models(s, kept, n);
     p = fit_params(&s->pred);
     s->df = n > p ? (unsigned)(n - p) : 1;
+    gen_level(s);
 }
 
 static void ring_add(struct eerl__est *s, const eerl_obs *o)
@@ -624,8 +739,15 @@ static void record(const struct eerl__est *s, const eerl_obs *o, const eerl_obs 
 /* After its record: a governor update (x its work as judged) joins the fit. */
 static void join(struct eerl__est *s, const eerl_obs *o, const eerl_obs *x, int accepted)
 {
-    if (!accepted || o->update < s->first_fit || !eerl_setting_is_governor(&o->setting))
+    if (!accepted || o->update < s->first_fit)
         return;
+    if (gen_at_governor(s, x))
+        gen_add(s, x);
+    if (!eerl_setting_is_governor(&o->setting)) {
+        if (gen_at_governor(s, x))
+            gen_level(s);
+        return;
+    }
     fwd_add(s, x);
     ring_add(s, x);
     refit(s);

@@ -25,6 +25,11 @@
  * analyze`) count it so. The synchronous modes train on the batch they generate: each update's
  * record is its own, final at its end.
  *
+ * Drained: the generation time model is fitted on every update whose generation pool ran at the
+ * governor's clock (pairs that slow the training pool alone measure it as a governor update
+ * does: the pool's arrival at the rendezvous), within the span of the governor updates fitted;
+ * the rest of the fit on the governor updates alone (estimate.c).
+ *
  * The aggregator (struct eerl__est_acc): sums the per-update records (struct eerl__est_upd, the
  * fields the trace's update line carries) into run totals and the 90% interval. The interval
  * takes three things from the fit each prediction came from: the per-update scatter of its
@@ -55,6 +60,9 @@
 #define EERL__EST_FAR 0.18232155679395462
 #define EERL__EST_FAR_SHARE 0.25
 #define EERL__EST_FWD 16
+/* Drained: updates whose generation pool ran at the governor's clock that the generation time
+ * model is fitted on (estimate.c, "The generation pool at the governor"). */
+#define EERL__EST_GEN_WINDOW 128
 
 /* How an update is counted. */
 enum eerl__est_kind {
@@ -130,6 +138,15 @@ struct eerl__est {
     int have_pend;      /* pend holds one */
     int pend_acc;       /* the controller accepted it */
     int pend_calib;     /* the controller had reported its calibration before it */
+    /* Drained: the generation pool's arrival at the rendezvous, for the last
+     * EERL__EST_GEN_WINDOW updates whose generation ran at the governor (governor updates and
+     * pairs that left generation to it): token counts and arrival, oldest first from ghead. */
+    int gen_level;
+    double (*gfeat)[EERL__F_COUNT];
+    double *gt;
+    uint64_t *gupd;
+    size_t gn, ghead;
+    struct eerl__pred_work gwork;
 };
 
 int eerl__est_init(struct eerl__est *s, eerl_mode mode);

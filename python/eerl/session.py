@@ -77,11 +77,9 @@ def _c():
         "rt_prior": d("eerl_rt_prior", I, [P, C.POINTER(C.c_char_p)]),
         "rt_abort": d("eerl_rt_abort", I, [P, C.c_char_p, C.c_char_p]),
         "state_name": d("eerl_state_name", C.c_char_p, [I]),
+        "rt_notice": d("eerl_rt_notice", C.c_char_p, [P]),
+        "rt_estimate": d("eerl_rt_estimate", I, [P, C.POINTER(T.Estimate)]),
     }
-    if _lib.has("eerl_rt_notice"):  # added after 0.2.0
-        f["rt_notice"] = d("eerl_rt_notice", C.c_char_p, [P])
-    if _lib.has("eerl_rt_estimate"):
-        f["rt_estimate"] = d("eerl_rt_estimate", I, [P, C.POINTER(T.Estimate)])
     _fns = f
     return f
 
@@ -351,7 +349,7 @@ class _RuntimeSession:
         self._update = w.update + 1
         self._last = info
         self._count_update(info)
-        notice = _c()["rt_notice"](self._rt) if "rt_notice" in _c() else None
+        notice = _c()["rt_notice"](self._rt)
         if notice:  # once a run: the work does not explain the time (docs/runtime.md)
             warnings.warn("eerl: " + notice.decode(), RuntimeWarning, stacklevel=2)
         # This update's overhead ends here (its own call up to now included); the rest of this
@@ -384,10 +382,8 @@ class _RuntimeSession:
 
     def estimate(self):
         """What eerl saved on the run so far, estimated from the run alone: an
-        eerl.api.Estimate (docs/what-eerl-did.md), or None from a libeerl without it."""
+        eerl.api.Estimate (docs/what-eerl-did.md)."""
         self._require_open()
-        if "rt_estimate" not in _c():
-            return None
         e = T.Estimate()
         _lib.check(_c()["rt_estimate"](self._rt, C.byref(e)), "the run's estimate", self._err)
         return _summary.estimate_of(e)
@@ -564,11 +560,8 @@ class _RuntimeSession:
         return self.summary
 
     def _run_summary(self):
-        est = None
-        if "rt_estimate" in _c():
-            e = T.Estimate()
-            if _c()["rt_estimate"](self._rt, C.byref(e)) == 0:
-                est = _summary.estimate_of(e)
+        e = T.Estimate()
+        est = _summary.estimate_of(e) if _c()["rt_estimate"](self._rt, C.byref(e)) == 0 else None
         r = self._run
         return _summary.run_summary(r["energy_j"], r["ended"], r["gaps"], r["slowed"], r["warm"],
                                     self.allowed_loss, self.observe_only, est)

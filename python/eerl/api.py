@@ -127,8 +127,8 @@ class RunSummary(_Fields):
     (slowed), those missing from the numbering (gaps), and those the controller refused or
     the predictor could not judge; allowance_kept: the estimated throughput change within
     -allowed_loss (None: not judged); observe_only: the run was the self-check, whose saving
-    should hold 0; estimate: the run's Estimate (None: the runtime could not give it); line: all of it
-    in one line, as the integrations print it."""
+    should hold 0; estimate: the run's Estimate (None: the runtime could not give it); line:
+    all of it in one line, as the integrations print it."""
     energy_j: float
     updates: int
     not_judged: int

@@ -29,11 +29,6 @@ import sys
 
 from . import summary, tracefile
 
-# allowed_loss's default in libeerl's table of options (eerl.options.default("allowed_loss")),
-# for a trace header without the key: the report reads traces only and runs without libeerl;
-# python/tests/test_options.py checks the two agree.
-ALLOWED_LOSS_DEFAULT = 0.02
-
 FIRST_UPDATE = 2  # like eerl analyze/report: update 0 and 1 warm up
 
 
@@ -61,7 +56,8 @@ def load(path):
     r = Run(path)
     h = t.header
     r.mode, r.peak = h.get("mode"), int(h.get("governor_peak_mhz", 0))
-    r.allowed_loss = float((h.get("config") or {}).get("allowed_loss", ALLOWED_LOSS_DEFAULT))
+    # a header without the key: the allowance is not known and not drawn
+    r.allowed_loss = float((h.get("config") or {}).get("allowed_loss", 0.0))
     run = t.run or {}
     if isinstance(run.get("role"), str):
         r.role = run["role"]

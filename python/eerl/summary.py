@@ -109,7 +109,8 @@ def _left_out(n, warm, slowed, gaps):
 def run_summary(energy_j, ended, gaps, slowed, warm, allowed_loss, observe_only, estimate):
     """api.RunSummary of a run: energy_j metered over its ended updates, ended of them and
     gaps missing from their numbering, slowed of them slowed by the GPU, warm of them before
-    the first counted update; estimate: its api.Estimate, or None."""
+    the first counted update; allowed_loss: the run's allowance (None: not known, and not
+    judged); estimate: its api.Estimate, or None."""
     updates = ended + gaps
     head = "eerl: observe-only self-check: " if observe_only else "eerl: "
     if updates == 0:
@@ -119,10 +120,11 @@ def run_summary(energy_j, ended, gaps, slowed, warm, allowed_loss, observe_only,
     kept = None
     not_judged = updates if estimate is None else max(0, updates - estimate.updates)
     if estimate is None:
-        parts.append("no estimate (this libeerl has none)")
+        parts.append("no estimate")
     else:
         parts.append(estimate_text(estimate, observe_only))
-        if estimate.judged and _finite(estimate.throughput_change_pct) and not observe_only:
+        if estimate.judged and _finite(estimate.throughput_change_pct) and not observe_only \
+                and allowed_loss is not None:
             kept = estimate.throughput_change_pct >= -100.0 * allowed_loss
             parts.append("allowance %g%% %s" % (100.0 * allowed_loss, "kept" if kept else
                                                 "exceeded"))
@@ -170,7 +172,8 @@ def from_trace(t):
         elif n < 2:
             warm += 1
     run = t.run or {}
-    allowed = run.get("allowed_loss", (t.header.get("config") or {}).get("allowed_loss", 0.02))
+    allowed = run.get("allowed_loss", (t.header.get("config") or {}).get("allowed_loss"))
     observe = run.get("observe_only") is True or run.get("role") == "governor"
     est = _trace_estimate(t.estimate) if t.estimate is not None else None
-    return run_summary(energy, ended, gaps, slowed, warm, float(allowed), observe, est)
+    allowed = float(allowed) if allowed is not None else None  # None: the trace does not say
+    return run_summary(energy, ended, gaps, slowed, warm, allowed, observe, est)

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 import eerl
-from eerl import options, report
+from eerl import options
 from eerl.integrations import _common
 
 MESSAGE = "allowed_loss 0.7 must be in (0, 0.5)"
@@ -92,8 +92,6 @@ def test_defaults_come_from_the_table():
     assert t["calibration_updates"].defaults["inflight"] == 45
     assert t["eerl_revision"].experimental and not t["allowed_loss"].experimental
     assert options.strategy_default() == "eerl"
-    # report.py runs without libeerl: its constant is the table's default.
-    assert report.ALLOWED_LOSS_DEFAULT == options.default("allowed_loss")
     # The session keywords that are options take the table's default (None: ask the table).
     for cls in (eerl.Session, __import__("eerl.multinode", fromlist=["x"]).MultiNodeSession):
         params = inspect.signature(cls.__init__).parameters

@@ -21,7 +21,8 @@ def write_trace(path, role, seed, rows, peak=1980):
     with open(path, "w") as f:
         f.write(json.dumps({"type": "header", "format": "eerl-trace", "version": 1,
                             "mode": "colocated", "governor_peak_mhz": peak,
-                            "clocks_mhz": [1980, 1500, 345]}) + "\n")
+                            "clocks_mhz": [1980, 1500, 345],
+                            "config": {"allowed_loss": 0.02}}) + "\n")
         f.write(json.dumps({"type": "run", "role": role, "seed": seed}) + "\n")
         for u, n, t, e, g, tr, kinds, state in rows:
             s = {"gen_mhz": g or "governor", "train_mhz": tr or "governor"}

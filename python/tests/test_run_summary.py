@@ -134,3 +134,16 @@ def test_a_trace_gives_the_line_its_session_printed(tmp_path, monkeypatch):
     again = summary.from_trace(t)
     assert again.line == out.line
     assert (again.updates, again.gaps, again.slowed) == (out.updates, out.gaps, out.slowed)
+
+
+def test_an_allowance_the_run_does_not_state_is_not_judged():
+    """A judged estimate with no allowance known (a trace whose header does not say it): the
+    line says nothing of an allowance rather than assume the default."""
+    e = eerl.api.Estimate(
+        updates=5, judged_updates=5, calibration_updates=5, not_counted=1, energy_j=1e3,
+        predicted_governor_energy_j=1.1e3, saved_j=100.0, saved_ci_j=(90.0, 110.0), time_s=10.0,
+        predicted_governor_time_s=9.9, saving_pct=9.0, saving_ci_pct=(8.0, 10.0),
+        throughput_change_pct=-1.0, throughput_ci_pct=(-1.5, -0.5), judged=True, why="")
+    out = summary.run_summary(7.2e6, 6, 0, 0, 1, None, False, e)
+    assert out.allowance_kept is None and "allowance" not in out.line
+    assert summary.run_summary(7.2e6, 6, 0, 0, 1, 0.02, False, e).allowance_kept is True

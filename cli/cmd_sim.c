@@ -30,10 +30,14 @@
 
 static void usage(FILE *out)
 {
+    eerl_option_info al = {0};
+
+    /* allowed_loss's default and bounds, as the option table has them */
+    (void)eerl_option_info_get((size_t)eerl_option_find("allowed_loss"), &al);
     fprintf(out,
             "usage: eerl sim [--model qwen3-30b-a3b] [--gpu-model h100] [--mode disaggregated]\n"
             "                [--alloc 8/32] [--size M] [--updates 93] [--seeds 4]\n"
-            "                [--strategy eerl] [--expected-updates N] [--allowed-loss 0.02]\n"
+            "                [--strategy eerl] [--expected-updates N] [--allowed-loss %g]\n"
             "                [--trace DIR] [--json] [--oracle-window 50]\n"
             "                [--divergence 0] [--noise fitted] [--workload steady]\n"
             "                [--save-state DIR] [--resume-from DIR] [--prior DIR]\n"
@@ -53,7 +57,7 @@ static void usage(FILE *out)
             "  --gpu-model: the GPU model (--gpu, its earlier name, still works and is\n"
             "              deprecated: elsewhere --gpus are GPU indices)\n"
             "  --alloc: colocated takes one GPU count (32); other modes GEN/TRAIN pools (8/32)\n"
-            "  --allowed-loss: fraction (0.02) or percent (2%%), above 0 and below 50%%\n"
+            "  --allowed-loss: fraction (%g) or percent (%g%%), above %g%% and below %g%%\n"
             "  --trace DIR: writes DIR/seed<N>-governor.jsonl and DIR/seed<N>-controller.jsonl\n"
             "               (eerl replay / eerl analyze / eerl report read them)\n"
             "  --json: one JSON object holding every figure the text prints (docs/runtime.md)\n"
@@ -82,7 +86,9 @@ static void usage(FILE *out)
             "  --tag TAG: the hardware identity saved states are matched on (the session's\n"
             "              resume_tag); default: the GPU's name, the pool sizes and the model\n"
             "  --first-seed N: the seeds run are N, N+1, ... (default 1)\n",
-            eerl_twin_model_names(), eerl_twin_gpu_names(), eerl_twin_mode_names(), SIM_STRATEGIES);
+            al.defaults[EERL_MODE_DISAGGREGATED], eerl_twin_model_names(), eerl_twin_gpu_names(),
+            eerl_twin_mode_names(), al.defaults[EERL_MODE_DISAGGREGATED],
+            100 * al.defaults[EERL_MODE_DISAGGREGATED], 100 * al.min, 100 * al.max, SIM_STRATEGIES);
 }
 
 static int known(const char *opt)

@@ -140,132 +140,199 @@ static const char *wl_name(int wl)
     return eerl_twin_scenario_name(wl);
 }
 
-/* Runs one block; its rows go to b->text. */
-static int run_block(struct block *b)
-{
-    const struct row *row = b->row;
-    eerl_twin_preset *p = NULL;
-    struct eerl_sim_run *gov = calloc(n_seeds, sizeof(*gov));
-    const struct eerl_an_series *gs[SEEDS_MAX], *cs[SEEDS_MAX];
-    struct eerl_sim_oracle *orc = calloc(1, sizeof(*orc));
+/* What the steps of one block share: the twin, the seeds, the governor runs, the oracles and
+ * where its rows go. */
+struct block_run {
+    struct block *b;
+    eerl_twin_preset *p;
+    struct eerl_sim_run *gov;
+    const struct eerl_an_series *gs[SEEDS_MAX];
+    struct eerl_sim_oracle *orc;
     struct eerl_sim_schedule wsc;
-    struct eerl_twin_scenario scn;
     uint64_t seeds[SEEDS_MAX];
-    double t0 = wall();
     FILE *out;
-    size_t k, si;
-    char cfg[48], o[64];
-    int e = -1;
+};
 
-    memset(&wsc, 0, sizeof(wsc));
-    out = open_memstream(&b->text, &b->text_len);
-    if (!gov || !orc || !out)
-        goto done;
-    snprintf(cfg, sizeof(cfg), "%s", row->name);
-    if (eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &p) < 0)
-        goto done;
+/* Allocates the block's state, opens its text and sets up the twin under its workload. */
+static int block_open(struct block_run *x, struct block *b)
+{
+    struct eerl_twin_scenario scn;
+
+    memset(x, 0, sizeof(*x));
+    x->b = b;
+    x->gov = calloc(n_seeds, sizeof(*x->gov));
+    x->orc = calloc(1, sizeof(*x->orc));
+    x->out = open_memstream(&b->text, &b->text_len);
+    if (!x->gov || !x->orc || !x->out)
+        return -1;
+    if (eerl_twin_preset_new("qwen3-30b-a3b", "h100", NULL, &x->p) < 0)
+        return -1;
     eerl_twin_scenario_default(b->wl, b->updates, &scn);
-    if (eerl_twin_preset_set_scenario(p, &scn) < 0)
-        goto done;
+    if (eerl_twin_preset_set_scenario(x->p, &scn) < 0)
+        return -1;
+    return 0;
+}
+
+/* Runs the governor on every seed and finds the static and windowed oracles. */
+static int block_baselines(struct block_run *x)
+{
+    const struct block *b = x->b;
+    const struct row *row = b->row;
+    size_t k;
+
     fprintf(stderr, "bench_controllers: %s, %u updates, %s: governor runs and oracles (%.0f s)\n",
             row->name, b->updates, wl_name(b->wl), wall() - t_all);
     for (k = 0; k < n_seeds; k++) {
-        seeds[k] = k + 1;
-        if (run(p, b, seeds[k], 0, EERL_STRATEGY_PAPER, NULL, &gov[k]) < 0)
-            goto done;
-        gs[k] = &gov[k].series;
+        x->seeds[k] = k + 1;
+        if (run(x->p, b, x->seeds[k], 0, EERL_STRATEGY_PAPER, NULL, &x->gov[k]) < 0)
+            return -1;
+        x->gs[k] = &x->gov[k].series;
     }
-    if (eerl_sim_oracle(p, row->mode, row->n_gen, row->n_train, row->size, b->updates, seeds,
-                        n_seeds, 0.02, orc) < 0 ||
-        eerl_sim_oracle_windowed(p, row->mode, row->n_gen, row->n_train, row->size, b->updates,
-                                 seeds, n_seeds, 0.02, window, orc, &wsc) < 0) {
+    if (eerl_sim_oracle(x->p, row->mode, row->n_gen, row->n_train, row->size, b->updates, x->seeds,
+                        n_seeds, 0.02, x->orc) < 0 ||
+        eerl_sim_oracle_windowed(x->p, row->mode, row->n_gen, row->n_train, row->size, b->updates,
+                                 x->seeds, n_seeds, 0.02, window, x->orc, &x->wsc) < 0) {
         fprintf(stderr, "bench_controllers: %s: oracle failed\n", row->name);
-        goto done;
+        return -1;
     }
-    for (si = 0; si < NSTRAT; si++) {
-        const struct strat *s = &strats[si];
-        struct eerl_sim_run *ctl;
-        struct eerl_an_result *res;
-        unsigned within = 0, at[SEEDS_MAX], n_at = 0, i, j;
-        char set[64];
+    return 0;
+}
 
-        if (!want_strat[si])
-            continue;
-        ctl = calloc(n_seeds, sizeof(*ctl));
-        res = calloc(1, sizeof(*res));
-        if (!ctl || !res) {
-            free(ctl);
-            free(res);
-            goto done;
+/* Sorts the first n lock updates ascending (insertion sort). */
+static void sort_updates(unsigned *at, unsigned n)
+{
+    unsigned i, j;
+
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && at[j] < at[j - 1]; j--) {
+            unsigned t = at[j];
+            at[j] = at[j - 1];
+            at[j - 1] = t;
         }
-        fprintf(stderr, "bench_controllers: %s, %u updates, %s: %s (%.0f s)\n", row->name,
-                b->updates, wl_name(b->wl), s->name, wall() - t_all);
-        for (k = 0; k < n_seeds; k++) {
-            if (run(p, b, seeds[k], 1, s->s, s->oracle ? &orc->setting : NULL, &ctl[k]) < 0) {
-                for (i = 0; i < k; i++)
-                    eerl_sim_run_free(&ctl[i]);
-                free(ctl);
-                free(res);
-                goto done;
-            }
-            cs[k] = &ctl[k].series;
-            if (ctl[k].series.locked)
-                at[n_at++] = (unsigned)ctl[k].series.lock_update;
-        }
-        e = eerl_an_compare(gs, cs, n_seeds, res);
-        if (e == 0) {
-            for (k = 0; k < n_seeds; k++)
-                within += res->seed[k].whole.dq_pct >= -2.0;
-            for (i = 1; i < n_at; i++)
-                for (j = i; j > 0 && at[j] < at[j - 1]; j--) {
-                    unsigned x = at[j];
-                    at[j] = at[j - 1];
-                    at[j - 1] = x;
-                }
-            if (res->lock_same)
-                eerl_an_setting_str(&res->lock_setting, set, sizeof(set));
-            else
-                snprintf(set, sizeof(set), "%s", res->any_locked ? "varies" : "none");
-            fprintf(out,
-                    "%-19s %5u %-10s %-14s | %7.2f%% %+8.2f%% | %3u/%-3u | %7.2f %7.2f | %+6.2f | "
-                    "%-16s | ",
-                    cfg, b->updates, wl_name(b->wl), s->name, res->whole.saving_pct,
-                    res->whole.dq_pct, within, n_seeds,
-                    orc->saving_pct > 0 ? res->whole.saving_pct / orc->saving_pct : NAN,
-                    wsc.saving_pct > 0 ? res->whole.saving_pct / wsc.saving_pct : NAN,
-                    2.0 + res->whole.dq_pct, set);
-            if (n_at)
-                fprintf(out, "%u (%u/%u seeds)\n", at[n_at / 2], n_at, n_seeds);
-            else
-                fprintf(out, "-\n");
-        } else {
-            fprintf(stderr, "bench_controllers: %s: analysis failed\n", row->name);
-        }
-        for (k = 0; k < n_seeds; k++)
-            eerl_sim_run_free(&ctl[k]);
+}
+
+/* Prints a strategy's row of the table from its comparison against the governor. */
+static void print_strategy_row(struct block_run *x, const struct strat *s,
+                               const struct eerl_an_result *res, unsigned *at, unsigned n_at)
+{
+    const struct block *b = x->b;
+    const struct eerl_sim_oracle *orc = x->orc;
+    unsigned within = 0;
+    size_t k;
+    char cfg[48], set[64];
+
+    snprintf(cfg, sizeof(cfg), "%s", b->row->name);
+    for (k = 0; k < n_seeds; k++)
+        within += res->seed[k].whole.dq_pct >= -2.0;
+    sort_updates(at, n_at);
+    if (res->lock_same)
+        eerl_an_setting_str(&res->lock_setting, set, sizeof(set));
+    else
+        snprintf(set, sizeof(set), "%s", res->any_locked ? "varies" : "none");
+    fprintf(x->out,
+            "%-19s %5u %-10s %-14s | %7.2f%% %+8.2f%% | %3u/%-3u | %7.2f %7.2f | %+6.2f | "
+            "%-16s | ",
+            cfg, b->updates, wl_name(b->wl), s->name, res->whole.saving_pct, res->whole.dq_pct,
+            within, n_seeds, orc->saving_pct > 0 ? res->whole.saving_pct / orc->saving_pct : NAN,
+            x->wsc.saving_pct > 0 ? res->whole.saving_pct / x->wsc.saving_pct : NAN,
+            2.0 + res->whole.dq_pct, set);
+    if (n_at)
+        fprintf(x->out, "%u (%u/%u seeds)\n", at[n_at / 2], n_at, n_seeds);
+    else
+        fprintf(x->out, "-\n");
+}
+
+/* Runs one strategy on every seed and prints its row; *e gets the comparison's result once it
+ * ran. Returns < 0 where the block must stop. */
+static int block_strategy(struct block_run *x, const struct strat *s, int *e)
+{
+    const struct block *b = x->b;
+    const struct eerl_an_series *cs[SEEDS_MAX];
+    struct eerl_sim_run *ctl = calloc(n_seeds, sizeof(*ctl));
+    struct eerl_an_result *res = calloc(1, sizeof(*res));
+    unsigned at[SEEDS_MAX], n_at = 0;
+    size_t k, i;
+
+    if (!ctl || !res) {
         free(ctl);
         free(res);
-        if (e < 0)
-            goto done;
+        return -1;
     }
+    fprintf(stderr, "bench_controllers: %s, %u updates, %s: %s (%.0f s)\n", b->row->name,
+            b->updates, wl_name(b->wl), s->name, wall() - t_all);
+    for (k = 0; k < n_seeds; k++) {
+        if (run(x->p, b, x->seeds[k], 1, s->s, s->oracle ? &x->orc->setting : NULL, &ctl[k]) < 0) {
+            for (i = 0; i < k; i++)
+                eerl_sim_run_free(&ctl[i]);
+            free(ctl);
+            free(res);
+            return -1;
+        }
+        cs[k] = &ctl[k].series;
+        if (ctl[k].series.locked)
+            at[n_at++] = (unsigned)ctl[k].series.lock_update;
+    }
+    *e = eerl_an_compare(x->gs, cs, n_seeds, res);
+    if (*e == 0)
+        print_strategy_row(x, s, res, at, n_at);
+    else
+        fprintf(stderr, "bench_controllers: %s: analysis failed\n", b->row->name);
+    for (k = 0; k < n_seeds; k++)
+        eerl_sim_run_free(&ctl[k]);
+    free(ctl);
+    free(res);
+    return *e < 0 ? -1 : 0;
+}
+
+/* Prints the block's closing line: the oracle setting, the windowed oracle and the time taken. */
+static void print_block_footer(struct block_run *x)
+{
+    const struct eerl_sim_oracle *orc = x->orc;
+    const struct eerl_sim_schedule *wsc = &x->wsc;
+    char o[64];
+
     eerl_an_setting_str(&orc->setting, o, sizeof(o));
-    b->secs = wall() - t0;
-    fprintf(out,
+    fprintf(x->out,
             "%-19s %5s %-10s %-14s   oracle setting %s (%u settings evaluated), saving "
             "%.2f%%; windowed (a setting per %u): %.2f%% at %+.2f%%, %u change%s; %.1f s\n\n",
-            "", "", "", "", o, orc->evaluated, orc->saving_pct, window, wsc.saving_pct, wsc.dq_pct,
-            wsc.changes, wsc.changes == 1 ? "" : "s", b->secs);
+            "", "", "", "", o, orc->evaluated, orc->saving_pct, window, wsc->saving_pct,
+            wsc->dq_pct, wsc->changes, wsc->changes == 1 ? "" : "s", x->b->secs);
+}
+
+/* Closes the block's text and frees its state. */
+static void block_close(struct block_run *x)
+{
+    size_t k;
+
+    if (x->out)
+        fclose(x->out);
+    if (x->gov)
+        for (k = 0; k < n_seeds; k++)
+            eerl_sim_run_free(&x->gov[k]);
+    free(x->gov);
+    free(x->orc);
+    eerl_sim_schedule_free(&x->wsc);
+    eerl_twin_preset_free(x->p);
+}
+
+/* Runs one block; its rows go to b->text. */
+static int run_block(struct block *b)
+{
+    struct block_run x;
+    double t0 = wall();
+    size_t si;
+    int e = -1;
+
+    if (block_open(&x, b) < 0 || block_baselines(&x) < 0)
+        goto done;
+    for (si = 0; si < NSTRAT; si++)
+        if (want_strat[si] && block_strategy(&x, &strats[si], &e) < 0)
+            goto done;
+    b->secs = wall() - t0;
+    print_block_footer(&x);
     e = 0;
 done:
-    if (out)
-        fclose(out);
-    if (gov)
-        for (k = 0; k < n_seeds; k++)
-            eerl_sim_run_free(&gov[k]);
-    free(gov);
-    free(orc);
-    eerl_sim_schedule_free(&wsc);
-    eerl_twin_preset_free(p);
+    block_close(&x);
     return e;
 }
 
@@ -377,15 +444,30 @@ static int uint_opt(const char *opt, const char *v, unsigned lo, unsigned hi, un
     return 0;
 }
 
-int main(int argc, char **argv)
-{
-    int ai, any_mode = 0, any_strat = 0, any_wl = 0, failed = 0;
-    size_t r, li, i;
-    int w;
-    pthread_t th[16];
-    unsigned n_th;
+/* Which of the lists the command line named (the others take their defaults). */
+struct named {
+    int mode, strat, wl;
+};
 
-    t_all = wall();
+/* --horizons: the paper's lengths, 1000 and 3000 updates, under every workload. */
+static void set_horizons(struct named *any)
+{
+    int w;
+
+    n_lengths = 3;
+    lengths[0] = 0;
+    lengths[1] = 1000;
+    lengths[2] = 3000;
+    for (w = 0; w < EERL_TWIN_SCENARIO_COUNT; w++)
+        want_wl[w] = 1;
+    any->wl = 1;
+}
+
+/* Reads the command line into the options; returns < 0 on a bad argument (already reported). */
+static int parse_args(int argc, char **argv, struct named *any)
+{
+    int ai;
+
     for (ai = 1; ai < argc; ai++) {
         const char *a = argv[ai], *v = ai + 1 < argc ? argv[ai + 1] : NULL;
         int e = 0;
@@ -394,17 +476,17 @@ int main(int argc, char **argv)
             if (!v || eerl_twin_noise_parse(v, &noise) < 0) {
                 fprintf(stderr, "bench_controllers: --noise takes none or fitted, got '%s'\n",
                         v ? v : "");
-                return 2;
+                return -1;
             }
         } else if (!strcmp(a, "--modes")) {
             e = each(a, v, pick_mode);
-            any_mode = 1;
+            any->mode = 1;
         } else if (!strcmp(a, "--strategies")) {
             e = each(a, v, pick_strat);
-            any_strat = 1;
+            any->strat = 1;
         } else if (!strcmp(a, "--workloads")) {
             e = each(a, v, pick_wl);
-            any_wl = 1;
+            any->wl = 1;
         } else if (!strcmp(a, "--lengths")) {
             n_lengths = 0;
             e = each(a, v, pick_len);
@@ -413,36 +495,46 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--jobs")) {
             e = uint_opt(a, v, 1, 16, &jobs);
         } else if (!strcmp(a, "--horizons")) {
-            n_lengths = 3;
-            lengths[0] = 0;
-            lengths[1] = 1000;
-            lengths[2] = 3000;
-            for (w = 0; w < EERL_TWIN_SCENARIO_COUNT; w++)
-                want_wl[w] = 1;
-            any_wl = 1;
+            set_horizons(any);
             continue;
         } else {
             if (uint_opt("SEEDS", a, 1, SEEDS_MAX, &n_seeds) < 0)
-                return 2;
+                return -1;
             continue;
         }
         if (e < 0)
-            return 2;
+            return -1;
         ai++;
     }
-    if (!any_mode)
-        for (r = 0; r < NROWS; r++)
-            want_mode[r] = 1;
-    if (!any_strat)
+    return 0;
+}
+
+/* Fills in the defaults of the lists the command line did not name. */
+static void apply_defaults(const struct named *any)
+{
+    size_t i;
+
+    if (!any->mode)
+        for (i = 0; i < NROWS; i++)
+            want_mode[i] = 1;
+    if (!any->strat)
         for (i = 0; i < NSTRAT; i++)
             want_strat[i] = 1;
-    if (!any_wl)
+    if (!any->wl)
         want_wl[EERL_TWIN_SCENARIO_STEADY] = 1;
     if (!n_lengths)
         lengths[n_lengths++] = 0;
+}
+
+/* Lists the blocks to run, in the table's order: configuration, then length, then workload. */
+static int make_blocks(void)
+{
+    size_t r, li;
+    int w;
+
     blocks = calloc(NROWS * LENGTHS_MAX * EERL_TWIN_SCENARIO_COUNT, sizeof(*blocks));
     if (!blocks)
-        return 1;
+        return -1;
     for (r = 0; r < NROWS; r++)
         for (li = 0; li < n_lengths; li++)
             for (w = 0; w < EERL_TWIN_SCENARIO_COUNT; w++) {
@@ -455,6 +547,12 @@ int main(int argc, char **argv)
                 b->wl = w;
                 n_blocks++;
             }
+    return 0;
+}
+
+/* Prints the table's title and column heads. */
+static void print_header(void)
+{
     printf("controllers side by side: Qwen3-30B-A3B on H100, %u seeds per block, allowed loss 2%%, "
            "divergence 0 (matched workloads), per-update noise %s, windowed oracle: a setting per "
            "%u updates\n\n",
@@ -463,12 +561,27 @@ int main(int argc, char **argv)
            "workload", "strategy", "saving", "dq", "within", "capture", "cap.win", "unused",
            "locked", "lock at (median)");
     fflush(stdout);
-    n_th = jobs < n_blocks ? jobs : (unsigned)n_blocks;
-    for (i = 0; i < n_th; i++)
+}
+
+/* Starts n worker threads; returns < 0 (reported) where one cannot start. */
+static int start_workers(pthread_t *th, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++)
         if (pthread_create(&th[i], NULL, worker, NULL) != 0) {
             fprintf(stderr, "bench_controllers: cannot start a thread\n");
-            return 1;
+            return -1;
         }
+    return 0;
+}
+
+/* Prints each block's rows in order as it finishes; returns 1 if any block failed, else 0. */
+static int print_blocks(void)
+{
+    size_t i;
+    int failed = 0;
+
     for (i = 0; i < n_blocks; i++) {
         pthread_mutex_lock(&lock);
         while (!blocks[i].done)
@@ -484,8 +597,12 @@ int main(int argc, char **argv)
         fflush(stdout);
         free(blocks[i].text);
     }
-    for (i = 0; i < n_th; i++)
-        pthread_join(th[i], NULL);
+    return failed;
+}
+
+/* Prints the legend under the table, with the total time. */
+static void print_legend(void)
+{
     printf("saving, dq: whole run (updates 2-N) against the matched governor run, geometric means "
            "over seeds; within: seeds whose whole-run throughput change is >= -2%%; capture: "
            "saving / static oracle saving (above 1.0: more than any one setting); cap.win: saving "
@@ -493,6 +610,29 @@ int main(int argc, char **argv)
            "first lock of every seed if all agree; lock at: median update of the first lock "
            "among seeds that locked. Total %.0f s (%u job%s).\n",
            wall() - t_all, jobs, jobs == 1 ? "" : "s");
+}
+
+int main(int argc, char **argv)
+{
+    struct named any = {0, 0, 0};
+    pthread_t th[16];
+    unsigned n_th, i;
+    int failed;
+
+    t_all = wall();
+    if (parse_args(argc, argv, &any) < 0)
+        return 2;
+    apply_defaults(&any);
+    if (make_blocks() < 0)
+        return 1;
+    print_header();
+    n_th = jobs < n_blocks ? jobs : (unsigned)n_blocks;
+    if (start_workers(th, n_th) < 0)
+        return 1;
+    failed = print_blocks();
+    for (i = 0; i < n_th; i++)
+        pthread_join(th[i], NULL);
+    print_legend();
     free(blocks);
     return failed;
 }

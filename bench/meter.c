@@ -142,6 +142,23 @@ static double pct(double *v, size_t n, double q)
     return v[i < n ? i : n - 1];
 }
 
+/* A stand-in state written whole, so that the stand-in never reads half a file: state_begin
+ * opens path's temporary (its name in tmp), state_end closes the GPU list and the object and
+ * renames it onto path. */
+static FILE *state_begin(const char *path, char *tmp, size_t len)
+{
+    snprintf(tmp, len, "%s.tmp", path);
+    return fopen(tmp, "w");
+}
+
+static int state_end(FILE *f, const char *tmp, const char *path)
+{
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
 /* The stand-in at power w (W) on GPU i: 1.0 + 0.05 i times the segment's. */
 static int write_marks_state(const char *path, unsigned n, unsigned cost_us, double w)
 {
@@ -149,8 +166,7 @@ static int write_marks_state(const char *path, unsigned n, unsigned cost_us, dou
     FILE *f;
     unsigned i;
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
+    f = state_begin(path, tmp, sizeof(tmp));
     if (!f)
         return -1;
     fprintf(f,
@@ -165,10 +181,7 @@ static int write_marks_state(const char *path, unsigned n, unsigned cost_us, dou
                 "\"sm_clocks_mhz\": {\"max\": 1980, \"min\": 345, \"step\": 15}, "
                 "\"sm_clock_mhz\": 1980, \"power_mw\": %u}%s\n",
                 i, (unsigned)(w * (1.0 + 0.05 * i) * 1000), i + 1 < n ? "," : "");
-    fprintf(f, "]}\n");
-    if (fclose(f) != 0)
-        return -1;
-    return rename(tmp, path);
+    return state_end(f, tmp, path);
 }
 
 struct marks_cfg {
@@ -195,6 +208,32 @@ static void set_power(const struct marks_cfg *c, double w)
 
 /* One run of c->updates updates on n GPUs. serve: the meter's thread reads for the marks (else
  * the marks read on this thread). Prints one line. */
+/* One mark, its wall time (us) kept in times[*nt] when keep and there is room. */
+static void timed_mark(eerl_meter *m, double *t, int keep, double *times, size_t *nt, size_t cap)
+{
+    double t0 = eerl_clock_monotonic(NULL), t1;
+
+    eerl_meter_mark(m, t);
+    t1 = eerl_clock_monotonic(NULL);
+    if (keep && *nt < cap)
+        times[(*nt)++] = 1e6 * (t1 - t0);
+}
+
+/* The line of one --marks row. */
+static void print_marks(unsigned n, int serve, double *mark_us, size_t nm, double *end_us,
+                        size_t nu, double reads_per_update, double worst, double sum_e,
+                        double sum_ref)
+{
+    printf("%u GPU%s %s  mark: median %9.1f  p99 %9.1f  max %9.1f us (%zu marks)  "
+           "update-end query: median %8.1f  max %8.1f us  counter readings per update %.1f  "
+           "worst update %+.3f%%  sum %+.4f%% (%zu updates, %.0f J)\n",
+           n, n == 1 ? " " : "s", serve ? "thread " : "caller ", pct(mark_us, nm, 0.5),
+           pct(mark_us, nm, 0.99), pct(mark_us, nm, 1), nm, pct(end_us, nu, 0.5),
+           pct(end_us, nu, 1), reads_per_update, 100 * worst, 100 * (sum_e - sum_ref) / sum_ref, nu,
+           sum_ref);
+    fflush(stdout);
+}
+
 static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
 {
     unsigned gpus[MARKS_GPUS_MAX], i;
@@ -225,11 +264,7 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
             double a = 0;
 
             if (d->phase) { /* its begin */
-                t0 = eerl_clock_monotonic(NULL);
-                eerl_meter_mark(m, &a);
-                t1 = eerl_clock_monotonic(NULL);
-                if (u > 0 && nm < cap)
-                    mark_us[nm++] = 1e6 * (t1 - t0);
+                timed_mark(m, &a, u > 0, mark_us, &nm, cap);
                 if (s == 0 && u == 0)
                     t_prev = a;
             }
@@ -240,20 +275,11 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
                 for (i = 0; i < n; i++)
                     if (eerl_device_energy_mj(c->dev, i, &ref_now[i]) != 0)
                         ref_now[i] = 0;
-            if (d->phase) { /* its end */
-                t0 = eerl_clock_monotonic(NULL);
-                eerl_meter_mark(m, &a);
-                t1 = eerl_clock_monotonic(NULL);
-                if (u > 0 && nm < cap)
-                    mark_us[nm++] = 1e6 * (t1 - t0);
-            }
+            if (d->phase) /* its end */
+                timed_mark(m, &a, u > 0, mark_us, &nm, cap);
         }
         /* the update's end: a mark, then the query that needs the energy */
-        t0 = eerl_clock_monotonic(NULL);
-        eerl_meter_mark(m, &t_end);
-        t1 = eerl_clock_monotonic(NULL);
-        if (u > 0 && nm < cap)
-            mark_us[nm++] = 1e6 * (t1 - t0);
+        timed_mark(m, &t_end, u > 0, mark_us, &nm, cap);
         set_power(c, UPDATE[0].w);
         t0 = eerl_clock_monotonic(NULL);
         if (eerl_meter_energy(m, t_prev, t_end, &rd) < 0) {
@@ -277,18 +303,8 @@ static int marks_run(const struct marks_cfg *c, unsigned n, int serve)
     }
     eerl_meter_mark_stats(m, &marks1, &reads1);
     eerl_meter_stop(m);
-    {
-        double med = pct(mark_us, nm, 0.5), p99 = pct(mark_us, nm, 0.99), mx = pct(mark_us, nm, 1);
-        double emed = pct(end_us, nu, 0.5), emx = pct(end_us, nu, 1);
-
-        printf("%u GPU%s %s  mark: median %9.1f  p99 %9.1f  max %9.1f us (%zu marks)  "
-               "update-end query: median %8.1f  max %8.1f us  counter readings per update %.1f  "
-               "worst update %+.3f%%  sum %+.4f%% (%zu updates, %.0f J)\n",
-               n, n == 1 ? " " : "s", serve ? "thread " : "caller ", med, p99, mx, nm, emed, emx,
-               (double)(reads1 - reads0) / (c->updates + 1), 100 * worst,
-               100 * (sum_e - sum_ref) / sum_ref, nu, sum_ref);
-        fflush(stdout);
-    }
+    print_marks(n, serve, mark_us, nm, end_us, nu, (double)(reads1 - reads0) / (c->updates + 1),
+                worst, sum_e, sum_ref);
     r = 0;
 out:
     eerl_meter_free(m);
@@ -309,8 +325,7 @@ static int write_read_state(const char *path, unsigned n, int with)
     FILE *f;
     unsigned i;
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
+    f = state_begin(path, tmp, sizeof(tmp));
     if (!f)
         return -1;
     fprintf(f,
@@ -328,10 +343,7 @@ static int write_read_state(const char *path, unsigned n, int with)
                 "\"sm_clock_mhz\": 1980, \"power_mw\": 300000%s}%s\n",
                 i, with ? ", \"throttle_reasons\": 4, \"power_limit_mw\": 700000" : "",
                 i + 1 < n ? "," : "");
-    fprintf(f, "]}\n");
-    if (fclose(f) != 0)
-        return -1;
-    return rename(tmp, path);
+    return state_end(f, tmp, path);
 }
 
 /* Wall (median) and CPU (mean) per tick of a fresh meter over GPUs 0..n-1 of dev, in a loop of
@@ -618,231 +630,296 @@ static void tick_cost(eerl_device *dev, const unsigned *gpus, unsigned n, unsign
     eerl_meter_free(m);
 }
 
-int main(int argc, char **argv)
-{
-    double seconds = 60, interval = 200, ngpu = 0, counter_cost = 0, w0, w1, t_first = 0, t_last,
-           sink = 0, t_x;
+/* The command line, and the stand-in's state file it made. */
+struct args {
+    double seconds, interval, ngpu, counter_cost, updates;
+    int real, marks, read_costs;
+    const char *eerld;
+    unsigned counts[MARKS_GPUS_MAX], n_counts;
     char dir[256], path[300];
-    unsigned *gpus = NULL, count = 0, i, mw = 0;
-    eerl_device *dev = NULL;
-    eerl_meter *m = NULL;
-    eerl_meter_reading rd;
-    int real = 0, r, k, nq = 200000, pr, marks = 0, read_costs = 0;
-    const char *eerld = NULL;
-    double updates = 5;
-    unsigned counts[MARKS_GPUS_MAX], n_counts = 0;
-    size_t samples;
+};
 
-    for (k = 1; k < argc; k++) {
-        if (!strcmp(argv[k], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[k], "--seconds") && k + 1 < argc) {
-            if (parse_num("--seconds", argv[++k], 0.5, 3600, &seconds) < 0)
-                return 2;
-        } else if (!strcmp(argv[k], "--interval-ms") && k + 1 < argc) {
-            if (parse_num("--interval-ms", argv[++k], 10, 60000, &interval) < 0)
-                return 2;
-        } else if (!strcmp(argv[k], "--gpus") && k + 1 < argc) {
-            if (parse_num("--gpus", argv[++k], 1, EERL_METER_GPUS_LIMIT, &ngpu) < 0)
-                return 2;
-            ngpu = (double)(unsigned)ngpu;
-        } else if (!strcmp(argv[k], "--counter-cost-us") && k + 1 < argc) {
-            if (parse_num("--counter-cost-us", argv[++k], 0, 1e6, &counter_cost) < 0)
-                return 2;
-        } else if (!strcmp(argv[k], "--real")) {
-            real = 1;
-        } else if (!strcmp(argv[k], "--marks")) {
-            marks = 1;
-        } else if (!strcmp(argv[k], "--read-cost")) {
-            read_costs = 1;
-        } else if (!strcmp(argv[k], "--eerld") && k + 1 < argc) {
-            eerld = argv[++k];
-        } else if (!strcmp(argv[k], "--updates") && k + 1 < argc) {
-            if (parse_num("--updates", argv[++k], 1, 10000, &updates) < 0)
-                return 2;
-        } else if (!strcmp(argv[k], "--counts") && k + 1 < argc) {
-            char *list = argv[++k], *save = NULL, *tok;
+/* --counts LIST into a. 0, or -1 (said). */
+static int parse_counts(char *list, struct args *a)
+{
+    char *save = NULL, *tok;
 
-            for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                double v;
+    for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        double v;
 
-                if (n_counts == MARKS_GPUS_MAX ||
-                    parse_num("--counts", tok, 1, MARKS_GPUS_MAX, &v) < 0)
-                    return 2;
-                counts[n_counts++] = (unsigned)v;
-            }
-        } else {
-            fprintf(stderr, "bench_meter: unknown argument '%s'\n", argv[k]);
-            usage(stderr);
-            return 2;
-        }
+        if (a->n_counts == MARKS_GPUS_MAX || parse_num("--counts", tok, 1, MARKS_GPUS_MAX, &v) < 0)
+            return -1;
+        a->counts[a->n_counts++] = (unsigned)v;
     }
-    if (!marks && (n_counts > 0 || updates != 5)) {
+    return 0;
+}
+
+/* One option at argv[*k] (its value taken too). 0, 1 for --help, or 2 (said). */
+static int parse_one(int argc, char **argv, int *k, struct args *a)
+{
+    const char *o = argv[*k];
+    int more = *k + 1 < argc;
+
+    if (!strcmp(o, "--help")) {
+        usage(stdout);
+        return 1;
+    } else if (!strcmp(o, "--seconds") && more) {
+        return parse_num(o, argv[++*k], 0.5, 3600, &a->seconds) < 0 ? 2 : 0;
+    } else if (!strcmp(o, "--interval-ms") && more) {
+        return parse_num(o, argv[++*k], 10, 60000, &a->interval) < 0 ? 2 : 0;
+    } else if (!strcmp(o, "--gpus") && more) {
+        if (parse_num(o, argv[++*k], 1, EERL_METER_GPUS_LIMIT, &a->ngpu) < 0)
+            return 2;
+        a->ngpu = (double)(unsigned)a->ngpu;
+    } else if (!strcmp(o, "--counter-cost-us") && more) {
+        return parse_num(o, argv[++*k], 0, 1e6, &a->counter_cost) < 0 ? 2 : 0;
+    } else if (!strcmp(o, "--real") || !strcmp(o, "--marks") || !strcmp(o, "--read-cost")) {
+        *(!strcmp(o, "--real") ? &a->real : !strcmp(o, "--marks") ? &a->marks : &a->read_costs) = 1;
+    } else if (!strcmp(o, "--eerld") && more) {
+        a->eerld = argv[++*k];
+    } else if (!strcmp(o, "--updates") && more) {
+        return parse_num(o, argv[++*k], 1, 10000, &a->updates) < 0 ? 2 : 0;
+    } else if (!strcmp(o, "--counts") && more) {
+        return parse_counts(argv[++*k], a) < 0 ? 2 : 0;
+    } else {
+        fprintf(stderr, "bench_meter: unknown argument '%s'\n", o);
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+/* The whole command line, checked. 0, 1 for --help, or 2 (said). */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    int k, r;
+
+    memset(a, 0, sizeof(*a));
+    a->seconds = 60;
+    a->interval = 200;
+    a->updates = 5;
+    for (k = 1; k < argc; k++)
+        if ((r = parse_one(argc, argv, &k, a)) != 0)
+            return r;
+    if (!a->marks && (a->n_counts > 0 || a->updates != 5)) {
         fprintf(stderr, "bench_meter: --counts and --updates go with --marks\n");
         return 2;
     }
-    if (read_costs && (real || marks || ngpu > MARKS_GPUS_MAX)) {
+    if (a->read_costs && (a->real || a->marks || a->ngpu > MARKS_GPUS_MAX)) {
         fprintf(stderr, "bench_meter: --read-cost is for the stand-in, alone, with --gpus <= %d\n",
                 MARKS_GPUS_MAX);
         return 2;
     }
-    if (real && counter_cost > 0) {
+    if (a->real && a->counter_cost > 0) {
         fprintf(stderr, "bench_meter: --counter-cost-us is for the stand-in, not with --real\n");
         return 2;
     }
-    if (!real) {
-        const char *lib = getenv("EERL_NVML_LIBRARY");
-        const char *base = getenv("TMPDIR");
+    return 0;
+}
 
-        if (!lib || !*lib) {
-            fprintf(stderr, "bench_meter: set EERL_NVML_LIBRARY to the stand-in library "
-                            "(<build>/fake_nvml/libnvidia-ml.so.1), or pass --real\n");
-            return 2;
-        }
-        if (ngpu == 0)
-            ngpu = 8;
-        for (i = 0; i < n_counts; i++)
-            if (counts[i] > ngpu)
-                ngpu = counts[i];
-        snprintf(dir, sizeof(dir), "%s/eerl-bench-XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(dir)) {
-            perror("bench_meter: mkdtemp");
-            return 1;
-        }
-        snprintf(path, sizeof(path), "%s/state.json", dir);
-        if (write_state(path, (unsigned)ngpu, (unsigned)counter_cost) != 0) {
-            perror("bench_meter: writing the state file");
-            return 1;
-        }
-        setenv("EERL_FAKE_NVML_STATE", path, 1);
+/* Without --real: the stand-in's state file in a fresh directory, named by
+ * EERL_FAKE_NVML_STATE. 0, or the exit status (said). */
+static int make_standin(struct args *a)
+{
+    const char *lib = getenv("EERL_NVML_LIBRARY"), *base = getenv("TMPDIR");
+    unsigned i;
+
+    if (!lib || !*lib) {
+        fprintf(stderr, "bench_meter: set EERL_NVML_LIBRARY to the stand-in library "
+                        "(<build>/fake_nvml/libnvidia-ml.so.1), or pass --real\n");
+        return 2;
     }
-    if (read_costs) {
-        r = read_cost(path, dir, (unsigned)ngpu, eerld);
-        unlink(path);
-        remove_tree(dir);
-        return r < 0 ? 1 : 0;
-    }
-    r = eerl_device_open_nvml(&dev);
-    if (r < 0) {
-        fprintf(stderr, "bench_meter: %s %s\n", eerl_strerror(r),
-                dev ? eerl_device_last_error(dev) : "");
+    if (a->ngpu == 0)
+        a->ngpu = 8;
+    for (i = 0; i < a->n_counts; i++)
+        if (a->counts[i] > a->ngpu)
+            a->ngpu = a->counts[i];
+    snprintf(a->dir, sizeof(a->dir), "%s/eerl-bench-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(a->dir)) {
+        perror("bench_meter: mkdtemp");
         return 1;
     }
-    r = eerl_device_count(dev, &count);
+    snprintf(a->path, sizeof(a->path), "%s/state.json", a->dir);
+    if (write_state(a->path, (unsigned)a->ngpu, (unsigned)a->counter_cost) != 0) {
+        perror("bench_meter: writing the state file");
+        return 1;
+    }
+    setenv("EERL_FAKE_NVML_STATE", a->path, 1);
+    return 0;
+}
+
+/* The stand-in's state file and its directory, gone (nothing with --real). */
+static void drop_standin(const struct args *a)
+{
+    if (!a->real) {
+        unlink(a->path);
+        rmdir(a->dir);
+    }
+}
+
+/* The device and the GPUs the runs use (0..ngpu-1), every count of --counts visible. 0, or 1
+ * (said). */
+static int open_gpus(struct args *a, eerl_device **dev, unsigned **gpus)
+{
+    unsigned count = 0, i;
+    int r = eerl_device_open_nvml(dev);
+
+    if (r < 0) {
+        fprintf(stderr, "bench_meter: %s %s\n", eerl_strerror(r),
+                *dev ? eerl_device_last_error(*dev) : "");
+        return 1;
+    }
+    r = eerl_device_count(*dev, &count);
     if (r < 0 || count == 0) {
         fprintf(stderr, "bench_meter: no GPUs visible (%s)\n", r < 0 ? eerl_strerror(r) : "0");
         return 1;
     }
-    if (ngpu == 0) /* --real without --gpus: every GPU there is */
-        ngpu = count;
-    if (count < (unsigned)ngpu) {
-        fprintf(stderr, "bench_meter: --gpus %g: only %u GPU%s visible\n", ngpu, count,
+    if (a->ngpu == 0) /* --real without --gpus: every GPU there is */
+        a->ngpu = count;
+    if (count < (unsigned)a->ngpu) {
+        fprintf(stderr, "bench_meter: --gpus %g: only %u GPU%s visible\n", a->ngpu, count,
                 count == 1 ? "" : "s");
         return 1;
     }
-    gpus = malloc((size_t)ngpu * sizeof(*gpus));
-    if (!gpus) {
-        fprintf(stderr, "bench_meter: out of memory for %g GPUs\n", ngpu);
+    *gpus = malloc((size_t)a->ngpu * sizeof(**gpus));
+    if (!*gpus) {
+        fprintf(stderr, "bench_meter: out of memory for %g GPUs\n", a->ngpu);
         return 1;
     }
-    for (i = 0; i < (unsigned)ngpu; i++)
-        gpus[i] = i;
-    for (i = 0; i < n_counts; i++)
-        if (counts[i] > count) {
-            fprintf(stderr, "bench_meter: --counts %u: only %u GPU%s visible\n", counts[i], count,
-                    count == 1 ? "" : "s");
+    for (i = 0; i < (unsigned)a->ngpu; i++)
+        (*gpus)[i] = i;
+    for (i = 0; i < a->n_counts; i++)
+        if (a->counts[i] > count) {
+            fprintf(stderr, "bench_meter: --counts %u: only %u GPU%s visible\n", a->counts[i],
+                    count, count == 1 ? "" : "s");
             return 1;
         }
-    if (marks) {
-        struct marks_cfg c;
+    return 0;
+}
 
-        memset(&c, 0, sizeof(c));
-        c.dev = dev;
-        c.state = real ? NULL : path;
-        c.n_all = (unsigned)ngpu;
-        c.cost_us = (unsigned)counter_cost;
-        c.updates = (int)updates;
-        if (n_counts == 0)
-            for (i = 1; i <= (unsigned)ngpu && n_counts < MARKS_GPUS_MAX; i++)
-                counts[n_counts++] = i;
-        printf("bench_meter --marks: %s backend%s, %d updates of %zu segments (15 marks: TRL's "
-               "pattern, 10x shorter) after one warm-up\n",
-               eerl_device_backend(dev), real ? " (real driver, read-only)" : " (stand-in)",
-               c.updates, N_SEG);
-        if (real)
-            printf("  counter reads cost what the driver's cost\n");
-        else
-            printf("  the stand-in burns %u us of CPU per counter read; each phase draws its own "
-                   "power (120-686 W)\n",
-                   c.cost_us);
-        printf("  reference: each GPU's counter read directly just before the update's last two "
-               "marks\n");
-        printf("  caller: marks read the counters on the caller's thread (the meter before); "
-               "thread: the meter's thread reads them (now)\n");
-        fflush(stdout);
-        for (i = 0; i < n_counts; i++)
-            if (marks_run(&c, counts[i], 0) < 0 || marks_run(&c, counts[i], 1) < 0)
-                return 1;
-        eerl_device_free(dev);
-        if (!real) {
-            unlink(path);
-            rmdir(dir);
-        }
-        return 0;
+/* --marks: each GPU count, marks on the caller's thread then on the meter's. The exit status. */
+static int marks_main(struct args *a, eerl_device *dev)
+{
+    struct marks_cfg c;
+    unsigned i;
+
+    memset(&c, 0, sizeof(c));
+    c.dev = dev;
+    c.state = a->real ? NULL : a->path;
+    c.n_all = (unsigned)a->ngpu;
+    c.cost_us = (unsigned)a->counter_cost;
+    c.updates = (int)a->updates;
+    if (a->n_counts == 0)
+        for (i = 1; i <= (unsigned)a->ngpu && a->n_counts < MARKS_GPUS_MAX; i++)
+            a->counts[a->n_counts++] = i;
+    printf("bench_meter --marks: %s backend%s, %d updates of %zu segments (15 marks: TRL's "
+           "pattern, 10x shorter) after one warm-up\n",
+           eerl_device_backend(dev), a->real ? " (real driver, read-only)" : " (stand-in)",
+           c.updates, N_SEG);
+    if (a->real)
+        printf("  counter reads cost what the driver's cost\n");
+    else
+        printf("  the stand-in burns %u us of CPU per counter read; each phase draws its own "
+               "power (120-686 W)\n",
+               c.cost_us);
+    printf("  reference: each GPU's counter read directly just before the update's last two "
+           "marks\n");
+    printf("  caller: marks read the counters on the caller's thread (the meter before); "
+           "thread: the meter's thread reads them (now)\n");
+    fflush(stdout);
+    for (i = 0; i < a->n_counts; i++)
+        if (marks_run(&c, a->counts[i], 0) < 0 || marks_run(&c, a->counts[i], 1) < 0)
+            return 1;
+    eerl_device_free(dev);
+    drop_standin(a);
+    return 0;
+}
+
+/* Interval queries over the ring a run filled, between random marks, all GPUs; then the
+ * energy between its first and last marks. */
+static void query_cost(eerl_meter *m, double t_first, unsigned ngpu)
+{
+    const int nq = 200000;
+    size_t samples = eerl_meter_sample_count(m);
+    eerl_meter_reading rd;
+    double t_last, w0, w1, sink = 0;
+    unsigned seed = 12345;
+    int k;
+
+    if (eerl_meter_mark(m, &t_last) != 0 || samples < 2)
+        return;
+    w0 = eerl_clock_monotonic(NULL);
+    for (k = 0; k < nq; k++) {
+        double a, b;
+
+        seed = seed * 1103515245u + 12345u;
+        a = t_first + (t_last - t_first) * ((seed >> 8) & 0xffff) / 65536.0;
+        seed = seed * 1103515245u + 12345u;
+        b = a + (t_last - a) * ((seed >> 8) & 0xffff) / 65536.0;
+        if (eerl_meter_energy(m, a, b, &rd) == 0)
+            sink += rd.total_joules;
     }
-    pr = eerl_device_power_instant_mw(dev, 0, &mw);
+    w1 = eerl_clock_monotonic(NULL);
+    printf("query:     %.3f us per interval query over %u GPUs (%d queries over %zu "
+           "samples; checksum %.0f J)\n",
+           1e6 * (w1 - w0) / nq, ngpu, nq, samples, sink / nq);
+    if (eerl_meter_energy(m, t_first, t_last, &rd) == 0)
+        printf("energy:    %.1f J between the default run's first and last marks, mean %.1f W "
+               "across the %u GPUs, flags 0x%x\n",
+               rd.total_joules, rd.total_joules / (t_last - t_first), ngpu, rd.flags);
+}
+
+/* The default bench: the sampler thread, one tick and one mark, interval queries. The exit
+ * status. */
+static int sampling_main(struct args *a, eerl_device *dev, unsigned *gpus)
+{
+    unsigned n = (unsigned)a->ngpu, iv = (unsigned)a->interval, mw = 0;
+    int pr = eerl_device_power_instant_mw(dev, 0, &mw);
+    double t_first = 0, t_x;
+    eerl_meter *m;
+
     printf("bench_meter: %s backend%s, %u GPUs, every %g ms, %g s per run; power: %s\n",
-           eerl_device_backend(dev), real ? " (real driver)" : " (stand-in)", (unsigned)ngpu,
-           interval, seconds,
+           eerl_device_backend(dev), a->real ? " (real driver)" : " (stand-in)", n, a->interval,
+           a->seconds,
            pr == 0 ? "instantaneous (eerl_device_power_instant_mw)"
                    : "averaged (eerl_device_power_mw; no instantaneous reading)");
     fflush(stdout);
-
     /* 1. the sampler thread, with the counters at every tick (the old meter), then the default */
-    m = sampling_run(dev, gpus, (unsigned)ngpu, (unsigned)interval, seconds, 0,
-                     "counters every tick", &t_x);
+    m = sampling_run(dev, gpus, n, iv, a->seconds, 0, "counters every tick", &t_x);
     eerl_meter_free(m);
-    m = sampling_run(dev, gpus, (unsigned)ngpu, (unsigned)interval, seconds, EERL_METER_ENERGY_AUTO,
-                     "default", &t_first);
+    m = sampling_run(dev, gpus, n, iv, a->seconds, EERL_METER_ENERGY_AUTO, "default", &t_first);
     if (!m)
         return 1;
-
     /* 2. one tick and one mark, in tight loops (fresh meters) */
-    tick_cost(dev, gpus, (unsigned)ngpu, (unsigned)interval, 0, 2000);
-    tick_cost(dev, gpus, (unsigned)ngpu, (unsigned)interval, 1, 2000);
-
-    /* 3. interval queries over the ring the default run filled: random marks, all GPUs */
-    samples = eerl_meter_sample_count(m);
-    if (eerl_meter_mark(m, &t_last) == 0 && samples >= 2) {
-        unsigned seed = 12345;
-
-        w0 = eerl_clock_monotonic(NULL);
-        for (k = 0; k < nq; k++) {
-            double a, b;
-
-            seed = seed * 1103515245u + 12345u;
-            a = t_first + (t_last - t_first) * ((seed >> 8) & 0xffff) / 65536.0;
-            seed = seed * 1103515245u + 12345u;
-            b = a + (t_last - a) * ((seed >> 8) & 0xffff) / 65536.0;
-            if (eerl_meter_energy(m, a, b, &rd) == 0)
-                sink += rd.total_joules;
-        }
-        w1 = eerl_clock_monotonic(NULL);
-        printf("query:     %.3f us per interval query over %u GPUs (%d queries over %zu "
-               "samples; checksum %.0f J)\n",
-               1e6 * (w1 - w0) / nq, (unsigned)ngpu, nq, samples, sink / nq);
-        if (eerl_meter_energy(m, t_first, t_last, &rd) == 0)
-            printf("energy:    %.1f J between the default run's first and last marks, mean %.1f W "
-                   "across the %u GPUs, flags 0x%x\n",
-                   rd.total_joules, rd.total_joules / (t_last - t_first), (unsigned)ngpu, rd.flags);
-    }
+    tick_cost(dev, gpus, n, iv, 0, 2000);
+    tick_cost(dev, gpus, n, iv, 1, 2000);
+    /* 3. interval queries over the ring the default run filled */
+    query_cost(m, t_first, n);
     eerl_meter_free(m);
     eerl_device_free(dev);
     free(gpus);
-    if (!real) {
-        unlink(path);
-        rmdir(dir);
-    }
+    drop_standin(a);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    eerl_device *dev = NULL;
+    unsigned *gpus = NULL;
+    int r = parse_args(argc, argv, &a);
+
+    if (r != 0)
+        return r == 1 ? 0 : r;
+    if (!a.real && (r = make_standin(&a)) != 0)
+        return r;
+    if (a.read_costs) {
+        r = read_cost(a.path, a.dir, (unsigned)a.ngpu, a.eerld);
+        unlink(a.path);
+        remove_tree(a.dir);
+        return r < 0 ? 1 : 0;
+    }
+    if (open_gpus(&a, &dev, &gpus) != 0)
+        return 1;
+    return a.marks ? marks_main(&a, dev) : sampling_main(&a, dev, gpus);
 }

@@ -363,6 +363,18 @@ class PhaseDriver:
         self._stack = [(l, p, False) for (l, p, _) in self._stack]
 
 
+def phase_table(defaults, overrides):
+    """An integration's table of hook point -> eerl phase: defaults, with overrides (a name to
+    None drops that point, any other value sets it)."""
+    table = dict(defaults)
+    for k, v in (overrides or {}).items():
+        if v is None:
+            table.pop(k, None)
+        else:
+            table[k] = v
+    return table
+
+
 def numeric_metrics(session):
     """session.metrics() without its one text entry, eerl/state, whose number eerl/state_code
     the loggers get instead (TensorBoard and TRL's averaging take numbers only; the codes are

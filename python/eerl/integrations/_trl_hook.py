@@ -39,7 +39,7 @@ import importlib
 
 from .. import _tested
 from . import _trl_async
-from ._common import Framework, PhaseDriver, numeric_metrics
+from ._common import Framework, PhaseDriver, numeric_metrics, phase_table
 
 PHASES = {
     "transformers.generate": "generation",
@@ -312,13 +312,7 @@ def make_hook(session, trainer, phases, strict, profiling_module, fw, callback):
     if is_async(trainer):
         h = _trl_async.AsyncHook(session, trainer, strict, fw)
     else:
-        table = dict(PHASES)
-        for k, v in (phases or {}).items():
-            if v is None:
-                table.pop(k, None)
-            else:
-                table[k] = v
-        h = TRLHook(session, trainer, table, strict, profiling_module, fw)
+        h = TRLHook(session, trainer, phase_table(PHASES, phases), strict, profiling_module, fw)
     if callback:
         h.callback = _make_callback(h)
         trainer.add_callback(h.callback)

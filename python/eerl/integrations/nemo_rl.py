@@ -58,7 +58,8 @@ import re
 import threading
 import warnings
 
-from ._common import Framework, IntegrationError, PhaseDriver, numeric_metrics, version_of
+from ._common import (Framework, IntegrationError, PhaseDriver, numeric_metrics, phase_table,
+                      version_of)
 
 FRAMEWORK = "NeMo-RL"
 FOLLOWS = "v0.7.0 (81aa43d, 2026-07-29) and main at 7ea279a (2026-08-22)"
@@ -571,11 +572,6 @@ def install(session, master_config=None, samples_per_step=None, async_grpo=None,
                          "only on main since 2026-07-08; this NeMo-RL (%s) has none: leave "
                          "context out" % (context, version))
 
-    table = dict(PHASES)
-    for k, v in (phases or {}).items():
-        if v is None:
-            table.pop(k, None)
-        else:
-            table[k] = v
+    table = phase_table(PHASES, phases)
     return NemoRLHook(session, "async" if async_grpo else "sync", int(samples_per_step), table,
                       strict, log_metrics, context, quiet, source, fw, timer_cls, lg, logger_cls)

@@ -66,7 +66,7 @@ import threading
 import warnings
 
 from ... import _tested
-from .._common import Framework, IntegrationError, PhaseDriver, numeric_metrics
+from .._common import Framework, IntegrationError, PhaseDriver, numeric_metrics, phase_table
 
 PHASES = {
     "gen": "generation",
@@ -502,13 +502,7 @@ def install(session, phases=None, strict=False, log_metrics=True):
     fw = framework()
     _check_mode(fw, getattr(session, "mode", "colocated"))
     points = _hook_points(fw)
-    table = dict(PHASES)
-    for k, v in (phases or {}).items():
-        if v is None:
-            table.pop(k, None)
-        else:
-            table[k] = v
-    hook = VerlHook(session, table, strict, log_metrics, fw)
+    hook = VerlHook(session, phase_table(PHASES, phases), strict, log_metrics, fw)
     hook.skipped = _recipes(fw)[1]
     fns, compute_metrics = _wrappers(hook, points)
     sources = set(TIMER_SOURCES) | {METRICS_SOURCE, CORRECTION_SOURCE}
